@@ -1,0 +1,32 @@
+#pragma once
+// Subcommands of `sailor`. Each lives in its own file and adds itself to the CLI11 app.
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace sailor::app {
+
+/// The action of the subcommand that was chosen.
+struct command_set {
+  std::function<int()> selected;
+  int run() const { return selected ? selected() : 2; }
+};
+
+void register_commands(CLI::App& app, command_set& commands);
+
+// One function per subcommand, each in its own file.
+void add_validate(CLI::App& app, command_set& commands);
+void add_simulate(CLI::App& app, command_set& commands);
+void add_plan(CLI::App& app, command_set& commands);
+void add_profile(CLI::App& app, command_set& commands);
+void add_coordinator(CLI::App& app, command_set& commands);
+void add_status(CLI::App& app, command_set& commands);
+void add_demo(CLI::App& app, command_set& commands);
+void add_replay(CLI::App& app, command_set& commands);
+
+/// A subcommand that is not built yet: says so plainly and exits non-zero.
+void add_not_built(CLI::App& app, command_set& commands, const char* name,
+                   const char* description, const char* issue);
+
+}  // namespace sailor::app

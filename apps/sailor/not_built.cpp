@@ -1,0 +1,37 @@
+// Subcommands whose implementation has not landed yet. Each moves to its own file when built.
+#include "commands.hpp"
+
+namespace sailor::app {
+
+void add_simulate(CLI::App& app, command_set& commands) {
+  add_not_built(app, commands, "simulate", "predict iteration time, memory and cost of a plan",
+                "the simulator issue");
+}
+void add_plan(CLI::App& app, command_set& commands) {
+  add_not_built(app, commands, "plan", "choose the best plan for a job", "the planner issue");
+}
+void add_profile(CLI::App& app, command_set& commands) {
+  add_not_built(app, commands, "profile", "measure per-layer times on this machine",
+                "the training runtime issue");
+}
+void add_coordinator(CLI::App& app, command_set& commands) {
+  add_not_built(app, commands, "coordinator", "run the job supervisor",
+                "the actor runtime issue");
+}
+void add_status(CLI::App& app, command_set& commands) {
+  add_not_built(app, commands, "status", "show a coordinator's nodes and roles",
+                "the actor runtime issue");
+}
+void add_demo(CLI::App& app, command_set& commands) {
+  add_not_built(app, commands, "demo", "plan and train a tiny model in emulated zones",
+                "the training runtime issue");
+}
+void add_replay(CLI::App& app, command_set& commands) {
+  add_not_built(app, commands, "replay", "replay an availability trace through the planner",
+                "the planner issue");
+}
+void add_validate(CLI::App& app, command_set& commands) {
+  add_not_built(app, commands, "validate", "check config files", "the foundation issue");
+}
+
+}  // namespace sailor::app

@@ -1,0 +1,54 @@
+#pragma once
+/// A plan: the one value that flows through the planner, simulator, supervisor and stage actors.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sailor::config {
+
+/// One data-parallel copy of a stage: `tp` GPUs of one type in one zone.
+struct replica {
+  std::string gpu_type;
+  std::string zone;
+  int tp = 1;
+  std::vector<std::string> nodes;  ///< node ids, filled when roles are assigned
+  std::vector<int> devices;        ///< device indices on those nodes (tp of them)
+};
+
+/// A pipeline stage: a contiguous range of layers (numbered as in model.hpp) and its replicas.
+struct stage_plan {
+  int first_layer = 0;
+  int num_layers = 0;
+  bool recompute = false;  ///< activation recomputation
+  std::vector<replica> replicas;
+
+  int end_layer() const { return first_layer + num_layers; }
+};
+
+/// What the plan was chosen with (filled by the simulator or planner).
+struct plan_estimate {
+  double iteration_time_s = 0;
+  double throughput_iters_per_s = 0;
+  double cost_per_iteration_usd = 0;
+  double cost_per_hour_usd = 0;
+  double peak_memory_bytes = 0;
+};
+
+struct plan {
+  int micro_batch = 1;
+  int global_batch = 0;
+  std::vector<stage_plan> stages;
+  std::optional<plan_estimate> estimate;
+
+  int num_stages() const { return static_cast<int>(stages.size()); }
+  /// Micro-batches per iteration per pipeline: global batch over (micro batch x replicas of
+  /// stage 0). With replica counts differing between stages, each stage splits the global
+  /// batch over its own replicas.
+  int micro_batches_per_replica(int stage) const;
+  int total_gpus() const;
+  std::map<std::string, int> gpus_by_type() const;
+};
+
+}  // namespace sailor::config

@@ -1,0 +1,18 @@
+#include "sailor/config/job.hpp"
+
+namespace sailor::config {
+
+const char* to_string(objective o) {
+  return o == objective::max_throughput ? "max_throughput" : "min_cost";
+}
+
+const char* to_string(optimizer_kind o) {
+  switch (o) {
+    case optimizer_kind::adamw: return "adamw";
+    case optimizer_kind::adam: return "adam";
+    case optimizer_kind::sgd: return "sgd";
+  }
+  return "?";
+}
+
+}  // namespace sailor::config

@@ -1,0 +1,67 @@
+#include "sailor/config/model.hpp"
+
+namespace sailor::config {
+
+const char* to_string(dtype type) {
+  switch (type) {
+    case dtype::fp32: return "fp32";
+    case dtype::fp16: return "fp16";
+    case dtype::bf16: return "bf16";
+  }
+  return "?";
+}
+
+int bytes_of(dtype type) { return type == dtype::fp32 ? 4 : 2; }
+
+layer_kind model_shape::kind_of(int layer) const {
+  if (layer == 0) return layer_kind::embedding;
+  if (layer == num_layers + 1) return layer_kind::head;
+  return layer_kind::block;
+}
+
+std::int64_t model_shape::params_of_block() const {
+  const std::int64_t h = hidden, f = ffn();
+  const std::int64_t kv_width = h / heads * kv();
+  std::int64_t attention = (h * h + h) * 2 + (h * kv_width + kv_width) * 2;  // Q, O, K, V
+  std::int64_t mlp = gated_mlp ? 3 * h * f : 2 * h * f + f + h;
+  std::int64_t norms = 4 * h;
+  return attention + mlp + norms;
+}
+
+std::int64_t model_shape::params_of_layer(int layer) const {
+  const std::int64_t h = hidden, v = vocabulary;
+  switch (kind_of(layer)) {
+    case layer_kind::embedding: return v * h + (learned_positions ? std::int64_t(sequence) * h : 0);
+    case layer_kind::block: return params_of_block();
+    case layer_kind::head: return 2 * h + (tied_embeddings ? 0 : v * h);
+  }
+  return 0;
+}
+
+std::int64_t model_shape::total_params() const {
+  std::int64_t n = 0;
+  for (int l = 0; l < num_all_layers(); ++l) n += params_of_layer(l);
+  return n;
+}
+
+double model_shape::forward_flops_of_layer(int layer, int micro_batch) const {
+  const double tokens = double(micro_batch) * sequence;
+  const double h = hidden;
+  switch (kind_of(layer)) {
+    case layer_kind::embedding: return 0;
+    case layer_kind::head: return 2 * tokens * h * vocabulary;
+    case layer_kind::block: {
+      const double kv_width = h / heads * kv();
+      double matmul_params = 2 * h * h + 2 * h * kv_width + (gated_mlp ? 3.0 : 2.0) * h * ffn();
+      double scores = 2 * 2 * tokens * sequence * h;  // QK^T and softmax(QK^T)V
+      return 2 * tokens * matmul_params + scores;
+    }
+  }
+  return 0;
+}
+
+std::int64_t model_shape::boundary_activation_bytes(int micro_batch) const {
+  return std::int64_t(micro_batch) * sequence * hidden * bytes_of(precision);
+}
+
+}  // namespace sailor::config
