@@ -8,6 +8,8 @@
 
 #include <sailor/comm/collective.hpp>
 
+#include "gloo_store.hpp"
+
 #include <atomic>
 #include <cstring>
 #include <condition_variable>
@@ -312,21 +314,27 @@ std::shared_ptr<void> make_in_process_store() {
   return store;
 }
 
-result<std::unique_ptr<communicator_factory>> make_gloo_factory(int global_rank,
-                                                                 const gloo_options& options) {
-  std::shared_ptr<gloo::rendezvous::Store> store;
+result<std::shared_ptr<gloo::rendezvous::Store>> make_gloo_store(const gloo_options& options) {
   if (!options.store_path.empty()) {
     try {
-      store = std::make_shared<gloo::rendezvous::FileStore>(options.store_path);
+      std::shared_ptr<gloo::rendezvous::Store> store =
+          std::make_shared<gloo::rendezvous::FileStore>(options.store_path);
+      return store;
     } catch (const std::exception& e) {
       return make_error(error_kind::failed, "gloo store " + options.store_path + ": " + e.what());
     }
-  } else if (options.in_process_store) {
-    store = std::static_pointer_cast<gloo::rendezvous::Store>(options.in_process_store);
-  } else {
-    return make_error(error_kind::invalid_input,
-                 "gloo_options: set store_path or in_process_store (make_in_process_store())");
   }
+  if (options.in_process_store)
+    return std::static_pointer_cast<gloo::rendezvous::Store>(options.in_process_store);
+  return make_error(error_kind::invalid_input,
+                    "gloo_options: set store_path or in_process_store (make_in_process_store())");
+}
+
+result<std::unique_ptr<communicator_factory>> make_gloo_factory(int global_rank,
+                                                                 const gloo_options& options) {
+  auto made = make_gloo_store(options);
+  if (!made) return made.error();
+  std::shared_ptr<gloo::rendezvous::Store> store = std::move(*made);
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = options.hostname;
