@@ -58,6 +58,7 @@ struct run_result {
   std::vector<std::vector<double>> all;    // every rank's losses
   std::vector<train::iteration_telemetry> last;  // every rank's last telemetry
   std::vector<std::string> errors;
+  std::vector<std::int64_t> parameters;  // every rank's
 };
 
 run_result train_plan(const config::plan& plan, int iterations,
@@ -71,6 +72,7 @@ run_result train_plan(const config::plan& plan, int iterations,
   out.all.resize(n);
   out.last.resize(n);
   out.errors.resize(n);
+  out.parameters.resize(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
@@ -85,6 +87,7 @@ run_result train_plan(const config::plan& plan, int iterations,
         out.errors[r] = exec.error().to_string();
         return;
       }
+      out.parameters[r] = (*exec)->num_parameters();
       for (int it = 0; it < iterations; ++it) {
         auto tel = (*exec)->run_iteration(it);
         if (!tel) {
@@ -102,9 +105,12 @@ run_result train_plan(const config::plan& plan, int iterations,
 }
 
 const run_result& reference(train::optimizer_kind kind = train::optimizer_kind::adamw) {
-  static run_result adamw = train_plan(make_plan({stage(0, 6, {1})}), 20);
+  if (kind == train::optimizer_kind::adamw) {
+    static run_result adamw = train_plan(make_plan({stage(0, 6, {1})}), 20);
+    return adamw;
+  }
   static run_result sgd = train_plan(make_plan({stage(0, 6, {1})}), 20, train::optimizer_kind::sgd);
-  return kind == train::optimizer_kind::adamw ? adamw : sgd;
+  return sgd;
 }
 
 void check_same_curve(const run_result& got, const run_result& want) {
@@ -162,6 +168,21 @@ TEST_CASE("train: SGD under DP=2 x PP=2 reproduces the single-process SGD curve"
   auto sgd = train_plan(make_plan({stage(0, 3, {1, 1}), stage(3, 3, {1, 1})}), 20,
                    train::optimizer_kind::sgd);
   check_same_curve(sgd, reference(train::optimizer_kind::sgd));
+}
+
+TEST_CASE("train: the stages of a plan hold the model's parameters") {
+  auto model = models::tiny_gpt_shape();
+  auto pp3 = train_plan(make_plan({stage(0, 2, {1}), stage(2, 3, {1}), stage(5, 1, {1})}), 0);
+  std::int64_t sum = 0;
+  for (auto n : pp3.parameters) sum += n;
+  CHECK(sum == model.total_params());
+  // TP 2: sharded matrices split, layer norms, row-parallel biases and positions repeated.
+  auto tp2 = train_plan(make_plan({stage(0, 6, {2})}), 0);
+  REQUIRE(tp2.parameters.size() == 2);
+  const std::int64_t h = model.hidden;
+  std::int64_t replicated = model.sequence * h + model.num_layers * (4 * h + 2 * h) + 2 * h;
+  CHECK(tp2.parameters[0] == tp2.parameters[1]);
+  CHECK(tp2.parameters[0] + tp2.parameters[1] == model.total_params() + replicated);
 }
 
 TEST_CASE("train: telemetry accounts for the iteration") {
