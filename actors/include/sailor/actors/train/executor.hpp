@@ -1,0 +1,126 @@
+#pragma once
+/// The per-rank training executor: runs one rank's share of any plan.
+///
+/// A plan's ranks are numbered globally: stages in order, then replicas of the stage in
+/// order, then tensor-parallel ranks of the replica (see global_rank_of). Each rank builds
+/// the module of its stage (its layer range, its TP shard), and per iteration:
+///
+///   1. runs its micro-batches with a 1F1B schedule (at most num_stages - stage forwards in
+///      flight), receiving activations from the previous stage and gradients from the next
+///      one asynchronously (receives are posted at the start of the iteration, sends are
+///      non-blocking), so transfers overlap compute;
+///   2. all-reduces gradients across the data-parallel replicas of its stage, shard by shard
+///      (replicas may differ in TP degree: each slice among the ranks that hold it);
+///   3. clips by the global norm over all stages and shards and steps the optimizer.
+///
+/// Micro-batch m (0 <= m < global_batch / micro_batch) is processed by replica m % R_s of
+/// stage s, where R_s is that stage's replica count, so stages may have different replica
+/// counts. Loss gradients are scaled so that the result is the mean over the global batch.
+/// Every plan thus trains on the same samples and, up to floating-point rounding, produces
+/// the same weights and losses for the same seed.
+///
+/// No LibTorch in this header (pimpl): actors include it.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <sailor/comm/collective.hpp>
+#include <sailor/config/error.hpp>
+#include <sailor/config/model.hpp>
+#include <sailor/config/plan.hpp>
+
+namespace sailor::train {
+
+/// Where a rank sits in a plan.
+struct rank_role {
+  int stage = 0;
+  int replica = 0;
+  int tp_rank = 0;
+
+  bool operator==(const rank_role&) const = default;
+};
+
+/// Total ranks of a plan (sum of TP degrees over all replicas of all stages).
+int world_size(const config::plan& p);
+/// The global rank of `role`; -1 when the role is not in the plan.
+int global_rank_of(const config::plan& p, const rank_role& role);
+/// The role of global rank `rank` (precondition: 0 <= rank < world_size(p)).
+rank_role role_of(const config::plan& p, int rank);
+
+enum class optimizer_kind { adamw, sgd };
+
+struct train_options {
+  std::uint64_t seed = 1;  ///< weights and data
+  optimizer_kind optimizer = optimizer_kind::adamw;
+  double learning_rate = 1e-3;
+  double weight_decay = 0.0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  ///< AdamW
+  double momentum = 0.0;                          ///< SGD
+  double clip_norm = 1.0;  ///< global gradient norm bound; <= 0 disables clipping
+  /// Torch intra-op threads for this process; 0 leaves the setting alone (it is per process,
+  /// so tests running ranks as threads set it once).
+  int torch_threads = 0;
+  /// Bound on every wait for a peer.
+  std::chrono::milliseconds timeout{60000};
+  /// Synthetic data set: number of distinct samples (an epoch), 0 = unbounded.
+  std::int64_t dataset_samples = 0;
+};
+
+/// What one rank measured in one iteration (seconds).
+struct iteration_telemetry {
+  int iteration = 0;
+  double loss = 0;          ///< mean loss over the global batch (the same on every rank)
+  double grad_norm = 0;     ///< global gradient norm before clipping
+  double compute_s = 0;     ///< forward and backward compute
+  double send_wait_s = 0;   ///< waiting for sends to complete
+  double recv_wait_s = 0;   ///< waiting for activations or gradients to arrive
+  double all_reduce_s = 0;  ///< TP all-reduces inside the replica plus DP gradient all-reduce
+  double optimizer_s = 0;   ///< norm, clipping and optimizer step
+  double total_s = 0;
+  int micro_batches = 0;        ///< processed by this rank
+  std::int64_t tokens = 0;      ///< tokens of the global batch
+};
+
+/// One rank of a plan. Resource type: not copyable, one owner, one thread drives it.
+class stage_executor {
+public:
+  /// Builds the stage module and the communicators of `role`: blocks until every rank of
+  /// the plan has called create (bounded by options.timeout). Errors for an invalid plan
+  /// (layers not covered, TP degree not dividing heads, vocabulary or ffn) or a failed
+  /// rendezvous.
+  static result<std::unique_ptr<stage_executor>> create(const config::model_shape& model,
+                                                        const config::plan& plan,
+                                                        const rank_role& role,
+                                                        comm::communicator_factory& factory,
+                                                        const train_options& options);
+  ~stage_executor();
+  stage_executor(const stage_executor&) = delete;
+  stage_executor& operator=(const stage_executor&) = delete;
+
+  /// Runs iteration `iteration` (its number selects the samples of the global batch). All
+  /// ranks of the plan must call it with the same number.
+  result<iteration_telemetry> run_iteration(int iteration);
+
+  /// Parameters and optimizer state of this rank's shard, as bytes (for recovery).
+  result<std::vector<char>> save_state() const;
+  /// Restores what save_state wrote on a rank of the same role shape (stage layers, TP).
+  status load_state(const std::vector<char>& bytes);
+
+  /// Number of parameters held by this rank.
+  std::int64_t num_parameters() const;
+  const rank_role& role() const;
+
+private:
+  struct impl;
+  explicit stage_executor(std::unique_ptr<impl> state);
+  std::unique_ptr<impl> impl_;
+};
+
+/// Validates that `plan` can be executed for `model`: stages cover layers 0..L+1 in order,
+/// each TP degree divides heads, vocabulary and ffn, micro-batches divide evenly.
+status validate_for_training(const config::model_shape& model, const config::plan& plan);
+
+}  // namespace sailor::train

@@ -1,0 +1,449 @@
+#include <sailor/actors/train/executor.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include <torch/torch.h>
+
+#include <sailor/config/log.hpp>
+#include <sailor/models/gpt.hpp>
+#include <sailor/models/synthetic_data.hpp>
+
+#include "schedule.hpp"
+
+namespace sailor::train {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point start) {
+  return std::chrono::duration<double>(clock_type::now() - start).count();
+}
+
+comm::buffer_view view_of(const torch::Tensor& t) {
+  return {t.data_ptr(), static_cast<std::size_t>(t.numel()), comm::element_type::f32};
+}
+
+error failed(const std::string& message, error_kind kind = error_kind::failed) {
+  error e;
+  e.kind = kind;
+  e.message = message;
+  return e;
+}
+
+// Tags of point-to-point messages: one per (iteration, micro-batch, direction), so messages
+// between the same pair never match the wrong receive.
+std::uint64_t tag_of(int iteration, int micro_batches, int m, int direction) {
+  return ((static_cast<std::uint64_t>(iteration) * micro_batches + m) << 1) |
+         static_cast<std::uint64_t>(direction);
+}
+
+// A part of this rank's gradient reduced in one data-parallel group.
+struct grad_slice {
+  std::size_t param = 0;
+  int dim = -1;  // -1: the whole tensor
+  std::int64_t offset = 0, length = 0;
+};
+
+struct dp_group {
+  std::unique_ptr<comm::communicator> comm;
+  std::vector<grad_slice> slices;
+};
+
+// A transfer in flight and the tensor it reads or writes (kept alive until it is done).
+struct transfer {
+  std::unique_ptr<comm::request> request;
+  torch::Tensor buffer;
+};
+
+}  // namespace
+
+struct stage_executor::impl {
+  config::model_shape model;
+  config::plan plan;
+  rank_role role;
+  train_options options;
+  int rank = 0;
+  int micro_batches = 0;  // per iteration, whole plan
+  int stages = 0;
+  int my_tp = 1;
+  std::string who;
+
+  std::unique_ptr<comm::communicator> world;
+  std::unique_ptr<comm::communicator> tp_comm;
+  std::vector<dp_group> dp_groups;
+  double tp_seconds = 0;
+
+  std::unique_ptr<models::stage_module> module;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::unique_ptr<models::markov_dataset> data;
+  std::vector<schedule_op> ops;
+
+  int tp_of(int stage, int replica) const {
+    return std::max(1, plan.stages[stage].replicas[replica].tp);
+  }
+  bool first_stage() const { return role.stage == 0; }
+  bool last_stage() const { return role.stage == stages - 1; }
+
+  // Token rows of micro-batch m of `iteration`: [mb, seq + 1].
+  torch::Tensor tokens_of(int iteration, int m) const {
+    const int mb = plan.micro_batch;
+    auto t = torch::empty({mb, model.sequence + 1}, torch::kLong);
+    std::int64_t first = static_cast<std::int64_t>(iteration) * plan.global_batch +
+                         static_cast<std::int64_t>(m) * mb;
+    data->fill(first, mb, t.data_ptr<std::int64_t>());
+    return t;
+  }
+
+  status connect(comm::communicator_factory& factory);
+  void plan_dp_slices(const group_spec& spec, dp_group& group) const;
+  iteration_telemetry run(int iteration);
+  double reduce_gradients();
+};
+
+status stage_executor::impl::connect(comm::communicator_factory& factory) {
+  for (const auto& spec : groups_of(plan)) {
+    if (std::find(spec.members.begin(), spec.members.end(), rank) == spec.members.end())
+      continue;
+    auto c = factory.create(spec.name, spec.members);
+    if (!c) return c.error();
+    if (spec.name == "world") {
+      world = std::move(*c);
+    } else if (spec.stage < 0) {
+      tp_comm = std::move(*c);
+    } else {
+      dp_group g;
+      g.comm = std::move(*c);
+      plan_dp_slices(spec, g);
+      dp_groups.push_back(std::move(g));
+    }
+  }
+  return {};
+}
+
+void stage_executor::impl::plan_dp_slices(const group_spec& spec, dp_group& group) const {
+  auto pieces = pieces_of(plan, role.stage);
+  const auto& params = module->parameters();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto& p = params[i];
+    if (p.shard_dim < 0) {
+      // Replicated on every TP rank: reduced whole in every group of this rank (each group
+      // holds one rank per replica, so every group computes the same sum).
+      group.slices.push_back({i, -1, 0, 0});
+      continue;
+    }
+    const std::int64_t shard = p.full_size / my_tp, my_begin = role.tp_rank * shard;
+    for (int piece : spec.pieces) {
+      auto [lo, hi] = pieces.bounds[piece];
+      std::int64_t begin = p.full_size * lo / pieces.units, end = p.full_size * hi / pieces.units;
+      group.slices.push_back({i, p.shard_dim, begin - my_begin, end - begin});
+    }
+  }
+}
+
+// Sums gradients over the replicas of this stage, slice by slice; returns seconds spent.
+double stage_executor::impl::reduce_gradients() {
+  auto start = clock_type::now();
+  const auto& params = module->parameters();
+  // Gather every group's buffer before reducing any: a replicated gradient goes into several
+  // groups and must be read before it is overwritten.
+  std::vector<torch::Tensor> buffers;
+  for (auto& g : dp_groups) {
+    std::vector<torch::Tensor> parts;
+    for (const auto& s : g.slices) {
+      auto grad = params[s.param].tensor.grad();
+      parts.push_back((s.dim < 0 ? grad : grad.narrow(s.dim, s.offset, s.length)).reshape({-1}));
+    }
+    buffers.push_back(torch::cat(parts).contiguous());
+  }
+  for (std::size_t k = 0; k < dp_groups.size(); ++k) {
+    auto st = dp_groups[k].comm->all_reduce(view_of(buffers[k]));
+    if (st) throw std::runtime_error(st->to_string());
+  }
+  for (std::size_t k = 0; k < dp_groups.size(); ++k) {
+    std::int64_t at = 0;
+    for (const auto& s : dp_groups[k].slices) {
+      auto grad = params[s.param].tensor.mutable_grad();
+      auto target = s.dim < 0 ? grad : grad.narrow(s.dim, s.offset, s.length);
+      target.copy_(buffers[k].narrow(0, at, target.numel()).view(target.sizes()));
+      at += target.numel();
+    }
+  }
+  return seconds_since(start);
+}
+
+iteration_telemetry stage_executor::impl::run(int iteration) {
+  iteration_telemetry tel;
+  tel.iteration = iteration;
+  tel.tokens = static_cast<std::int64_t>(plan.global_batch) * model.sequence;
+  auto iteration_start = clock_type::now();
+  tp_seconds = 0;
+  const int mb = plan.micro_batch, seq = model.sequence, hidden = model.hidden;
+  const int s = role.stage;
+
+  for (auto& p : module->parameters()) {
+    if (p.tensor.grad().defined())
+      p.tensor.mutable_grad().zero_();
+    else
+      p.tensor.mutable_grad() = torch::zeros_like(p.tensor);
+  }
+
+  // Post every receive of the iteration up front, so that a peer's send never waits for us.
+  std::map<int, transfer> activations, gradients;
+  for (const auto& op : ops) {
+    if (!op.forward) continue;
+    int m = op.micro_batch;
+    if (!first_stage()) {
+      int from_tp = tp_of(s - 1, replica_of(plan, s - 1, m));
+      int src = global_rank_of(plan, {s - 1, replica_of(plan, s - 1, m), role.tp_rank % from_tp});
+      transfer t;
+      t.buffer = torch::empty({mb, seq, hidden});
+      t.request = world->irecv(view_of(t.buffer), src, tag_of(iteration, micro_batches, m, 0));
+      activations[m] = std::move(t);
+    }
+    if (!last_stage()) {
+      int from_tp = tp_of(s + 1, replica_of(plan, s + 1, m));
+      int src = global_rank_of(plan, {s + 1, replica_of(plan, s + 1, m), role.tp_rank % from_tp});
+      transfer t;
+      t.buffer = torch::empty({mb, seq, hidden});
+      t.request = world->irecv(view_of(t.buffer), src, tag_of(iteration, micro_batches, m, 1));
+      gradients[m] = std::move(t);
+    }
+  }
+
+  auto wait_for = [&](transfer& t) {
+    auto start = clock_type::now();
+    auto st = t.request->wait(options.timeout);
+    tel.recv_wait_s += seconds_since(start);
+    if (st) throw std::runtime_error(st->to_string());
+  };
+
+  std::vector<transfer> sends;
+  std::map<int, torch::Tensor> inputs, outputs;
+  double compute = 0, loss_sum = 0;
+  const double scale = 1.0 / micro_batches;
+  for (const auto& op : ops) {
+    const int m = op.micro_batch;
+    if (op.forward) {
+      torch::Tensor input, targets;
+      if (first_stage() || last_stage()) {
+        auto tokens = tokens_of(iteration, m);
+        if (first_stage()) input = tokens.narrow(1, 0, seq).contiguous();
+        if (last_stage()) targets = tokens.narrow(1, 1, seq).contiguous();
+      }
+      if (!first_stage()) {
+        wait_for(activations[m]);
+        input = activations[m].buffer.requires_grad_(true);
+        activations.erase(m);
+      }
+      auto start = clock_type::now();
+      auto out = module->forward(input, targets);
+      compute += seconds_since(start);
+      if (last_stage()) {
+        loss_sum += out.item<double>();
+      } else {
+        auto payload = out.detach().contiguous();
+        int next = replica_of(plan, s + 1, m);
+        for (int k = 0; k < tp_of(s + 1, next); ++k) {
+          if (k % my_tp != role.tp_rank) continue;
+          int dst = global_rank_of(plan, {s + 1, next, k});
+          sends.push_back({world->isend(view_of(payload), dst, tag_of(iteration, micro_batches, m, 0)),
+                           payload});
+        }
+      }
+      inputs[m] = input;
+      outputs[m] = out;
+      ++tel.micro_batches;
+    } else {
+      torch::Tensor grad;
+      if (last_stage()) {
+        grad = torch::full({}, scale);
+      } else {
+        wait_for(gradients[m]);
+        grad = gradients[m].buffer;
+      }
+      auto start = clock_type::now();
+      torch::autograd::backward({outputs[m]}, {grad});
+      compute += seconds_since(start);
+      gradients.erase(m);
+      if (!first_stage()) {
+        auto payload = inputs[m].grad().contiguous();
+        int prev = replica_of(plan, s - 1, m);
+        for (int i = 0; i < tp_of(s - 1, prev); ++i) {
+          if (i % my_tp != role.tp_rank) continue;
+          int dst = global_rank_of(plan, {s - 1, prev, i});
+          sends.push_back({world->isend(view_of(payload), dst, tag_of(iteration, micro_batches, m, 1)),
+                           payload});
+        }
+      }
+      inputs.erase(m);
+      outputs.erase(m);
+    }
+  }
+  {
+    auto start = clock_type::now();
+    for (auto& t : sends) {
+      auto st = t.request->wait(options.timeout);
+      if (st) throw std::runtime_error(st->to_string());
+    }
+    tel.send_wait_s = seconds_since(start);
+  }
+  tel.compute_s = std::max(0.0, compute - tp_seconds);
+
+  double dp_seconds = reduce_gradients();
+
+  // Loss and squared gradient norm over the whole plan in one all-reduce. Each piece of
+  // every parameter counts once: replica 0 of each stage; replicated tensors on TP rank 0.
+  auto opt_start = clock_type::now();
+  double norm_sq = 0;
+  if (role.replica == 0) {
+    for (const auto& p : module->parameters()) {
+      if (p.shard_dim < 0 && role.tp_rank != 0) continue;
+      norm_sq += p.tensor.grad().to(torch::kDouble).pow(2).sum().item<double>();
+    }
+  }
+  double totals[2] = {last_stage() && role.tp_rank == 0 ? loss_sum : 0.0, norm_sq};
+  auto reduce_start = clock_type::now();
+  auto st = world->all_reduce({totals, 2, comm::element_type::f64});
+  double world_seconds = seconds_since(reduce_start);
+  if (st) throw std::runtime_error(st->to_string());
+  tel.loss = totals[0] / micro_batches;
+  tel.grad_norm = std::sqrt(totals[1]);
+
+  {
+    torch::NoGradGuard no_grad;
+    if (options.clip_norm > 0) {
+      double coef = options.clip_norm / (tel.grad_norm + 1e-6);
+      if (coef < 1.0)
+        for (auto& p : module->parameters()) p.tensor.mutable_grad().mul_(coef);
+    }
+  }
+  optimizer->step();
+  tel.optimizer_s = seconds_since(opt_start) - world_seconds;
+  tel.all_reduce_s = tp_seconds + dp_seconds + world_seconds;
+  tel.total_s = seconds_since(iteration_start);
+  return tel;
+}
+
+stage_executor::stage_executor(std::unique_ptr<impl> state) : impl_(std::move(state)) {}
+stage_executor::~stage_executor() = default;
+
+result<std::unique_ptr<stage_executor>> stage_executor::create(
+    const config::model_shape& model, const config::plan& plan, const rank_role& role,
+    comm::communicator_factory& factory, const train_options& options) {
+  if (auto st = validate_for_training(model, plan)) return *st;
+  int rank = global_rank_of(plan, role);
+  if (rank < 0) return failed("role is not in the plan", error_kind::invalid_input);
+  if (rank != factory.global_rank())
+    return failed("the factory's global rank " + std::to_string(factory.global_rank()) +
+                      " differs from the role's " + std::to_string(rank),
+                  error_kind::invalid_input);
+  try {
+    if (options.torch_threads > 0) torch::set_num_threads(options.torch_threads);
+    auto st = std::make_unique<impl>();
+    st->model = model;
+    st->plan = plan;
+    st->role = role;
+    st->options = options;
+    st->rank = rank;
+    st->stages = plan.num_stages();
+    st->micro_batches = micro_batches_per_iteration(plan);
+    st->my_tp = st->tp_of(role.stage, role.replica);
+    st->who = "[stage " + std::to_string(role.stage) + " replica " + std::to_string(role.replica) +
+              " tp " + std::to_string(role.tp_rank) + "]";
+    st->data = std::make_unique<models::markov_dataset>(model.vocabulary, model.sequence,
+                                                        options.seed, options.dataset_samples);
+    const auto& sp = plan.stages[role.stage];
+    // The module first (the DP slices depend on its parameters); TP group set after connect.
+    models::tp_group tp;
+    tp.rank = role.tp_rank;
+    tp.size = st->my_tp;
+    tp.all_reduce_seconds = &st->tp_seconds;
+    st->module = std::make_unique<models::stage_module>(model, sp.first_layer, sp.end_layer(), tp,
+                                                        options.seed);
+    if (auto err = st->connect(factory)) return *err;
+    if (st->tp_comm) {
+      tp.group = st->tp_comm.get();
+      // Rebuild the module view of the group (parameters are unchanged).
+      st->module->set_tp_group(tp);
+    }
+    if (options.optimizer == optimizer_kind::adamw) {
+      torch::optim::AdamWOptions o(options.learning_rate);
+      o.betas({options.beta1, options.beta2}).eps(options.eps).weight_decay(options.weight_decay);
+      st->optimizer = std::make_unique<torch::optim::AdamW>(st->module->tensors(), o);
+    } else {
+      torch::optim::SGDOptions o(options.learning_rate);
+      o.momentum(options.momentum).weight_decay(options.weight_decay);
+      st->optimizer = std::make_unique<torch::optim::SGD>(st->module->tensors(), o);
+    }
+    st->ops = one_f_one_b(plan)[role.stage][role.replica];
+    log::get("train")->debug("{} executor ready: layers [{}, {}), {} parameters, {} ops",
+                             st->who, sp.first_layer, sp.end_layer(),
+                             st->module->num_parameters(), st->ops.size());
+    return std::unique_ptr<stage_executor>(new stage_executor(std::move(st)));
+  } catch (const std::exception& e) {
+    return failed(std::string("creating the stage executor: ") + e.what());
+  }
+}
+
+result<iteration_telemetry> stage_executor::run_iteration(int iteration) {
+  try {
+    return impl_->run(iteration);
+  } catch (const std::exception& e) {
+    log::get("train")->error("{} iteration {} failed: {}", impl_->who, iteration, e.what());
+    return failed(impl_->who + " iteration " + std::to_string(iteration) + ": " + e.what());
+  }
+}
+
+result<std::vector<char>> stage_executor::save_state() const {
+  try {
+    torch::serialize::OutputArchive archive, params, optim;
+    for (const auto& p : impl_->module->parameters()) {
+      std::string key = p.name;
+      std::replace(key.begin(), key.end(), '.', '_');
+      params.write(key, p.tensor.detach());
+    }
+    impl_->optimizer->save(optim);
+    archive.write("params", params);
+    archive.write("optimizer", optim);
+    std::ostringstream out;
+    archive.save_to(out);
+    auto bytes = out.str();
+    return std::vector<char>(bytes.begin(), bytes.end());
+  } catch (const std::exception& e) {
+    return failed(impl_->who + " save_state: " + e.what());
+  }
+}
+
+status stage_executor::load_state(const std::vector<char>& bytes) {
+  try {
+    std::istringstream in(std::string(bytes.begin(), bytes.end()));
+    torch::serialize::InputArchive archive, params, optim;
+    archive.load_from(in);
+    archive.read("params", params);
+    archive.read("optimizer", optim);
+    torch::NoGradGuard no_grad;
+    for (auto& p : impl_->module->parameters()) {
+      std::string key = p.name;
+      std::replace(key.begin(), key.end(), '.', '_');
+      torch::Tensor t;
+      params.read(key, t);
+      if (!t.sizes().equals(p.tensor.sizes()))
+        return failed(impl_->who + " load_state: " + p.name + " has another shape",
+                      error_kind::invalid_input);
+      p.tensor.copy_(t);
+    }
+    impl_->optimizer->load(optim);
+    return {};
+  } catch (const std::exception& e) {
+    return failed(impl_->who + " load_state: " + e.what(), error_kind::invalid_input);
+  }
+}
+
+std::int64_t stage_executor::num_parameters() const { return impl_->module->num_parameters(); }
+const rank_role& stage_executor::role() const { return impl_->role; }
+
+}  // namespace sailor::train

@@ -1,0 +1,201 @@
+#include "schedule.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <set>
+
+namespace sailor::train {
+
+int world_size(const config::plan& p) {
+  int n = 0;
+  for (const auto& s : p.stages)
+    for (const auto& r : s.replicas) n += std::max(1, r.tp);
+  return n;
+}
+
+int global_rank_of(const config::plan& p, const rank_role& role) {
+  int n = 0;
+  for (int s = 0; s < p.num_stages(); ++s) {
+    const auto& replicas = p.stages[s].replicas;
+    for (int j = 0; j < static_cast<int>(replicas.size()); ++j) {
+      int tp = std::max(1, replicas[j].tp);
+      if (s == role.stage && j == role.replica)
+        return role.tp_rank >= 0 && role.tp_rank < tp ? n + role.tp_rank : -1;
+      n += tp;
+    }
+  }
+  return -1;
+}
+
+rank_role role_of(const config::plan& p, int rank) {
+  int n = 0;
+  for (int s = 0; s < p.num_stages(); ++s) {
+    const auto& replicas = p.stages[s].replicas;
+    for (int j = 0; j < static_cast<int>(replicas.size()); ++j) {
+      int tp = std::max(1, replicas[j].tp);
+      if (rank < n + tp) return {s, j, rank - n};
+      n += tp;
+    }
+  }
+  return {-1, -1, -1};
+}
+
+int micro_batches_per_iteration(const config::plan& p) {
+  return p.micro_batch > 0 ? p.global_batch / p.micro_batch : 0;
+}
+
+std::vector<std::vector<std::vector<schedule_op>>> one_f_one_b(const config::plan& p) {
+  const int stages = p.num_stages();
+  const int m_total = micro_batches_per_iteration(p);
+  constexpr long never = std::numeric_limits<long>::max();
+  struct worker {
+    int stage, replica;
+    std::vector<int> micro_batches;
+    std::size_t next_f = 0, next_b = 0;
+    long busy_until = 0;
+  };
+  std::vector<worker> workers;
+  std::vector<std::vector<std::vector<schedule_op>>> out(stages);
+  for (int s = 0; s < stages; ++s) {
+    int replicas = static_cast<int>(p.stages[s].replicas.size());
+    out[s].resize(replicas);
+    for (int j = 0; j < replicas; ++j) {
+      worker w{s, j, {}};
+      for (int m = j; m < m_total; m += replicas) w.micro_batches.push_back(m);
+      workers.push_back(std::move(w));
+    }
+  }
+  std::vector<std::vector<long>> done_f(stages, std::vector<long>(m_total, never));
+  std::vector<std::vector<long>> done_b(stages, std::vector<long>(m_total, never));
+  std::size_t remaining = 0;
+  for (const auto& w : workers) remaining += 2 * w.micro_batches.size();
+  // Each step some op becomes ready (see the header); the bound only guards a broken plan.
+  const long limit = 8L * static_cast<long>(remaining + 4) * (stages + 1);
+  for (long t = 0; remaining > 0 && t < limit; ++t) {
+    for (auto& w : workers) {
+      if (w.busy_until > t) continue;
+      const int s = w.stage;
+      const std::size_t n = w.micro_batches.size();
+      const std::size_t cap = static_cast<std::size_t>(stages - s);
+      if (w.next_b < w.next_f) {
+        int m = w.micro_batches[w.next_b];
+        bool ready = done_f[s][m] <= t && (s == stages - 1 || done_b[s + 1][m] <= t);
+        if (ready) {
+          out[s][w.replica].push_back({false, m});
+          done_b[s][m] = t + 2;
+          w.busy_until = t + 2;
+          ++w.next_b;
+          --remaining;
+          continue;
+        }
+      }
+      if (w.next_f < n && w.next_f - w.next_b < cap) {
+        int m = w.micro_batches[w.next_f];
+        if (s == 0 || done_f[s - 1][m] <= t) {
+          out[s][w.replica].push_back({true, m});
+          done_f[s][m] = t + 1;
+          w.busy_until = t + 1;
+          ++w.next_f;
+          --remaining;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+stage_pieces pieces_of(const config::plan& p, int stage) {
+  stage_pieces out;
+  std::set<int> tps;
+  for (const auto& r : p.stages[stage].replicas) tps.insert(std::max(1, r.tp));
+  for (int tp : tps) out.units = std::lcm(out.units, tp);
+  std::set<int> cuts = {0, out.units};
+  for (int tp : tps)
+    for (int k = 1; k < tp; ++k) cuts.insert(k * out.units / tp);
+  std::vector<int> c(cuts.begin(), cuts.end());
+  for (std::size_t i = 0; i + 1 < c.size(); ++i) out.bounds.push_back({c[i], c[i + 1]});
+  return out;
+}
+
+std::vector<group_spec> groups_of(const config::plan& p) {
+  std::vector<group_spec> groups;
+  group_spec world{"world", {}};
+  for (int r = 0; r < world_size(p); ++r) world.members.push_back(r);
+  groups.push_back(std::move(world));
+  for (int s = 0; s < p.num_stages(); ++s) {
+    const auto& replicas = p.stages[s].replicas;
+    for (int j = 0; j < static_cast<int>(replicas.size()); ++j) {
+      group_spec g{"tp.s" + std::to_string(s) + ".r" + std::to_string(j), {}};
+      for (int k = 0; k < std::max(1, replicas[j].tp); ++k)
+        g.members.push_back(global_rank_of(p, {s, j, k}));
+      groups.push_back(std::move(g));
+    }
+  }
+  for (int s = 0; s < p.num_stages(); ++s) {
+    const auto& replicas = p.stages[s].replicas;
+    if (replicas.size() < 2) continue;
+    auto pieces = pieces_of(p, s);
+    std::map<std::vector<int>, std::size_t> by_members;
+    for (int piece = 0; piece < static_cast<int>(pieces.bounds.size()); ++piece) {
+      std::vector<int> members;
+      for (int j = 0; j < static_cast<int>(replicas.size()); ++j) {
+        int tp = std::max(1, replicas[j].tp);
+        int holder = pieces.bounds[piece].first * tp / pieces.units;
+        members.push_back(global_rank_of(p, {s, j, holder}));
+      }
+      auto it = by_members.find(members);
+      if (it == by_members.end()) {
+        group_spec g{"dp.s" + std::to_string(s) + ".p" + std::to_string(piece), members, s, {piece}};
+        by_members[members] = groups.size();
+        groups.push_back(std::move(g));
+      } else {
+        groups[it->second].pieces.push_back(piece);
+      }
+    }
+  }
+  return groups;
+}
+
+status validate_for_training(const config::model_shape& model, const config::plan& plan) {
+  auto bad = [](std::string field, std::string message) {
+    error e;
+    e.kind = error_kind::invalid_input;
+    e.field = std::move(field);
+    e.message = std::move(message);
+    return status(std::move(e));
+  };
+  if (plan.stages.empty()) return bad("stages", "a plan needs at least one stage");
+  if (plan.micro_batch <= 0 || plan.global_batch <= 0 || plan.global_batch % plan.micro_batch)
+    return bad("global_batch", "must be a positive multiple of micro_batch");
+  int next = 0;
+  for (int s = 0; s < plan.num_stages(); ++s) {
+    const auto& st = plan.stages[s];
+    std::string where = "stages[" + std::to_string(s) + "]";
+    if (st.first_layer != next || st.num_layers <= 0)
+      return bad(where + ".first_layer", "stages must cover consecutive layers from 0, expected " +
+                                             std::to_string(next));
+    next = st.end_layer();
+    if (st.replicas.empty()) return bad(where + ".replicas", "a stage needs a replica");
+    if (static_cast<int>(st.replicas.size()) > micro_batches_per_iteration(plan))
+      return bad(where + ".replicas", "more replicas than micro-batches per iteration");
+    int units = pieces_of(plan, s).units;
+    for (std::size_t j = 0; j < st.replicas.size(); ++j) {
+      int tp = st.replicas[j].tp;
+      std::string rw = where + ".replicas[" + std::to_string(j) + "].tp";
+      if (tp < 1) return bad(rw, "must be at least 1");
+      if (model.heads % tp || model.vocabulary % tp || model.ffn() % tp || model.hidden % tp)
+        return bad(rw, "must divide heads, hidden, ffn and vocabulary");
+    }
+    if (model.vocabulary % units || model.ffn() % units || model.hidden % units)
+      return bad(where + ".replicas", "the lcm of the replicas' TP degrees must divide hidden, "
+                                      "ffn and vocabulary");
+  }
+  if (next != model.num_all_layers())
+    return bad("stages", "stages must end at layer " + std::to_string(model.num_all_layers()) +
+                             " (the head), got " + std::to_string(next));
+  return {};
+}
+
+}  // namespace sailor::train

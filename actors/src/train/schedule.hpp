@@ -1,0 +1,55 @@
+#pragma once
+// The 1F1B schedule of every replica of every stage, and the global rank layout of a plan.
+// No LibTorch here: the schedule is a pure function of the plan (tested without torch).
+
+#include <string>
+#include <vector>
+
+#include <sailor/actors/train/executor.hpp>
+
+namespace sailor::train {
+
+/// One step of a replica's schedule: forward or backward of global micro-batch `micro_batch`.
+struct schedule_op {
+  bool forward = true;
+  int micro_batch = 0;
+
+  bool operator==(const schedule_op&) const = default;
+};
+
+/// Micro-batches of one iteration (global batch / micro batch).
+int micro_batches_per_iteration(const config::plan& p);
+
+/// The replica of `stage` that processes micro-batch `m`.
+inline int replica_of(const config::plan& p, int stage, int m) {
+  return m % static_cast<int>(p.stages[stage].replicas.size());
+}
+
+/// Ordered schedules of every (stage, replica): a 1F1B order (at most num_stages - stage
+/// forwards in flight, a ready backward first), taken from a simulation of the whole plan
+/// with unit forward and double backward times. Executing these orders with non-blocking
+/// sends and blocking receives cannot deadlock: the simulation is one valid global order.
+/// Indexed [stage][replica].
+std::vector<std::vector<std::vector<schedule_op>>> one_f_one_b(const config::plan& p);
+
+/// A communicator group: name and member global ranks (in rank order).
+struct group_spec {
+  std::string name;
+  std::vector<int> members;
+  int stage = -1;            ///< for data-parallel groups
+  std::vector<int> pieces;   ///< data-parallel groups: the piece indices reduced in it
+};
+
+/// Data-parallel pieces of a stage: the full extent of every sharded dimension cut at every
+/// replica's shard boundaries, in units of 1/lcm(TP degrees). pieces[p] = [begin, end).
+struct stage_pieces {
+  int units = 1;  ///< lcm of the TP degrees of the stage's replicas
+  std::vector<std::pair<int, int>> bounds;
+};
+stage_pieces pieces_of(const config::plan& p, int stage);
+
+/// Every group of a plan in the one global order in which ranks create them: world, then
+/// tensor-parallel groups of every replica, then data-parallel groups of every stage.
+std::vector<group_spec> groups_of(const config::plan& p);
+
+}  // namespace sailor::train

@@ -1,0 +1,254 @@
+// Training throughput of our runtime against PyTorch DistributedDataParallel on the same
+// model, batch and number of processes (2 data-parallel ranks on this machine, Gloo on
+// 127.0.0.1, one torch thread per rank), printed as tokens/s and a ratio (target >= 1.0).
+//
+//   bench_train_throughput [--iterations N] [--warmup N] [--layers L] [--hidden H]
+//                          [--heads A] [--sequence S] [--vocabulary V] [--batch B]
+//                          [--rounds R] [--no-ddp] [--opt350m]
+//
+// The parent starts itself twice as `--rank r --store DIR` (the ranks meet through a Gloo
+// FileStore in DIR), then runs scripts/ddp_reference.py with /usr/bin/python3.
+
+#include <sailor/actors/train/executor.hpp>
+#include <sailor/models/shapes.hpp>
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+using namespace sailor;
+
+struct bench_config {
+  int iterations = 10;
+  int warmup = 2;
+  int layers = 4;
+  int hidden = 128;
+  int heads = 8;
+  int sequence = 64;
+  int vocabulary = 4096;
+  int rounds = 2;
+  int batch = 16;  // global batch; each of the 2 ranks runs batch / 2 in one micro-batch
+  bool ddp = true;
+  bool opt350m = false;
+  int rank = -1;
+  std::string store;
+};
+
+config::model_shape shape_of(const bench_config& c) {
+  if (c.opt350m) return models::opt_350m_shape();
+  config::model_shape m = models::tiny_gpt_shape();
+  m.name = "bench-gpt";
+  m.num_layers = c.layers;
+  m.hidden = c.hidden;
+  m.heads = c.heads;
+  m.sequence = c.sequence;
+  m.vocabulary = c.vocabulary;
+  return m;
+}
+
+config::plan dp2_plan(const config::model_shape& m, int batch) {
+  config::plan p;
+  p.global_batch = batch;
+  p.micro_batch = batch / 2;
+  config::stage_plan s;
+  s.first_layer = 0;
+  s.num_layers = m.num_all_layers();
+  config::replica r;
+  r.gpu_type = "cpu";
+  s.replicas = {r, r};
+  p.stages = {s};
+  return p;
+}
+
+train::train_options options_of() {
+  train::train_options o;
+  o.seed = 1;
+  o.learning_rate = 1e-3;
+  o.clip_norm = 1.0;
+  o.torch_threads = 1;
+  return o;
+}
+
+// One rank: trains and, on rank 0, writes tokens/s and the last loss to DIR/result.
+int run_rank(const bench_config& c) {
+  auto model = shape_of(c);
+  auto plan = dp2_plan(model, c.batch);
+  comm::gloo_options gopts;
+  gopts.store_path = c.store;
+  auto factory = comm::make_gloo_factory(c.rank, gopts);
+  if (!factory) {
+    std::cerr << factory.error().to_string() << "\n";
+    return 1;
+  }
+  auto exec = train::stage_executor::create(model, plan, train::role_of(plan, c.rank), **factory,
+                                            options_of());
+  if (!exec) {
+    std::cerr << exec.error().to_string() << "\n";
+    return 1;
+  }
+  double seconds = 0, compute = 0, reduce = 0, loss = 0;
+  for (int it = 0; it < c.warmup + c.iterations; ++it) {
+    auto tel = (*exec)->run_iteration(it);
+    if (!tel) {
+      std::cerr << tel.error().to_string() << "\n";
+      return 1;
+    }
+    if (it >= c.warmup) {
+      seconds += tel->total_s;
+      compute += tel->compute_s;
+      reduce += tel->all_reduce_s;
+    }
+    loss = tel->loss;
+  }
+  if (c.rank == 0) {
+    std::ofstream out(c.store + "/result");
+    double tokens = static_cast<double>(c.batch) * model.sequence * c.iterations;
+    out << tokens / seconds << " " << seconds / c.iterations << " " << compute / c.iterations
+        << " " << reduce / c.iterations << " " << loss << "\n";
+  }
+  return 0;
+}
+
+int spawn_and_wait(const std::vector<std::string>& args, std::vector<pid_t>& pids) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid;
+  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
+  pids.push_back(pid);
+  return 0;
+}
+
+std::vector<std::string> common_args(const bench_config& c) {
+  return {"--iterations", std::to_string(c.iterations), "--warmup", std::to_string(c.warmup),
+          "--layers", std::to_string(c.layers), "--hidden", std::to_string(c.hidden),
+          "--heads", std::to_string(c.heads), "--sequence", std::to_string(c.sequence),
+          "--vocabulary", std::to_string(c.vocabulary), "--batch", std::to_string(c.batch)};
+}
+
+
+struct run_figures {
+  double tokens_per_s = 0, iteration_s = 0, compute_s = 0, all_reduce_s = 0, loss = 0;
+};
+
+// Our runtime: this program started twice as ranks meeting in a fresh store folder.
+std::optional<run_figures> run_ours(const bench_config& c) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("sailor_bench_train_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::vector<pid_t> pids;
+  bool ok = true;
+  for (int r = 0; r < 2 && ok; ++r) {
+    std::vector<std::string> args = {std::filesystem::read_symlink("/proc/self/exe").string(),
+                                     "--rank", std::to_string(r), "--store", dir.string()};
+    for (auto& a : common_args(c)) args.push_back(a);
+    if (c.opt350m) args.push_back("--opt350m");
+    ok = spawn_and_wait(args, pids) == 0;
+  }
+  for (pid_t pid : pids) {
+    int st = 0;
+    waitpid(pid, &st, 0);
+    ok = ok && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  }
+  run_figures f;
+  std::ifstream in(dir / "result");
+  ok = ok && static_cast<bool>(in >> f.tokens_per_s >> f.iteration_s >> f.compute_s >>
+                               f.all_reduce_s >> f.loss);
+  std::filesystem::remove_all(dir);
+  if (!ok) return std::nullopt;
+  return f;
+}
+
+std::optional<run_figures> run_ddp(const bench_config& c) {
+  std::string cmd = "GLOO_SOCKET_IFNAME=lo OMP_NUM_THREADS=1 /usr/bin/python3 " SAILOR_SOURCE_DIR
+                    "/scripts/ddp_reference.py";
+  for (auto& a : common_args(c)) cmd += " " + a;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return std::nullopt;
+  run_figures f;
+  char line[512];
+  while (std::fgets(line, sizeof line, pipe))
+    std::sscanf(line, "ddp_tokens_per_s %lf %lf", &f.tokens_per_s, &f.iteration_s);
+  if (pclose(pipe) != 0 || f.tokens_per_s <= 0) return std::nullopt;
+  return f;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench_config c;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (a == "--iterations") c.iterations = std::stoi(next());
+    else if (a == "--warmup") c.warmup = std::stoi(next());
+    else if (a == "--layers") c.layers = std::stoi(next());
+    else if (a == "--hidden") c.hidden = std::stoi(next());
+    else if (a == "--heads") c.heads = std::stoi(next());
+    else if (a == "--sequence") c.sequence = std::stoi(next());
+    else if (a == "--vocabulary") c.vocabulary = std::stoi(next());
+    else if (a == "--batch") c.batch = std::stoi(next());
+    else if (a == "--rounds") c.rounds = std::stoi(next());
+    else if (a == "--rank") c.rank = std::stoi(next());
+    else if (a == "--store") c.store = next();
+    else if (a == "--no-ddp") c.ddp = false;
+    else if (a == "--opt350m") c.opt350m = true;
+    else {
+      std::cerr << "unknown argument " << a << "\n";
+      return 2;
+    }
+  }
+  if (c.opt350m) {
+    auto m = models::opt_350m_shape();
+    c.layers = m.num_layers, c.hidden = m.hidden, c.heads = m.heads;
+    c.sequence = m.sequence, c.vocabulary = m.vocabulary;
+  }
+  if (c.rank >= 0) return run_rank(c);
+
+  // The machine is shared: alternate our runtime and DDP for `rounds` rounds and keep each
+  // one's best round, so that both see the same background load.
+  run_figures best_ours, best_ddp;
+  for (int round = 0; round < c.rounds; ++round) {
+    auto ours = run_ours(c);
+    if (!ours) {
+      std::cerr << "sailor ranks failed\n";
+      return 1;
+    }
+    if (ours->tokens_per_s > best_ours.tokens_per_s) best_ours = *ours;
+    if (!c.ddp) continue;
+    auto ddp = run_ddp(c);
+    if (!ddp) {
+      std::cerr << "ddp reference failed\n";
+      return 1;
+    }
+    if (ddp->tokens_per_s > best_ddp.tokens_per_s) best_ddp = *ddp;
+  }
+  std::printf("model: %d layers, hidden %d, heads %d, sequence %d, vocabulary %d; global batch %d "
+              "on 2 data-parallel CPU processes (Gloo, 1 thread each); best of %d rounds\n",
+              c.layers, c.hidden, c.heads, c.sequence, c.vocabulary, c.batch, c.rounds);
+  std::printf("sailor:  %10.0f tokens/s  (%.1f ms/iteration: compute %.1f ms, all-reduce %.1f ms; "
+              "loss %.3f)\n",
+              best_ours.tokens_per_s, best_ours.iteration_s * 1e3, best_ours.compute_s * 1e3,
+              best_ours.all_reduce_s * 1e3, best_ours.loss);
+  if (!c.ddp) return 0;
+  std::printf("ddp:     %10.0f tokens/s  (%.1f ms/iteration)\n", best_ddp.tokens_per_s,
+              best_ddp.iteration_s * 1e3);
+  std::printf("ratio sailor/ddp: %.2f (target >= 1.0)\n",
+              best_ours.tokens_per_s / best_ddp.tokens_per_s);
+  return 0;
+}

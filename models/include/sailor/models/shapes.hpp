@@ -1,0 +1,16 @@
+#pragma once
+/// Model shapes the training runtime is tested and measured with (no LibTorch here).
+
+#include <sailor/config/model.hpp>
+
+namespace sailor::models {
+
+/// A GPT that trains on one CPU core in seconds: 4 blocks, hidden 32, 4 heads, sequence 16,
+/// vocabulary 64, fp32.
+config::model_shape tiny_gpt_shape();
+
+/// OPT-350M's shape (24 blocks, hidden 1024, 16 heads, sequence 2048, vocabulary 50272) in
+/// the given precision; our decoder has no project-in/out of OPT's 512-wide embedding.
+config::model_shape opt_350m_shape(config::dtype precision = config::dtype::fp32);
+
+}  // namespace sailor::models

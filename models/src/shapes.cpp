@@ -1,0 +1,30 @@
+#include <sailor/models/shapes.hpp>
+
+namespace sailor::models {
+
+config::model_shape tiny_gpt_shape() {
+  config::model_shape m;
+  m.name = "tiny-gpt";
+  m.num_layers = 4;
+  m.hidden = 32;
+  m.heads = 4;
+  m.sequence = 16;
+  m.vocabulary = 64;
+  m.precision = config::dtype::fp32;
+  return m;
+}
+
+config::model_shape opt_350m_shape(config::dtype precision) {
+  config::model_shape m;
+  m.name = "OPT-350M";
+  m.sailor_name = "OPT-350";
+  m.num_layers = 24;
+  m.hidden = 1024;
+  m.heads = 16;
+  m.sequence = 2048;
+  m.vocabulary = 50272;
+  m.precision = precision;
+  return m;
+}
+
+}  // namespace sailor::models
