@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -80,7 +81,14 @@ int main(int argc, char** argv) {
       in.network = &dd.network;
       in.job.optimizer = dd.optimizer;
       in.job.global_batch = dd.default_global_batch;
-      auto ctx = simulator::sim_context::make(in);
+      simulator::sim_options opts;
+      if (const char* env = std::getenv("SAILOR_SIM_OPTIONS")) {
+        if (auto err = simulator::set_options(opts, env)) {
+          std::fprintf(stderr, "SAILOR_SIM_OPTIONS: %s\n", err->to_string().c_str());
+          return 2;
+        }
+      }
+      auto ctx = simulator::sim_context::make(in, opts);
       if (!ctx) {
         std::fprintf(stderr, "%s\n", ctx.error().to_string().c_str());
         return 1;

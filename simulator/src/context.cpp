@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <set>
 
 namespace sailor::simulator {
@@ -183,9 +184,20 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
           for (int l = 0; l < L; ++l) {
             const auto& lt = (*times)[l];
             const double lp = c.params_prefix_[ti][l + 1] - c.params_prefix_[ti][l];
-            t.fwd[l + 1] = t.fwd[l] + lt.forward_s * scale * c.options_.compute_scale;
-            t.bwd[l + 1] = t.bwd[l] + lt.backward_s * scale * c.options_.compute_scale;
-            t.upd[l + 1] = t.upd[l] + lt.update_s * (block_params > 0 ? lp / block_params : 1.0);
+            // Remove the per-layer overhead of profiling in isolation (never below a quarter).
+            const double d = c.options_.profile_layer_overhead_s;
+            const double f = std::max(lt.forward_s - d, 0.25 * lt.forward_s);
+            const double b = std::max(lt.backward_s - d, 0.25 * lt.backward_s);
+            t.fwd[l + 1] = t.fwd[l] + f * scale * c.options_.compute_scale;
+            t.bwd[l + 1] = t.bwd[l] + b * scale * c.options_.compute_scale;
+            // The profiled update_s is the step of the small profiled model, not of this
+            // layer: the step is memory bound, so it is modelled from bytes moved per
+            // parameter over the device's memory bandwidth.
+            (void)block_params;
+            t.upd[l + 1] = t.upd[l] + (spec && spec->memory_bandwidth_gbytes_per_s > 0
+                                           ? lp * opt_bytes / (spec->memory_bandwidth_gbytes_per_s * 1e9 *
+                                                               c.options_.memory_bandwidth_efficiency)
+                                           : lt.update_s * (block_params > 0 ? lp / block_params : 1.0));
           }
         } else if (spec && spec->peak_fp16_tflops > 0) {
           // Analytic: FLOPs over an efficiency of peak, plus TP all-reduces inside the node
@@ -309,7 +321,7 @@ memory_breakdown sim_context::stage_memory(int gpu, int tp, int mbs, int first, 
   const bool mixed = job_.mixed_precision;
   const double weight_bytes = mixed ? config::bytes_of(model_.precision) : 4.0;
   mem.parameters = params * weight_bytes;
-  mem.gradients = params * (mixed ? options_.grad_bytes_per_param : 4.0);
+  mem.gradients = params * (mixed ? options_.mixed_grad_memory_bytes_per_param : 4.0);
   mem.optimizer_states = params * optimizer_state_bytes(job_.optimizer, mixed);
   const double act_per_sample = act_prefix_[ti][end] - act_prefix_[ti][first];
   if (recompute) {
@@ -367,7 +379,7 @@ double sim_context::gpu_bytes_per_s(const endpoint& a, const endpoint& b, double
   double gbps = link_gbytes_per_s(a, b, bytes * n);
   if (gbps <= 0) return -1;
   // The cluster's zone links are per flow; Sailor's fits are per node pair.
-  return use_fits_ ? gbps * 1e9 / n : gbps * 1e9;
+  return use_fits_ ? options_.network_efficiency * gbps * 1e9 / n : gbps * 1e9;
 }
 
 double sim_context::transfer_s(const endpoint& a, const endpoint& b, double bytes) const {
@@ -383,14 +395,25 @@ double sim_context::egress_usd_per_gb(int za, int zb) const {
   return egress_[size_t(za) * num_zones() + zb];
 }
 
+namespace {
+bool same(const endpoint& a, const endpoint& b) { return a.zone == b.zone && a.gpu == b.gpu && a.tp == b.tp; }
+}  // namespace
+
 double sim_context::allreduce_s(const endpoint* reps, int n, double stage_params) const {
   if (n <= 1) return 0;
   // Ring ordered by zone (so that it crosses each zone boundary once): per GPU, each replica
   // sends and receives 2(n-1)/n of its shard; the slowest GPU and slowest ring edge set the pace.
-  endpoint ring[resolved_plan::max_replicas];
   const int k = std::min(n, resolved_plan::max_replicas);
-  std::copy(reps, reps + k, ring);
-  std::sort(ring, ring + k, [](const endpoint& x, const endpoint& y) { return x.zone < y.zone; });
+  auto by_zone = [](const endpoint& x, const endpoint& y) { return x.zone < y.zone; };
+  // Sorted copies only when needed; raw storage so that the hot path does not initialise it.
+  alignas(endpoint) unsigned char storage[sizeof(endpoint) * resolved_plan::max_replicas];
+  const endpoint* ring = reps;
+  if (!std::is_sorted(reps, reps + k, by_zone)) {
+    endpoint* buf = reinterpret_cast<endpoint*>(storage);
+    std::uninitialized_copy(reps, reps + k, buf);
+    std::sort(buf, buf + k, by_zone);
+    ring = buf;
+  }
   double max_shard = 0;  // bytes per GPU
   int min_tp = ring[0].tp;
   for (int i = 0; i < k; ++i) {
@@ -405,6 +428,7 @@ double sim_context::allreduce_s(const endpoint* reps, int n, double stage_params
     const endpoint& x = ring[i];
     const endpoint& y = ring[(i + 1) % k];
     if (i > 0 && ring[i].zone != ring[i - 1].zone) ++zones;
+    if (i > 0 && same(x, ring[i - 1]) && same(y, ring[i])) continue;  // same edge as before
     double bw = gpu_bytes_per_s(x, y, msg);
     if (bw <= 0) return -1;
     ring_bw = std::min(ring_bw, bw);

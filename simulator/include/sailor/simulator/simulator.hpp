@@ -66,11 +66,25 @@ struct sim_options {
   /// True when a stage's sends overlap its compute (our runtime); false when they block the
   /// sender (Megatron/DeepSpeed, where Sailor's measurements come from).
   bool overlap_p2p = false;
+  /// With blocking sends: whether the receiver's stream is held for the transfer too
+  /// (synchronous recv, as DeepSpeed's pipeline engine does).
+  bool receiver_blocks = true;
+  /// Per layer and pass, time a profile measured in isolation includes but a training step
+  /// does not (a synchronisation after each layer, launch latency not hidden), seconds.
+  double profile_layer_overhead_s = 100e-6;
+  /// Fraction of the network fits' bandwidth that a training job's own transfers reach (NCCL
+  /// point-to-point and ring all-reduce inside the framework, versus the microbenchmark the
+  /// fits were made with). Applies to Sailor's fits only (a cluster's links state what a job
+  /// gets).
+  double network_efficiency = 0.33;
   /// Memory no tensor accounts for: CUDA context, allocator caching, NCCL buffers, bytes/GPU.
-  double framework_overhead_bytes = 2.0e9;
+  double framework_overhead_bytes = 4.3e9;
   /// Ratio of peak activation memory to the sum of per-layer forward growth (transient
   /// buffers of the backward pass, allocator rounding).
-  double activation_peak_factor = 1.0;
+  double activation_peak_factor = 1.12;
+  /// Gradient bytes per parameter held in memory with mixed precision (fp16 grads and the
+  /// fp32 copy the optimizer reads: 2 + 4).
+  double mixed_grad_memory_bytes_per_param = 6;
   /// Optimizer step: bytes moved per parameter (Adam mixed precision: read/write fp32 master,
   /// two moments, grad, fp16 copy) and the device memory bandwidth fraction reached.
   double optimizer_bytes_per_param = 36;
@@ -79,6 +93,13 @@ struct sim_options {
   std::vector<int> micro_batches = {1, 2, 4, 8, 16, 32, 64, 128};
   std::vector<int> tp_degrees = {1, 2, 4, 8};
 };
+
+/// Sets one option by name (`p2p_latency_s`, `overlap_p2p` (0/1), ...). Errors name the key.
+status set_option(sim_options& o, const std::string& key, double value);
+/// Applies "key=value,key=value" (e.g. from --set or SAILOR_SIM_OPTIONS).
+status set_options(sim_options& o, const std::string& list);
+/// The options as "key=value" lines, for reports.
+std::string describe(const sim_options& o);
 
 /// What the context is built from. Pointers may be null where the input is absent; at least
 /// one of `cluster` and `network` must be given.
