@@ -87,6 +87,26 @@ pipeline_times combine(const sim_context& ctx, const stage_times* t, int S) {
   const bool overlap = ctx.options().overlap_p2p;
   pipeline_times out;
   double round_trip = 0, steady = 0;
+  // 1F1B lets stage s have at most S-s micro-batches in flight, so its period is also at least
+  // the loop through the stages after it (compute and transfers) over S-s.
+  double loop[resolved_plan::max_stages];
+  double tail = 0;
+  for (int s = S - 1; s >= 0; --s) {
+    tail += t[s].forward_s + t[s].backward_s + (s + 1 < S ? t[s].send_forward_s + t[s + 1].send_backward_s : 0.0);
+    loop[s] = tail / (S - s);
+  }
+  // Stage k's view: the first micro-batch reaches it through the stages before (and its last
+  // gradient leaves back through them): A_k; it works m_k periods; while its first micro-batch
+  // makes the round trip R_k through the stages after it, it can only run its S-k-1 warm-up
+  // forwards (W_k), so it idles max(0, R_k - W_k). The pipeline takes the largest over k; for
+  // the last stage (R = W = 0) this is the classic round trip + (m-1) periods.
+  double before = 0;  // A_k
+  double after[resolved_plan::max_stages + 1];
+  after[S] = 0;
+  for (int s = S - 1; s >= 0; --s)
+    after[s] = after[s + 1] + t[s].forward_s + t[s].backward_s +
+               (s + 1 < S ? t[s].send_forward_s + t[s + 1].send_backward_s : 0.0);
+  double best = -1;
   for (int s = 0; s < S; ++s) {
     round_trip += t[s].forward_s + t[s].backward_s + t[s].send_forward_s + t[s].send_backward_s;
     double period = t[s].forward_s + t[s].backward_s;
@@ -97,17 +117,25 @@ pipeline_times combine(const sim_context& ctx, const stage_times* t, int S) {
         if (s > 0) period += t[s - 1].send_forward_s;
         if (s + 1 < S) period += t[s + 1].send_backward_s;
       }
+    } else {
+      period = std::max({period, t[s].send_forward_s, t[s].send_backward_s});
     }
-    else period = std::max({period, t[s].send_forward_s, t[s].send_backward_s});
+    period = std::max(period, loop[s]);
+    const double downstream = after[s] - (t[s].forward_s + t[s].backward_s);  // R_k, transfers at k included
+    const double warmup = (S - s - 1) * t[s].forward_s;                      // W_k
     const double stage_steady = (t[s].micro_batches - 1) * period;
-    if (stage_steady > steady) {
-      steady = stage_steady;
+    const double total = before + t[s].forward_s + t[s].backward_s + stage_steady + std::max(0.0, downstream - warmup);
+    if (total > best) {
+      best = total;
       out.bottleneck = s;
+      steady = stage_steady;
     }
+    if (s + 1 < S) before += t[s].forward_s + t[s].backward_s + t[s].send_forward_s + t[s + 1].send_backward_s;
   }
-  out.round_trip_s = round_trip;
+  out.round_trip_s = best - steady;
   out.steady_s = steady;
-  out.pipeline_s = round_trip + steady;
+  out.pipeline_s = best;
+  (void)round_trip;
   // Last backward end of stage s: E_0 = pipeline end; E_s = E_{s-1} - b_{s-1} - g_s.
   double end_of_backward = out.pipeline_s;
   double iteration = 0;
