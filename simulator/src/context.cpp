@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <set>
 
 namespace sailor::simulator {
@@ -47,14 +48,37 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
   const int L = m.num_all_layers();
   c.num_layers_ = L;
 
+  // Sailor profiles some models (Llama) with the final norm as a layer of its own, L+3 layers
+  // in all; we count it with the head, so fold the last two layers into one.
+  std::optional<config::model_profile> folded;
+  if (in.profile) {
+    folded = *in.profile;
+    for (auto& [name, gp] : folded->by_gpu)
+      for (auto& [mbs, by_tp] : gp.times)
+        for (auto& [tp, v] : by_tp)
+          if (static_cast<int>(v.size()) == L + 1) {
+            v[L - 1].forward_s += v[L].forward_s;
+            v[L - 1].backward_s += v[L].backward_s;
+            v.pop_back();
+          }
+    for (auto& [tp, v] : folded->sizes_by_tp)
+      if (static_cast<int>(v.size()) == L + 1) {
+        v[L - 1].params_floats += v[L].params_floats;
+        v[L - 1].act_mem_floats += v[L].act_mem_floats;
+        v[L - 1].act_output_floats = v[L].act_output_floats;
+        v.pop_back();
+      }
+  }
+  const config::model_profile* profile = folded ? &*folded : nullptr;
+
   // GPU types: the catalog's, plus any profiled type not in it.
   config::gpu_catalog catalog = in.cluster ? in.cluster->gpus : in.gpus;
   for (const auto& g : in.gpus.gpus())
     if (!catalog.find(g.name)) catalog.upsert(g);
   std::vector<std::string> names;
   for (const auto& g : catalog.gpus()) names.push_back(g.name);
-  if (in.profile)
-    for (const auto& [name, p] : in.profile->by_gpu)
+  if (profile)
+    for (const auto& [name, p] : profile->by_gpu)
       if (!catalog.find(name)) names.push_back(name);
   c.gpu_names_ = names;
   const int G = static_cast<int>(names.size());
@@ -71,7 +95,7 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
       c.gpu_mem_bw_[g] = spec->memory_bandwidth_gbytes_per_s * 1e9;
       c.gpus_per_node_[g] = std::max(1, spec->gpus_per_node);
     }
-    if (in.profile && in.profile->find(names[g])) c.has_profile_[g] = 1;
+    if (profile && profile->find(names[g])) c.has_profile_[g] = 1;
   }
 
   // Zones: the cluster's and the network's.
@@ -102,9 +126,9 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
     pp.assign(L + 1, 0);
     ap.assign(L + 1, 0);
     const std::vector<config::layer_size>* sizes = nullptr;
-    if (in.profile) {
-      auto it = in.profile->sizes_by_tp.find(tp);
-      if (it != in.profile->sizes_by_tp.end() && static_cast<int>(it->second.size()) == L) sizes = &it->second;
+    if (profile) {
+      auto it = profile->sizes_by_tp.find(tp);
+      if (it != profile->sizes_by_tp.end() && static_cast<int>(it->second.size()) == L) sizes = &it->second;
     }
     const double s = m.sequence, h = m.hidden, a = m.heads, v = m.vocabulary;
     for (int l = 0; l < L; ++l) {
@@ -137,8 +161,8 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
   // Time tables.
   std::set<int> mbs_set(c.options_.micro_batches.begin(), c.options_.micro_batches.end());
   std::set<int> tp_set(c.options_.tp_degrees.begin(), c.options_.tp_degrees.end());
-  if (in.profile)
-    for (const auto& [name, gp] : in.profile->by_gpu)
+  if (profile)
+    for (const auto& [name, gp] : profile->by_gpu)
       for (const auto& [mbs, by_tp] : gp.times) {
         mbs_set.insert(mbs);
         for (const auto& [tp, t] : by_tp) tp_set.insert(tp);
@@ -146,7 +170,7 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
   c.tables_.assign(size_t(G) * max_tp_index * max_mbs_index, table{});
   const double opt_bytes = c.options_.optimizer_bytes_per_param;
   for (int g = 0; g < G; ++g) {
-    const config::gpu_profile* gp = in.profile ? in.profile->find(names[g]) : nullptr;
+    const config::gpu_profile* gp = profile ? profile->find(names[g]) : nullptr;
     const config::gpu_spec* spec = catalog.find(names[g]);
     for (int tp : tp_set) {
       const int ti = log2_index(tp);
