@@ -256,25 +256,25 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
   c.intra_zone_latency_.assign(Z, 0);
   if (in.network) {
     c.use_fits_ = true;
-    c.fits_.assign(size_t(Z) * G * 3 * Z * G * 3, fit{});
+    c.fits_.assign(size_t(Z) * G * max_fit_n * Z * G * max_fit_n, fit{});
     auto zid = [&](const std::string& z) { return c.zone_id(z); };
     for (const auto& [k, f] : in.network->fits) {
       int za = zid(k.first.zone), zb = zid(k.second.zone);
       int ga = c.gpu_id(k.first.gpu_type), gb = c.gpu_id(k.second.gpu_type);
       int na = log2_index(k.first.gpus_per_node), nb = log2_index(k.second.gpus_per_node);
-      if (za < 0 || zb < 0 || ga < 0 || gb < 0 || na < 0 || nb < 0 || na > 2 || nb > 2) continue;
-      fit& slot = c.fits_[((((size_t(za) * G + ga) * 3 + na) * Z + zb) * G + gb) * 3 + nb];
+      if (za < 0 || zb < 0 || ga < 0 || gb < 0 || na < 0 || nb < 0 || na >= max_fit_n || nb >= max_fit_n) continue;
+      fit& slot = c.fits_[((((size_t(za) * G + ga) * max_fit_n + na) * Z + zb) * G + gb) * max_fit_n + nb];
       slot = fit{f.a, f.b, f.c, f.max_gbytes_per_s, true};
     }
     // Symmetric fill where only one direction is listed.
     for (int za = 0; za < Z; ++za)
       for (int ga = 0; ga < G; ++ga)
-        for (int na = 0; na < 3; ++na)
+        for (int na = 0; na < max_fit_n; ++na)
           for (int zb = 0; zb < Z; ++zb)
             for (int gb = 0; gb < G; ++gb)
-              for (int nb = 0; nb < 3; ++nb) {
-                fit& f = c.fits_[((((size_t(za) * G + ga) * 3 + na) * Z + zb) * G + gb) * 3 + nb];
-                const fit& r = c.fits_[((((size_t(zb) * G + gb) * 3 + nb) * Z + za) * G + ga) * 3 + na];
+              for (int nb = 0; nb < max_fit_n; ++nb) {
+                fit& f = c.fits_[((((size_t(za) * G + ga) * max_fit_n + na) * Z + zb) * G + gb) * max_fit_n + nb];
+                const fit& r = c.fits_[((((size_t(zb) * G + gb) * max_fit_n + nb) * Z + za) * G + ga) * max_fit_n + na];
                 if (!f.ok && r.ok) f = r;
               }
     for (const auto& [k, p] : in.network->egress_usd_per_gb) {
@@ -370,14 +370,14 @@ double sim_context::link_gbytes_per_s(const endpoint& a, const endpoint& b, doub
   const int Z = num_zones(), G = num_gpu_types();
   if (a.zone < 0 || b.zone < 0 || a.gpu < 0 || b.gpu < 0 || a.zone >= Z || b.zone >= Z) return -1;
   if (use_fits_) {
-    const int na = std::min(2, log2_index(std::min(std::max(1, a.tp), gpus_per_node_[a.gpu])) < 0
+    const int na = std::min(max_fit_n - 1, log2_index(std::min(std::max(1, a.tp), gpus_per_node_[a.gpu])) < 0
                                    ? 0 : log2_index(std::min(std::max(1, a.tp), gpus_per_node_[a.gpu])));
-    const int nb = std::min(2, log2_index(std::min(std::max(1, b.tp), gpus_per_node_[b.gpu])) < 0
+    const int nb = std::min(max_fit_n - 1, log2_index(std::min(std::max(1, b.tp), gpus_per_node_[b.gpu])) < 0
                                    ? 0 : log2_index(std::min(std::max(1, b.tp), gpus_per_node_[b.gpu])));
-    const fit* f = &fits_[((((size_t(a.zone) * G + a.gpu) * 3 + na) * Z + b.zone) * G + b.gpu) * 3 + nb];
+    const fit* f = &fits_[((((size_t(a.zone) * G + a.gpu) * max_fit_n + na) * Z + b.zone) * G + b.gpu) * max_fit_n + nb];
     // fall back to fewer GPUs per node if that pair was not measured
     for (int n = std::min(na, nb); !f->ok && n >= 0; --n)
-      f = &fits_[((((size_t(a.zone) * G + a.gpu) * 3 + n) * Z + b.zone) * G + b.gpu) * 3 + n];
+      f = &fits_[((((size_t(a.zone) * G + a.gpu) * max_fit_n + n) * Z + b.zone) * G + b.gpu) * max_fit_n + n];
     if (!f->ok) return -1;
     // as config::sailor_bandwidth_fit::gbytes_per_s
     double x = std::log2(std::max(bytes, 1.0) / 1e6);

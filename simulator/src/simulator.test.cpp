@@ -4,6 +4,7 @@
 #include <random>
 
 #include <doctest/doctest.h>
+#include "sailor/config/sailor_format.hpp"
 #include <nlohmann/json.hpp>
 
 using namespace sailor;
@@ -285,9 +286,10 @@ TEST_CASE("a GPU type without a profile uses the catalog's analytic model, and s
   CHECK(e->stages[0].analytic);
   REQUIRE_FALSE(e->notes.empty());
   CHECK(e->notes[0].find("other") != std::string::npos);
-  // forward of a block: its FLOPs over 40% of 100 TFLOP/s
+  // forward of a block: its FLOPs over the efficiency times 100 TFLOP/s
   auto c = ctx.compute(ctx.gpu_id("other"), 1, 1, 1, 2);
-  CHECK(c.forward_s == doctest::Approx(f.model.forward_flops_of_layer(1, 1) / (100e12 * 0.4)));
+  CHECK(c.forward_s == doctest::Approx(f.model.forward_flops_of_layer(1, 1) / (100e12 * ctx.options().analytic_efficiency)));
+  CHECK(c.backward_s == doctest::Approx(2 * c.forward_s));
 }
 
 TEST_CASE("closed form vs event simulation on random plans") {
@@ -374,4 +376,31 @@ TEST_CASE("options by name") {
   CHECK(err->field == "no_such");
   CHECK(set_options(o, "p2p_latency_s=abc").has_value());
   CHECK(describe(o).find("p2p_latency_s=0.001") != std::string::npos);
+}
+
+TEST_CASE("Sailor's data end to end: a measured GH200 plan is predicted closely") {
+  const std::string root = std::string(SAILOR_DATA_DIR) + "/sailor";
+  auto d = config::load_sailor_data(root, "OPT-350");
+  REQUIRE(d.ok());
+  auto pf = config::load_sailor_plan(root + "/sailor/Planner/simulations/validation/clariden/OPT-350/N16/plan_config_N16_D8.json");
+  REQUIRE(pf.ok());
+  sim_inputs in;
+  in.model = d->model;
+  in.profile = &d->profile;
+  in.gpus = d->gpus;
+  in.network = &d->network;
+  auto ctx = sim_context::make(in);
+  REQUIRE(ctx.ok());
+  auto e = simulate(*ctx, pf->value);
+  REQUIRE(e.ok());
+  // Loose bounds (the bench reports the real accuracy): catch unit and wiring errors.
+  CHECK(e->iteration_time_s == doctest::Approx(pf->measured_iteration_s).epsilon(0.15));
+  CHECK(e->peak_memory_bytes == doctest::Approx(pf->measured_peak_memory_bytes).epsilon(0.15));
+  CHECK(e->stages.size() == 2);
+  CHECK(e->stages[0].micro_batches == 16);  // 1024 / (8 x 8)
+  CHECK_FALSE(e->stages[0].analytic);
+  CHECK(e->gpu_usd_per_hour == doctest::Approx(64 * 11.06));
+  auto ev = simulate_events(*ctx, pf->value);
+  REQUIRE(ev.ok());
+  CHECK(ev->iteration_time_s == doctest::Approx(e->iteration_time_s).epsilon(0.02));
 }

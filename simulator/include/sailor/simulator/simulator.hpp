@@ -53,8 +53,10 @@ struct sim_options {
   /// Measured kernel time over profiled kernel time (profiles taken in isolation run a little
   /// slower or faster than inside a training job).
   double compute_scale = 1.0;
-  /// Fraction of the catalog's peak FP16 FLOP/s reached by layers without a profile.
-  double analytic_efficiency = 0.40;
+  /// Fraction of the catalog's peak FP16 FLOP/s reached by layers without a profile. 0.15 is
+  /// about the median reached in Sailor's profiles (TP 1, micro-batch >= 4: 0.07 for OPT-350
+  /// on GH200 up to 0.26 for GPT-Neo-2.7 on A100-80).
+  double analytic_efficiency = 0.15;
   /// Fixed cost of one point-to-point message (launch, rendezvous), seconds.
   double p2p_latency_s = 50e-6;
   /// Fixed cost of one step of a collective (per bucket, per ring step), seconds.
@@ -213,6 +215,7 @@ private:
   double embedding_grad_bytes_ = 0;
   // network: fits by (zone, gpu, n index) pairs, dense, or the cluster's links by zone pair
   struct fit { double a = 0, b = 0, c = 0, max = 0; bool ok = false; };
+  static constexpr int max_fit_n = 4;  // GPUs per node used: 1, 2, 4, 8
   std::vector<fit> fits_;      // [za][ga][na][zb][gb][nb]
   std::vector<config::zone_link> zone_links_;  // [za][zb] when no Sailor fits
   std::vector<char> zone_link_ok_;
