@@ -80,13 +80,13 @@ stage_times compute_stage_times(const sim_context& ctx, const resolved_plan& p, 
 }
 
 pipeline_times combine(const sim_context& ctx, const stage_times* t, int S) {
-  // One micro-batch's round trip: every forward, every send, every backward. Then (m-1)
-  // periods of the slowest stage (its sends included when they block it, or the slowest link
-  // when they overlap compute). Stage s finishes its last backward `drain` after... earlier
-  // than stage 0 by the backward chain below it; it then sends, all-reduces and updates.
+  // A stage's period: compute, plus its sends (and receives) when they block it, or at least
+  // the slowest of its links when they overlap compute. After the pipeline, stage s finishes
+  // its last backward earlier than stage 0 by the backward chain below it; it then sends,
+  // all-reduces and updates.
   const bool overlap = ctx.options().overlap_p2p;
   pipeline_times out;
-  double round_trip = 0, steady = 0;
+  double steady = 0;
   // 1F1B lets stage s have at most S-s micro-batches in flight, so its period is also at least
   // the loop through the stages after it (compute and transfers) over S-s.
   double loop[resolved_plan::max_stages];
@@ -108,7 +108,6 @@ pipeline_times combine(const sim_context& ctx, const stage_times* t, int S) {
                (s + 1 < S ? t[s].send_forward_s + t[s + 1].send_backward_s : 0.0);
   double best = -1;
   for (int s = 0; s < S; ++s) {
-    round_trip += t[s].forward_s + t[s].backward_s + t[s].send_forward_s + t[s].send_backward_s;
     double period = t[s].forward_s + t[s].backward_s;
     if (!overlap) {
       period += t[s].send_forward_s + t[s].send_backward_s;
@@ -135,7 +134,6 @@ pipeline_times combine(const sim_context& ctx, const stage_times* t, int S) {
   out.round_trip_s = best - steady;
   out.steady_s = steady;
   out.pipeline_s = best;
-  (void)round_trip;
   // Last backward end of stage s: E_0 = pipeline end; E_s = E_{s-1} - b_{s-1} - g_s.
   double end_of_backward = out.pipeline_s;
   double iteration = 0;
@@ -243,6 +241,7 @@ quick_estimate closed_form(const sim_context& ctx, const resolved_plan& p) {
   q.iteration_time_s = pt.iteration_s;
   q.pipeline_s = pt.pipeline_s;
   q.sync_and_update_s = pt.iteration_s - pt.pipeline_s;
+  q.bottleneck_stage = pt.bottleneck;
   q.worst_memory_headroom_bytes = 1e300;
   const double act = ctx.activation_bytes(p.micro_batch);
   for (int s = 0; s < S; ++s) {

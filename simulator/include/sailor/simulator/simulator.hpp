@@ -22,14 +22,19 @@
 ///      per GPU memory, cost); `simulate_events(ctx, plan)` runs the event-driven 1F1B schedule
 ///      (used to check the closed form, and to draw a Chrome trace with `to_chrome_trace`).
 ///
-/// The physics (see DESIGN of each function in simulator.cpp): a stage runs at the pace of its
-/// slowest replica; consecutive stages exchange activations forward and gradients backward over
-/// the link their zones and GPU types imply; the 1F1B schedule costs the sum of one micro-batch's
-/// round trip through every stage plus (m-1) periods of the slowest stage (with its sends when
-/// they block); each stage then all-reduces its gradients across its replicas (ring or
-/// hierarchical by zone, bucketed, shard by shard when replicas differ in TP) and steps its
-/// optimizer; the iteration ends when the last stage is done. Free parameters (sim_options) each
-/// have a physical meaning and defaults calibrated on Sailor's measured GH200 plans.
+/// The physics (simulator/README.md has the details): a stage runs at the pace of its slowest
+/// replica; consecutive stages exchange activations forward and gradients backward over the link
+/// their zones and GPU types imply (blocking the sender, and the receiver too, as DeepSpeed's
+/// pipeline does, or overlapping compute as our runtime does); the 1F1B schedule is costed from
+/// each stage's point of view (the first micro-batch's way to it and back, m periods of its own,
+/// and the idle time its S-k-1 warm-up forwards cannot hide while the first micro-batch makes
+/// the round trip downstream; a period is at least the loop through the downstream stages over
+/// the S-k micro-batches 1F1B lets be in flight) and the worst view wins; each stage then
+/// all-reduces its gradients across its replicas (ring or hierarchical by zone, bucketed, shard by
+/// shard when replicas differ in TP) and steps its optimizer (memory bound); the iteration ends
+/// when the last stage is done. Free parameters (sim_options) each have a physical meaning and
+/// defaults calibrated on Sailor's measured GH200 plans (bench/simulator_accuracy reports the
+/// accuracy, also with the parameters refitted without the plans they are tested on).
 
 #include <cstdint>
 #include <optional>
@@ -248,6 +253,7 @@ struct quick_estimate {
   double iteration_time_s = 0;
   double pipeline_s = 0;            ///< warm-up, steady state and drain
   double sync_and_update_s = 0;     ///< after the pipeline: all-reduce and optimizer
+  int bottleneck_stage = 0;         ///< the stage whose view of the schedule is the longest
   double peak_memory_bytes = 0;     ///< max over GPUs
   double worst_memory_headroom_bytes = 0;  ///< min over GPUs of capacity - need (< 0: OOM)
   int worst_memory_stage = -1;      ///< the stage of that GPU
