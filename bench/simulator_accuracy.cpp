@@ -7,6 +7,7 @@
 // (default: Sailor's GH200 validation plans). The model is taken from the folder names
 // (OPT-350/...) unless given.
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -25,11 +26,19 @@ using namespace sailor;
 
 namespace {
 
+std::string normalized(const std::string& s) {
+  std::string out;
+  for (char c : s)
+    if (std::isalnum(static_cast<unsigned char>(c))) out += static_cast<char>(std::tolower(c));
+  return out;
+}
+
+// The model a plan was measured on, from a folder of its path (OPT-350/, gpt_neo27/, ...).
 std::string model_from_path(const fs::path& p, const std::string& root) {
   for (const auto& part : p) {
-    std::string s = part.string();
+    const std::string s = normalized(part.string());
     for (const char* m : {"OPT-350", "GPT-Neo-2.7", "LLAMA-3-8", "OPT-30"})
-      if (s == m) return s;
+      if (s == normalized(m)) return m;
   }
   return "OPT-350";
 }

@@ -404,3 +404,34 @@ TEST_CASE("Sailor's data end to end: a measured GH200 plan is predicted closely"
   REQUIRE(ev.ok());
   CHECK(ev->iteration_time_s == doctest::Approx(e->iteration_time_s).epsilon(0.02));
 }
+
+TEST_CASE("all-reduce: shard by shard across TP degrees, hierarchical across zones") {
+  fixture f;
+  auto ctx = f.make();
+  const int fast = ctx.gpu_id("fast"), a = ctx.zone_id("a"), b = ctx.zone_id("b");
+  const double params = 1e9;
+  endpoint tp1{a, fast, 1}, tp2{a, fast, 2};
+  endpoint two_tp1[] = {tp1, tp1};
+  endpoint mixed[] = {tp1, tp2};
+  endpoint two_tp2[] = {tp2, tp2};
+  // The TP-1 replica's single GPU carries every shard: it sets the pace.
+  CHECK(ctx.allreduce_s(mixed, 2, params) == doctest::Approx(ctx.allreduce_s(two_tp1, 2, params)));
+  CHECK(ctx.allreduce_s(two_tp2, 2, params) < ctx.allreduce_s(mixed, 2, params));
+  // Four replicas over two zones joined by a 1 GB/s link: hierarchical beats a flat ring, and
+  // both are slower than four in one zone.
+  endpoint spread[] = {tp1, tp1, {b, fast, 1}, {b, fast, 1}};
+  endpoint local[] = {tp1, tp1, tp1, tp1};
+  const double t_spread = ctx.allreduce_s(spread, 4, params);
+  const double t_local = ctx.allreduce_s(local, 4, params);
+  CHECK(t_spread > t_local);
+  const double bytes = params * 4;
+  const double flat_ring = 2.0 * 3 / 4 * bytes / 1e9;  // over the 1 GB/s cross-zone edge
+  CHECK(t_spread < flat_ring);
+  // hierarchical: 2x(1/2) of the shard inside each zone at 100 GB/s, then 2x(1/2) of half the
+  // shard across at 1 GB/s; each of the 160 buckets pays 2 steps of latency in each phase
+  // (20 us, plus the link's 1 ms across zones)
+  const double lat = ctx.options().collective_latency_s;
+  CHECK(t_spread == doctest::Approx(bytes / 100e9 + 160 * 2 * lat + bytes / 2 / 1e9 + 160 * 2 * (1e-3 + lat)).epsilon(1e-6));
+  CHECK(ctx.allreduce_egress_usd(spread, 4, params) > 0);
+  CHECK(ctx.allreduce_egress_usd(local, 4, params) == 0);
+}
