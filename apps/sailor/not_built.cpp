@@ -3,10 +3,6 @@
 
 namespace sailor::app {
 
-void add_simulate(CLI::App& app, command_set& commands) {
-  add_not_built(app, commands, "simulate", "predict iteration time, memory and cost of a plan",
-                "the simulator issue");
-}
 void add_plan(CLI::App& app, command_set& commands) {
   add_not_built(app, commands, "plan", "choose the best plan for a job", "the planner issue");
 }
@@ -29,9 +25,6 @@ void add_demo(CLI::App& app, command_set& commands) {
 void add_replay(CLI::App& app, command_set& commands) {
   add_not_built(app, commands, "replay", "replay an availability trace through the planner",
                 "the planner issue");
-}
-void add_validate(CLI::App& app, command_set& commands) {
-  add_not_built(app, commands, "validate", "check config files", "the foundation issue");
 }
 
 }  // namespace sailor::app

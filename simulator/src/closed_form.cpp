@@ -27,6 +27,11 @@ std::string fmt_gb(double bytes) {
 
 }  // namespace
 
+namespace {
+bool same_kind(const endpoint& a, const endpoint& b) { return a.gpu == b.gpu && a.tp == b.tp; }
+bool same_place(const endpoint& a, const endpoint& b) { return same_kind(a, b) && a.zone == b.zone; }
+}  // namespace
+
 int micro_batches_of(const resolved_plan& p, int s) {
   const int r = std::max(1, p.stages[s].num_replicas);
   const int per_replica = (p.global_batch + r - 1) / r;  // the busiest replica
@@ -38,6 +43,7 @@ stage_times compute_stage_times(const sim_context& ctx, const resolved_plan& p, 
   const auto& st = p.stages[s];
   for (int r = 0; r < st.num_replicas; ++r) {
     const endpoint& e = st.replicas[r];
+    if (r > 0 && same_kind(e, st.replicas[r - 1])) continue;  // same GPU type and TP: same times
     stage_compute c = ctx.compute(e.gpu, e.tp, p.micro_batch, st.first, st.end);
     double f = c.forward_s, b = c.backward_s;
     if (st.recompute) b += f;  // the forward runs again before the backward
@@ -56,8 +62,14 @@ stage_times compute_stage_times(const sim_context& ctx, const resolved_plan& p, 
     const auto& b = p.stages[to_stage];
     const int n = std::max(a.num_replicas, b.num_replicas);
     double worst = 0;
-    for (int i = 0; i < n; ++i)
-      worst = std::max(worst, ctx.transfer_s(a.replicas[i % a.num_replicas], b.replicas[i % b.num_replicas], act));
+    for (int i = 0; i < n; ++i) {
+      const endpoint& x = a.replicas[i % a.num_replicas];
+      const endpoint& y = b.replicas[i % b.num_replicas];
+      if (i > 0 && same_place(x, a.replicas[(i - 1) % a.num_replicas]) &&
+          same_place(y, b.replicas[(i - 1) % b.num_replicas]))
+        continue;
+      worst = std::max(worst, ctx.transfer_s(x, y, act));
+    }
     return worst;
   };
   if (s + 1 < p.num_stages) t.send_forward_s = worst_transfer(s, s + 1);
@@ -68,27 +80,60 @@ stage_times compute_stage_times(const sim_context& ctx, const resolved_plan& p, 
 }
 
 pipeline_times combine(const sim_context& ctx, const stage_times* t, int S) {
-  // One micro-batch's round trip: every forward, every send, every backward. Then (m-1)
-  // periods of the slowest stage (its sends included when they block it, or the slowest link
-  // when they overlap compute). Stage s finishes its last backward `drain` after... earlier
-  // than stage 0 by the backward chain below it; it then sends, all-reduces and updates.
+  // A stage's period: compute, plus its sends (and receives) when they block it, or at least
+  // the slowest of its links when they overlap compute. After the pipeline, stage s finishes
+  // its last backward earlier than stage 0 by the backward chain below it; it then sends,
+  // all-reduces and updates.
   const bool overlap = ctx.options().overlap_p2p;
   pipeline_times out;
-  double round_trip = 0, steady = 0;
-  for (int s = 0; s < S; ++s) {
-    round_trip += t[s].forward_s + t[s].backward_s + t[s].send_forward_s + t[s].send_backward_s;
-    double period = t[s].forward_s + t[s].backward_s;
-    if (!overlap) period += t[s].send_forward_s + t[s].send_backward_s;
-    else period = std::max({period, t[s].send_forward_s, t[s].send_backward_s});
-    const double stage_steady = (t[s].micro_batches - 1) * period;
-    if (stage_steady > steady) {
-      steady = stage_steady;
-      out.bottleneck = s;
-    }
+  double steady = 0;
+  // 1F1B lets stage s have at most S-s micro-batches in flight, so its period is also at least
+  // the loop through the stages after it (compute and transfers) over S-s.
+  double loop[resolved_plan::max_stages];
+  double tail = 0;
+  for (int s = S - 1; s >= 0; --s) {
+    tail += t[s].forward_s + t[s].backward_s + (s + 1 < S ? t[s].send_forward_s + t[s + 1].send_backward_s : 0.0);
+    loop[s] = tail / (S - s);
   }
-  out.round_trip_s = round_trip;
+  // Stage k's view: the first micro-batch reaches it through the stages before (and its last
+  // gradient leaves back through them): A_k; it works m_k periods; while its first micro-batch
+  // makes the round trip R_k through the stages after it, it can only run its S-k-1 warm-up
+  // forwards (W_k), so it idles max(0, R_k - W_k). The pipeline takes the largest over k; for
+  // the last stage (R = W = 0) this is the classic round trip + (m-1) periods.
+  double before = 0;  // A_k
+  double after[resolved_plan::max_stages + 1];
+  after[S] = 0;
+  for (int s = S - 1; s >= 0; --s)
+    after[s] = after[s + 1] + t[s].forward_s + t[s].backward_s +
+               (s + 1 < S ? t[s].send_forward_s + t[s + 1].send_backward_s : 0.0);
+  double best = -1;
+  for (int s = 0; s < S; ++s) {
+    double period = t[s].forward_s + t[s].backward_s;
+    if (!overlap) {
+      period += t[s].send_forward_s + t[s].send_backward_s;
+      // a synchronous receive holds the receiver for the transfer as well
+      if (ctx.options().receiver_blocks) {
+        if (s > 0) period += t[s - 1].send_forward_s;
+        if (s + 1 < S) period += t[s + 1].send_backward_s;
+      }
+    } else {
+      period = std::max({period, t[s].send_forward_s, t[s].send_backward_s});
+    }
+    period = std::max(period, loop[s]);
+    const double downstream = after[s] - (t[s].forward_s + t[s].backward_s);  // R_k, transfers at k included
+    const double warmup = (S - s - 1) * t[s].forward_s;                      // W_k
+    const double stage_steady = (t[s].micro_batches - 1) * period;
+    const double total = before + t[s].forward_s + t[s].backward_s + stage_steady + std::max(0.0, downstream - warmup);
+    if (total > best) {
+      best = total;
+      out.bottleneck = s;
+      steady = stage_steady;
+    }
+    if (s + 1 < S) before += t[s].forward_s + t[s].backward_s + t[s].send_forward_s + t[s + 1].send_backward_s;
+  }
+  out.round_trip_s = best - steady;
   out.steady_s = steady;
-  out.pipeline_s = round_trip + steady;
+  out.pipeline_s = best;
   // Last backward end of stage s: E_0 = pipeline end; E_s = E_{s-1} - b_{s-1} - g_s.
   double end_of_backward = out.pipeline_s;
   double iteration = 0;
@@ -196,14 +241,18 @@ quick_estimate closed_form(const sim_context& ctx, const resolved_plan& p) {
   q.iteration_time_s = pt.iteration_s;
   q.pipeline_s = pt.pipeline_s;
   q.sync_and_update_s = pt.iteration_s - pt.pipeline_s;
+  q.bottleneck_stage = pt.bottleneck;
   q.worst_memory_headroom_bytes = 1e300;
   const double act = ctx.activation_bytes(p.micro_batch);
   for (int s = 0; s < S; ++s) {
     const auto& st = p.stages[s];
     const int in_flight = std::min(S - s, t[s].micro_batches);
+    double need = 0;
     for (int r = 0; r < st.num_replicas; ++r) {
       const endpoint& e = st.replicas[r];
-      const double need = ctx.stage_memory(e.gpu, e.tp, p.micro_batch, st.first, st.end, in_flight, st.recompute).total();
+      q.gpu_usd_per_hour += e.tp * ctx.usd_per_gpu_hour(e.gpu);
+      if (r > 0 && same_kind(e, st.replicas[r - 1])) continue;  // same memory as the previous
+      need = ctx.stage_memory(e.gpu, e.tp, p.micro_batch, st.first, st.end, in_flight, st.recompute).total();
       q.peak_memory_bytes = std::max(q.peak_memory_bytes, need);
       const double cap = ctx.gpu_memory_bytes(e.gpu);
       const double headroom = cap > 0 ? cap - need : 1e300;
@@ -212,7 +261,6 @@ quick_estimate closed_form(const sim_context& ctx, const resolved_plan& p) {
         q.worst_memory_stage = s;
         q.worst_memory_replica = r;
       }
-      q.gpu_usd_per_hour += e.tp * ctx.usd_per_gpu_hour(e.gpu);
     }
     // Egress: activations forward and gradients back, one copy per TP rank, every micro-batch.
     if (s + 1 < S) {
@@ -221,11 +269,15 @@ quick_estimate closed_form(const sim_context& ctx, const resolved_plan& p) {
       for (int i = 0; i < n; ++i) {
         const endpoint& x = st.replicas[i % st.num_replicas];
         const endpoint& y = b.replicas[i % b.num_replicas];
+        if (x.zone == y.zone) continue;
         const double price = ctx.egress_usd_per_gb(x.zone, y.zone) + ctx.egress_usd_per_gb(y.zone, x.zone);
         if (price > 0) q.egress_usd_per_iteration += price * act * std::min(x.tp, y.tp) * t[s].micro_batches / 1e9;
       }
     }
-    q.egress_usd_per_iteration += ctx.allreduce_egress_usd(st.replicas, st.num_replicas, ctx.params_per_gpu(1, st.first, st.end));
+    bool multi_zone = false;
+    for (int r = 1; r < st.num_replicas; ++r) multi_zone = multi_zone || st.replicas[r].zone != st.replicas[0].zone;
+    if (multi_zone)
+      q.egress_usd_per_iteration += ctx.allreduce_egress_usd(st.replicas, st.num_replicas, ctx.params_per_gpu(1, st.first, st.end));
   }
   q.cost_per_iteration_usd = q.gpu_usd_per_hour * q.iteration_time_s / 3600.0 + q.egress_usd_per_iteration;
   return q;

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <optional>
 #include <set>
 
 namespace sailor::simulator {
@@ -46,14 +48,37 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
   const int L = m.num_all_layers();
   c.num_layers_ = L;
 
+  // Sailor profiles some models (Llama) with the final norm as a layer of its own, L+3 layers
+  // in all; we count it with the head, so fold the last two layers into one.
+  std::optional<config::model_profile> folded;
+  if (in.profile) {
+    folded = *in.profile;
+    for (auto& [name, gp] : folded->by_gpu)
+      for (auto& [mbs, by_tp] : gp.times)
+        for (auto& [tp, v] : by_tp)
+          if (static_cast<int>(v.size()) == L + 1) {
+            v[L - 1].forward_s += v[L].forward_s;
+            v[L - 1].backward_s += v[L].backward_s;
+            v.pop_back();
+          }
+    for (auto& [tp, v] : folded->sizes_by_tp)
+      if (static_cast<int>(v.size()) == L + 1) {
+        v[L - 1].params_floats += v[L].params_floats;
+        v[L - 1].act_mem_floats += v[L].act_mem_floats;
+        v[L - 1].act_output_floats = v[L].act_output_floats;
+        v.pop_back();
+      }
+  }
+  const config::model_profile* profile = folded ? &*folded : nullptr;
+
   // GPU types: the catalog's, plus any profiled type not in it.
   config::gpu_catalog catalog = in.cluster ? in.cluster->gpus : in.gpus;
   for (const auto& g : in.gpus.gpus())
     if (!catalog.find(g.name)) catalog.upsert(g);
   std::vector<std::string> names;
   for (const auto& g : catalog.gpus()) names.push_back(g.name);
-  if (in.profile)
-    for (const auto& [name, p] : in.profile->by_gpu)
+  if (profile)
+    for (const auto& [name, p] : profile->by_gpu)
       if (!catalog.find(name)) names.push_back(name);
   c.gpu_names_ = names;
   const int G = static_cast<int>(names.size());
@@ -70,7 +95,7 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
       c.gpu_mem_bw_[g] = spec->memory_bandwidth_gbytes_per_s * 1e9;
       c.gpus_per_node_[g] = std::max(1, spec->gpus_per_node);
     }
-    if (in.profile && in.profile->find(names[g])) c.has_profile_[g] = 1;
+    if (profile && profile->find(names[g])) c.has_profile_[g] = 1;
   }
 
   // Zones: the cluster's and the network's.
@@ -101,9 +126,9 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
     pp.assign(L + 1, 0);
     ap.assign(L + 1, 0);
     const std::vector<config::layer_size>* sizes = nullptr;
-    if (in.profile) {
-      auto it = in.profile->sizes_by_tp.find(tp);
-      if (it != in.profile->sizes_by_tp.end() && static_cast<int>(it->second.size()) == L) sizes = &it->second;
+    if (profile) {
+      auto it = profile->sizes_by_tp.find(tp);
+      if (it != profile->sizes_by_tp.end() && static_cast<int>(it->second.size()) == L) sizes = &it->second;
     }
     const double s = m.sequence, h = m.hidden, a = m.heads, v = m.vocabulary;
     for (int l = 0; l < L; ++l) {
@@ -136,8 +161,8 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
   // Time tables.
   std::set<int> mbs_set(c.options_.micro_batches.begin(), c.options_.micro_batches.end());
   std::set<int> tp_set(c.options_.tp_degrees.begin(), c.options_.tp_degrees.end());
-  if (in.profile)
-    for (const auto& [name, gp] : in.profile->by_gpu)
+  if (profile)
+    for (const auto& [name, gp] : profile->by_gpu)
       for (const auto& [mbs, by_tp] : gp.times) {
         mbs_set.insert(mbs);
         for (const auto& [tp, t] : by_tp) tp_set.insert(tp);
@@ -145,7 +170,7 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
   c.tables_.assign(size_t(G) * max_tp_index * max_mbs_index, table{});
   const double opt_bytes = c.options_.optimizer_bytes_per_param;
   for (int g = 0; g < G; ++g) {
-    const config::gpu_profile* gp = in.profile ? in.profile->find(names[g]) : nullptr;
+    const config::gpu_profile* gp = profile ? profile->find(names[g]) : nullptr;
     const config::gpu_spec* spec = catalog.find(names[g]);
     for (int tp : tp_set) {
       const int ti = log2_index(tp);
@@ -183,9 +208,20 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
           for (int l = 0; l < L; ++l) {
             const auto& lt = (*times)[l];
             const double lp = c.params_prefix_[ti][l + 1] - c.params_prefix_[ti][l];
-            t.fwd[l + 1] = t.fwd[l] + lt.forward_s * scale * c.options_.compute_scale;
-            t.bwd[l + 1] = t.bwd[l] + lt.backward_s * scale * c.options_.compute_scale;
-            t.upd[l + 1] = t.upd[l] + lt.update_s * (block_params > 0 ? lp / block_params : 1.0);
+            // Remove the per-layer overhead of profiling in isolation (never below a quarter).
+            const double d = c.options_.profile_layer_overhead_s;
+            const double f = std::max(lt.forward_s - d, 0.25 * lt.forward_s);
+            const double b = std::max(lt.backward_s - d, 0.25 * lt.backward_s);
+            t.fwd[l + 1] = t.fwd[l] + f * scale * c.options_.compute_scale;
+            t.bwd[l + 1] = t.bwd[l] + b * scale * c.options_.compute_scale;
+            // The profiled update_s is the step of the small profiled model, not of this
+            // layer: the step is memory bound, so it is modelled from bytes moved per
+            // parameter over the device's memory bandwidth.
+            (void)block_params;
+            t.upd[l + 1] = t.upd[l] + (spec && spec->memory_bandwidth_gbytes_per_s > 0
+                                           ? lp * opt_bytes / (spec->memory_bandwidth_gbytes_per_s * 1e9 *
+                                                               c.options_.memory_bandwidth_efficiency)
+                                           : lt.update_s * (block_params > 0 ? lp / block_params : 1.0));
           }
         } else if (spec && spec->peak_fp16_tflops > 0) {
           // Analytic: FLOPs over an efficiency of peak, plus TP all-reduces inside the node
@@ -220,25 +256,25 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
   c.intra_zone_latency_.assign(Z, 0);
   if (in.network) {
     c.use_fits_ = true;
-    c.fits_.assign(size_t(Z) * G * 3 * Z * G * 3, fit{});
+    c.fits_.assign(size_t(Z) * G * max_fit_n * Z * G * max_fit_n, fit{});
     auto zid = [&](const std::string& z) { return c.zone_id(z); };
     for (const auto& [k, f] : in.network->fits) {
       int za = zid(k.first.zone), zb = zid(k.second.zone);
       int ga = c.gpu_id(k.first.gpu_type), gb = c.gpu_id(k.second.gpu_type);
       int na = log2_index(k.first.gpus_per_node), nb = log2_index(k.second.gpus_per_node);
-      if (za < 0 || zb < 0 || ga < 0 || gb < 0 || na < 0 || nb < 0 || na > 2 || nb > 2) continue;
-      fit& slot = c.fits_[((((size_t(za) * G + ga) * 3 + na) * Z + zb) * G + gb) * 3 + nb];
+      if (za < 0 || zb < 0 || ga < 0 || gb < 0 || na < 0 || nb < 0 || na >= max_fit_n || nb >= max_fit_n) continue;
+      fit& slot = c.fits_[((((size_t(za) * G + ga) * max_fit_n + na) * Z + zb) * G + gb) * max_fit_n + nb];
       slot = fit{f.a, f.b, f.c, f.max_gbytes_per_s, true};
     }
     // Symmetric fill where only one direction is listed.
     for (int za = 0; za < Z; ++za)
       for (int ga = 0; ga < G; ++ga)
-        for (int na = 0; na < 3; ++na)
+        for (int na = 0; na < max_fit_n; ++na)
           for (int zb = 0; zb < Z; ++zb)
             for (int gb = 0; gb < G; ++gb)
-              for (int nb = 0; nb < 3; ++nb) {
-                fit& f = c.fits_[((((size_t(za) * G + ga) * 3 + na) * Z + zb) * G + gb) * 3 + nb];
-                const fit& r = c.fits_[((((size_t(zb) * G + gb) * 3 + nb) * Z + za) * G + ga) * 3 + na];
+              for (int nb = 0; nb < max_fit_n; ++nb) {
+                fit& f = c.fits_[((((size_t(za) * G + ga) * max_fit_n + na) * Z + zb) * G + gb) * max_fit_n + nb];
+                const fit& r = c.fits_[((((size_t(zb) * G + gb) * max_fit_n + nb) * Z + za) * G + ga) * max_fit_n + na];
                 if (!f.ok && r.ok) f = r;
               }
     for (const auto& [k, p] : in.network->egress_usd_per_gb) {
@@ -309,7 +345,7 @@ memory_breakdown sim_context::stage_memory(int gpu, int tp, int mbs, int first, 
   const bool mixed = job_.mixed_precision;
   const double weight_bytes = mixed ? config::bytes_of(model_.precision) : 4.0;
   mem.parameters = params * weight_bytes;
-  mem.gradients = params * (mixed ? options_.grad_bytes_per_param : 4.0);
+  mem.gradients = params * (mixed ? options_.mixed_grad_memory_bytes_per_param : 4.0);
   mem.optimizer_states = params * optimizer_state_bytes(job_.optimizer, mixed);
   const double act_per_sample = act_prefix_[ti][end] - act_prefix_[ti][first];
   if (recompute) {
@@ -334,14 +370,14 @@ double sim_context::link_gbytes_per_s(const endpoint& a, const endpoint& b, doub
   const int Z = num_zones(), G = num_gpu_types();
   if (a.zone < 0 || b.zone < 0 || a.gpu < 0 || b.gpu < 0 || a.zone >= Z || b.zone >= Z) return -1;
   if (use_fits_) {
-    const int na = std::min(2, log2_index(std::min(std::max(1, a.tp), gpus_per_node_[a.gpu])) < 0
+    const int na = std::min(max_fit_n - 1, log2_index(std::min(std::max(1, a.tp), gpus_per_node_[a.gpu])) < 0
                                    ? 0 : log2_index(std::min(std::max(1, a.tp), gpus_per_node_[a.gpu])));
-    const int nb = std::min(2, log2_index(std::min(std::max(1, b.tp), gpus_per_node_[b.gpu])) < 0
+    const int nb = std::min(max_fit_n - 1, log2_index(std::min(std::max(1, b.tp), gpus_per_node_[b.gpu])) < 0
                                    ? 0 : log2_index(std::min(std::max(1, b.tp), gpus_per_node_[b.gpu])));
-    const fit* f = &fits_[((((size_t(a.zone) * G + a.gpu) * 3 + na) * Z + b.zone) * G + b.gpu) * 3 + nb];
+    const fit* f = &fits_[((((size_t(a.zone) * G + a.gpu) * max_fit_n + na) * Z + b.zone) * G + b.gpu) * max_fit_n + nb];
     // fall back to fewer GPUs per node if that pair was not measured
     for (int n = std::min(na, nb); !f->ok && n >= 0; --n)
-      f = &fits_[((((size_t(a.zone) * G + a.gpu) * 3 + n) * Z + b.zone) * G + b.gpu) * 3 + n];
+      f = &fits_[((((size_t(a.zone) * G + a.gpu) * max_fit_n + n) * Z + b.zone) * G + b.gpu) * max_fit_n + n];
     if (!f->ok) return -1;
     // as config::sailor_bandwidth_fit::gbytes_per_s
     double x = std::log2(std::max(bytes, 1.0) / 1e6);
@@ -367,7 +403,7 @@ double sim_context::gpu_bytes_per_s(const endpoint& a, const endpoint& b, double
   double gbps = link_gbytes_per_s(a, b, bytes * n);
   if (gbps <= 0) return -1;
   // The cluster's zone links are per flow; Sailor's fits are per node pair.
-  return use_fits_ ? gbps * 1e9 / n : gbps * 1e9;
+  return use_fits_ ? options_.network_efficiency * gbps * 1e9 / n : gbps * 1e9;
 }
 
 double sim_context::transfer_s(const endpoint& a, const endpoint& b, double bytes) const {
@@ -383,14 +419,25 @@ double sim_context::egress_usd_per_gb(int za, int zb) const {
   return egress_[size_t(za) * num_zones() + zb];
 }
 
+namespace {
+bool same(const endpoint& a, const endpoint& b) { return a.zone == b.zone && a.gpu == b.gpu && a.tp == b.tp; }
+}  // namespace
+
 double sim_context::allreduce_s(const endpoint* reps, int n, double stage_params) const {
   if (n <= 1) return 0;
   // Ring ordered by zone (so that it crosses each zone boundary once): per GPU, each replica
   // sends and receives 2(n-1)/n of its shard; the slowest GPU and slowest ring edge set the pace.
-  endpoint ring[resolved_plan::max_replicas];
   const int k = std::min(n, resolved_plan::max_replicas);
-  std::copy(reps, reps + k, ring);
-  std::sort(ring, ring + k, [](const endpoint& x, const endpoint& y) { return x.zone < y.zone; });
+  auto by_zone = [](const endpoint& x, const endpoint& y) { return x.zone < y.zone; };
+  // Sorted copies only when needed; raw storage so that the hot path does not initialise it.
+  alignas(endpoint) unsigned char storage[sizeof(endpoint) * resolved_plan::max_replicas];
+  const endpoint* ring = reps;
+  if (!std::is_sorted(reps, reps + k, by_zone)) {
+    endpoint* buf = reinterpret_cast<endpoint*>(storage);
+    std::uninitialized_copy(reps, reps + k, buf);
+    std::sort(buf, buf + k, by_zone);
+    ring = buf;
+  }
   double max_shard = 0;  // bytes per GPU
   int min_tp = ring[0].tp;
   for (int i = 0; i < k; ++i) {
@@ -405,6 +452,7 @@ double sim_context::allreduce_s(const endpoint* reps, int n, double stage_params
     const endpoint& x = ring[i];
     const endpoint& y = ring[(i + 1) % k];
     if (i > 0 && ring[i].zone != ring[i - 1].zone) ++zones;
+    if (i > 0 && same(x, ring[i - 1]) && same(y, ring[i])) continue;  // same edge as before
     double bw = gpu_bytes_per_s(x, y, msg);
     if (bw <= 0) return -1;
     ring_bw = std::min(ring_bw, bw);

@@ -46,6 +46,7 @@ result<event_result> simulate_events(const sim_context& ctx, const config::plan&
     m = std::max(m, t[s].micro_batches);
   }
   const bool overlap = ctx.options().overlap_p2p;
+  const bool sync_recv = !overlap && ctx.options().receiver_blocks;
 
   std::vector<std::vector<op>> ops(S);
   for (int s = 0; s < S; ++s) {
@@ -88,8 +89,17 @@ result<event_result> simulate_events(const sim_context& ctx, const config::plan&
     ++next[s];
     const bool fwd = o.kind == op_kind::forward;
     const double dur = fwd ? t[s].forward_s : t[s].backward_s;
-    const double end = now + dur;
-    out.events.push_back({name(fwd ? "F" : "B", o.micro), "compute", s, 0, now, end});
+    double begin = now;
+    if (sync_recv) {
+      const int from = fwd ? s - 1 : s + 1;
+      if (from >= 0 && from < S) {
+        const double r = fwd ? t[from].send_forward_s : t[from].send_backward_s;
+        out.events.push_back({name(fwd ? "recv F" : "recv B", o.micro), "p2p", s, 0, now, now + r});
+        begin = now + r;
+      }
+    }
+    const double end = begin + dur;
+    out.events.push_back({name(fwd ? "F" : "B", o.micro), "compute", s, 0, begin, end});
     double stream_free = end;
     const int peer = fwd ? s + 1 : s - 1;
     if (peer >= 0 && peer < S) {
@@ -100,8 +110,11 @@ result<event_result> simulate_events(const sim_context& ctx, const config::plan&
       lane = arrival;
       if (!overlap) stream_free = arrival;
       out.events.push_back({name(fwd ? "send F" : "send B", o.micro), "p2p", s, overlap ? 1 : 0, start, arrival});
-      (fwd ? act_arrival : grad_arrival)[peer][o.micro] = arrival;
-      queue.push({arrival, seq++, peer});
+      // A synchronous receive starts once the data is posted and takes the transfer time on
+      // the receiver's stream; otherwise the data is there on arrival.
+      const double posted = sync_recv ? start : arrival;
+      (fwd ? act_arrival : grad_arrival)[peer][o.micro] = posted;
+      queue.push({posted, seq++, peer});
     }
     busy[s] = 1;
     free_at[s] = stream_free;

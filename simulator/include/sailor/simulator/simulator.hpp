@@ -22,14 +22,19 @@
 ///      per GPU memory, cost); `simulate_events(ctx, plan)` runs the event-driven 1F1B schedule
 ///      (used to check the closed form, and to draw a Chrome trace with `to_chrome_trace`).
 ///
-/// The physics (see DESIGN of each function in simulator.cpp): a stage runs at the pace of its
-/// slowest replica; consecutive stages exchange activations forward and gradients backward over
-/// the link their zones and GPU types imply; the 1F1B schedule costs the sum of one micro-batch's
-/// round trip through every stage plus (m-1) periods of the slowest stage (with its sends when
-/// they block); each stage then all-reduces its gradients across its replicas (ring or
-/// hierarchical by zone, bucketed, shard by shard when replicas differ in TP) and steps its
-/// optimizer; the iteration ends when the last stage is done. Free parameters (sim_options) each
-/// have a physical meaning and defaults calibrated on Sailor's measured GH200 plans.
+/// The physics (simulator/README.md has the details): a stage runs at the pace of its slowest
+/// replica; consecutive stages exchange activations forward and gradients backward over the link
+/// their zones and GPU types imply (blocking the sender, and the receiver too, as DeepSpeed's
+/// pipeline does, or overlapping compute as our runtime does); the 1F1B schedule is costed from
+/// each stage's point of view (the first micro-batch's way to it and back, m periods of its own,
+/// and the idle time its S-k-1 warm-up forwards cannot hide while the first micro-batch makes
+/// the round trip downstream; a period is at least the loop through the downstream stages over
+/// the S-k micro-batches 1F1B lets be in flight) and the worst view wins; each stage then
+/// all-reduces its gradients across its replicas (ring or hierarchical by zone, bucketed, shard by
+/// shard when replicas differ in TP) and steps its optimizer (memory bound); the iteration ends
+/// when the last stage is done. Free parameters (sim_options) each have a physical meaning and
+/// defaults calibrated on Sailor's measured GH200 plans (bench/simulator_accuracy reports the
+/// accuracy, also with the parameters refitted without the plans they are tested on).
 
 #include <cstdint>
 #include <optional>
@@ -53,8 +58,10 @@ struct sim_options {
   /// Measured kernel time over profiled kernel time (profiles taken in isolation run a little
   /// slower or faster than inside a training job).
   double compute_scale = 1.0;
-  /// Fraction of the catalog's peak FP16 FLOP/s reached by layers without a profile.
-  double analytic_efficiency = 0.40;
+  /// Fraction of the catalog's peak FP16 FLOP/s reached by layers without a profile. 0.15 is
+  /// about the median reached in Sailor's profiles (TP 1, micro-batch >= 4: 0.07 for OPT-350
+  /// on GH200 up to 0.26 for GPT-Neo-2.7 on A100-80).
+  double analytic_efficiency = 0.15;
   /// Fixed cost of one point-to-point message (launch, rendezvous), seconds.
   double p2p_latency_s = 50e-6;
   /// Fixed cost of one step of a collective (per bucket, per ring step), seconds.
@@ -66,11 +73,25 @@ struct sim_options {
   /// True when a stage's sends overlap its compute (our runtime); false when they block the
   /// sender (Megatron/DeepSpeed, where Sailor's measurements come from).
   bool overlap_p2p = false;
+  /// With blocking sends: whether the receiver's stream is held for the transfer too
+  /// (synchronous recv, as DeepSpeed's pipeline engine does).
+  bool receiver_blocks = true;
+  /// Per layer and pass, time a profile measured in isolation includes but a training step
+  /// does not (a synchronisation after each layer, launch latency not hidden), seconds.
+  double profile_layer_overhead_s = 100e-6;
+  /// Fraction of the network fits' bandwidth that a training job's own transfers reach (NCCL
+  /// point-to-point and ring all-reduce inside the framework, versus the microbenchmark the
+  /// fits were made with). Applies to Sailor's fits only (a cluster's links state what a job
+  /// gets).
+  double network_efficiency = 0.33;
   /// Memory no tensor accounts for: CUDA context, allocator caching, NCCL buffers, bytes/GPU.
-  double framework_overhead_bytes = 2.0e9;
+  double framework_overhead_bytes = 4.3e9;
   /// Ratio of peak activation memory to the sum of per-layer forward growth (transient
   /// buffers of the backward pass, allocator rounding).
-  double activation_peak_factor = 1.0;
+  double activation_peak_factor = 1.12;
+  /// Gradient bytes per parameter held in memory with mixed precision (fp16 grads and the
+  /// fp32 copy the optimizer reads: 2 + 4).
+  double mixed_grad_memory_bytes_per_param = 6;
   /// Optimizer step: bytes moved per parameter (Adam mixed precision: read/write fp32 master,
   /// two moments, grad, fp16 copy) and the device memory bandwidth fraction reached.
   double optimizer_bytes_per_param = 36;
@@ -79,6 +100,13 @@ struct sim_options {
   std::vector<int> micro_batches = {1, 2, 4, 8, 16, 32, 64, 128};
   std::vector<int> tp_degrees = {1, 2, 4, 8};
 };
+
+/// Sets one option by name (`p2p_latency_s`, `overlap_p2p` (0/1), ...). Errors name the key.
+status set_option(sim_options& o, const std::string& key, double value);
+/// Applies "key=value,key=value" (e.g. from --set or SAILOR_SIM_OPTIONS).
+status set_options(sim_options& o, const std::string& list);
+/// The options as "key=value" lines, for reports.
+std::string describe(const sim_options& o);
 
 /// What the context is built from. Pointers may be null where the input is absent; at least
 /// one of `cluster` and `network` must be given.
@@ -192,6 +220,7 @@ private:
   double embedding_grad_bytes_ = 0;
   // network: fits by (zone, gpu, n index) pairs, dense, or the cluster's links by zone pair
   struct fit { double a = 0, b = 0, c = 0, max = 0; bool ok = false; };
+  static constexpr int max_fit_n = 4;  // GPUs per node used: 1, 2, 4, 8
   std::vector<fit> fits_;      // [za][ga][na][zb][gb][nb]
   std::vector<config::zone_link> zone_links_;  // [za][zb] when no Sailor fits
   std::vector<char> zone_link_ok_;
@@ -224,6 +253,7 @@ struct quick_estimate {
   double iteration_time_s = 0;
   double pipeline_s = 0;            ///< warm-up, steady state and drain
   double sync_and_update_s = 0;     ///< after the pipeline: all-reduce and optimizer
+  int bottleneck_stage = 0;         ///< the stage whose view of the schedule is the longest
   double peak_memory_bytes = 0;     ///< max over GPUs
   double worst_memory_headroom_bytes = 0;  ///< min over GPUs of capacity - need (< 0: OOM)
   int worst_memory_stage = -1;      ///< the stage of that GPU
