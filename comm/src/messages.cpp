@@ -152,7 +152,7 @@ struct body_writer {
     p.setSecondsLeft(v.seconds_left);
     p.setReason(v.reason);
   }
-  void operator()(const shutdown& v) { b.initShutdown().setReason(v.reason); }
+  void operator()(const shutdown_notice& v) { b.initShutdown().setReason(v.reason); }
 };
 
 // ---- schema -> value ----
@@ -330,7 +330,7 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
         break;
       }
       case s::Envelope::Body::SHUTDOWN:
-        e.body = shutdown{b.getShutdown().getReason()};
+        e.body = shutdown_notice{b.getShutdown().getReason()};
         break;
       default:
         return invalid("message from '" + e.sender + "' has unknown variant " +

@@ -122,13 +122,13 @@ struct preemption_notice {
   bool operator==(const preemption_notice&) const = default;
 };
 
-struct shutdown {
+struct shutdown_notice {
   std::string reason;
-  bool operator==(const shutdown&) const = default;
+  bool operator==(const shutdown_notice&) const = default;
 };
 
 using message_body = std::variant<join_request, join_accept, refusal, heartbeat, role_assignment,
-                                  stage_ready, iteration_telemetry, preemption_notice, shutdown>;
+                                  stage_ready, iteration_telemetry, preemption_notice, shutdown_notice>;
 
 /// One control message as it travels: version, sender and body.
 struct envelope {

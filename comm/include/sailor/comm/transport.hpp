@@ -29,8 +29,11 @@
 /// 6. Failure: a peer that dies, an endpoint error or a refused handshake calls `on_error`
 ///    exactly once; the connection is then `failed` forever: later sends complete at once with
 ///    that error and nothing more is received. Every send still pending gets its `done` with
-///    the error. `close()` is local and quiet: pending sends complete with errc::closed,
-///    on_error is not called.
+///    the error. `close()` is local and quiet: sends issued before it are flushed (their
+///    `done` reports the outcome), later sends complete with errc::closed, nothing more is
+///    delivered and on_error is not called. The peer sees errc::disconnected.
+/// 7. Destroying the transport stops its progress thread; connections still held by users
+///    then complete every send with errc::closed.
 ///
 /// State of a connection
 /// ---------------------
@@ -117,7 +120,7 @@ public:
   /// must stay valid and unchanged until `done` fires (exactly once).
   virtual void send_tensor(tensor_descriptor desc, std::span<const std::byte> payload,
                            completion done) = 0;
-  /// Closes locally; pending sends complete with errc::closed. Idempotent.
+  /// Closes locally (see point 6 above). Idempotent.
   virtual void close() = 0;
 
   virtual connection_state state() const = 0;
