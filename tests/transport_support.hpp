@@ -76,7 +76,7 @@ inline config::zone_link fast_link() {
 inline std::vector<backend> all_backends() {
   return {
       {"ucx", make_ucx},
-      // {"tcp", make_tcp},
+      {"tcp", make_tcp},
       /*{"shaped(ucx)",
        [](const comm::transport_options& o) -> std::unique_ptr<comm::transport> {
          auto inner = make_ucx(o);
