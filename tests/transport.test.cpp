@@ -544,3 +544,70 @@ TEST_CASE("transport conformance: a sender killed mid-transfer is an error on th
     for (auto& it : server.items) CHECK(matches(it.payload.bytes(), 3));
   }
 }
+
+// ---------------------------------------------------------------- link shaping
+
+TEST_CASE("link shaping imposes the configured latency and bandwidth (20 ms, 50 MB/s)") {
+  config::cluster cl;
+  cl.regions = {{"r1", {"zone-a"}}, {"r2", {"zone-b"}}};
+  cl.zones = {{"zone-a", "r1", {}}, {"zone-b", "r2", {}}};
+  config::zone_link link;
+  link.from = "zone-a";
+  link.to = "zone-b";
+  link.latency_s = 0.020;
+  link.bandwidth_gbytes_per_s = 0.050;
+  cl.links = {link};
+  auto shaped = [&](const std::string& name, const std::string& zone) {
+    return make_shaped_transport(sailor::test::make_ucx(opts(name, zone)), links_of(cl));
+  };
+  auto server_t = shaped("server", "zone-a");
+  auto client_t = shaped("client", "zone-b");
+  using clk = std::chrono::steady_clock;
+  event_box box;
+  std::vector<clk::time_point> arrivals;
+  auto l = server_t->listen(address{"127.0.0.1", 0}, [&](const connection_ptr&) {
+    connection_handlers h;
+    h.on_control = [&](std::vector<std::byte>) { box.update([&] { arrivals.push_back(clk::now()); }); };
+    h.on_tensor = [&](tensor_descriptor, payload_buffer) {
+      box.update([&] { arrivals.push_back(clk::now()); });
+    };
+    return h;
+  });
+  REQUIRE(l.ok());
+  client_events ev;
+  auto conn = client_t->connect((*l)->local_address(), ev.handlers());
+  REQUIRE(conn.ok());
+  REQUIRE(ev.box.wait_for([&] { return ev.opened; }, wait_s));
+
+  // Latency: small messages one at a time; the median one-way time.
+  std::vector<double> one_way;
+  for (int i = 0; i < 5; ++i) {
+    auto sent = clk::now();
+    (*conn)->send_control(encode("client", heartbeat{"client", static_cast<std::uint64_t>(i), 0}), nullptr);
+    REQUIRE(box.wait_for([&] { return arrivals.size() == static_cast<std::size_t>(i + 1); }, wait_s));
+    std::lock_guard lock(box.mutex());
+    one_way.push_back(std::chrono::duration<double>(arrivals.back() - sent).count());
+  }
+  std::sort(one_way.begin(), one_way.end());
+  double latency = one_way[2];
+  MESSAGE("measured latency " << latency * 1e3 << " ms (configured 20 ms)");
+  CHECK(latency == doctest::Approx(0.020).epsilon(0.10));
+
+  // Bandwidth: five 4 MiB tensors back to back; the link serialises them at 50 MB/s.
+  const std::size_t mib4 = 4u << 20;
+  auto payload = patterned(mib4, 1);
+  std::size_t before = arrivals.size();
+  auto sent = clk::now();
+  for (int i = 0; i < 5; ++i)
+    (*conn)->send_tensor({dtype::u8, {static_cast<std::int64_t>(mib4)}, 0, "", 0}, payload, nullptr);
+  REQUIRE(box.wait_for([&] { return arrivals.size() == before + 5; }, wait_s));
+  std::lock_guard lock(box.mutex());
+  double first = std::chrono::duration<double>(arrivals[before] - sent).count();
+  double span = std::chrono::duration<double>(arrivals[before + 4] - arrivals[before]).count();
+  double bandwidth = 4.0 * mib4 / span;
+  MESSAGE("first 4 MiB after " << first * 1e3 << " ms (expected "
+                               << (0.020 + mib4 / 50e6) * 1e3 << " ms), bandwidth "
+                               << bandwidth / 1e6 << " MB/s (configured 50)");
+  CHECK(first == doctest::Approx(0.020 + mib4 / 50e6).epsilon(0.10));
+  CHECK(bandwidth == doctest::Approx(50e6).epsilon(0.10));
+}

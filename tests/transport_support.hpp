@@ -77,13 +77,13 @@ inline std::vector<backend> all_backends() {
   return {
       {"ucx", make_ucx},
       {"tcp", make_tcp},
-      /*{"shaped(ucx)",
+      {"shaped(ucx)",
        [](const comm::transport_options& o) -> std::unique_ptr<comm::transport> {
          auto inner = make_ucx(o);
          if (!inner) return nullptr;
          return comm::make_shaped_transport(
              std::move(inner), [](const std::string&, const std::string&) { return fast_link(); });
-       }},*/
+       }},
   };
 }
 
