@@ -439,8 +439,7 @@ void ucx_core::check_deadlines() {
   auto now = clock_type::now();
   std::vector<std::shared_ptr<ucx_connection>> late;
   for (auto& [ep, c] : by_ep_)
-    if (!c->server_ && c->state_ == connection_state::connecting && now > c->deadline_)
-      late.push_back(c);
+    if (c->state_ == connection_state::connecting && now > c->deadline_) late.push_back(c);
   for (auto& c : late)
     fail(c, {errc::timed_out, "handshake with " + c->peer().remote.to_string() +
                                   " did not finish in " +
@@ -531,6 +530,8 @@ void ucx_core::conn_request_callback(ucp_conn_request_h request, void* arg) {
   ucx_core* core = state->core;
   auto conn = std::make_shared<ucx_connection>(core->weak_from_this(), core->next_id_++, true);
   conn->on_accept_ = state->on_accept;
+  conn->deadline_ = clock_type::now() + std::chrono::milliseconds(static_cast<long>(
+                                            core->opts_.common.connect_timeout_s * 1000));
   ucp_conn_request_attr_t attr{};
   attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
   if (ucp_conn_request_query(request, &attr) == UCS_OK)
