@@ -160,6 +160,13 @@ TEST_CASE("train: PP=3 with uneven layers") {
                    reference());
 }
 
+TEST_CASE("train: activation recomputation does not change the loss curve") {
+  auto plan = make_plan({stage(0, 3, {2}), stage(3, 3, {1})});
+  plan.stages[0].recompute = true;
+  plan.stages[1].recompute = true;
+  check_same_curve(train_plan(plan, 20), reference());
+}
+
 TEST_CASE("train: stages with different replica counts") {
   check_same_curve(train_plan(make_plan({stage(0, 2, {1, 1}), stage(2, 4, {1})}), 20), reference());
 }

@@ -235,6 +235,14 @@ void stage_module::set_tp_group(const tp_group& tp) {
   tp_ = tp;
 }
 
+void stage_module::to(torch::Device device) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : params_) {
+    p.tensor = p.tensor.detach().to(device).set_requires_grad(true);
+    by_name_[p.name] = p.tensor;
+  }
+}
+
 std::int64_t stage_module::num_parameters() const {
   std::int64_t n = 0;
   for (const auto& p : params_) n += p.tensor.numel();
@@ -278,7 +286,7 @@ torch::Tensor stage_module::block(int layer, const torch::Tensor& x) {
   };
   auto q = split("attn.q"), k = split("attn.k"), v = split("attn.v");
   auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
-  auto causal = torch::ones({seq, seq}, torch::kBool).triu(1);
+  auto causal = torch::ones({seq, seq}, torch::dtype(torch::kBool).device(x.device())).triu(1);
   scores = scores.masked_fill(causal, -std::numeric_limits<float>::infinity());
   auto context = torch::matmul(torch::softmax(scores, -1), v);
   context = context.transpose(1, 2).reshape({mb, seq, heads * head_dim});

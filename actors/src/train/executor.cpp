@@ -24,7 +24,10 @@ double seconds_since(clock_type::time_point start) {
 }
 
 comm::buffer_view view_of(const torch::Tensor& t) {
-  return {t.data_ptr(), static_cast<std::size_t>(t.numel()), comm::element_type::f32};
+  auto type = t.scalar_type() == torch::kDouble ? comm::element_type::f64 : comm::element_type::f32;
+  TORCH_CHECK(t.is_contiguous() && (t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kDouble),
+              "communication buffers are contiguous fp32 or fp64 tensors");
+  return {t.data_ptr(), static_cast<std::size_t>(t.numel()), type};
 }
 
 error failed(const std::string& message, error_kind kind = error_kind::failed) {
@@ -71,6 +74,7 @@ struct stage_executor::impl {
   int stages = 0;
   int my_tp = 1;
   std::string who;
+  torch::Device device = torch::kCPU;
 
   std::unique_ptr<comm::communicator> world;
   std::unique_ptr<comm::communicator> tp_comm;
@@ -95,7 +99,7 @@ struct stage_executor::impl {
     std::int64_t first = static_cast<std::int64_t>(iteration) * plan.global_batch +
                          static_cast<std::int64_t>(m) * mb;
     data->fill(first, mb, t.data_ptr<std::int64_t>());
-    return t;
+    return t.to(device);
   }
 
   status connect(comm::communicator_factory& factory);
@@ -200,7 +204,7 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
       int from_tp = tp_of(s - 1, replica_of(plan, s - 1, m));
       int src = global_rank_of(plan, {s - 1, replica_of(plan, s - 1, m), role.tp_rank % from_tp});
       transfer t;
-      t.buffer = torch::empty({mb, seq, hidden});
+      t.buffer = torch::empty({mb, seq, hidden}, torch::TensorOptions().device(device));
       t.request = world->irecv(view_of(t.buffer), src, tag_of(iteration, micro_batches, m, 0));
       activations[m] = std::move(t);
     }
@@ -208,7 +212,7 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
       int from_tp = tp_of(s + 1, replica_of(plan, s + 1, m));
       int src = global_rank_of(plan, {s + 1, replica_of(plan, s + 1, m), role.tp_rank % from_tp});
       transfer t;
-      t.buffer = torch::empty({mb, seq, hidden});
+      t.buffer = torch::empty({mb, seq, hidden}, torch::TensorOptions().device(device));
       t.request = world->irecv(view_of(t.buffer), src, tag_of(iteration, micro_batches, m, 1));
       gradients[m] = std::move(t);
     }
@@ -222,7 +226,8 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
   };
 
   std::vector<transfer> sends;
-  std::map<int, torch::Tensor> inputs, outputs;
+  std::map<int, torch::Tensor> inputs, outputs, saved_targets;
+  const bool recompute = plan.stages[s].recompute;
   double compute = 0, loss_sum = 0;
   const double scale = 1.0 / micro_batches;
   for (const auto& op : ops) {
@@ -240,7 +245,14 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
         activations.erase(m);
       }
       auto start = clock_type::now();
-      auto out = module->forward(input, targets);
+      torch::Tensor out;
+      if (recompute) {
+        // Keep only the stage input; the backward runs the forward again with a graph.
+        torch::NoGradGuard no_grad;
+        out = module->forward(input, targets);
+      } else {
+        out = module->forward(input, targets);
+      }
       compute += seconds_since(start);
       if (last_stage()) {
         loss_sum += out.item<double>();
@@ -256,16 +268,18 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
       }
       inputs[m] = input;
       outputs[m] = out;
+      if (recompute) saved_targets[m] = targets;
       ++tel.micro_batches;
     } else {
       torch::Tensor grad;
       if (last_stage()) {
-        grad = torch::full({}, scale);
+        grad = torch::full({}, scale, torch::TensorOptions().device(device));
       } else {
         wait_for(gradients[m]);
         grad = gradients[m].buffer;
       }
       auto start = clock_type::now();
+      if (recompute) outputs[m] = module->forward(inputs[m], saved_targets[m]);
       torch::autograd::backward({outputs[m]}, {grad});
       compute += seconds_since(start);
       gradients.erase(m);
@@ -281,6 +295,7 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
       }
       inputs.erase(m);
       outputs.erase(m);
+      saved_targets.erase(m);
     }
   }
   {
@@ -305,13 +320,15 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
       norm_sq += p.tensor.grad().to(torch::kDouble).pow(2).sum().item<double>();
     }
   }
-  double totals[2] = {last_stage() && role.tp_rank == 0 ? loss_sum : 0.0, norm_sq};
+  auto totals = torch::tensor({last_stage() && role.tp_rank == 0 ? loss_sum : 0.0, norm_sq},
+                              torch::kDouble).to(device);
   auto reduce_start = clock_type::now();
-  auto st = world->all_reduce({totals, 2, comm::element_type::f64});
+  auto st = world->all_reduce(view_of(totals));
   double world_seconds = seconds_since(reduce_start);
   if (st) throw std::runtime_error(st->to_string());
-  tel.loss = totals[0] / micro_batches;
-  tel.grad_norm = std::sqrt(totals[1]);
+  totals = totals.cpu();
+  tel.loss = totals[0].item<double>() / micro_batches;
+  tel.grad_norm = std::sqrt(totals[1].item<double>());
 
   {
     torch::NoGradGuard no_grad;
@@ -343,6 +360,10 @@ result<std::unique_ptr<stage_executor>> stage_executor::create(
                   error_kind::invalid_input);
   try {
     if (options.torch_threads > 0) torch::set_num_threads(options.torch_threads);
+    if (options.cuda_device >= 0 && !torch::cuda::is_available())
+      return failed("cuda_device " + std::to_string(options.cuda_device) +
+                        " asked for, but this LibTorch sees no CUDA device",
+                    error_kind::invalid_input);
     auto st = std::make_unique<impl>();
     st->model = model;
     st->plan = plan;
@@ -364,6 +385,10 @@ result<std::unique_ptr<stage_executor>> stage_executor::create(
     tp.all_reduce_seconds = &st->tp_seconds;
     st->module = std::make_unique<models::stage_module>(model, sp.first_layer, sp.end_layer(), tp,
                                                         options.seed);
+    if (options.cuda_device >= 0) {
+      st->device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(options.cuda_device));
+      st->module->to(st->device);
+    }
     if (auto err = st->connect(factory)) return *err;
     if (st->tp_comm) {
       tp.group = st->tp_comm.get();

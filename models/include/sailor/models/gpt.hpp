@@ -79,6 +79,8 @@ public:
   /// Points the module at its communicator once it exists (same rank and size: the
   /// parameters were sliced for them).
   void set_tp_group(const tp_group& tp);
+  /// Moves the parameters to `device` (before an optimizer is made over them).
+  void to(torch::Device device);
   /// Elements of this shard's parameters.
   std::int64_t num_parameters() const;
 
