@@ -310,16 +310,25 @@ torch::Tensor stage_module::head_loss(const torch::Tensor& x, const torch::Tenso
   return losses.mean();
 }
 
-torch::Tensor stage_module::forward(const torch::Tensor& input, const torch::Tensor& targets) {
-  torch::Tensor x = input;
-  for (int layer = first_layer_; layer < end_layer_; ++layer) {
-    switch (model_.kind_of(layer)) {
-      case config::layer_kind::embedding: x = embed(x); break;
-      case config::layer_kind::block: x = block(layer, x); break;
-      case config::layer_kind::head: x = head_loss(x, targets); break;
-    }
+torch::Tensor stage_module::forward_layer(int layer, const torch::Tensor& x,
+                                          const torch::Tensor& targets) {
+  switch (model_.kind_of(layer)) {
+    case config::layer_kind::embedding: return embed(x);
+    case config::layer_kind::block: return block(layer, x);
+    case config::layer_kind::head: return head_loss(x, targets);
   }
   return x;
+}
+
+torch::Tensor stage_module::forward(const torch::Tensor& input, const torch::Tensor& targets) {
+  torch::Tensor x = input;
+  for (int layer = first_layer_; layer < end_layer_; ++layer) x = forward_layer(layer, x, targets);
+  return x;
+}
+
+int stage_module::layer_of(std::size_t param) const {
+  const auto& name = params_.at(param).name;  // "layer<N>.…"
+  return std::stoi(name.substr(5, name.find('.') - 5));
 }
 
 }  // namespace sailor::models

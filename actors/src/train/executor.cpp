@@ -5,6 +5,12 @@
 #include <cmath>
 #include <map>
 #include <sstream>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <thread>
 
 #include <torch/torch.h>
 
@@ -62,6 +68,64 @@ struct transfer {
   torch::Tensor buffer;
 };
 
+// Reduces the gradients of a stage's layers on a thread of its own, last layer first, each as
+// soon as the backward has finished it: the data-parallel all-reduce overlaps the backward of
+// the earlier layers. Every rank of a group reduces the same layers in the same order.
+class gradient_reducer {
+public:
+  gradient_reducer(std::function<void(int)> reduce, int first_layer, int end_layer)
+      : reduce_(std::move(reduce)), first_(first_layer), next_(end_layer - 1) {
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~gradient_reducer() {
+    if (thread_.joinable()) {
+      mark_ready(first_);  // unblocks the loop if finish() was never reached
+      thread_.join();
+    }
+  }
+  /// Layers [layer, end) have their final gradients.
+  void mark_ready(int layer) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ready_from_ = std::min(ready_from_, layer);
+    }
+    cv_.notify_all();
+  }
+  /// Waits for the last reduction; rethrows its failure.
+  void finish() {
+    thread_.join();
+    if (failure_) std::rethrow_exception(failure_);
+  }
+
+private:
+  void loop() {
+    try {
+      for (; next_ >= first_; --next_) {
+        {
+          std::unique_lock<std::mutex> lock(mutex_);
+          cv_.wait(lock, [this] { return ready_from_ <= next_; });
+        }
+        reduce_(next_);
+      }
+    } catch (...) {
+      failure_ = std::current_exception();
+    }
+  }
+
+  std::function<void(int)> reduce_;
+  int first_, next_;
+  int ready_from_ = std::numeric_limits<int>::max();
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::exception_ptr failure_;
+  std::thread thread_;
+};
+
+// A stage's forward cut at layer boundaries (the last micro-batch's, see gradient_reducer).
+struct segment {
+  torch::Tensor input, output;
+};
+
 }  // namespace
 
 struct stage_executor::impl {
@@ -105,7 +169,8 @@ struct stage_executor::impl {
   status connect(comm::communicator_factory& factory);
   void plan_dp_slices(const group_spec& spec, dp_group& group) const;
   iteration_telemetry run(int iteration);
-  double reduce_gradients();
+  void reduce_layer(int layer);
+  std::vector<int> param_layer;  // layer of each parameter
 };
 
 status stage_executor::impl::connect(comm::communicator_factory& factory) {
@@ -148,35 +213,38 @@ void stage_executor::impl::plan_dp_slices(const group_spec& spec, dp_group& grou
   }
 }
 
-// Sums gradients over the replicas of this stage, slice by slice; returns seconds spent.
-double stage_executor::impl::reduce_gradients() {
-  auto start = clock_type::now();
+// Sums the gradients of `layer` over the replicas of this stage, slice by slice.
+void stage_executor::impl::reduce_layer(int layer) {
+  torch::NoGradGuard no_grad;
   const auto& params = module->parameters();
   // Gather every group's buffer before reducing any: a replicated gradient goes into several
   // groups and must be read before it is overwritten.
-  std::vector<torch::Tensor> buffers;
-  for (auto& g : dp_groups) {
+  std::vector<torch::Tensor> buffers(dp_groups.size());
+  for (std::size_t k = 0; k < dp_groups.size(); ++k) {
     std::vector<torch::Tensor> parts;
-    for (const auto& s : g.slices) {
+    for (const auto& s : dp_groups[k].slices) {
+      if (param_layer[s.param] != layer) continue;
       auto grad = params[s.param].tensor.grad();
       parts.push_back((s.dim < 0 ? grad : grad.narrow(s.dim, s.offset, s.length)).reshape({-1}));
     }
-    buffers.push_back(torch::cat(parts).contiguous());
+    if (!parts.empty()) buffers[k] = torch::cat(parts).contiguous();
   }
   for (std::size_t k = 0; k < dp_groups.size(); ++k) {
+    if (!buffers[k].defined()) continue;
     auto st = dp_groups[k].comm->all_reduce(view_of(buffers[k]));
     if (st) throw std::runtime_error(st->to_string());
   }
   for (std::size_t k = 0; k < dp_groups.size(); ++k) {
+    if (!buffers[k].defined()) continue;
     std::int64_t at = 0;
     for (const auto& s : dp_groups[k].slices) {
+      if (param_layer[s.param] != layer) continue;
       auto grad = params[s.param].tensor.mutable_grad();
       auto target = s.dim < 0 ? grad : grad.narrow(s.dim, s.offset, s.length);
       target.copy_(buffers[k].narrow(0, at, target.numel()).view(target.sizes()));
       at += target.numel();
     }
   }
-  return seconds_since(start);
 }
 
 iteration_telemetry stage_executor::impl::run(int iteration) {
@@ -228,6 +296,22 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
   std::vector<transfer> sends;
   std::map<int, torch::Tensor> inputs, outputs, saved_targets;
   const bool recompute = plan.stages[s].recompute;
+  const int first_layer = module->first_layer(), end_layer = module->end_layer();
+  // The last backward of the iteration overlaps the data-parallel all-reduce.
+  const bool overlap = !dp_groups.empty();
+  const int last_micro_batch = ops.back().micro_batch;
+  std::vector<segment> last_segments;
+  std::unique_ptr<gradient_reducer> reducer;
+  auto forward_segments = [&](const torch::Tensor& input, const torch::Tensor& targets) {
+    std::vector<segment> segments;
+    torch::Tensor x = input;
+    for (int layer = first_layer; layer < end_layer; ++layer) {
+      auto in = layer == first_layer ? x : x.detach().requires_grad_(true);
+      x = module->forward_layer(layer, in, targets);
+      segments.push_back({in, x});
+    }
+    return segments;
+  };
   double compute = 0, loss_sum = 0;
   const double scale = 1.0 / micro_batches;
   for (const auto& op : ops) {
@@ -246,7 +330,10 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
       }
       auto start = clock_type::now();
       torch::Tensor out;
-      if (recompute) {
+      if (m == last_micro_batch && !recompute && overlap) {
+        last_segments = forward_segments(input, targets);
+        out = last_segments.back().output;
+      } else if (recompute) {
         // Keep only the stage input; the backward runs the forward again with a graph.
         torch::NoGradGuard no_grad;
         out = module->forward(input, targets);
@@ -279,8 +366,21 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
         grad = gradients[m].buffer;
       }
       auto start = clock_type::now();
-      if (recompute) outputs[m] = module->forward(inputs[m], saved_targets[m]);
-      torch::autograd::backward({outputs[m]}, {grad});
+      if (m == last_micro_batch && overlap) {
+        // Layer by layer, handing each finished layer to the data-parallel reducer.
+        if (recompute) last_segments = forward_segments(inputs[m], saved_targets[m]);
+        reducer = std::make_unique<gradient_reducer>([this](int layer) { reduce_layer(layer); },
+                                                     first_layer, end_layer);
+        for (int k = static_cast<int>(last_segments.size()) - 1; k >= 0; --k) {
+          torch::autograd::backward({last_segments[k].output}, {grad});
+          reducer->mark_ready(first_layer + k);
+          if (k > 0) grad = last_segments[k].input.grad();
+        }
+        last_segments.clear();
+      } else {
+        if (recompute) outputs[m] = module->forward(inputs[m], saved_targets[m]);
+        torch::autograd::backward({outputs[m]}, {grad});
+      }
       compute += seconds_since(start);
       gradients.erase(m);
       if (!first_stage()) {
@@ -308,7 +408,14 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
   }
   tel.compute_s = std::max(0.0, compute - tp_seconds);
 
-  double dp_seconds = reduce_gradients();
+  double dp_seconds = 0;
+  if (reducer) {
+    // What remains of the data-parallel all-reduce after the backward.
+    auto start = clock_type::now();
+    reducer->finish();
+    reducer.reset();
+    dp_seconds = seconds_since(start);
+  }
 
   // Loss and squared gradient norm over the whole plan in one all-reduce. Each piece of
   // every parameter counts once: replica 0 of each stage; replicated tensors on TP rank 0.
@@ -405,6 +512,10 @@ result<std::unique_ptr<stage_executor>> stage_executor::create(
       st->optimizer = std::make_unique<torch::optim::SGD>(st->module->tensors(), o);
     }
     st->ops = one_f_one_b(plan)[role.stage][role.replica];
+    if (st->ops.empty() || st->ops.back().forward)
+      return failed(st->who + " has no micro-batch to run", error_kind::invalid_input);
+    for (std::size_t i = 0; i < st->module->parameters().size(); ++i)
+      st->param_layer.push_back(st->module->layer_of(i));
     log::get("train")->debug("{} executor ready: layers [{}, {}), {} parameters, {} ops",
                              st->who, sp.first_layer, sp.end_layer(),
                              st->module->num_parameters(), st->ops.size());

@@ -84,7 +84,9 @@ struct iteration_telemetry {
   double compute_s = 0;     ///< forward and backward compute
   double send_wait_s = 0;   ///< waiting for sends to complete
   double recv_wait_s = 0;   ///< waiting for activations or gradients to arrive
-  double all_reduce_s = 0;  ///< TP all-reduces inside the replica plus DP gradient all-reduce
+  /// TP all-reduces inside the replica, what the data-parallel gradient all-reduce adds after
+  /// the backward (it overlaps the last backward), and the loss and norm all-reduce.
+  double all_reduce_s = 0;
   double optimizer_s = 0;   ///< norm, clipping and optimizer step
   double total_s = 0;
   int micro_batches = 0;        ///< processed by this rank
