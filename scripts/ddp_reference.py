@@ -5,7 +5,7 @@ Trains the same GPT as Sailor's models/ (pre-norm blocks, separate q/k/v project
 MLP, learned positions, untied head; AdamW, global-norm clipping at 1.0) on 2 CPU processes
 with the gloo backend, one torch thread each, and prints
 
-    ddp_tokens_per_s <tokens/s> <seconds per iteration>
+    ddp_tokens_per_s <tokens/s> <seconds per iteration> <CPU seconds per iteration>
 
 Run with Debian's /usr/bin/python3 (python3-torch) and GLOO_SOCKET_IFNAME=lo.
 """
@@ -75,7 +75,10 @@ def worker(rank, args, store):
     per_rank = args.batch // 2
     gen = torch.Generator().manual_seed(100 + rank)
     elapsed = 0.0
+    cpu_start = 0.0
     for it in range(args.warmup + args.iterations):
+        if it == args.warmup:
+            cpu_start = time.process_time()
         tokens = torch.randint(0, args.vocabulary, (per_rank, args.sequence + 1), generator=gen)
         start = time.perf_counter()
         loss = ddp(tokens[:, :-1], tokens[:, 1:])
@@ -90,7 +93,8 @@ def worker(rank, args, store):
             elapsed += time.perf_counter() - start
     if rank == 0:
         tokens_total = args.batch * args.sequence * args.iterations
-        print(f"ddp_tokens_per_s {tokens_total / elapsed:.1f} {elapsed / args.iterations:.6f}",
+        cpu = (time.process_time() - cpu_start) / args.iterations
+        print(f"ddp_tokens_per_s {tokens_total / elapsed:.1f} {elapsed / args.iterations:.6f} {cpu:.6f}",
               flush=True)
     dist.destroy_process_group()
 

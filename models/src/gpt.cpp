@@ -235,6 +235,14 @@ void stage_module::set_tp_group(const tp_group& tp) {
   tp_ = tp;
 }
 
+void stage_module::to(torch::Device device) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : params_) {
+    p.tensor = p.tensor.detach().to(device).set_requires_grad(true);
+    by_name_[p.name] = p.tensor;
+  }
+}
+
 std::int64_t stage_module::num_parameters() const {
   std::int64_t n = 0;
   for (const auto& p : params_) n += p.tensor.numel();
@@ -278,7 +286,7 @@ torch::Tensor stage_module::block(int layer, const torch::Tensor& x) {
   };
   auto q = split("attn.q"), k = split("attn.k"), v = split("attn.v");
   auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
-  auto causal = torch::ones({seq, seq}, torch::kBool).triu(1);
+  auto causal = torch::ones({seq, seq}, torch::dtype(torch::kBool).device(x.device())).triu(1);
   scores = scores.masked_fill(causal, -std::numeric_limits<float>::infinity());
   auto context = torch::matmul(torch::softmax(scores, -1), v);
   context = context.transpose(1, 2).reshape({mb, seq, heads * head_dim});
@@ -302,16 +310,25 @@ torch::Tensor stage_module::head_loss(const torch::Tensor& x, const torch::Tenso
   return losses.mean();
 }
 
-torch::Tensor stage_module::forward(const torch::Tensor& input, const torch::Tensor& targets) {
-  torch::Tensor x = input;
-  for (int layer = first_layer_; layer < end_layer_; ++layer) {
-    switch (model_.kind_of(layer)) {
-      case config::layer_kind::embedding: x = embed(x); break;
-      case config::layer_kind::block: x = block(layer, x); break;
-      case config::layer_kind::head: x = head_loss(x, targets); break;
-    }
+torch::Tensor stage_module::forward_layer(int layer, const torch::Tensor& x,
+                                          const torch::Tensor& targets) {
+  switch (model_.kind_of(layer)) {
+    case config::layer_kind::embedding: return embed(x);
+    case config::layer_kind::block: return block(layer, x);
+    case config::layer_kind::head: return head_loss(x, targets);
   }
   return x;
+}
+
+torch::Tensor stage_module::forward(const torch::Tensor& input, const torch::Tensor& targets) {
+  torch::Tensor x = input;
+  for (int layer = first_layer_; layer < end_layer_; ++layer) x = forward_layer(layer, x, targets);
+  return x;
+}
+
+int stage_module::layer_of(std::size_t param) const {
+  const auto& name = params_.at(param).name;  // "layer<N>.…"
+  return std::stoi(name.substr(5, name.find('.') - 5));
 }
 
 }  // namespace sailor::models

@@ -5,6 +5,12 @@
 #include <cmath>
 #include <map>
 #include <sstream>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <thread>
 
 #include <torch/torch.h>
 
@@ -24,7 +30,10 @@ double seconds_since(clock_type::time_point start) {
 }
 
 comm::buffer_view view_of(const torch::Tensor& t) {
-  return {t.data_ptr(), static_cast<std::size_t>(t.numel()), comm::element_type::f32};
+  auto type = t.scalar_type() == torch::kDouble ? comm::element_type::f64 : comm::element_type::f32;
+  TORCH_CHECK(t.is_contiguous() && (t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kDouble),
+              "communication buffers are contiguous fp32 or fp64 tensors");
+  return {t.data_ptr(), static_cast<std::size_t>(t.numel()), type};
 }
 
 error failed(const std::string& message, error_kind kind = error_kind::failed) {
@@ -59,6 +68,64 @@ struct transfer {
   torch::Tensor buffer;
 };
 
+// Reduces the gradients of a stage's layers on a thread of its own, last layer first, each as
+// soon as the backward has finished it: the data-parallel all-reduce overlaps the backward of
+// the earlier layers. Every rank of a group reduces the same layers in the same order.
+class gradient_reducer {
+public:
+  gradient_reducer(std::function<void(int)> reduce, int first_layer, int end_layer)
+      : reduce_(std::move(reduce)), first_(first_layer), next_(end_layer - 1) {
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~gradient_reducer() {
+    if (thread_.joinable()) {
+      mark_ready(first_);  // unblocks the loop if finish() was never reached
+      thread_.join();
+    }
+  }
+  /// Layers [layer, end) have their final gradients.
+  void mark_ready(int layer) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ready_from_ = std::min(ready_from_, layer);
+    }
+    cv_.notify_all();
+  }
+  /// Waits for the last reduction; rethrows its failure.
+  void finish() {
+    thread_.join();
+    if (failure_) std::rethrow_exception(failure_);
+  }
+
+private:
+  void loop() {
+    try {
+      for (; next_ >= first_; --next_) {
+        {
+          std::unique_lock<std::mutex> lock(mutex_);
+          cv_.wait(lock, [this] { return ready_from_ <= next_; });
+        }
+        reduce_(next_);
+      }
+    } catch (...) {
+      failure_ = std::current_exception();
+    }
+  }
+
+  std::function<void(int)> reduce_;
+  int first_, next_;
+  int ready_from_ = std::numeric_limits<int>::max();
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::exception_ptr failure_;
+  std::thread thread_;
+};
+
+// A stage's forward cut at layer boundaries (the last micro-batch's, see gradient_reducer).
+struct segment {
+  torch::Tensor input, output;
+};
+
 }  // namespace
 
 struct stage_executor::impl {
@@ -71,6 +138,7 @@ struct stage_executor::impl {
   int stages = 0;
   int my_tp = 1;
   std::string who;
+  torch::Device device = torch::kCPU;
 
   std::unique_ptr<comm::communicator> world;
   std::unique_ptr<comm::communicator> tp_comm;
@@ -95,13 +163,14 @@ struct stage_executor::impl {
     std::int64_t first = static_cast<std::int64_t>(iteration) * plan.global_batch +
                          static_cast<std::int64_t>(m) * mb;
     data->fill(first, mb, t.data_ptr<std::int64_t>());
-    return t;
+    return t.to(device);
   }
 
   status connect(comm::communicator_factory& factory);
   void plan_dp_slices(const group_spec& spec, dp_group& group) const;
   iteration_telemetry run(int iteration);
-  double reduce_gradients();
+  void reduce_layer(int layer);
+  std::vector<int> param_layer;  // layer of each parameter
 };
 
 status stage_executor::impl::connect(comm::communicator_factory& factory) {
@@ -144,35 +213,38 @@ void stage_executor::impl::plan_dp_slices(const group_spec& spec, dp_group& grou
   }
 }
 
-// Sums gradients over the replicas of this stage, slice by slice; returns seconds spent.
-double stage_executor::impl::reduce_gradients() {
-  auto start = clock_type::now();
+// Sums the gradients of `layer` over the replicas of this stage, slice by slice.
+void stage_executor::impl::reduce_layer(int layer) {
+  torch::NoGradGuard no_grad;
   const auto& params = module->parameters();
   // Gather every group's buffer before reducing any: a replicated gradient goes into several
   // groups and must be read before it is overwritten.
-  std::vector<torch::Tensor> buffers;
-  for (auto& g : dp_groups) {
+  std::vector<torch::Tensor> buffers(dp_groups.size());
+  for (std::size_t k = 0; k < dp_groups.size(); ++k) {
     std::vector<torch::Tensor> parts;
-    for (const auto& s : g.slices) {
+    for (const auto& s : dp_groups[k].slices) {
+      if (param_layer[s.param] != layer) continue;
       auto grad = params[s.param].tensor.grad();
       parts.push_back((s.dim < 0 ? grad : grad.narrow(s.dim, s.offset, s.length)).reshape({-1}));
     }
-    buffers.push_back(torch::cat(parts).contiguous());
+    if (!parts.empty()) buffers[k] = torch::cat(parts).contiguous();
   }
   for (std::size_t k = 0; k < dp_groups.size(); ++k) {
+    if (!buffers[k].defined()) continue;
     auto st = dp_groups[k].comm->all_reduce(view_of(buffers[k]));
     if (st) throw std::runtime_error(st->to_string());
   }
   for (std::size_t k = 0; k < dp_groups.size(); ++k) {
+    if (!buffers[k].defined()) continue;
     std::int64_t at = 0;
     for (const auto& s : dp_groups[k].slices) {
+      if (param_layer[s.param] != layer) continue;
       auto grad = params[s.param].tensor.mutable_grad();
       auto target = s.dim < 0 ? grad : grad.narrow(s.dim, s.offset, s.length);
       target.copy_(buffers[k].narrow(0, at, target.numel()).view(target.sizes()));
       at += target.numel();
     }
   }
-  return seconds_since(start);
 }
 
 iteration_telemetry stage_executor::impl::run(int iteration) {
@@ -200,7 +272,7 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
       int from_tp = tp_of(s - 1, replica_of(plan, s - 1, m));
       int src = global_rank_of(plan, {s - 1, replica_of(plan, s - 1, m), role.tp_rank % from_tp});
       transfer t;
-      t.buffer = torch::empty({mb, seq, hidden});
+      t.buffer = torch::empty({mb, seq, hidden}, torch::TensorOptions().device(device));
       t.request = world->irecv(view_of(t.buffer), src, tag_of(iteration, micro_batches, m, 0));
       activations[m] = std::move(t);
     }
@@ -208,7 +280,7 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
       int from_tp = tp_of(s + 1, replica_of(plan, s + 1, m));
       int src = global_rank_of(plan, {s + 1, replica_of(plan, s + 1, m), role.tp_rank % from_tp});
       transfer t;
-      t.buffer = torch::empty({mb, seq, hidden});
+      t.buffer = torch::empty({mb, seq, hidden}, torch::TensorOptions().device(device));
       t.request = world->irecv(view_of(t.buffer), src, tag_of(iteration, micro_batches, m, 1));
       gradients[m] = std::move(t);
     }
@@ -222,7 +294,24 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
   };
 
   std::vector<transfer> sends;
-  std::map<int, torch::Tensor> inputs, outputs;
+  std::map<int, torch::Tensor> inputs, outputs, saved_targets;
+  const bool recompute = plan.stages[s].recompute;
+  const int first_layer = module->first_layer(), end_layer = module->end_layer();
+  // The last backward of the iteration overlaps the data-parallel all-reduce.
+  const bool overlap = !dp_groups.empty();
+  const int last_micro_batch = ops.back().micro_batch;
+  std::vector<segment> last_segments;
+  std::unique_ptr<gradient_reducer> reducer;
+  auto forward_segments = [&](const torch::Tensor& input, const torch::Tensor& targets) {
+    std::vector<segment> segments;
+    torch::Tensor x = input;
+    for (int layer = first_layer; layer < end_layer; ++layer) {
+      auto in = layer == first_layer ? x : x.detach().requires_grad_(true);
+      x = module->forward_layer(layer, in, targets);
+      segments.push_back({in, x});
+    }
+    return segments;
+  };
   double compute = 0, loss_sum = 0;
   const double scale = 1.0 / micro_batches;
   for (const auto& op : ops) {
@@ -240,7 +329,17 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
         activations.erase(m);
       }
       auto start = clock_type::now();
-      auto out = module->forward(input, targets);
+      torch::Tensor out;
+      if (m == last_micro_batch && !recompute && overlap) {
+        last_segments = forward_segments(input, targets);
+        out = last_segments.back().output;
+      } else if (recompute) {
+        // Keep only the stage input; the backward runs the forward again with a graph.
+        torch::NoGradGuard no_grad;
+        out = module->forward(input, targets);
+      } else {
+        out = module->forward(input, targets);
+      }
       compute += seconds_since(start);
       if (last_stage()) {
         loss_sum += out.item<double>();
@@ -256,17 +355,32 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
       }
       inputs[m] = input;
       outputs[m] = out;
+      if (recompute) saved_targets[m] = targets;
       ++tel.micro_batches;
     } else {
       torch::Tensor grad;
       if (last_stage()) {
-        grad = torch::full({}, scale);
+        grad = torch::full({}, scale, torch::TensorOptions().device(device));
       } else {
         wait_for(gradients[m]);
         grad = gradients[m].buffer;
       }
       auto start = clock_type::now();
-      torch::autograd::backward({outputs[m]}, {grad});
+      if (m == last_micro_batch && overlap) {
+        // Layer by layer, handing each finished layer to the data-parallel reducer.
+        if (recompute) last_segments = forward_segments(inputs[m], saved_targets[m]);
+        reducer = std::make_unique<gradient_reducer>([this](int layer) { reduce_layer(layer); },
+                                                     first_layer, end_layer);
+        for (int k = static_cast<int>(last_segments.size()) - 1; k >= 0; --k) {
+          torch::autograd::backward({last_segments[k].output}, {grad});
+          reducer->mark_ready(first_layer + k);
+          if (k > 0) grad = last_segments[k].input.grad();
+        }
+        last_segments.clear();
+      } else {
+        if (recompute) outputs[m] = module->forward(inputs[m], saved_targets[m]);
+        torch::autograd::backward({outputs[m]}, {grad});
+      }
       compute += seconds_since(start);
       gradients.erase(m);
       if (!first_stage()) {
@@ -281,6 +395,7 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
       }
       inputs.erase(m);
       outputs.erase(m);
+      saved_targets.erase(m);
     }
   }
   {
@@ -293,7 +408,14 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
   }
   tel.compute_s = std::max(0.0, compute - tp_seconds);
 
-  double dp_seconds = reduce_gradients();
+  double dp_seconds = 0;
+  if (reducer) {
+    // What remains of the data-parallel all-reduce after the backward.
+    auto start = clock_type::now();
+    reducer->finish();
+    reducer.reset();
+    dp_seconds = seconds_since(start);
+  }
 
   // Loss and squared gradient norm over the whole plan in one all-reduce. Each piece of
   // every parameter counts once: replica 0 of each stage; replicated tensors on TP rank 0.
@@ -305,13 +427,15 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
       norm_sq += p.tensor.grad().to(torch::kDouble).pow(2).sum().item<double>();
     }
   }
-  double totals[2] = {last_stage() && role.tp_rank == 0 ? loss_sum : 0.0, norm_sq};
+  auto totals = torch::tensor({last_stage() && role.tp_rank == 0 ? loss_sum : 0.0, norm_sq},
+                              torch::kDouble).to(device);
   auto reduce_start = clock_type::now();
-  auto st = world->all_reduce({totals, 2, comm::element_type::f64});
+  auto st = world->all_reduce(view_of(totals));
   double world_seconds = seconds_since(reduce_start);
   if (st) throw std::runtime_error(st->to_string());
-  tel.loss = totals[0] / micro_batches;
-  tel.grad_norm = std::sqrt(totals[1]);
+  totals = totals.cpu();
+  tel.loss = totals[0].item<double>() / micro_batches;
+  tel.grad_norm = std::sqrt(totals[1].item<double>());
 
   {
     torch::NoGradGuard no_grad;
@@ -343,6 +467,10 @@ result<std::unique_ptr<stage_executor>> stage_executor::create(
                   error_kind::invalid_input);
   try {
     if (options.torch_threads > 0) torch::set_num_threads(options.torch_threads);
+    if (options.cuda_device >= 0 && !torch::cuda::is_available())
+      return failed("cuda_device " + std::to_string(options.cuda_device) +
+                        " asked for, but this LibTorch sees no CUDA device",
+                    error_kind::invalid_input);
     auto st = std::make_unique<impl>();
     st->model = model;
     st->plan = plan;
@@ -364,6 +492,10 @@ result<std::unique_ptr<stage_executor>> stage_executor::create(
     tp.all_reduce_seconds = &st->tp_seconds;
     st->module = std::make_unique<models::stage_module>(model, sp.first_layer, sp.end_layer(), tp,
                                                         options.seed);
+    if (options.cuda_device >= 0) {
+      st->device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(options.cuda_device));
+      st->module->to(st->device);
+    }
     if (auto err = st->connect(factory)) return *err;
     if (st->tp_comm) {
       tp.group = st->tp_comm.get();
@@ -380,6 +512,10 @@ result<std::unique_ptr<stage_executor>> stage_executor::create(
       st->optimizer = std::make_unique<torch::optim::SGD>(st->module->tensors(), o);
     }
     st->ops = one_f_one_b(plan)[role.stage][role.replica];
+    if (st->ops.empty() || st->ops.back().forward)
+      return failed(st->who + " has no micro-batch to run", error_kind::invalid_input);
+    for (std::size_t i = 0; i < st->module->parameters().size(); ++i)
+      st->param_layer.push_back(st->module->layer_of(i));
     log::get("train")->debug("{} executor ready: layers [{}, {}), {} parameters, {} ops",
                              st->who, sp.first_layer, sp.end_layer(),
                              st->module->num_parameters(), st->ops.size());

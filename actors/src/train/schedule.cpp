@@ -121,13 +121,13 @@ stage_pieces pieces_of(const config::plan& p, int stage) {
 
 std::vector<group_spec> groups_of(const config::plan& p) {
   std::vector<group_spec> groups;
-  group_spec world{"world", {}};
+  group_spec world{"world", {}, -1, {}};
   for (int r = 0; r < world_size(p); ++r) world.members.push_back(r);
   groups.push_back(std::move(world));
   for (int s = 0; s < p.num_stages(); ++s) {
     const auto& replicas = p.stages[s].replicas;
     for (int j = 0; j < static_cast<int>(replicas.size()); ++j) {
-      group_spec g{"tp.s" + std::to_string(s) + ".r" + std::to_string(j), {}};
+      group_spec g{"tp.s" + std::to_string(s) + ".r" + std::to_string(j), {}, -1, {}};
       for (int k = 0; k < std::max(1, replicas[j].tp); ++k)
         g.members.push_back(global_rank_of(p, {s, j, k}));
       groups.push_back(std::move(g));

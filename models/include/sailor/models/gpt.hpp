@@ -71,6 +71,14 @@ public:
   /// embedding, else hidden states [mb, seq, hidden]. Returns hidden states, or, when the
   /// stage holds the head, the mean per-token loss (a scalar) against `targets` [mb, seq].
   torch::Tensor forward(const torch::Tensor& input, const torch::Tensor& targets = {});
+  /// One layer of the stage (first_layer() <= layer < end_layer()); forward() chains them.
+  /// Callers that cut the graph between layers (to reduce a layer's gradients while earlier
+  /// layers still run their backward) call this per layer.
+  torch::Tensor forward_layer(int layer, const torch::Tensor& x, const torch::Tensor& targets = {});
+  int first_layer() const { return first_layer_; }
+  int end_layer() const { return end_layer_; }
+  /// The layer that parameter `param` (index into parameters()) belongs to.
+  int layer_of(std::size_t param) const;
 
   std::vector<stage_parameter>& parameters() { return params_; }
   const std::vector<stage_parameter>& parameters() const { return params_; }
@@ -79,6 +87,8 @@ public:
   /// Points the module at its communicator once it exists (same rank and size: the
   /// parameters were sliced for them).
   void set_tp_group(const tp_group& tp);
+  /// Moves the parameters to `device` (before an optimizer is made over them).
+  void to(torch::Device device);
   /// Elements of this shard's parameters.
   std::int64_t num_parameters() const;
 

@@ -13,6 +13,9 @@
 ///      (replicas may differ in TP degree: each slice among the ranks that hold it);
 ///   3. clips by the global norm over all stages and shards and steps the optimizer.
 ///
+/// A stage with `recompute` keeps only its inputs in the forward and runs the forward again,
+/// with autograd, just before its backward (activation recomputation).
+///
 /// Micro-batch m (0 <= m < global_batch / micro_batch) is processed by replica m % R_s of
 /// stage s, where R_s is that stage's replica count, so stages may have different replica
 /// counts. Loss gradients are scaled so that the result is the mean over the global batch.
@@ -63,6 +66,10 @@ struct train_options {
   /// Torch intra-op threads for this process; 0 leaves the setting alone (it is per process,
   /// so tests running ranks as threads set it once).
   int torch_threads = 0;
+  /// -1: train on the CPU (use a Gloo factory). >= 0: parameters, activations and buffers on
+  /// this CUDA device (use an NCCL factory: Gloo cannot read device memory). Needs a
+  /// CUDA-enabled LibTorch; untested on this project's CPU machines.
+  int cuda_device = -1;
   /// Bound on every wait for a peer.
   std::chrono::milliseconds timeout{60000};
   /// Synthetic data set: number of distinct samples (an epoch), 0 = unbounded.
@@ -77,7 +84,9 @@ struct iteration_telemetry {
   double compute_s = 0;     ///< forward and backward compute
   double send_wait_s = 0;   ///< waiting for sends to complete
   double recv_wait_s = 0;   ///< waiting for activations or gradients to arrive
-  double all_reduce_s = 0;  ///< TP all-reduces inside the replica plus DP gradient all-reduce
+  /// TP all-reduces inside the replica, what the data-parallel gradient all-reduce adds after
+  /// the backward (it overlaps the last backward), and the loss and norm all-reduce.
+  double all_reduce_s = 0;
   double optimizer_s = 0;   ///< norm, clipping and optimizer step
   double total_s = 0;
   int micro_batches = 0;        ///< processed by this rank
