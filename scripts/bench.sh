@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
-# Runs every benchmark in build/bin/bench_* and prints its figures.
+# `make bench`: runs every benchmark built from bench/*.cpp (build/bench/NAME) and prints its
+# figures. Pass names to run only some: scripts/bench.sh build simulator_accuracy
 set -euo pipefail
 build=${1:-build}
+shift || true
 cd "$(dirname "$0")/.."
 shopt -s nullglob
-for b in "$build"/bin/bench_*; do
-  echo "== $(basename "$b")"
-  "$b"
+names=("$@")
+if [ ${#names[@]} -eq 0 ]; then
+  for b in "$build"/bench/*; do [ -x "$b" ] && names+=("$(basename "$b")"); done
+fi
+if [ ${#names[@]} -eq 0 ]; then
+  echo "no benchmarks built yet"
+  exit 0
+fi
+for name in "${names[@]}"; do
+  echo "== $name"
+  "$build/bench/$name"
+  echo
 done

@@ -30,8 +30,5 @@ void add_replay(CLI::App& app, command_set& commands) {
   add_not_built(app, commands, "replay", "replay an availability trace through the planner",
                 "the planner issue");
 }
-void add_validate(CLI::App& app, command_set& commands) {
-  add_not_built(app, commands, "validate", "check config files", "the foundation issue");
-}
 
 }  // namespace sailor::app

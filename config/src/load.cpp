@@ -1,0 +1,469 @@
+#include "sailor/config/load.hpp"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "yaml_reader.hpp"
+
+namespace sailor::config {
+
+using detail::index_path;
+using detail::join_path;
+using detail::load_failure;
+using detail::yaml_reader;
+
+namespace {
+
+template <class T, class F>
+result<T> guarded(F&& body) {
+  try {
+    return body();
+  } catch (const load_failure& f) {
+    return f.err;
+  } catch (const YAML::Exception& e) {
+    return sailor::error{error_kind::invalid_input, e.what(), "", 0, ""};
+  }
+}
+
+std::string known_gpu_list(const gpu_catalog& catalog) {
+  std::string out;
+  for (const auto& g : catalog.gpus()) out += (out.empty() ? "" : ", ") + g.name;
+  return out;
+}
+
+zone_link read_link_params(const yaml_reader& r, const YAML::Node& n, const std::string& path,
+                           zone_link base) {
+  if (auto v = r.opt_double(n, path, "latency_ms")) {
+    if (*v < 0) r.fail(n["latency_ms"], join_path(path, "latency_ms"), "expected a non-negative number");
+    base.latency_s = *v / 1e3;
+  }
+  if (auto v = r.opt_double(n, path, "bandwidth_gbytes_per_s")) {
+    if (*v <= 0) r.fail(n["bandwidth_gbytes_per_s"], join_path(path, "bandwidth_gbytes_per_s"), "expected a positive number (GB/s)");
+    base.bandwidth_gbytes_per_s = *v;
+  }
+  if (auto v = r.opt_double(n, path, "egress_usd_per_gb")) {
+    if (*v < 0) r.fail(n["egress_usd_per_gb"], join_path(path, "egress_usd_per_gb"), "expected a non-negative number ($/GB)");
+    base.egress_usd_per_gb = *v;
+  }
+  if (YAML::Node c = n["curve"]; c.IsDefined() && !c.IsNull()) {
+    std::string cpath = join_path(path, "curve");
+    r.expect_sequence(c, cpath);
+    bandwidth_curve curve;
+    double last = 0;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      std::string ppath = index_path(cpath, i);
+      if (!c[i].IsSequence() || c[i].size() != 2) r.fail(c[i], ppath, "expected [bytes, GB/s]");
+      double bytes = r.get_double(c[i][0], ppath + "[0]");
+      double gbps = r.get_double(c[i][1], ppath + "[1]");
+      if (bytes <= last) r.fail(c[i], ppath, "expected sizes in increasing order, all positive");
+      if (gbps <= 0) r.fail(c[i], ppath, "expected a positive bandwidth");
+      last = bytes;
+      curve.points.emplace_back(bytes, gbps);
+    }
+    if (curve.points.empty()) r.fail(c, cpath, "expected at least one [bytes, GB/s] point");
+    base.bandwidth_gbytes_per_s = curve.points.back().second;
+    base.curve = std::move(curve);
+  }
+  return base;
+}
+
+gpu_spec read_gpu(const yaml_reader& r, const YAML::Node& n, const std::string& path,
+                  const gpu_catalog& catalog) {
+  r.expect_map(n, path);
+  r.only_keys(n, path, {"name", "peak_fp16_tflops", "peak_fp32_tflops", "memory_gib",
+                        "memory_bandwidth_gbytes_per_s", "gpus_per_node", "intra_node_gbytes_per_s",
+                        "inter_node_gbytes_per_s", "on_demand_usd_per_hour", "spot_usd_per_hour",
+                        "source"});
+  gpu_spec g;
+  g.name = r.req_string(n, path, "name");
+  if (const gpu_spec* known = catalog.find(g.name)) g = *known;  // override fields of a known type
+  auto num = [&](const char* key, double& out) {
+    if (auto v = r.opt_double(n, path, key)) {
+      if (*v < 0) r.fail(n[key], join_path(path, key), "expected a non-negative number");
+      out = *v;
+    }
+  };
+  num("peak_fp16_tflops", g.peak_fp16_tflops);
+  num("peak_fp32_tflops", g.peak_fp32_tflops);
+  num("memory_bandwidth_gbytes_per_s", g.memory_bandwidth_gbytes_per_s);
+  num("intra_node_gbytes_per_s", g.intra_node_gbytes_per_s);
+  num("inter_node_gbytes_per_s", g.inter_node_gbytes_per_s);
+  num("on_demand_usd_per_hour", g.on_demand_usd_per_hour);
+  num("spot_usd_per_hour", g.spot_usd_per_hour);
+  if (auto v = r.opt_double(n, path, "memory_gib")) {
+    if (*v <= 0) r.fail(n["memory_gib"], join_path(path, "memory_gib"), "expected a positive number");
+    g.memory_bytes = static_cast<std::uint64_t>(*v * 1024.0 * 1024.0 * 1024.0);
+  }
+  if (auto v = r.opt_int(n, path, "gpus_per_node")) {
+    if (*v <= 0) r.fail(n["gpus_per_node"], join_path(path, "gpus_per_node"), "expected a positive integer");
+    g.gpus_per_node = static_cast<int>(*v);
+  }
+  if (auto v = r.opt_string(n, path, "source")) g.source = *v;
+  if (g.memory_bytes == 0) r.fail(n, join_path(path, "memory_gib"), "missing for a GPU type not in the built-in catalog");
+  if (g.peak_fp16_tflops <= 0) r.fail(n, join_path(path, "peak_fp16_tflops"), "missing for a GPU type not in the built-in catalog");
+  return g;
+}
+
+}  // namespace
+
+result<cluster> load_cluster(const std::string& path) {
+  return guarded<cluster>([&] {
+    yaml_reader r(path);
+    YAML::Node root = r.parse();
+    r.only_keys(root, "", {"name", "pricing", "zones", "links", "link_defaults", "gpus"});
+    cluster c;
+    c.name = r.req_string(root, "", "name");
+    if (auto p = r.opt_string(root, "", "pricing")) {
+      if (*p == "spot") c.use_spot_prices = true;
+      else if (*p != "on_demand") r.fail(root["pricing"], "pricing", "expected on_demand or spot, found '" + *p + "'");
+    }
+    if (YAML::Node gpus = root["gpus"]; gpus.IsDefined() && !gpus.IsNull()) {
+      r.expect_sequence(gpus, "gpus");
+      for (std::size_t i = 0; i < gpus.size(); ++i)
+        c.gpus.upsert(read_gpu(r, gpus[i], index_path("gpus", i), c.gpus));
+    }
+    YAML::Node zones = r.required(root, "", "zones");
+    r.expect_sequence(zones, "zones");
+    if (zones.size() == 0) r.fail(zones, "zones", "expected at least one zone");
+    for (std::size_t i = 0; i < zones.size(); ++i) {
+      std::string zpath = index_path("zones", i);
+      const YAML::Node& zn = zones[i];
+      r.expect_map(zn, zpath);
+      r.only_keys(zn, zpath, {"name", "region", "gpus"});
+      zone z;
+      z.name = r.req_string(zn, zpath, "name");
+      if (c.find_zone(z.name)) r.fail(zn["name"], join_path(zpath, "name"), "zone '" + z.name + "' is declared twice");
+      z.region = r.opt_string(zn, zpath, "region").value_or(z.name);
+      if (YAML::Node g = zn["gpus"]; g.IsDefined() && !g.IsNull()) {
+        std::string gpath = join_path(zpath, "gpus");
+        r.expect_map(g, gpath);
+        for (const auto& kv : g) {
+          std::string type = kv.first.as<std::string>();
+          std::string tpath = join_path(gpath, type);
+          if (!c.gpus.find(type))
+            r.fail(kv.first, tpath, "unknown GPU type '" + type + "'; known: " + known_gpu_list(c.gpus) +
+                                        " (or declare it under gpus:)", error_kind::not_found);
+          long long count = r.get_int(kv.second, tpath);
+          if (count < 0) r.fail(kv.second, tpath, "expected a non-negative GPU count, found " + std::to_string(count));
+          z.gpus[type] = static_cast<int>(count);
+        }
+      }
+      c.zones.push_back(std::move(z));
+    }
+    for (const auto& z : c.zones) {
+      auto it = std::find_if(c.regions.begin(), c.regions.end(), [&](const region& rg) { return rg.name == z.region; });
+      if (it == c.regions.end()) c.regions.push_back({z.region, {z.name}});
+      else it->zones.push_back(z.name);
+    }
+    if (YAML::Node d = root["link_defaults"]; d.IsDefined() && !d.IsNull()) {
+      r.expect_map(d, "link_defaults");
+      r.only_keys(d, "link_defaults", {"same_zone", "same_region", "cross_region"});
+      auto one = [&](const char* key, zone_link& out) {
+        if (YAML::Node n = d[key]; n.IsDefined() && !n.IsNull()) {
+          std::string p = join_path("link_defaults", key);
+          r.expect_map(n, p);
+          r.only_keys(n, p, {"latency_ms", "bandwidth_gbytes_per_s", "egress_usd_per_gb", "curve"});
+          out = read_link_params(r, n, p, out);
+        }
+      };
+      one("same_zone", c.defaults.same_zone);
+      one("same_region", c.defaults.same_region);
+      one("cross_region", c.defaults.cross_region);
+    }
+    if (YAML::Node links = root["links"]; links.IsDefined() && !links.IsNull()) {
+      r.expect_sequence(links, "links");
+      for (std::size_t i = 0; i < links.size(); ++i) {
+        std::string lpath = index_path("links", i);
+        const YAML::Node& ln = links[i];
+        r.expect_map(ln, lpath);
+        r.only_keys(ln, lpath, {"from", "to", "latency_ms", "bandwidth_gbytes_per_s", "egress_usd_per_gb", "curve"});
+        std::string from = r.req_string(ln, lpath, "from");
+        std::string to = r.req_string(ln, lpath, "to");
+        for (const auto& [key, name] : {std::pair{"from", from}, std::pair{"to", to}}) {
+          if (!c.find_zone(name))
+            r.fail(ln[key], join_path(lpath, key), "zone '" + name + "' is not declared under zones:", error_kind::not_found);
+        }
+        zone_link base = c.link(from, to);  // defaults for the relation, overridden below
+        if (!ln["bandwidth_gbytes_per_s"].IsDefined() && !ln["curve"].IsDefined())
+          r.fail(ln, join_path(lpath, "bandwidth_gbytes_per_s"), "missing: a link needs bandwidth_gbytes_per_s or curve");
+        zone_link l = read_link_params(r, ln, lpath, base);
+        l.from = from;
+        l.to = to;
+        c.links.push_back(std::move(l));
+      }
+    }
+    return c;
+  });
+}
+
+result<model_shape> load_model(const std::string& path) {
+  return guarded<model_shape>([&] {
+    yaml_reader r(path);
+    YAML::Node root = r.parse();
+    r.only_keys(root, "", {"name", "sailor_name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden",
+                           "gated_mlp", "sequence", "vocabulary", "dtype", "tied_embeddings",
+                           "learned_positions"});
+    model_shape m;
+    m.name = r.req_string(root, "", "name");
+    m.sailor_name = r.opt_string(root, "", "sailor_name").value_or("");
+    m.num_layers = static_cast<int>(r.req_count(root, "", "layers", true));
+    m.hidden = static_cast<int>(r.req_count(root, "", "hidden", true));
+    m.heads = static_cast<int>(r.req_count(root, "", "heads", true));
+    m.sequence = static_cast<int>(r.req_count(root, "", "sequence", true));
+    m.vocabulary = static_cast<int>(r.req_count(root, "", "vocabulary", true));
+    if (m.hidden % m.heads != 0)
+      r.fail(root["heads"], "heads", "hidden (" + std::to_string(m.hidden) + ") must be a multiple of heads (" + std::to_string(m.heads) + ")");
+    if (auto kv = r.opt_int(root, "", "kv_heads")) {
+      if (*kv <= 0 || m.heads % *kv != 0) r.fail(root["kv_heads"], "kv_heads", "expected a positive divisor of heads");
+      m.kv_heads = static_cast<int>(*kv);
+    }
+    if (auto f = r.opt_int(root, "", "ffn_hidden")) {
+      if (*f <= 0) r.fail(root["ffn_hidden"], "ffn_hidden", "expected a positive integer");
+      m.ffn_hidden = static_cast<int>(*f);
+    }
+    m.gated_mlp = r.opt_bool(root, "", "gated_mlp").value_or(false);
+    m.tied_embeddings = r.opt_bool(root, "", "tied_embeddings").value_or(false);
+    m.learned_positions = r.opt_bool(root, "", "learned_positions").value_or(!m.gated_mlp);
+    if (auto d = r.opt_string(root, "", "dtype")) {
+      if (*d == "fp32") m.precision = dtype::fp32;
+      else if (*d == "fp16") m.precision = dtype::fp16;
+      else if (*d == "bf16") m.precision = dtype::bf16;
+      else r.fail(root["dtype"], "dtype", "expected fp32, fp16 or bf16, found '" + *d + "'");
+    }
+    return m;
+  });
+}
+
+result<job> load_job(const std::string& path) {
+  return guarded<job>([&] {
+    yaml_reader r(path);
+    YAML::Node root = r.parse();
+    r.only_keys(root, "", {"global_batch", "objective", "constraints", "optimizer", "mixed_precision",
+                           "allow_recompute", "max_micro_batch", "seed", "iterations"});
+    job j;
+    j.global_batch = static_cast<int>(r.req_count(root, "", "global_batch", true));
+    if (auto o = r.opt_string(root, "", "objective")) {
+      if (*o == "max_throughput" || *o == "throughput") j.goal = objective::max_throughput;
+      else if (*o == "min_cost" || *o == "cost") j.goal = objective::min_cost;
+      else r.fail(root["objective"], "objective", "expected max_throughput or min_cost, found '" + *o + "'");
+    }
+    if (YAML::Node c = root["constraints"]; c.IsDefined() && !c.IsNull()) {
+      r.expect_map(c, "constraints");
+      r.only_keys(c, "constraints", {"max_cost_per_iteration_usd", "min_iterations_per_s", "max_cost_per_hour_usd"});
+      auto positive = [&](const char* key) -> std::optional<double> {
+        auto v = r.opt_double(c, "constraints", key);
+        if (v && *v <= 0) r.fail(c[key], join_path("constraints", key), "expected a positive number");
+        return v;
+      };
+      j.limits.max_cost_per_iteration_usd = positive("max_cost_per_iteration_usd");
+      j.limits.min_iterations_per_s = positive("min_iterations_per_s");
+      j.limits.max_cost_per_hour_usd = positive("max_cost_per_hour_usd");
+    }
+    if (auto o = r.opt_string(root, "", "optimizer")) {
+      if (*o == "adamw") j.optimizer = optimizer_kind::adamw;
+      else if (*o == "adam") j.optimizer = optimizer_kind::adam;
+      else if (*o == "sgd") j.optimizer = optimizer_kind::sgd;
+      else r.fail(root["optimizer"], "optimizer", "expected adamw, adam or sgd, found '" + *o + "'");
+    }
+    j.mixed_precision = r.opt_bool(root, "", "mixed_precision").value_or(true);
+    j.allow_recompute = r.opt_bool(root, "", "allow_recompute").value_or(true);
+    if (auto v = r.opt_int(root, "", "max_micro_batch")) {
+      if (*v < 0) r.fail(root["max_micro_batch"], "max_micro_batch", "expected a non-negative integer (0: no limit)");
+      j.max_micro_batch = static_cast<int>(*v);
+    }
+    if (auto v = r.opt_int(root, "", "seed")) j.seed = static_cast<int>(*v);
+    if (auto v = r.opt_int(root, "", "iterations")) {
+      if (*v < 0) r.fail(root["iterations"], "iterations", "expected a non-negative integer");
+      j.iterations = static_cast<int>(*v);
+    }
+    return j;
+  });
+}
+
+namespace {
+
+result<plan> load_plan_impl(const std::string& path, const model_shape* model) {
+  return guarded<plan>([&] {
+    yaml_reader r(path);
+    YAML::Node root = r.parse();
+    r.only_keys(root, "", {"micro_batch", "global_batch", "stages", "estimate"});
+    plan p;
+    p.micro_batch = static_cast<int>(r.req_count(root, "", "micro_batch", true));
+    p.global_batch = static_cast<int>(r.req_count(root, "", "global_batch", true));
+    YAML::Node stages = r.required(root, "", "stages");
+    r.expect_sequence(stages, "stages");
+    std::vector<YAML::Node> stage_nodes;
+    for (std::size_t i = 0; i < stages.size(); ++i) {
+      std::string spath = index_path("stages", i);
+      const YAML::Node& sn = stages[i];
+      r.expect_map(sn, spath);
+      r.only_keys(sn, spath, {"layers", "recompute", "replicas"});
+      stage_plan s;
+      YAML::Node layers = r.required(sn, spath, "layers");
+      std::string lpath = join_path(spath, "layers");
+      r.expect_map(layers, lpath);
+      r.only_keys(layers, lpath, {"first", "count"});
+      s.first_layer = static_cast<int>(r.req_count(layers, lpath, "first", false));
+      s.num_layers = static_cast<int>(r.req_count(layers, lpath, "count", true));
+      s.recompute = r.opt_bool(sn, spath, "recompute").value_or(false);
+      YAML::Node reps = r.required(sn, spath, "replicas");
+      std::string rpath = join_path(spath, "replicas");
+      r.expect_sequence(reps, rpath);
+      for (std::size_t k = 0; k < reps.size(); ++k) {
+        std::string ppath = index_path(rpath, k);
+        const YAML::Node& rn = reps[k];
+        r.expect_map(rn, ppath);
+        r.only_keys(rn, ppath, {"gpu", "zone", "tp", "nodes", "devices"});
+        replica rep;
+        rep.gpu_type = r.req_string(rn, ppath, "gpu");
+        rep.zone = r.req_string(rn, ppath, "zone");
+        rep.tp = static_cast<int>(r.req_count(rn, ppath, "tp", true));
+        if (YAML::Node nodes = rn["nodes"]; nodes.IsDefined() && !nodes.IsNull()) {
+          r.expect_sequence(nodes, join_path(ppath, "nodes"));
+          for (std::size_t q = 0; q < nodes.size(); ++q)
+            rep.nodes.push_back(r.get_string(nodes[q], index_path(join_path(ppath, "nodes"), q)));
+        }
+        if (YAML::Node devs = rn["devices"]; devs.IsDefined() && !devs.IsNull()) {
+          r.expect_sequence(devs, join_path(ppath, "devices"));
+          for (std::size_t q = 0; q < devs.size(); ++q) {
+            long long d = r.get_int(devs[q], index_path(join_path(ppath, "devices"), q));
+            if (d < 0) r.fail(devs[q], index_path(join_path(ppath, "devices"), q), "expected a non-negative device index");
+            rep.devices.push_back(static_cast<int>(d));
+          }
+        }
+        s.replicas.push_back(std::move(rep));
+      }
+      p.stages.push_back(std::move(s));
+      stage_nodes.push_back(sn);
+    }
+    if (YAML::Node e = root["estimate"]; e.IsDefined() && !e.IsNull()) {
+      r.expect_map(e, "estimate");
+      plan_estimate est;
+      est.iteration_time_s = r.opt_double(e, "estimate", "iteration_time_s").value_or(0);
+      est.throughput_iters_per_s = r.opt_double(e, "estimate", "throughput_iters_per_s").value_or(0);
+      est.cost_per_iteration_usd = r.opt_double(e, "estimate", "cost_per_iteration_usd").value_or(0);
+      est.cost_per_hour_usd = r.opt_double(e, "estimate", "cost_per_hour_usd").value_or(0);
+      est.peak_memory_bytes = r.opt_double(e, "estimate", "peak_memory_bytes").value_or(0);
+      p.estimate = est;
+    }
+    status bad = model ? validate_plan(p, *model, nullptr, path) : validate_plan(p, model_shape{}, nullptr, path);
+    if (bad) {
+      // Point at the stage the error is about, when it names one.
+      sailor::error err = *bad;
+      if (err.field.rfind("stages[", 0) == 0) {
+        std::size_t idx = std::stoul(err.field.substr(7));
+        if (idx < stage_nodes.size()) err.line = stage_nodes[idx].Mark().line + 1;
+      } else if (err.line == 0) {
+        err.line = root.Mark().line + 1;
+      }
+      throw load_failure{err};
+    }
+    return p;
+  });
+}
+
+}  // namespace
+
+result<plan> load_plan(const std::string& path, const model_shape& model) {
+  return load_plan_impl(path, &model);
+}
+
+result<plan> load_plan(const std::string& path) { return load_plan_impl(path, nullptr); }
+
+status validate_plan(const plan& p, const model_shape& model, const cluster* c, const std::string& file) {
+  auto bad = [&](std::string field, std::string message, error_kind kind = error_kind::invalid_input) {
+    return status{sailor::error{kind, std::move(message), file, 0, std::move(field)}};
+  };
+  if (p.micro_batch <= 0) return bad("micro_batch", "expected a positive integer");
+  if (p.global_batch <= 0) return bad("global_batch", "expected a positive integer");
+  if (p.stages.empty()) return bad("stages", "expected at least one stage");
+  const bool check_model = model.num_layers > 0;
+  int expected_first = 0;
+  for (std::size_t i = 0; i < p.stages.size(); ++i) {
+    const auto& s = p.stages[i];
+    std::string spath = index_path("stages", i);
+    if (s.num_layers <= 0) return bad(spath + ".layers.count", "expected a positive layer count");
+    if (s.first_layer < expected_first) {
+      return bad(spath + ".layers", "layers " + std::to_string(s.first_layer) + ".." +
+                                        std::to_string(s.end_layer() - 1) + " overlap the previous stage, which ends at layer " +
+                                        std::to_string(expected_first - 1));
+    }
+    if (s.first_layer > expected_first) {
+      return bad(spath + ".layers", "gap: layers " + std::to_string(expected_first) + ".." +
+                                        std::to_string(s.first_layer - 1) + " belong to no stage");
+    }
+    expected_first = s.end_layer();
+    if (s.replicas.empty()) return bad(spath + ".replicas", "expected at least one replica");
+    if (p.global_batch % (p.micro_batch * static_cast<int>(s.replicas.size())) != 0) {
+      return bad(spath + ".replicas", "global_batch " + std::to_string(p.global_batch) +
+                                          " is not a multiple of micro_batch x replicas (" +
+                                          std::to_string(p.micro_batch) + " x " + std::to_string(s.replicas.size()) + ")");
+    }
+    for (std::size_t k = 0; k < s.replicas.size(); ++k) {
+      const auto& rep = s.replicas[k];
+      std::string rpath = index_path(spath + ".replicas", k);
+      if (rep.tp <= 0) return bad(rpath + ".tp", "expected a positive tensor-parallel degree");
+      if (!rep.devices.empty() && static_cast<int>(rep.devices.size()) != rep.tp)
+        return bad(rpath + ".devices", "expected " + std::to_string(rep.tp) + " devices (one per TP rank), found " + std::to_string(rep.devices.size()));
+      if (check_model && rep.tp > 1 && model.heads % rep.tp != 0)
+        return bad(rpath + ".tp", "tp " + std::to_string(rep.tp) + " does not divide the model's " + std::to_string(model.heads) + " heads");
+      if (c) {
+        const gpu_spec* g = c->gpus.find(rep.gpu_type);
+        if (!g) return bad(rpath + ".gpu", "unknown GPU type '" + rep.gpu_type + "'", error_kind::not_found);
+        if (!c->find_zone(rep.zone)) return bad(rpath + ".zone", "zone '" + rep.zone + "' is not in the cluster", error_kind::not_found);
+        if (rep.tp > g->gpus_per_node)
+          return bad(rpath + ".tp", "tp " + std::to_string(rep.tp) + " exceeds the " + std::to_string(g->gpus_per_node) + " GPUs of one " + rep.gpu_type + " node");
+      }
+    }
+  }
+  if (check_model && expected_first != model.num_all_layers()) {
+    if (expected_first < model.num_all_layers())
+      return bad("stages", "layers " + std::to_string(expected_first) + ".." + std::to_string(model.num_all_layers() - 1) +
+                               " of " + model.name + " belong to no stage (the model has " + std::to_string(model.num_all_layers()) +
+                               " layers: embedding, " + std::to_string(model.num_layers) + " blocks, head)");
+    return bad("stages", "the stages cover " + std::to_string(expected_first) + " layers but " + model.name + " has " +
+                             std::to_string(model.num_all_layers()));
+  }
+  return std::nullopt;
+}
+
+std::string to_yaml(const plan& p) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "micro_batch" << YAML::Value << p.micro_batch;
+  out << YAML::Key << "global_batch" << YAML::Value << p.global_batch;
+  out << YAML::Key << "stages" << YAML::Value << YAML::BeginSeq;
+  for (const auto& s : p.stages) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "layers" << YAML::Value << YAML::Flow << YAML::BeginMap
+        << YAML::Key << "first" << YAML::Value << s.first_layer
+        << YAML::Key << "count" << YAML::Value << s.num_layers << YAML::EndMap;
+    if (s.recompute) out << YAML::Key << "recompute" << YAML::Value << true;
+    out << YAML::Key << "replicas" << YAML::Value << YAML::BeginSeq;
+    for (const auto& rep : s.replicas) {
+      out << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "gpu" << YAML::Value << rep.gpu_type;
+      out << YAML::Key << "zone" << YAML::Value << rep.zone;
+      out << YAML::Key << "tp" << YAML::Value << rep.tp;
+      if (!rep.nodes.empty()) out << YAML::Key << "nodes" << YAML::Value << YAML::Flow << rep.nodes;
+      if (!rep.devices.empty()) out << YAML::Key << "devices" << YAML::Value << YAML::Flow << rep.devices;
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  if (p.estimate) {
+    const auto& e = *p.estimate;
+    out << YAML::Key << "estimate" << YAML::Value << YAML::BeginMap
+        << YAML::Key << "iteration_time_s" << YAML::Value << e.iteration_time_s
+        << YAML::Key << "throughput_iters_per_s" << YAML::Value << e.throughput_iters_per_s
+        << YAML::Key << "cost_per_iteration_usd" << YAML::Value << e.cost_per_iteration_usd
+        << YAML::Key << "cost_per_hour_usd" << YAML::Value << e.cost_per_hour_usd
+        << YAML::Key << "peak_memory_bytes" << YAML::Value << e.peak_memory_bytes << YAML::EndMap;
+  }
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace sailor::config

@@ -1,0 +1,225 @@
+#include "sailor/config/load.hpp"
+
+#include <filesystem>
+
+#include <doctest/doctest.h>
+
+#include "temp_file.hpp"
+
+using namespace sailor;
+using namespace sailor::config;
+
+namespace {
+const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+
+// The error of a failed load, or a test failure.
+template <class T>
+sailor::error error_of(const result<T>& r) {
+  REQUIRE_FALSE(r.ok());
+  return r.error();
+}
+
+const char* valid_cluster = R"(name: c
+zones:
+  - {name: a, region: r1, gpus: {A100-40: 8}}
+  - {name: b, region: r2, gpus: {V100-16: 4}}
+links:
+  - {from: a, to: b, latency_ms: 20, bandwidth_gbytes_per_s: 0.5, egress_usd_per_gb: 0.02}
+)";
+
+const char* valid_model = R"(name: m
+layers: 4
+hidden: 64
+heads: 4
+sequence: 32
+vocabulary: 100
+)";
+}  // namespace
+
+TEST_CASE("every shipped config loads") {
+  int loaded = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(configs + "/clusters")) {
+    auto c = load_cluster(entry.path());
+    CHECK_MESSAGE(c.ok(), (c.ok() ? "" : c.error().to_string()));
+    ++loaded;
+  }
+  model_shape opt;
+  for (const auto& entry : std::filesystem::directory_iterator(configs + "/models")) {
+    auto m = load_model(entry.path());
+    REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().to_string()));
+    if (m->name == "OPT-350M") opt = *m;
+    ++loaded;
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(configs + "/jobs")) {
+    auto j = load_job(entry.path());
+    CHECK_MESSAGE(j.ok(), (j.ok() ? "" : j.error().to_string()));
+    ++loaded;
+  }
+  REQUIRE(opt.num_layers == 24);
+  for (const auto& entry : std::filesystem::directory_iterator(configs + "/plans")) {
+    auto p = load_plan(entry.path(), opt);
+    CHECK_MESSAGE(p.ok(), (p.ok() ? "" : p.error().to_string()));
+    ++loaded;
+  }
+  CHECK(loaded >= 10);
+}
+
+TEST_CASE("shipped model shapes match their published parameter counts") {
+  auto opt = load_model(configs + "/models/opt-350m.yaml");
+  REQUIRE(opt.ok());
+  // Sailor's llm_info: an OPT-350 block has 12,596,224 parameters (12h^2 + 13h).
+  CHECK(opt->params_of_block() == 12596224);
+  auto llama = load_model(configs + "/models/llama-3-8b.yaml");
+  REQUIRE(llama.ok());
+  // Llama-3-8B: 8.03 B parameters.
+  CHECK(llama->total_params() == doctest::Approx(8.03e9).epsilon(0.01));
+  auto neo = load_model(configs + "/models/gpt-neo-2.7b.yaml");
+  REQUIRE(neo.ok());
+  CHECK(neo->total_params() == doctest::Approx(2.78e9).epsilon(0.02));
+}
+
+TEST_CASE("a valid cluster gives links, defaults and prices") {
+  testing::temp_dir dir;
+  auto c = load_cluster(dir.write("c.yaml", valid_cluster));
+  REQUIRE(c.ok());
+  CHECK(c->zones.size() == 2);
+  CHECK(c->regions.size() == 2);
+  CHECK(c->total_gpus() == 12);
+  auto ab = c->link("b", "a");  // listed as a->b; links are symmetric
+  CHECK(ab.latency_s == doctest::Approx(0.020));
+  CHECK(ab.transfer_s(1e9) == doctest::Approx(0.020 + 2.0));
+  CHECK(c->link("a", "a").egress_usd_per_gb == 0.0);
+  CHECK(c->usd_per_gpu_hour("A100-40") == doctest::Approx(3.673));
+}
+
+TEST_CASE("bad input names file, line and field") {
+  testing::temp_dir dir;
+
+  SUBCASE("missing file") {
+    auto e = error_of(load_model(dir.path("nope.yaml")));
+    CHECK(e.kind == error_kind::not_found);
+    CHECK(e.to_string().find("nope.yaml") != std::string::npos);
+  }
+  SUBCASE("empty file") {
+    auto e = error_of(load_job(dir.write("j.yaml", "\n")));
+    CHECK(e.message.find("empty") != std::string::npos);
+  }
+  SUBCASE("syntax error") {
+    auto path = dir.write("m.yaml", "name: m\nlayers: [4\nhidden: 64\n");
+    auto e = error_of(load_model(path));
+    CHECK(e.file == path);
+    CHECK(e.line >= 2);
+    CHECK(e.message.find("syntax error") != std::string::npos);
+  }
+  SUBCASE("missing field") {
+    auto e = error_of(load_model(dir.write("m.yaml", "name: m\nlayers: 4\nheads: 4\nsequence: 8\nvocabulary: 10\n")));
+    CHECK(e.field == "hidden");
+    CHECK(e.message == "missing required field");
+  }
+  SUBCASE("unknown field (a typo)") {
+    auto e = error_of(load_job(dir.write("j.yaml", "global_batch: 8\nobjectiv: min_cost\n")));
+    CHECK(e.field == "objectiv");
+    CHECK(e.line == 2);
+  }
+  SUBCASE("wrong type") {
+    auto e = error_of(load_model(dir.write("m.yaml", "name: m\nlayers: four\nhidden: 64\nheads: 4\nsequence: 8\nvocabulary: 10\n")));
+    CHECK(e.field == "layers");
+    CHECK(e.line == 2);
+    CHECK(e.message.find("integer") != std::string::npos);
+  }
+  SUBCASE("unknown GPU type") {
+    auto e = error_of(load_cluster(dir.write("c.yaml", "name: c\nzones:\n  - {name: a, gpus: {B200: 8}}\n")));
+    CHECK(e.kind == error_kind::not_found);
+    CHECK(e.field == "zones[0].gpus.B200");
+    CHECK(e.line == 3);
+    CHECK(e.message.find("A100-40") != std::string::npos);  // lists the known ones
+  }
+  SUBCASE("negative count") {
+    auto e = error_of(load_cluster(dir.write("c.yaml", "name: c\nzones:\n  - name: a\n    gpus: {A100-40: -2}\n")));
+    CHECK(e.field == "zones[0].gpus.A100-40");
+    CHECK(e.line == 4);
+    CHECK(e.message.find("non-negative") != std::string::npos);
+  }
+  SUBCASE("link to a zone not declared") {
+    auto e = error_of(load_cluster(dir.write(
+        "c.yaml", "name: c\nzones:\n  - {name: a}\nlinks:\n  - {from: a, to: z, bandwidth_gbytes_per_s: 1}\n")));
+    CHECK(e.field == "links[0].to");
+    CHECK(e.line == 5);
+    CHECK(e.message.find("'z'") != std::string::npos);
+  }
+  SUBCASE("heads that do not divide hidden") {
+    auto e = error_of(load_model(dir.write("m.yaml", "name: m\nlayers: 2\nhidden: 65\nheads: 4\nsequence: 8\nvocabulary: 10\n")));
+    CHECK(e.field == "heads");
+  }
+  SUBCASE("bad enum") {
+    auto e = error_of(load_job(dir.write("j.yaml", "global_batch: 8\nobjective: fastest\n")));
+    CHECK(e.field == "objective");
+    CHECK(e.message.find("max_throughput or min_cost") != std::string::npos);
+  }
+}
+
+TEST_CASE("plan layers must cover the model exactly once") {
+  testing::temp_dir dir;
+  auto model = load_model(dir.write("m.yaml", valid_model));  // 6 layers: 0..5
+  REQUIRE(model.ok());
+  auto stage = [](int first, int count) {
+    return "  - layers: {first: " + std::to_string(first) + ", count: " + std::to_string(count) +
+           "}\n    replicas: [{gpu: A100-40, zone: a, tp: 1}]\n";
+  };
+  auto plan_text = [&](std::string stages) { return "micro_batch: 1\nglobal_batch: 4\nstages:\n" + stages; };
+
+  SUBCASE("exact cover loads") {
+    auto p = load_plan(dir.write("p.yaml", plan_text(stage(0, 2) + stage(2, 4))), *model);
+    REQUIRE(p.ok());
+    CHECK(p->num_stages() == 2);
+    CHECK(p->stages[1].end_layer() == 6);
+  }
+  SUBCASE("overlap") {
+    auto e = error_of(load_plan(dir.write("p.yaml", plan_text(stage(0, 3) + stage(2, 4))), *model));
+    CHECK(e.field == "stages[1].layers");
+    CHECK(e.line == 6);
+    CHECK(e.message.find("overlap") != std::string::npos);
+  }
+  SUBCASE("gap") {
+    auto e = error_of(load_plan(dir.write("p.yaml", plan_text(stage(0, 2) + stage(3, 3))), *model));
+    CHECK(e.field == "stages[1].layers");
+    CHECK(e.message.find("gap: layers 2..2") != std::string::npos);
+  }
+  SUBCASE("layers missing at the end") {
+    auto e = error_of(load_plan(dir.write("p.yaml", plan_text(stage(0, 2) + stage(2, 2))), *model));
+    CHECK(e.field == "stages");
+    CHECK(e.message.find("layers 4..5") != std::string::npos);
+  }
+  SUBCASE("too many layers") {
+    auto e = error_of(load_plan(dir.write("p.yaml", plan_text(stage(0, 2) + stage(2, 5))), *model));
+    CHECK(e.message.find("cover 7 layers") != std::string::npos);
+  }
+  SUBCASE("a plan round-trips through YAML") {
+    auto p = load_plan(dir.write("p.yaml", plan_text(stage(0, 2) + stage(2, 4))), *model);
+    REQUIRE(p.ok());
+    auto again = load_plan(dir.write("q.yaml", to_yaml(*p)), *model);
+    REQUIRE(again.ok());
+    CHECK(again->stages[1].first_layer == 2);
+    CHECK(again->stages[0].replicas[0].gpu_type == "A100-40");
+  }
+}
+
+TEST_CASE("a plan is checked against the cluster") {
+  testing::temp_dir dir;
+  auto c = load_cluster(dir.write("c.yaml", valid_cluster));
+  auto m = load_model(dir.write("m.yaml", valid_model));
+  REQUIRE(c.ok());
+  REQUIRE(m.ok());
+  plan p;
+  p.global_batch = 4;
+  p.stages.push_back({0, 6, false, {{"A100-40", "nowhere", 1, {}, {}}}});
+  auto bad = validate_plan(p, *m, &*c, "p.yaml");
+  REQUIRE(bad);
+  CHECK(bad->field == "stages[0].replicas[0].zone");
+  p.stages[0].replicas[0] = {"A100-40", "a", 8, {}, {}};
+  bad = validate_plan(p, *m, &*c, "p.yaml");
+  REQUIRE(bad);  // 8 > 4 GPUs per node, and 8 does not divide 4 heads
+  CHECK(bad->field == "stages[0].replicas[0].tp");
+  p.stages[0].replicas[0] = {"A100-40", "a", 4, {}, {}};
+  CHECK_FALSE(validate_plan(p, *m, &*c, "p.yaml"));
+}
