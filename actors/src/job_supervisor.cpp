@@ -398,6 +398,8 @@ caf::behavior job_supervisor(supervisor* self, supervisor_options options) {
       }
   });
   self->set_exit_handler([self](caf::exit_msg& msg) {
+    for (auto& [name, node] : self->state.nodes)
+      self->send(node.endpoint, shutdown_notice{"the coordinator is shutting down"});
     for (auto& [zone, actor] : self->state.zones)
       self->send_exit(actor, msg.reason);
     clear_roles(self);

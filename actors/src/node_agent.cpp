@@ -92,9 +92,12 @@ caf::behavior node_agent(agent* self, node_agent_options options) {
   log::get("actors")->info("[node {}] joining: zone {}, {} x {} devices", st.options.inventory.name,
                            st.options.inventory.zone, st.options.inventory.devices.size(),
                            st.options.inventory.gpu_type);
-  self->send(st.options.supervisor, join_request{protocol_version, st.options.inventory});
-  // [joining]
+  // [joining]: the join goes out on `start`, once the agent is reachable by name.
   return {
+    [self](start_atom) {
+      auto& st = self->state;
+      self->send(st.options.supervisor, join_request{protocol_version, st.options.inventory});
+    },
     [self](const join_accepted& x) {
       auto& st = self->state;
       st.heartbeat_interval = std::chrono::milliseconds{std::max<std::int64_t>(1, x.heartbeat_interval_ms)};

@@ -1,6 +1,7 @@
 #pragma once
 /// node_agent: one per sailor-node process; joins the job and runs the node's stage actors.
 ///
+///   [joining] --start (local)--> join_request to the supervisor
 ///   [joining] --join_accepted--> heartbeats start --> [member]
 ///   [joining] --join_refused--> quit (outcome: refused, with the reason)
 ///   [member]  --role_assignment v--> stop the stage actors of older plans, spawn one
