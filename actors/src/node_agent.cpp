@@ -65,7 +65,7 @@ caf::behavior member(agent* self) {
       log::get("actors")->warn("[node {}] preempted: telling the supervisor and leaving",
                                st.options.inventory.name);
       self->send(st.options.supervisor,
-                 preemption_notice{st.options.inventory.name, "preemption notice (SIGTERM)"});
+                 preemption_notice{st.options.inventory.name, "preemption notice"});
       finish(self, agent_outcome::kind::preempted, "preempted");
     },
     [self](const shutdown_notice& x) {
