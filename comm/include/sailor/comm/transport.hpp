@@ -1,0 +1,178 @@
+#pragma once
+/// The process-to-process transport: listeners, connections, control messages and tensor
+/// payloads, with errors as values. Backends: UCX (ucx.hpp), plain TCP sockets (tcp.hpp), and
+/// the link shaper (shaping.hpp), a decorator that makes one machine stand for many zones.
+///
+/// How a user (the actor bridge) uses it
+/// -------------------------------------
+/// 1. `main()` builds one transport (`make_ucx_transport(opts)`) and passes it down. The
+///    transport owns one progress thread; every callback below runs on that thread, one at a
+///    time, so callbacks of one transport never race each other. Keep them short (hand work to
+///    an actor); they may call send_*(), close(), connect() and listen() re-entrantly.
+/// 2. Server: `listen(address, on_accept)`. For each peer that completes the handshake
+///    (matching protocol version), `on_accept(conn)` is called with an open connection and
+///    returns the handlers for it; no message of that connection is delivered before
+///    on_accept returns. Peers with another protocol version or garbage bytes are refused
+///    with a logged reason; the listener keeps serving others.
+/// 3. Client: `connect(address, handlers)` returns a connection in state `connecting` at once
+///    (or an error for a malformed address). Sends may be issued right away: they are queued
+///    and go out in order. `on_open` fires when the server accepted the handshake;
+///    `on_error` fires instead if it refused, timed out or could not be reached.
+/// 4. `send_control(bytes, done)` carries an encoded control message (messages.hpp encodes
+///    the envelope). `send_tensor(desc, payload, done)` carries raw bytes described by `desc`;
+///    the payload memory must stay valid and unchanged until `done` runs. Large payloads go
+///    by rendezvous (UCX reads them straight from the caller's memory). `done` fires exactly
+///    once: with no error once the bytes left this process's hands, or with the error.
+/// 5. Receiving: `on_control(bytes)` and `on_tensor(desc, payload)`, delivered in the order the
+///    peer sent them (controls and tensors share one order). For tensors, `allocate(desc)`
+///    (optional) chooses where the bytes land, e.g. in a tensor's storage.
+/// 6. Failure: a peer that dies, an endpoint error or a refused handshake calls `on_error`
+///    exactly once; the connection is then `failed` forever: later sends complete at once with
+///    that error and nothing more is received. Every send still pending gets its `done` with
+///    the error. `close()` is local and quiet: sends issued before it are flushed (their
+///    `done` reports the outcome), later sends complete with errc::closed, nothing more is
+///    delivered and on_error is not called. The peer sees errc::disconnected.
+/// 7. Destroying the transport stops its progress thread; connections still held by users
+///    then complete every send with errc::closed.
+///
+/// State of a connection
+/// ---------------------
+///
+///     connect() --> connecting --handshake accepted--> open --close()--> closed
+///                       |                               |
+///                       +--refused/timeout/error--+     +--peer died/endpoint error--+
+///                                                 v                                  v
+///                                               failed <-----------------------------+
+///
+///   Accepted connections start in `open`. `closed` and `failed` are final.
+///
+/// Thread safety: transport, listener and connection methods may be called from any thread.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sailor/comm/error.hpp"
+#include "sailor/comm/tensor.hpp"
+#include "sailor/config/error.hpp"
+
+namespace sailor::comm {
+
+/// Version of the wire protocol (handshake, framing and messages.capnp). A peer with another
+/// version is refused.
+inline constexpr std::uint32_t protocol_version = 1;
+
+/// Where a listener listens or a connection goes.
+struct address {
+  std::string host = "127.0.0.1";  ///< IPv4 literal or a host name
+  std::uint16_t port = 0;          ///< 0 for listen(): pick a free port
+
+  /// `host:port`.
+  std::string to_string() const;
+  /// Parses `host:port`; an error names what was wrong.
+  static result<address> parse(std::string_view text);
+  bool operator==(const address&) const = default;
+};
+
+enum class connection_state { connecting, open, closed, failed };
+const char* to_string(connection_state s);
+
+/// Who is at the other end, as told in its handshake.
+struct peer_info {
+  std::string name;  ///< the peer's transport_options::local_name
+  std::string zone;  ///< the peer's transport_options::local_zone (may be empty)
+  address remote;    ///< its address as seen from here (best effort)
+};
+
+/// Called exactly once per send with the outcome.
+using completion = std::function<void(const op_status&)>;
+
+/// Callbacks of one connection. All run on the transport's progress thread. Any may be empty.
+struct connection_handlers {
+  /// Client side: the server accepted the handshake; peer() is now known.
+  std::function<void()> on_open;
+  /// A control message (the bytes of an encoded envelope).
+  std::function<void(std::vector<std::byte> bytes)> on_control;
+  /// A tensor payload and its descriptor.
+  std::function<void(tensor_descriptor desc, payload_buffer payload)> on_tensor;
+  /// The connection failed; called at most once, never after close().
+  std::function<void(const transport_error& err)> on_error;
+  /// Where to put an incoming payload (must be at least desc.bytes long); default: heap.
+  std::function<payload_buffer(const tensor_descriptor& desc)> allocate;
+};
+
+/// One connection to a peer. A resource: not copyable, shared by its owner and the transport.
+class connection {
+public:
+  virtual ~connection() = default;
+  connection() = default;
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+
+  /// Sends an encoded control message. `done` (may be empty) fires exactly once.
+  virtual void send_control(std::vector<std::byte> bytes, completion done) = 0;
+  /// Sends `payload` described by `desc` (desc.bytes is set to payload.size()). The memory
+  /// must stay valid and unchanged until `done` fires (exactly once).
+  virtual void send_tensor(tensor_descriptor desc, std::span<const std::byte> payload,
+                           completion done) = 0;
+  /// Closes locally (see point 6 above). Idempotent.
+  virtual void close() = 0;
+
+  virtual connection_state state() const = 0;
+  /// The peer, known once open (empty fields before).
+  virtual peer_info peer() const = 0;
+  /// Unique within its transport, for logs and maps.
+  virtual std::uint64_t id() const = 0;
+};
+
+using connection_ptr = std::shared_ptr<connection>;
+
+/// Called on the progress thread for each accepted (handshaken) connection; returns its
+/// handlers.
+using accept_handler = std::function<connection_handlers(const connection_ptr& conn)>;
+
+/// A listening socket. Destroying it (or close()) stops accepting; accepted connections live on.
+class listener {
+public:
+  virtual ~listener() = default;
+  /// The address actually bound (with the port chosen when 0 was asked for).
+  virtual address local_address() const = 0;
+  virtual void close() = 0;
+};
+
+/// Options common to every backend.
+struct transport_options {
+  std::string local_name;  ///< this process's name, told to peers (e.g. node id)
+  std::string local_zone;  ///< this process's zone, told to peers (used by the link shaper)
+  /// Version announced in the handshake; tests change it to check refusals.
+  std::uint32_t announced_version = protocol_version;
+  /// Bound on the handshake of connect(): after it the connection fails with timed_out.
+  double connect_timeout_s = 10.0;
+};
+
+/// A transport: makes listeners and connections, owns the progress thread.
+class transport {
+public:
+  virtual ~transport() = default;
+  transport() = default;
+  transport(const transport&) = delete;
+  transport& operator=(const transport&) = delete;
+
+  /// Listens on `where`; errors if the address cannot be bound.
+  virtual result<std::unique_ptr<listener>> listen(const address& where,
+                                                   accept_handler on_accept) = 0;
+  /// Starts connecting to `to`; see the state diagram above.
+  virtual result<connection_ptr> connect(const address& to, connection_handlers handlers) = 0;
+  /// Runs `fn` on the progress thread (after callbacks already queued).
+  virtual void post(std::function<void()> fn) = 0;
+  /// "ucx", "tcp", "shaped(ucx)", ...
+  virtual std::string name() const = 0;
+  virtual const transport_options& options() const = 0;
+};
+
+}  // namespace sailor::comm

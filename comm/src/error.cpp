@@ -1,0 +1,37 @@
+#include "sailor/comm/error.hpp"
+
+namespace sailor::comm {
+
+const char* to_string(errc code) {
+  switch (code) {
+    case errc::closed: return "closed";
+    case errc::disconnected: return "disconnected";
+    case errc::refused: return "refused";
+    case errc::protocol_mismatch: return "protocol_mismatch";
+    case errc::invalid_message: return "invalid_message";
+    case errc::timed_out: return "timed_out";
+    case errc::invalid_argument: return "invalid_argument";
+    case errc::transport_failure: return "transport_failure";
+  }
+  return "unknown";
+}
+
+std::string transport_error::to_string() const {
+  return std::string(comm::to_string(code)) + ": " + message;
+}
+
+sailor::error transport_error::to_error() const {
+  sailor::error e;
+  switch (code) {
+    case errc::disconnected:
+    case errc::closed: e.kind = error_kind::disconnected; break;
+    case errc::invalid_message:
+    case errc::protocol_mismatch:
+    case errc::invalid_argument: e.kind = error_kind::invalid_input; break;
+    default: e.kind = error_kind::failed; break;
+  }
+  e.message = to_string();
+  return e;
+}
+
+}  // namespace sailor::comm

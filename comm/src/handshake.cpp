@@ -1,0 +1,94 @@
+#include "handshake.hpp"
+
+#include <cstring>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include <sailor/comm/schema/messages.capnp.h>
+
+namespace sailor::comm::detail {
+namespace {
+
+namespace s = sailor::comm::schema;
+
+std::vector<std::byte> to_bytes(capnp::MessageBuilder& mb) {
+  auto words = capnp::messageToFlatArray(mb);
+  auto chars = words.asBytes();
+  std::vector<std::byte> out(chars.size());
+  std::memcpy(out.data(), chars.begin(), chars.size());
+  return out;
+}
+
+template <class R, class F>
+std::variant<R, transport_error> read(std::span<const std::byte> bytes, const char* what, F&& f) {
+  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0)
+    return transport_error{errc::invalid_message,
+                           std::string(what) + " of " + std::to_string(bytes.size()) +
+                               " bytes is not a Cap'n Proto message"};
+  try {
+    auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+    std::memcpy(words.begin(), bytes.data(), bytes.size());
+    capnp::ReaderOptions opts;
+    opts.traversalLimitInWords = 1024 * 1024;
+    capnp::FlatArrayMessageReader reader(words, opts);
+    return f(reader);
+  } catch (const kj::Exception& e) {
+    return transport_error{errc::invalid_message,
+                           std::string(what) + " does not decode: " + e.getDescription().cStr()};
+  }
+}
+
+}  // namespace
+
+std::vector<std::byte> encode_hello(const hello& h) {
+  capnp::MallocMessageBuilder mb;
+  auto b = mb.initRoot<s::Hello>();
+  b.setMagic(hello_magic);
+  b.setProtocolVersion(h.version);
+  b.setName(h.name);
+  b.setZone(h.zone);
+  return to_bytes(mb);
+}
+
+std::variant<hello, transport_error> decode_hello(std::span<const std::byte> bytes) {
+  return read<hello>(bytes, "hello", [](capnp::FlatArrayMessageReader& reader)
+                                         -> std::variant<hello, transport_error> {
+    auto r = reader.getRoot<s::Hello>();
+    if (r.getMagic() != hello_magic)
+      return transport_error{errc::invalid_message, "hello has a wrong magic number"};
+    return hello{r.getProtocolVersion(), r.getName(), r.getZone()};
+  });
+}
+
+std::vector<std::byte> encode_hello_reply(const hello_reply& h) {
+  capnp::MallocMessageBuilder mb;
+  auto b = mb.initRoot<s::HelloReply>();
+  b.setAccepted(h.accepted);
+  b.setReason(h.reason);
+  b.setProtocolVersion(h.version);
+  b.setName(h.name);
+  b.setZone(h.zone);
+  return to_bytes(mb);
+}
+
+std::variant<hello_reply, transport_error> decode_hello_reply(std::span<const std::byte> bytes) {
+  return read<hello_reply>(bytes, "hello reply", [](capnp::FlatArrayMessageReader& reader)
+                                                     -> std::variant<hello_reply, transport_error> {
+    auto r = reader.getRoot<s::HelloReply>();
+    return hello_reply{r.getAccepted(), r.getReason(), r.getProtocolVersion(), r.getName(),
+                       r.getZone()};
+  });
+}
+
+std::optional<transport_error> check_hello(const hello& h) {
+  if (h.version != protocol_version)
+    return transport_error{errc::protocol_mismatch,
+                           "peer '" + h.name + "' speaks protocol version " +
+                               std::to_string(h.version) + ", this side speaks " +
+                               std::to_string(protocol_version)};
+  return std::nullopt;
+}
+
+}  // namespace sailor::comm::detail

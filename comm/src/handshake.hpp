@@ -1,0 +1,49 @@
+#pragma once
+// The transport handshake shared by every backend: the client sends a Hello (magic, version,
+// name, zone), the server answers a HelloReply (accepted or refused with a reason).
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "sailor/comm/error.hpp"
+#include "sailor/comm/transport.hpp"
+
+namespace sailor::comm::detail {
+
+inline constexpr std::uint64_t hello_magic = 0x5341494c4f520001ull;
+
+struct hello {
+  std::uint32_t version = 0;
+  std::string name;
+  std::string zone;
+};
+
+struct hello_reply {
+  bool accepted = false;
+  std::string reason;
+  std::uint32_t version = 0;
+  std::string name;
+  std::string zone;
+};
+
+std::vector<std::byte> encode_hello(const hello& h);
+/// Errors: invalid_message for garbage or a wrong magic.
+std::variant<hello, transport_error> decode_hello(std::span<const std::byte> bytes);
+std::vector<std::byte> encode_hello_reply(const hello_reply& r);
+std::variant<hello_reply, transport_error> decode_hello_reply(std::span<const std::byte> bytes);
+
+/// The server's verdict on a hello: empty if accepted, else the reason to log and send back.
+std::optional<transport_error> check_hello(const hello& h);
+
+/// Calls `done` (if set) at most once with `st`.
+inline void complete(completion& done, const op_status& st) {
+  if (!done) return;
+  auto fn = std::move(done);
+  done = nullptr;
+  fn(st);
+}
+
+}  // namespace sailor::comm::detail

@@ -1,0 +1,382 @@
+#include "sailor/comm/messages.hpp"
+
+#include <cstring>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include <sailor/comm/schema/messages.capnp.h>
+
+#include "sailor/comm/transport.hpp"
+
+namespace sailor::comm {
+namespace {
+
+namespace s = sailor::comm::schema;
+
+// ---- value -> schema ----
+
+void put_role(s::Role::Builder b, const role& r) {
+  b.setStage(r.stage);
+  b.setReplica(r.replica);
+  b.setTpRank(r.tp_rank);
+  b.setNodeId(r.node_id);
+  b.setDevice(r.device);
+}
+
+void put_inventory(s::NodeInventory::Builder b, const node_inventory& v) {
+  b.setNodeId(v.node_id);
+  b.setHost(v.host);
+  b.setZone(v.zone);
+  b.setAddress(v.address);
+  auto devs = b.initDevices(static_cast<unsigned>(v.devices.size()));
+  for (unsigned i = 0; i < v.devices.size(); ++i) {
+    devs[i].setIndex(v.devices[i].index);
+    devs[i].setGpuType(v.devices[i].gpu_type);
+    devs[i].setMemoryBytes(v.devices[i].memory_bytes);
+  }
+}
+
+void put_plan(s::Plan::Builder b, const config::plan& p) {
+  b.setMicroBatch(p.micro_batch);
+  b.setGlobalBatch(p.global_batch);
+  auto stages = b.initStages(static_cast<unsigned>(p.stages.size()));
+  for (unsigned i = 0; i < p.stages.size(); ++i) {
+    const auto& st = p.stages[i];
+    auto sb = stages[i];
+    sb.setFirstLayer(st.first_layer);
+    sb.setNumLayers(st.num_layers);
+    sb.setRecompute(st.recompute);
+    auto reps = sb.initReplicas(static_cast<unsigned>(st.replicas.size()));
+    for (unsigned j = 0; j < st.replicas.size(); ++j) {
+      const auto& r = st.replicas[j];
+      auto rb = reps[j];
+      rb.setGpuType(r.gpu_type);
+      rb.setZone(r.zone);
+      rb.setTp(r.tp);
+      auto nodes = rb.initNodes(static_cast<unsigned>(r.nodes.size()));
+      for (unsigned k = 0; k < r.nodes.size(); ++k) nodes.set(k, r.nodes[k]);
+      auto devs = rb.initDevices(static_cast<unsigned>(r.devices.size()));
+      for (unsigned k = 0; k < r.devices.size(); ++k) devs.set(k, r.devices[k]);
+    }
+  }
+  b.setHasEstimate(p.estimate.has_value());
+  if (p.estimate) {
+    auto e = b.initEstimate();
+    e.setIterationTimeS(p.estimate->iteration_time_s);
+    e.setThroughputItersPerS(p.estimate->throughput_iters_per_s);
+    e.setCostPerIterationUsd(p.estimate->cost_per_iteration_usd);
+    e.setCostPerHourUsd(p.estimate->cost_per_hour_usd);
+    e.setPeakMemoryBytes(p.estimate->peak_memory_bytes);
+  }
+}
+
+s::RefuseReason to_schema(refuse_reason r) {
+  switch (r) {
+    case refuse_reason::protocol_version: return s::RefuseReason::PROTOCOL_VERSION;
+    case refuse_reason::unknown_message: return s::RefuseReason::UNKNOWN_MESSAGE;
+    case refuse_reason::invalid_message: return s::RefuseReason::INVALID_MESSAGE;
+    case refuse_reason::duplicate_node: return s::RefuseReason::DUPLICATE_NODE;
+    case refuse_reason::unknown_zone: return s::RefuseReason::UNKNOWN_ZONE;
+    case refuse_reason::shutting_down: return s::RefuseReason::SHUTTING_DOWN;
+    case refuse_reason::other: return s::RefuseReason::OTHER;
+  }
+  return s::RefuseReason::OTHER;
+}
+
+refuse_reason from_schema(s::RefuseReason r) {
+  switch (r) {
+    case s::RefuseReason::PROTOCOL_VERSION: return refuse_reason::protocol_version;
+    case s::RefuseReason::UNKNOWN_MESSAGE: return refuse_reason::unknown_message;
+    case s::RefuseReason::INVALID_MESSAGE: return refuse_reason::invalid_message;
+    case s::RefuseReason::DUPLICATE_NODE: return refuse_reason::duplicate_node;
+    case s::RefuseReason::UNKNOWN_ZONE: return refuse_reason::unknown_zone;
+    case s::RefuseReason::SHUTTING_DOWN: return refuse_reason::shutting_down;
+    default: return refuse_reason::other;
+  }
+}
+
+struct body_writer {
+  s::Envelope::Body::Builder b;
+  void operator()(const join_request& v) { put_inventory(b.initJoin().initInventory(), v.inventory); }
+  void operator()(const join_accept& v) {
+    auto a = b.initAccept();
+    a.setNodeId(v.node_id);
+    a.setCoordinator(v.coordinator);
+    a.setHeartbeatIntervalS(v.heartbeat_interval_s);
+  }
+  void operator()(const refusal& v) {
+    auto r = b.initRefuse();
+    r.setReason(to_schema(v.reason));
+    r.setDetail(v.detail);
+  }
+  void operator()(const heartbeat& v) {
+    auto h = b.initHeartbeat();
+    h.setNodeId(v.node_id);
+    h.setSequence(v.sequence);
+    h.setSentUnixNs(v.sent_unix_ns);
+  }
+  void operator()(const role_assignment& v) {
+    auto a = b.initAssignment();
+    a.setPlanEpoch(v.plan_epoch);
+    put_plan(a.initPlan(), v.plan);
+    auto roles = a.initRoles(static_cast<unsigned>(v.roles.size()));
+    for (unsigned i = 0; i < v.roles.size(); ++i) put_role(roles[i], v.roles[i]);
+    auto peers = a.initPeers(static_cast<unsigned>(v.peers.size()));
+    for (unsigned i = 0; i < v.peers.size(); ++i) {
+      put_role(peers[i].initRole(), v.peers[i].where);
+      peers[i].setAddress(v.peers[i].address);
+    }
+  }
+  void operator()(const stage_ready& v) {
+    auto r = b.initStageReady();
+    r.setPlanEpoch(v.plan_epoch);
+    put_role(r.initRole(), v.where);
+  }
+  void operator()(const iteration_telemetry& v) {
+    auto t = b.initTelemetry();
+    t.setPlanEpoch(v.plan_epoch);
+    t.setIteration(v.iteration);
+    put_role(t.initRole(), v.where);
+    t.setComputeS(v.compute_s);
+    t.setSendWaitS(v.send_wait_s);
+    t.setRecvWaitS(v.recv_wait_s);
+    t.setAllreduceS(v.allreduce_s);
+    t.setIterationS(v.iteration_s);
+    t.setLoss(v.loss);
+  }
+  void operator()(const preemption_notice& v) {
+    auto p = b.initPreemption();
+    p.setNodeId(v.node_id);
+    p.setSecondsLeft(v.seconds_left);
+    p.setReason(v.reason);
+  }
+  void operator()(const shutdown_notice& v) { b.initShutdown().setReason(v.reason); }
+};
+
+// ---- schema -> value ----
+
+role get_role(s::Role::Reader r) {
+  return role{r.getStage(), r.getReplica(), r.getTpRank(), r.getNodeId(), r.getDevice()};
+}
+
+node_inventory get_inventory(s::NodeInventory::Reader r) {
+  node_inventory v;
+  v.node_id = r.getNodeId();
+  v.host = r.getHost();
+  v.zone = r.getZone();
+  v.address = r.getAddress();
+  for (auto d : r.getDevices()) v.devices.push_back({d.getIndex(), d.getGpuType(), d.getMemoryBytes()});
+  return v;
+}
+
+config::plan get_plan(s::Plan::Reader r) {
+  config::plan p;
+  p.micro_batch = r.getMicroBatch();
+  p.global_batch = r.getGlobalBatch();
+  for (auto sr : r.getStages()) {
+    config::stage_plan st;
+    st.first_layer = sr.getFirstLayer();
+    st.num_layers = sr.getNumLayers();
+    st.recompute = sr.getRecompute();
+    for (auto rr : sr.getReplicas()) {
+      config::replica rep;
+      rep.gpu_type = rr.getGpuType();
+      rep.zone = rr.getZone();
+      rep.tp = rr.getTp();
+      for (auto n : rr.getNodes()) rep.nodes.emplace_back(n);
+      for (auto d : rr.getDevices()) rep.devices.push_back(d);
+      st.replicas.push_back(std::move(rep));
+    }
+    p.stages.push_back(std::move(st));
+  }
+  if (r.getHasEstimate()) {
+    auto e = r.getEstimate();
+    p.estimate = config::plan_estimate{e.getIterationTimeS(), e.getThroughputItersPerS(),
+                                       e.getCostPerIterationUsd(), e.getCostPerHourUsd(),
+                                       e.getPeakMemoryBytes()};
+  }
+  return p;
+}
+
+std::vector<std::byte> to_bytes(capnp::MessageBuilder& mb) {
+  auto words = capnp::messageToFlatArray(mb);
+  auto chars = words.asBytes();
+  std::vector<std::byte> out(chars.size());
+  std::memcpy(out.data(), chars.begin(), chars.size());
+  return out;
+}
+
+// Cap'n Proto reads words: copy into aligned storage when the bytes are not aligned.
+kj::Array<capnp::word> aligned_copy(std::span<const std::byte> bytes) {
+  auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), bytes.data(), words.size() * sizeof(capnp::word));
+  return words;
+}
+
+transport_error invalid(std::string what) { return {errc::invalid_message, std::move(what)}; }
+
+template <class F>
+auto read_flat(std::span<const std::byte> bytes, F&& f)
+    -> decltype(f(std::declval<capnp::FlatArrayMessageReader&>())) {
+  if (bytes.empty()) return invalid("empty message");
+  if (bytes.size() % sizeof(capnp::word) != 0)
+    return invalid("message of " + std::to_string(bytes.size()) +
+                   " bytes is not a whole number of 8-byte words");
+  try {
+    auto words = aligned_copy(bytes);
+    capnp::ReaderOptions opts;
+    opts.traversalLimitInWords = 64 * 1024 * 1024;
+    capnp::FlatArrayMessageReader reader(words, opts);
+    return f(reader);
+  } catch (const kj::Exception& e) {
+    return invalid(std::string("does not decode: ") + e.getDescription().cStr());
+  }
+}
+
+}  // namespace
+
+const char* to_string(refuse_reason r) {
+  switch (r) {
+    case refuse_reason::protocol_version: return "protocol_version";
+    case refuse_reason::unknown_message: return "unknown_message";
+    case refuse_reason::invalid_message: return "invalid_message";
+    case refuse_reason::duplicate_node: return "duplicate_node";
+    case refuse_reason::unknown_zone: return "unknown_zone";
+    case refuse_reason::shutting_down: return "shutting_down";
+    case refuse_reason::other: return "other";
+  }
+  return "other";
+}
+
+const char* body_name(const message_body& body) {
+  static constexpr const char* names[] = {"join",        "accept",    "refuse",
+                                          "heartbeat",   "assignment", "stage_ready",
+                                          "telemetry",   "preemption", "shutdown"};
+  return names[body.index()];
+}
+
+std::vector<std::byte> encode(const envelope& e) {
+  capnp::MallocMessageBuilder mb;
+  auto root = mb.initRoot<s::Envelope>();
+  root.setProtocolVersion(e.version);
+  root.setSender(e.sender);
+  std::visit(body_writer{root.initBody()}, e.body);
+  return to_bytes(mb);
+}
+
+std::vector<std::byte> encode(const std::string& sender, message_body body) {
+  return encode(envelope{protocol_version, sender, std::move(body)});
+}
+
+std::variant<envelope, transport_error> decode_envelope(std::span<const std::byte> bytes) {
+  auto out = read_flat(bytes, [](capnp::FlatArrayMessageReader& reader)
+                                  -> std::variant<envelope, transport_error> {
+    auto root = reader.getRoot<s::Envelope>();
+    envelope e;
+    e.version = root.getProtocolVersion();
+    e.sender = root.getSender();
+    if (e.version != protocol_version)
+      return transport_error{errc::protocol_mismatch,
+                             "message from '" + e.sender + "' speaks protocol version " +
+                                 std::to_string(e.version) + ", this build speaks " +
+                                 std::to_string(protocol_version)};
+    auto b = root.getBody();
+    switch (b.which()) {
+      case s::Envelope::Body::JOIN:
+        e.body = join_request{get_inventory(b.getJoin().getInventory())};
+        break;
+      case s::Envelope::Body::ACCEPT: {
+        auto a = b.getAccept();
+        e.body = join_accept{a.getNodeId(), a.getCoordinator(), a.getHeartbeatIntervalS()};
+        break;
+      }
+      case s::Envelope::Body::REFUSE: {
+        auto r = b.getRefuse();
+        e.body = refusal{from_schema(r.getReason()), r.getDetail()};
+        break;
+      }
+      case s::Envelope::Body::HEARTBEAT: {
+        auto h = b.getHeartbeat();
+        e.body = heartbeat{h.getNodeId(), h.getSequence(), h.getSentUnixNs()};
+        break;
+      }
+      case s::Envelope::Body::ASSIGNMENT: {
+        auto a = b.getAssignment();
+        role_assignment v;
+        v.plan_epoch = a.getPlanEpoch();
+        v.plan = get_plan(a.getPlan());
+        for (auto r : a.getRoles()) v.roles.push_back(get_role(r));
+        for (auto p : a.getPeers()) v.peers.push_back({get_role(p.getRole()), p.getAddress()});
+        e.body = std::move(v);
+        break;
+      }
+      case s::Envelope::Body::STAGE_READY: {
+        auto r = b.getStageReady();
+        e.body = stage_ready{r.getPlanEpoch(), get_role(r.getRole())};
+        break;
+      }
+      case s::Envelope::Body::TELEMETRY: {
+        auto t = b.getTelemetry();
+        e.body = iteration_telemetry{t.getPlanEpoch(), t.getIteration(), get_role(t.getRole()),
+                                     t.getComputeS(),  t.getSendWaitS(), t.getRecvWaitS(),
+                                     t.getAllreduceS(), t.getIterationS(), t.getLoss()};
+        break;
+      }
+      case s::Envelope::Body::PREEMPTION: {
+        auto p = b.getPreemption();
+        e.body = preemption_notice{p.getNodeId(), p.getSecondsLeft(), p.getReason()};
+        break;
+      }
+      case s::Envelope::Body::SHUTDOWN:
+        e.body = shutdown_notice{b.getShutdown().getReason()};
+        break;
+      default:
+        return invalid("message from '" + e.sender + "' has unknown variant " +
+                       std::to_string(static_cast<unsigned>(b.which())) +
+                       " (a newer peer?)");
+    }
+    return e;
+  });
+  return out;
+}
+
+result<envelope> decode(std::span<const std::byte> bytes) {
+  auto out = decode_envelope(bytes);
+  if (auto* err = std::get_if<transport_error>(&out)) return err->to_error();
+  return std::move(std::get<envelope>(out));
+}
+
+std::vector<std::byte> encode_tensor_header(const tensor_descriptor& d) {
+  capnp::MallocMessageBuilder mb;
+  auto h = mb.initRoot<s::TensorHeader>();
+  h.setDtype(static_cast<s::DType>(static_cast<std::uint16_t>(d.type)));
+  auto shape = h.initShape(static_cast<unsigned>(d.shape.size()));
+  for (unsigned i = 0; i < d.shape.size(); ++i) shape.set(i, d.shape[i]);
+  h.setTag(d.tag);
+  h.setName(d.name);
+  h.setBytes(d.bytes);
+  return to_bytes(mb);
+}
+
+std::variant<tensor_descriptor, transport_error> decode_tensor_header(
+    std::span<const std::byte> bytes) {
+  auto out = read_flat(bytes, [](capnp::FlatArrayMessageReader& reader)
+                                  -> std::variant<tensor_descriptor, transport_error> {
+    auto h = reader.getRoot<s::TensorHeader>();
+    auto t = static_cast<std::uint16_t>(h.getDtype());
+    if (t > static_cast<std::uint16_t>(dtype::u8))
+      return invalid("tensor header has unknown dtype " + std::to_string(t));
+    tensor_descriptor d;
+    d.type = static_cast<dtype>(t);
+    for (auto x : h.getShape()) d.shape.push_back(x);
+    d.tag = h.getTag();
+    d.name = h.getName();
+    d.bytes = h.getBytes();
+    return d;
+  });
+  return out;
+}
+
+}  // namespace sailor::comm
