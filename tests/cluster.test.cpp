@@ -26,6 +26,7 @@
 #include "run_command.hpp"
 #include "sailor/actors/runtime.hpp"
 #include "sailor/actors/wire.hpp"
+#include "sailor/comm/ucx.hpp"
 
 extern char** environ;
 
@@ -109,13 +110,25 @@ constexpr int heartbeat_timeout_ms = 800;
 
 struct cluster_fixture {
   temp_dir dir;
+  std::string transport_kind = "ucx";
+  std::unique_ptr<sailor::comm::transport> transport;
   sailor::actors::runtime_config cfg;
   caf::actor_system system{cfg};
   std::unique_ptr<child> coordinator;
   std::vector<std::unique_ptr<child>> nodes;
   std::uint16_t port = 0;
 
+  // Everything (coordinator, nodes, status queries) over `kind`: ucx, tcp or socket.
+  void use_transport(const std::string& kind) {
+    transport_kind = kind;
+    auto t = sailor::actors::make_transport(kind, "test", "");
+    REQUIRE(t.ok());
+    transport = std::move(*t);
+  }
+
   void start_coordinator(int quorum) {
+    if (!transport && transport_kind != "socket")
+      use_transport(transport_kind);
     coordinator = std::make_unique<child>(
       std::vector<std::string>{sailor_bin(), "coordinator", "--listen", "127.0.0.1:0",
                                "--cluster", configs + "/clusters/local-2-zones.yaml", "--model",
@@ -123,7 +136,8 @@ struct cluster_fixture {
                                configs + "/jobs/tiny.yaml", "--quorum", std::to_string(quorum),
                                "--settle-s", "30", "--heartbeat-ms",
                                std::to_string(heartbeat_ms), "--heartbeat-timeout-ms",
-                               std::to_string(heartbeat_timeout_ms)},
+                               std::to_string(heartbeat_timeout_ms), "--transport",
+                               transport_kind},
       dir.path("coordinator.out"), dir.path("coordinator.err"));
     REQUIRE(coordinator->pid() > 0);
     std::smatch m;
@@ -142,14 +156,14 @@ struct cluster_fixture {
     nodes.push_back(std::make_unique<child>(
       std::vector<std::string>{sailor_bin("sailor-node"), "--join",
                                "127.0.0.1:" + std::to_string(port), "--zone", zone, "--devices",
-                               "cpu:2", "--name", name},
+                               "cpu:2", "--name", name, "--transport", transport_kind},
       dir.path(name + ".out"), dir.path(name + ".err")));
     REQUIRE(nodes.back()->pid() > 0);
     return *nodes.back();
   }
 
   sailor::result<sailor::actors::cluster_status> status() {
-    return sailor::actors::query_status(system, "127.0.0.1", port, 2s);
+    return sailor::actors::query_status(system, "127.0.0.1", port, 2s, transport.get());
   }
 
   bool all_roles_assigned(std::size_t nodes_expected) {
@@ -172,6 +186,8 @@ struct cluster_fixture {
 }  // namespace
 
 TEST_CASE_FIXTURE(cluster_fixture, "cluster: 4 nodes in 2 zones get roles, and a SIGKILLed node is reported within the heartbeat timeout") {
+  SUBCASE("over UCX") { use_transport("ucx"); }
+  SUBCASE("over the bridge's own sockets") { use_transport("socket"); }
   start_coordinator(4);
   start_node("n1", "local-a");
   start_node("n2", "local-a");
@@ -194,7 +210,8 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: 4 nodes in 2 zones get roles, and a
   // coordinators have reported (every heartbeat interval).
   nlohmann::json json;
   bool ages_known = eventually(5s, [&] {
-    auto cli = run_command(sailor_bin() + " status 127.0.0.1:" + std::to_string(port) + " --json", 30);
+    auto cli = run_command(sailor_bin() + " status 127.0.0.1:" + std::to_string(port) +
+                           " --json --transport " + transport_kind, 30);
     if (cli.exit_code != 0)
       return false;
     json = nlohmann::json::parse(cli.out);
@@ -248,7 +265,34 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: a stalled node is lost for missed h
   REQUIRE(eventually(10s, [&] { return all_roles_assigned(1); }));
 }
 
-TEST_CASE_FIXTURE(cluster_fixture, "cluster: bad peers are refused with a logged reason and the others are served") {
+TEST_CASE_FIXTURE(cluster_fixture, "cluster: over UCX, a peer of another protocol version or zone is refused and the others are served") {
+  start_coordinator(2);
+  start_node("n1", "local-a");
+  REQUIRE(eventually(10s, [&] { return status().ok() && status()->nodes.size() == 1; }));
+  // The transport's handshake refuses another protocol version.
+  {
+    sailor::comm::ucx_options options;
+    options.common.local_name = "old-node";
+    options.common.announced_version = sailor::comm::protocol_version + 41;
+    auto old = sailor::comm::make_ucx_transport(options);
+    REQUIRE(old.ok());
+    auto l = sailor::actors::comm_connect(**old, "127.0.0.1", port, 5000);
+    REQUIRE_FALSE(l.ok());
+    CHECK(l.error().message.find("version") != std::string::npos);
+  }
+  auto& lost = start_node("x1", "moon-base");
+  CHECK(lost.wait_exit(10s) == 3);
+  CHECK(lost.err().find("unknown zone 'moon-base'") != std::string::npos);
+  CHECK(has_event("refused node 'x1': unknown zone 'moon-base'"));
+  start_node("n2", "local-b");
+  REQUIRE(eventually(20s, [&] { return all_roles_assigned(2); }));
+  auto log = coordinator->err();
+  CHECK(log.find("refused peer") != std::string::npos);  // comm's handshake, logged
+  CHECK(log.find("refused node 'x1'") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(cluster_fixture, "cluster: on the bridge's sockets, garbage and another protocol version are refused with a logged reason and the others are served") {
+  use_transport("socket");
   start_coordinator(2);
   start_node("n1", "local-a");
   REQUIRE(eventually(10s, [&] { return status().ok() && status()->nodes.size() == 1; }));

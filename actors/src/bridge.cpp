@@ -25,6 +25,7 @@ struct bridge::core : std::enable_shared_from_this<bridge::core> {
   explicit core(caf::actor_system& sys) : system(sys) {}
 
   caf::actor_system& system;
+  comm::transport* transport = nullptr;
   mutable std::mutex mutex;
   std::map<std::string, caf::actor> published;
   std::map<caf::actor_addr, std::string> names;
@@ -218,7 +219,10 @@ void bridge::core::on_closed(peer_id peer, const std::string& reason) {
     kill(proxy);
 }
 
-bridge::bridge(caf::actor_system& system) : core_(std::make_shared<core>(system)) {}
+bridge::bridge(caf::actor_system& system, comm::transport* transport)
+  : core_(std::make_shared<core>(system)) {
+  core_->transport = transport;
+}
 
 bridge::~bridge() { close(); }
 
@@ -230,12 +234,14 @@ void bridge::publish(const std::string& name, const caf::actor& local) {
 
 result<std::uint16_t> bridge::listen(const std::string& host, std::uint16_t port) {
   std::weak_ptr<core> weak = core_;
-  auto listener = tcp_listen(host, port, [weak](std::shared_ptr<link> l) {
+  accept_handler on_accept = [weak](std::shared_ptr<link> l) {
     if (auto self = weak.lock()) {
       log::get("actors")->debug("[bridge] accepted {}", l->peer());
       self->add(std::move(l));
     }
-  });
+  };
+  auto listener = core_->transport ? comm_listen(*core_->transport, host, port, on_accept)
+                                   : tcp_listen(host, port, on_accept);
   if (!listener)
     return listener.error();
   auto bound = (*listener)->port();
@@ -245,7 +251,8 @@ result<std::uint16_t> bridge::listen(const std::string& host, std::uint16_t port
 }
 
 result<peer_id> bridge::connect(const std::string& host, std::uint16_t port, int timeout_ms) {
-  auto l = tcp_connect(host, port, timeout_ms);
+  auto l = core_->transport ? comm_connect(*core_->transport, host, port, timeout_ms)
+                            : tcp_connect(host, port, timeout_ms);
   if (!l)
     return l.error();
   return core_->add(std::move(*l));

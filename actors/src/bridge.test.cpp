@@ -168,3 +168,68 @@ TEST_CASE_FIXTURE(two_processes, "bridge: garbage and other protocol versions ar
   self->receive([&](const heartbeat&) { got = true; }, caf::after(5s) >> [] {});
   CHECK(got);
 }
+
+#include "sailor/comm/tcp.hpp"
+#include "sailor/comm/ucx.hpp"
+
+namespace {
+
+std::unique_ptr<sailor::comm::transport> make_comm(const std::string& kind, const std::string& name) {
+  sailor::comm::transport_options common;
+  common.local_name = name;
+  if (kind == "ucx") {
+    sailor::comm::ucx_options options;
+    options.common = common;
+    options.ucx_config["NET_DEVICES"] = "lo";
+    options.ucx_config["TLS"] = "tcp,sm,self";
+    auto t = sailor::comm::make_ucx_transport(options);
+    return t ? std::move(*t) : nullptr;
+  }
+  auto t = sailor::comm::make_tcp_transport(common);
+  return t ? std::move(*t) : nullptr;
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(two_processes, "bridge: over the comm transports, delivery, replies and down messages") {
+  std::string kind;
+  SUBCASE("ucx") { kind = "ucx"; }
+  SUBCASE("tcp") { kind = "tcp"; }
+  auto transport_a = make_comm(kind, "server");
+  auto transport_b = make_comm(kind, "client");
+  REQUIRE(transport_a);
+  REQUIRE(transport_b);
+  {
+    bridge server{a, transport_a.get()};
+    bridge client{b, transport_b.get()};
+    server.publish("echo", a.spawn(echo));
+    auto port = server.listen("127.0.0.1", 0);
+    REQUIRE(port.ok());
+    auto peer = client.connect("127.0.0.1", *port);
+    REQUIRE(peer.ok());
+    caf::scoped_actor self{b};
+    client.publish("tester", caf::actor_cast<caf::actor>(self));
+    auto remote_echo = client.remote_actor(*peer, "echo");
+    self->monitor(remote_echo);
+    for (std::uint64_t k = 0; k < 3; ++k) {
+      self->send(remote_echo, heartbeat{"n1", k});
+      bool got = false;
+      self->receive(
+        [&](const heartbeat& x) {
+          got = true;
+          CHECK(x.seq == k + 1);
+        },
+        caf::after(5s) >> [] {});
+      CHECK(got);
+    }
+    server.close();
+    bool down = false;
+    self->receive(
+      [&](const caf::down_msg& msg) {
+        down = true;
+        CHECK(msg.reason == caf::exit_reason::remote_link_unreachable);
+      },
+      caf::after(10s) >> [] {});
+    CHECK(down);
+  }
+}

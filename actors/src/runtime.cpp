@@ -3,6 +3,8 @@
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include "sailor/comm/tcp.hpp"
+#include "sailor/comm/ucx.hpp"
 #include "sailor/config/log.hpp"
 
 namespace sailor::actors {
@@ -16,7 +18,7 @@ runtime_config::runtime_config() {
 result<std::unique_ptr<coordinator>> coordinator::start(caf::actor_system& system,
                                                         coordinator_options options) {
   std::unique_ptr<coordinator> self{new coordinator};
-  self->bridge_ = std::make_unique<bridge>(system);
+  self->bridge_ = std::make_unique<bridge>(system, options.transport);
   auto& sup = options.supervisor;
   if (!sup.scheduler) {
     if (!options.plan)
@@ -61,9 +63,10 @@ coordinator::~coordinator() {
 }
 
 result<std::unique_ptr<node>> node::start(caf::actor_system& system, const std::string& host,
-                                          std::uint16_t port, node_agent_options options) {
+                                          std::uint16_t port, node_agent_options options,
+                                          comm::transport* transport) {
   std::unique_ptr<node> self{new node};
-  self->bridge_ = std::make_unique<bridge>(system);
+  self->bridge_ = std::make_unique<bridge>(system, transport);
   auto peer = self->bridge_->connect(host, port);
   if (!peer)
     return peer.error();
@@ -89,8 +92,9 @@ node::~node() {
 }
 
 result<cluster_status> query_status(caf::actor_system& system, const std::string& host,
-                                    std::uint16_t port, std::chrono::milliseconds timeout) {
-  bridge links{system};
+                                    std::uint16_t port, std::chrono::milliseconds timeout,
+                                    comm::transport* transport) {
+  bridge links{system, transport};
   auto peer = links.connect(host, port, static_cast<int>(timeout.count()));
   if (!peer)
     return peer.error();
@@ -128,6 +132,30 @@ result<cluster_status> query_status(caf::actor_system& system, const std::string
   }
   links.close();
   return out;
+}
+
+}  // namespace sailor::actors
+
+namespace sailor::actors {
+
+result<std::unique_ptr<comm::transport>> make_transport(const std::string& kind,
+                                                        const std::string& name,
+                                                        const std::string& zone) {
+  comm::transport_options common;
+  common.local_name = name;
+  common.local_zone = zone;
+  if (kind == "ucx") {
+    comm::ucx_options options;
+    options.common = common;
+    return comm::make_ucx_transport(options);
+  }
+  if (kind == "tcp")
+    return comm::make_tcp_transport(common);
+  if (kind == "socket")
+    return std::unique_ptr<comm::transport>{};
+  return sailor::error{error_kind::invalid_input,
+                       "unknown transport '" + kind + "' (expected ucx, tcp or socket)", "", 0,
+                       "--transport"};
 }
 
 }  // namespace sailor::actors

@@ -31,6 +31,7 @@ struct node_args {
   std::string devices = "cpu:1";
   std::string gpu_type;
   std::string name;
+  std::string transport = "ucx";
 };
 
 // Devices from "cpu:N" or "cuda:all" / "cuda:N".
@@ -111,9 +112,16 @@ int run(const node_args& args) {
   sigaddset(&signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  auto transport =
+    actors::make_transport(args.transport, options.inventory.name, options.inventory.zone);
+  if (!transport) {
+    std::fprintf(stderr, "sailor-node: %s\n", transport.error().message.c_str());
+    return 2;
+  }
   actors::runtime_config cfg;
   caf::actor_system system{cfg};
-  auto node = actors::node::start(system, where->first, where->second, std::move(options));
+  auto node = actors::node::start(system, where->first, where->second, std::move(options),
+                                  transport->get());
   if (!node) {
     std::fprintf(stderr, "sailor-node: %s\n", node.error().message.c_str());
     return 1;
@@ -160,6 +168,8 @@ int main(int argc, char** argv) {
   app.add_option("--gpu-type", args.gpu_type, "GPU type as the cluster names it (default: CPU "
                                               "for cpu devices)");
   app.add_option("--name", args.name, "node name (default: HOST-PID)");
+  app.add_option("--transport", args.transport, "ucx, tcp or socket (as the coordinator)")
+    ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

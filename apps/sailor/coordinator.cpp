@@ -21,6 +21,7 @@ struct coordinator_args {
   double settle_s = 5;
   int heartbeat_ms = 500;
   int heartbeat_timeout_ms = 2000;
+  std::string transport = "ucx";
 };
 
 int run_coordinator(const coordinator_args& args) {
@@ -56,9 +57,15 @@ int run_coordinator(const coordinator_args& args) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  auto transport = actors::make_transport(args.transport, "coordinator", "");
+  if (!transport) {
+    std::fprintf(stderr, "sailor coordinator: %s\n", transport.error().message.c_str());
+    return 2;
+  }
   actors::runtime_config cfg;
   caf::actor_system system{cfg};
   actors::coordinator_options options;
+  options.transport = transport->get();
   options.host = where->first;
   options.port = where->second;
   for (auto& z : cluster->zones)
@@ -80,9 +87,10 @@ int run_coordinator(const coordinator_args& args) {
     std::fprintf(stderr, "sailor coordinator: %s\n", coordinator.error().message.c_str());
     return 1;
   }
-  std::printf("sailor coordinator: listening on %s:%u (cluster %s: %zu zones; model %s)\n",
+  std::printf("sailor coordinator: listening on %s:%u over %s (cluster %s: %zu zones; model %s)\n",
               where->first.c_str(), static_cast<unsigned>((*coordinator)->port()),
-              cluster->name.c_str(), cluster->zones.size(), model->name.c_str());
+              args.transport.c_str(), cluster->name.c_str(), cluster->zones.size(),
+              model->name.c_str());
   std::fflush(stdout);
   int sig = 0;
   sigwait(&signals, &sig);
@@ -111,6 +119,9 @@ void add_coordinator(CLI::App& app, command_set& commands) {
     ->capture_default_str();
   sub->add_option("--heartbeat-timeout-ms", args->heartbeat_timeout_ms,
                   "a node silent this long is lost")
+    ->capture_default_str();
+  sub->add_option("--transport", args->transport,
+                  "ucx or tcp (the comm transports) or socket (the bridge's own TCP)")
     ->capture_default_str();
   sub->callback([&commands, args] {
     commands.selected = [args] { return run_coordinator(*args); };

@@ -83,6 +83,7 @@ struct status_args {
   std::string where;
   bool json = false;
   int timeout_ms = 5000;
+  std::string transport = "ucx";
 };
 
 int run_status(const status_args& args) {
@@ -91,10 +92,16 @@ int run_status(const status_args& args) {
     std::fprintf(stderr, "sailor status: %s\n", where.error().message.c_str());
     return 2;
   }
+  auto transport = actors::make_transport(args.transport, "sailor-status", "");
+  if (!transport) {
+    std::fprintf(stderr, "sailor status: %s\n", transport.error().message.c_str());
+    return 2;
+  }
   actors::runtime_config cfg;
   caf::actor_system system{cfg};
   auto status = actors::query_status(system, where->first, where->second,
-                                     std::chrono::milliseconds{args.timeout_ms});
+                                     std::chrono::milliseconds{args.timeout_ms},
+                                     transport->get());
   if (!status) {
     std::fprintf(stderr, "sailor status: %s\n", status.error().message.c_str());
     return 1;
@@ -115,6 +122,8 @@ void add_status(CLI::App& app, command_set& commands) {
   sub->add_option("address", args->where, "HOST:PORT of the coordinator")->required();
   sub->add_flag("--json", args->json, "print JSON");
   sub->add_option("--timeout-ms", args->timeout_ms, "give up after this long")
+    ->capture_default_str();
+  sub->add_option("--transport", args->transport, "ucx, tcp or socket (as the coordinator)")
     ->capture_default_str();
   sub->callback([&commands, args] {
     commands.selected = [args] { return run_status(*args); };

@@ -22,7 +22,7 @@
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 
-#include "sailor/actors/link.hpp"
+#include "sailor/actors/link.hpp"  // also declares comm::transport
 #include "sailor/actors/messages.hpp"
 #include "sailor/config/error.hpp"
 
@@ -32,7 +32,9 @@ using peer_id = std::uint64_t;
 
 class bridge {
 public:
-  explicit bridge(caf::actor_system& system);
+  /// Links go over `transport` when given (comm's UCX or TCP backends, shaped or not; it must
+  /// outlive the bridge), else over the bridge's own framed TCP sockets.
+  explicit bridge(caf::actor_system& system, comm::transport* transport = nullptr);
   ~bridge();
   bridge(const bridge&) = delete;
   bridge& operator=(const bridge&) = delete;

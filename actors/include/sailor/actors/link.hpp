@@ -64,3 +64,21 @@ std::pair<std::shared_ptr<link>, std::shared_ptr<link>> local_link_pair();
 result<std::pair<std::string, std::uint16_t>> parse_host_port(const std::string& text);
 
 }  // namespace sailor::actors
+
+namespace sailor::comm {
+class transport;
+}
+
+namespace sailor::actors {
+
+/// Listens through a comm transport (UCX, comm's TCP, or either behind the link shaper).
+/// The transport's handshake already refuses peers of another protocol version and garbage
+/// (logged by comm); frames then travel as the transport's control messages.
+result<std::unique_ptr<link_listener>> comm_listen(comm::transport& transport,
+                                                   const std::string& host, std::uint16_t port,
+                                                   accept_handler on_accept);
+/// Connects through a comm transport; waits (bounded) until the handshake is accepted.
+result<std::shared_ptr<link>> comm_connect(comm::transport& transport, const std::string& host,
+                                           std::uint16_t port, int timeout_ms = 5000);
+
+}  // namespace sailor::actors

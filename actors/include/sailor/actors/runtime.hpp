@@ -15,6 +15,7 @@
 #include "sailor/actors/job_supervisor.hpp"
 #include "sailor/actors/node_agent.hpp"
 #include "sailor/actors/planner_actor.hpp"
+#include "sailor/comm/transport.hpp"
 
 namespace sailor::actors {
 
@@ -23,6 +24,7 @@ struct coordinator_options {
   std::uint16_t port = 0;  ///< 0: any free port (see coordinator::port)
   supervisor_options supervisor;  ///< its `scheduler` may be left empty when `plan` is set
   planning_function plan;         ///< wrapped in a planner_actor when no scheduler is given
+  comm::transport* transport = nullptr;  ///< comm transport (UCX...); null: the bridge's TCP
 };
 
 /// A running coordinator. Destroying it stops the supervisor and closes every link.
@@ -51,7 +53,8 @@ public:
   /// Connects to the coordinator at host:port and starts the agent (which joins at once).
   /// `options.supervisor` and `options.resolve` are filled here.
   static result<std::unique_ptr<node>> start(caf::actor_system& system, const std::string& host,
-                                             std::uint16_t port, node_agent_options options);
+                                             std::uint16_t port, node_agent_options options,
+                                             comm::transport* transport = nullptr);
   ~node();
 
   const caf::actor& agent() const { return agent_; }
@@ -69,7 +72,15 @@ private:
 /// Asks the coordinator at host:port for its status; bounded by `timeout`.
 result<cluster_status> query_status(caf::actor_system& system, const std::string& host,
                                     std::uint16_t port,
-                                    std::chrono::milliseconds timeout = std::chrono::seconds{5});
+                                    std::chrono::milliseconds timeout = std::chrono::seconds{5},
+                                    comm::transport* transport = nullptr);
+
+/// The transports a process can run the bridge over: "ucx" and "tcp" (the comm module's
+/// backends) or "socket" (the bridge's own framed TCP sockets, no comm transport: returns
+/// null). `name` and `zone` are told to peers in the comm handshake.
+result<std::unique_ptr<comm::transport>> make_transport(const std::string& kind,
+                                                        const std::string& name,
+                                                        const std::string& zone);
 
 /// A caf::actor_system_config with every Sailor message type registered.
 class runtime_config : public caf::actor_system_config {
