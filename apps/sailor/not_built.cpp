@@ -3,10 +3,6 @@
 
 namespace sailor::app {
 
-void add_simulate(CLI::App& app, command_set& commands) {
-  add_not_built(app, commands, "simulate", "predict iteration time, memory and cost of a plan",
-                "the simulator issue");
-}
 void add_plan(CLI::App& app, command_set& commands) {
   add_not_built(app, commands, "plan", "choose the best plan for a job", "the planner issue");
 }

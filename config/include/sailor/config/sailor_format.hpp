@@ -34,6 +34,8 @@ struct sailor_network {
   std::map<std::pair<endpoint, endpoint>, sailor_bandwidth_fit> fits;
   /// Egress $/GB between zones (communication_cost.json).
   std::map<std::pair<std::string, std::string>, double> egress_usd_per_gb;
+  /// Inside one node: (GPU type, GPUs used) -> fit (intra_node_bandwidths.json).
+  std::map<std::pair<std::string, int>, sailor_bandwidth_fit> intra_node;
 
   /// The fit between two endpoints, or null.
   const sailor_bandwidth_fit* find(const endpoint& a, const endpoint& b) const;

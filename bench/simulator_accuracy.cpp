@@ -1,0 +1,291 @@
+// Simulator accuracy against measured plans, closed form vs event simulation, and the speed of
+// one closed-form estimate.
+//
+//   simulator_accuracy [PLANS_DIR [SAILOR_DATA_ROOT [MODEL]]]
+//
+// PLANS_DIR is searched recursively for plan_config_*.json with measured "real" and "max_mem"
+// (default: Sailor's GH200 validation plans). The model is taken from the folder names
+// (OPT-350/...) unless given.
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sailor/config/sailor_format.hpp"
+#include "sailor/simulator/simulator.hpp"
+
+namespace fs = std::filesystem;
+using namespace sailor;
+
+namespace {
+
+std::string normalized(const std::string& s) {
+  std::string out;
+  for (char c : s)
+    if (std::isalnum(static_cast<unsigned char>(c))) out += static_cast<char>(std::tolower(c));
+  return out;
+}
+
+// The model a plan was measured on, from a folder of its path (OPT-350/, gpt_neo27/, ...).
+std::string model_from_path(const fs::path& p, const std::string& root) {
+  for (const auto& part : p) {
+    const std::string s = normalized(part.string());
+    for (const char* m : {"OPT-350", "GPT-Neo-2.7", "LLAMA-3-8", "OPT-30"})
+      if (s == normalized(m)) return m;
+  }
+  return "OPT-350";
+}
+
+// Errors (fractions) of every plan for every option set of a grid.
+template <class Record, class Setter>
+std::vector<std::vector<double>> grid_errors(const std::vector<Record>& records,
+                                             const std::map<std::string, config::sailor_data>& data,
+                                             const simulator::sim_options& base, int grid_size, Setter set,
+                                             bool memory) {
+  std::vector<std::vector<double>> err(grid_size, std::vector<double>(records.size(), NAN));
+  for (int g = 0; g < grid_size; ++g) {
+    simulator::sim_options o = base;
+    set(o, g);
+    std::map<std::string, simulator::sim_context> ctxs;
+    for (size_t i = 0; i < records.size(); ++i) {
+      const auto& r = records[i];
+      if (!ctxs.count(r.model)) {
+        const auto& d = data.at(r.model);
+        simulator::sim_inputs in;
+        in.model = d.model;
+        in.profile = &d.profile;
+        in.gpus = d.gpus;
+        in.network = &d.network;
+        in.job.optimizer = d.optimizer;
+        auto c = simulator::sim_context::make(in, o);
+        if (!c) continue;
+        ctxs.emplace(r.model, std::move(*c));
+      }
+      auto e = simulator::simulate(ctxs.at(r.model), r.plan);
+      const double truth = memory ? r.mem : r.real;
+      if (!e || truth <= 0) continue;
+      err[g][i] = ((memory ? e->peak_memory_bytes : e->iteration_time_s) - truth) / truth;
+    }
+  }
+  return err;
+}
+
+// For each held-out set, picks the grid point with the least mean |error| on the rest and
+// reports the held-out errors.
+struct held_out_result {
+  double mean = 0, worst = 0;
+  int n = 0;
+};
+held_out_result evaluate(const std::vector<std::vector<double>>& err, const std::vector<std::vector<int>>& folds) {
+  held_out_result out;
+  double sum = 0;
+  for (const auto& test : folds) {
+    int best = -1;
+    double best_score = 1e300;
+    for (size_t g = 0; g < err.size(); ++g) {
+      double s = 0;
+      int n = 0;
+      for (size_t i = 0; i < err[g].size(); ++i) {
+        if (std::find(test.begin(), test.end(), int(i)) != test.end() || std::isnan(err[g][i])) continue;
+        s += std::abs(err[g][i]);
+        ++n;
+      }
+      if (n > 0 && s / n < best_score) {
+        best_score = s / n;
+        best = int(g);
+      }
+    }
+    if (best < 0) continue;
+    for (int i : test) {
+      if (std::isnan(err[best][i])) continue;
+      sum += std::abs(err[best][i]);
+      out.worst = std::max(out.worst, std::abs(err[best][i]));
+      ++out.n;
+    }
+  }
+  out.mean = out.n ? sum / out.n : 0;
+  return out;
+}
+
+template <class Record>
+void cross_validate(const std::vector<Record>& records, const std::map<std::string, config::sailor_data>& data,
+                    const simulator::sim_options& base) {
+  if (records.size() < 3) return;
+  // Time: the two fitted quantities (profiling overhead per layer, network efficiency).
+  const double overheads[] = {0, 50e-6, 100e-6, 150e-6, 200e-6, 250e-6};
+  const double efficiencies[] = {0.2, 0.25, 0.33, 0.4, 0.5, 0.7, 1.0};
+  auto time_err = grid_errors(records, data, base, 6 * 7, [&](simulator::sim_options& o, int g) {
+    o.profile_layer_overhead_s = overheads[g / 7];
+    o.network_efficiency = efficiencies[g % 7];
+  }, false);
+  // Memory: framework overhead and activation peak factor.
+  const double frameworks[] = {3.0e9, 3.5e9, 4.0e9, 4.3e9, 4.6e9, 5.0e9};
+  const double factors[] = {1.0, 1.05, 1.1, 1.12, 1.15, 1.2};
+  auto mem_err = grid_errors(records, data, base, 6 * 6, [&](simulator::sim_options& o, int g) {
+    o.framework_overhead_bytes = frameworks[g / 6];
+    o.activation_peak_factor = factors[g % 6];
+  }, true);
+  std::vector<std::vector<int>> loo, large;
+  std::vector<int> big;
+  for (size_t i = 0; i < records.size(); ++i) {
+    loo.push_back({int(i)});
+    // plans of 16 or more nodes held out, fitted on the smaller ones
+    if (records[i].plan.total_gpus() >= 64) big.push_back(int(i));
+  }
+  large.push_back(big);
+  auto t1 = evaluate(time_err, loo), m1 = evaluate(mem_err, loo);
+  std::printf("\nheld out (parameters refitted without the plans they are tested on):\n");
+  std::printf("  leave-one-out:           time mean %.2f%% worst %.2f%%; memory mean %.2f%% worst %.2f%% (%d plans)\n",
+              100 * t1.mean, 100 * t1.worst, 100 * m1.mean, 100 * m1.worst, t1.n);
+  if (!big.empty() && big.size() < records.size()) {
+    auto t2 = evaluate(time_err, large), m2 = evaluate(mem_err, large);
+    std::printf("  fit < 64 GPUs, test >= 64: time mean %.2f%% worst %.2f%%; memory mean %.2f%% worst %.2f%% (%d plans)\n",
+                100 * t2.mean, 100 * t2.worst, 100 * m2.mean, 100 * m2.worst, t2.n);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string data_root = argc > 2 ? argv[2] : std::string(SAILOR_DATA_DIR) + "/sailor";
+  const std::string plans_dir =
+      argc > 1 ? argv[1] : data_root + "/sailor/Planner/simulations/validation";
+  const std::string forced_model = argc > 3 ? argv[3] : "";
+
+  std::vector<fs::path> files;
+  if (!fs::is_directory(plans_dir)) {
+    std::fprintf(stderr, "simulator_accuracy: %s is not a directory\n", plans_dir.c_str());
+    return 2;
+  }
+  for (const auto& e : fs::recursive_directory_iterator(plans_dir))
+    if (e.is_regular_file() && e.path().extension() == ".json" &&
+        e.path().filename().string().rfind("plan_config", 0) == 0)
+      files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  if (files.empty()) {
+    std::fprintf(stderr, "simulator_accuracy: no plan_config_*.json under %s\n", plans_dir.c_str());
+    return 2;
+  }
+
+  struct record {
+    std::string model;
+    config::plan plan;
+    double real = 0, mem = 0;
+    std::string file;
+  };
+  std::vector<record> records;
+  simulator::sim_options base_options;
+  std::map<std::string, config::sailor_data> data;
+  std::map<std::string, simulator::sim_context> contexts;
+  double sum_t = 0, worst_t = 0, sum_m = 0, worst_m = 0, worst_ce = 0;
+  int n_t = 0, n_m = 0;
+  std::printf("%-34s %9s %9s %7s | %8s %8s %7s | %9s %7s\n", "plan", "real_s", "pred_s", "err%",
+              "mem_GB", "pred_GB", "err%", "event_s", "cf-ev%");
+  simulator::resolved_plan four_stage;
+  const simulator::sim_context* four_ctx = nullptr;
+  for (const auto& f : files) {
+    const std::string model = forced_model.empty() ? model_from_path(f, plans_dir) : forced_model;
+    if (!contexts.count(model)) {
+      auto d = config::load_sailor_data(data_root, model);
+      if (!d) {
+        std::fprintf(stderr, "%s\n", d.error().to_string().c_str());
+        return 1;
+      }
+      data.emplace(model, std::move(*d));
+      const auto& dd = data.at(model);
+      simulator::sim_inputs in;
+      in.model = dd.model;
+      in.profile = &dd.profile;
+      in.gpus = dd.gpus;
+      in.network = &dd.network;
+      in.job.optimizer = dd.optimizer;
+      in.job.global_batch = dd.default_global_batch;
+      simulator::sim_options& opts = base_options;
+      if (const char* env = std::getenv("SAILOR_SIM_OPTIONS")) {
+        if (auto err = simulator::set_options(opts, env)) {
+          std::fprintf(stderr, "SAILOR_SIM_OPTIONS: %s\n", err->to_string().c_str());
+          return 2;
+        }
+      }
+      auto ctx = simulator::sim_context::make(in, opts);
+      if (!ctx) {
+        std::fprintf(stderr, "%s\n", ctx.error().to_string().c_str());
+        return 1;
+      }
+      contexts.emplace(model, std::move(*ctx));
+    }
+    const auto& ctx = contexts.at(model);
+    auto pf = config::load_sailor_plan(f.string());
+    if (!pf) {
+      std::fprintf(stderr, "%s\n", pf.error().to_string().c_str());
+      continue;
+    }
+    auto est = simulator::simulate(ctx, pf->value);
+    auto ev = simulator::simulate_events(ctx, pf->value);
+    if (!est || !ev) {
+      std::fprintf(stderr, "%s: %s\n", f.filename().c_str(),
+                   (!est ? est.error() : ev.error()).to_string().c_str());
+      continue;
+    }
+    const double real = pf->measured_iteration_s, mem = pf->measured_peak_memory_bytes;
+    const double et = real > 0 ? 100.0 * (est->iteration_time_s - real) / real : 0;
+    const double em = mem > 0 ? 100.0 * (est->peak_memory_bytes - mem) / mem : 0;
+    const double ce = 100.0 * (est->iteration_time_s - ev->iteration_time_s) / ev->iteration_time_s;
+    if (real > 0) {
+      sum_t += std::abs(et);
+      worst_t = std::max(worst_t, std::abs(et));
+      ++n_t;
+    }
+    if (mem > 0) {
+      sum_m += std::abs(em);
+      worst_m = std::max(worst_m, std::abs(em));
+      ++n_m;
+    }
+    worst_ce = std::max(worst_ce, std::abs(ce));
+    std::string name = fs::relative(f, plans_dir).string();
+    if (name.size() > 34) name = name.substr(name.size() - 34);
+    std::printf("%-34s %9.4f %9.4f %+7.2f | %8.3f %8.3f %+7.2f | %9.4f %+7.3f\n", name.c_str(), real,
+                est->iteration_time_s, et, mem / 1e9, est->peak_memory_bytes / 1e9, em,
+                ev->iteration_time_s, ce);
+    records.push_back({model, pf->value, real, mem, f.string()});
+    if (pf->value.num_stages() == 4 && !four_ctx) {
+      auto rp = simulator::resolve(ctx, pf->value);
+      if (rp) {
+        four_stage = *rp;
+        four_ctx = &ctx;
+      }
+    }
+  }
+  std::printf("\niteration time: mean |error| %.2f%%, worst %.2f%% over %d plans (target: < 5%%, < 10%%)\n",
+              n_t ? sum_t / n_t : 0.0, worst_t, n_t);
+  std::printf("peak memory:    mean |error| %.2f%%, worst %.2f%% over %d plans (target: < 5%%, < 10%%)\n",
+              n_m ? sum_m / n_m : 0.0, worst_m, n_m);
+  std::printf("closed form vs event simulation: worst difference %.3f%% (target: < 2%%)\n", worst_ce);
+
+  cross_validate(records, data, base_options);
+
+  if (four_ctx) {
+    // Time of one closed-form estimate of a resolved 4-stage plan.
+    const int reps = 200000;
+    volatile double sink = 0;
+    // Thread CPU time: the machine may be shared, and waiting for a core is not our cost.
+    auto cpu_now = [] {
+      timespec ts{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+      return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+    };
+    const double start = cpu_now();
+    for (int i = 0; i < reps; ++i) sink = sink + simulator::closed_form(*four_ctx, four_stage).iteration_time_s;
+    const double us = (cpu_now() - start) / reps;
+    std::printf("closed form, 4-stage plan (%d replicas per stage): %.3f us per estimate (target: < 2 us)\n",
+                four_stage.stages[0].num_replicas, us);
+  }
+  return 0;
+}

@@ -1,0 +1,157 @@
+// The planner's closed form of a complete plan: 1F1B pipeline of the slowest replica per stage,
+// point-to-point transfers between consecutive stages of each pipeline, a ring all-reduce of
+// gradients per stage over its replicas (limited by the ring's slowest link), the optimizer step,
+// GPU dollars for the iteration and egress dollars for every byte that leaves a zone.
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <sstream>
+
+#include "estimate.hpp"
+
+namespace sailor::planner {
+
+availability availability_of(const config::cluster& c) {
+  availability out;
+  for (const auto& z : c.zones)
+    for (const auto& [g, n] : z.gpus)
+      if (n > 0) out[g][z.name] += n;
+  return out;
+}
+
+config::cluster with_availability(config::cluster c, const availability& a) {
+  for (auto& z : c.zones) z.gpus.clear();
+  for (const auto& [g, zones] : a) {
+    for (const auto& [zn, n] : zones) {
+      auto it = std::find_if(c.zones.begin(), c.zones.end(),
+                             [&](const config::zone& z) { return z.name == zn; });
+      if (it == c.zones.end()) {
+        std::string region = zn;
+        if (auto pos = zn.rfind('-'); pos != std::string::npos) region = zn.substr(0, pos);
+        c.zones.push_back(config::zone{zn, region, {}});
+        it = c.zones.end() - 1;
+        auto rit = std::find_if(c.regions.begin(), c.regions.end(),
+                                [&](const config::region& r) { return r.name == region; });
+        if (rit == c.regions.end()) c.regions.push_back(config::region{region, {zn}});
+        else rit->zones.push_back(zn);
+      }
+      it->gpus[g] += n;
+    }
+  }
+  return c;
+}
+
+std::string summary(const config::plan& p) {
+  std::ostringstream o;
+  o << "mbs " << p.micro_batch;
+  for (const auto& s : p.stages) {
+    o << " | [" << s.first_layer << "," << s.end_layer() << ")" << (s.recompute ? " rc" : "");
+    // Runs of equal replicas, in order.
+    for (size_t i = 0; i < s.replicas.size();) {
+      size_t j = i;
+      const auto& r = s.replicas[i];
+      while (j < s.replicas.size() && s.replicas[j].gpu_type == r.gpu_type &&
+             s.replicas[j].zone == r.zone && s.replicas[j].tp == r.tp)
+        ++j;
+      o << " " << (j - i) << "x" << r.gpu_type << "/tp" << r.tp << "@" << r.zone;
+      i = j;
+    }
+  }
+  if (p.estimate)
+    o << " || " << p.estimate->iteration_time_s << " s/it, $" << p.estimate->cost_per_iteration_usd << "/it";
+  return o.str();
+}
+
+double objective_value(const config::job& job, const config::plan_estimate& e) {
+  return job.goal == config::objective::min_cost ? e.cost_per_iteration_usd : e.iteration_time_s;
+}
+
+bool meets_constraints(const config::job& job, const config::plan_estimate& e) {
+  const auto& c = job.limits;
+  const double eps = 1e-9;
+  if (c.max_cost_per_iteration_usd && e.cost_per_iteration_usd > *c.max_cost_per_iteration_usd + eps)
+    return false;
+  if (c.max_cost_per_hour_usd && e.cost_per_hour_usd > *c.max_cost_per_hour_usd + eps) return false;
+  if (c.min_iterations_per_s && e.throughput_iters_per_s < *c.min_iterations_per_s - eps)
+    return false;
+  return true;
+}
+
+namespace detail {
+
+result<estimate> estimate_with(const problem& prob, const tables& tab, const network& net,
+                               const config::plan& p) {
+  (void)prob;
+  (void)net;
+  const auto& ctx = tab.context();
+  auto sim = simulator::simulate(ctx, p);
+  if (!sim) return sim.error();
+  estimate out;
+  const auto& e = *sim;
+  out.totals.iteration_time_s = e.iteration_time_s;
+  out.totals.throughput_iters_per_s = e.throughput_iters_per_s;
+  out.totals.cost_per_iteration_usd = e.cost_per_iteration_usd;
+  out.totals.cost_per_hour_usd = e.cost_per_hour_usd;
+  out.totals.peak_memory_bytes = e.peak_memory_bytes;
+  out.pipeline_s = e.pipeline_s;
+  out.egress_usd_per_iteration = e.egress_usd_per_iteration;
+  out.fits_memory = e.fits_memory;
+  out.stages.resize(e.stages.size());
+  int sync_stage = 0;
+  for (size_t s = 0; s < e.stages.size(); ++s) {
+    const auto& st = e.stages[s];
+    out.stages[s].compute_per_micro_batch_s = st.forward_s + st.backward_s;
+    out.stages[s].sync_s = st.allreduce_s;
+    if (st.allreduce_s > out.sync_s) out.sync_s = st.allreduce_s, sync_stage = int(s);
+    out.update_s = std::max(out.update_s, st.update_s);
+    out.micro_batches = std::max(out.micro_batches, st.micro_batches);
+  }
+  for (const auto& g : e.memory) {
+    auto& sr = out.stages[g.stage];
+    double cap = g.capacity_bytes;
+    if (sr.memory_capacity_bytes <= 0 ||
+        g.bytes.total() / std::max(cap, 1.0) > sr.peak_memory_bytes / std::max(sr.memory_capacity_bytes, 1.0)) {
+      sr.peak_memory_bytes = g.bytes.total();
+      sr.memory_capacity_bytes = cap;
+    }
+  }
+  std::ostringstream what;
+  if (e.sync_and_update_s > e.steady_s && out.sync_s >= out.update_s) {
+    what << "gradient sync of stage " << sync_stage;
+    out.bottleneck = {what.str(), out.sync_s};
+  } else if (e.sync_and_update_s > e.steady_s) {
+    what << "optimizer step";
+    out.bottleneck = {what.str(), out.update_s};
+  } else {
+    const auto& st = e.stages[e.bottleneck_stage];
+    double send = st.send_forward_s + st.send_backward_s;
+    if (send > st.forward_s + st.backward_s) what << "p2p transfers of stage " << e.bottleneck_stage;
+    else what << "compute of stage " << e.bottleneck_stage;
+    out.bottleneck = {what.str(), st.forward_s + st.backward_s + send};
+  }
+  return out;
+}
+
+}  // namespace detail
+
+result<simulator::sim_context> make_context(const problem& prob) {
+  simulator::sim_inputs in;
+  in.model = prob.model;
+  in.profile = &prob.profile;
+  in.gpus = prob.cluster.gpus;
+  in.cluster = &prob.cluster;
+  in.network = prob.network ? &*prob.network : nullptr;
+  in.job = prob.job;
+  return simulator::sim_context::make(in, prob.sim);
+}
+
+result<estimate> estimate_plan(const problem& prob, const config::plan& p) {
+  auto ctx = make_context(prob);
+  if (!ctx) return ctx.error();
+  detail::tables tab(prob, *ctx);
+  detail::network net(*ctx);
+  return detail::estimate_with(prob, tab, net, p);
+}
+
+}  // namespace sailor::planner

@@ -1,0 +1,389 @@
+#include "sailor/planner/planner.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <sstream>
+
+#include "search.hpp"
+
+namespace sailor::planner {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+sailor::error make_error(error_kind kind, std::string field, std::string message) {
+  return sailor::error{kind, std::move(message), "", 0, std::move(field)};
+}
+
+std::string fmt(double v, int digits = 4) {
+  std::ostringstream o;
+  o.precision(digits);
+  o << v;
+  return o.str();
+}
+
+status check_problem(const problem& prob, const detail::tables& tab) {
+  if (prob.job.global_batch <= 0)
+    return make_error(error_kind::invalid_input, "job.global_batch", "must be a positive number of sequences");
+  if (prob.model.num_layers <= 0)
+    return make_error(error_kind::invalid_input, "model.num_layers", "the model has no layers");
+  if (prob.cluster.total_gpus() == 0)
+    return make_error(error_kind::infeasible, "cluster.zones", "no GPUs are available");
+  if (tab.gpu_names().empty()) {
+    std::string types;
+    for (const auto& [g, zones] : availability_of(prob.cluster)) types += (types.empty() ? "" : ", ") + g;
+    std::string profiled;
+    for (const auto& [g, p] : prob.profile.by_gpu) profiled += (profiled.empty() ? "" : ", ") + g;
+    return make_error(error_kind::not_found, "profile",
+                      "no available GPU type (" + types + ") has a profile for model '" +
+                          prob.model.name + "' (profiled: " + profiled + ")");
+  }
+  return std::nullopt;
+}
+
+// Why nothing fits: the smallest memory any single layer needs, against the largest GPU.
+sailor::error explain_memory(const problem& prob, const detail::tables& tab) {
+  double best_ratio = INFINITY;
+  std::string where;
+  for (int g = 0; g < int(tab.gpu_names().size()); ++g) {
+    for (int b : tab.micro_batches()) {
+      for (int t : tab.tps(g, b)) {
+        const auto* c = tab.find(g, t, b);
+        for (int l = 0; l < tab.num_layers(); ++l) {
+          double need = tab.stage_memory(*c, l, l + 1, prob.job.allow_recompute, 1);
+          double ratio = need / std::max(1.0, tab.memory_bytes(g));
+          if (ratio > 1 && ratio < best_ratio) {
+            best_ratio = ratio;
+            where = "layer " + std::to_string(l) + " alone needs " + fmt(need / 1e9) + " GB on " +
+                    tab.gpu_names()[g] + " (TP " + std::to_string(t) + ", micro-batch " +
+                    std::to_string(b) + "), which has " + fmt(tab.memory_bytes(g) / 1e9) + " GB";
+          }
+        }
+      }
+    }
+  }
+  std::string msg = "the model fits on none of the available GPUs";
+  if (!where.empty()) msg += ": even the best split fails, e.g. " + where;
+  msg += " (over by " + fmt((std::isfinite(best_ratio) ? best_ratio - 1 : 0) * 100, 3) + "%)";
+  msg += "; the pool may also be too small for the stages the model needs";
+  return make_error(error_kind::infeasible, "cluster", msg);
+}
+
+// Which constraint cannot be met, and by how much: the best value reachable without it.
+sailor::error explain_constraints(const problem& prob, const detail::tables& tab,
+                                  const detail::network& net, const options& opts) {
+  const auto& lim = prob.job.limits;
+  detail::search_stats stats;
+  auto best_under = [&](config::objective goal) -> std::optional<detail::candidate> {
+    problem free = prob;
+    free.job.limits = {};
+    free.job.goal = goal;
+    auto c = detail::search(free, tab, net, opts, 1, 0.0, stats);
+    if (c.empty() || !c.front().feasible) return std::nullopt;
+    return c.front();
+  };
+  if (lim.min_iterations_per_s) {
+    auto fastest = best_under(config::objective::max_throughput);
+    if (!fastest) return explain_memory(prob, tab);
+    double got = fastest->detail.totals.throughput_iters_per_s;
+    if (got < *lim.min_iterations_per_s)
+      return make_error(error_kind::infeasible, "job.constraints.min_iterations_per_s",
+                        "cannot be met: " + fmt(*lim.min_iterations_per_s) +
+                            " iterations/s asked, the fastest plan reaches " + fmt(got) +
+                            " (short by " + fmt((1 - got / *lim.min_iterations_per_s) * 100, 3) + "%)");
+  }
+  auto cheapest = best_under(config::objective::min_cost);
+  if (!cheapest) return explain_memory(prob, tab);
+  if (lim.max_cost_per_iteration_usd &&
+      cheapest->detail.totals.cost_per_iteration_usd > *lim.max_cost_per_iteration_usd) {
+    double got = cheapest->detail.totals.cost_per_iteration_usd;
+    return make_error(error_kind::infeasible, "job.constraints.max_cost_per_iteration_usd",
+                      "cannot be met: at most $" + fmt(*lim.max_cost_per_iteration_usd) +
+                          " per iteration asked, the cheapest plan costs $" + fmt(got) +
+                          " (over by " + fmt((got / *lim.max_cost_per_iteration_usd - 1) * 100, 3) + "%)");
+  }
+  if (lim.max_cost_per_hour_usd) {
+    double got = cheapest->detail.totals.cost_per_hour_usd;
+    return make_error(error_kind::infeasible, "job.constraints.max_cost_per_hour_usd",
+                      "cannot be met: at most $" + fmt(*lim.max_cost_per_hour_usd) +
+                          " per hour asked, the cheapest plan per iteration runs at $" + fmt(got) +
+                          " per hour" +
+                          (got > *lim.max_cost_per_hour_usd
+                               ? " (over by " + fmt((got / *lim.max_cost_per_hour_usd - 1) * 100, 3) + "%)"
+                               : "; no plan found meets this together with the other constraints"));
+  }
+  return make_error(error_kind::infeasible, "job.constraints",
+                    "the constraints cannot be met together (each alone can)");
+}
+
+// Re-ranks the feasible candidates with the scorer; returns the index chosen.
+size_t rerank(const problem& prob, std::vector<detail::candidate>& cands, const options& opts,
+              size_t limit) {
+  if (!opts.score) return 0;
+  size_t best = 0;
+  double best_value = INFINITY;
+  for (size_t i = 0; i < cands.size() && i < limit; ++i) {
+    if (!cands[i].feasible) continue;
+    auto e = opts.score(cands[i].plan);
+    if (!e) continue;
+    if (!meets_constraints(prob.job, *e)) continue;
+    double v = objective_value(prob.job, *e);
+    cands[i].plan.estimate = *e;
+    if (v < best_value * (1 - 1e-12)) best_value = v, best = i;
+  }
+  return best;
+}
+
+}  // namespace
+
+double state_kept(const problem& prob, const config::plan& before, const config::plan& after) {
+  // Parameters of (layer, zone, GPU type) the old plan held: moving them inside a zone is cheap,
+  // bringing them into a zone is what costs.
+  auto held = [&](const config::plan& p, int layer, const config::replica& r) {
+    for (const auto& s : p.stages) {
+      if (layer < s.first_layer || layer >= s.end_layer()) continue;
+      for (const auto& o : s.replicas)
+        if (o.zone == r.zone && o.gpu_type == r.gpu_type) return true;
+    }
+    return false;
+  };
+  double kept = 0, total = 0;
+  for (const auto& s : after.stages) {
+    for (int l = s.first_layer; l < s.end_layer(); ++l) {
+      double w = double(std::max<std::int64_t>(1, prob.model.params_of_layer(l)));
+      for (const auto& r : s.replicas) {
+        total += w;
+        if (held(before, l, r)) kept += w;
+      }
+    }
+  }
+  return total > 0 ? kept / total : 0;
+}
+
+result<plan_result> plan_job(const problem& prob, const options& opts) {
+  auto t0 = clock_type::now();
+  auto ctx = make_context(prob);
+  if (!ctx) return ctx.error();
+  detail::tables tab(prob, *ctx);
+  if (auto err = check_problem(prob, tab)) return *err;
+  detail::network net(*ctx);
+  detail::search_stats stats;
+  int keep = std::max(1, opts.candidates_to_rerank);
+  auto cands = detail::search(prob, tab, net, opts, keep, 0.0, stats);
+  if (cands.empty() || !cands.front().feasible) {
+    if (cands.empty() && !prob.job.limits.max_cost_per_hour_usd &&
+        !prob.job.limits.max_cost_per_iteration_usd && !prob.job.limits.min_iterations_per_s)
+      return explain_memory(prob, tab);
+    return explain_constraints(prob, tab, net, opts);
+  }
+  size_t pick = rerank(prob, cands, opts, size_t(keep));
+  plan_result out;
+  out.plan = cands[pick].plan;
+  out.detail = cands[pick].detail;
+  if (!opts.score) out.plan.estimate = out.detail.totals;
+  out.dp_states = stats.dp_states;
+  out.configurations = stats.configurations;
+  out.search_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+  return out;
+}
+
+result<plan_result> replan(const problem& prob, const config::plan& current, const options& opts,
+                           double tolerance) {
+  auto t0 = clock_type::now();
+  auto ctx = make_context(prob);
+  if (!ctx) return ctx.error();
+  detail::tables tab(prob, *ctx);
+  if (auto err = check_problem(prob, tab)) return *err;
+  detail::network net(*ctx);
+  detail::search_stats stats;
+  auto cands = detail::search(prob, tab, net, opts, 24, tolerance + 0.01, stats);
+
+  // The current plan repaired: replicas on GPUs that are gone are dropped, and every stage keeps
+  // as many replicas as the stage that lost most.
+  {
+    auto left = availability_of(prob.cluster);
+    config::plan repaired = current;
+    size_t D = SIZE_MAX;
+    for (auto& s : repaired.stages) {
+      std::vector<config::replica> keep;
+      for (const auto& r : s.replicas) {
+        int& n = left[r.gpu_type][r.zone];
+        if (n >= r.tp) n -= r.tp, keep.push_back(r);
+      }
+      s.replicas = std::move(keep);
+      D = std::min(D, s.replicas.size());
+    }
+    if (D != SIZE_MAX && D > 0) {
+      for (auto& s : repaired.stages) s.replicas.resize(D);
+      repaired.global_batch = prob.job.global_batch;
+      if (auto c = detail::make_candidate(prob, tab, net, repaired)) cands.push_back(std::move(*c));
+    }
+  }
+  std::stable_sort(cands.begin(), cands.end(), detail::better);
+  if (cands.empty() || !cands.front().feasible) {
+    if (cands.empty()) return explain_memory(prob, tab);
+    return explain_constraints(prob, tab, net, opts);
+  }
+  const double best = cands.front().value;
+  size_t pick = 0;
+  double pick_kept = -1;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    if (!cands[i].feasible || cands[i].value > best * (1 + tolerance)) continue;
+    double k = state_kept(prob, current, cands[i].plan);
+    if (k > pick_kept + 1e-12) pick_kept = k, pick = i;
+  }
+  plan_result out;
+  out.plan = cands[pick].plan;
+  out.detail = cands[pick].detail;
+  out.plan.estimate = out.detail.totals;
+  if (opts.score)
+    if (auto e = opts.score(out.plan)) out.plan.estimate = *e;
+  out.dp_states = stats.dp_states;
+  out.configurations = stats.configurations;
+  out.search_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+  return out;
+}
+
+// ---- exhaustive reference ------------------------------------------------------------------
+
+namespace {
+
+struct exhaustive_state {
+  const problem& prob;
+  const detail::tables& tab;
+  const detail::network& net;
+  const options& opts;
+  std::vector<std::string> zones;
+  std::vector<std::vector<int>> left;  // [type][zone]
+  int b = 1, D = 1, S = 1, m = 1;
+  std::vector<config::stage_plan> stages;
+  std::optional<detail::candidate> best;
+  long long visited = 0;
+
+  void leaf() {
+    config::plan p;
+    p.micro_batch = b;
+    p.global_batch = prob.job.global_batch;
+    p.stages = stages;
+    ++visited;
+    std::optional<detail::candidate> c;
+    if (opts.score) {
+      auto e = opts.score(p);
+      if (!e) return;
+      detail::candidate k;
+      auto d = detail::estimate_with(prob, tab, net, p);
+      if (!d) return;
+      k.detail = *d;
+      p.estimate = *e;
+      k.plan = p;
+      k.value = objective_value(prob.job, *e);
+      k.feasible = d->fits_memory && meets_constraints(prob.job, *e);
+      c = std::move(k);
+    } else {
+      c = detail::make_candidate(prob, tab, net, p);
+    }
+    if (!c || !c->feasible) return;
+    if (!best || detail::better(*c, *best)) best = std::move(c);
+  }
+
+  // Splits `count` replicas over zones z.. for type g at TP t (as counts per zone).
+  void zones_for(int s, int a, int e, int g, int t, bool rc, int zi, int count,
+                 std::vector<config::replica>& reps) {
+    if (count == 0) {
+      config::stage_plan sp;
+      sp.first_layer = a;
+      sp.num_layers = e - a;
+      sp.recompute = rc;
+      sp.replicas = reps;
+      stages.push_back(sp);
+      stage(s + 1, e);
+      stages.pop_back();
+      return;
+    }
+    if (zi >= int(zones.size())) return;
+    int most = std::min(count, left[g][zi] / t);
+    for (int k = most; k >= 0; --k) {
+      if (k == 0 && zi + 1 >= int(zones.size())) continue;
+      left[g][zi] -= k * t;
+      for (int i = 0; i < k; ++i) reps.push_back({tab.gpu_names()[g], zones[zi], t, {}, {}});
+      zones_for(s, a, e, g, t, rc, zi + 1, count - k, reps);
+      reps.resize(reps.size() - k);
+      left[g][zi] += k * t;
+    }
+  }
+
+  void stage(int s, int a) {
+    const int n = tab.num_layers();
+    if (s == S) {
+      if (a == n) leaf();
+      return;
+    }
+    int stages_left = S - s;
+    for (int e = a + 1; e <= n - (stages_left - 1); ++e) {
+      if (s == S - 1 && e != n) continue;
+      for (int g = 0; g < int(tab.gpu_names().size()); ++g) {
+        for (int t : tab.tps(g, b)) {
+          const auto* c = tab.find(g, t, b);
+          int in_flight = std::min(m, S - s);
+          bool rc = false;
+          if (tab.stage_memory(*c, a, e, false, in_flight) > tab.memory_bytes(g)) {
+            if (!prob.job.allow_recompute ||
+                tab.stage_memory(*c, a, e, true, in_flight) > tab.memory_bytes(g))
+              continue;
+            rc = true;
+          }
+          std::vector<config::replica> reps;
+          zones_for(s, a, e, g, t, rc, 0, D, reps);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+
+result<plan_result> exhaustive_search(const problem& prob, const options& opts, int max_gpus) {
+  auto t0 = clock_type::now();
+  auto ctx = make_context(prob);
+  if (!ctx) return ctx.error();
+  detail::tables tab(prob, *ctx);
+  if (auto err = check_problem(prob, tab)) return *err;
+  if (prob.cluster.total_gpus() > max_gpus)
+    return make_error(error_kind::invalid_input, "cluster",
+                      "exhaustive search refuses " + std::to_string(prob.cluster.total_gpus()) +
+                          " GPUs (at most " + std::to_string(max_gpus) + ")");
+  detail::network net(*ctx);
+  exhaustive_state st{prob, tab, net, opts, {}, {}, 1, 1, 1, 1, {}, std::nullopt, 0};
+  for (const auto& z : prob.cluster.zones) st.zones.push_back(z.name);
+  st.left.assign(tab.gpu_names().size(), std::vector<int>(st.zones.size(), 0));
+  for (size_t zi = 0; zi < st.zones.size(); ++zi)
+    for (const auto& [g, n] : prob.cluster.zones[zi].gpus) {
+      int gi = tab.gpu_index(g);
+      if (gi >= 0) st.left[gi][zi] += n;
+    }
+  const int total = prob.cluster.total_gpus();
+  for (int b : tab.micro_batches()) {
+    st.b = b;
+    for (int D = 1; D <= std::min(total, std::max(1, prob.job.global_batch / b)); ++D) {
+      st.D = D;
+      st.m = (prob.job.global_batch + b * D - 1) / (b * D);
+      for (int S = 1; S <= tab.num_layers() && S * D <= total; ++S) {
+        if (opts.max_stages > 0 && S > opts.max_stages) break;
+        st.S = S;
+        st.stage(0, 0);
+      }
+    }
+  }
+  if (!st.best) return make_error(error_kind::infeasible, "cluster", "no plan fits and meets the constraints");
+  plan_result out;
+  out.plan = st.best->plan;
+  out.detail = st.best->detail;
+  if (!out.plan.estimate) out.plan.estimate = out.detail.totals;
+  out.configurations = int(std::min<long long>(st.visited, 1 << 30));
+  out.search_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+  return out;
+}
+
+}  // namespace sailor::planner

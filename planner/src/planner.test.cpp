@@ -1,0 +1,99 @@
+#include "sailor/planner/planner.hpp"
+
+#include <cmath>
+
+#include <doctest/doctest.h>
+
+#include "test_pools.hpp"
+
+using namespace sailor;
+using namespace sailor::planner;
+using sailor::planner::testing::tiny_problem;
+
+namespace {
+
+bool same_plan(const config::plan& a, const config::plan& b) {
+  if (a.micro_batch != b.micro_batch || a.num_stages() != b.num_stages()) return false;
+  for (int s = 0; s < a.num_stages(); ++s) {
+    const auto& x = a.stages[s];
+    const auto& y = b.stages[s];
+    if (x.first_layer != y.first_layer || x.num_layers != y.num_layers || x.recompute != y.recompute ||
+        x.replicas.size() != y.replicas.size())
+      return false;
+    for (size_t r = 0; r < x.replicas.size(); ++r)
+      if (x.replicas[r].gpu_type != y.replicas[r].gpu_type || x.replicas[r].zone != y.replicas[r].zone ||
+          x.replicas[r].tp != y.replicas[r].tp)
+        return false;
+  }
+  return true;
+}
+
+options no_mixing() {
+  options o;
+  o.mixed_replicas = false;
+  return o;
+}
+
+void check_agrees(const problem& prob, std::string what) {
+  CAPTURE(what);
+  auto ex = exhaustive_search(prob, no_mixing());
+  REQUIRE_MESSAGE(ex.ok(), (ex.ok() ? "" : ex.error().to_string()));
+  auto pl = plan_job(prob, no_mixing());
+  REQUIRE_MESSAGE(pl.ok(), (pl.ok() ? "" : pl.error().to_string()));
+  double ve = objective_value(prob.job, *ex->plan.estimate);
+  double vp = objective_value(prob.job, *pl->plan.estimate);
+  CAPTURE(ve);
+  CAPTURE(vp);
+  std::string exhaustive_plan = summary(ex->plan), planner_plan = summary(pl->plan);
+  CAPTURE(exhaustive_plan);
+  CAPTURE(planner_plan);
+  CHECK(vp <= ve * 1.01);
+  CHECK(vp >= ve * 0.99);
+  CHECK(meets_constraints(prob.job, *pl->plan.estimate));
+  // Mixing replica types may only help.
+  auto mixed = plan_job(prob);
+  REQUIRE(mixed.ok());
+  CHECK(objective_value(prob.job, *mixed->plan.estimate) <= vp * (1 + 1e-9));
+}
+
+}  // namespace
+
+TEST_CASE("planner agrees with exhaustive search on small pools: throughput") {
+  check_agrees(tiny_problem(8, 0, 0, 0), "8 A100 one zone");
+  check_agrees(tiny_problem(4, 0, 0, 8), "4 A100 in a, 8 V100 in b");
+  check_agrees(tiny_problem(2, 2, 4, 4), "2+2 A100, 4+4 V100");
+  check_agrees(tiny_problem(0, 0, 6, 6), "6+6 V100");
+  check_agrees(tiny_problem(3, 1, 8, 4, 64), "3+1 A100, 8+4 V100, gbs 64");
+}
+
+TEST_CASE("planner agrees with exhaustive search: minimum cost under a throughput floor") {
+  auto p = tiny_problem(4, 4, 4, 4);
+  p.job.goal = config::objective::min_cost;
+  auto fastest = plan_job(tiny_problem(4, 4, 4, 4));
+  REQUIRE(fastest.ok());
+  p.job.limits.min_iterations_per_s = fastest->plan.estimate->throughput_iters_per_s * 0.5;
+  check_agrees(p, "min cost at half the best throughput");
+  auto q = tiny_problem(2, 2, 6, 2);
+  q.job.goal = config::objective::min_cost;
+  check_agrees(q, "min cost, no floor");
+}
+
+TEST_CASE("planner agrees with exhaustive search: throughput under a cost cap") {
+  auto base = plan_job(tiny_problem(4, 4, 4, 4));
+  REQUIRE(base.ok());
+  auto p = tiny_problem(4, 4, 4, 4);
+  p.job.limits.max_cost_per_hour_usd = base->plan.estimate->cost_per_hour_usd * 0.6;
+  check_agrees(p, "max $/hour at 60% of the unconstrained plan's");
+  auto q = tiny_problem(4, 4, 4, 4);
+  q.job.limits.max_cost_per_iteration_usd = base->plan.estimate->cost_per_iteration_usd * 0.9;
+  check_agrees(q, "max $/iteration at 90% of the unconstrained plan's");
+}
+
+TEST_CASE("the planner is deterministic") {
+  auto prob = tiny_problem(2, 2, 4, 4);
+  auto a = plan_job(prob);
+  auto b = plan_job(prob);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(same_plan(a->plan, b->plan));
+}

@@ -1,0 +1,657 @@
+// The search: for each zone set, micro-batch size and data-parallel degree worth trying, a
+// dynamic program over layers (from the last back) with a bounded Pareto set per layer boundary;
+// complete pipelines are placed on zones and scored by the closed form.
+//
+// Pruning, in the order it bites:
+//  - (zone set, micro-batch, DP degree) are visited in order of a lower bound on the iteration
+//    time (all GPUs of the pipeline busy at their best efficiency) and cut by the best plan so far;
+//  - DP degrees that give the same per-pipeline GPU budget as the next larger one are skipped
+//    for throughput (the larger one has fewer micro-batches for the same pipeline);
+//  - a stage's layer range stops growing when it no longer fits memory (memory grows with the
+//    range) or when its time alone already exceeds the best plan;
+//  - TP only inside a node and only at profiled degrees; recomputation only where the stage
+//    would not fit without it (it only costs time);
+//  - at most `beam_width` non-dominated partial pipelines per layer boundary.
+
+#include "search.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace sailor::planner::detail {
+
+namespace {
+
+constexpr int max_types = 8;
+constexpr double inf = std::numeric_limits<double>::infinity();
+
+struct entry {
+  std::array<std::int16_t, max_types> use{};  // GPUs per pipeline, per type
+  std::int16_t stages = 0;                    // stages from this boundary to the end
+  std::int16_t end = 0;                       // end layer of this entry's first stage
+  std::int16_t cfg = -1;                      // its configuration
+  bool recompute = false;
+  int parent = -1;  // entry (in the pool) the rest of the pipeline continues with
+  double max_t = 0, sum_t = 0, tail = 0;
+  double key = 0;   // partial iteration time
+  double rank = 0;  // what the beam keeps the best of (time or cost)
+};
+
+struct stage_cfg {
+  const config_table* table;
+  int gpu;
+  int tp;
+  double sync_full_s;  // all-reduce of the whole model's gradients among the D replicas
+  double send_s;       // one activation to a neighbour stage
+  int budget;          // GPUs of its type one pipeline may use when stages of this TP use them
+};
+
+struct zone_set {
+  std::vector<int> zones;  // placement order: capacity first
+  std::vector<int> capacity;  // per type, summed
+};
+
+// A pipeline template: per stage (first, end, gpu, tp, recompute).
+struct stage_shape {
+  int first, end, gpu, tp;
+  bool recompute;
+};
+
+std::string canonical(const config::plan& p) {
+  std::ostringstream o;
+  o << p.micro_batch << '|';
+  for (const auto& s : p.stages) {
+    o << s.first_layer << ':' << s.num_layers << (s.recompute ? 'r' : '-') << '[';
+    for (const auto& r : s.replicas) o << r.gpu_type << '/' << r.zone << '/' << r.tp << ',';
+    o << ']';
+  }
+  return o.str();
+}
+
+class searcher {
+public:
+  searcher(const problem& prob, const tables& tab, const network& net, const options& opts,
+           int keep, double slack, search_stats& stats)
+      : prob_(prob), tab_(tab), net_(net), opts_(opts), keep_(keep), slack_(slack), stats_(stats) {
+    G_ = std::min<int>(int(tab.gpu_names().size()), max_types);
+    for (const auto& z : prob.cluster.zones) {
+      bool any = false;
+      for (const auto& [g, n] : z.gpus)
+        if (n > 0 && tab.gpu_index(g) >= 0) any = true;
+      if (any) zone_names_.push_back(z.name);
+    }
+    avail_.assign(G_, std::vector<int>(zone_names_.size(), 0));
+    for (size_t zi = 0; zi < zone_names_.size(); ++zi) {
+      const auto* z = prob.cluster.find_zone(zone_names_[zi]);
+      for (const auto& [g, n] : z->gpus) {
+        int gi = tab.gpu_index(g);
+        if (gi >= 0 && gi < G_) avail_[gi][zi] += n;
+      }
+    }
+    n_ = tab.num_layers();
+    gbs_ = prob.job.global_batch;
+    cost_goal_ = prob.job.goal == config::objective::min_cost;
+    max_stages_ = opts.max_stages > 0 ? std::min(opts.max_stages, n_) : n_;
+    max_stages_ = std::min(max_stages_, simulator::resolved_plan::max_stages);
+  }
+
+  std::vector<candidate> run() {
+    if (G_ == 0 || zone_names_.empty() || gbs_ <= 0) return {};
+    build_zone_sets();
+    struct combo {
+      double lb;
+      int zs, mbs, dp;
+    };
+    std::vector<combo> combos;
+    for (int zs = 0; zs < int(zone_sets_.size()); ++zs) {
+      for (int b : tab_.micro_batches()) {
+        int dmax = std::min(std::max(1, gbs_ / b), simulator::resolved_plan::max_replicas);
+        std::vector<int> dps;
+        for (int D = 1; D <= dmax; ++D) {
+          if (budget_total(zs, D) == 0) break;
+          if (!cost_goal_ && D < dmax && same_budget(zs, D, D + 1)) continue;
+          if (cost_goal_ && D > 32 && !(D == dmax || (gbs_ / b) % D == 0 || D % 8 == 0)) continue;
+          dps.push_back(D);
+        }
+        for (int D : dps) combos.push_back({lower_bound_time(zs, b, D), zs, b, D});
+      }
+    }
+    std::stable_sort(combos.begin(), combos.end(), [](const combo& a, const combo& b) {
+      return std::tie(a.lb, a.zs, a.mbs, a.dp) < std::tie(b.lb, b.zs, b.mbs, b.dp);
+    });
+    for (const auto& c : combos) {
+      if (!std::isfinite(c.lb)) continue;
+      if (!cost_goal_ && c.lb >= threshold()) continue;
+      if (cost_goal_ && prob_.job.limits.min_iterations_per_s &&
+          c.lb > 1.0 / *prob_.job.limits.min_iterations_per_s)
+        continue;
+      ++stats_.configurations;
+      run_dp(c.zs, c.mbs, c.dp);
+    }
+    return std::move(best_);
+  }
+
+private:
+  // --- zone sets -----------------------------------------------------------------------------
+  int zone_capacity(int zi) const {
+    int n = 0;
+    for (int g = 0; g < G_; ++g) n += avail_[g][zi];
+    return n;
+  }
+
+  void add_zone_set(std::vector<int> zones) {
+    std::sort(zones.begin(), zones.end(), [&](int a, int b) {
+      int ca = zone_capacity(a), cb = zone_capacity(b);
+      return ca != cb ? ca > cb : zone_names_[a] < zone_names_[b];
+    });
+    for (const auto& z : zone_sets_) {
+      auto x = z.zones, y = zones;
+      std::sort(x.begin(), x.end());
+      std::sort(y.begin(), y.end());
+      if (x == y) return;
+    }
+    zone_set s;
+    s.zones = zones;
+    s.capacity.assign(G_, 0);
+    for (int g = 0; g < G_; ++g)
+      for (int z : zones) s.capacity[g] += avail_[g][z];
+    zone_sets_.push_back(std::move(s));
+  }
+
+  std::string region_of(int zi) const {
+    const auto* z = prob_.cluster.find_zone(zone_names_[zi]);
+    return z ? z->region : zone_names_[zi];
+  }
+
+  void build_zone_sets() {
+    const int Z = int(zone_names_.size());
+    std::vector<int> all(Z);
+    for (int z = 0; z < Z; ++z) all[z] = z;
+    add_zone_set(all);
+    if (!opts_.zone_subsets || Z == 1) return;
+    for (int z = 0; z < Z; ++z) add_zone_set({z});
+    std::map<std::string, std::vector<int>> regions;
+    for (int z = 0; z < Z; ++z) regions[region_of(z)].push_back(z);
+    for (const auto& [r, zs] : regions)
+      if (zs.size() > 1) add_zone_set(zs);
+    if (regions.size() > 1) {
+      // Regions ordered by bandwidth from the largest one; data parallelism grows outwards.
+      std::vector<std::pair<std::string, std::vector<int>>> order(regions.begin(), regions.end());
+      auto cap = [&](const std::vector<int>& zs) {
+        int n = 0;
+        for (int z : zs) n += zone_capacity(z);
+        return n;
+      };
+      std::stable_sort(order.begin(), order.end(),
+                       [&](const auto& a, const auto& b) { return cap(a.second) > cap(b.second); });
+      const std::string& first_zone = zone_names_[order[0].second[0]];
+      std::stable_sort(order.begin() + 1, order.end(), [&](const auto& a, const auto& b) {
+        auto bw = [&](const auto& r) {
+          return 1.0 / std::max(1e-12, prob_.cluster.link(first_zone, zone_names_[r.second[0]]).transfer_s(1e9));
+        };
+        return bw(a) > bw(b);
+      });
+      std::vector<int> acc;
+      for (size_t i = 0; i + 1 < order.size(); ++i) {
+        acc.insert(acc.end(), order[i].second.begin(), order[i].second.end());
+        add_zone_set(acc);
+      }
+    }
+  }
+
+  // --- budgets and bounds ----------------------------------------------------------------------
+  int budget(int zs, int g, int D) const {
+    int cap_layers = n_ * tab_.gpus_per_node(g);
+    return std::min(zone_sets_[zs].capacity[g] / D, cap_layers);
+  }
+  int budget_total(int zs, int D) const {
+    int n = 0;
+    for (int g = 0; g < G_; ++g) n += budget(zs, g, D);
+    return n;
+  }
+  bool same_budget(int zs, int D1, int D2) const {
+    for (int g = 0; g < G_; ++g)
+      if (budget(zs, g, D1) != budget(zs, g, D2)) return false;
+    return true;
+  }
+  // As the simulator counts them: the busiest replica's share, in micro-batches.
+  int micro_batches(int b, int D) const {
+    int per_replica = (gbs_ + D - 1) / D;
+    return std::max(1, (per_replica + b - 1) / b);
+  }
+
+  // All GPUs of one pipeline busy at their best efficiency: m micro-batches take at least
+  // m * work / capacity. 10% below, as layers differ a little in their relative speed by type.
+  double lower_bound_time(int zs, int b, int D) const {
+    double cap = 0;
+    for (int g = 0; g < G_; ++g) {
+      int K = budget(zs, g, D);
+      if (K == 0) continue;
+      double eff = inf;
+      for (int t : tab_.tps(g, b)) {
+        if (t > K) continue;
+        const auto* c = tab_.find(g, t, b);
+        eff = std::min(eff, t * c->time(0, n_, false));
+      }
+      if (std::isfinite(eff) && eff > 0) cap += K / eff;
+    }
+    if (cap <= 0) return inf;
+    return 0.9 * micro_batches(b, D) / cap;
+  }
+
+  double threshold() const {
+    if (best_.empty() || !best_.front().feasible) return inf;
+    double v = best_.back().value;
+    if (int(best_.size()) < keep_) v = best_.front().value * (1 + slack_);
+    return std::min(v, best_.front().value * (1 + slack_));
+  }
+
+  // --- the dynamic program -------------------------------------------------------------------
+  void run_dp(int zs, int b, int D) {
+    const zone_set& zset = zone_sets_[zs];
+    const int m = micro_batches(b, D);
+    std::array<int, max_types> K{};
+    for (int g = 0; g < G_; ++g) K[g] = budget(zs, g, D);
+    std::vector<stage_cfg> cfgs;
+    for (int g = 0; g < G_; ++g) {
+      if (K[g] == 0) continue;
+      // The ring as stage-major placement would lay it out: zones filled in order.
+      for (int t : tab_.tps(g, b)) {
+        if (t > K[g]) continue;
+        const auto* tbl = tab_.find(g, t, b);
+        const auto& gname = tab_.gpu_names()[g];
+        std::vector<simulator::endpoint> ring;
+        std::vector<int> left(zone_names_.size(), 0);
+        for (int z : zset.zones) left[z] = avail_[g][z];
+        int zfirst = -1;
+        for (int z : zset.zones)
+          if (left[z] >= D * t) { zfirst = z; break; }
+        for (int i = 0; i < D; ++i) {
+          int zp = zfirst;
+          if (zp < 0)
+            for (int z : zset.zones)
+              if (left[z] >= t) { zp = z; break; }
+          if (zp < 0) zp = zset.zones[0];
+          left[zp] -= t;
+          ring.push_back(net_.endpoint_of(zone_names_[zp], gname, t));
+        }
+        double full = D > 1 ? net_.allreduce_s(ring, tab_.stage_params(0, n_)) : 0;
+        if (full < 0) continue;
+        const auto& ep = ring.front();
+        double send = tab_.context().transfer_s(ep, ep, tab_.context().activation_bytes(b));
+        // GPUs of this type usable at this TP: replicas do not span zones (nor nodes).
+        int usable = 0;
+        for (int z : zset.zones) usable += t * (avail_[g][z] / t);
+        int k_cfg = std::min(K[g], usable / D);
+        if (k_cfg < t) continue;
+        cfgs.push_back({tbl, g, t, full, std::max(0.0, send), k_cfg});
+      }
+    }
+    if (cfgs.empty()) return;
+
+    double usd_cap_per_s = inf;  // on D * pipeline GPU dollars per second
+    if (prob_.job.limits.max_cost_per_hour_usd) usd_cap_per_s = *prob_.job.limits.max_cost_per_hour_usd / 3600.0;
+    double time_cap = inf;
+    if (prob_.job.limits.min_iterations_per_s && *prob_.job.limits.min_iterations_per_s > 0)
+      time_cap = 1.0 / *prob_.job.limits.min_iterations_per_s;
+
+    pool_.clear();
+    std::vector<std::pair<int, int>> frontier(n_ + 1, {0, 0});
+    entry terminal;
+    pool_.push_back(terminal);
+    frontier[n_] = {0, 1};
+    std::vector<entry> cand;
+    const double thr0 = threshold();
+    const bool allow_rc = prob_.job.allow_recompute;
+    const double total_params = std::max(1.0, tab_.stage_params(0, n_));
+
+    for (int l = n_ - 1; l >= 0; --l) {
+      cand.clear();
+      const double thr = std::min(thr0, threshold());
+      for (int ci = 0; ci < int(cfgs.size()); ++ci) {
+        const auto& c = cfgs[ci];
+        const auto& tb = *c.table;
+        const double cap = tab_.memory_bytes(c.gpu);
+
+        for (int e = l + 1; e <= n_; ++e) {
+          const double t0 = tb.time(l, e, false);
+          const double t1 = tb.time(l, e, true);
+          if (!cost_goal_ && 0.97 * m * t0 >= thr && (!allow_rc || 0.97 * m * t1 >= thr)) break;
+          if (0.97 * m * t0 > time_cap) break;
+          const double m0_one = tab_.stage_memory(tb, l, e, false, 1);
+          const double m1_one = allow_rc ? tab_.stage_memory(tb, l, e, true, 1) : inf;
+          if (m0_one > cap && m1_one > cap) break;
+          const double per_mb0 = tab_.stage_memory(tb, l, e, false, 2) - m0_one;
+          const double per_mb1 = allow_rc ? tab_.stage_memory(tb, l, e, true, 2) - m1_one : 0;
+          const double sync = c.sync_full_s * tab_.stage_params(l, e) / total_params;
+          const double tail_c = sync + tb.update(l, e);
+          const double link = (e < n_ ? c.send_s : 0.0) + (l > 0 ? c.send_s : 0.0);
+          for (int xi = frontier[e].first; xi < frontier[e].second; ++xi) {
+            const entry& x = pool_[xi];
+            if (x.use[c.gpu] + c.tp > c.budget) continue;
+            if (x.stages + 1 > max_stages_) continue;
+            const int in_flight = std::min(m, x.stages + 1);
+            bool rc = false;
+            double t = t0;
+            if (m0_one + per_mb0 * (in_flight - 1) > cap) {
+              if (!allow_rc || m1_one + per_mb1 * (in_flight - 1) > cap) continue;
+              rc = true;
+              t = t1;
+            }
+            entry y = x;
+            y.use[c.gpu] += c.tp;
+            y.stages = x.stages + 1;
+            y.end = e;
+            y.cfg = ci;
+            y.recompute = rc;
+            y.parent = xi;
+            y.max_t = std::max(x.max_t, t + link);
+            y.sum_t = x.sum_t + t + link;
+            y.tail = std::max(x.tail, tail_c);
+            y.key = (m - 1) * y.max_t + y.sum_t + y.tail;
+            // What the rest of the pipeline cannot make smaller: prune on it, with a margin for
+            // the simulator's finer accounting (sends, the drain of later stages).
+            const double bound = 0.97 * ((m - 1) * y.max_t + y.sum_t);
+            if (bound > time_cap) continue;
+            double usd_s = 0;
+            for (int g = 0; g < G_; ++g) usd_s += y.use[g] * tab_.usd_per_gpu_s(g);
+            usd_s *= D;
+            if (usd_s > usd_cap_per_s) continue;
+            if (prob_.job.limits.max_cost_per_iteration_usd &&
+                y.key * usd_s > *prob_.job.limits.max_cost_per_iteration_usd)
+              continue;
+
+            if (cost_goal_) {
+              y.rank = y.key * usd_s;
+              if (y.rank >= thr) continue;
+            } else {
+              y.rank = y.key;
+              if (y.key >= thr) continue;
+            }
+            cand.push_back(y);
+          }
+        }
+      }
+      stats_.dp_states += static_cast<long long>(cand.size());
+      std::stable_sort(cand.begin(), cand.end(), [](const entry& a, const entry& b) {
+        if (a.rank != b.rank) return a.rank < b.rank;
+        if (a.stages != b.stages) return a.stages < b.stages;
+        if (a.cfg != b.cfg) return a.cfg < b.cfg;
+        return a.end < b.end;
+      });
+      int begin = int(pool_.size());
+      int kept = 0;
+      for (const auto& y : cand) {
+        bool dominated = false;
+        for (int k = begin; k < begin + kept; ++k) {
+          const entry& z = pool_[k];
+          if (z.stages > y.stages || z.max_t > y.max_t || z.sum_t > y.sum_t || z.tail > y.tail) continue;
+          // Near ties (within 0.5%) count as ties: they differ by what placement decides.
+          constexpr double tie = 0.995;
+          bool le = true, strict = z.stages < y.stages || z.max_t < tie * y.max_t ||
+                                   z.sum_t < tie * y.sum_t || z.tail < tie * y.tail;
+          for (int g = 0; g < G_ && le; ++g) le = z.use[g] <= y.use[g], strict = strict || z.use[g] < y.use[g];
+          // Ties are kept: permutations of equal stages place differently on zones, which the
+          // program does not see.
+          if (le && strict) { dominated = true; break; }
+        }
+        if (dominated) continue;
+        pool_.push_back(y);
+        if (++kept >= opts_.beam_width) break;
+      }
+      frontier[l] = {begin, begin + kept};
+      if (std::getenv("SAILOR_PLANNER_DEBUG2") && D == 1 && b == 1 && zs == 0 && l == 2) {
+        for (int k = begin; k < begin + kept; ++k) {
+          std::fprintf(stderr, "l2 key %.5f max %.5f sum %.5f tail %.5f st %d:", pool_[k].key, pool_[k].max_t, pool_[k].sum_t, pool_[k].tail, pool_[k].stages);
+          for (int q = k; q > 0 && pool_[q].cfg >= 0; q = pool_[q].parent) std::fprintf(stderr, " ->%d g%dt%d", pool_[q].end, cfgs[pool_[q].cfg].gpu, cfgs[pool_[q].cfg].tp);
+          std::fprintf(stderr, "\n");
+        }
+      }
+    }
+
+    // Complete pipelines: place them and score them.
+    for (int xi = frontier[0].first; xi < frontier[0].second; ++xi) {
+      std::vector<stage_shape> shape;
+      int a = 0;
+      for (int k = xi; k > 0 && pool_[k].cfg >= 0; k = pool_[k].parent) {
+        const entry& y = pool_[k];
+        const auto& c = cfgs[y.cfg];
+        shape.push_back({a, y.end, c.gpu, c.tp, y.recompute});
+        a = y.end;
+      }
+      if (shape.empty() || shape.back().end != n_) continue;
+      if (std::getenv("SAILOR_PLANNER_DEBUG")) {
+        std::fprintf(stderr, "root zs%d b%d D%d key %.5f:", zs, b, D, pool_[xi].key);
+        for (const auto& s : shape) std::fprintf(stderr, " [%d,%d)g%dt%d", s.first, s.end, s.gpu, s.tp);
+        std::fprintf(stderr, "\n");
+      }
+      consider(shape, zs, b, D);
+      if (opts_.mixed_replicas) augment(shape, zs, b, D);
+    }
+  }
+
+  // --- placement -------------------------------------------------------------------------------
+  // Replicas of each stage on zones. `pipeline_major`: whole pipelines in one zone where they
+  // fit (transfers stay inside zones, rings cross them); otherwise stage by stage, filling the
+  // zones in order (rings stay inside zones, pipelines cross them). When a stage's GPU type has
+  // run out and `mixed` is set, a replica of another type that is no slower on the stage's
+  // layers and fits memory takes its place.
+  std::optional<config::plan> place(const std::vector<stage_shape>& shape, int zs, int b, int D,
+                                    bool pipeline_major, bool mixed, bool widest_first = false) const {
+    const zone_set& zset = zone_sets_[zs];
+    std::vector<std::vector<int>> left(G_, std::vector<int>(zone_names_.size(), 0));
+    for (int g = 0; g < G_; ++g)
+      for (int z : zset.zones) left[g][z] = avail_[g][z];
+    const int S = int(shape.size());
+    const int m = micro_batches(b, D);
+    double bottleneck = 0;
+    for (const auto& s : shape)
+      bottleneck = std::max(bottleneck, tab_.find(s.gpu, s.tp, b)->time(s.first, s.end, s.recompute));
+    std::vector<std::vector<config::replica>> reps(S);
+
+    auto substitute = [&](int s, int prefer_zone) -> bool {
+      const auto& st = shape[s];
+      int in_flight = std::min(m, S - s);
+      struct opt { double t; int g, tp, z; bool rc; };
+      std::optional<opt> best;
+      for (int g = 0; g < G_; ++g) {
+        for (int t : tab_.tps(g, b)) {
+          const auto* tb = tab_.find(g, t, b);
+          double tt = tb->time(st.first, st.end, st.recompute);
+          if (tt > bottleneck * (1 + 1e-9)) continue;
+          if (tab_.stage_memory(*tb, st.first, st.end, st.recompute, in_flight) > tab_.memory_bytes(g))
+            continue;
+          int zpick = -1;
+          if (prefer_zone >= 0 && left[g][prefer_zone] >= t) zpick = prefer_zone;
+          for (int z : zset.zones)
+            if (zpick < 0 && left[g][z] >= t) zpick = z;
+          if (zpick < 0) continue;
+          // Cheapest in GPU-dollars per micro-batch first.
+          double score = t * tab_.usd_per_gpu_s(g) * tt;
+          if (!best || score < best->t) best = opt{score, g, t, zpick, st.recompute};
+        }
+      }
+      if (!best) return false;
+      left[best->g][best->z] -= best->tp;
+      reps[s].push_back({tab_.gpu_names()[best->g], zone_names_[best->z], best->tp, {}, {}});
+      return true;
+    };
+
+    if (pipeline_major) {
+      std::vector<int> need(G_, 0);
+      for (const auto& s : shape) need[s.gpu] += s.tp;
+      for (int i = 0; i < D; ++i) {
+        int home = -1;
+        for (int z : zset.zones) {
+          bool ok = true;
+          for (int g = 0; g < G_ && ok; ++g) ok = left[g][z] >= need[g];
+          if (ok) { home = z; break; }
+        }
+        int prev = home;
+        for (int s = 0; s < S; ++s) {
+          const auto& st = shape[s];
+          int z = -1;
+          if (prev >= 0 && left[st.gpu][prev] >= st.tp) z = prev;
+          if (z < 0) {
+            int most = 0;
+            for (int zz : zset.zones)
+              if (left[st.gpu][zz] >= st.tp && left[st.gpu][zz] > most) most = left[st.gpu][zz], z = zz;
+          }
+          if (z < 0) {
+            if (!mixed || !substitute(s, prev)) return std::nullopt;
+            continue;
+          }
+          left[st.gpu][z] -= st.tp;
+          reps[s].push_back({tab_.gpu_names()[st.gpu], zone_names_[z], st.tp, {}, {}});
+          prev = z;
+        }
+      }
+    } else {
+      // Stages needing the most GPUs per replica first: they are the hardest to fit in a zone.
+      std::vector<int> order(S);
+      for (int s = 0; s < S; ++s) order[s] = s;
+      if (widest_first)
+        std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return shape[x].tp > shape[y].tp; });
+      for (int s : order) {
+        const auto& st = shape[s];
+        for (int i = 0; i < D; ++i) {
+          int z = -1;
+          for (int zz : zset.zones)
+            if (left[st.gpu][zz] >= st.tp) { z = zz; break; }
+          if (z < 0) {
+            if (!mixed || !substitute(s, -1)) return std::nullopt;
+            continue;
+          }
+          left[st.gpu][z] -= st.tp;
+          reps[s].push_back({tab_.gpu_names()[st.gpu], zone_names_[z], st.tp, {}, {}});
+        }
+        std::stable_sort(reps[s].begin(), reps[s].end(), [&](const auto& x, const auto& y) {
+          return zone_rank(zs, x.zone) < zone_rank(zs, y.zone);
+        });
+      }
+    }
+    config::plan p;
+    p.micro_batch = b;
+    p.global_batch = gbs_;
+    for (int s = 0; s < S; ++s) {
+      config::stage_plan sp;
+      sp.first_layer = shape[s].first;
+      sp.num_layers = shape[s].end - shape[s].first;
+      sp.recompute = shape[s].recompute;
+      sp.replicas = std::move(reps[s]);
+      p.stages.push_back(std::move(sp));
+    }
+    return p;
+  }
+
+  int zone_rank(int zs, const std::string& z) const {
+    const auto& zones = zone_sets_[zs].zones;
+    for (size_t i = 0; i < zones.size(); ++i)
+      if (zone_names_[zones[i]] == z) return int(i);
+    return int(zones.size());
+  }
+
+  void consider(const std::vector<stage_shape>& shape, int zs, int b, int D) {
+    bool single_zone = zone_sets_[zs].zones.size() == 1;
+    // Pipeline-major, then stage-major in stage order and in order of GPUs per replica.
+    for (int pm = 0; pm < 3; ++pm) {
+      if (single_zone && pm > 0 && place_ok_) continue;
+      auto p = place(shape, zs, b, D, pm == 0, false, pm == 2);
+      place_ok_ = p.has_value();
+      if (!p && opts_.mixed_replicas) p = place(shape, zs, b, D, pm == 0, true, pm == 2);
+      if (p) offer(std::move(*p));
+    }
+  }
+
+  // More pipelines than the per-type budget allows, with replicas of other types standing in
+  // where a type runs out: uses the GPUs that the uniform budget leaves idle.
+  void augment(const std::vector<stage_shape>& shape, int zs, int b, int D) {
+    const int dmax = std::min(std::max(1, gbs_ / b), simulator::resolved_plan::max_replicas);
+    bool single_zone = zone_sets_[zs].zones.size() == 1;
+    for (int pm = 0; pm < (single_zone ? 1 : 2); ++pm) {
+      int failures = 0;
+      for (int D2 = D + 1; D2 <= dmax && failures < 2; ++D2) {
+        if (micro_batches(b, D2) == micro_batches(b, D2 - 1) && D2 < dmax) continue;
+        auto p = place(shape, zs, b, D2, pm == 0, true, pm == 1);
+        if (!p) { ++failures; continue; }
+        offer(std::move(*p));
+      }
+    }
+  }
+
+  void offer(config::plan p) {
+    auto c = make_candidate(prob_, tab_, net_, std::move(p));
+    if (!c) return;
+    // Keep the list sorted, without duplicates, at most keep_ long.
+    std::string key = canonical(c->plan);
+    for (const auto& b : best_)
+      if (canonical(b.plan) == key) return;
+    auto it = std::upper_bound(best_.begin(), best_.end(), *c, better);
+    best_.insert(it, std::move(*c));
+    if (int(best_.size()) > keep_) best_.pop_back();
+  }
+
+  const problem& prob_;
+  const tables& tab_;
+  const network& net_;
+  const options& opts_;
+  int keep_;
+  double slack_;
+  search_stats& stats_;
+  int G_ = 0, n_ = 0, gbs_ = 0, max_stages_ = 0;
+  bool cost_goal_ = false;
+  std::vector<std::string> zone_names_;
+  std::vector<std::vector<int>> avail_;  // [type][zone]
+  std::vector<zone_set> zone_sets_;
+  std::vector<entry> pool_;
+  std::vector<candidate> best_;
+  bool place_ok_ = false;
+};
+
+}  // namespace
+
+bool better(const candidate& a, const candidate& b) {
+  if (a.feasible != b.feasible) return a.feasible;
+  if (a.value != b.value) return a.value < b.value;
+  int ga = a.plan.total_gpus(), gb = b.plan.total_gpus();
+  if (ga != gb) return ga < gb;
+  return canonical(a.plan) < canonical(b.plan);
+}
+
+std::optional<candidate> make_candidate(const problem& prob, const tables& tab, const network& net,
+                                        config::plan p) {
+  (void)net;
+  auto rp = simulator::resolve(tab.context(), p);
+  if (!rp) return std::nullopt;
+  auto q = simulator::closed_form(tab.context(), *rp);
+  candidate c;
+  auto& e = c.detail.totals;
+  e.iteration_time_s = q.iteration_time_s;
+  e.throughput_iters_per_s = q.iteration_time_s > 0 ? 1.0 / q.iteration_time_s : 0;
+  e.cost_per_iteration_usd = q.cost_per_iteration_usd;
+  e.cost_per_hour_usd = q.iteration_time_s > 0 ? q.cost_per_iteration_usd * 3600.0 / q.iteration_time_s : 0;
+  e.peak_memory_bytes = q.peak_memory_bytes;
+  c.detail.pipeline_s = q.pipeline_s;
+  c.detail.egress_usd_per_iteration = q.egress_usd_per_iteration;
+  c.detail.fits_memory = q.worst_memory_headroom_bytes >= 0;
+  p.estimate = e;
+  c.plan = std::move(p);
+  c.value = objective_value(prob.job, e);
+  c.feasible = c.detail.fits_memory && meets_constraints(prob.job, e);
+  return c;
+}
+
+std::vector<candidate> search(const problem& prob, const tables& tab, const network& net,
+                              const options& opts, int keep, double slack, search_stats& stats) {
+  searcher s(prob, tab, net, opts, keep, slack, stats);
+  return s.run();
+}
+
+}  // namespace sailor::planner::detail

@@ -1,0 +1,338 @@
+#pragma once
+/// The simulator: iteration time, per-GPU peak memory and cost of any plan.
+///
+/// How to use it (planner and CLI):
+///
+///   1. Build one `sim_context` per problem with `sim_context::make(inputs, options)`: it resolves
+///      GPU types and zones to small integer ids, and precomputes, for every (GPU type, TP degree,
+///      micro-batch) it can, prefix sums of per-layer forward/backward/update times and of
+///      per-layer parameter and activation sizes. Everything after this is O(1) per stage.
+///   2. Inner loop (millions of calls, no allocation, thread-safe: the context is immutable):
+///        ctx.gpu_id("A100-40"), ctx.zone_id("us-central1-a")      -> ids, -1 when unknown
+///        ctx.compute(gpu, tp, mbs, first, end)  -> forward/backward/update seconds of layers
+///                                                  [first, end) on one replica (null `ok` when
+///                                                  neither profile nor catalog can say)
+///        ctx.stage_memory(gpu, tp, mbs, first, end, in_flight, recompute) -> bytes per GPU
+///        ctx.transfer_s(a, b, bytes)            -> point-to-point seconds between endpoints
+///        ctx.allreduce_s(endpoints, n, stage_param_count) -> data-parallel gradient sync
+///        ctx.activation_bytes(mbs)              -> bytes sent between stages per micro-batch
+///   3. Score a whole candidate: `resolve(ctx, plan)` (validates, maps names to ids, once per
+///      plan) then `closed_form(ctx, resolved)` (allocation-free, about a microsecond).
+///   4. Report: `simulate(ctx, plan)` gives the full `estimate` with breakdowns (per stage time,
+///      per GPU memory, cost); `simulate_events(ctx, plan)` runs the event-driven 1F1B schedule
+///      (used to check the closed form, and to draw a Chrome trace with `to_chrome_trace`).
+///
+/// The physics (simulator/README.md has the details): a stage runs at the pace of its slowest
+/// replica; consecutive stages exchange activations forward and gradients backward over the link
+/// their zones and GPU types imply (blocking the sender, and the receiver too, as DeepSpeed's
+/// pipeline does, or overlapping compute as our runtime does); the 1F1B schedule is costed from
+/// each stage's point of view (the first micro-batch's way to it and back, m periods of its own,
+/// and the idle time its S-k-1 warm-up forwards cannot hide while the first micro-batch makes
+/// the round trip downstream; a period is at least the loop through the downstream stages over
+/// the S-k micro-batches 1F1B lets be in flight) and the worst view wins; each stage then
+/// all-reduces its gradients across its replicas (ring or hierarchical by zone, bucketed, shard by
+/// shard when replicas differ in TP) and steps its optimizer (memory bound); the iteration ends
+/// when the last stage is done. Free parameters (sim_options) each have a physical meaning and
+/// defaults calibrated on Sailor's measured GH200 plans (bench/simulator_accuracy reports the
+/// accuracy, also with the parameters refitted without the plans they are tested on).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sailor/config/cluster.hpp"
+#include "sailor/config/error.hpp"
+#include "sailor/config/gpu.hpp"
+#include "sailor/config/job.hpp"
+#include "sailor/config/model.hpp"
+#include "sailor/config/plan.hpp"
+#include "sailor/config/profile.hpp"
+#include "sailor/config/sailor_format.hpp"
+
+namespace sailor::simulator {
+
+/// Free parameters of the model, each a physical quantity.
+struct sim_options {
+  /// Measured kernel time over profiled kernel time (profiles taken in isolation run a little
+  /// slower or faster than inside a training job).
+  double compute_scale = 1.0;
+  /// Fraction of the catalog's peak FP16 FLOP/s reached by layers without a profile. 0.15 is
+  /// about the median reached in Sailor's profiles (TP 1, micro-batch >= 4: 0.07 for OPT-350
+  /// on GH200 up to 0.26 for GPT-Neo-2.7 on A100-80).
+  double analytic_efficiency = 0.15;
+  /// Fixed cost of one point-to-point message (launch, rendezvous), seconds.
+  double p2p_latency_s = 50e-6;
+  /// Fixed cost of one step of a collective (per bucket, per ring step), seconds.
+  double collective_latency_s = 20e-6;
+  /// Gradient bucket size of the data-parallel all-reduce, bytes.
+  double bucket_bytes = 25e6;
+  /// Bytes per gradient element in the all-reduce (fp32 main grads: 4; fp16: 2).
+  double grad_bytes_per_param = 4;
+  /// True when a stage's sends overlap its compute (our runtime); false when they block the
+  /// sender (Megatron/DeepSpeed, where Sailor's measurements come from).
+  bool overlap_p2p = false;
+  /// With blocking sends: whether the receiver's stream is held for the transfer too
+  /// (synchronous recv, as DeepSpeed's pipeline engine does).
+  bool receiver_blocks = true;
+  /// Per layer and pass, time a profile measured in isolation includes but a training step
+  /// does not (a synchronisation after each layer, launch latency not hidden), seconds.
+  double profile_layer_overhead_s = 100e-6;
+  /// Fraction of the network fits' bandwidth that a training job's own transfers reach (NCCL
+  /// point-to-point and ring all-reduce inside the framework, versus the microbenchmark the
+  /// fits were made with). Applies to Sailor's fits only (a cluster's links state what a job
+  /// gets).
+  double network_efficiency = 0.33;
+  /// Memory no tensor accounts for: CUDA context, allocator caching, NCCL buffers, bytes/GPU.
+  double framework_overhead_bytes = 4.3e9;
+  /// Ratio of peak activation memory to the sum of per-layer forward growth (transient
+  /// buffers of the backward pass, allocator rounding).
+  double activation_peak_factor = 1.12;
+  /// Gradient bytes per parameter held in memory with mixed precision (fp16 grads and the
+  /// fp32 copy the optimizer reads: 2 + 4).
+  double mixed_grad_memory_bytes_per_param = 6;
+  /// Optimizer step: bytes moved per parameter (Adam mixed precision: read/write fp32 master,
+  /// two moments, grad, fp16 copy) and the device memory bandwidth fraction reached.
+  double optimizer_bytes_per_param = 36;
+  double memory_bandwidth_efficiency = 0.5;
+  /// Micro-batch sizes and TP degrees to precompute tables for (profiles add theirs).
+  std::vector<int> micro_batches = {1, 2, 4, 8, 16, 32, 64, 128};
+  std::vector<int> tp_degrees = {1, 2, 4, 8};
+};
+
+/// Sets one option by name (`p2p_latency_s`, `overlap_p2p` (0/1), ...). Errors name the key.
+status set_option(sim_options& o, const std::string& key, double value);
+/// Applies "key=value,key=value" (e.g. from --set or SAILOR_SIM_OPTIONS).
+status set_options(sim_options& o, const std::string& list);
+/// The options as "key=value" lines, for reports.
+std::string describe(const sim_options& o);
+
+/// What the context is built from. Pointers may be null where the input is absent; at least
+/// one of `cluster` and `network` must be given.
+struct sim_inputs {
+  config::model_shape model;
+  const config::model_profile* profile = nullptr;
+  config::gpu_catalog gpus = config::gpu_catalog::builtin();
+  const config::cluster* cluster = nullptr;          ///< links, zones, prices
+  const config::sailor_network* network = nullptr;   ///< Sailor's fits (win over cluster links)
+  config::job job;
+};
+
+/// One end of a transfer: a replica's zone, GPU type and TP degree (GPUs used per node).
+struct endpoint {
+  int zone = -1;
+  int gpu = -1;
+  int tp = 1;
+};
+
+/// Per-replica compute of a layer range, seconds for one micro-batch (update: once per iteration).
+struct stage_compute {
+  double forward_s = 0;
+  double backward_s = 0;
+  double update_s = 0;
+  bool ok = false;          ///< false: no profile and no catalog entry for this GPU type
+  bool analytic = false;    ///< true: from the catalog's peak FLOP/s, not a profile
+};
+
+/// Per-GPU memory of one replica of a stage, bytes.
+struct memory_breakdown {
+  double parameters = 0;
+  double gradients = 0;
+  double optimizer_states = 0;
+  double activations = 0;
+  double communication_buffers = 0;
+  double framework = 0;
+  double total() const {
+    return parameters + gradients + optimizer_states + activations + communication_buffers + framework;
+  }
+};
+
+class sim_context {
+public:
+  /// Builds the tables. Fails when the model shape is unusable or no network is given.
+  static result<sim_context> make(const sim_inputs& inputs, sim_options options = {});
+
+  int gpu_id(std::string_view type) const;
+  int zone_id(std::string_view zone) const;
+  const std::string& gpu_name(int gpu) const { return gpu_names_[gpu]; }
+  const std::string& zone_name(int zone) const { return zone_names_[zone]; }
+  int num_gpu_types() const { return static_cast<int>(gpu_names_.size()); }
+  int num_zones() const { return static_cast<int>(zone_names_.size()); }
+  int num_layers() const { return num_layers_; }  ///< num_all_layers of the model
+
+  /// Compute of layers [first, end) on one replica of (gpu, tp) at micro-batch mbs.
+  stage_compute compute(int gpu, int tp, int mbs, int first, int end) const;
+  /// Parameters (elements) of layers [first, end) on one GPU of a TP-tp replica.
+  double params_per_gpu(int tp, int first, int end) const;
+  /// Per-GPU memory of a replica holding `in_flight` micro-batches of activations.
+  memory_breakdown stage_memory(int gpu, int tp, int mbs, int first, int end, int in_flight,
+                                bool recompute) const;
+  /// Usable memory of one GPU of this type, bytes (0 when unknown).
+  double gpu_memory_bytes(int gpu) const { return gpu_memory_[gpu]; }
+  /// $/hour of one GPU of this type.
+  double usd_per_gpu_hour(int gpu) const { return gpu_price_[gpu]; }
+  /// Bytes of the activation (or its gradient) between two stages for one micro-batch.
+  double activation_bytes(int mbs) const { return act_bytes_per_sample_ * mbs; }
+
+  /// Seconds to send `bytes` from one replica to another (each of the tp GPUs sends its
+  /// copy; the node's aggregate bandwidth for tp GPUs is used). Negative when no link is known.
+  double transfer_s(const endpoint& a, const endpoint& b, double bytes) const;
+  /// Per-GPU bandwidth (bytes/s) between two endpoints for messages of `bytes`; <= 0: no link.
+  double gpu_bytes_per_s(const endpoint& a, const endpoint& b, double bytes) const;
+  /// Egress $/GB from zone a to zone b.
+  double egress_usd_per_gb(int zone_a, int zone_b) const;
+  /// Data-parallel gradient all-reduce of a stage with `stage_params` parameters (whole, not
+  /// per GPU) among `n` replicas: per shard among the replicas holding it, ring or hierarchical
+  /// by zone (whichever is faster), in buckets. Negative when a link is missing.
+  double allreduce_s(const endpoint* replicas, int n, double stage_params) const;
+  /// Bytes that cross zones in that all-reduce, and their egress cost in $.
+  double allreduce_egress_usd(const endpoint* replicas, int n, double stage_params) const;
+
+  const sim_options& options() const { return options_; }
+  const config::model_shape& model() const { return model_; }
+  const config::job& job() const { return job_; }
+  /// Whether any analytic (catalog-based) timing was used for this GPU type.
+  bool has_profile(int gpu) const { return has_profile_[gpu]; }
+
+private:
+  struct table {  // prefix sums over layers, size num_layers_ + 1
+    std::vector<double> fwd, bwd, upd;
+    bool analytic = false;
+  };
+  const table* find_table(int gpu, int tp, int mbs) const;
+  double link_gbytes_per_s(const endpoint& a, const endpoint& b, double bytes) const;
+
+  sim_options options_;
+  config::model_shape model_;
+  config::job job_;
+  int num_layers_ = 0;
+  std::vector<std::string> gpu_names_, zone_names_;
+  std::vector<double> gpu_memory_, gpu_price_, gpu_mem_bw_;
+  std::vector<char> has_profile_;
+  std::vector<int> gpus_per_node_;
+  // tables_[gpu][tp_index][mbs_index]; tp_index = log2(tp), mbs_index = log2(mbs)
+  static constexpr int max_tp_index = 5, max_mbs_index = 10;
+  std::vector<table> tables_;
+  std::vector<double> params_prefix_[max_tp_index];    // elements per GPU, by tp index
+  std::vector<double> act_prefix_[max_tp_index];       // bytes per sample, by tp index
+  double act_bytes_per_sample_ = 0;
+  double embedding_grad_bytes_ = 0;
+  // network: fits by (zone, gpu, n index) pairs, dense, or the cluster's links by zone pair
+  struct fit { double a = 0, b = 0, c = 0, max = 0; bool ok = false; };
+  static constexpr int max_fit_n = 4;  // GPUs per node used: 1, 2, 4, 8
+  std::vector<fit> fits_;      // [za][ga][na][zb][gb][nb]
+  std::vector<config::zone_link> zone_links_;  // [za][zb] when no Sailor fits
+  std::vector<char> zone_link_ok_;
+  std::vector<double> egress_;  // [za][zb]
+  std::vector<double> intra_zone_latency_;
+  bool use_fits_ = false;
+};
+
+/// A plan with names resolved to ids, checked against the model; what the hot path reads.
+struct resolved_plan {
+  static constexpr int max_stages = 64, max_replicas = 64;
+  int micro_batch = 1;
+  int global_batch = 0;
+  int num_stages = 0;
+  struct stage {
+    int first = 0, end = 0;
+    bool recompute = false;
+    int num_replicas = 0;
+    endpoint replicas[max_replicas];
+  };
+  std::vector<stage> stages;
+};
+
+/// Validates `p` (layers cover the model once, known GPU types and zones, links between
+/// consecutive stages) and resolves it. Errors name what is missing.
+result<resolved_plan> resolve(const sim_context& ctx, const config::plan& p);
+
+/// Scalars of the closed form, no breakdowns: what the planner ranks by.
+struct quick_estimate {
+  double iteration_time_s = 0;
+  double pipeline_s = 0;            ///< warm-up, steady state and drain
+  double sync_and_update_s = 0;     ///< after the pipeline: all-reduce and optimizer
+  int bottleneck_stage = 0;         ///< the stage whose view of the schedule is the longest
+  double peak_memory_bytes = 0;     ///< max over GPUs
+  double worst_memory_headroom_bytes = 0;  ///< min over GPUs of capacity - need (< 0: OOM)
+  int worst_memory_stage = -1;      ///< the stage of that GPU
+  int worst_memory_replica = -1;
+  double cost_per_iteration_usd = 0;
+  double gpu_usd_per_hour = 0;
+  double egress_usd_per_iteration = 0;
+};
+
+/// The closed form; allocation-free. A plan that does not fit memory is reported by
+/// `worst_memory_headroom_bytes < 0`, not refused.
+quick_estimate closed_form(const sim_context& ctx, const resolved_plan& p);
+
+struct stage_estimate {
+  int first_layer = 0, end_layer = 0;
+  double forward_s = 0, backward_s = 0, update_s = 0;  ///< slowest replica, per micro-batch
+  double send_forward_s = 0;      ///< activation to the next stage, per micro-batch
+  double send_backward_s = 0;     ///< gradient to the previous stage, per micro-batch
+  double allreduce_s = 0;
+  int micro_batches = 0;          ///< per replica
+  int slowest_replica = 0;
+  bool analytic = false;
+};
+
+struct gpu_memory {
+  int stage = 0, replica = 0;
+  std::string gpu_type, zone;
+  int tp = 1;
+  memory_breakdown bytes;
+  double capacity_bytes = 0;
+  bool fits() const { return capacity_bytes <= 0 || bytes.total() <= capacity_bytes; }
+};
+
+/// The full estimate with its breakdowns.
+struct estimate {
+  double iteration_time_s = 0;
+  double pipeline_s = 0;
+  double warmup_drain_s = 0;        ///< one micro-batch's round trip through the pipeline
+  double steady_s = 0;              ///< (m-1) periods of the bottleneck stage
+  int bottleneck_stage = 0;
+  double sync_and_update_s = 0;
+  std::vector<stage_estimate> stages;
+  std::vector<gpu_memory> memory;   ///< one entry per replica (all its GPUs are alike)
+  double peak_memory_bytes = 0;
+  bool fits_memory = true;
+  std::string memory_verdict;       ///< "fits", or which GPU is over and by how much
+  double throughput_iters_per_s = 0;
+  double tokens_per_s = 0;
+  double gpu_usd_per_hour = 0;
+  double egress_usd_per_iteration = 0;
+  double egress_bytes_per_iteration = 0;
+  double cost_per_iteration_usd = 0;
+  double cost_per_hour_usd = 0;
+  std::vector<std::string> notes;   ///< e.g. which GPU types used the analytic model
+};
+
+/// The closed form with breakdowns.
+result<estimate> simulate(const sim_context& ctx, const config::plan& p);
+
+/// One event of the 1F1B timeline.
+struct trace_event {
+  std::string name;   ///< F3, B3, send F3, all-reduce, update
+  std::string category;  ///< compute, p2p, collective, optimizer
+  int stage = 0;
+  int lane = 0;       ///< 0: compute stream, 1: sends
+  double start_s = 0, end_s = 0;
+};
+
+struct event_result {
+  double iteration_time_s = 0;
+  double pipeline_s = 0;
+  std::vector<trace_event> events;
+};
+
+/// Event-driven simulation of the 1F1B schedule of the plan (one representative pipeline
+/// whose stages run at their slowest replica's pace), with the same physics as the closed form.
+result<event_result> simulate_events(const sim_context& ctx, const config::plan& p);
+
+/// Chrome trace JSON (chrome://tracing, Perfetto) of a timeline: one process per stage.
+std::string to_chrome_trace(const event_result& r);
+
+}  // namespace sailor::simulator

@@ -1,0 +1,393 @@
+// Plan resolution, the closed form of the 1F1B iteration, and the full estimate.
+#include "sailor/simulator/simulator.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "stage_times.hpp"
+
+namespace sailor::simulator {
+
+namespace {
+
+sailor::error make_error(error_kind kind, std::string field, std::string message) {
+  sailor::error e;
+  e.kind = kind;
+  e.field = std::move(field);
+  e.message = std::move(message);
+  return e;
+}
+
+std::string fmt_gb(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
+  return buf;
+}
+
+}  // namespace
+
+namespace {
+bool same_kind(const endpoint& a, const endpoint& b) { return a.gpu == b.gpu && a.tp == b.tp; }
+bool same_place(const endpoint& a, const endpoint& b) { return same_kind(a, b) && a.zone == b.zone; }
+}  // namespace
+
+int micro_batches_of(const resolved_plan& p, int s) {
+  const int r = std::max(1, p.stages[s].num_replicas);
+  const int per_replica = (p.global_batch + r - 1) / r;  // the busiest replica
+  return std::max(1, (per_replica + p.micro_batch - 1) / p.micro_batch);
+}
+
+stage_times compute_stage_times(const sim_context& ctx, const resolved_plan& p, int s) {
+  stage_times t;
+  const auto& st = p.stages[s];
+  for (int r = 0; r < st.num_replicas; ++r) {
+    const endpoint& e = st.replicas[r];
+    if (r > 0 && same_kind(e, st.replicas[r - 1])) continue;  // same GPU type and TP: same times
+    stage_compute c = ctx.compute(e.gpu, e.tp, p.micro_batch, st.first, st.end);
+    double f = c.forward_s, b = c.backward_s;
+    if (st.recompute) b += f;  // the forward runs again before the backward
+    if (f + b > t.forward_s + t.backward_s) {
+      t.slowest = r;
+    }
+    t.forward_s = std::max(t.forward_s, f);
+    t.backward_s = std::max(t.backward_s, b);
+    t.update_s = std::max(t.update_s, c.update_s);
+    t.analytic = t.analytic || c.analytic;
+  }
+  const double act = ctx.activation_bytes(p.micro_batch);
+  // Replica i of a stage talks to replica i (mod count) of its neighbour.
+  auto worst_transfer = [&](int from_stage, int to_stage) {
+    const auto& a = p.stages[from_stage];
+    const auto& b = p.stages[to_stage];
+    const int n = std::max(a.num_replicas, b.num_replicas);
+    double worst = 0;
+    for (int i = 0; i < n; ++i) {
+      const endpoint& x = a.replicas[i % a.num_replicas];
+      const endpoint& y = b.replicas[i % b.num_replicas];
+      if (i > 0 && same_place(x, a.replicas[(i - 1) % a.num_replicas]) &&
+          same_place(y, b.replicas[(i - 1) % b.num_replicas]))
+        continue;
+      worst = std::max(worst, ctx.transfer_s(x, y, act));
+    }
+    return worst;
+  };
+  if (s + 1 < p.num_stages) t.send_forward_s = worst_transfer(s, s + 1);
+  if (s > 0) t.send_backward_s = worst_transfer(s, s - 1);
+  t.allreduce_s = ctx.allreduce_s(st.replicas, st.num_replicas, ctx.params_per_gpu(1, st.first, st.end));
+  t.micro_batches = micro_batches_of(p, s);
+  return t;
+}
+
+pipeline_times combine(const sim_context& ctx, const stage_times* t, int S) {
+  // A stage's period: compute, plus its sends (and receives) when they block it, or at least
+  // the slowest of its links when they overlap compute. After the pipeline, stage s finishes
+  // its last backward earlier than stage 0 by the backward chain below it; it then sends,
+  // all-reduces and updates.
+  const bool overlap = ctx.options().overlap_p2p;
+  pipeline_times out;
+  double steady = 0;
+  // 1F1B lets stage s have at most S-s micro-batches in flight, so its period is also at least
+  // the loop through the stages after it (compute and transfers) over S-s.
+  double loop[resolved_plan::max_stages];
+  double tail = 0;
+  for (int s = S - 1; s >= 0; --s) {
+    tail += t[s].forward_s + t[s].backward_s + (s + 1 < S ? t[s].send_forward_s + t[s + 1].send_backward_s : 0.0);
+    loop[s] = tail / (S - s);
+  }
+  // Stage k's view: the first micro-batch reaches it through the stages before (and its last
+  // gradient leaves back through them): A_k; it works m_k periods; while its first micro-batch
+  // makes the round trip R_k through the stages after it, it can only run its S-k-1 warm-up
+  // forwards (W_k), so it idles max(0, R_k - W_k). The pipeline takes the largest over k; for
+  // the last stage (R = W = 0) this is the classic round trip + (m-1) periods.
+  double before = 0;  // A_k
+  double after[resolved_plan::max_stages + 1];
+  after[S] = 0;
+  for (int s = S - 1; s >= 0; --s)
+    after[s] = after[s + 1] + t[s].forward_s + t[s].backward_s +
+               (s + 1 < S ? t[s].send_forward_s + t[s + 1].send_backward_s : 0.0);
+  double best = -1;
+  for (int s = 0; s < S; ++s) {
+    double period = t[s].forward_s + t[s].backward_s;
+    if (!overlap) {
+      period += t[s].send_forward_s + t[s].send_backward_s;
+      // a synchronous receive holds the receiver for the transfer as well
+      if (ctx.options().receiver_blocks) {
+        if (s > 0) period += t[s - 1].send_forward_s;
+        if (s + 1 < S) period += t[s + 1].send_backward_s;
+      }
+    } else {
+      period = std::max({period, t[s].send_forward_s, t[s].send_backward_s});
+    }
+    period = std::max(period, loop[s]);
+    const double downstream = after[s] - (t[s].forward_s + t[s].backward_s);  // R_k, transfers at k included
+    const double warmup = (S - s - 1) * t[s].forward_s;                      // W_k
+    const double stage_steady = (t[s].micro_batches - 1) * period;
+    const double total = before + t[s].forward_s + t[s].backward_s + stage_steady + std::max(0.0, downstream - warmup);
+    if (total > best) {
+      best = total;
+      out.bottleneck = s;
+      steady = stage_steady;
+    }
+    if (s + 1 < S) before += t[s].forward_s + t[s].backward_s + t[s].send_forward_s + t[s + 1].send_backward_s;
+  }
+  out.round_trip_s = best - steady;
+  out.steady_s = steady;
+  out.pipeline_s = best;
+  // Last backward end of stage s: E_0 = pipeline end; E_s = E_{s-1} - b_{s-1} - g_s.
+  double end_of_backward = out.pipeline_s;
+  double iteration = 0;
+  for (int s = 0; s < S; ++s) {
+    if (s > 0) end_of_backward -= t[s - 1].backward_s + t[s].send_backward_s;
+    double done = end_of_backward + (overlap ? 0.0 : 0.0) + t[s].allreduce_s + t[s].update_s;
+    if (s > 0 && !overlap) done += t[s].send_backward_s;
+    iteration = std::max(iteration, done);
+  }
+  out.iteration_s = iteration;
+  return out;
+}
+
+result<resolved_plan> resolve(const sim_context& ctx, const config::plan& p) {
+  resolved_plan out;
+  out.micro_batch = p.micro_batch;
+  out.global_batch = p.global_batch;
+  out.num_stages = p.num_stages();
+  if (p.micro_batch <= 0) return make_error(error_kind::invalid_input, "micro_batch", "must be positive");
+  if (p.global_batch <= 0) return make_error(error_kind::invalid_input, "global_batch", "must be positive");
+  if (p.stages.empty()) return make_error(error_kind::invalid_input, "stages", "the plan has no stages");
+  if (p.num_stages() > resolved_plan::max_stages)
+    return make_error(error_kind::invalid_input, "stages", "more than 64 stages");
+  const int L = ctx.num_layers();
+  int next = 0;
+  out.stages.resize(p.stages.size());
+  for (size_t s = 0; s < p.stages.size(); ++s) {
+    const auto& st = p.stages[s];
+    const std::string field = "stages[" + std::to_string(s) + "]";
+    if (st.first_layer != next || st.num_layers <= 0)
+      return make_error(error_kind::invalid_input, field + ".first_layer",
+                        "layers must cover the model exactly once, in order: expected stage " +
+                            std::to_string(s) + " to start at layer " + std::to_string(next) +
+                            " with at least one layer, got first_layer " + std::to_string(st.first_layer) +
+                            " and " + std::to_string(st.num_layers) + " layers");
+    next = st.end_layer();
+    if (next > L)
+      return make_error(error_kind::invalid_input, field + ".num_layers",
+                        "ends at layer " + std::to_string(next) + " but the model has " + std::to_string(L) +
+                            " layers (0..L+1)");
+    if (st.replicas.empty()) return make_error(error_kind::invalid_input, field + ".replicas", "no replicas");
+    if (st.replicas.size() > size_t(resolved_plan::max_replicas))
+      return make_error(error_kind::invalid_input, field + ".replicas", "more than 64 replicas");
+    auto& rs = out.stages[s];
+    rs.first = st.first_layer;
+    rs.end = st.end_layer();
+    rs.recompute = st.recompute;
+    rs.num_replicas = static_cast<int>(st.replicas.size());
+    for (size_t r = 0; r < st.replicas.size(); ++r) {
+      const auto& rep = st.replicas[r];
+      const std::string rf = field + ".replicas[" + std::to_string(r) + "]";
+      endpoint e;
+      e.gpu = ctx.gpu_id(rep.gpu_type);
+      e.zone = ctx.zone_id(rep.zone);
+      e.tp = rep.tp;
+      if (e.gpu < 0)
+        return make_error(error_kind::not_found, rf + ".gpu_type",
+                          "GPU type '" + rep.gpu_type + "' has neither a profile nor a catalog entry");
+      if (e.zone < 0)
+        return make_error(error_kind::not_found, rf + ".zone", "zone '" + rep.zone + "' is not known to the network");
+      if (rep.tp <= 0 || (rep.tp & (rep.tp - 1)) != 0)
+        return make_error(error_kind::invalid_input, rf + ".tp", "TP degree must be a power of two");
+      stage_compute c = ctx.compute(e.gpu, e.tp, p.micro_batch, rs.first, rs.end);
+      if (!c.ok)
+        return make_error(error_kind::not_found, rf,
+                          "no profile and no catalog figures for GPU type '" + rep.gpu_type + "' at tp " +
+                              std::to_string(rep.tp) + ", micro-batch " + std::to_string(p.micro_batch));
+      rs.replicas[r] = e;
+    }
+  }
+  if (next != L)
+    return make_error(error_kind::invalid_input, "stages",
+                      "layers must cover the model exactly once: the stages end at layer " + std::to_string(next) +
+                          " but the model has " + std::to_string(L) + " layers");
+  // Links between consecutive stages and inside each stage's replica set.
+  const double act = ctx.activation_bytes(p.micro_batch);
+  for (int s = 0; s + 1 < out.num_stages; ++s) {
+    const auto& a = out.stages[s];
+    const auto& b = out.stages[s + 1];
+    const int n = std::max(a.num_replicas, b.num_replicas);
+    for (int i = 0; i < n; ++i) {
+      const endpoint& x = a.replicas[i % a.num_replicas];
+      const endpoint& y = b.replicas[i % b.num_replicas];
+      if (ctx.transfer_s(x, y, act) < 0 || ctx.transfer_s(y, x, act) < 0)
+        return make_error(error_kind::not_found, "stages[" + std::to_string(s) + "]",
+                          "no link between (" + ctx.zone_name(x.zone) + ", " + ctx.gpu_name(x.gpu) +
+                              ") and (" + ctx.zone_name(y.zone) + ", " + ctx.gpu_name(y.gpu) + ")");
+    }
+  }
+  for (int s = 0; s < out.num_stages; ++s) {
+    const auto& st = out.stages[s];
+    if (ctx.allreduce_s(st.replicas, st.num_replicas, ctx.params_per_gpu(1, st.first, st.end)) < 0)
+      return make_error(error_kind::not_found, "stages[" + std::to_string(s) + "].replicas",
+                        "no link between some of this stage's replicas for the gradient all-reduce");
+  }
+  return out;
+}
+
+quick_estimate closed_form(const sim_context& ctx, const resolved_plan& p) {
+  quick_estimate q;
+  stage_times t[resolved_plan::max_stages];
+  const int S = p.num_stages;
+  for (int s = 0; s < S; ++s) t[s] = compute_stage_times(ctx, p, s);
+  pipeline_times pt = combine(ctx, t, S);
+  q.iteration_time_s = pt.iteration_s;
+  q.pipeline_s = pt.pipeline_s;
+  q.sync_and_update_s = pt.iteration_s - pt.pipeline_s;
+  q.bottleneck_stage = pt.bottleneck;
+  q.worst_memory_headroom_bytes = 1e300;
+  const double act = ctx.activation_bytes(p.micro_batch);
+  for (int s = 0; s < S; ++s) {
+    const auto& st = p.stages[s];
+    const int in_flight = std::min(S - s, t[s].micro_batches);
+    double need = 0;
+    for (int r = 0; r < st.num_replicas; ++r) {
+      const endpoint& e = st.replicas[r];
+      q.gpu_usd_per_hour += e.tp * ctx.usd_per_gpu_hour(e.gpu);
+      if (r > 0 && same_kind(e, st.replicas[r - 1])) continue;  // same memory as the previous
+      need = ctx.stage_memory(e.gpu, e.tp, p.micro_batch, st.first, st.end, in_flight, st.recompute).total();
+      q.peak_memory_bytes = std::max(q.peak_memory_bytes, need);
+      const double cap = ctx.gpu_memory_bytes(e.gpu);
+      const double headroom = cap > 0 ? cap - need : 1e300;
+      if (headroom < q.worst_memory_headroom_bytes) {
+        q.worst_memory_headroom_bytes = headroom;
+        q.worst_memory_stage = s;
+        q.worst_memory_replica = r;
+      }
+    }
+    // Egress: activations forward and gradients back, one copy per TP rank, every micro-batch.
+    if (s + 1 < S) {
+      const auto& b = p.stages[s + 1];
+      const int n = std::max(st.num_replicas, b.num_replicas);
+      for (int i = 0; i < n; ++i) {
+        const endpoint& x = st.replicas[i % st.num_replicas];
+        const endpoint& y = b.replicas[i % b.num_replicas];
+        if (x.zone == y.zone) continue;
+        const double price = ctx.egress_usd_per_gb(x.zone, y.zone) + ctx.egress_usd_per_gb(y.zone, x.zone);
+        if (price > 0) q.egress_usd_per_iteration += price * act * std::min(x.tp, y.tp) * t[s].micro_batches / 1e9;
+      }
+    }
+    bool multi_zone = false;
+    for (int r = 1; r < st.num_replicas; ++r) multi_zone = multi_zone || st.replicas[r].zone != st.replicas[0].zone;
+    if (multi_zone)
+      q.egress_usd_per_iteration += ctx.allreduce_egress_usd(st.replicas, st.num_replicas, ctx.params_per_gpu(1, st.first, st.end));
+  }
+  q.cost_per_iteration_usd = q.gpu_usd_per_hour * q.iteration_time_s / 3600.0 + q.egress_usd_per_iteration;
+  return q;
+}
+
+result<estimate> simulate(const sim_context& ctx, const config::plan& plan) {
+  auto rp = resolve(ctx, plan);
+  if (!rp) return rp.error();
+  const resolved_plan& p = *rp;
+  const int S = p.num_stages;
+  std::vector<stage_times> t(S);
+  for (int s = 0; s < S; ++s) t[s] = compute_stage_times(ctx, p, s);
+  pipeline_times pt = combine(ctx, t.data(), S);
+  quick_estimate q = closed_form(ctx, p);
+  estimate e;
+  e.iteration_time_s = pt.iteration_s;
+  e.pipeline_s = pt.pipeline_s;
+  e.warmup_drain_s = pt.round_trip_s;
+  e.steady_s = pt.steady_s;
+  e.bottleneck_stage = pt.bottleneck;
+  e.sync_and_update_s = pt.iteration_s - pt.pipeline_s;
+  for (int s = 0; s < S; ++s) {
+    stage_estimate se;
+    se.first_layer = p.stages[s].first;
+    se.end_layer = p.stages[s].end;
+    se.forward_s = t[s].forward_s;
+    se.backward_s = t[s].backward_s;
+    se.update_s = t[s].update_s;
+    se.send_forward_s = t[s].send_forward_s;
+    se.send_backward_s = t[s].send_backward_s;
+    se.allreduce_s = t[s].allreduce_s;
+    se.micro_batches = t[s].micro_batches;
+    se.slowest_replica = t[s].slowest;
+    se.analytic = t[s].analytic;
+    e.stages.push_back(se);
+    const int in_flight = std::min(S - s, t[s].micro_batches);
+    for (int r = 0; r < p.stages[s].num_replicas; ++r) {
+      const endpoint& ep = p.stages[s].replicas[r];
+      gpu_memory gm;
+      gm.stage = s;
+      gm.replica = r;
+      gm.gpu_type = ctx.gpu_name(ep.gpu);
+      gm.zone = ctx.zone_name(ep.zone);
+      gm.tp = ep.tp;
+      gm.bytes = ctx.stage_memory(ep.gpu, ep.tp, p.micro_batch, p.stages[s].first, p.stages[s].end, in_flight,
+                                  p.stages[s].recompute);
+      gm.capacity_bytes = ctx.gpu_memory_bytes(ep.gpu);
+      e.memory.push_back(gm);
+    }
+  }
+  e.peak_memory_bytes = q.peak_memory_bytes;
+  e.fits_memory = q.worst_memory_headroom_bytes >= 0;
+  if (e.fits_memory) {
+    e.memory_verdict = "fits";
+  } else {
+    const auto& st = plan.stages[q.worst_memory_stage];
+    const auto& rep = st.replicas[q.worst_memory_replica];
+    e.memory_verdict = "out of memory: stage " + std::to_string(q.worst_memory_stage) + " replica " +
+                       std::to_string(q.worst_memory_replica) + " (" + rep.gpu_type + " in " + rep.zone +
+                       ", tp " + std::to_string(rep.tp) + ") needs " +
+                       fmt_gb(ctx.gpu_memory_bytes(ctx.gpu_id(rep.gpu_type)) - q.worst_memory_headroom_bytes) +
+                       " of " + fmt_gb(ctx.gpu_memory_bytes(ctx.gpu_id(rep.gpu_type))) + ", over by " +
+                       fmt_gb(-q.worst_memory_headroom_bytes);
+  }
+  e.throughput_iters_per_s = e.iteration_time_s > 0 ? 1.0 / e.iteration_time_s : 0;
+  e.tokens_per_s = e.throughput_iters_per_s * double(p.global_batch) * ctx.model().sequence;
+  e.gpu_usd_per_hour = q.gpu_usd_per_hour;
+  e.egress_usd_per_iteration = q.egress_usd_per_iteration;
+  e.cost_per_iteration_usd = q.cost_per_iteration_usd;
+  e.cost_per_hour_usd = e.cost_per_iteration_usd * e.throughput_iters_per_s * 3600.0;
+  // egress bytes (for the report): price-weighted bytes / price is not recoverable; recount
+  {
+    double bytes = 0;
+    const double act = ctx.activation_bytes(p.micro_batch);
+    for (int s = 0; s + 1 < S; ++s) {
+      const auto& a = p.stages[s];
+      const auto& b = p.stages[s + 1];
+      const int n = std::max(a.num_replicas, b.num_replicas);
+      for (int i = 0; i < n; ++i) {
+        const endpoint& x = a.replicas[i % a.num_replicas];
+        const endpoint& y = b.replicas[i % b.num_replicas];
+        if (x.zone != y.zone) bytes += 2.0 * act * std::min(x.tp, y.tp) * t[s].micro_batches;
+      }
+    }
+    for (int s = 0; s < S; ++s) {
+      const auto& st = p.stages[s];
+      int zones = 1;
+      for (int r = 1; r < st.num_replicas; ++r)
+        if (st.replicas[r].zone != st.replicas[0].zone) zones = 2;
+      if (zones > 1 && st.num_replicas > 1)
+        bytes += 2.0 * (st.num_replicas - 1) / st.num_replicas * ctx.params_per_gpu(1, st.first, st.end) *
+                 ctx.options().grad_bytes_per_param * 2;  // at least two zone crossings in the ring
+    }
+    e.egress_bytes_per_iteration = bytes;
+  }
+  for (int g = 0; g < ctx.num_gpu_types(); ++g) {
+    bool used = false, analytic = false;
+    for (int s = 0; s < S; ++s)
+      for (int r = 0; r < p.stages[s].num_replicas; ++r)
+        if (p.stages[s].replicas[r].gpu == g) {
+          used = true;
+          analytic = analytic || ctx.compute(g, p.stages[s].replicas[r].tp, p.micro_batch, p.stages[s].first,
+                                             p.stages[s].end).analytic;
+        }
+    if (used && analytic)
+      e.notes.push_back("GPU type " + ctx.gpu_name(g) +
+                        ": no profile for this model at this TP/micro-batch; times from the catalog's peak "
+                        "FLOP/s x efficiency " + std::to_string(ctx.options().analytic_efficiency));
+  }
+  return e;
+}
+
+}  // namespace sailor::simulator

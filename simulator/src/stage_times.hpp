@@ -1,0 +1,27 @@
+#pragma once
+// Private: per-stage times shared by the closed form and the event simulation, so that both
+// run on the same physics and differ only in how they schedule.
+#include "sailor/simulator/simulator.hpp"
+
+namespace sailor::simulator {
+
+struct stage_times {
+  double forward_s = 0, backward_s = 0, update_s = 0;  // slowest replica, per micro-batch
+  double send_forward_s = 0;   // activation to stage s+1
+  double send_backward_s = 0;  // gradient to stage s-1
+  double allreduce_s = 0;
+  int micro_batches = 1;
+  int slowest = 0;
+  bool analytic = false;
+};
+
+struct pipeline_times {
+  double round_trip_s = 0, steady_s = 0, pipeline_s = 0, iteration_s = 0;
+  int bottleneck = 0;
+};
+
+int micro_batches_of(const resolved_plan& p, int s);
+stage_times compute_stage_times(const sim_context& ctx, const resolved_plan& p, int s);
+pipeline_times combine(const sim_context& ctx, const stage_times* t, int num_stages);
+
+}  // namespace sailor::simulator
