@@ -10,14 +10,6 @@ void add_profile(CLI::App& app, command_set& commands) {
   add_not_built(app, commands, "profile", "measure per-layer times on this machine",
                 "the training runtime issue");
 }
-void add_coordinator(CLI::App& app, command_set& commands) {
-  add_not_built(app, commands, "coordinator", "run the job supervisor",
-                "the actor runtime issue");
-}
-void add_status(CLI::App& app, command_set& commands) {
-  add_not_built(app, commands, "status", "show a coordinator's nodes and roles",
-                "the actor runtime issue");
-}
 void add_demo(CLI::App& app, command_set& commands) {
   add_not_built(app, commands, "demo", "plan and train a tiny model in emulated zones",
                 "the training runtime issue");

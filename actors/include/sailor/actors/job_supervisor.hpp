@@ -1,0 +1,86 @@
+#pragma once
+/// job_supervisor: admits nodes, asks the scheduler for plans, hands out roles, and re-plans
+/// when capacity changes.
+///
+///   [collecting] --join_request--> admit or refuse; quorum reached --> [planning]
+///                --settle (settle time after the first join)--> [planning]
+///   [planning]   --plan_reply ok--> place replicas, send role_assignment to every node,
+///                     spawn a replica_group per replica --> [running] (phase "assigning")
+///                --plan_reply error / placement error--> [collecting] (phase "waiting")
+///                --capacity changed meanwhile--> ask again when the reply arrives
+///   [running]    --stage_ready--> counted; every replica_group complete --> phase "running"
+///                --join_request--> admit --> [planning] (grow)
+///   any state    --node_lost / endpoint down / preemption_notice--> drop the node, tell the
+///                     scheduler; in [running] --> [planning] over what remains
+///                --status_request--> cluster_status
+///
+/// Every admitted node is monitored (its endpoint's death is a down_msg) and watched by the
+/// zone_coordinator of its zone (missed heartbeats). The supervisor spawns one zone
+/// coordinator per zone of the cluster.
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/actor_clock.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/timespan.hpp>
+
+#include "sailor/actors/messages.hpp"
+#include "sailor/actors/scheduler_api.hpp"
+
+namespace sailor::actors {
+
+struct supervisor_options {
+  std::vector<std::string> zones;  ///< zones of the cluster; a node of another zone is refused
+  int quorum = 0;                  ///< plan as soon as this many nodes joined (0: settle only)
+  caf::timespan settle = std::chrono::seconds{2};  ///< plan this long after the first join
+  caf::timespan heartbeat_interval = std::chrono::milliseconds{500};
+  caf::timespan heartbeat_timeout = std::chrono::milliseconds{2000};
+  caf::timespan plan_timeout = std::chrono::seconds{60};
+  caf::actor scheduler;  ///< planner_actor or a user's scheduler (scheduler_api.hpp)
+  /// Makes an actor reachable by peers (bridge::publish); used for the zone coordinators.
+  std::function<void(const std::string&, const caf::actor&)> publish;
+  std::size_t max_events = 64;
+};
+
+struct supervised_node {
+  node_inventory inventory;
+  caf::actor endpoint;
+  std::string state = "joined";  ///< joined, assigned, idle, ready
+  std::vector<stage_role> roles;
+  int ready_roles = 0;
+  bool heard = false;
+  caf::actor_clock::time_point last_heard{};
+};
+
+struct supervisor_state {
+  supervisor_options options;
+  std::map<std::string, supervised_node> nodes;
+  std::map<std::string, caf::actor> zones;
+  std::string phase = "collecting";
+  bool settle_armed = false;
+  std::int64_t next_request = 1;
+  std::int64_t pending_request = 0;
+  bool capacity_changed = false;  ///< while planning: ask again when the reply arrives
+  std::string replan_reason;
+  std::int64_t plan_version = 0;
+  std::optional<config::plan> current;
+  std::map<std::pair<int, int>, caf::actor> groups;
+  int roles_total = 0;
+  int roles_ready = 0;
+  int replicas_ready = 0;
+  std::string last_error;
+  std::deque<std::string> events;
+  std::int64_t nodes_lost = 0;
+  static inline const char* name = "job_supervisor";
+};
+
+caf::behavior job_supervisor(caf::stateful_actor<supervisor_state>* self,
+                             supervisor_options options);
+
+}  // namespace sailor::actors

@@ -1,0 +1,84 @@
+#pragma once
+/// The transport the bridge runs over: framed byte links between two processes.
+///
+/// This is a small internal interface so that the bridge does not depend on one transport.
+/// Today it is implemented over TCP (and over an AF_UNIX socket pair for in-process tests);
+/// the comm module's UCX endpoints are meant to implement it as well.
+///
+/// A link delivers whole frames, in order, to `on_frame` on the link's own thread, and calls
+/// `on_closed` exactly once, with a reason, when the peer goes away, a read fails, bad bytes
+/// arrive, or `close` is called. A closed link stays closed.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sailor/config/error.hpp"
+
+namespace sailor::actors {
+
+/// Largest frame a link accepts; a longer length prefix is treated as garbage.
+inline constexpr std::uint32_t max_frame_bytes = 64u << 20;
+
+struct link_handlers {
+  std::function<void(std::vector<char>&& frame)> on_frame;
+  std::function<void(const std::string& reason)> on_closed;
+};
+
+/// One connected peer. Thread-safe.
+class link {
+public:
+  virtual ~link() = default;
+  /// Starts delivering frames to `handlers`. Call once, before anything arrives.
+  virtual void start(link_handlers handlers) = 0;
+  /// Sends one frame (blocking until written). Returns false if the link is closed.
+  virtual bool send(const std::vector<char>& frame) = 0;
+  /// Closes the link; `on_closed` runs with `reason` unless it already ran.
+  virtual void close(const std::string& reason) = 0;
+  /// The peer's address, for log lines.
+  virtual const std::string& peer() const = 0;
+};
+
+/// Accepts links. Destroying it stops accepting (links already accepted live on).
+class link_listener {
+public:
+  virtual ~link_listener() = default;
+  /// The port actually bound (useful with port 0).
+  virtual std::uint16_t port() const = 0;
+};
+
+using accept_handler = std::function<void(std::shared_ptr<link>)>;
+
+/// Listens on host:port over TCP; each accepted link is handed to `on_accept` not started.
+result<std::unique_ptr<link_listener>> tcp_listen(const std::string& host, std::uint16_t port,
+                                                  accept_handler on_accept);
+/// Connects over TCP; the link is returned not started. Bounded by `timeout_ms`.
+result<std::shared_ptr<link>> tcp_connect(const std::string& host, std::uint16_t port,
+                                          int timeout_ms = 5000);
+/// Two connected links in this process (an AF_UNIX socket pair), for tests.
+std::pair<std::shared_ptr<link>, std::shared_ptr<link>> local_link_pair();
+
+/// Splits "host:port". Errors name what was wrong.
+result<std::pair<std::string, std::uint16_t>> parse_host_port(const std::string& text);
+
+}  // namespace sailor::actors
+
+namespace sailor::comm {
+class transport;
+}
+
+namespace sailor::actors {
+
+/// Listens through a comm transport (UCX, comm's TCP, or either behind the link shaper).
+/// The transport's handshake already refuses peers of another protocol version and garbage
+/// (logged by comm); frames then travel as the transport's control messages.
+result<std::unique_ptr<link_listener>> comm_listen(comm::transport& transport,
+                                                   const std::string& host, std::uint16_t port,
+                                                   accept_handler on_accept);
+/// Connects through a comm transport; waits (bounded) until the handshake is accepted.
+result<std::shared_ptr<link>> comm_connect(comm::transport& transport, const std::string& host,
+                                           std::uint16_t port, int timeout_ms = 5000);
+
+}  // namespace sailor::actors

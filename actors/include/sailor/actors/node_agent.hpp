@@ -1,0 +1,60 @@
+#pragma once
+/// node_agent: one per sailor-node process; joins the job and runs the node's stage actors.
+///
+///   [joining] --start (local)--> join_request to the supervisor
+///   [joining] --join_accepted--> heartbeats start --> [member]
+///   [joining] --join_refused--> quit (outcome: refused, with the reason)
+///   [member]  --role_assignment v--> stop the stage actors of older plans, spawn one
+///                 stage_actor per role of plan v --> [member]
+///             --stage_ready / stage_failed (from its stage actors)--> to the supervisor
+///             --tick--> heartbeat to the zone coordinator
+///             --preempt (local: SIGTERM, spot notice)--> preemption_notice --> quit
+///             --shutdown_notice--> quit
+///   any state: the supervisor's endpoint goes down --> quit (outcome: coordinator lost)
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "sailor/actors/messages.hpp"
+#include "sailor/actors/stage_actor.hpp"
+
+namespace sailor::actors {
+
+using preempt_atom = caf::atom_constant<caf::atom("preempt")>;
+
+/// How the agent ended; read after the agent is down.
+struct agent_outcome {
+  enum class kind { running, shut_down, refused, preempted, coordinator_lost };
+  kind how = kind::running;
+  std::string reason;
+};
+
+struct node_agent_options {
+  node_inventory inventory;
+  caf::actor supervisor;  ///< usually a bridge proxy of the coordinator's "supervisor"
+  /// Resolves a named actor of the coordinator (the zone coordinator for heartbeats).
+  std::function<caf::actor(const std::string&)> resolve;
+  stage_hook hook;  ///< given to every stage actor; empty: stages are ready at once
+  std::shared_ptr<agent_outcome> outcome = std::make_shared<agent_outcome>();
+};
+
+struct node_agent_state {
+  node_agent_options options;
+  caf::actor zone;
+  caf::timespan heartbeat_interval{};
+  std::uint64_t heartbeat_seq = 0;
+  std::int64_t plan_version = 0;
+  std::vector<caf::actor> stages;
+  int ready = 0;
+  static inline const char* name = "node_agent";
+};
+
+caf::behavior node_agent(caf::stateful_actor<node_agent_state>* self, node_agent_options options);
+
+}  // namespace sailor::actors

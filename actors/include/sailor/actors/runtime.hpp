@@ -1,0 +1,91 @@
+#pragma once
+/// Putting the actors together: a coordinator (bridge + supervisor + scheduler) and a node
+/// (bridge + node agent), in this process. `sailor coordinator`, `sailor-node`, the examples
+/// and the tests all start them through here.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+
+#include "sailor/actors/bridge.hpp"
+#include "sailor/actors/job_supervisor.hpp"
+#include "sailor/actors/node_agent.hpp"
+#include "sailor/actors/planner_actor.hpp"
+#include "sailor/comm/transport.hpp"
+
+namespace sailor::actors {
+
+struct coordinator_options {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 0;  ///< 0: any free port (see coordinator::port)
+  supervisor_options supervisor;  ///< its `scheduler` may be left empty when `plan` is set
+  planning_function plan;         ///< wrapped in a planner_actor when no scheduler is given
+  comm::transport* transport = nullptr;  ///< comm transport (UCX...); null: the bridge's TCP
+};
+
+/// A running coordinator. Destroying it stops the supervisor and closes every link.
+class coordinator {
+public:
+  static result<std::unique_ptr<coordinator>> start(caf::actor_system& system,
+                                                    coordinator_options options);
+  ~coordinator();
+
+  std::uint16_t port() const { return port_; }
+  const caf::actor& supervisor() const { return supervisor_; }
+  const caf::actor& scheduler() const { return scheduler_; }
+  bridge& links() { return *bridge_; }
+
+private:
+  coordinator() = default;
+  std::unique_ptr<bridge> bridge_;
+  caf::actor supervisor_;
+  caf::actor scheduler_;
+  std::uint16_t port_ = 0;
+};
+
+/// A running node: its bridge to the coordinator and its agent.
+class node {
+public:
+  /// Connects to the coordinator at host:port and starts the agent (which joins at once).
+  /// `options.supervisor` and `options.resolve` are filled here.
+  static result<std::unique_ptr<node>> start(caf::actor_system& system, const std::string& host,
+                                             std::uint16_t port, node_agent_options options,
+                                             comm::transport* transport = nullptr);
+  ~node();
+
+  const caf::actor& agent() const { return agent_; }
+  /// How the agent ended (valid once it is down).
+  const agent_outcome& outcome() const { return *outcome_; }
+  bridge& links() { return *bridge_; }
+
+private:
+  node() = default;
+  std::unique_ptr<bridge> bridge_;
+  caf::actor agent_;
+  std::shared_ptr<agent_outcome> outcome_;
+};
+
+/// Asks the coordinator at host:port for its status; bounded by `timeout`.
+result<cluster_status> query_status(caf::actor_system& system, const std::string& host,
+                                    std::uint16_t port,
+                                    std::chrono::milliseconds timeout = std::chrono::seconds{5},
+                                    comm::transport* transport = nullptr);
+
+/// The transports a process can run the bridge over: "ucx" and "tcp" (the comm module's
+/// backends) or "socket" (the bridge's own framed TCP sockets, no comm transport: returns
+/// null). `name` and `zone` are told to peers in the comm handshake.
+result<std::unique_ptr<comm::transport>> make_transport(const std::string& kind,
+                                                        const std::string& name,
+                                                        const std::string& zone);
+
+/// A caf::actor_system_config with every Sailor message type registered.
+class runtime_config : public caf::actor_system_config {
+public:
+  runtime_config();
+};
+
+}  // namespace sailor::actors

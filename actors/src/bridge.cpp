@@ -1,0 +1,294 @@
+#include "sailor/actors/bridge.hpp"
+
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include <caf/actor_proxy.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/make_actor.hpp>
+#include <caf/mailbox_element.hpp>
+
+#include "sailor/actors/wire.hpp"
+#include "sailor/config/log.hpp"
+
+namespace sailor::actors {
+
+struct bridge::core : std::enable_shared_from_this<bridge::core> {
+  struct peer_entry {
+    std::shared_ptr<link> connection;
+    std::map<std::string, caf::strong_actor_ptr> proxies;
+    bool closed = false;
+    bool has_spoken = false;  // a valid frame arrived: later failures are not door refusals
+  };
+
+  explicit core(caf::actor_system& sys) : system(sys) {}
+
+  caf::actor_system& system;
+  comm::transport* transport = nullptr;
+  mutable std::mutex mutex;
+  std::map<std::string, caf::actor> published;
+  std::map<caf::actor_addr, std::string> names;
+  std::map<peer_id, peer_entry> peers;
+  std::function<void(const peer_refused&)> refusal_observer;
+  std::unique_ptr<link_listener> listener;
+  peer_id next_peer = 1;
+
+  std::string name_of(const caf::strong_actor_ptr& sender) {
+    if (!sender)
+      return {};
+    std::lock_guard<std::mutex> guard{mutex};
+    auto i = names.find(caf::actor_cast<caf::actor_addr>(sender));
+    return i == names.end() ? std::string{} : i->second;
+  }
+
+  caf::strong_actor_ptr proxy_for(peer_id peer, const std::string& name);
+  peer_id add(std::shared_ptr<link> l);
+  void on_frame(peer_id peer, std::vector<char>&& frame);
+  void on_closed(peer_id peer, const std::string& reason);
+  void refuse(peer_id peer, const std::string& reason);
+};
+
+namespace {
+
+// A local stand-in for an actor in another process. Not scheduled: `enqueue` encodes and
+// writes the message on the sender's thread, so nothing sent before a process exits is lost
+// in a mailbox, and the actor system does not wait for proxies when it shuts down.
+class remote_proxy final : public caf::actor_proxy {
+public:
+  remote_proxy(caf::actor_config& cfg, std::weak_ptr<bridge::core> owner,
+               std::shared_ptr<link> connection, std::string remote_name)
+    : caf::actor_proxy(cfg),
+      owner_(std::move(owner)),
+      connection_(std::move(connection)),
+      remote_name_(std::move(remote_name)) {}
+
+  void enqueue(caf::mailbox_element_ptr what, caf::execution_unit* host) override {
+    auto owner = owner_.lock();
+    if (!owner || getf(is_terminated_flag)) {
+      bounce(what);
+      return;
+    }
+    auto msg = what->move_content_to_message();
+    auto frame = encode_envelope(owner->system, owner->name_of(what->sender), remote_name_, msg);
+    if (!frame) {
+      log::get("actors")->warn("[bridge {}] dropped a message to '{}': {}",
+                               connection_->peer(), remote_name_, frame.error().message);
+      return;
+    }
+    if (!connection_->send(*frame))
+      log::get("actors")->debug("[bridge {}] link closed; message to '{}' dropped",
+                                connection_->peer(), remote_name_);
+  }
+
+  void kill_proxy(caf::execution_unit* host, caf::error reason) override {
+    cleanup(std::move(reason), host);
+  }
+
+  const char* name() const override { return "remote_proxy"; }
+
+private:
+  std::weak_ptr<bridge::core> owner_;
+  std::shared_ptr<link> connection_;
+  std::string remote_name_;
+};
+
+void kill(const caf::strong_actor_ptr& proxy) {
+  if (auto* p = dynamic_cast<remote_proxy*>(caf::actor_cast<caf::abstract_actor*>(proxy)))
+    p->kill_proxy(nullptr, caf::exit_reason::remote_link_unreachable);
+}
+
+}  // namespace
+
+caf::strong_actor_ptr bridge::core::proxy_for(peer_id peer, const std::string& name) {
+  caf::strong_actor_ptr result;
+  bool dead = false;
+  {
+    std::lock_guard<std::mutex> guard{mutex};
+    auto i = peers.find(peer);
+    if (i == peers.end())
+      return nullptr;
+    auto& entry = i->second;
+    auto j = entry.proxies.find(name);
+    if (j != entry.proxies.end())
+      return j->second;
+    caf::actor_config cfg;
+    result = caf::make_actor<remote_proxy, caf::strong_actor_ptr>(
+      system.next_actor_id(), system.node(), &system, cfg, weak_from_this(), entry.connection,
+      name);
+    entry.proxies.emplace(name, result);
+    dead = entry.closed;
+  }
+  if (dead)
+    kill(result);
+  return result;
+}
+
+peer_id bridge::core::add(std::shared_ptr<link> l) {
+  peer_id id;
+  {
+    std::lock_guard<std::mutex> guard{mutex};
+    id = next_peer++;
+    peers[id].connection = l;
+  }
+  std::weak_ptr<core> weak = weak_from_this();
+  l->start(link_handlers{
+    [weak, id](std::vector<char>&& frame) {
+      if (auto self = weak.lock())
+        self->on_frame(id, std::move(frame));
+    },
+    [weak, id](const std::string& reason) {
+      if (auto self = weak.lock())
+        self->on_closed(id, reason);
+    }});
+  return id;
+}
+
+void bridge::core::refuse(peer_id peer, const std::string& reason) {
+  std::shared_ptr<link> connection;
+  {
+    std::lock_guard<std::mutex> guard{mutex};
+    auto i = peers.find(peer);
+    if (i == peers.end())
+      return;
+    connection = i->second.connection;
+  }
+  log::get("actors")->warn("[bridge {}] refused peer: {}", connection->peer(), reason);
+  // Tell the peer why, in our protocol version: a peer of another version can still read
+  // the header and will usually print the reason.
+  if (auto frame = encode_envelope(system, "bridge", "agent",
+                                   caf::make_message(join_refused{reason})))
+    connection->send(*frame);
+  if (refusal_observer)
+    refusal_observer(peer_refused{connection->peer(), reason});
+  connection->close("refused: " + reason);
+}
+
+void bridge::core::on_frame(peer_id peer, std::vector<char>&& frame) {
+  auto decoded = decode_envelope(system, frame);
+  if (!decoded) {
+    refuse(peer, decoded.error().message);
+    return;
+  }
+  caf::actor destination;
+  {
+    std::lock_guard<std::mutex> guard{mutex};
+    auto i = published.find(decoded->destination);
+    if (i != published.end())
+      destination = i->second;
+    auto p = peers.find(peer);
+    if (p != peers.end())
+      p->second.has_spoken = true;
+  }
+  if (!destination) {
+    log::get("actors")->warn("[bridge] message for unknown actor '{}' dropped: {}",
+                             decoded->destination, caf::to_string(decoded->body));
+    return;
+  }
+  auto sender = decoded->source.empty() ? nullptr : proxy_for(peer, decoded->source);
+  destination->enqueue(caf::make_mailbox_element(std::move(sender), caf::make_message_id(), {},
+                                                 std::move(decoded->body)),
+                       nullptr);
+}
+
+void bridge::core::on_closed(peer_id peer, const std::string& reason) {
+  std::vector<caf::strong_actor_ptr> proxies;
+  std::string who;
+  bool spoken = false;
+  {
+    std::lock_guard<std::mutex> guard{mutex};
+    auto i = peers.find(peer);
+    if (i == peers.end() || i->second.closed)
+      return;
+    i->second.closed = true;
+    who = i->second.connection->peer();
+    spoken = i->second.has_spoken;
+    for (auto& [name, proxy] : i->second.proxies)
+      proxies.push_back(proxy);
+  }
+  if (reason.rfind("refused: ", 0) != 0) {
+    if (!spoken && reason.find("garbage") != std::string::npos) {
+      log::get("actors")->warn("[bridge {}] refused peer: {}", who, reason);
+      if (refusal_observer)
+        refusal_observer(peer_refused{who, reason});
+    } else {
+      log::get("actors")->info("[bridge {}] link closed: {}", who, reason);
+    }
+  }
+  for (auto& proxy : proxies)
+    kill(proxy);
+}
+
+bridge::bridge(caf::actor_system& system, comm::transport* transport)
+  : core_(std::make_shared<core>(system)) {
+  core_->transport = transport;
+}
+
+bridge::~bridge() { close(); }
+
+void bridge::publish(const std::string& name, const caf::actor& local) {
+  std::lock_guard<std::mutex> guard{core_->mutex};
+  core_->published[name] = local;
+  core_->names[local.address()] = name;
+}
+
+result<std::uint16_t> bridge::listen(const std::string& host, std::uint16_t port) {
+  std::weak_ptr<core> weak = core_;
+  accept_handler on_accept = [weak](std::shared_ptr<link> l) {
+    if (auto self = weak.lock()) {
+      log::get("actors")->debug("[bridge] accepted {}", l->peer());
+      self->add(std::move(l));
+    }
+  };
+  auto listener = core_->transport ? comm_listen(*core_->transport, host, port, on_accept)
+                                   : tcp_listen(host, port, on_accept);
+  if (!listener)
+    return listener.error();
+  auto bound = (*listener)->port();
+  std::lock_guard<std::mutex> guard{core_->mutex};
+  core_->listener = std::move(*listener);
+  return bound;
+}
+
+result<peer_id> bridge::connect(const std::string& host, std::uint16_t port, int timeout_ms) {
+  auto l = core_->transport ? comm_connect(*core_->transport, host, port, timeout_ms)
+                            : tcp_connect(host, port, timeout_ms);
+  if (!l)
+    return l.error();
+  return core_->add(std::move(*l));
+}
+
+peer_id bridge::adopt(std::shared_ptr<link> l) { return core_->add(std::move(l)); }
+
+caf::actor bridge::remote_actor(peer_id peer, const std::string& name) {
+  return caf::actor_cast<caf::actor>(core_->proxy_for(peer, name));
+}
+
+void bridge::on_refused(std::function<void(const peer_refused&)> observer) {
+  std::lock_guard<std::mutex> guard{core_->mutex};
+  core_->refusal_observer = std::move(observer);
+}
+
+void bridge::close() {
+  std::unique_ptr<link_listener> listener;
+  std::vector<std::shared_ptr<link>> links;
+  {
+    std::lock_guard<std::mutex> guard{core_->mutex};
+    listener = std::move(core_->listener);
+    for (auto& [id, entry] : core_->peers)
+      links.push_back(entry.connection);
+  }
+  listener.reset();
+  for (auto& l : links)
+    l->close("bridge closed");
+}
+
+std::size_t bridge::open_peers() const {
+  std::lock_guard<std::mutex> guard{core_->mutex};
+  std::size_t n = 0;
+  for (auto& [id, entry] : core_->peers)
+    n += entry.closed ? 0 : 1;
+  return n;
+}
+
+}  // namespace sailor::actors

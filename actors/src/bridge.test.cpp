@@ -1,0 +1,235 @@
+// The bridge between two actor systems in this process, over a socket pair: delivery by
+// name, replies to the remote sender, down messages when the link closes, refusals.
+#include "sailor/actors/bridge.hpp"
+
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+
+#include <caf/exit_reason.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "sailor/actors/runtime.hpp"
+#include "sailor/actors/wire.hpp"
+
+using namespace sailor::actors;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Answers every heartbeat with a heartbeat of seq + 1, to whoever sent it.
+caf::behavior echo(caf::event_based_actor* self) {
+  return {
+    [self](const heartbeat& x) {
+      self->send(caf::actor_cast<caf::actor>(self->current_sender()),
+                 heartbeat{x.node + "-echo", x.seq + 1});
+    },
+  };
+}
+
+struct two_processes {
+  runtime_config cfg_a;
+  runtime_config cfg_b;
+  caf::actor_system a{cfg_a};
+  caf::actor_system b{cfg_b};
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(two_processes, "bridge: a message reaches a named actor and the reply comes back") {
+  bridge server{a};
+  bridge client{b};
+  server.publish("echo", a.spawn(echo));
+  auto [left, right] = local_link_pair();
+  server.adopt(left);
+  auto peer = client.adopt(right);
+  caf::scoped_actor self{b};
+  client.publish("tester", caf::actor_cast<caf::actor>(self));
+  auto remote_echo = client.remote_actor(peer, "echo");
+  self->send(remote_echo, heartbeat{"n1", 41});
+  bool got = false;
+  self->receive(
+    [&](const heartbeat& x) {
+      got = true;
+      CHECK(x.node == "n1-echo");
+      CHECK(x.seq == 42);
+    },
+    caf::after(5s) >> [] {});
+  CHECK(got);
+  CHECK(server.open_peers() == 1);
+}
+
+TEST_CASE_FIXTURE(two_processes, "bridge: a closed link is a down message to monitors") {
+  bridge server{a};
+  bridge client{b};
+  server.publish("echo", a.spawn(echo));
+  auto [left, right] = local_link_pair();
+  server.adopt(left);
+  auto peer = client.adopt(right);
+  caf::scoped_actor self{b};
+  auto remote_echo = client.remote_actor(peer, "echo");
+  self->monitor(remote_echo);
+  server.close();  // the other process goes away
+  bool down = false;
+  self->receive(
+    [&](const caf::down_msg& msg) {
+      down = true;
+      CHECK(msg.source == remote_echo.address());
+      CHECK(msg.reason == caf::exit_reason::remote_link_unreachable);
+    },
+    caf::after(5s) >> [] {});
+  CHECK(down);
+  // A proxy made after the link died is down at once.
+  auto late = client.remote_actor(peer, "other");
+  self->monitor(late);
+  bool late_down = false;
+  self->receive([&](const caf::down_msg&) { late_down = true; }, caf::after(5s) >> [] {});
+  CHECK(late_down);
+}
+
+TEST_CASE_FIXTURE(two_processes, "bridge: garbage and other protocol versions are refused") {
+  bridge server{a};
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<peer_refused> refused;
+  server.on_refused([&](const peer_refused& x) {
+    std::lock_guard<std::mutex> guard{mutex};
+    refused.push_back(x);
+    changed.notify_all();
+  });
+  server.publish("echo", a.spawn(echo));
+  auto wait_for = [&](std::size_t n) {
+    std::unique_lock<std::mutex> lock{mutex};
+    return changed.wait_for(lock, 5s, [&] { return refused.size() >= n; });
+  };
+  SUBCASE("a frame of protocol version 99") {
+    auto [left, right] = local_link_pair();
+    server.adopt(left);
+    std::mutex reply_mutex;
+    std::condition_variable reply_changed;
+    std::vector<std::vector<char>> replies;
+    right->start(link_handlers{[&](std::vector<char>&& frame) {
+                                 std::lock_guard<std::mutex> guard{reply_mutex};
+                                 replies.push_back(std::move(frame));
+                                 reply_changed.notify_all();
+                               },
+                               [](const std::string&) {}});
+    right->send(encode_raw_frame(99, join_request_kind(), "agent", "supervisor", {}));
+    REQUIRE(wait_for(1));
+    CHECK(refused[0].reason.find("protocol version 99") != std::string::npos);
+    // The peer is told why, in a frame it can decode when it speaks our version.
+    std::unique_lock<std::mutex> lock{reply_mutex};
+    REQUIRE(reply_changed.wait_for(lock, 5s, [&] { return !replies.empty(); }));
+    auto reply = decode_envelope(a, replies[0]);
+    REQUIRE(reply.ok());
+    REQUIRE(reply->body.match_elements<join_refused>());
+    CHECK(reply->body.get_as<join_refused>(0).reason.find("protocol version 99") !=
+          std::string::npos);
+  }
+  SUBCASE("bytes that are not frames, on a TCP port") {
+    auto port = server.listen("127.0.0.1", 0);
+    REQUIRE(port.ok());
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(*port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    const char garbage[] = "GET / HTTP/1.0\r\n\r\n";
+    REQUIRE(::send(fd, garbage, sizeof(garbage) - 1, 0) > 0);
+    REQUIRE(wait_for(1));
+    CHECK(refused[0].reason.find("garbage") != std::string::npos);
+    ::close(fd);
+  }
+  SUBCASE("a frame whose envelope does not decode") {
+    auto [left, right] = local_link_pair();
+    server.adopt(left);
+    right->start(link_handlers{});
+    right->send(std::vector<char>{'G', 'E', 'T', ' ', '/'});
+    REQUIRE(wait_for(1));
+    CHECK_FALSE(refused[0].reason.empty());
+  }
+  // The server still serves well-formed peers.
+  bridge client{b};
+  auto [left, right] = local_link_pair();
+  server.adopt(left);
+  auto peer = client.adopt(right);
+  caf::scoped_actor self{b};
+  client.publish("tester", caf::actor_cast<caf::actor>(self));
+  self->send(client.remote_actor(peer, "echo"), heartbeat{"ok", 1});
+  bool got = false;
+  self->receive([&](const heartbeat&) { got = true; }, caf::after(5s) >> [] {});
+  CHECK(got);
+}
+
+#include "sailor/comm/tcp.hpp"
+#include "sailor/comm/ucx.hpp"
+
+namespace {
+
+std::unique_ptr<sailor::comm::transport> make_comm(const std::string& kind, const std::string& name) {
+  sailor::comm::transport_options common;
+  common.local_name = name;
+  if (kind == "ucx") {
+    sailor::comm::ucx_options options;
+    options.common = common;
+    options.ucx_config["NET_DEVICES"] = "lo";
+    options.ucx_config["TLS"] = "tcp,sm,self";
+    auto t = sailor::comm::make_ucx_transport(options);
+    return t ? std::move(*t) : nullptr;
+  }
+  auto t = sailor::comm::make_tcp_transport(common);
+  return t ? std::move(*t) : nullptr;
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(two_processes, "bridge: over the comm transports, delivery, replies and down messages") {
+  std::string kind;
+  SUBCASE("ucx") { kind = "ucx"; }
+  SUBCASE("tcp") { kind = "tcp"; }
+  auto transport_a = make_comm(kind, "server");
+  auto transport_b = make_comm(kind, "client");
+  REQUIRE(transport_a);
+  REQUIRE(transport_b);
+  {
+    bridge server{a, transport_a.get()};
+    bridge client{b, transport_b.get()};
+    server.publish("echo", a.spawn(echo));
+    auto port = server.listen("127.0.0.1", 0);
+    REQUIRE(port.ok());
+    auto peer = client.connect("127.0.0.1", *port);
+    REQUIRE(peer.ok());
+    caf::scoped_actor self{b};
+    client.publish("tester", caf::actor_cast<caf::actor>(self));
+    auto remote_echo = client.remote_actor(*peer, "echo");
+    self->monitor(remote_echo);
+    for (std::uint64_t k = 0; k < 3; ++k) {
+      self->send(remote_echo, heartbeat{"n1", k});
+      bool got = false;
+      self->receive(
+        [&](const heartbeat& x) {
+          got = true;
+          CHECK(x.seq == k + 1);
+        },
+        caf::after(5s) >> [] {});
+      CHECK(got);
+    }
+    server.close();
+    bool down = false;
+    self->receive(
+      [&](const caf::down_msg& msg) {
+        down = true;
+        CHECK(msg.reason == caf::exit_reason::remote_link_unreachable);
+      },
+      caf::after(10s) >> [] {});
+    CHECK(down);
+  }
+}

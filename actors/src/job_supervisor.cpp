@@ -1,0 +1,415 @@
+#include "sailor/actors/job_supervisor.hpp"
+
+#include <algorithm>
+
+#include <caf/message_handler.hpp>
+
+#include "sailor/actors/placement.hpp"
+#include "sailor/actors/replica_group.hpp"
+#include "sailor/actors/zone_coordinator.hpp"
+#include "sailor/config/log.hpp"
+
+namespace sailor::actors {
+namespace {
+
+using supervisor = caf::stateful_actor<supervisor_state>;
+
+std::int64_t to_ms(caf::timespan t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t).count();
+}
+
+void record(supervisor* self, std::string event) {
+  auto& st = self->state;
+  st.events.push_back(std::move(event));
+  while (st.events.size() > st.options.max_events)
+    st.events.pop_front();
+}
+
+std::vector<node_inventory> inventory(supervisor* self) {
+  std::vector<node_inventory> out;
+  for (auto& [name, node] : self->state.nodes)
+    out.push_back(node.inventory);
+  return out;
+}
+
+caf::behavior collecting(supervisor* self);
+caf::behavior planning(supervisor* self);
+caf::behavior running(supervisor* self);
+void start_planning(supervisor* self, std::string reason);
+
+void clear_roles(supervisor* self) {
+  auto& st = self->state;
+  for (auto& [key, group] : st.groups)
+    self->send_exit(group, caf::exit_reason::user_shutdown);
+  st.groups.clear();
+  st.roles_total = st.roles_ready = st.replicas_ready = 0;
+  for (auto& [name, node] : st.nodes) {
+    node.roles.clear();
+    node.ready_roles = 0;
+    node.state = "joined";
+  }
+}
+
+// Back to waiting for capacity: nodes keep their connection, the old roles are void.
+void wait_for_capacity(supervisor* self, std::string why) {
+  auto& st = self->state;
+  clear_roles(self);
+  st.current.reset();
+  st.phase = st.nodes.empty() ? "collecting" : "waiting";
+  st.last_error = why;
+  // Release the nodes' stage actors of the void plan.
+  ++st.plan_version;
+  for (auto& [name, node] : st.nodes)
+    self->send(node.endpoint, role_assignment{st.plan_version, {}});
+  self->become(collecting(self));
+}
+
+void capacity_changed(supervisor* self, const std::string& reason) {
+  auto& st = self->state;
+  if (st.phase == "planning") {
+    st.capacity_changed = true;
+    st.replan_reason = reason;
+    return;
+  }
+  if (st.phase == "assigning" || st.phase == "running" || st.phase == "waiting") {
+    if (st.nodes.empty()) {
+      wait_for_capacity(self, "no nodes left");
+      return;
+    }
+    start_planning(self, reason);
+    return;
+  }
+  // collecting: plan when quorum is reached (the settle timer handles the rest).
+  if (st.options.quorum > 0 && static_cast<int>(st.nodes.size()) >= st.options.quorum)
+    start_planning(self, "quorum of " + std::to_string(st.options.quorum) + " nodes reached");
+}
+
+void lose_node(supervisor* self, const std::string& name, const std::string& reason) {
+  auto& st = self->state;
+  auto i = st.nodes.find(name);
+  if (i == st.nodes.end())
+    return;
+  auto node = std::move(i->second);
+  st.nodes.erase(i);
+  ++st.nodes_lost;
+  log::get("actors")->warn("[supervisor] node {} lost: {}", name, reason);
+  record(self, "node " + name + " lost: " + reason);
+  self->demonitor(node.endpoint);
+  // A node declared lost that is in fact alive (stalled) must not keep running old roles.
+  self->send(node.endpoint, shutdown_notice{"declared lost: " + reason});
+  if (auto z = st.zones.find(node.inventory.zone); z != st.zones.end())
+    self->send(z->second, untrack_node{name});
+  if (st.options.scheduler)
+    self->send(st.options.scheduler, availability_event{"lost", node.inventory, reason});
+  capacity_changed(self, "node " + name + " lost");
+}
+
+void admit(supervisor* self, const join_request& request) {
+  auto& st = self->state;
+  auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+  auto& inv = request.inventory;
+  auto refuse = [&](const std::string& reason) {
+    log::get("actors")->warn("[supervisor] refused node '{}' (zone '{}'): {}", inv.name, inv.zone,
+                             reason);
+    record(self, "refused node '" + inv.name + "': " + reason);
+    if (sender)
+      self->send(sender, join_refused{reason});
+  };
+  if (request.version != protocol_version) {
+    refuse("protocol version " + std::to_string(request.version) + ", expected " +
+           std::to_string(protocol_version));
+    return;
+  }
+  if (inv.name.empty()) {
+    refuse("the node has no name");
+    return;
+  }
+  if (!st.zones.count(inv.zone)) {
+    std::string known;
+    for (auto& [zone, actor] : st.zones)
+      known += (known.empty() ? "" : ", ") + zone;
+    refuse("unknown zone '" + inv.zone + "' (the cluster has: " + known + ")");
+    return;
+  }
+  if (st.nodes.count(inv.name)) {
+    refuse("a node named '" + inv.name + "' has already joined");
+    return;
+  }
+  if (inv.devices.empty()) {
+    refuse("the node has no devices");
+    return;
+  }
+  if (!sender) {
+    log::get("actors")->warn("[supervisor] join of '{}' without a sender ignored", inv.name);
+    return;
+  }
+  supervised_node node;
+  node.inventory = inv;
+  node.endpoint = sender;
+  st.nodes.emplace(inv.name, std::move(node));
+  self->monitor(sender);
+  auto zone = zone_actor_name(inv.zone);
+  self->send(sender, join_accepted{inv.name, zone, to_ms(st.options.heartbeat_interval),
+                                   to_ms(st.options.heartbeat_timeout)});
+  self->send(st.zones[inv.zone], track_node{inv.name});
+  if (st.options.scheduler)
+    self->send(st.options.scheduler, availability_event{"joined", inv, ""});
+  log::get("actors")->info("[supervisor] node {} joined: zone {}, {} x {} ({} nodes)", inv.name,
+                           inv.zone, inv.devices.size(), inv.gpu_type, st.nodes.size());
+  record(self, "node " + inv.name + " joined (" + inv.zone + ", " +
+                 std::to_string(inv.devices.size()) + " x " + inv.gpu_type + ")");
+  if (st.phase == "collecting" && !st.settle_armed) {
+    st.settle_armed = true;
+    self->delayed_send(self, st.options.settle, settle_atom::value);
+  }
+  capacity_changed(self, "node " + inv.name + " joined");
+}
+
+void assign(supervisor* self, config::plan chosen) {
+  auto& st = self->state;
+  auto nodes = inventory(self);
+  if (auto err = place_replicas(chosen, nodes)) {
+    log::get("actors")->warn("[supervisor] the plan does not fit the nodes: {}: {}", err->field,
+                             err->message);
+    record(self, "plan rejected: " + err->field + ": " + err->message);
+    wait_for_capacity(self, "placement: " + err->field + ": " + err->message);
+    return;
+  }
+  clear_roles(self);
+  ++st.plan_version;
+  st.current = chosen;
+  st.last_error.clear();
+  auto roles = roles_by_node(chosen, st.plan_version);
+  for (auto& [name, node] : st.nodes) {
+    auto r = roles.find(name);
+    node.roles = r == roles.end() ? std::vector<stage_role>{} : r->second;
+    node.state = node.roles.empty() ? "idle" : "assigned";
+    st.roles_total += static_cast<int>(node.roles.size());
+    self->send(node.endpoint, role_assignment{st.plan_version, node.roles});
+  }
+  auto me = caf::actor_cast<caf::actor>(self);
+  for (std::size_t s = 0; s < chosen.stages.size(); ++s)
+    for (std::size_t r = 0; r < chosen.stages[s].replicas.size(); ++r)
+      st.groups[{static_cast<int>(s), static_cast<int>(r)}] =
+        self->spawn(replica_group, st.plan_version, static_cast<int>(s), static_cast<int>(r),
+                    chosen.stages[s].replicas[r].tp, me);
+  st.phase = "assigning";
+  log::get("actors")->info("[supervisor] plan v{}: {}", st.plan_version, describe_plan(chosen));
+  record(self, "plan v" + std::to_string(st.plan_version) + ": " +
+                 std::to_string(chosen.num_stages()) + " stages, " +
+                 std::to_string(st.groups.size()) + " replicas, " +
+                 std::to_string(st.roles_total) + " roles");
+  self->become(running(self));
+}
+
+void on_plan(supervisor* self, plan_reply reply) {
+  auto& st = self->state;
+  if (reply.request_id != st.pending_request)
+    return;
+  st.pending_request = 0;
+  if (st.capacity_changed) {
+    st.capacity_changed = false;
+    if (st.nodes.empty()) {
+      wait_for_capacity(self, "no nodes left");
+      return;
+    }
+    start_planning(self, st.replan_reason + " while planning");
+    return;
+  }
+  if (!reply.ok) {
+    log::get("actors")->warn("[supervisor] no plan: {}", reply.error);
+    record(self, "no plan: " + reply.error);
+    wait_for_capacity(self, reply.error);
+    return;
+  }
+  assign(self, std::move(reply.plan));
+}
+
+void start_planning(supervisor* self, std::string reason) {
+  auto& st = self->state;
+  if (!st.options.scheduler) {
+    wait_for_capacity(self, "no scheduler");
+    return;
+  }
+  st.phase = "planning";
+  st.capacity_changed = false;
+  plan_request request;
+  request.request_id = st.next_request++;
+  request.reason = reason;
+  request.nodes = inventory(self);
+  request.has_current = st.current.has_value();
+  if (st.current)
+    request.current = *st.current;
+  st.pending_request = request.request_id;
+  log::get("actors")->info("[supervisor] planning over {} nodes: {}", request.nodes.size(), reason);
+  auto id = request.request_id;
+  self->request(st.options.scheduler, st.options.plan_timeout, std::move(request))
+    .then([self](plan_reply& reply) { on_plan(self, std::move(reply)); },
+          [self, id](caf::error& err) {
+            on_plan(self, plan_reply::failure(id, "scheduler failed: " +
+                                                    self->system().render(err)));
+          });
+  self->become(planning(self));
+}
+
+cluster_status snapshot(supervisor* self) {
+  auto& st = self->state;
+  cluster_status out;
+  out.phase = st.phase;
+  out.plan_version = st.plan_version;
+  out.quorum = st.options.quorum;
+  if (st.current) {
+    out.stages = st.current->num_stages();
+    out.plan_summary = describe_plan(*st.current);
+  } else if (!st.last_error.empty()) {
+    out.plan_summary = "no plan: " + st.last_error;
+  }
+  out.replicas = static_cast<int>(st.groups.size());
+  out.roles_total = st.roles_total;
+  out.roles_ready = st.roles_ready;
+  for (auto& [zone, actor] : st.zones)
+    out.zones.push_back(zone);
+  auto now = self->clock().now();
+  for (auto& [name, node] : st.nodes) {
+    node_status ns;
+    ns.inventory = node.inventory;
+    ns.state = node.state;
+    ns.heartbeat_age_ms = node.heard ? to_ms(now - node.last_heard) : -1;
+    ns.roles = node.roles;
+    ns.ready_roles = node.ready_roles;
+    out.nodes.push_back(std::move(ns));
+  }
+  out.events.assign(st.events.begin(), st.events.end());
+  return out;
+}
+
+// Handlers every state shares.
+caf::message_handler common(supervisor* self) {
+  return {
+    [self](const status_request&) -> cluster_status { return snapshot(self); },
+    [self](const zone_heartbeats& x) {
+      auto now = self->clock().now();
+      for (std::size_t k = 0; k < x.nodes.size() && k < x.ages_ms.size(); ++k) {
+        auto i = self->state.nodes.find(x.nodes[k]);
+        if (i == self->state.nodes.end())
+          continue;
+        i->second.heard = true;
+        i->second.last_heard = now - std::chrono::milliseconds{x.ages_ms[k]};
+      }
+    },
+    [self](const node_lost& x) { lose_node(self, x.node, x.reason); },
+    [self](const preemption_notice& x) {
+      lose_node(self, x.node, "preempted (" + x.reason + ")");
+    },
+    [self](const peer_refused& x) {
+      record(self, "refused peer " + x.peer + ": " + x.reason);
+    },
+    [self](const telemetry& x) {
+      log::get("actors")->debug("[supervisor] {} stage {} replica {}: iteration {} in {:.3f} s",
+                                x.node, x.stage, x.replica, x.iteration, x.iteration_s);
+    },
+    [self](const stage_failed& x) {
+      if (x.role.plan_version != self->state.plan_version)
+        return;
+      record(self, "stage " + std::to_string(x.role.stage) + " replica " +
+                     std::to_string(x.role.replica) + " failed on " + x.node + ": " + x.reason);
+      // The node cannot run its role: plan without it.
+      lose_node(self, x.node, "stage failed: " + x.reason);
+    },
+    [self](const stage_ready&) {},     // of a plan no longer current
+    [self](const replica_ready&) {},   // of a plan no longer current
+    [self](settle_atom) {},            // settle time over after planning started
+    [self](const join_request& x) { admit(self, x); },
+  };
+}
+
+caf::behavior collecting(supervisor* self) {
+  caf::message_handler specific{
+    [self](settle_atom) {
+      auto& st = self->state;
+      st.settle_armed = false;
+      if (st.phase != "collecting" || st.nodes.empty())
+        return;
+      start_planning(self, "settle time over with " + std::to_string(st.nodes.size()) + " nodes");
+    },
+  };
+  return specific.or_else(common(self));
+}
+
+caf::behavior planning(supervisor* self) {
+  // Plan replies arrive through the request's continuation; everything else is common.
+  return common(self);
+}
+
+caf::behavior running(supervisor* self) {
+  caf::message_handler specific{
+    [self](const stage_ready& x) {
+      auto& st = self->state;
+      if (x.role.plan_version != st.plan_version)
+        return;
+      auto i = st.nodes.find(x.node);
+      if (i == st.nodes.end())
+        return;
+      ++i->second.ready_roles;
+      ++st.roles_ready;
+      if (i->second.ready_roles == static_cast<int>(i->second.roles.size()))
+        i->second.state = "ready";
+      auto g = st.groups.find({x.role.stage, x.role.replica});
+      if (g != st.groups.end())
+        self->send(g->second, x);
+    },
+    [self](const replica_ready& x) {
+      auto& st = self->state;
+      if (x.plan_version != st.plan_version)
+        return;
+      ++st.replicas_ready;
+      if (st.replicas_ready == static_cast<int>(st.groups.size()) && st.phase == "assigning") {
+        st.phase = "running";
+        log::get("actors")->info("[supervisor] all roles assigned: plan v{}, {} stage actors "
+                                 "ready on {} nodes",
+                                 st.plan_version, st.roles_ready, st.nodes.size());
+        record(self, "all roles assigned and ready (plan v" + std::to_string(st.plan_version) +
+                       ", " + std::to_string(st.roles_ready) + " stage actors)");
+      }
+    },
+  };
+  return specific.or_else(common(self));
+}
+
+}  // namespace
+
+caf::behavior job_supervisor(supervisor* self, supervisor_options options) {
+  auto& st = self->state;
+  st.options = std::move(options);
+  auto me = caf::actor_cast<caf::actor>(self);
+  for (auto& zone : st.options.zones) {
+    auto z = self->spawn(zone_coordinator, zone_options{zone, st.options.heartbeat_interval,
+                                                        st.options.heartbeat_timeout, me});
+    st.zones[zone] = z;
+    if (st.options.publish)
+      st.options.publish(zone_actor_name(zone), z);
+  }
+  self->set_down_handler([self](caf::down_msg& msg) {
+    for (auto& [name, node] : self->state.nodes)
+      if (node.endpoint.address() == msg.source) {
+        auto node_name = name;  // lose_node erases the entry
+        lose_node(self, node_name, "endpoint closed (" + caf::to_string(msg.reason) + ")");
+        return;
+      }
+  });
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    for (auto& [name, node] : self->state.nodes)
+      self->send(node.endpoint, shutdown_notice{"the coordinator is shutting down"});
+    for (auto& [zone, actor] : self->state.zones)
+      self->send_exit(actor, msg.reason);
+    clear_roles(self);
+    self->quit(msg.reason);
+  });
+  log::get("actors")->info("[supervisor] collecting nodes: quorum {}, settle {} ms, heartbeat "
+                           "{}/{} ms",
+                           st.options.quorum, to_ms(st.options.settle),
+                           to_ms(st.options.heartbeat_interval), to_ms(st.options.heartbeat_timeout));
+  return collecting(self);
+}
+
+}  // namespace sailor::actors

@@ -1,0 +1,332 @@
+// The supervisor, zone coordinators, replica groups and planner actor under CAF's
+// deterministic test scheduler: no threads, no wall clock; time moves only when the test
+// advances it. Nodes are played by small fake actors.
+#include "sailor/actors/job_supervisor.hpp"
+
+#include <doctest/doctest.h>
+
+#include <caf/exit_reason.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include "sailor/actors/placement.hpp"
+#include "sailor/actors/planner_actor.hpp"
+#include "sailor/actors/runtime.hpp"
+#include "sailor/actors/zone_coordinator.hpp"
+
+using namespace sailor::actors;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct fake_log {
+  bool joined = false;
+  bool refused = false;
+  std::string refusal;
+  join_accepted accepted;
+  std::vector<role_assignment> assignments;
+  bool shut_down = false;
+};
+
+// A node as the supervisor sees it: joins, answers every role with stage_ready.
+caf::behavior fake_node(caf::event_based_actor* self, caf::actor supervisor, join_request join,
+                        std::shared_ptr<fake_log> log) {
+  self->send(supervisor, join);
+  return {
+    [log](const join_accepted& x) {
+      log->joined = true;
+      log->accepted = x;
+    },
+    [log](const join_refused& x) {
+      log->refused = true;
+      log->refusal = x.reason;
+    },
+    [self, supervisor, log, name = join.inventory.name](const role_assignment& x) {
+      log->assignments.push_back(x);
+      for (auto& role : x.roles)
+        self->send(supervisor, stage_ready{name, role});
+    },
+    [log](const shutdown_notice&) { log->shut_down = true; },
+    [self, supervisor, name = join.inventory.name](preempt_atom) {
+      self->send(supervisor, preemption_notice{name, "spot reclaimed"});
+    },
+  };
+}
+
+class test_config : public runtime_config {
+public:
+  test_config() {
+    set("scheduler.policy", caf::atom("testing"));
+    set("logger.inline-output", true);
+  }
+};
+
+using supervisor_actor = caf::stateful_actor<supervisor_state>;
+
+struct deterministic {
+  test_config cfg;
+  caf::actor_system system{cfg};
+  caf::scheduler::test_coordinator& sched =
+    dynamic_cast<caf::scheduler::test_coordinator&>(system.scheduler());
+  caf::actor supervisor;
+  std::map<std::string, std::shared_ptr<fake_log>> logs;
+  std::map<std::string, caf::actor> fakes;
+
+  ~deterministic() {
+    for (auto& [name, fake] : fakes)
+      caf::anon_send_exit(fake, caf::exit_reason::user_shutdown);
+    if (supervisor)
+      caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown);
+    sched.run();
+  }
+
+  supervisor_options options(int quorum = 4) {
+    supervisor_options o;
+    o.zones = {"a", "b"};
+    o.quorum = quorum;
+    o.settle = 1s;
+    o.heartbeat_interval = 100ms;
+    o.heartbeat_timeout = 300ms;
+    return o;
+  }
+
+  void start(supervisor_options o, caf::actor scheduler = {}) {
+    if (!scheduler)
+      scheduler = system.spawn(planner_actor, [](const plan_request& r) {
+        return even_plan(r.nodes, 6, 8);
+      });
+    o.scheduler = scheduler;
+    supervisor = system.spawn(job_supervisor, o);
+    sched.run();
+  }
+
+  supervisor_state& state() {
+    auto* ptr = dynamic_cast<supervisor_actor*>(caf::actor_cast<caf::abstract_actor*>(supervisor));
+    REQUIRE(ptr != nullptr);
+    return ptr->state;
+  }
+
+  std::shared_ptr<fake_log> join(const std::string& name, const std::string& zone, int devices = 2,
+                                 std::uint16_t version = protocol_version) {
+    join_request request;
+    request.version = version;
+    request.inventory = node_inventory{name, zone, "CPU", "host", {}};
+    for (int k = 0; k < devices; ++k)
+      request.inventory.devices.push_back(device_info{k, "cpu", 1ull << 30});
+    auto log = std::make_shared<fake_log>();
+    auto key = logs.count(name) ? name + "#" + std::to_string(logs.size()) : name;
+    logs[key] = log;
+    fakes[key] = system.spawn(fake_node, supervisor, request, log);
+    sched.run();
+    return log;
+  }
+
+  void join_four() {
+    join("n1", "a");
+    join("n2", "a");
+    join("n3", "b");
+    join("n4", "b");
+  }
+
+  // Heartbeats from `nodes`, then `step` of time.
+  void beat_and_advance(const std::vector<std::string>& nodes, caf::timespan step) {
+    for (auto& n : nodes) {
+      auto zone = state().nodes.at(n).inventory.zone;
+      caf::anon_send(state().zones.at(zone), heartbeat{n, 1});
+    }
+    sched.run();
+    sched.advance_time(step);
+    sched.run();
+  }
+
+  bool has_event(const std::string& text) {
+    for (auto& e : state().events)
+      if (e.find(text) != std::string::npos)
+        return true;
+    return false;
+  }
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(deterministic, "supervisor: a quorum of nodes gets roles and every stage is ready") {
+  start(options(4));
+  join("n1", "a");
+  join("n2", "a");
+  join("n3", "b");
+  CHECK(state().phase == "collecting");
+  CHECK(logs["n1"]->joined);
+  CHECK(logs["n1"]->accepted.zone_actor == "zone:a");
+  CHECK(logs["n1"]->accepted.heartbeat_interval_ms == 100);
+  CHECK(logs["n1"]->assignments.empty());
+  join("n4", "b");
+  CHECK(state().phase == "running");
+  CHECK(state().plan_version == 1);
+  CHECK(state().roles_total == 8);
+  CHECK(state().roles_ready == 8);
+  for (auto& n : {"n1", "n2", "n3", "n4"}) {
+    REQUIRE(logs[n]->assignments.size() == 1);
+    CHECK(logs[n]->assignments[0].roles.size() == 2);
+    CHECK(state().nodes.at(n).state == "ready");
+  }
+  // Each node's roles are in its own zone.
+  for (auto& role : logs["n3"]->assignments[0].roles)
+    CHECK(role.zone == "b");
+  CHECK(has_event("all roles assigned"));
+}
+
+TEST_CASE_FIXTURE(deterministic, "supervisor: without a quorum it plans when the settle time is over") {
+  start(options(0));
+  join("n1", "a");
+  join("n3", "b");
+  CHECK(state().phase == "collecting");
+  for (int step = 0; step < 9; ++step)
+    beat_and_advance({"n1", "n3"}, 100ms);
+  CHECK(state().phase == "collecting");
+  CHECK(state().nodes.size() == 2);
+  beat_and_advance({"n1", "n3"}, 100ms);
+  CHECK(state().phase == "running");
+  CHECK(state().roles_ready == 4);
+}
+
+TEST_CASE_FIXTURE(deterministic, "supervisor: a silent node is lost after the heartbeat timeout and the rest re-planned") {
+  start(options(4));
+  join_four();
+  REQUIRE(state().phase == "running");
+  std::vector<std::string> alive{"n1", "n2", "n3"};
+  // n4 stays silent. Timeout 300 ms, checked every 100 ms.
+  for (int step = 0; step < 3; ++step)
+    beat_and_advance(alive, 100ms);
+  CHECK(state().nodes.count("n4") == 1);  // silent for 300 ms: not beyond the timeout yet
+  beat_and_advance(alive, 100ms);
+  CHECK(state().nodes.count("n4") == 0);
+  CHECK(has_event("node n4 lost: missed heartbeats"));
+  CHECK(logs["n4"]->shut_down);  // a stalled node that wakes up must not keep its roles
+  CHECK(state().plan_version == 2);
+  CHECK(state().phase == "running");
+  CHECK(state().roles_total == 6);
+  CHECK(state().roles_ready == 6);
+  // Heartbeat ages are reported for the nodes still there.
+  beat_and_advance(alive, 100ms);
+  CHECK(state().nodes.at("n1").heard);
+}
+
+TEST_CASE_FIXTURE(deterministic, "supervisor: an endpoint that dies and a preemption notice are losses") {
+  start(options(4));
+  join_four();
+  REQUIRE(state().phase == "running");
+  caf::anon_send_exit(fakes["n2"], caf::exit_reason::kill);
+  sched.run();
+  CHECK(state().nodes.count("n2") == 0);
+  CHECK(has_event("node n2 lost: endpoint closed"));
+  CHECK(state().plan_version == 2);
+  caf::anon_send(fakes["n3"], preempt_atom::value);
+  sched.run();
+  CHECK(state().nodes.count("n3") == 0);
+  CHECK(has_event("node n3 lost: preempted"));
+  CHECK(state().plan_version == 3);
+  CHECK(state().phase == "running");
+  // n1 (zone a, 2 devices) and n4 (zone b, 2 devices): two pipelines of 2 stages.
+  CHECK(state().roles_total == 4);
+  CHECK(state().roles_ready == 4);
+}
+
+TEST_CASE_FIXTURE(deterministic, "supervisor: bad joins are refused with a reason and change nothing") {
+  start(options(4));
+  join("n1", "a");
+  auto unknown = join("x1", "mars");
+  CHECK(unknown->refused);
+  CHECK(unknown->refusal.find("unknown zone 'mars'") != std::string::npos);
+  auto old = join("x2", "a", 2, 7);
+  CHECK(old->refused);
+  CHECK(old->refusal.find("protocol version 7") != std::string::npos);
+  auto twin = join("n1", "b");
+  CHECK(twin->refused);
+  CHECK(twin->refusal.find("already joined") != std::string::npos);
+  auto empty = join("x3", "a", 0);
+  CHECK(empty->refused);
+  CHECK(state().nodes.size() == 1);
+  CHECK(state().phase == "collecting");
+  // The others are still served.
+  join("n2", "a");
+  join("n3", "b");
+  join("n4", "b");
+  CHECK(state().phase == "running");
+}
+
+TEST_CASE_FIXTURE(deterministic, "supervisor: without a plan it waits, and plans again when capacity grows") {
+  // A scheduler that wants at least 3 nodes.
+  auto picky = system.spawn(planner_actor, [](const plan_request& r) -> sailor::result<sailor::config::plan> {
+    if (r.nodes.size() < 3)
+      return sailor::error{sailor::error_kind::infeasible, "need 3 nodes", "", 0, ""};
+    return even_plan(r.nodes, 6, 8);
+  });
+  start(options(2), picky);
+  join("n1", "a");
+  join("n3", "b");
+  CHECK(state().phase == "waiting");
+  CHECK(state().last_error == "need 3 nodes");
+  join("n2", "a");
+  CHECK(state().phase == "running");
+  CHECK(state().roles_ready == 6);
+}
+
+namespace {
+
+// A user's scheduler (scheduler_api.hpp): everything on zone b, one stage per device, and a
+// count of the availability events it saw.
+struct user_scheduler_state {
+  int joined = 0;
+  int lost = 0;
+  int requests = 0;
+};
+
+caf::behavior user_scheduler(caf::stateful_actor<user_scheduler_state>* self) {
+  return {
+    [self](const plan_request& r) -> plan_reply {
+      ++self->state.requests;
+      sailor::config::plan p;
+      p.global_batch = 8;
+      int layer = 0;
+      for (auto& n : r.nodes) {
+        if (n.zone != "b")
+          continue;
+        for (auto& d : n.devices)
+          p.stages.push_back({layer++, 1, false, {sailor::config::replica{n.gpu_type, n.zone, 1, {n.name}, {d.index}}}});
+      }
+      if (p.stages.empty())
+        return plan_reply::failure(r.request_id, "nothing in zone b");
+      return plan_reply::success(r.request_id, p);
+    },
+    [self](const availability_event& e) {
+      if (e.kind == "joined")
+        ++self->state.joined;
+      else
+        ++self->state.lost;
+    },
+  };
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(deterministic, "supervisor: a user's actor can be the scheduler") {
+  auto scheduler = system.spawn(user_scheduler);
+  start(options(3), scheduler);
+  join("n1", "a");
+  join("n3", "b");
+  join("n4", "b");
+  REQUIRE(state().phase == "running");
+  CHECK(state().current->num_stages() == 4);
+  CHECK(logs["n1"]->assignments.at(0).roles.empty());
+  CHECK(state().nodes.at("n1").state == "idle");
+  CHECK(logs["n3"]->assignments.at(0).roles.size() == 2);
+  caf::anon_send_exit(fakes["n4"], caf::exit_reason::kill);
+  sched.run();
+  auto* user = dynamic_cast<caf::stateful_actor<user_scheduler_state>*>(
+    caf::actor_cast<caf::abstract_actor*>(scheduler));
+  REQUIRE(user != nullptr);
+  CHECK(user->state.joined == 3);
+  CHECK(user->state.lost == 1);
+  CHECK(user->state.requests == 2);
+  CHECK(state().current->num_stages() == 2);
+  caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
+}

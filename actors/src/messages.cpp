@@ -1,0 +1,35 @@
+#include "sailor/actors/messages.hpp"
+
+#include "sailor/actors/scheduler_api.hpp"
+
+namespace sailor::actors {
+
+void add_message_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<device_info>("sailor.device_info")
+    .add_message_type<node_inventory>("sailor.node_inventory")
+    .add_message_type<join_request>("sailor.join_request")
+    .add_message_type<join_accepted>("sailor.join_accepted")
+    .add_message_type<join_refused>("sailor.join_refused")
+    .add_message_type<heartbeat>("sailor.heartbeat")
+    .add_message_type<stage_role>("sailor.stage_role")
+    .add_message_type<role_assignment>("sailor.role_assignment")
+    .add_message_type<stage_ready>("sailor.stage_ready")
+    .add_message_type<stage_failed>("sailor.stage_failed")
+    .add_message_type<telemetry>("sailor.telemetry")
+    .add_message_type<preemption_notice>("sailor.preemption_notice")
+    .add_message_type<shutdown_notice>("sailor.shutdown_notice")
+    .add_message_type<status_request>("sailor.status_request")
+    .add_message_type<node_status>("sailor.node_status")
+    .add_message_type<cluster_status>("sailor.cluster_status")
+    .add_message_type<node_lost>("sailor.node_lost")
+    .add_message_type<zone_heartbeats>("sailor.zone_heartbeats")
+    .add_message_type<track_node>("sailor.track_node")
+    .add_message_type<untrack_node>("sailor.untrack_node")
+    .add_message_type<replica_ready>("sailor.replica_ready")
+    .add_message_type<peer_refused>("sailor.peer_refused")
+    .add_message_type<availability_event>("sailor.availability_event")
+    .add_message_type<plan_request>("sailor.plan_request")
+    .add_message_type<plan_reply>("sailor.plan_reply");
+}
+
+}  // namespace sailor::actors

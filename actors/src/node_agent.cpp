@@ -1,0 +1,124 @@
+#include "sailor/actors/node_agent.hpp"
+
+#include <caf/exit_reason.hpp>
+
+#include "sailor/config/log.hpp"
+
+namespace sailor::actors {
+namespace {
+
+using agent = caf::stateful_actor<node_agent_state>;
+
+void finish(agent* self, agent_outcome::kind how, std::string reason) {
+  auto& outcome = *self->state.options.outcome;
+  if (outcome.how == agent_outcome::kind::running) {
+    outcome.how = how;
+    outcome.reason = std::move(reason);
+  }
+  for (auto& stage : self->state.stages)
+    self->send_exit(stage, caf::exit_reason::user_shutdown);
+  self->state.stages.clear();
+  self->quit();
+}
+
+void stop_stages(agent* self) {
+  for (auto& stage : self->state.stages)
+    self->send_exit(stage, caf::exit_reason::user_shutdown);
+  self->state.stages.clear();
+  self->state.ready = 0;
+}
+
+caf::behavior member(agent* self) {
+  return {
+    [self](const role_assignment& x) {
+      auto& st = self->state;
+      if (x.plan_version < st.plan_version)
+        return;
+      stop_stages(self);
+      st.plan_version = x.plan_version;
+      auto& name = st.options.inventory.name;
+      log::get("actors")->info("[node {}] plan v{}: {} roles", name, x.plan_version,
+                               x.roles.size());
+      for (auto& role : x.roles)
+        st.stages.push_back(self->spawn(stage_actor, name, role, caf::actor_cast<caf::actor>(self),
+                                        st.options.hook));
+    },
+    [self](stage_ready& x) {
+      if (x.role.plan_version != self->state.plan_version)
+        return;
+      ++self->state.ready;
+      self->send(self->state.options.supervisor, std::move(x));
+    },
+    [self](stage_failed& x) {
+      if (x.role.plan_version != self->state.plan_version)
+        return;
+      self->send(self->state.options.supervisor, std::move(x));
+    },
+    [self](tick_atom) {
+      auto& st = self->state;
+      if (st.zone)
+        self->send(st.zone, heartbeat{st.options.inventory.name, ++st.heartbeat_seq});
+      self->delayed_send(self, st.heartbeat_interval, tick_atom::value);
+    },
+    [self](preempt_atom) {
+      auto& st = self->state;
+      log::get("actors")->warn("[node {}] preempted: telling the supervisor and leaving",
+                               st.options.inventory.name);
+      self->send(st.options.supervisor,
+                 preemption_notice{st.options.inventory.name, "preemption notice"});
+      finish(self, agent_outcome::kind::preempted, "preempted");
+    },
+    [self](const shutdown_notice& x) {
+      log::get("actors")->info("[node {}] shut down by the coordinator: {}",
+                               self->state.options.inventory.name, x.reason);
+      finish(self, agent_outcome::kind::shut_down, x.reason);
+    },
+  };
+}
+
+}  // namespace
+
+caf::behavior node_agent(agent* self, node_agent_options options) {
+  self->state.options = std::move(options);
+  auto& st = self->state;
+  self->monitor(st.options.supervisor);
+  self->set_down_handler([self](caf::down_msg& msg) {
+    if (msg.source == self->state.options.supervisor.address()) {
+      log::get("actors")->error("[node {}] lost the coordinator: {}",
+                                self->state.options.inventory.name, caf::to_string(msg.reason));
+      finish(self, agent_outcome::kind::coordinator_lost, caf::to_string(msg.reason));
+    }
+  });
+  log::get("actors")->info("[node {}] joining: zone {}, {} x {} devices", st.options.inventory.name,
+                           st.options.inventory.zone, st.options.inventory.devices.size(),
+                           st.options.inventory.gpu_type);
+  // [joining]: the join goes out on `start`, once the agent is reachable by name.
+  return {
+    [self](start_atom) {
+      auto& st = self->state;
+      self->send(st.options.supervisor, join_request{protocol_version, st.options.inventory});
+    },
+    [self](const join_accepted& x) {
+      auto& st = self->state;
+      st.heartbeat_interval = std::chrono::milliseconds{std::max<std::int64_t>(1, x.heartbeat_interval_ms)};
+      if (st.options.resolve)
+        st.zone = st.options.resolve(x.zone_actor);
+      log::get("actors")->info("[node {}] joined; heartbeats every {} ms to {}",
+                               st.options.inventory.name, x.heartbeat_interval_ms, x.zone_actor);
+      if (st.zone)
+        self->send(st.zone, heartbeat{st.options.inventory.name, ++st.heartbeat_seq});
+      self->delayed_send(self, st.heartbeat_interval, tick_atom::value);
+      self->become(member(self));
+    },
+    [self](const join_refused& x) {
+      log::get("actors")->error("[node {}] refused: {}", self->state.options.inventory.name,
+                                x.reason);
+      finish(self, agent_outcome::kind::refused, x.reason);
+    },
+    [self](preempt_atom) {
+      finish(self, agent_outcome::kind::preempted, "preempted before joining");
+    },
+  };
+}
+
+}  // namespace sailor::actors

@@ -1,0 +1,161 @@
+#include "sailor/actors/runtime.hpp"
+
+#include <caf/exit_reason.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "sailor/comm/tcp.hpp"
+#include "sailor/comm/ucx.hpp"
+#include "sailor/config/log.hpp"
+
+namespace sailor::actors {
+
+runtime_config::runtime_config() {
+  sailor::actors::add_message_types(*this);
+  // CAF's own log output is not wanted on the terminal of a Sailor process.
+  set("logger.console", caf::atom("none"));
+}
+
+result<std::unique_ptr<coordinator>> coordinator::start(caf::actor_system& system,
+                                                        coordinator_options options) {
+  std::unique_ptr<coordinator> self{new coordinator};
+  self->bridge_ = std::make_unique<bridge>(system, options.transport);
+  auto& sup = options.supervisor;
+  if (!sup.scheduler) {
+    if (!options.plan)
+      return sailor::error{error_kind::invalid_input,
+                           "a coordinator needs a scheduler actor or a planning function", "", 0,
+                           "scheduler"};
+    sup.scheduler = system.spawn(planner_actor, std::move(options.plan));
+  }
+  self->scheduler_ = sup.scheduler;
+  auto* links = self->bridge_.get();
+  sup.publish = [links](const std::string& name, const caf::actor& a) { links->publish(name, a); };
+  self->supervisor_ = system.spawn(job_supervisor, sup);
+  self->bridge_->publish("supervisor", self->supervisor_);
+  caf::actor supervisor = self->supervisor_;
+  self->bridge_->on_refused([supervisor](const peer_refused& x) {
+    caf::anon_send(supervisor, x);
+  });
+  auto port = self->bridge_->listen(options.host, options.port);
+  if (!port) {
+    caf::anon_send_exit(self->supervisor_, caf::exit_reason::user_shutdown);
+    return port.error();
+  }
+  self->port_ = *port;
+  log::get("actors")->info("[coordinator] listening on {}:{}", options.host, self->port_);
+  return self;
+}
+
+coordinator::~coordinator() {
+  if (supervisor_)
+    caf::anon_send_exit(supervisor_, caf::exit_reason::user_shutdown);
+  if (scheduler_)
+    caf::anon_send_exit(scheduler_, caf::exit_reason::user_shutdown);
+  // Give the supervisor's goodbyes (shutdown notices) a moment to leave before the links
+  // close: wait for it to be down, bounded.
+  if (supervisor_) {
+    caf::scoped_actor waiter{supervisor_->home_system()};
+    waiter->monitor(supervisor_);
+    waiter->receive([](const caf::down_msg&) {},
+                    caf::after(std::chrono::seconds{2}) >> [] {});
+  }
+  bridge_->close();
+}
+
+result<std::unique_ptr<node>> node::start(caf::actor_system& system, const std::string& host,
+                                          std::uint16_t port, node_agent_options options,
+                                          comm::transport* transport) {
+  std::unique_ptr<node> self{new node};
+  self->bridge_ = std::make_unique<bridge>(system, transport);
+  auto peer = self->bridge_->connect(host, port);
+  if (!peer)
+    return peer.error();
+  auto* links = self->bridge_.get();
+  auto id = *peer;
+  options.supervisor = links->remote_actor(id, "supervisor");
+  options.resolve = [links, id](const std::string& name) { return links->remote_actor(id, name); };
+  if (!options.outcome)
+    options.outcome = std::make_shared<agent_outcome>();
+  self->outcome_ = options.outcome;
+  // Publish before the agent sends its join, so that the reply finds it.
+  auto agent = system.spawn(node_agent, std::move(options));
+  self->bridge_->publish("agent", agent);
+  self->agent_ = agent;
+  caf::anon_send(agent, start_atom::value);
+  return self;
+}
+
+node::~node() {
+  if (agent_)
+    caf::anon_send_exit(agent_, caf::exit_reason::user_shutdown);
+  bridge_->close();
+}
+
+result<cluster_status> query_status(caf::actor_system& system, const std::string& host,
+                                    std::uint16_t port, std::chrono::milliseconds timeout,
+                                    comm::transport* transport) {
+  bridge links{system, transport};
+  auto peer = links.connect(host, port, static_cast<int>(timeout.count()));
+  if (!peer)
+    return peer.error();
+  caf::scoped_actor self{system};
+  links.publish("status", caf::actor_cast<caf::actor>(self));
+  auto supervisor = links.remote_actor(*peer, "supervisor");
+  self->monitor(supervisor);
+  self->send(supervisor, status_request{});
+  result<cluster_status> out =
+    sailor::error{error_kind::disconnected, "no answer within " + std::to_string(timeout.count()) +
+                                              " ms from " + host + ":" + std::to_string(port),
+                  "", 0, ""};
+  bool done = false;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      break;
+    self->receive(
+      [&](const cluster_status& x) {
+        out = x;
+        done = true;
+      },
+      [&](const join_refused& x) {
+        out = sailor::error{error_kind::failed, "refused: " + x.reason, "", 0, ""};
+        done = true;
+      },
+      [&](const caf::down_msg&) {
+        out = sailor::error{error_kind::disconnected,
+                            "the coordinator closed the connection", "", 0, ""};
+        done = true;
+      },
+      caf::after(left) >> [] {});
+  }
+  links.close();
+  return out;
+}
+
+}  // namespace sailor::actors
+
+namespace sailor::actors {
+
+result<std::unique_ptr<comm::transport>> make_transport(const std::string& kind,
+                                                        const std::string& name,
+                                                        const std::string& zone) {
+  comm::transport_options common;
+  common.local_name = name;
+  common.local_zone = zone;
+  if (kind == "ucx") {
+    comm::ucx_options options;
+    options.common = common;
+    return comm::make_ucx_transport(options);
+  }
+  if (kind == "tcp")
+    return comm::make_tcp_transport(common);
+  if (kind == "socket")
+    return std::unique_ptr<comm::transport>{};
+  return sailor::error{error_kind::invalid_input,
+                       "unknown transport '" + kind + "' (expected ucx, tcp or socket)", "", 0,
+                       "--transport"};
+}
+
+}  // namespace sailor::actors

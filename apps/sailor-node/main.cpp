@@ -1,0 +1,179 @@
+// `sailor-node --join HOST:PORT --zone Z --devices cpu:N|cuda:all`: joins a coordinator with
+// this machine's devices and runs the stage actors of the roles it is given.
+//
+// SIGTERM is a preemption notice (the coordinator re-plans without this node at once);
+// SIGINT leaves the same way. Exit codes: 0 shut down by the coordinator or preempted,
+// 1 lost the coordinator, 2 bad arguments, 3 refused by the coordinator.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "sailor/actors/runtime.hpp"
+#include "sailor/config/log.hpp"
+
+namespace {
+
+using namespace sailor;
+
+struct node_args {
+  std::string join;
+  std::string zone;
+  std::string devices = "cpu:1";
+  std::string gpu_type;
+  std::string name;
+  std::string transport = "ucx";
+};
+
+// Devices from "cpu:N" or "cuda:all" / "cuda:N".
+result<std::vector<actors::device_info>> parse_devices(const std::string& text,
+                                                       std::string& default_type) {
+  std::smatch m;
+  static const std::regex pattern{R"(^(cpu|cuda):(all|[0-9]+)$)"};
+  if (!std::regex_match(text, m, pattern))
+    return sailor::error{error_kind::invalid_input,
+                         "expected cpu:N, cuda:N or cuda:all, got '" + text + "'", "", 0,
+                         "--devices"};
+  std::string kind = m[1];
+  int count = 0;
+  if (m[2] == "all") {
+    if (kind == "cpu") {
+      count = static_cast<int>(std::thread::hardware_concurrency());
+    } else {
+      // Without linking CUDA here: count the device nodes the driver creates.
+      static const std::regex gpu_node{R"(^nvidia[0-9]+$)"};
+      std::error_code ec;
+      for (auto& entry : std::filesystem::directory_iterator("/dev", ec))
+        if (std::regex_match(entry.path().filename().string(), gpu_node))
+          ++count;
+    }
+  } else {
+    count = std::stoi(m[2]);
+  }
+  if (count <= 0)
+    return sailor::error{error_kind::not_found, "no " + kind + " devices found", "", 0,
+                         "--devices"};
+  std::uint64_t memory = 0;
+  if (kind == "cpu") {
+    auto pages = sysconf(_SC_PHYS_PAGES);
+    auto page = sysconf(_SC_PAGE_SIZE);
+    memory = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * page / count : 0;
+    default_type = "CPU";
+  } else {
+    default_type = "GPU";
+  }
+  std::vector<actors::device_info> out;
+  for (int k = 0; k < count; ++k)
+    out.push_back(actors::device_info{k, kind, memory});
+  return out;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+int run(const node_args& args) {
+  auto where = actors::parse_host_port(args.join);
+  if (!where) {
+    std::fprintf(stderr, "sailor-node: --join: %s\n", where.error().message.c_str());
+    return 2;
+  }
+  std::string default_type;
+  auto devices = parse_devices(args.devices, default_type);
+  if (!devices) {
+    std::fprintf(stderr, "sailor-node: %s: %s\n", devices.error().field.c_str(),
+                 devices.error().message.c_str());
+    return 2;
+  }
+  actors::node_agent_options options;
+  options.inventory.host = host_name();
+  options.inventory.name =
+    args.name.empty() ? options.inventory.host + "-" + std::to_string(::getpid()) : args.name;
+  options.inventory.zone = args.zone;
+  options.inventory.gpu_type = args.gpu_type.empty() ? default_type : args.gpu_type;
+  options.inventory.devices = std::move(*devices);
+
+  // SIGTERM/SIGINT are taken by a thread with sigwait; SIGUSR1 only wakes that thread at exit.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto transport =
+    actors::make_transport(args.transport, options.inventory.name, options.inventory.zone);
+  if (!transport) {
+    std::fprintf(stderr, "sailor-node: %s\n", transport.error().message.c_str());
+    return 2;
+  }
+  actors::runtime_config cfg;
+  caf::actor_system system{cfg};
+  auto node = actors::node::start(system, where->first, where->second, std::move(options),
+                                  transport->get());
+  if (!node) {
+    std::fprintf(stderr, "sailor-node: %s\n", node.error().message.c_str());
+    return 1;
+  }
+  caf::actor agent = (*node)->agent();
+  std::thread signal_thread([&signals, agent] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig == SIGTERM || sig == SIGINT)
+      caf::anon_send(agent, actors::preempt_atom::value);
+  });
+  {
+    caf::scoped_actor self{system};
+    self->monitor(agent);
+    self->receive([](const caf::down_msg&) {});
+  }
+  pthread_kill(signal_thread.native_handle(), SIGUSR1);
+  signal_thread.join();
+  auto outcome = (*node)->outcome();
+  node->reset();
+  using kind = actors::agent_outcome::kind;
+  switch (outcome.how) {
+    case kind::shut_down:
+    case kind::preempted:
+      return 0;
+    case kind::refused:
+      std::fprintf(stderr, "sailor-node: refused by the coordinator: %s\n", outcome.reason.c_str());
+      return 3;
+    default:
+      std::fprintf(stderr, "sailor-node: lost the coordinator: %s\n", outcome.reason.c_str());
+      return 1;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sailor::log::setup();
+  CLI::App app{"sailor-node: join a Sailor coordinator with this machine's devices", "sailor-node"};
+  node_args args;
+  app.add_option("--join", args.join, "HOST:PORT of the coordinator")->required();
+  app.add_option("--zone", args.zone, "the zone this node is in")->required();
+  app.add_option("--devices", args.devices, "cpu:N, cuda:N or cuda:all")->capture_default_str();
+  app.add_option("--gpu-type", args.gpu_type, "GPU type as the cluster names it (default: CPU "
+                                              "for cpu devices)");
+  app.add_option("--name", args.name, "node name (default: HOST-PID)");
+  app.add_option("--transport", args.transport, "ucx, tcp or socket (as the coordinator)")
+    ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return run(args);
+}

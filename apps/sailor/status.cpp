@@ -1,0 +1,133 @@
+// `sailor status HOST:PORT [--json]`: the nodes, zones, roles and heartbeats of a coordinator.
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "sailor/actors/runtime.hpp"
+
+namespace sailor::app {
+namespace {
+
+nlohmann::json to_json(const actors::cluster_status& s) {
+  nlohmann::json out;
+  out["phase"] = s.phase;
+  out["plan_version"] = s.plan_version;
+  out["quorum"] = s.quorum;
+  out["stages"] = s.stages;
+  out["replicas"] = s.replicas;
+  out["roles_total"] = s.roles_total;
+  out["roles_ready"] = s.roles_ready;
+  out["all_roles_assigned"] = s.phase == "running" && s.roles_total > 0 &&
+                              s.roles_ready == s.roles_total;
+  out["plan"] = s.plan_summary;
+  out["zones"] = s.zones;
+  out["events"] = s.events;
+  out["nodes"] = nlohmann::json::array();
+  for (auto& n : s.nodes) {
+    nlohmann::json node;
+    node["name"] = n.inventory.name;
+    node["zone"] = n.inventory.zone;
+    node["gpu_type"] = n.inventory.gpu_type;
+    node["host"] = n.inventory.host;
+    node["devices"] = n.inventory.devices.size();
+    node["state"] = n.state;
+    node["heartbeat_age_ms"] = n.heartbeat_age_ms;
+    node["ready_roles"] = n.ready_roles;
+    node["roles"] = nlohmann::json::array();
+    for (auto& r : n.roles)
+      node["roles"].push_back({{"stage", r.stage},
+                               {"replica", r.replica},
+                               {"tp_rank", r.tp_rank},
+                               {"tp", r.tp},
+                               {"device", r.device},
+                               {"first_layer", r.first_layer},
+                               {"num_layers", r.num_layers}});
+    out["nodes"].push_back(std::move(node));
+  }
+  return out;
+}
+
+void print_text(const actors::cluster_status& s) {
+  std::printf("phase %s, plan v%lld: %d stages, %d replicas, %d/%d stage actors ready\n",
+              s.phase.c_str(), static_cast<long long>(s.plan_version), s.stages, s.replicas,
+              s.roles_ready, s.roles_total);
+  std::string zones;
+  for (auto& z : s.zones)
+    zones += (zones.empty() ? "" : ", ") + z;
+  std::printf("zones: %s\n", zones.c_str());
+  if (!s.plan_summary.empty())
+    std::printf("plan: %s\n", s.plan_summary.c_str());
+  std::printf("%-16s %-14s %-10s %7s %-9s %9s  %s\n", "node", "zone", "gpu", "devices", "state",
+              "heartbeat", "roles (stage/replica/rank@device)");
+  for (auto& n : s.nodes) {
+    std::string roles;
+    for (auto& r : n.roles)
+      roles += (roles.empty() ? "" : " ") + std::to_string(r.stage) + "/" +
+               std::to_string(r.replica) + "/" + std::to_string(r.tp_rank) + "@" +
+               std::to_string(r.device);
+    std::string age = n.heartbeat_age_ms < 0 ? "-" : std::to_string(n.heartbeat_age_ms) + " ms";
+    std::printf("%-16s %-14s %-10s %7zu %-9s %9s  %s\n", n.inventory.name.c_str(),
+                n.inventory.zone.c_str(), n.inventory.gpu_type.c_str(),
+                n.inventory.devices.size(), n.state.c_str(), age.c_str(), roles.c_str());
+  }
+  if (!s.events.empty()) {
+    std::printf("recent events:\n");
+    for (auto& e : s.events)
+      std::printf("  %s\n", e.c_str());
+  }
+}
+
+struct status_args {
+  std::string where;
+  bool json = false;
+  int timeout_ms = 5000;
+  std::string transport = "ucx";
+};
+
+int run_status(const status_args& args) {
+  auto where = actors::parse_host_port(args.where);
+  if (!where) {
+    std::fprintf(stderr, "sailor status: %s\n", where.error().message.c_str());
+    return 2;
+  }
+  auto transport = actors::make_transport(args.transport, "sailor-status", "");
+  if (!transport) {
+    std::fprintf(stderr, "sailor status: %s\n", transport.error().message.c_str());
+    return 2;
+  }
+  actors::runtime_config cfg;
+  caf::actor_system system{cfg};
+  auto status = actors::query_status(system, where->first, where->second,
+                                     std::chrono::milliseconds{args.timeout_ms},
+                                     transport->get());
+  if (!status) {
+    std::fprintf(stderr, "sailor status: %s\n", status.error().message.c_str());
+    return 1;
+  }
+  if (args.json)
+    std::printf("%s\n", to_json(*status).dump(2).c_str());
+  else
+    print_text(*status);
+  return 0;
+}
+
+}  // namespace
+
+void add_status(CLI::App& app, command_set& commands) {
+  auto args = std::make_shared<status_args>();
+  auto* sub = app.add_subcommand("status", "show the nodes, zones, roles and heartbeats of a "
+                                           "coordinator");
+  sub->add_option("address", args->where, "HOST:PORT of the coordinator")->required();
+  sub->add_flag("--json", args->json, "print JSON");
+  sub->add_option("--timeout-ms", args->timeout_ms, "give up after this long")
+    ->capture_default_str();
+  sub->add_option("--transport", args->transport, "ucx, tcp or socket (as the coordinator)")
+    ->capture_default_str();
+  sub->callback([&commands, args] {
+    commands.selected = [args] { return run_status(*args); };
+  });
+}
+
+}  // namespace sailor::app

@@ -1,0 +1,364 @@
+// A real coordinator process and sailor-node processes on loopback, in two emulated zones:
+// roles are assigned, a killed node is reported within the heartbeat timeout, a stalled one
+// for missed heartbeats, and bad peers are refused while the others are served.
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "run_command.hpp"
+#include "sailor/actors/runtime.hpp"
+#include "sailor/actors/wire.hpp"
+#include "sailor/comm/ucx.hpp"
+
+extern char** environ;
+
+using namespace std::chrono;
+using sailor::testing::run_command;
+using sailor::testing::sailor_bin;
+using sailor::testing::temp_dir;
+
+namespace {
+
+const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A child process with its output in files; killed (SIGKILL) and reaped on destruction.
+class child {
+public:
+  child(const std::vector<std::string>& argv, const std::string& out, const std::string& err)
+    : out_(out), err_(err) {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    std::vector<char*> args;
+    for (auto& a : argv)
+      args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ) != 0)
+      pid_ = -1;
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  ~child() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGCONT);
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+  void signal(int sig) { ::kill(pid_, sig); }
+  /// Waits for the exit, bounded; returns the exit code or -1.
+  int wait_exit(milliseconds limit) {
+    auto deadline = steady_clock::now() + limit;
+    while (steady_clock::now() < deadline) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        reaped_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return -1;
+  }
+  std::string out() const { return slurp(out_); }
+  std::string err() const { return slurp(err_); }
+
+private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  std::string out_, err_;
+};
+
+// Polls `ready` every 20 ms until it holds or `limit` passes.
+bool eventually(milliseconds limit, const std::function<bool()>& ready) {
+  auto deadline = steady_clock::now() + limit;
+  while (steady_clock::now() < deadline) {
+    if (ready())
+      return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return ready();
+}
+
+constexpr int heartbeat_ms = 100;
+constexpr int heartbeat_timeout_ms = 800;
+
+struct cluster_fixture {
+  temp_dir dir;
+  std::string transport_kind = "ucx";
+  std::unique_ptr<sailor::comm::transport> transport;
+  sailor::actors::runtime_config cfg;
+  caf::actor_system system{cfg};
+  std::unique_ptr<child> coordinator;
+  std::vector<std::unique_ptr<child>> nodes;
+  std::uint16_t port = 0;
+
+  // Everything (coordinator, nodes, status queries) over `kind`: ucx, tcp or socket.
+  void use_transport(const std::string& kind) {
+    transport_kind = kind;
+    auto t = sailor::actors::make_transport(kind, "test", "");
+    REQUIRE(t.ok());
+    transport = std::move(*t);
+  }
+
+  void start_coordinator(int quorum) {
+    if (!transport && transport_kind != "socket")
+      use_transport(transport_kind);
+    coordinator = std::make_unique<child>(
+      std::vector<std::string>{sailor_bin(), "coordinator", "--listen", "127.0.0.1:0",
+                               "--cluster", configs + "/clusters/local-2-zones.yaml", "--model",
+                               configs + "/models/tiny.yaml", "--job",
+                               configs + "/jobs/tiny.yaml", "--quorum", std::to_string(quorum),
+                               "--settle-s", "30", "--heartbeat-ms",
+                               std::to_string(heartbeat_ms), "--heartbeat-timeout-ms",
+                               std::to_string(heartbeat_timeout_ms), "--transport",
+                               transport_kind},
+      dir.path("coordinator.out"), dir.path("coordinator.err"));
+    REQUIRE(coordinator->pid() > 0);
+    std::smatch m;
+    static const std::regex listening{R"(listening on 127\.0\.0\.1:([0-9]+))"};
+    std::string out;
+    bool up = eventually(10s, [&] {
+      out = coordinator->out();
+      return std::regex_search(out, m, listening);
+    });
+    INFO(coordinator->err());
+    REQUIRE(up);
+    port = static_cast<std::uint16_t>(std::stoi(m[1]));
+  }
+
+  child& start_node(const std::string& name, const std::string& zone) {
+    nodes.push_back(std::make_unique<child>(
+      std::vector<std::string>{sailor_bin("sailor-node"), "--join",
+                               "127.0.0.1:" + std::to_string(port), "--zone", zone, "--devices",
+                               "cpu:2", "--name", name, "--transport", transport_kind},
+      dir.path(name + ".out"), dir.path(name + ".err")));
+    REQUIRE(nodes.back()->pid() > 0);
+    return *nodes.back();
+  }
+
+  sailor::result<sailor::actors::cluster_status> status() {
+    return sailor::actors::query_status(system, "127.0.0.1", port, 2s, transport.get());
+  }
+
+  bool all_roles_assigned(std::size_t nodes_expected) {
+    auto s = status();
+    return s && s->phase == "running" && s->nodes.size() == nodes_expected &&
+           s->roles_total > 0 && s->roles_ready == s->roles_total;
+  }
+
+  bool has_event(const std::string& text) {
+    auto s = status();
+    if (!s)
+      return false;
+    for (auto& e : s->events)
+      if (e.find(text) != std::string::npos)
+        return true;
+    return false;
+  }
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(cluster_fixture, "cluster: 4 nodes in 2 zones get roles, and a SIGKILLed node is reported within the heartbeat timeout") {
+  SUBCASE("over UCX") { use_transport("ucx"); }
+  SUBCASE("over the bridge's own sockets") { use_transport("socket"); }
+  start_coordinator(4);
+  start_node("n1", "local-a");
+  start_node("n2", "local-a");
+  start_node("n3", "local-b");
+  auto& n4 = start_node("n4", "local-b");
+  bool assigned = eventually(20s, [&] { return all_roles_assigned(4); });
+  INFO(coordinator->err());
+  REQUIRE(assigned);
+  auto s = status();
+  REQUIRE(s.ok());
+  CHECK(s->plan_version == 1);
+  CHECK(s->roles_total == 8);  // 4 nodes x 2 devices
+  for (auto& n : s->nodes) {
+    CHECK(n.state == "ready");
+    CHECK(n.roles.size() == 2);
+    for (auto& r : n.roles)
+      CHECK(r.zone == n.inventory.zone);
+  }
+  // The command line shows the same, as JSON, with every node's heartbeat age once the zone
+  // coordinators have reported (every heartbeat interval).
+  nlohmann::json json;
+  bool ages_known = eventually(5s, [&] {
+    auto cli = run_command(sailor_bin() + " status 127.0.0.1:" + std::to_string(port) +
+                           " --json --transport " + transport_kind, 30);
+    if (cli.exit_code != 0)
+      return false;
+    json = nlohmann::json::parse(cli.out);
+    for (auto& n : json["nodes"])
+      if (n["heartbeat_age_ms"].get<int>() < 0)
+        return false;
+    return true;
+  });
+  CHECK(ages_known);
+  CHECK(json["all_roles_assigned"] == true);
+  CHECK(json["nodes"].size() == 4);
+  CHECK(json["zones"].size() == 2);
+  for (auto& n : json["nodes"]) {
+    CHECK(n["heartbeat_age_ms"].get<int>() <= heartbeat_timeout_ms);
+    CHECK(n["roles"].size() == 2);
+  }
+
+  auto killed_at = steady_clock::now();
+  n4.signal(SIGKILL);
+  bool reported = eventually(milliseconds{heartbeat_timeout_ms * 3}, [&] { return has_event("node n4 lost"); });
+  auto reported_after = duration_cast<milliseconds>(steady_clock::now() - killed_at);
+  REQUIRE(reported);
+  MESSAGE("SIGKILL reported after " << reported_after.count() << " ms (includes status polling)");
+  CHECK(reported_after.count() <= heartbeat_timeout_ms);
+  // Re-planned over the 3 nodes left, and every role is ready again.
+  REQUIRE(eventually(10s, [&] { return all_roles_assigned(3); }));
+  s = status();
+  REQUIRE(s.ok());
+  CHECK(s->plan_version == 2);
+}
+
+TEST_CASE_FIXTURE(cluster_fixture, "cluster: a stalled node is lost for missed heartbeats, a preempted one at once") {
+  start_coordinator(3);
+  start_node("n1", "local-a");
+  auto& n2 = start_node("n2", "local-a");
+  auto& n3 = start_node("n3", "local-b");
+  REQUIRE(eventually(20s, [&] { return all_roles_assigned(3); }));
+  auto stopped_at = steady_clock::now();
+  n3.signal(SIGSTOP);  // connection stays open, heartbeats stop
+  bool reported = eventually(milliseconds{heartbeat_timeout_ms * 4},
+                             [&] { return has_event("node n3 lost: missed heartbeats"); });
+  auto after = duration_cast<milliseconds>(steady_clock::now() - stopped_at);
+  REQUIRE(reported);
+  MESSAGE("stalled node reported after " << after.count() << " ms");
+  // Silence counts from the last heartbeat, which left up to one interval before the stop.
+  CHECK(after.count() >= heartbeat_timeout_ms - 2 * heartbeat_ms);
+  CHECK(after.count() <= heartbeat_timeout_ms + 2 * heartbeat_ms + 500);
+  // SIGTERM: the node sends a preemption notice and leaves cleanly.
+  n2.signal(SIGTERM);
+  CHECK(n2.wait_exit(10s) == 0);
+  REQUIRE(eventually(5s, [&] { return has_event("node n2 lost: preempted"); }));
+  REQUIRE(eventually(10s, [&] { return all_roles_assigned(1); }));
+}
+
+TEST_CASE_FIXTURE(cluster_fixture, "cluster: over UCX, a peer of another protocol version or zone is refused and the others are served") {
+  start_coordinator(2);
+  start_node("n1", "local-a");
+  REQUIRE(eventually(10s, [&] { return status().ok() && status()->nodes.size() == 1; }));
+  // The transport's handshake refuses another protocol version.
+  {
+    sailor::comm::ucx_options options;
+    options.common.local_name = "old-node";
+    options.common.announced_version = sailor::comm::protocol_version + 41;
+    auto old = sailor::comm::make_ucx_transport(options);
+    REQUIRE(old.ok());
+    auto l = sailor::actors::comm_connect(**old, "127.0.0.1", port, 5000);
+    REQUIRE_FALSE(l.ok());
+    CHECK(l.error().message.find("version") != std::string::npos);
+  }
+  auto& lost = start_node("x1", "moon-base");
+  CHECK(lost.wait_exit(10s) == 3);
+  CHECK(lost.err().find("unknown zone 'moon-base'") != std::string::npos);
+  CHECK(has_event("refused node 'x1': unknown zone 'moon-base'"));
+  start_node("n2", "local-b");
+  REQUIRE(eventually(20s, [&] { return all_roles_assigned(2); }));
+  auto log = coordinator->err();
+  CHECK(log.find("refused peer") != std::string::npos);  // comm's handshake, logged
+  CHECK(log.find("refused node 'x1'") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(cluster_fixture, "cluster: on the bridge's sockets, garbage and another protocol version are refused with a logged reason and the others are served") {
+  use_transport("socket");
+  start_coordinator(2);
+  start_node("n1", "local-a");
+  REQUIRE(eventually(10s, [&] { return status().ok() && status()->nodes.size() == 1; }));
+
+  // An unknown zone: the node is told why and exits with code 3.
+  auto& lost = start_node("x1", "moon-base");
+  CHECK(lost.wait_exit(10s) == 3);
+  CHECK(lost.err().find("unknown zone 'moon-base'") != std::string::npos);
+
+  // Garbage bytes on the port.
+  {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    const char garbage[] = "GET / HTTP/1.1\r\nHost: sailor\r\n\r\n";
+    CHECK(::send(fd, garbage, sizeof(garbage) - 1, MSG_NOSIGNAL) > 0);
+    char buf[64];
+    // The coordinator closes the connection (bounded: a receive timeout).
+    timeval tv{5, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    CHECK(::recv(fd, buf, sizeof(buf), 0) <= 0);
+    ::close(fd);
+  }
+  // A frame of another protocol version: refused with a reply that says why.
+  {
+    sailor::actors::bridge raw{system};
+    auto l = sailor::actors::tcp_connect("127.0.0.1", port);
+    REQUIRE(l.ok());
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::vector<std::vector<char>> replies;
+    bool closed = false;
+    (*l)->start(sailor::actors::link_handlers{
+      [&](std::vector<char>&& frame) {
+        std::lock_guard<std::mutex> guard{mutex};
+        replies.push_back(std::move(frame));
+        changed.notify_all();
+      },
+      [&](const std::string&) {
+        std::lock_guard<std::mutex> guard{mutex};
+        closed = true;
+        changed.notify_all();
+      }});
+    (*l)->send(sailor::actors::encode_raw_frame(42, sailor::actors::join_request_kind(), "agent",
+                                                "supervisor", {}));
+    std::unique_lock<std::mutex> lock{mutex};
+    REQUIRE(changed.wait_for(lock, 5s, [&] { return closed; }));
+    REQUIRE_FALSE(replies.empty());
+    auto reply = sailor::actors::decode_envelope(system, replies[0]);
+    REQUIRE(reply.ok());
+    REQUIRE(reply->body.match_elements<sailor::actors::join_refused>());
+    CHECK(reply->body.get_as<sailor::actors::join_refused>(0).reason.find("protocol version 42") !=
+          std::string::npos);
+  }
+  // Every refusal is in the coordinator's log and its status, and it still serves nodes.
+  REQUIRE(eventually(5s, [&] { return has_event("refused peer") && has_event("protocol version 42"); }));
+  CHECK(has_event("unknown zone 'moon-base'"));
+  CHECK(has_event("garbage"));
+  start_node("n2", "local-b");
+  REQUIRE(eventually(20s, [&] { return all_roles_assigned(2); }));
+  auto log = coordinator->err();
+  CHECK(log.find("refused node 'x1'") != std::string::npos);
+  CHECK(log.find("protocol version 42") != std::string::npos);
+  CHECK(log.find("garbage") != std::string::npos);
+}
