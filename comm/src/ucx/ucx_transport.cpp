@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <future>
@@ -332,6 +333,10 @@ void ucx_core::stop() {
     context_ = nullptr;
     return;
   }
+  if (on_thread()) {
+    log_->critical("[ucx] the transport was destroyed from one of its own callbacks");
+    std::abort();
+  }
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -421,6 +426,9 @@ void ucx_core::loop() {
       c->error_ = transport_error{errc::closed, "transport shut down"};
     }
     release_held(c);
+    // Handlers may hold their connection (decorators do): let go of them.
+    c->handlers_ = {};
+    c->on_accept_ = nullptr;
     close_conn(c, true);
   }
   for (auto& [id, l] : listeners_) ucp_listener_destroy(l->handle);
