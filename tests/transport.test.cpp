@@ -630,3 +630,31 @@ TEST_CASE("link shaping imposes the configured latency and bandwidth (20 ms, 50 
   CHECK(first >= 0.99 * expected_first);
   CHECK(first <= 1.25 * expected_first);
 }
+
+TEST_CASE("transport conformance: destroying a transport completes every pending send once") {
+  for (const auto& b : sailor::test::all_backends()) {
+    CAPTURE(b.name);
+    recording_server server;
+    completions done;
+    completions later;
+    auto payload = patterned(1 << 20, 4);
+    auto server_t = b.make(opts("server"));
+    auto client_t = b.make(opts("client"));
+    server.listen(*server_t);
+    auto conn = client_t->connect(server.lst->local_address(), {});
+    REQUIRE(conn.ok());
+    constexpr int n = 50;
+    for (int i = 0; i < n; ++i)
+      (*conn)->send_tensor({dtype::u8, {1 << 20}, 0, "", 0}, payload, done.make(i));
+    client_t.reset();
+    REQUIRE(done.all_done(n));
+    // The connection outlives its transport: sends now fail at once, and only once.
+    (*conn)->send_control(encode("client", shutdown_notice{"late"}), later.make(0));
+    REQUIRE(later.all_done(1));
+    CHECK(later.outcome[0].has_value());
+    CHECK(later.outcome[0]->code == errc::closed);
+    CHECK(done.max_calls() == 1);
+    CHECK(later.max_calls() == 1);
+    CHECK((*conn)->state() != connection_state::open);
+  }
+}

@@ -734,9 +734,9 @@ void tcp_connection::send_control(std::vector<std::byte> bytes, completion done)
     detail::complete(done, transport_error{errc::closed, "transport is shut down"});
     return;
   }
-  core->post([core, self = shared_from_this(), bytes = std::move(bytes),
-              done = std::move(done)]() mutable {
-    core->queue_frame(self, kind_control, {}, std::move(bytes), {}, std::move(done));
+  auto guard = std::make_shared<detail::completion_guard>(std::move(done));
+  core->post([core, self = shared_from_this(), bytes = std::move(bytes), guard]() mutable {
+    core->queue_frame(self, kind_control, {}, std::move(bytes), {}, guard->take());
   });
 }
 
@@ -748,9 +748,10 @@ void tcp_connection::send_tensor(tensor_descriptor desc, std::span<const std::by
     return;
   }
   desc.bytes = payload.size();
+  auto guard = std::make_shared<detail::completion_guard>(std::move(done));
   core->post([core, self = shared_from_this(), header = encode_tensor_header(desc), payload,
-              done = std::move(done)]() mutable {
-    core->queue_frame(self, kind_tensor, std::move(header), {}, payload, std::move(done));
+              guard]() mutable {
+    core->queue_frame(self, kind_tensor, std::move(header), {}, payload, guard->take());
   });
 }
 

@@ -974,12 +974,9 @@ void ucx_connection::send_control(std::vector<std::byte> bytes, completion done)
     detail::complete(done, transport_error{errc::closed, "transport is shut down"});
     return;
   }
-  core->post([core, self = shared_from_this(), bytes = std::move(bytes),
-              done = std::move(done)]() mutable {
-    if (self->state_ == connection_state::connecting && !self->ep_) {
-      // connect() has not created the endpoint yet: cannot happen, posts are in order.
-    }
-    core->send(self, am_control, {}, std::move(bytes), {}, std::move(done), true);
+  auto guard = std::make_shared<detail::completion_guard>(std::move(done));
+  core->post([core, self = shared_from_this(), bytes = std::move(bytes), guard]() mutable {
+    core->send(self, am_control, {}, std::move(bytes), {}, guard->take(), true);
   });
 }
 
@@ -991,9 +988,10 @@ void ucx_connection::send_tensor(tensor_descriptor desc, std::span<const std::by
     return;
   }
   desc.bytes = payload.size();
+  auto guard = std::make_shared<detail::completion_guard>(std::move(done));
   core->post([core, self = shared_from_this(), header = encode_tensor_header(desc), payload,
-              done = std::move(done)]() mutable {
-    core->send(self, am_tensor, std::move(header), {}, payload, std::move(done), true);
+              guard]() mutable {
+    core->send(self, am_tensor, std::move(header), {}, payload, guard->take(), true);
   });
 }
 
