@@ -181,7 +181,8 @@ result<plan_result> plan_job(const problem& prob, const options& opts) {
   size_t pick = rerank(prob, cands, opts, size_t(keep));
   plan_result out;
   out.plan = cands[pick].plan;
-  out.detail = cands[pick].detail;
+  if (auto full = detail::estimate_with(prob, tab, net, out.plan)) out.detail = std::move(*full);
+  else out.detail = cands[pick].detail;
   if (!opts.score) out.plan.estimate = out.detail.totals;
   out.dp_states = stats.dp_states;
   out.configurations = stats.configurations;
@@ -236,7 +237,8 @@ result<plan_result> replan(const problem& prob, const config::plan& current, con
   }
   plan_result out;
   out.plan = cands[pick].plan;
-  out.detail = cands[pick].detail;
+  if (auto full = detail::estimate_with(prob, tab, net, out.plan)) out.detail = std::move(*full);
+  else out.detail = cands[pick].detail;
   out.plan.estimate = out.detail.totals;
   if (opts.score)
     if (auto e = opts.score(out.plan)) out.plan.estimate = *e;
