@@ -394,7 +394,7 @@ private:
           if (z.stages > y.stages || z.max_t > y.max_t || z.sum_t > y.sum_t || z.tail > y.tail) continue;
           // Near ties (within 0.5%) count as ties, and ties are kept: permutations of equal
           // stages place differently on zones, which the program does not see.
-          constexpr double tie = 0.995;
+          constexpr double tie = 0.98;
           bool le = true, strict = z.stages < y.stages || z.max_t < tie * y.max_t ||
                                    z.sum_t < tie * y.sum_t || z.tail < tie * y.tail;
           for (int g = 0; g < G_ && le; ++g) le = z.use[g] <= y.use[g], strict = strict || z.use[g] < y.use[g];
