@@ -87,6 +87,7 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
   c.gpu_mem_bw_.assign(G, 0);
   c.has_profile_.assign(G, 0);
   c.gpus_per_node_.assign(G, 1);
+  c.gpu_nic_.assign(G, 0);
   for (int g = 0; g < G; ++g) {
     if (const auto* spec = catalog.find(names[g])) {
       c.gpu_memory_[g] = double(spec->memory_bytes);
@@ -94,6 +95,7 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
                                    : spec->on_demand_usd_per_hour;
       c.gpu_mem_bw_[g] = spec->memory_bandwidth_gbytes_per_s * 1e9;
       c.gpus_per_node_[g] = std::max(1, spec->gpus_per_node);
+      c.gpu_nic_[g] = spec->inter_node_gbytes_per_s * 1e9;
     }
     if (profile && profile->find(names[g])) c.has_profile_[g] = 1;
   }
@@ -365,19 +367,17 @@ memory_breakdown sim_context::stage_memory(int gpu, int tp, int mbs, int first, 
   return mem;
 }
 
-double sim_context::link_gbytes_per_s(const endpoint& a, const endpoint& b, double bytes) const {
+double sim_context::link_gbytes_per_s(const endpoint& a, const endpoint& b, double bytes, int n) const {
   // Aggregate GB/s of the node pair when n GPUs of each node take part.
   const int Z = num_zones(), G = num_gpu_types();
   if (a.zone < 0 || b.zone < 0 || a.gpu < 0 || b.gpu < 0 || a.zone >= Z || b.zone >= Z) return -1;
   if (use_fits_) {
-    const int na = std::min(max_fit_n - 1, log2_index(std::min(std::max(1, a.tp), gpus_per_node_[a.gpu])) < 0
-                                   ? 0 : log2_index(std::min(std::max(1, a.tp), gpus_per_node_[a.gpu])));
-    const int nb = std::min(max_fit_n - 1, log2_index(std::min(std::max(1, b.tp), gpus_per_node_[b.gpu])) < 0
-                                   ? 0 : log2_index(std::min(std::max(1, b.tp), gpus_per_node_[b.gpu])));
-    const fit* f = &fits_[((((size_t(a.zone) * G + a.gpu) * max_fit_n + na) * Z + b.zone) * G + b.gpu) * max_fit_n + nb];
+    int ni = 0;
+    while (ni + 1 < max_fit_n && (2 << ni) <= n) ++ni;
+    const fit* f = &fits_[((((size_t(a.zone) * G + a.gpu) * max_fit_n + ni) * Z + b.zone) * G + b.gpu) * max_fit_n + ni];
     // fall back to fewer GPUs per node if that pair was not measured
-    for (int n = std::min(na, nb); !f->ok && n >= 0; --n)
-      f = &fits_[((((size_t(a.zone) * G + a.gpu) * max_fit_n + n) * Z + b.zone) * G + b.gpu) * max_fit_n + n];
+    for (int k = ni - 1; !f->ok && k >= 0; --k)
+      f = &fits_[((((size_t(a.zone) * G + a.gpu) * max_fit_n + k) * Z + b.zone) * G + b.gpu) * max_fit_n + k];
     if (!f->ok) return -1;
     // as config::sailor_bandwidth_fit::gbytes_per_s
     double x = std::log2(std::max(bytes, 1.0) / 1e6);
@@ -399,11 +399,18 @@ double sim_context::link_gbytes_per_s(const endpoint& a, const endpoint& b, doub
 }
 
 double sim_context::gpu_bytes_per_s(const endpoint& a, const endpoint& b, double bytes) const {
-  const int n = std::max(1, std::min({a.tp, b.tp, a.gpu >= 0 ? gpus_per_node_[a.gpu] : 1}));
-  double gbps = link_gbytes_per_s(a, b, bytes * n);
+  // The TP ranks of a replica send in parallel, as many per node pair as both sides have.
+  if (a.gpu < 0 || b.gpu < 0 || a.gpu >= num_gpu_types() || b.gpu >= num_gpu_types()) return -1;
+  const int n = std::max(1, std::min({a.tp, b.tp, gpus_per_node_[a.gpu], gpus_per_node_[b.gpu]}));
+  double gbps = link_gbytes_per_s(a, b, bytes * n, n);
   if (gbps <= 0) return -1;
-  // The cluster's zone links are per flow; Sailor's fits are per node pair.
-  return use_fits_ ? options_.network_efficiency * gbps * 1e9 / n : gbps * 1e9;
+  // Sailor's fits are per node pair; a cluster's zone link is per flow, each flow also
+  // limited by its share of the node's NIC.
+  if (use_fits_) return options_.network_efficiency * gbps * 1e9 / n;
+  double per_flow = gbps * 1e9;
+  const double nic = std::min(gpu_nic_[a.gpu], gpu_nic_[b.gpu]);
+  if (nic > 0) per_flow = std::min(per_flow, nic / n);
+  return per_flow;
 }
 
 double sim_context::transfer_s(const endpoint& a, const endpoint& b, double bytes) const {

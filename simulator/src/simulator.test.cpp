@@ -184,11 +184,12 @@ TEST_CASE("a straggler replica sets its stage's pace; data-parallel sync is char
   CHECK(e2->stages[0].slowest_replica == 1);
   CHECK(e2->stages[0].micro_batches == 4);  // 8 sequences over 2 replicas of micro-batch 1
   CHECK(e1->stages[0].allreduce_s > 0);
-  // ring of two over the zone's 100 GB/s: 2 x 1/2 x params x 4 B / 100 GB/s + per-step latency
+  // ring of two inside the zone (100 GB/s, but each node's NIC gives 10 GB/s):
+  // 2 x 1/2 x params x 4 B / 10 GB/s + per-step latency
   const double params = double(f.model.total_params());
   const double buckets = std::ceil(params * 4 / 25e6);
   CHECK(e1->stages[0].allreduce_s ==
-        doctest::Approx(params * 4 / 100e9 + buckets * 2 * ctx.options().collective_latency_s).epsilon(1e-6));
+        doctest::Approx(params * 4 / 10e9 + buckets * 2 * ctx.options().collective_latency_s).epsilon(1e-6));
   CHECK(e2->iteration_time_s - e1->iteration_time_s == doctest::Approx(4 * 12e-3).epsilon(1e-6));
   // cost: $2/h + $1/h
   CHECK(e2->gpu_usd_per_hour == doctest::Approx(3.0));
@@ -427,11 +428,11 @@ TEST_CASE("all-reduce: shard by shard across TP degrees, hierarchical across zon
   const double bytes = params * 4;
   const double flat_ring = 2.0 * 3 / 4 * bytes / 1e9;  // over the 1 GB/s cross-zone edge
   CHECK(t_spread < flat_ring);
-  // hierarchical: 2x(1/2) of the shard inside each zone at 100 GB/s, then 2x(1/2) of half the
+  // hierarchical: 2x(1/2) of the shard inside each zone at the NIC's 10 GB/s, then 2x(1/2) of half the
   // shard across at 1 GB/s; each of the 160 buckets pays 2 steps of latency in each phase
   // (20 us, plus the link's 1 ms across zones)
   const double lat = ctx.options().collective_latency_s;
-  CHECK(t_spread == doctest::Approx(bytes / 100e9 + 160 * 2 * lat + bytes / 2 / 1e9 + 160 * 2 * (1e-3 + lat)).epsilon(1e-6));
+  CHECK(t_spread == doctest::Approx(bytes / 10e9 + 160 * 2 * lat + bytes / 2 / 1e9 + 160 * 2 * (1e-3 + lat)).epsilon(1e-6));
   CHECK(ctx.allreduce_egress_usd(spread, 4, params) > 0);
   CHECK(ctx.allreduce_egress_usd(local, 4, params) == 0);
 }

@@ -201,7 +201,7 @@ private:
     bool analytic = false;
   };
   const table* find_table(int gpu, int tp, int mbs) const;
-  double link_gbytes_per_s(const endpoint& a, const endpoint& b, double bytes) const;
+  double link_gbytes_per_s(const endpoint& a, const endpoint& b, double bytes, int n) const;
 
   sim_options options_;
   config::model_shape model_;
@@ -211,6 +211,7 @@ private:
   std::vector<double> gpu_memory_, gpu_price_, gpu_mem_bw_;
   std::vector<char> has_profile_;
   std::vector<int> gpus_per_node_;
+  std::vector<double> gpu_nic_;  // bytes/s of a node's NIC (catalog), 0 when unknown
   // tables_[gpu][tp_index][mbs_index]; tp_index = log2(tp), mbs_index = log2(mbs)
   static constexpr int max_tp_index = 5, max_mbs_index = 10;
   std::vector<table> tables_;
