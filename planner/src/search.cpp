@@ -388,23 +388,39 @@ private:
       });
       int begin = int(pool_.size());
       int kept = 0;
-      for (const auto& y : cand) {
-        bool dominated = false;
+      auto dominated = [&](const entry& y) {
         for (int k = begin; k < begin + kept; ++k) {
           const entry& z = pool_[k];
           if (z.stages > y.stages || z.max_t > y.max_t || z.sum_t > y.sum_t || z.tail > y.tail) continue;
-          // Near ties (within 0.5%) count as ties: they differ by what placement decides.
-          constexpr double tie = 0.995;
+          // Near ties (within 0.5%) count as ties, and ties are kept: permutations of equal
+          // stages place differently on zones, which the program does not see.
+          constexpr double tie = 0.98;
           bool le = true, strict = z.stages < y.stages || z.max_t < tie * y.max_t ||
                                    z.sum_t < tie * y.sum_t || z.tail < tie * y.tail;
           for (int g = 0; g < G_ && le; ++g) le = z.use[g] <= y.use[g], strict = strict || z.use[g] < y.use[g];
-          // Ties are kept: permutations of equal stages place differently on zones, which the
-          // program does not see.
-          if (le && strict) { dominated = true; break; }
+          if (le && strict) return true;
         }
-        if (dominated) continue;
+        return false;
+      };
+      // First the best partial pipeline of each GPU budget used (so that cheap ones survive
+      // when faster, hungrier ones would fill the beam), then the best of the rest.
+      std::vector<char> taken(cand.size(), 0);
+      std::vector<std::array<std::int16_t, max_types>> seen;
+      for (size_t i = 0; i < cand.size() && kept < opts_.beam_width; ++i) {
+        const auto& y = cand[i];
+        if (std::find(seen.begin(), seen.end(), y.use) != seen.end()) continue;
+        seen.push_back(y.use);
+        taken[i] = 1;
+        if (dominated(y)) continue;
         pool_.push_back(y);
-        if (++kept >= opts_.beam_width) break;
+        ++kept;
+      }
+      const int limit = 2 * opts_.beam_width;
+      for (size_t i = 0; i < cand.size() && kept < limit; ++i) {
+        if (taken[i]) continue;
+        if (dominated(cand[i])) continue;
+        pool_.push_back(cand[i]);
+        ++kept;
       }
       frontier[l] = {begin, begin + kept};
       if (std::getenv("SAILOR_PLANNER_DEBUG2") && D == 1 && b == 1 && zs == 0 && l == 2) {
