@@ -19,12 +19,11 @@ namespace sailor::test {
 /// A flag plus condition variable; every wait is bounded.
 class event_box {
 public:
+  /// Notifies under the lock: a waiter may destroy the box as soon as it sees the change.
   template <class F>
   void update(F&& f) {
-    {
-      std::lock_guard lock(mutex_);
-      f();
-    }
+    std::lock_guard lock(mutex_);
+    f();
     cv_.notify_all();
   }
   /// Waits until `pred()` (checked under the lock) or the timeout; returns pred().
