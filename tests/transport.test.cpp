@@ -276,8 +276,10 @@ TEST_CASE("transport conformance: a receiver's allocator chooses where payloads 
     REQUIRE(conn.ok());
     auto small = patterned(1000, 5);
     auto large = patterned(1 << 20, 6);
-    (*conn)->send_tensor({dtype::u8, {1000}, 0, "", 0}, small, nullptr);
-    (*conn)->send_tensor({dtype::u8, {1 << 20}, 2, "", 0}, large, nullptr);
+    completions done;  // the payloads must outlive their sends
+    (*conn)->send_tensor({dtype::u8, {1000}, 0, "", 0}, small, done.make(0));
+    (*conn)->send_tensor({dtype::u8, {1 << 20}, 2, "", 0}, large, done.make(1));
+    REQUIRE(done.all_done(2));
     REQUIRE(box.wait_for([&] { return landed.size() == 2; }, wait_s));
     CHECK(landed[0].first == arena.data());
     CHECK(landed[1].first == arena.data() + (2 << 20));
@@ -611,9 +613,12 @@ TEST_CASE("link shaping imposes the configured latency and bandwidth (20 ms, 50 
   auto payload = patterned(mib4, 1);
   std::size_t before = arrivals.size();
   auto sent = clk::now();
+  completions sends;  // the payload must outlive its sends
   for (int i = 0; i < 6; ++i)
-    (*conn)->send_tensor({dtype::u8, {static_cast<std::int64_t>(mib4)}, 0, "", 0}, payload, nullptr);
+    (*conn)->send_tensor({dtype::u8, {static_cast<std::int64_t>(mib4)}, 0, "", 0}, payload,
+                         sends.make(i));
   REQUIRE(box.wait_for([&] { return arrivals.size() == before + 6; }, wait_s));
+  REQUIRE(sends.all_done(6));
   std::lock_guard lock(box.mutex());
   double first = std::chrono::duration<double>(arrivals[before] - sent).count();
   std::vector<double> gaps;

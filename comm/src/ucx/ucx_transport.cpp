@@ -859,7 +859,8 @@ void ucx_core::send(const std::shared_ptr<ucx_connection>& c, unsigned id,
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                    UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = UCP_AM_SEND_FLAG_REPLY;
-  if (force_rndv && data.size() >= opts_.rndv_threshold_bytes) p.flags |= UCP_AM_SEND_FLAG_RNDV;
+  if (force_rndv && opts_.rndv_threshold_bytes > 0 && data.size() >= opts_.rndv_threshold_bytes)
+    p.flags |= UCP_AM_SEND_FLAG_RNDV;
   p.cb.send = &ucx_core::send_callback;
   p.user_data = op;
   ucs_status_ptr_t req =
