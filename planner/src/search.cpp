@@ -176,7 +176,10 @@ private:
     for (int z = 0; z < Z; ++z) all[z] = z;
     add_zone_set(all);
     if (!opts_.zone_subsets || Z == 1) return;
-    for (int z = 0; z < Z; ++z) add_zone_set({z});
+    // Single zones: the two largest (a zone alone pays no egress and no slow rings).
+    std::vector<int> by_size = all;
+    std::stable_sort(by_size.begin(), by_size.end(), [&](int a, int b) { return zone_capacity(a) > zone_capacity(b); });
+    for (int i = 0; i < std::min(Z, 2); ++i) add_zone_set({by_size[i]});
     std::map<std::string, std::vector<int>> regions;
     for (int z = 0; z < Z; ++z) regions[region_of(z)].push_back(z);
     for (const auto& [r, zs] : regions)
@@ -449,7 +452,8 @@ private:
         std::fprintf(stderr, "\n");
       }
       consider(shape, zs, b, D);
-      if (opts_.mixed_replicas) augment(shape, zs, b, D);
+      // Only the most promising pipelines are tried with more replicas than the budget allows.
+      if (opts_.mixed_replicas && xi < frontier[0].first + 2) augment(shape, zs, b, D);
     }
   }
 
@@ -605,10 +609,10 @@ private:
   void offer(config::plan p) {
     auto c = make_candidate(prob_, tab_, net_, std::move(p));
     if (!c) return;
-    // Keep the list sorted, without duplicates, at most keep_ long.
-    std::string key = canonical(c->plan);
+    // Keep the list sorted, without duplicates, at most keep_ long. Cheap rejections first.
+    if (int(best_.size()) >= keep_ && !better(*c, best_.back())) return;
     for (const auto& b : best_)
-      if (canonical(b.plan) == key) return;
+      if (b.value == c->value && b.key == c->key) return;
     auto it = std::upper_bound(best_.begin(), best_.end(), *c, better);
     best_.insert(it, std::move(*c));
     if (int(best_.size()) > keep_) best_.pop_back();
@@ -638,7 +642,7 @@ bool better(const candidate& a, const candidate& b) {
   if (a.value != b.value) return a.value < b.value;
   int ga = a.plan.total_gpus(), gb = b.plan.total_gpus();
   if (ga != gb) return ga < gb;
-  return canonical(a.plan) < canonical(b.plan);
+  return a.key < b.key;
 }
 
 std::optional<candidate> make_candidate(const problem& prob, const tables& tab, const network& net,
@@ -661,6 +665,7 @@ std::optional<candidate> make_candidate(const problem& prob, const tables& tab, 
   c.plan = std::move(p);
   c.value = objective_value(prob.job, e);
   c.feasible = c.detail.fits_memory && meets_constraints(prob.job, e);
+  c.key = canonical(c.plan);
   return c;
 }
 
