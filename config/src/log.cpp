@@ -1,5 +1,7 @@
 #include "sailor/config/log.hpp"
 
+#include <mutex>
+
 #include <spdlog/cfg/env.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -9,9 +11,16 @@ namespace sailor::log {
 namespace {
 constexpr const char* modules[] = {"config", "sim", "planner", "comm", "actors", "train"};
 
-std::shared_ptr<spdlog::logger> make(const std::string& name) {
-  auto existing = spdlog::get(name);
-  if (existing) return existing;
+// spdlog's registry is process-wide and refuses a second logger of the same name, so creation
+// is serialised: threads of one process (actors, transports, tests) may ask at the same time.
+std::mutex& creation_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// Callers hold creation_mutex().
+std::shared_ptr<spdlog::logger> make_locked(const std::string& name) {
+  if (auto existing = spdlog::get(name)) return existing;
   auto logger = spdlog::stderr_color_mt(name);
   logger->set_pattern("%^[%H:%M:%S.%e] [%n] [%l]%$ %v");
   logger->set_level(spdlog::level::info);
@@ -20,14 +29,15 @@ std::shared_ptr<spdlog::logger> make(const std::string& name) {
 }  // namespace
 
 void setup() {
-  for (const char* m : modules) make(m);
+  std::lock_guard<std::mutex> lock(creation_mutex());
+  for (const char* m : modules) make_locked(m);
   spdlog::cfg::load_env_levels();
 }
 
 std::shared_ptr<spdlog::logger> get(const std::string& module) {
-  auto logger = spdlog::get(module);
-  if (logger) return logger;
-  logger = make(module);
+  if (auto logger = spdlog::get(module)) return logger;
+  std::lock_guard<std::mutex> lock(creation_mutex());
+  auto logger = make_locked(module);
   spdlog::cfg::load_env_levels();
   return logger;
 }
