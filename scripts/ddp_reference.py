@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch DistributedDataParallel reference for bench_train_throughput.
+"""PyTorch DistributedDataParallel reference for train_throughput.
 
 Trains the same GPT as Sailor's models/ (pre-norm blocks, separate q/k/v projections, GELU
 MLP, learned positions, untied head; AdamW, global-norm clipping at 1.0) on 2 CPU processes

@@ -2,7 +2,7 @@
 // model, batch and number of processes (2 data-parallel ranks on this machine, Gloo on
 // 127.0.0.1, one torch thread per rank), printed as tokens/s and a ratio (target >= 1.0).
 //
-//   bench_train_throughput [--iterations N] [--warmup N] [--layers L] [--hidden H]
+//   train_throughput [--iterations N] [--warmup N] [--layers L] [--hidden H]
 //                          [--heads A] [--sequence S] [--vocabulary V] [--batch B]
 //                          [--rounds R] [--no-ddp] [--opt350m]
 //
