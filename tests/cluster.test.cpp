@@ -15,6 +15,8 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <set>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -126,19 +128,24 @@ struct cluster_fixture {
     transport = std::move(*t);
   }
 
-  void start_coordinator(int quorum) {
+  std::string cluster_file = configs + "/clusters/local-2-zones.yaml";
+  std::string model_file = configs + "/models/tiny.yaml";
+  std::string job_file = configs + "/jobs/tiny.yaml";
+
+  void start_coordinator(int quorum, std::vector<std::string> extra = {}) {
     if (!transport && transport_kind != "socket")
       use_transport(transport_kind);
-    coordinator = std::make_unique<child>(
-      std::vector<std::string>{sailor_bin(), "coordinator", "--listen", "127.0.0.1:0",
-                               "--cluster", configs + "/clusters/local-2-zones.yaml", "--model",
-                               configs + "/models/tiny.yaml", "--job",
-                               configs + "/jobs/tiny.yaml", "--quorum", std::to_string(quorum),
+    std::vector<std::string> argv{sailor_bin(), "coordinator", "--listen", "127.0.0.1:0",
+                               "--cluster", cluster_file, "--model",
+                               model_file, "--job",
+                               job_file, "--quorum", std::to_string(quorum),
                                "--settle-s", "30", "--heartbeat-ms",
                                std::to_string(heartbeat_ms), "--heartbeat-timeout-ms",
                                std::to_string(heartbeat_timeout_ms), "--transport",
-                               transport_kind},
-      dir.path("coordinator.out"), dir.path("coordinator.err"));
+                               transport_kind};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    coordinator = std::make_unique<child>(argv, dir.path("coordinator.out"),
+                                          dir.path("coordinator.err"));
     REQUIRE(coordinator->pid() > 0);
     std::smatch m;
     static const std::regex listening{R"(listening on 127\.0\.0\.1:([0-9]+))"};
@@ -152,11 +159,13 @@ struct cluster_fixture {
     port = static_cast<std::uint16_t>(std::stoi(m[1]));
   }
 
-  child& start_node(const std::string& name, const std::string& zone) {
+  child& start_node(const std::string& name, const std::string& zone, std::string devices = "cpu:2",
+                    std::string gpu_type = "CPU") {
     nodes.push_back(std::make_unique<child>(
       std::vector<std::string>{sailor_bin("sailor-node"), "--join",
                                "127.0.0.1:" + std::to_string(port), "--zone", zone, "--devices",
-                               "cpu:2", "--name", name, "--transport", transport_kind},
+                               devices, "--gpu-type", gpu_type, "--name", name, "--transport",
+                               transport_kind},
       dir.path(name + ".out"), dir.path(name + ".err")));
     REQUIRE(nodes.back()->pid() > 0);
     return *nodes.back();
@@ -361,4 +370,31 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: on the bridge's sockets, garbage an
   CHECK(log.find("refused node 'x1'") != std::string::npos);
   CHECK(log.find("protocol version 42") != std::string::npos);
   CHECK(log.find("garbage") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(cluster_fixture, "cluster: with Sailor's planner, emulated A100 nodes get TP groups inside a node") {
+  cluster_file = configs + "/clusters/gcp-5-zones.yaml";
+  model_file = configs + "/models/opt-350m.yaml";
+  job_file = configs + "/jobs/max-throughput.yaml";
+  start_coordinator(3, {"--planner", "sailor", "--sailor-data", std::string(SAILOR_DATA_DIR) + "/sailor"});
+  start_node("g1", "us-central1-a", "cpu:4", "A100-40");
+  start_node("g2", "us-central1-a", "cpu:4", "A100-40");
+  start_node("g3", "us-central1-b", "cpu:4", "A100-40");
+  bool assigned = eventually(30s, [&] { return all_roles_assigned(3); });
+  INFO(coordinator->err());
+  REQUIRE(assigned);
+  auto s = status();
+  REQUIRE(s.ok());
+  CHECK(s->roles_total <= 12);
+  CHECK(s->stages >= 1);
+  // A TP group never spans nodes here (every node has 4 devices): each node holds all ranks
+  // of the replicas it serves.
+  std::map<std::pair<int, int>, std::set<std::string>> holders;
+  for (auto& n : s->nodes)
+    for (auto& r : n.roles) {
+      holders[{r.stage, r.replica}].insert(n.inventory.name);
+      CHECK(r.gpu_type == "A100-40");
+    }
+  for (auto& [key, names] : holders)
+    CHECK(names.size() == 1);
 }

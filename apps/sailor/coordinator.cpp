@@ -8,6 +8,8 @@
 #include "commands.hpp"
 #include "sailor/actors/placement.hpp"
 #include "sailor/actors/runtime.hpp"
+#include "sailor/actors/sailor_planning.hpp"
+#include "sailor/config/sailor_format.hpp"
 #include "sailor/config/load.hpp"
 #include "sailor/config/log.hpp"
 
@@ -22,6 +24,8 @@ struct coordinator_args {
   int heartbeat_ms = 500;
   int heartbeat_timeout_ms = 2000;
   std::string transport = "ucx";
+  std::string planner = "even";
+  std::string sailor_data;
 };
 
 int run_coordinator(const coordinator_args& args) {
@@ -75,13 +79,38 @@ int run_coordinator(const coordinator_args& args) {
     std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(args.settle_s));
   options.supervisor.heartbeat_interval = std::chrono::milliseconds{args.heartbeat_ms};
   options.supervisor.heartbeat_timeout = std::chrono::milliseconds{args.heartbeat_timeout_ms};
-  // The profile-free planner: the profiled planner needs per-layer profiles of the joined
-  // GPU types, which CPU nodes do not have.
-  int layers = model->num_all_layers();
-  int batch = job->global_batch;
-  options.plan = [layers, batch](const actors::plan_request& request) {
-    return actors::even_plan(request.nodes, layers, batch);
-  };
+  if (args.planner == "sailor") {
+    // Sailor's planner needs per-layer profiles of the GPU types that join.
+    if (args.sailor_data.empty()) {
+      std::fprintf(stderr, "sailor coordinator: --planner sailor needs --sailor-data DIR\n");
+      return 2;
+    }
+    auto name = model->sailor_name.empty() ? model->name : model->sailor_name;
+    auto data = config::load_sailor_data(args.sailor_data, name);
+    if (!data) {
+      std::fprintf(stderr, "sailor coordinator: %s\n", data.error().to_string().c_str());
+      return 2;
+    }
+    planner::problem prob;
+    prob.model = *model;
+    prob.profile = data->profile;
+    prob.network = data->network;
+    prob.cluster = *cluster;
+    prob.job = *job;
+    options.plan = actors::sailor_planning(std::move(prob));
+  } else if (args.planner == "even") {
+    // Needs no profiles (CPU nodes have none): layers split evenly, one pipeline per device
+    // group of a zone.
+    int layers = model->num_all_layers();
+    int batch = job->global_batch;
+    options.plan = [layers, batch](const actors::plan_request& request) {
+      return actors::even_plan(request.nodes, layers, batch);
+    };
+  } else {
+    std::fprintf(stderr, "sailor coordinator: --planner: expected even or sailor, got '%s'\n",
+                 args.planner.c_str());
+    return 2;
+  }
   auto coordinator = actors::coordinator::start(system, std::move(options));
   if (!coordinator) {
     std::fprintf(stderr, "sailor coordinator: %s\n", coordinator.error().message.c_str());
@@ -120,6 +149,11 @@ void add_coordinator(CLI::App& app, command_set& commands) {
   sub->add_option("--heartbeat-timeout-ms", args->heartbeat_timeout_ms,
                   "a node silent this long is lost")
     ->capture_default_str();
+  sub->add_option("--planner", args->planner,
+                  "even (no profiles needed) or sailor (Sailor's planner; needs --sailor-data)")
+    ->capture_default_str();
+  sub->add_option("--sailor-data", args->sailor_data,
+                  "a Sailor data folder with profiles of the model (for --planner sailor)");
   sub->add_option("--transport", args->transport,
                   "ucx or tcp (the comm transports) or socket (the bridge's own TCP)")
     ->capture_default_str();
