@@ -20,6 +20,9 @@
 
 #include "sailor/actors/runtime.hpp"
 #include "sailor/config/log.hpp"
+#ifdef SAILOR_WITH_TRAIN
+#include "sailor/actors/train/node_training.hpp"
+#endif
 
 namespace {
 
@@ -103,6 +106,12 @@ int run(const node_args& args) {
   options.inventory.zone = args.zone;
   options.inventory.gpu_type = args.gpu_type.empty() ? default_type : args.gpu_type;
   options.inventory.devices = std::move(*devices);
+#ifdef SAILOR_WITH_TRAIN
+  // Real training: each stage role becomes a rank of the executor on its own thread.
+  auto trainer = std::make_shared<train::node_trainer>(options.inventory.name);
+  options.hook = [trainer](const actors::stage_role& role) { return trainer->on_role(role); };
+  options.on_training_job = [trainer](const actors::training_job& job) { trainer->on_job(job); };
+#endif
 
   // SIGTERM/SIGINT are taken by a thread with sigwait; SIGUSR1 only wakes that thread at exit.
   sigset_t signals;
@@ -127,6 +136,9 @@ int run(const node_args& args) {
     return 1;
   }
   caf::actor agent = (*node)->agent();
+#ifdef SAILOR_WITH_TRAIN
+  trainer->set_agent(agent);
+#endif
   std::thread signal_thread([&signals, agent] {
     int sig = 0;
     sigwait(&signals, &sig);
@@ -141,6 +153,9 @@ int run(const node_args& args) {
   pthread_kill(signal_thread.native_handle(), SIGUSR1);
   signal_thread.join();
   auto outcome = (*node)->outcome();
+#ifdef SAILOR_WITH_TRAIN
+  trainer->stop();
+#endif
   node->reset();
   using kind = actors::agent_outcome::kind;
   switch (outcome.how) {
