@@ -82,7 +82,7 @@ TEST_CASE("sailor demo trains over node processes and matches a single-rank run"
   CHECK(j["iterations_completed"].get<int>() == 10);
   auto curve = j["loss_curve"].get<std::vector<double>>();
   REQUIRE(curve.size() == 10);
-  CHECK(curve.back() < 0.9 * curve.front());
+  CHECK(curve.back() < 0.95 * curve.front());
   CHECK(j["tokens_per_s"].get<double>() > 0);
   CHECK(j["measured_iteration_s"].get<double>() > 0);
   CHECK(j["predicted_iteration_s"].get<double>() > 0);

@@ -354,7 +354,11 @@ int run_demo(const demo_args& args) {
     in.job = job_cfg;
     double predicted = 0;
     std::string note;
-    auto ctx = simulator::sim_context::make(in);
+    // CPU devices: no CUDA context or NCCL buffers; our runtime overlaps sends with compute.
+    simulator::sim_options sim;
+    sim.framework_overhead_bytes = 0;
+    sim.overlap_p2p = true;
+    auto ctx = simulator::sim_context::make(in, sim);
     std::optional<simulator::estimate> est;
     if (ctx) {
       auto e = simulator::simulate(*ctx, p);
