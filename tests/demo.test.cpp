@@ -129,4 +129,15 @@ TEST_CASE("sailor demo refuses a plan that does not match the nodes that joined"
   CHECK(r.out.find("iteration ") == std::string::npos);
 }
 
+TEST_CASE("sailor demo ends with a clear error when a node cannot join") {
+  // A "node" program that exits at once: the demo must say so, not wait for ever.
+  auto r = run_command(sailor_bin() + " demo --nodes 2 --zones 1 --iterations 2 --node-binary "
+                                      "/bin/false --join-timeout-s 10",
+                       40);
+  INFO(r.out);
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("before joining") != std::string::npos);
+}
+
 #endif  // __has_include(<sailor/models/shapes.hpp>)
