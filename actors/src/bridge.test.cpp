@@ -24,12 +24,16 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Answers every heartbeat with a heartbeat of seq + 1, to whoever sent it.
+// Answers every status request with a status whose plan_version is the request's number + 1,
+// to whoever sent it. (Messages with an explicit destination: these travel in the CAF
+// envelope; the others in Cap'n Proto, routed by type.)
 caf::behavior echo(caf::event_based_actor* self) {
   return {
-    [self](const heartbeat& x) {
-      self->send(caf::actor_cast<caf::actor>(self->current_sender()),
-                 heartbeat{x.node + "-echo", x.seq + 1});
+    [self](const status_request& x) {
+      cluster_status reply;
+      reply.phase = "echo";
+      reply.plan_version = x.unused + 1;
+      self->send(caf::actor_cast<caf::actor>(self->current_sender()), reply);
     },
   };
 }
@@ -53,13 +57,13 @@ TEST_CASE_FIXTURE(two_processes, "bridge: a message reaches a named actor and th
   caf::scoped_actor self{b};
   client.publish("tester", caf::actor_cast<caf::actor>(self));
   auto remote_echo = client.remote_actor(peer, "echo");
-  self->send(remote_echo, heartbeat{"n1", 41});
+  self->send(remote_echo, status_request{41});
   bool got = false;
   self->receive(
-    [&](const heartbeat& x) {
+    [&](const cluster_status& x) {
       got = true;
-      CHECK(x.node == "n1-echo");
-      CHECK(x.seq == 42);
+      CHECK(x.phase == "echo");
+      CHECK(x.plan_version == 42);
     },
     caf::after(5s) >> [] {});
   CHECK(got);
@@ -163,9 +167,9 @@ TEST_CASE_FIXTURE(two_processes, "bridge: garbage and other protocol versions ar
   auto peer = client.adopt(right);
   caf::scoped_actor self{b};
   client.publish("tester", caf::actor_cast<caf::actor>(self));
-  self->send(client.remote_actor(peer, "echo"), heartbeat{"ok", 1});
+  self->send(client.remote_actor(peer, "echo"), status_request{1});
   bool got = false;
-  self->receive([&](const heartbeat&) { got = true; }, caf::after(5s) >> [] {});
+  self->receive([&](const cluster_status&) { got = true; }, caf::after(5s) >> [] {});
   CHECK(got);
 }
 
@@ -211,13 +215,13 @@ TEST_CASE_FIXTURE(two_processes, "bridge: over the comm transports, delivery, re
     client.publish("tester", caf::actor_cast<caf::actor>(self));
     auto remote_echo = client.remote_actor(*peer, "echo");
     self->monitor(remote_echo);
-    for (std::uint64_t k = 0; k < 3; ++k) {
-      self->send(remote_echo, heartbeat{"n1", k});
+    for (int k = 0; k < 3; ++k) {
+      self->send(remote_echo, status_request{k});
       bool got = false;
       self->receive(
-        [&](const heartbeat& x) {
+        [&](const cluster_status& x) {
           got = true;
-          CHECK(x.seq == k + 1);
+          CHECK(x.plan_version == k + 1);
         },
         caf::after(5s) >> [] {});
       CHECK(got);
@@ -232,4 +236,40 @@ TEST_CASE_FIXTURE(two_processes, "bridge: over the comm transports, delivery, re
       caf::after(10s) >> [] {});
     CHECK(down);
   }
+}
+
+TEST_CASE_FIXTURE(two_processes, "bridge: Cap'n Proto messages are routed to the actor their type is for") {
+  bridge server{a};
+  bridge client{b};
+  caf::scoped_actor supervisor{a};
+  server.publish("supervisor", caf::actor_cast<caf::actor>(supervisor));
+  auto [left, right] = local_link_pair();
+  server.adopt(left);
+  auto peer = client.adopt(right);
+  caf::scoped_actor agent{b};
+  client.publish("agent", caf::actor_cast<caf::actor>(agent));
+  join_request join;
+  join.inventory = node_inventory{"n1", "z", "CPU", "h", {{0, "cpu", 5}}};
+  agent->send(client.remote_actor(peer, "supervisor"), join);
+  caf::actor reply_to;
+  bool joined = false;
+  supervisor->receive(
+    [&](const join_request& x) {
+      joined = true;
+      CHECK(x.inventory.name == "n1");
+      reply_to = caf::actor_cast<caf::actor>(supervisor->current_sender());
+    },
+    caf::after(5s) >> [] {});
+  REQUIRE(joined);
+  REQUIRE(reply_to);
+  supervisor->send(reply_to, join_accepted{"n1", "zone:z", 250, 0});
+  bool accepted = false;
+  agent->receive(
+    [&](const join_accepted& x) {
+      accepted = true;
+      CHECK(x.heartbeat_interval_ms == 250);
+      CHECK(x.zone_actor == "zone:z");
+    },
+    caf::after(5s) >> [] {});
+  CHECK(accepted);
 }

@@ -60,7 +60,7 @@ void wait_for_capacity(supervisor* self, std::string why) {
   // Release the nodes' stage actors of the void plan.
   ++st.plan_version;
   for (auto& [name, node] : st.nodes)
-    self->send(node.endpoint, role_assignment{st.plan_version, {}});
+    self->send(node.endpoint, role_assignment{st.plan_version, {}, {}});
   self->become(collecting(self));
 }
 
@@ -199,7 +199,7 @@ void assign(supervisor* self, config::plan chosen) {
     st.roles_total += static_cast<int>(node.roles.size());
     if (training && !node.roles.empty())
       self->send(node.endpoint, *training);
-    self->send(node.endpoint, role_assignment{st.plan_version, node.roles});
+    self->send(node.endpoint, role_assignment{st.plan_version, node.roles, chosen});
   }
   auto me = caf::actor_cast<caf::actor>(self);
   for (std::size_t s = 0; s < chosen.stages.size(); ++s)
@@ -310,6 +310,15 @@ caf::message_handler common(supervisor* self) {
         i->second.heard = true;
         i->second.last_heard = now - std::chrono::milliseconds{x.ages_ms[k]};
       }
+    },
+    [self](const heartbeat& x) {
+      // Heartbeats that came addressed to the supervisor (Cap'n Proto envelopes carry no
+      // destination): to the zone coordinator that watches the node.
+      auto i = self->state.nodes.find(x.node);
+      if (i == self->state.nodes.end())
+        return;
+      if (auto z = self->state.zones.find(i->second.inventory.zone); z != self->state.zones.end())
+        self->send(z->second, x);
     },
     [self](const node_lost& x) { lose_node(self, x.node, x.reason); },
     [self](const preemption_notice& x) {

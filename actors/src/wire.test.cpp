@@ -86,3 +86,44 @@ TEST_CASE_FIXTURE(fixture, "wire: local-only messages cannot be encoded") {
   REQUIRE_FALSE(frame.ok());
   CHECK(frame.error().kind == sailor::error_kind::unimplemented);
 }
+
+TEST_CASE_FIXTURE(fixture, "wire: control messages travel as Cap'n Proto; roles are rebuilt from the plan") {
+  sailor::config::plan p;
+  p.micro_batch = 2;
+  p.stages.push_back({0, 3, false, {sailor::config::replica{"CPU", "a", 2, {"n1", "n2"}, {0, 1}}}});
+  p.stages.push_back({3, 3, false, {sailor::config::replica{"CPU", "b", 1, {"n2"}, {1}}}});
+  role_assignment x;
+  x.plan_version = 4;
+  x.plan = p;
+  x.roles.push_back(stage_role{4, 0, 0, 1, 2, 1, 0, 3, 2, 2, "CPU", "a"});
+  x.roles.push_back(stage_role{4, 1, 0, 0, 1, 1, 3, 3, 2, 2, "CPU", "b"});
+  auto frame = encode_envelope(system, "supervisor", "agent", caf::make_message(x));
+  REQUIRE(frame.ok());
+  CHECK((*frame)[0] == 'C');
+  auto decoded = decode_envelope(system, *frame);
+  REQUIRE(decoded.ok());
+  CHECK(decoded->destination == "agent");
+  REQUIRE(decoded->body.match_elements<role_assignment>());
+  auto& back = decoded->body.get_as<role_assignment>(0);
+  CHECK(back.plan_version == 4);
+  REQUIRE(back.roles.size() == 2);
+  for (std::size_t k = 0; k < 2; ++k) {
+    CHECK(back.roles[k].stage == x.roles[k].stage);
+    CHECK(back.roles[k].tp_rank == x.roles[k].tp_rank);
+    CHECK(back.roles[k].tp == x.roles[k].tp);
+    CHECK(back.roles[k].device == x.roles[k].device);
+    CHECK(back.roles[k].first_layer == x.roles[k].first_layer);
+    CHECK(back.roles[k].num_layers == x.roles[k].num_layers);
+    CHECK(back.roles[k].micro_batch == 2);
+    CHECK(back.roles[k].zone == x.roles[k].zone);
+  }
+  CHECK(back.plan.stages[0].replicas[0].nodes == std::vector<std::string>{"n1", "n2"});
+  // What the schema lacks travels in the CAF envelope.
+  auto status = encode_envelope(system, "supervisor", "status", caf::make_message(cluster_status{}));
+  REQUIRE(status.ok());
+  CHECK((*status)[0] == 'A');
+  // A Cap'n Proto frame cut short is refused.
+  auto cut = *frame;
+  cut.resize(cut.size() / 2);
+  CHECK_FALSE(decode_envelope(system, cut).ok());
+}

@@ -12,9 +12,45 @@
 #include <caf/actor.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/atom.hpp>
+#include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>
 
 #include "sailor/config/plan.hpp"
+
+namespace sailor::config {
+
+// CAF 0.17 inspection of the plan value types, so that plans can travel in messages.
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, replica& x) {
+  return f(caf::meta::type_name("replica"), x.gpu_type, x.zone, x.tp, x.nodes, x.devices);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stage_plan& x) {
+  return f(caf::meta::type_name("stage_plan"), x.first_layer, x.num_layers, x.recompute,
+           x.replicas);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, plan_estimate& x) {
+  return f(caf::meta::type_name("plan_estimate"), x.iteration_time_s, x.throughput_iters_per_s,
+           x.cost_per_iteration_usd, x.cost_per_hour_usd, x.peak_memory_bytes);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, plan& x) {
+  bool has_estimate = x.estimate.has_value();
+  plan_estimate estimate = x.estimate.value_or(plan_estimate{});
+  auto restore = caf::meta::load_callback([&]() -> caf::error {
+    if (has_estimate)
+      x.estimate = estimate;
+    else
+      x.estimate.reset();
+    return caf::none;
+  });
+  return f(caf::meta::type_name("plan"), x.micro_batch, x.global_batch, x.stages, has_estimate,
+           estimate, restore);
+}
+
+}  // namespace sailor::config
 
 namespace sailor::actors {
 
@@ -80,10 +116,12 @@ struct stage_role {
   std::string zone;
 };
 
-/// All the roles of one node under one plan (empty: the node idles under this plan).
+/// All the roles of one node under one plan (empty: the node idles under this plan), and the
+/// plan itself (placed: replicas name their nodes and devices).
 struct role_assignment {
   std::int64_t plan_version = 0;
   std::vector<stage_role> roles;
+  config::plan plan;
 };
 
 /// A stage actor is set up and ready to run its role.
@@ -224,7 +262,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_role& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, role_assignment& x) {
-  return f(caf::meta::type_name("role_assignment"), x.plan_version, x.roles);
+  return f(caf::meta::type_name("role_assignment"), x.plan_version, x.roles, x.plan);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_ready& x) {
