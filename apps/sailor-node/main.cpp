@@ -28,6 +28,16 @@ namespace {
 
 using namespace sailor;
 
+// Threads started before main() (OpenBLAS's, loaded with LibTorch) do not block SIGTERM and
+// SIGINT, and the kernel may deliver the signal to one of them: a handler there forwards it
+// to the signal thread, which takes it with sigwait.
+std::atomic<bool> forward_ready{false};
+pthread_t signal_thread_id;
+extern "C" void forward_signal(int sig) {
+  if (forward_ready.load())
+    pthread_kill(signal_thread_id, sig);
+}
+
 struct node_args {
   std::string join;
   std::string zone;
@@ -145,11 +155,19 @@ int run(const node_args& args) {
     if (sig == SIGTERM || sig == SIGINT)
       caf::anon_send(agent, actors::preempt_atom::value);
   });
+  signal_thread_id = signal_thread.native_handle();
+  forward_ready = true;
+  struct sigaction forward {};
+  forward.sa_handler = forward_signal;
+  sigemptyset(&forward.sa_mask);
+  sigaction(SIGTERM, &forward, nullptr);
+  sigaction(SIGINT, &forward, nullptr);
   {
     caf::scoped_actor self{system};
     self->monitor(agent);
     self->receive([](const caf::down_msg&) {});
   }
+  forward_ready = false;
   pthread_kill(signal_thread.native_handle(), SIGUSR1);
   signal_thread.join();
   auto outcome = (*node)->outcome();
