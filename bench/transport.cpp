@@ -1,5 +1,6 @@
 // Throughput and latency of the transports on loopback, 1 KiB .. 64 MiB:
-//   ucx      the UCX backend (active messages; rendezvous from 64 KiB)
+//   ucx      the UCX backend (active messages; UCX picks eager or rendezvous; set
+//            SAILOR_RNDV_THRESHOLD=bytes to force rendezvous from that size)
 //   tcp      the TCP backend (same interface, poll() thread, writev from the caller's buffer)
 //   socket   a bare blocking TCP socket pair (no framing beyond an 8-byte length), the floor
 // Latency is half a ping-pong round trip of one message; throughput is a stream of messages

@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <latch>
 #include <cmath>
 #include <string>
 #include <thread>
@@ -76,23 +77,35 @@ run_result train_plan(const config::plan& plan, int iterations,
   out.last.resize(n);
   out.errors.resize(n);
   out.parameters.resize(n);
+  // No rank tears its communicators down before every rank is done with them: a rank that
+  // finishes early (e.g. with 0 iterations) would break the others' Gloo connections.
+  std::latch finished(n);
+  struct arrive_on_exit {
+    std::latch& latch;
+    ~arrive_on_exit() { latch.arrive_and_wait(); }
+  };
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
-      auto factory = comm::make_gloo_factory(r, gopts);
-      if (!factory) {
-        out.errors[r] = factory.error().to_string();
+      std::unique_ptr<comm::communicator_factory> factory;  // destroyed after the guard
+      std::unique_ptr<train::stage_executor> exec;
+      arrive_on_exit guard{finished};
+      auto made_factory = comm::make_gloo_factory(r, gopts);
+      if (!made_factory) {
+        out.errors[r] = made_factory.error().to_string();
         return;
       }
-      auto exec = train::stage_executor::create(model, plan, train::role_of(plan, r), **factory,
-                                                options_for(kind));
-      if (!exec) {
-        out.errors[r] = exec.error().to_string();
+      factory = std::move(*made_factory);
+      auto made_exec = train::stage_executor::create(model, plan, train::role_of(plan, r), *factory,
+                                                     options_for(kind));
+      if (!made_exec) {
+        out.errors[r] = made_exec.error().to_string();
         return;
       }
-      out.parameters[r] = (*exec)->num_parameters();
+      exec = std::move(*made_exec);
+      out.parameters[r] = exec->num_parameters();
       for (int it = 0; it < iterations; ++it) {
-        auto tel = (*exec)->run_iteration(it);
+        auto tel = exec->run_iteration(it);
         if (!tel) {
           out.errors[r] = tel.error().to_string();
           return;
@@ -183,6 +196,7 @@ TEST_CASE("train: SGD under DP=2 x PP=2 reproduces the single-process SGD curve"
 TEST_CASE("train: the stages of a plan hold the model's parameters") {
   auto model = models::tiny_gpt_shape();
   auto pp3 = train_plan(make_plan({stage(0, 2, {1}), stage(2, 3, {1}), stage(5, 1, {1})}), 0);
+  for (const auto& e : pp3.errors) CHECK_MESSAGE(e.empty(), e);
   std::int64_t sum = 0;
   for (auto n : pp3.parameters) sum += n;
   CHECK(sum == model.total_params());

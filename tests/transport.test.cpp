@@ -143,13 +143,14 @@ struct completions {
 TEST_CASE("transport conformance: messages arrive in order, each completion fires once") {
   for (const auto& b : sailor::test::all_backends()) {
     CAPTURE(b.name);
+    // Handler targets first: the transports (declared after) are destroyed before them.
+    recording_server server;
+    client_events ev;
     auto server_t = b.make(opts("server"));
     auto client_t = b.make(opts("client", "zone-b"));
     REQUIRE(server_t);
     REQUIRE(client_t);
-    recording_server server;
     server.listen(*server_t);
-    client_events ev;
     auto conn = client_t->connect(server.lst->local_address(), ev.handlers());
     REQUIRE(conn.ok());
     // Mixed controls and tensors, small and rendezvous-sized, issued before the handshake ends.
@@ -221,11 +222,11 @@ TEST_CASE("transport conformance: payloads from 0 bytes to 256 MiB arrive intact
                                           16u << 20, 256u << 20};
   for (const auto& b : sailor::test::all_backends()) {
     CAPTURE(b.name);
+    recording_server server;
+    client_events ev;
     auto server_t = b.make(opts("server"));
     auto client_t = b.make(opts("client"));
-    recording_server server;
     server.listen(*server_t);
-    client_events ev;
     auto conn = client_t->connect(server.lst->local_address(), ev.handlers());
     REQUIRE(conn.ok());
     std::size_t received = 0;
@@ -255,11 +256,11 @@ TEST_CASE("transport conformance: payloads from 0 bytes to 256 MiB arrive intact
 TEST_CASE("transport conformance: a receiver's allocator chooses where payloads land") {
   for (const auto& b : sailor::test::all_backends()) {
     CAPTURE(b.name);
-    auto server_t = b.make(opts("server"));
-    auto client_t = b.make(opts("client"));
     std::vector<std::byte> arena(3 << 20);
     event_box box;
     std::vector<std::pair<std::byte*, std::size_t>> landed;
+    auto server_t = b.make(opts("server"));
+    auto client_t = b.make(opts("client"));
     auto l = server_t->listen(address{"127.0.0.1", 0}, [&](const connection_ptr&) {
       connection_handlers h;
       h.allocate = [&](const tensor_descriptor& d) {
@@ -275,8 +276,10 @@ TEST_CASE("transport conformance: a receiver's allocator chooses where payloads 
     REQUIRE(conn.ok());
     auto small = patterned(1000, 5);
     auto large = patterned(1 << 20, 6);
-    (*conn)->send_tensor({dtype::u8, {1000}, 0, "", 0}, small, nullptr);
-    (*conn)->send_tensor({dtype::u8, {1 << 20}, 2, "", 0}, large, nullptr);
+    completions done;  // the payloads must outlive their sends
+    (*conn)->send_tensor({dtype::u8, {1000}, 0, "", 0}, small, done.make(0));
+    (*conn)->send_tensor({dtype::u8, {1 << 20}, 2, "", 0}, large, done.make(1));
+    REQUIRE(done.all_done(2));
     REQUIRE(box.wait_for([&] { return landed.size() == 2; }, wait_s));
     CHECK(landed[0].first == arena.data());
     CHECK(landed[1].first == arena.data() + (2 << 20));
@@ -288,8 +291,10 @@ TEST_CASE("transport conformance: a receiver's allocator chooses where payloads 
 TEST_CASE("transport conformance: wrong protocol version and garbage are refused, listener keeps serving") {
   for (const auto& b : sailor::test::all_backends()) {
     CAPTURE(b.name);
-    auto server_t = b.make(opts("server"));
     recording_server server;
+    client_events old_ev;
+    client_events ev;
+    auto server_t = b.make(opts("server"));
     server.listen(*server_t);
     auto where = server.lst->local_address();
 
@@ -313,7 +318,6 @@ TEST_CASE("transport conformance: wrong protocol version and garbage are refused
     auto old_opts = opts("old-peer");
     old_opts.announced_version = protocol_version + 41;
     auto old_t = b.make(old_opts);
-    client_events old_ev;
     auto old_conn = old_t->connect(where, old_ev.handlers());
     REQUIRE(old_conn.ok());
     REQUIRE(old_ev.box.wait_for([&] { return !old_ev.errors.empty(); }, wait_s));
@@ -328,7 +332,6 @@ TEST_CASE("transport conformance: wrong protocol version and garbage are refused
 
     // A good peer is still served.
     auto client_t = b.make(opts("client"));
-    client_events ev;
     auto conn = client_t->connect(where, ev.handlers());
     REQUIRE(conn.ok());
     (*conn)->send_control(encode("client", shutdown_notice{"hello after garbage"}), nullptr);
@@ -355,8 +358,8 @@ TEST_CASE("transport conformance: connecting to a port nobody listens on fails o
     ::close(fd);
     auto client_opts = opts("client");
     client_opts.connect_timeout_s = 5;
-    auto client_t = b.make(client_opts);
     client_events ev;
+    auto client_t = b.make(client_opts);
     auto conn = client_t->connect(address{"127.0.0.1", ntohs(sa.sin_port)}, ev.handlers());
     REQUIRE(conn.ok());
     completions done;
@@ -500,8 +503,8 @@ TEST_CASE("transport conformance: a receiver killed mid-transfer is an error on 
     auto child = child_process::spawn("sink", b.name, 0);
     int port = child->read_port(wait_s);
     REQUIRE(port > 0);
-    auto t = b.make(opts("sender"));
     client_events ev;
+    auto t = b.make(opts("sender"));
     auto conn = t->connect(address{"127.0.0.1", static_cast<std::uint16_t>(port)}, ev.handlers());
     REQUIRE(conn.ok());
     auto payload = patterned(64 << 20, 9);
@@ -531,8 +534,8 @@ TEST_CASE("transport conformance: a receiver killed mid-transfer is an error on 
 TEST_CASE("transport conformance: a sender killed mid-transfer is an error on the receiver") {
   for (const auto& b : sailor::test::all_backends()) {
     CAPTURE(b.name);
-    auto t = b.make(opts("receiver"));
     recording_server server;
+    auto t = b.make(opts("receiver"));
     server.listen(*t);
     auto child = child_process::spawn("source", b.name, server.lst->local_address().port);
     REQUIRE(server.box.wait_for([&] { return !server.items.empty(); }, wait_s));
@@ -562,12 +565,13 @@ TEST_CASE("link shaping imposes the configured latency and bandwidth (20 ms, 50 
   auto shaped = [&](const std::string& name, const std::string& zone) {
     return make_shaped_transport(sailor::test::make_ucx(opts(name, zone)), links_of(cl));
   };
-  auto server_t = shaped("server", "zone-a");
-  auto client_t = shaped("client", "zone-b");
   using clk = std::chrono::steady_clock;
   event_box box;
   std::vector<clk::time_point> arrivals;
   std::vector<std::byte> landing(4u << 20, std::byte{1});
+  client_events ev;
+  auto server_t = shaped("server", "zone-a");
+  auto client_t = shaped("client", "zone-b");
   auto l = server_t->listen(address{"127.0.0.1", 0}, [&](const connection_ptr&) {
     connection_handlers h;
     h.allocate = [&](const tensor_descriptor& d) {
@@ -580,7 +584,6 @@ TEST_CASE("link shaping imposes the configured latency and bandwidth (20 ms, 50 
     return h;
   });
   REQUIRE(l.ok());
-  client_events ev;
   auto conn = client_t->connect((*l)->local_address(), ev.handlers());
   REQUIRE(conn.ok());
   REQUIRE(ev.box.wait_for([&] { return ev.opened; }, wait_s));
@@ -610,9 +613,12 @@ TEST_CASE("link shaping imposes the configured latency and bandwidth (20 ms, 50 
   auto payload = patterned(mib4, 1);
   std::size_t before = arrivals.size();
   auto sent = clk::now();
+  completions sends;  // the payload must outlive its sends
   for (int i = 0; i < 6; ++i)
-    (*conn)->send_tensor({dtype::u8, {static_cast<std::int64_t>(mib4)}, 0, "", 0}, payload, nullptr);
+    (*conn)->send_tensor({dtype::u8, {static_cast<std::int64_t>(mib4)}, 0, "", 0}, payload,
+                         sends.make(i));
   REQUIRE(box.wait_for([&] { return arrivals.size() == before + 6; }, wait_s));
+  REQUIRE(sends.all_done(6));
   std::lock_guard lock(box.mutex());
   double first = std::chrono::duration<double>(arrivals[before] - sent).count();
   std::vector<double> gaps;
@@ -628,4 +634,32 @@ TEST_CASE("link shaping imposes the configured latency and bandwidth (20 ms, 50 
   // The first transfer is held for latency + serialization, plus the real loopback copy.
   CHECK(first >= 0.99 * expected_first);
   CHECK(first <= 1.25 * expected_first);
+}
+
+TEST_CASE("transport conformance: destroying a transport completes every pending send once") {
+  for (const auto& b : sailor::test::all_backends()) {
+    CAPTURE(b.name);
+    recording_server server;
+    completions done;
+    completions later;
+    auto payload = patterned(1 << 20, 4);
+    auto server_t = b.make(opts("server"));
+    auto client_t = b.make(opts("client"));
+    server.listen(*server_t);
+    auto conn = client_t->connect(server.lst->local_address(), {});
+    REQUIRE(conn.ok());
+    constexpr int n = 50;
+    for (int i = 0; i < n; ++i)
+      (*conn)->send_tensor({dtype::u8, {1 << 20}, 0, "", 0}, payload, done.make(i));
+    client_t.reset();
+    REQUIRE(done.all_done(n));
+    // The connection outlives its transport: sends now fail at once, and only once.
+    (*conn)->send_control(encode("client", shutdown_notice{"late"}), later.make(0));
+    REQUIRE(later.all_done(1));
+    CHECK(later.outcome[0].has_value());
+    CHECK(later.outcome[0]->code == errc::closed);
+    CHECK(done.max_calls() == 1);
+    CHECK(later.max_calls() == 1);
+    CHECK((*conn)->state() != connection_state::open);
+  }
 }

@@ -19,12 +19,11 @@ namespace sailor::test {
 /// A flag plus condition variable; every wait is bounded.
 class event_box {
 public:
+  /// Notifies under the lock: a waiter may destroy the box as soon as it sees the change.
   template <class F>
   void update(F&& f) {
-    {
-      std::lock_guard lock(mutex_);
-      f();
-    }
+    std::lock_guard lock(mutex_);
+    f();
     cv_.notify_all();
   }
   /// Waits until `pred()` (checked under the lock) or the timeout; returns pred().
@@ -76,6 +75,14 @@ inline config::zone_link fast_link() {
 inline std::vector<backend> all_backends() {
   return {
       {"ucx", make_ucx},
+      {"ucx(rndv from 64 KiB)",
+       [](const comm::transport_options& o) -> std::unique_ptr<comm::transport> {
+         auto u = ucx_test_options(o);
+         u.rndv_threshold_bytes = 64 * 1024;
+         auto t = comm::make_ucx_transport(u);
+         if (!t) return nullptr;
+         return std::move(*t);
+       }},
       {"tcp", make_tcp},
       {"shaped(ucx)",
        [](const comm::transport_options& o) -> std::unique_ptr<comm::transport> {

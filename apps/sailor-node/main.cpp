@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <regex>
@@ -28,14 +29,12 @@ namespace {
 
 using namespace sailor;
 
-// Threads started before main() (OpenBLAS's, loaded with LibTorch) do not block SIGTERM and
-// SIGINT, and the kernel may deliver the signal to one of them: a handler there forwards it
-// to the signal thread, which takes it with sigwait.
-std::atomic<bool> forward_ready{false};
-pthread_t signal_thread_id;
-extern "C" void forward_signal(int sig) {
-  if (forward_ready.load())
-    pthread_kill(signal_thread_id, sig);
+// The one piece of process-wide state: a signal handler can reach nothing else.
+int signal_pipe[2] = {-1, -1};
+
+extern "C" void on_stop_signal(int sig) {
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  (void)!::write(signal_pipe[1], &byte, 1);
 }
 
 struct node_args {
@@ -123,13 +122,18 @@ int run(const node_args& args) {
   options.on_training_job = [trainer](const actors::training_job& job) { trainer->on_job(job); };
 #endif
 
-  // SIGTERM/SIGINT are taken by a thread with sigwait; SIGUSR1 only wakes that thread at exit.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGUSR1);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // SIGTERM/SIGINT go through a self-pipe to a watcher thread. A handler, not a signal mask:
+  // libraries loaded before main() (OpenBLAS, LibTorch) start threads that would not block
+  // the signal, and one of them would take the default action and kill the process.
+  if (::pipe(signal_pipe) != 0) {
+    std::perror("sailor-node: pipe");
+    return 1;
+  }
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
 
   auto transport =
     actors::make_transport(args.transport, options.inventory.name, options.inventory.zone);
@@ -149,26 +153,20 @@ int run(const node_args& args) {
 #ifdef SAILOR_WITH_TRAIN
   trainer->set_agent(agent);
 #endif
-  std::thread signal_thread([&signals, agent] {
-    int sig = 0;
-    sigwait(&signals, &sig);
+  std::thread signal_thread([agent] {
+    unsigned char sig = 0;
+    while (::read(signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+    }
     if (sig == SIGTERM || sig == SIGINT)
       caf::anon_send(agent, actors::preempt_atom::value);
   });
-  signal_thread_id = signal_thread.native_handle();
-  forward_ready = true;
-  struct sigaction forward {};
-  forward.sa_handler = forward_signal;
-  sigemptyset(&forward.sa_mask);
-  sigaction(SIGTERM, &forward, nullptr);
-  sigaction(SIGINT, &forward, nullptr);
   {
     caf::scoped_actor self{system};
     self->monitor(agent);
     self->receive([](const caf::down_msg&) {});
   }
-  forward_ready = false;
-  pthread_kill(signal_thread.native_handle(), SIGUSR1);
+  const unsigned char wake = 0;  // not a signal: only ends the watcher
+  (void)!::write(signal_pipe[1], &wake, 1);
   signal_thread.join();
   auto outcome = (*node)->outcome();
 #ifdef SAILOR_WITH_TRAIN

@@ -65,9 +65,29 @@ sailor::error explain_memory(const problem& prob, const detail::tables& tab) {
     }
   }
   std::string msg = "the model fits on none of the available GPUs";
-  if (!where.empty()) msg += ": even the best split fails, e.g. " + where;
-  msg += " (over by " + fmt((std::isfinite(best_ratio) ? best_ratio - 1 : 0) * 100, 3) + "%)";
-  msg += "; the pool may also be too small for the stages the model needs";
+  if (!where.empty()) {
+    msg += ": " + where + " (over by " + fmt((best_ratio - 1) * 100, 3) + "%)";
+    return make_error(error_kind::infeasible, "cluster", msg);
+  }
+  // Every layer fits somewhere alone: the pool is too small for the whole model. Compare the
+  // model's footprint (all layers, one micro-batch in flight, GPU memory summed over a replica)
+  // with all the memory the pool has.
+  double need = INFINITY, pool = 0;
+  std::string how;
+  for (int g = 0; g < int(tab.gpu_names().size()); ++g) {
+    for (const auto& z : prob.cluster.zones)
+      if (auto it = z.gpus.find(tab.gpu_names()[g]); it != z.gpus.end()) pool += it->second * tab.memory_bytes(g);
+    for (int b : tab.micro_batches())
+      for (int t : tab.tps(g, b)) {
+        double m = t * tab.stage_memory(*tab.find(g, t, b), 0, tab.num_layers(), prob.job.allow_recompute, 1);
+        if (m < need) need = m, how = tab.gpu_names()[g] + " at TP " + std::to_string(t);
+      }
+  }
+  msg += ": the whole model needs about " + fmt(need / 1e9) + " GB of GPU memory (" + how +
+         ", one micro-batch in flight), the pool has " + fmt(pool / 1e9) + " GB in " +
+         std::to_string(prob.cluster.total_gpus()) + " GPUs";
+  if (need > pool) msg += " (short by " + fmt((need / std::max(pool, 1.0) - 1) * 100, 3) + "%)";
+  else msg += " (too few GPUs of a kind, or per zone, for the stages the model needs)";
   return make_error(error_kind::infeasible, "cluster", msg);
 }
 
@@ -181,7 +201,8 @@ result<plan_result> plan_job(const problem& prob, const options& opts) {
   size_t pick = rerank(prob, cands, opts, size_t(keep));
   plan_result out;
   out.plan = cands[pick].plan;
-  out.detail = cands[pick].detail;
+  if (auto full = detail::estimate_with(prob, tab, net, out.plan)) out.detail = std::move(*full);
+  else out.detail = cands[pick].detail;
   if (!opts.score) out.plan.estimate = out.detail.totals;
   out.dp_states = stats.dp_states;
   out.configurations = stats.configurations;
@@ -236,7 +257,8 @@ result<plan_result> replan(const problem& prob, const config::plan& current, con
   }
   plan_result out;
   out.plan = cands[pick].plan;
-  out.detail = cands[pick].detail;
+  if (auto full = detail::estimate_with(prob, tab, net, out.plan)) out.detail = std::move(*full);
+  else out.detail = cands[pick].detail;
   out.plan.estimate = out.detail.totals;
   if (opts.score)
     if (auto e = opts.score(out.plan)) out.plan.estimate = *e;

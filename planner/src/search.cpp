@@ -176,7 +176,10 @@ private:
     for (int z = 0; z < Z; ++z) all[z] = z;
     add_zone_set(all);
     if (!opts_.zone_subsets || Z == 1) return;
-    for (int z = 0; z < Z; ++z) add_zone_set({z});
+    // Single zones: the two largest (a zone alone pays no egress and no slow rings).
+    std::vector<int> by_size = all;
+    std::stable_sort(by_size.begin(), by_size.end(), [&](int a, int b) { return zone_capacity(a) > zone_capacity(b); });
+    for (int i = 0; i < std::min(Z, 2); ++i) add_zone_set({by_size[i]});
     std::map<std::string, std::vector<int>> regions;
     for (int z = 0; z < Z; ++z) regions[region_of(z)].push_back(z);
     for (const auto& [r, zs] : regions)
@@ -388,23 +391,39 @@ private:
       });
       int begin = int(pool_.size());
       int kept = 0;
-      for (const auto& y : cand) {
-        bool dominated = false;
+      auto dominated = [&](const entry& y) {
         for (int k = begin; k < begin + kept; ++k) {
           const entry& z = pool_[k];
           if (z.stages > y.stages || z.max_t > y.max_t || z.sum_t > y.sum_t || z.tail > y.tail) continue;
-          // Near ties (within 0.5%) count as ties: they differ by what placement decides.
-          constexpr double tie = 0.995;
+          // Near ties (within 0.5%) count as ties, and ties are kept: permutations of equal
+          // stages place differently on zones, which the program does not see.
+          constexpr double tie = 0.98;
           bool le = true, strict = z.stages < y.stages || z.max_t < tie * y.max_t ||
                                    z.sum_t < tie * y.sum_t || z.tail < tie * y.tail;
           for (int g = 0; g < G_ && le; ++g) le = z.use[g] <= y.use[g], strict = strict || z.use[g] < y.use[g];
-          // Ties are kept: permutations of equal stages place differently on zones, which the
-          // program does not see.
-          if (le && strict) { dominated = true; break; }
+          if (le && strict) return true;
         }
-        if (dominated) continue;
+        return false;
+      };
+      // First the best partial pipeline of each GPU budget used (so that cheap ones survive
+      // when faster, hungrier ones would fill the beam), then the best of the rest.
+      std::vector<char> taken(cand.size(), 0);
+      std::vector<std::array<std::int16_t, max_types>> seen;
+      for (size_t i = 0; i < cand.size() && kept < opts_.beam_width; ++i) {
+        const auto& y = cand[i];
+        if (std::find(seen.begin(), seen.end(), y.use) != seen.end()) continue;
+        seen.push_back(y.use);
+        taken[i] = 1;
+        if (dominated(y)) continue;
         pool_.push_back(y);
-        if (++kept >= opts_.beam_width) break;
+        ++kept;
+      }
+      const int limit = 2 * opts_.beam_width;
+      for (size_t i = 0; i < cand.size() && kept < limit; ++i) {
+        if (taken[i]) continue;
+        if (dominated(cand[i])) continue;
+        pool_.push_back(cand[i]);
+        ++kept;
       }
       frontier[l] = {begin, begin + kept};
       if (std::getenv("SAILOR_PLANNER_DEBUG2") && D == 1 && b == 1 && zs == 0 && l == 2) {
@@ -433,7 +452,8 @@ private:
         std::fprintf(stderr, "\n");
       }
       consider(shape, zs, b, D);
-      if (opts_.mixed_replicas) augment(shape, zs, b, D);
+      // Only the most promising pipelines are tried with more replicas than the budget allows.
+      if (opts_.mixed_replicas && xi < frontier[0].first + 2) augment(shape, zs, b, D);
     }
   }
 
@@ -589,10 +609,10 @@ private:
   void offer(config::plan p) {
     auto c = make_candidate(prob_, tab_, net_, std::move(p));
     if (!c) return;
-    // Keep the list sorted, without duplicates, at most keep_ long.
-    std::string key = canonical(c->plan);
+    // Keep the list sorted, without duplicates, at most keep_ long. Cheap rejections first.
+    if (int(best_.size()) >= keep_ && !better(*c, best_.back())) return;
     for (const auto& b : best_)
-      if (canonical(b.plan) == key) return;
+      if (b.value == c->value && b.key == c->key) return;
     auto it = std::upper_bound(best_.begin(), best_.end(), *c, better);
     best_.insert(it, std::move(*c));
     if (int(best_.size()) > keep_) best_.pop_back();
@@ -622,7 +642,7 @@ bool better(const candidate& a, const candidate& b) {
   if (a.value != b.value) return a.value < b.value;
   int ga = a.plan.total_gpus(), gb = b.plan.total_gpus();
   if (ga != gb) return ga < gb;
-  return canonical(a.plan) < canonical(b.plan);
+  return a.key < b.key;
 }
 
 std::optional<candidate> make_candidate(const problem& prob, const tables& tab, const network& net,
@@ -645,6 +665,7 @@ std::optional<candidate> make_candidate(const problem& prob, const tables& tab, 
   c.plan = std::move(p);
   c.value = objective_value(prob.job, e);
   c.feasible = c.detail.fits_memory && meets_constraints(prob.job, e);
+  c.key = canonical(c.plan);
   return c;
 }
 

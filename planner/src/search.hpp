@@ -13,6 +13,7 @@ struct candidate {
   estimate detail;
   double value = 0;  ///< objective (smaller is better), closed form
   bool feasible = false;  ///< meets the job's constraints and fits memory
+  std::string key;        ///< canonical text of the plan (ties, duplicates)
 };
 
 struct search_stats {

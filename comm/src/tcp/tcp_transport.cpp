@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <future>
@@ -245,6 +246,10 @@ void tcp_core::start() {
 
 void tcp_core::stop() {
   if (!running_.exchange(false)) return;
+  if (on_thread()) {
+    log_->critical("[tcp] the transport was destroyed from one of its own callbacks");
+    std::abort();
+  }
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -283,14 +288,19 @@ void tcp_core::loop() {
     bool any_connecting = false;
     std::vector<std::shared_ptr<tcp_connection>> late;
     for (auto& [id, c] : conns_) {
-      if (c->state_ == connection_state::connecting) {
+      if (c->state_ == connection_state::connecting || c->state_ == connection_state::closed) {
         any_connecting = true;
         if (now > c->deadline_) late.push_back(c);
       }
     }
-    for (auto& c : late)
+    for (auto& c : late) {
+      if (c->state_ == connection_state::closed) {
+        drop(c, transport_error{errc::timed_out, "peer did not drain the connection after close()"});
+        continue;
+      }
       fail(c, {errc::timed_out, "handshake with " + c->peer().remote.to_string() +
                                     " did not finish in time"});
+    }
 
     fds.clear();
     polled.clear();
@@ -342,6 +352,9 @@ void tcp_core::loop() {
     if (c->state_ == connection_state::open || c->state_ == connection_state::connecting)
       c->state_ = connection_state::closed;
     drop(c, transport_error{errc::closed, "transport shut down"});
+    // Handlers may hold their connection (decorators do): let go of them.
+    c->handlers_ = {};
+    c->on_accept_ = nullptr;
   }
   for (auto& [fd, l] : listeners_) ::close(fd);
   listeners_.clear();
@@ -491,6 +504,7 @@ void tcp_core::flush(const std::shared_ptr<tcp_connection>& c) {
       return;
     }
   }
+  if (c->out_.empty() && c->fd_ >= 0 && c->state_ == connection_state::closed) drop(c, c->error_);
 }
 
 // ---------------------------------------------------------------- receive
@@ -720,9 +734,9 @@ void tcp_connection::send_control(std::vector<std::byte> bytes, completion done)
     detail::complete(done, transport_error{errc::closed, "transport is shut down"});
     return;
   }
-  core->post([core, self = shared_from_this(), bytes = std::move(bytes),
-              done = std::move(done)]() mutable {
-    core->queue_frame(self, kind_control, {}, std::move(bytes), {}, std::move(done));
+  auto guard = std::make_shared<detail::completion_guard>(std::move(done));
+  core->post([core, self = shared_from_this(), bytes = std::move(bytes), guard]() mutable {
+    core->queue_frame(self, kind_control, {}, std::move(bytes), {}, guard->take());
   });
 }
 
@@ -734,9 +748,10 @@ void tcp_connection::send_tensor(tensor_descriptor desc, std::span<const std::by
     return;
   }
   desc.bytes = payload.size();
+  auto guard = std::make_shared<detail::completion_guard>(std::move(done));
   core->post([core, self = shared_from_this(), header = encode_tensor_header(desc), payload,
-              done = std::move(done)]() mutable {
-    core->queue_frame(self, kind_tensor, std::move(header), {}, payload, std::move(done));
+              guard]() mutable {
+    core->queue_frame(self, kind_tensor, std::move(header), {}, payload, guard->take());
   });
 }
 
@@ -749,15 +764,14 @@ void tcp_connection::close() {
     self->state_ = connection_state::closed;
     self->error_ = transport_error{errc::closed, "connection closed locally"};
     self->handlers_ = {};
-    // Flush what was issued before close() (bounded by the socket staying writable).
-    if (self->fd_ >= 0 && self->connected_) {
-      int flags = ::fcntl(self->fd_, F_GETFL);
-      ::fcntl(self->fd_, F_SETFL, flags & ~O_NONBLOCK);
-      timeval tv{5, 0};
-      ::setsockopt(self->fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-      core->flush(self);
+    // What was issued before close() still goes out (see flush()); then the socket closes.
+    // Bounded: a peer that stops reading gets connect_timeout_s to drain it.
+    if (self->out_.empty() || self->fd_ < 0 || !self->connected_) {
+      core->drop(self, self->error_);
+      return;
     }
-    core->drop(self, self->error_);
+    self->deadline_ = clock_type::now() + std::chrono::milliseconds(static_cast<long>(
+                                              core->opts_.connect_timeout_s * 1000));
   });
 }
 

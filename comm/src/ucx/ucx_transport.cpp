@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <future>
@@ -332,6 +333,10 @@ void ucx_core::stop() {
     context_ = nullptr;
     return;
   }
+  if (on_thread()) {
+    log_->critical("[ucx] the transport was destroyed from one of its own callbacks");
+    std::abort();
+  }
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -421,6 +426,9 @@ void ucx_core::loop() {
       c->error_ = transport_error{errc::closed, "transport shut down"};
     }
     release_held(c);
+    // Handlers may hold their connection (decorators do): let go of them.
+    c->handlers_ = {};
+    c->on_accept_ = nullptr;
     close_conn(c, true);
   }
   for (auto& [id, l] : listeners_) ucp_listener_destroy(l->handle);
@@ -851,7 +859,8 @@ void ucx_core::send(const std::shared_ptr<ucx_connection>& c, unsigned id,
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                    UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = UCP_AM_SEND_FLAG_REPLY;
-  if (force_rndv && data.size() >= opts_.rndv_threshold_bytes) p.flags |= UCP_AM_SEND_FLAG_RNDV;
+  if (force_rndv && opts_.rndv_threshold_bytes > 0 && data.size() >= opts_.rndv_threshold_bytes)
+    p.flags |= UCP_AM_SEND_FLAG_RNDV;
   p.cb.send = &ucx_core::send_callback;
   p.user_data = op;
   ucs_status_ptr_t req =
@@ -966,12 +975,9 @@ void ucx_connection::send_control(std::vector<std::byte> bytes, completion done)
     detail::complete(done, transport_error{errc::closed, "transport is shut down"});
     return;
   }
-  core->post([core, self = shared_from_this(), bytes = std::move(bytes),
-              done = std::move(done)]() mutable {
-    if (self->state_ == connection_state::connecting && !self->ep_) {
-      // connect() has not created the endpoint yet: cannot happen, posts are in order.
-    }
-    core->send(self, am_control, {}, std::move(bytes), {}, std::move(done), true);
+  auto guard = std::make_shared<detail::completion_guard>(std::move(done));
+  core->post([core, self = shared_from_this(), bytes = std::move(bytes), guard]() mutable {
+    core->send(self, am_control, {}, std::move(bytes), {}, guard->take(), true);
   });
 }
 
@@ -983,9 +989,10 @@ void ucx_connection::send_tensor(tensor_descriptor desc, std::span<const std::by
     return;
   }
   desc.bytes = payload.size();
+  auto guard = std::make_shared<detail::completion_guard>(std::move(done));
   core->post([core, self = shared_from_this(), header = encode_tensor_header(desc), payload,
-              done = std::move(done)]() mutable {
-    core->send(self, am_tensor, std::move(header), {}, payload, std::move(done), true);
+              guard]() mutable {
+    core->send(self, am_tensor, std::move(header), {}, payload, guard->take(), true);
   });
 }
 

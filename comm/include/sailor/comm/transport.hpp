@@ -32,8 +32,13 @@
 ///    the error. `close()` is local and quiet: sends issued before it are flushed (their
 ///    `done` reports the outcome), later sends complete with errc::closed, nothing more is
 ///    delivered and on_error is not called. The peer sees errc::disconnected.
-/// 7. Destroying the transport stops its progress thread; connections still held by users
-///    then complete every send with errc::closed.
+/// 7. Destroying the transport stops its progress thread; every send still pending
+///    completes with errc::closed (during the destruction), and connections still held by
+///    users complete later sends at once with errc::closed, on the calling thread.
+///    Destroying it from one of its own callbacks is a programming error (it aborts with a
+///    message). Handlers may run until their connection is closed or failed, or the
+///    transport is destroyed: keep what they reference alive until then (destroy the
+///    transport first, or capture weak pointers).
 ///
 /// State of a connection
 /// ---------------------

@@ -94,7 +94,7 @@ using scorer = std::function<result<config::plan_estimate>(const config::plan&)>
 struct options {
   int max_micro_batch = 0;       ///< 0: every micro-batch size the profiles have
   int max_stages = 0;            ///< 0: one per layer at most
-  int beam_width = 64;           ///< partial pipelines kept per layer boundary
+  int beam_width = 12;           ///< partial pipelines kept per layer boundary
   int candidates_to_rerank = 6;  ///< complete plans re-scored by `score`
   bool mixed_replicas = true;    ///< let a stage's replicas be of several GPU types
   /// Zones are considered as subsets: each zone, each region, then regions added in order of

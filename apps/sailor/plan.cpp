@@ -1,0 +1,252 @@
+// `sailor plan`: the best plan for a job on a pool of GPUs.
+//
+//   sailor plan --cluster C.yaml --model M.yaml --job J.yaml [--sailor-data DIR] [--out PLAN.yaml]
+//   sailor plan --sailor-data DIR --model OPT-350 --quotas QUOTAS.json --gbs 1024
+//               --objective throughput|cost [--max-cost-per-iteration X] [--max-cost-per-hour X]
+//               [--min-throughput Y] [--json] [--out PLAN.json]
+//
+// Exit 0 with a plan; 1 on bad input (the message names the file and field); 2 when the job
+// cannot be satisfied (the message names the constraint and by how much it fails).
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "sailor/config/load.hpp"
+#include "sailor/config/sailor_format.hpp"
+#include "sailor/planner/planner.hpp"
+#include "sailor/simulator/simulator.hpp"
+
+namespace sailor::app {
+
+namespace {
+
+using json = nlohmann::json;
+
+struct plan_options {
+  std::string sailor_data, model, quotas;
+  std::string cluster, job;
+  std::string out;
+  std::string objective;
+  int gbs = 0;
+  double max_cost_per_iteration = 0, max_cost_per_hour = 0, min_throughput = 0;
+  int max_micro_batch = 0;
+  bool as_json = false;
+};
+
+bool ends_with(const std::string& s, const char* e) {
+  std::string x(e);
+  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+}
+
+int fail(const sailor::error& e) {
+  std::fprintf(stderr, "sailor plan: %s\n", e.to_string().c_str());
+  return e.kind == error_kind::infeasible ? 2 : 1;
+}
+
+sailor::error bad(std::string field, std::string message) {
+  return sailor::error{error_kind::invalid_input, std::move(message), "", 0, std::move(field)};
+}
+
+void print_human(const planner::plan_result& r, const config::plan& p, double total_s) {
+  const auto& d = r.detail;
+  const auto& e = *p.estimate;
+  std::printf("plan: %d stage%s, micro-batch %d, global batch %d, %d GPUs", p.num_stages(),
+              p.num_stages() == 1 ? "" : "s", p.micro_batch, p.global_batch, p.total_gpus());
+  std::string by_type;
+  for (const auto& [g, n] : p.gpus_by_type()) by_type += (by_type.empty() ? " (" : ", ") + std::to_string(n) + " " + g;
+  std::printf("%s)\n", by_type.empty() ? "" : (by_type + "").c_str());
+  std::printf("  %-5s %-8s %-4s %-40s %10s %9s %14s\n", "stage", "layers", "rc", "replicas (count x type/TP @ zone)",
+              "compute_ms", "sync_ms", "memory GB");
+  for (int s = 0; s < p.num_stages(); ++s) {
+    const auto& st = p.stages[s];
+    std::string reps;
+    for (size_t i = 0; i < st.replicas.size();) {
+      size_t j = i;
+      const auto& x = st.replicas[i];
+      while (j < st.replicas.size() && st.replicas[j].gpu_type == x.gpu_type && st.replicas[j].zone == x.zone &&
+             st.replicas[j].tp == x.tp)
+        ++j;
+      reps += (reps.empty() ? "" : ", ") + std::to_string(j - i) + "x" + x.gpu_type + "/tp" + std::to_string(x.tp) +
+              "@" + x.zone;
+      i = j;
+    }
+    char layers[32];
+    std::snprintf(layers, sizeof layers, "%d..%d", st.first_layer, st.end_layer() - 1);
+    const auto& sr = d.stages[s];
+    std::printf("  %-5d %-8s %-4s %-40s %10.2f %9.2f %6.2f of %5.2f\n", s, layers, st.recompute ? "yes" : "no",
+                reps.c_str(), sr.compute_per_micro_batch_s * 1e3, sr.sync_s * 1e3, sr.peak_memory_bytes / 1e9,
+                sr.memory_capacity_bytes / 1e9);
+  }
+  std::map<std::string, std::map<std::string, int>> per_zone;
+  for (const auto& st : p.stages)
+    for (const auto& x : st.replicas) per_zone[x.zone][x.gpu_type] += x.tp;
+  std::printf("GPUs per zone:");
+  for (const auto& [z, types] : per_zone) {
+    std::printf("  %s:", z.c_str());
+    for (const auto& [g, n] : types) std::printf(" %d %s", n, g.c_str());
+  }
+  std::printf("\n");
+  std::printf("DP degree %zu (replicas per stage), %d micro-batches per pipeline\n",
+              p.stages.empty() ? size_t(0) : p.stages[0].replicas.size(), d.micro_batches);
+  std::printf("estimated iteration time %.4f s, throughput %.4f iterations/s\n", e.iteration_time_s,
+              e.throughput_iters_per_s);
+  std::printf("cost $%.4f per iteration, $%.2f per hour (egress $%.5f per iteration)\n", e.cost_per_iteration_usd,
+              e.cost_per_hour_usd, d.egress_usd_per_iteration);
+  std::printf("bottleneck: %s (%.2f ms)\n", d.bottleneck.what.c_str(), d.bottleneck.seconds * 1e3);
+  std::printf("search %.1f ms (%d configurations, %lld partial pipelines); with reading inputs %.1f ms\n",
+              r.search_s * 1e3, r.configurations, r.dp_states, total_s * 1e3);
+}
+
+int run_plan(const plan_options& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  planner::problem prob;
+  std::optional<config::sailor_data> data;
+  const bool yaml_model = ends_with(opt.model, ".yaml") || ends_with(opt.model, ".yml");
+  if (opt.model.empty()) return fail(bad("--model", "is required"));
+
+  if (yaml_model) {
+    auto m = config::load_model(opt.model);
+    if (!m) return fail(m.error());
+    prob.model = *m;
+    if (!opt.sailor_data.empty()) {
+      auto d = config::load_sailor_data(opt.sailor_data, m->sailor_name.empty() ? m->name : m->sailor_name);
+      if (!d) return fail(d.error());
+      data = std::move(*d);
+    }
+  } else {
+    if (opt.sailor_data.empty())
+      return fail(bad("--model", "names a Sailor model (" + opt.model +
+                                     "): give --sailor-data DIR, or a model YAML file"));
+    auto d = config::load_sailor_data(opt.sailor_data, opt.model);
+    if (!d) return fail(d.error());
+    data = std::move(*d);
+    prob.model = data->model;
+  }
+  if (data) {
+    prob.profile = data->profile;
+    prob.job.optimizer = data->optimizer;
+    prob.job.global_batch = data->default_global_batch;
+  }
+  if (!opt.job.empty()) {
+    auto j = config::load_job(opt.job);
+    if (!j) return fail(j.error());
+    prob.job = *j;
+  }
+  if (!opt.cluster.empty()) {
+    auto c = config::load_cluster(opt.cluster);
+    if (!c) return fail(c.error());
+    prob.cluster = std::move(*c);
+    if (!opt.quotas.empty()) return fail(bad("--quotas", "give --cluster or --quotas, not both"));
+  } else if (!opt.quotas.empty()) {
+    if (!data) return fail(bad("--quotas", "needs --sailor-data DIR (for network fits and prices)"));
+    auto q = config::load_sailor_quotas(opt.quotas);
+    if (!q) return fail(q.error());
+    int total = 0;
+    for (const auto& [g, zones] : *q)
+      for (const auto& [z, n] : zones) total += n;
+    if (total == 0) {
+      sailor::error e = bad("", "the quotas file lists no GPUs (expected {gpu_type: {zone: count}})");
+      e.file = opt.quotas;
+      return fail(e);
+    }
+    prob.cluster = config::cluster_from_quotas(*q, *data);
+    prob.network = data->network;
+  } else {
+    return fail(bad("--cluster", "a pool is required: --cluster C.yaml or --quotas QUOTAS.json"));
+  }
+
+  // Flags override the job file.
+  if (opt.gbs > 0) prob.job.global_batch = opt.gbs;
+  if (!opt.objective.empty()) {
+    if (opt.objective == "throughput") prob.job.goal = config::objective::max_throughput;
+    else if (opt.objective == "cost" || opt.objective == "iteration_cost") prob.job.goal = config::objective::min_cost;
+    else return fail(bad("--objective", "expected throughput or cost, got '" + opt.objective + "'"));
+  }
+  if (opt.max_cost_per_iteration > 0) prob.job.limits.max_cost_per_iteration_usd = opt.max_cost_per_iteration;
+  if (opt.max_cost_per_hour > 0) prob.job.limits.max_cost_per_hour_usd = opt.max_cost_per_hour;
+  if (opt.min_throughput > 0) prob.job.limits.min_iterations_per_s = opt.min_throughput;
+  if (opt.max_micro_batch > 0) prob.job.max_micro_batch = opt.max_micro_batch;
+  if (prob.job.global_batch <= 0) return fail(bad("--gbs", "a global batch size is required (--gbs or the job file)"));
+
+  auto r = planner::plan_job(prob);
+  if (!r) return fail(r.error());
+  config::plan p = r->plan;
+  const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  if (!opt.out.empty()) {
+    std::ofstream out(opt.out);
+    if (!out) return fail({error_kind::failed, "cannot write the plan", opt.out, 0, "--out"});
+    out << (ends_with(opt.out, ".json") ? config::to_sailor_plan_json(p) : config::to_yaml(p));
+  }
+  if (opt.as_json) {
+    const auto& e = *p.estimate;
+    json j;
+    j["search_time_s"] = total_s;
+    j["planner_search_s"] = r->search_s;
+    j["iteration_time_s"] = e.iteration_time_s;
+    j["throughput_iters_per_s"] = e.throughput_iters_per_s;
+    j["cost_per_iteration_usd"] = e.cost_per_iteration_usd;
+    j["cost_per_hour_usd"] = e.cost_per_hour_usd;
+    j["gpus_used"] = p.gpus_by_type();
+    j["num_stages"] = p.num_stages();
+    j["micro_batch"] = p.micro_batch;
+    j["bottleneck"] = r->detail.bottleneck.what;
+    j["configurations"] = r->configurations;
+    j["dp_states"] = r->dp_states;
+    j["plan"] = json::parse(config::to_sailor_plan_json(p));
+    json stages = json::array();
+    for (int s = 0; s < p.num_stages(); ++s) {
+      const auto& st = p.stages[s];
+      const auto& sr = r->detail.stages[s];
+      stages.push_back({{"first_layer", st.first_layer},
+                        {"num_layers", st.num_layers},
+                        {"recompute", st.recompute},
+                        {"replicas", st.replicas.size()},
+                        {"compute_per_micro_batch_s", sr.compute_per_micro_batch_s},
+                        {"sync_s", sr.sync_s},
+                        {"peak_memory_bytes", sr.peak_memory_bytes},
+                        {"memory_capacity_bytes", sr.memory_capacity_bytes}});
+    }
+    j["stages"] = stages;
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    print_human(*r, p, total_s);
+    if (!opt.out.empty()) std::printf("written to %s\n", opt.out.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_plan(CLI::App& app, command_set& commands) {
+  auto opt = std::make_shared<plan_options>();
+  auto* sub = app.add_subcommand("plan", "Choose the best plan for a job on a pool of GPUs");
+  sub->footer(
+      "Ours:             sailor plan --cluster C.yaml --model M.yaml --job J.yaml [--out PLAN.yaml]\n"
+      "                  (add --sailor-data DIR to use Sailor's profiles for the model's sailor_name)\n"
+      "Sailor's format:  sailor plan --sailor-data DIR --model OPT-350 --quotas Q.json --gbs 1024\n"
+      "                  --objective throughput|cost [--min-throughput Y] [--max-cost-per-iteration X] --json\n"
+      "Exit 2 when no plan satisfies the job (the message names the constraint and by how much).");
+  sub->add_option("--sailor-data", opt->sailor_data, "A folder with the layout of a Sailor checkout");
+  sub->add_option("--model", opt->model, "Sailor model name (with --sailor-data) or a model YAML file");
+  sub->add_option("--quotas", opt->quotas, "GPUs available, {gpu_type: {zone: count}} (Sailor's format)");
+  sub->add_option("--cluster", opt->cluster, "A cluster YAML file");
+  sub->add_option("--job", opt->job, "A job YAML file");
+  sub->add_option("--gbs", opt->gbs, "Global batch size (overrides the job file)");
+  sub->add_option("--objective", opt->objective, "throughput or cost (overrides the job file)");
+  sub->add_option("--max-cost-per-iteration", opt->max_cost_per_iteration, "Constraint, $ per iteration");
+  sub->add_option("--max-cost-per-hour", opt->max_cost_per_hour, "Constraint, $ per hour");
+  sub->add_option("--min-throughput", opt->min_throughput, "Constraint, iterations per second");
+  sub->add_option("--max-micro-batch", opt->max_micro_batch, "Largest micro-batch size to consider");
+  sub->add_option("--out", opt->out, "Write the plan: YAML, or Sailor's plan_config when it ends in .json");
+  sub->add_flag("--json", opt->as_json, "Print one JSON object");
+  sub->callback([&commands, opt] { commands.selected = [opt] { return run_plan(*opt); }; });
+}
+
+}  // namespace sailor::app

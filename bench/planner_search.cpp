@@ -1,0 +1,226 @@
+// Planner search time and plan quality.
+//
+// Part 1: pools of 32 to 4096 GPUs, one to four GPU types, one to eight zones, OPT-350 and
+// GPT-Neo-2.7 (Sailor's profiles; links from the cluster's defaults by zone relation): search
+// time (CPU and wall, including building the tables), the plan's estimated throughput and cost.
+// Part 2: the 13 pools of ../shared/data/sailor-planner-results: our time (reading the inputs
+// included) against Sailor's setup+search, and our plan's throughput against Sailor's plan's,
+// both judged by our simulator.
+//
+//   build/bin/planner_search [DATA_DIR] [--quick]
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sailor/config/sailor_format.hpp"
+#include "sailor/planner/planner.hpp"
+#include "sailor/simulator/simulator.hpp"
+
+using namespace sailor;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+struct timer {
+  std::clock_t cpu0 = std::clock();
+  std::chrono::steady_clock::time_point wall0 = std::chrono::steady_clock::now();
+  double cpu_s() const { return double(std::clock() - cpu0) / CLOCKS_PER_SEC; }
+  double wall_s() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  }
+};
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss / 1024.0;
+}
+
+const std::vector<std::string> zone_names = {"us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f",
+                                             "us-west1-a",    "us-west1-b",    "europe-west4-a", "europe-west4-b"};
+
+config::cluster synthetic_cluster(const config::sailor_data& data, const std::vector<std::string>& types, int gpus,
+                                  int zones) {
+  config::cluster c;
+  c.name = "bench";
+  c.gpus = data.gpus;
+  for (int z = 0; z < zones; ++z) {
+    const std::string& name = zone_names[z];
+    std::string region = name.substr(0, name.rfind('-'));
+    config::zone zn{name, region, {}};
+    int per = gpus / zones / int(types.size());
+    per -= per % 4;
+    for (const auto& t : types) zn.gpus[t] = std::max(4, per);
+    c.zones.push_back(zn);
+    auto it = std::find_if(c.regions.begin(), c.regions.end(), [&](const config::region& r) { return r.name == region; });
+    if (it == c.regions.end()) c.regions.push_back({region, {name}});
+    else it->zones.push_back(name);
+  }
+  return c;
+}
+
+void part1(const std::string& root, bool quick) {
+  std::printf("== Part 1: search time and plan by pool size, GPU types, zones (one core) ==\n");
+  std::printf("%-12s %6s %5s %5s | %9s %9s %7s | %6s %8s %8s %9s | %s\n", "model", "gpus", "types", "zones",
+              "cpu_ms", "wall_ms", "rss_MB", "stages", "mbs", "it/s", "$/iter", "GPUs used");
+  struct shape {
+    int types, zones;
+  };
+  std::vector<shape> shapes = {{1, 1}, {2, 1}, {2, 2}, {4, 4}, {4, 8}};
+  std::vector<int> sizes = {32, 128, 512, 2048, 4096};
+  if (quick) sizes = {32, 512};
+  for (const std::string model : {"OPT-350", "GPT-Neo-2.7"}) {
+    auto data = config::load_sailor_data(root, model);
+    if (!data) {
+      std::printf("%s: %s\n", model.c_str(), data.error().to_string().c_str());
+      continue;
+    }
+    std::vector<std::string> types;
+    for (const std::string t : {"A100-40", "V100-16", "GH-96", "A100-80", "RTX-3090"})
+      if (data->profile.find(t)) types.push_back(t);
+    for (int gpus : sizes) {
+      for (const auto& sh : shapes) {
+        if (sh.types > int(types.size())) continue;
+        if (gpus / sh.zones / sh.types < 4) continue;
+        std::vector<std::string> use(types.begin(), types.begin() + sh.types);
+        planner::problem prob;
+        prob.model = data->model;
+        prob.profile = data->profile;
+        prob.job.global_batch = model == "OPT-350" ? 1024 : 2048;
+        prob.job.optimizer = data->optimizer;
+        timer t;
+        prob.cluster = synthetic_cluster(*data, use, gpus, sh.zones);
+        auto r = planner::plan_job(prob);
+        double cpu = t.cpu_s(), wall = t.wall_s();
+        if (!r) {
+          std::printf("%-12s %6d %5d %5d | %s\n", model.c_str(), prob.cluster.total_gpus(), sh.types, sh.zones,
+                      r.error().to_string().c_str());
+          continue;
+        }
+        std::string used;
+        for (const auto& [g, n] : r->plan.gpus_by_type()) used += std::to_string(n) + " " + g + " ";
+        std::printf("%-12s %6d %5d %5d | %9.1f %9.1f %7.1f | %6d %8d %8.4f %9.4f | %s\n", model.c_str(),
+                    prob.cluster.total_gpus(), sh.types, sh.zones, cpu * 1e3, wall * 1e3, peak_rss_mb(),
+                    r->plan.num_stages(), r->plan.micro_batch, r->plan.estimate->throughput_iters_per_s,
+                    r->plan.estimate->cost_per_iteration_usd, used.c_str());
+        std::fflush(stdout);
+      }
+    }
+  }
+}
+
+void part2(const std::string& root, const std::string& results) {
+  std::printf("\n== Part 2: against Sailor's planner on its 13 pools (both plans judged by our simulator) ==\n");
+  std::printf("%-34s | %8s %8s %9s | %8s %8s %8s | %s\n", "pool", "ours_ms", "cpu_ms", "sailor_s", "speedup",
+              "thr_ours", "thr_sail", "throughput ratio (ours/Sailor's) / note");
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(results))
+    if (e.path().extension() == ".json") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    json j = json::parse(in, nullptr, false);
+    if (j.is_discarded()) continue;
+    const std::string name = j.value("scenario", f.stem().string());
+    const std::string model = j.value("model", "OPT-350");
+    const int gbs = j.value("gbs", 1024);
+    const bool cost = j.value("objective", "throughput") != "throughput";
+    const double min_thr = j.value("min_throughput", 0.0);
+    const double sailor_s = j.value("sailor_setup_s_median", 0.0) + j.value("sailor_search_s_median", 0.0);
+    std::map<std::string, std::map<std::string, int>> quotas = j["quotas"];
+    auto qpath = fs::temp_directory_path() / ("planner_bench_quotas_" + name + ".json");
+    auto ppath = fs::temp_directory_path() / ("planner_bench_plan_" + name + ".json");
+    std::ofstream(qpath) << j["quotas"].dump();
+    std::ofstream(ppath) << j["plan"].dump();
+
+    // Ours: from reading the inputs to the chosen plan.
+    timer t;
+    auto data = config::load_sailor_data(root, model);
+    if (!data) {
+      std::printf("%-34s | %s\n", name.c_str(), data.error().to_string().c_str());
+      continue;
+    }
+    auto q = config::load_sailor_quotas(qpath.string());
+    if (!q) continue;
+    planner::problem prob;
+    prob.model = data->model;
+    prob.profile = data->profile;
+    prob.job.optimizer = data->optimizer;
+    prob.job.global_batch = gbs;
+    if (cost) {
+      prob.job.goal = config::objective::min_cost;
+      if (min_thr > 0) prob.job.limits.min_iterations_per_s = min_thr;
+    }
+    prob.cluster = config::cluster_from_quotas(*q, *data);
+    prob.network = data->network;
+    auto r = planner::plan_job(prob);
+    double cpu = t.cpu_s(), wall = t.wall_s();
+    if (!r) {
+      std::printf("%-34s | %s\n", name.c_str(), r.error().to_string().c_str());
+      continue;
+    }
+    // Sailor's plan under our simulator.
+    auto sp = config::load_sailor_plan(ppath.string());
+    auto ctx = planner::make_context(prob);
+    std::string note;
+    double thr_s = 0, cost_s = 0;
+    if (sp && ctx) {
+      auto plan = sp->value;
+      if (plan.global_batch <= 0) plan.global_batch = gbs;
+      auto e = simulator::simulate(*ctx, plan);
+      if (e) {
+        thr_s = e->throughput_iters_per_s;
+        cost_s = e->cost_per_iteration_usd;
+        if (!e->fits_memory) note += " Sailor's plan does not fit memory;";
+        if (cost && min_thr > 0 && thr_s < min_thr) note += " Sailor's plan misses the throughput floor;";
+      } else {
+        note = " Sailor's plan: " + e.error().to_string();
+      }
+    }
+    const auto& est = *r->plan.estimate;
+    char ratio[128];
+    if (cost)
+      std::snprintf(ratio, sizeof ratio, "cost/iter ours $%.4f vs $%.4f: ratio %.3f (Sailor's/ours)",
+                    est.cost_per_iteration_usd, cost_s, cost_s > 0 ? cost_s / est.cost_per_iteration_usd : 0.0);
+    else
+      std::snprintf(ratio, sizeof ratio, "%.3f", thr_s > 0 ? est.throughput_iters_per_s / thr_s : 0.0);
+    std::printf("%-34s | %8.1f %8.1f %9.2f | %7.0fx %8.4f %8.4f | %s%s\n", name.c_str(), wall * 1e3, cpu * 1e3,
+                sailor_s, sailor_s / std::max(cpu, 1e-6), est.throughput_iters_per_s, thr_s, ratio, note.c_str());
+    std::fflush(stdout);
+    fs::remove(qpath);
+    fs::remove(ppath);
+  }
+  std::printf("speedup: Sailor's setup+search (seconds, its machine) over our CPU time (reading inputs included)\n");
+  std::printf("peak RSS of this whole bench process: %.1f MB\n", peak_rss_mb());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string data_dir = SAILOR_DATA_DIR;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--quick") quick = true;
+    else data_dir = a;
+  }
+  const std::string root = data_dir + "/sailor";
+  const std::string results = data_dir + "/sailor-planner-results";
+  if (!fs::exists(root)) {
+    std::fprintf(stderr, "planner_search: no Sailor data at %s\n", root.c_str());
+    return 1;
+  }
+  part2(root, results);
+  std::printf("\n");
+  part1(root, quick);
+  return 0;
+}
