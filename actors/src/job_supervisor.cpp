@@ -180,11 +180,25 @@ void assign(supervisor* self, config::plan chosen) {
   st.current = chosen;
   st.last_error.clear();
   auto roles = roles_by_node(chosen, st.plan_version);
+  std::optional<training_job> training;
+  st.training = training_progress{};
+  if (st.options.prepare_training) {
+    training_job job;
+    job.plan_version = st.plan_version;
+    job.plan = chosen;
+    if (st.options.prepare_training(job)) {
+      st.training = training_progress{st.plan_version, plan_world_size(chosen), job.iterations,
+                                      chosen.num_stages() - 1, job.predicted_iteration_s};
+      training = std::move(job);
+    }
+  }
   for (auto& [name, node] : st.nodes) {
     auto r = roles.find(name);
     node.roles = r == roles.end() ? std::vector<stage_role>{} : r->second;
     node.state = node.roles.empty() ? "idle" : "assigned";
     st.roles_total += static_cast<int>(node.roles.size());
+    if (training && !node.roles.empty())
+      self->send(node.endpoint, *training);
     self->send(node.endpoint, role_assignment{st.plan_version, node.roles, chosen});
   }
   auto me = caf::actor_cast<caf::actor>(self);
@@ -316,6 +330,30 @@ caf::message_handler common(supervisor* self) {
     [self](const telemetry& x) {
       log::get("actors")->debug("[supervisor] {} stage {} replica {}: iteration {} in {:.3f} s",
                                 x.node, x.stage, x.replica, x.iteration, x.iteration_s);
+    },
+    [self](const train_report& x) {
+      auto& st = self->state;
+      bool had_error = !st.training.error().empty();
+      auto done = st.training.add(x);
+      if (!had_error && !st.training.error().empty()) {
+        log::get("actors")->error("[supervisor] training failed: {}", st.training.error());
+        record(self, "training failed: " + st.training.error());
+        if (st.options.on_training_error)
+          st.options.on_training_error(st.training.error());
+      }
+      if (!done)
+        return;
+      log::get("actors")->info("[supervisor] iteration {}: loss {:.4f}, measured {:.3f} s, "
+                               "predicted {:.3f} s (compute {:.3f}, recv wait {:.3f}, send wait "
+                               "{:.3f}, all-reduce {:.3f})",
+                               done->iteration, done->loss, done->measured_s,
+                               st.training.predicted_s(), done->compute_s, done->recv_wait_s,
+                               done->send_wait_s, done->all_reduce_s);
+      if (st.training.finished())
+        record(self, "training finished: " + std::to_string(st.training.completed().size()) +
+                       " iterations of plan v" + std::to_string(st.training.plan_version()));
+      if (st.options.on_iteration)
+        st.options.on_iteration(*done, st.training);
     },
     [self](const stage_failed& x) {
       if (x.role.plan_version != self->state.plan_version)

@@ -1,6 +1,7 @@
 #include "sailor/actors/messages.hpp"
 
 #include "sailor/actors/scheduler_api.hpp"
+#include "sailor/actors/train/messages.hpp"
 
 namespace sailor::actors {
 
@@ -29,7 +30,9 @@ void add_message_types(caf::actor_system_config& cfg) {
     .add_message_type<peer_refused>("sailor.peer_refused")
     .add_message_type<availability_event>("sailor.availability_event")
     .add_message_type<plan_request>("sailor.plan_request")
-    .add_message_type<plan_reply>("sailor.plan_reply");
+    .add_message_type<plan_reply>("sailor.plan_reply")
+    .add_message_type<training_job>("sailor.training_job")
+    .add_message_type<train_report>("sailor.train_report");
 }
 
 }  // namespace sailor::actors

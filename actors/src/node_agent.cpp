@@ -49,6 +49,13 @@ caf::behavior member(agent* self) {
       ++self->state.ready;
       self->send(self->state.options.supervisor, std::move(x));
     },
+    [self](const training_job& x) {
+      if (self->state.options.on_training_job)
+        self->state.options.on_training_job(x);
+    },
+    [self](train_report& x) {  // from a local training thread: to the supervisor
+      self->send(self->state.options.supervisor, std::move(x));
+    },
     [self](stage_failed& x) {
       if (x.role.plan_version != self->state.plan_version)
         return;

@@ -12,6 +12,7 @@
 #include <caf/make_message.hpp>
 
 #include "sailor/actors/messages.hpp"
+#include "sailor/actors/train/messages.hpp"
 #include "sailor/comm/messages.hpp"
 #include "sailor/comm/transport.hpp"
 
@@ -22,7 +23,7 @@ namespace {
 using wire_types =
   std::tuple<join_request, join_accepted, join_refused, heartbeat, role_assignment, stage_ready,
              stage_failed, telemetry, preemption_notice, shutdown_notice, status_request,
-             cluster_status>;
+             cluster_status, training_job, train_report>;
 
 constexpr std::uint16_t num_kinds = std::tuple_size_v<wire_types>;
 

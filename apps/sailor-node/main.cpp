@@ -21,6 +21,9 @@
 
 #include "sailor/actors/runtime.hpp"
 #include "sailor/config/log.hpp"
+#ifdef SAILOR_WITH_TRAIN
+#include "sailor/actors/train/node_training.hpp"
+#endif
 
 namespace {
 
@@ -112,6 +115,12 @@ int run(const node_args& args) {
   options.inventory.zone = args.zone;
   options.inventory.gpu_type = args.gpu_type.empty() ? default_type : args.gpu_type;
   options.inventory.devices = std::move(*devices);
+#ifdef SAILOR_WITH_TRAIN
+  // Real training: each stage role becomes a rank of the executor on its own thread.
+  auto trainer = std::make_shared<train::node_trainer>(options.inventory.name);
+  options.hook = [trainer](const actors::stage_role& role) { return trainer->on_role(role); };
+  options.on_training_job = [trainer](const actors::training_job& job) { trainer->on_job(job); };
+#endif
 
   // SIGTERM/SIGINT go through a self-pipe to a watcher thread. A handler, not a signal mask:
   // libraries loaded before main() (OpenBLAS, LibTorch) start threads that would not block
@@ -141,6 +150,9 @@ int run(const node_args& args) {
     return 1;
   }
   caf::actor agent = (*node)->agent();
+#ifdef SAILOR_WITH_TRAIN
+  trainer->set_agent(agent);
+#endif
   std::thread signal_thread([agent] {
     unsigned char sig = 0;
     while (::read(signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
@@ -157,6 +169,9 @@ int run(const node_args& args) {
   (void)!::write(signal_pipe[1], &wake, 1);
   signal_thread.join();
   auto outcome = (*node)->outcome();
+#ifdef SAILOR_WITH_TRAIN
+  trainer->stop();
+#endif
   node->reset();
   using kind = actors::agent_outcome::kind;
   switch (outcome.how) {

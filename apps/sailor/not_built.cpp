@@ -7,9 +7,5 @@ void add_profile(CLI::App& app, command_set& commands) {
   add_not_built(app, commands, "profile", "measure per-layer times on this machine",
                 "the training runtime issue");
 }
-void add_demo(CLI::App& app, command_set& commands) {
-  add_not_built(app, commands, "demo", "plan and train a tiny model in emulated zones",
-                "the training runtime issue");
-}
 
 }  // namespace sailor::app

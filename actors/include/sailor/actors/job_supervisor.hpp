@@ -32,6 +32,7 @@
 
 #include "sailor/actors/messages.hpp"
 #include "sailor/actors/scheduler_api.hpp"
+#include "sailor/actors/train/progress.hpp"
 
 namespace sailor::actors {
 
@@ -46,6 +47,14 @@ struct supervisor_options {
   /// Makes an actor reachable by peers (bridge::publish); used for the zone coordinators.
   std::function<void(const std::string&, const caf::actor&)> publish;
   std::size_t max_events = 64;
+  /// Training: when set, called for each new plan with a training_job holding the plan and
+  /// its version; it fills the rest (model, store, iterations...) and returns true to train.
+  /// The job goes to every node with roles, before its role_assignment.
+  std::function<bool(training_job&)> prepare_training;
+  /// Called (in the supervisor) when every rank has reported an iteration.
+  std::function<void(const iteration_record&, const training_progress&)> on_iteration;
+  /// Called (in the supervisor) when a rank reports that training failed.
+  std::function<void(const std::string&)> on_training_error;
 };
 
 struct supervised_node {
@@ -77,6 +86,7 @@ struct supervisor_state {
   std::string last_error;
   std::deque<std::string> events;
   std::int64_t nodes_lost = 0;
+  training_progress training;  ///< iterations of the current plan's training (if any)
   static inline const char* name = "job_supervisor";
 };
 

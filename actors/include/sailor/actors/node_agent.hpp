@@ -23,6 +23,7 @@
 
 #include "sailor/actors/messages.hpp"
 #include "sailor/actors/stage_actor.hpp"
+#include "sailor/actors/train/messages.hpp"
 
 namespace sailor::actors {
 
@@ -41,6 +42,8 @@ struct node_agent_options {
   /// Resolves a named actor of the coordinator (the zone coordinator for heartbeats).
   std::function<caf::actor(const std::string&)> resolve;
   stage_hook hook;  ///< given to every stage actor; empty: stages are ready at once
+  /// Called with each training_job (it arrives before the role_assignment of its plan).
+  std::function<void(const training_job&)> on_training_job;
   std::shared_ptr<agent_outcome> outcome = std::make_shared<agent_outcome>();
 };
 

@@ -1,0 +1,88 @@
+#pragma once
+/// Wire messages of training through the actor runtime (no LibTorch here).
+///
+///   supervisor --training_job--> node agent (before the role_assignment of the same plan)
+///   stage's training thread --train_report--> node agent --> supervisor (one per rank and
+///   iteration)
+///
+/// The training job says everything a rank needs besides its role: the model, the whole
+/// plan (the executor needs every rank's place), the rendezvous folder (a Gloo FileStore on
+/// this machine), the number of iterations, the seed and the optimizer.
+
+#include <cstdint>
+#include <string>
+
+#include <caf/meta/load_callback.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include "sailor/actors/scheduler_api.hpp"
+#include "sailor/config/model.hpp"
+#include "sailor/config/plan.hpp"
+
+namespace sailor::actors {
+
+/// What every rank of plan `plan_version` trains, and how.
+struct training_job {
+  std::int64_t plan_version = 0;
+  config::plan plan;
+  config::model_shape model;
+  /// Gloo FileStore folder shared by the ranks (each plan version uses a subfolder "v<N>").
+  std::string store_dir;
+  int iterations = 0;
+  std::uint64_t seed = 1;
+  std::string optimizer = "adamw";  ///< adamw or sgd
+  double learning_rate = 1e-3;
+  int torch_threads = 1;
+  std::int64_t timeout_ms = 30000;  ///< bound on every wait for a peer
+  double predicted_iteration_s = 0;  ///< the simulator's estimate for the plan (0: none)
+};
+
+/// One rank's measurements for one iteration (seconds), or its failure (`error` non-empty).
+struct train_report {
+  std::int64_t plan_version = 0;
+  std::string node;
+  int rank = 0;
+  int stage = 0;
+  int replica = 0;
+  int tp_rank = 0;
+  std::int64_t iteration = 0;
+  double loss = 0;
+  double compute_s = 0;
+  double send_wait_s = 0;
+  double recv_wait_s = 0;
+  double all_reduce_s = 0;
+  double total_s = 0;
+  std::int64_t tokens = 0;
+  std::string error;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, training_job& x) {
+  return f(caf::meta::type_name("training_job"), x.plan_version, x.plan, x.model, x.store_dir,
+           x.iterations, x.seed, x.optimizer, x.learning_rate, x.torch_threads, x.timeout_ms,
+           x.predicted_iteration_s);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, train_report& x) {
+  return f(caf::meta::type_name("train_report"), x.plan_version, x.node, x.rank, x.stage,
+           x.replica, x.tp_rank, x.iteration, x.loss, x.compute_s, x.send_wait_s, x.recv_wait_s,
+           x.all_reduce_s, x.total_s, x.tokens, x.error);
+}
+
+}  // namespace sailor::actors
+
+namespace sailor::config {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, model_shape& x) {
+  int precision = static_cast<int>(x.precision);
+  auto restore = caf::meta::load_callback([&]() -> caf::error {
+    x.precision = static_cast<dtype>(precision);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("model_shape"), x.name, x.sailor_name, x.num_layers, x.hidden,
+           x.heads, x.kv_heads, x.ffn_hidden, x.gated_mlp, x.sequence, x.vocabulary, precision,
+           x.tied_embeddings, x.learned_positions, restore);
+}
+
+}  // namespace sailor::config

@@ -1,0 +1,103 @@
+#pragma once
+/// Gathering the ranks' train_reports into iterations (header-only, no LibTorch): the
+/// supervisor keeps one of these per training plan.
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sailor/actors/train/messages.hpp"
+
+namespace sailor::actors {
+
+/// Ranks of a plan: the sum of the TP degrees of every replica of every stage.
+inline int plan_world_size(const config::plan& p) {
+  int n = 0;
+  for (auto& s : p.stages)
+    for (auto& r : s.replicas)
+      n += r.tp;
+  return n;
+}
+
+/// One iteration once every rank reported it. Times are the slowest rank's.
+struct iteration_record {
+  std::int64_t iteration = 0;
+  double loss = 0;         ///< from the last stage (the same on every rank)
+  double measured_s = 0;   ///< slowest rank's iteration time
+  double compute_s = 0;
+  double send_wait_s = 0;
+  double recv_wait_s = 0;
+  double all_reduce_s = 0;
+  std::int64_t tokens = 0;
+  int reports = 0;
+};
+
+class training_progress {
+public:
+  training_progress() = default;
+  training_progress(std::int64_t plan_version, int world, int iterations, int last_stage,
+                    double predicted_s)
+      : plan_version_(plan_version), world_(world), iterations_(iterations),
+        last_stage_(last_stage), predicted_s_(predicted_s) {}
+
+  /// Adds a report; returns the iteration it completes, if any. A report of another plan
+  /// version is ignored; an error report is kept (see error()).
+  std::optional<iteration_record> add(const train_report& r) {
+    if (r.plan_version != plan_version_ || world_ == 0)
+      return std::nullopt;
+    if (!r.error.empty()) {
+      if (error_.empty())
+        error_ = r.node + " rank " + std::to_string(r.rank) + ": " + r.error;
+      return std::nullopt;
+    }
+    auto& rec = pending_[r.iteration];
+    rec.iteration = r.iteration;
+    ++rec.reports;
+    if (r.stage == last_stage_ && r.replica == 0 && r.tp_rank == 0)
+      rec.loss = r.loss;
+    rec.measured_s = std::max(rec.measured_s, r.total_s);
+    rec.compute_s = std::max(rec.compute_s, r.compute_s);
+    rec.send_wait_s = std::max(rec.send_wait_s, r.send_wait_s);
+    rec.recv_wait_s = std::max(rec.recv_wait_s, r.recv_wait_s);
+    rec.all_reduce_s = std::max(rec.all_reduce_s, r.all_reduce_s);
+    rec.tokens = r.tokens;
+    if (rec.reports < world_)
+      return std::nullopt;
+    auto done = rec;
+    pending_.erase(r.iteration);
+    completed_.push_back(done);
+    return done;
+  }
+
+  bool active() const { return world_ > 0; }
+  bool finished() const {
+    return world_ > 0 && static_cast<int>(completed_.size()) >= iterations_;
+  }
+  const std::vector<iteration_record>& completed() const { return completed_; }
+  std::vector<double> loss_curve() const {
+    std::vector<double> out;
+    for (auto& c : completed_)
+      out.push_back(c.loss);
+    return out;
+  }
+  const std::string& error() const { return error_; }
+  std::int64_t plan_version() const { return plan_version_; }
+  int world() const { return world_; }
+  int iterations() const { return iterations_; }
+  double predicted_s() const { return predicted_s_; }
+
+private:
+  std::int64_t plan_version_ = 0;
+  int world_ = 0;
+  int iterations_ = 0;
+  int last_stage_ = 0;
+  double predicted_s_ = 0;
+  std::map<std::int64_t, iteration_record> pending_;
+  std::vector<iteration_record> completed_;
+  std::string error_;
+};
+
+}  // namespace sailor::actors

@@ -1,0 +1,156 @@
+#include "sailor/actors/train/node_training.hpp"
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <caf/send.hpp>
+
+#include "sailor/comm/collective.hpp"
+#include "sailor/config/log.hpp"
+
+namespace sailor::train {
+
+train_options options_for(const actors::training_job& job) {
+  train_options o;
+  o.seed = job.seed;
+  o.optimizer = job.optimizer == "sgd" ? optimizer_kind::sgd : optimizer_kind::adamw;
+  o.learning_rate = job.learning_rate;
+  o.torch_threads = job.torch_threads;
+  o.timeout = std::chrono::milliseconds{job.timeout_ms};
+  return o;
+}
+
+struct node_trainer::impl {
+  std::string node;
+  std::mutex mu;
+  caf::actor agent;
+  std::map<std::int64_t, actors::training_job> jobs;
+  std::atomic<std::int64_t> current{0};
+  std::atomic<bool> stopping{false};
+  std::vector<std::thread> threads;
+
+  void send(actors::train_report r) {
+    caf::actor to;
+    {
+      std::lock_guard lock{mu};
+      to = agent;
+    }
+    if (to)
+      caf::anon_send(to, std::move(r));
+  }
+
+  void run(const actors::training_job& job, const actors::stage_role& role, int rank) {
+    actors::train_report base;
+    base.plan_version = job.plan_version;
+    base.node = node;
+    base.rank = rank;
+    base.stage = role.stage;
+    base.replica = role.replica;
+    base.tp_rank = role.tp_rank;
+    auto fail = [&](const std::string& why) {
+      auto r = base;
+      r.error = why;
+      log::get("train")->error("[{} rank {}] {}", node, rank, why);
+      send(std::move(r));
+    };
+    comm::gloo_options gopts;
+    gopts.store_path = job.store_dir + "/v" + std::to_string(job.plan_version);
+    gopts.timeout = std::chrono::milliseconds{job.timeout_ms};
+    gopts.prefix = "sailor-v" + std::to_string(job.plan_version);
+    std::error_code ec;
+    std::filesystem::create_directories(gopts.store_path, ec);
+    auto factory = comm::make_gloo_factory(rank, gopts);
+    if (!factory) {
+      fail("communicators: " + factory.error().to_string());
+      return;
+    }
+    rank_role rr{role.stage, role.replica, role.tp_rank};
+    auto exec = stage_executor::create(job.model, job.plan, rr, **factory, options_for(job));
+    if (!exec) {
+      fail("executor: " + exec.error().to_string());
+      return;
+    }
+    log::get("train")->info("[{} rank {}] stage {} replica {} tp rank {}: {} parameters", node,
+                            rank, role.stage, role.replica, role.tp_rank,
+                            (*exec)->num_parameters());
+    for (int it = 0; it < job.iterations; ++it) {
+      if (stopping || current.load() != job.plan_version)
+        return;
+      auto tel = (*exec)->run_iteration(it);
+      if (!tel) {
+        fail("iteration " + std::to_string(it) + ": " + tel.error().to_string());
+        return;
+      }
+      auto r = base;
+      r.iteration = it;
+      r.loss = tel->loss;
+      r.compute_s = tel->compute_s;
+      r.send_wait_s = tel->send_wait_s;
+      r.recv_wait_s = tel->recv_wait_s;
+      r.all_reduce_s = tel->all_reduce_s;
+      r.total_s = tel->total_s;
+      r.tokens = tel->tokens;
+      send(std::move(r));
+    }
+  }
+};
+
+node_trainer::node_trainer(std::string node_name) : impl_(std::make_shared<impl>()) {
+  impl_->node = std::move(node_name);
+}
+
+node_trainer::~node_trainer() { stop(); }
+
+void node_trainer::set_agent(caf::actor agent) {
+  std::lock_guard lock{impl_->mu};
+  impl_->agent = std::move(agent);
+}
+
+void node_trainer::on_job(const actors::training_job& job) {
+  std::lock_guard lock{impl_->mu};
+  impl_->jobs[job.plan_version] = job;
+  if (job.plan_version > impl_->current)
+    impl_->current = job.plan_version;
+  // Older jobs are no longer needed.
+  while (!impl_->jobs.empty() && impl_->jobs.begin()->first < job.plan_version)
+    impl_->jobs.erase(impl_->jobs.begin());
+}
+
+status node_trainer::on_role(const actors::stage_role& role) {
+  std::lock_guard lock{impl_->mu};
+  if (role.plan_version > impl_->current)
+    impl_->current = role.plan_version;
+  auto j = impl_->jobs.find(role.plan_version);
+  if (j == impl_->jobs.end())
+    return {};  // control-plane only
+  const auto& job = j->second;
+  int rank = global_rank_of(job.plan, rank_role{role.stage, role.replica, role.tp_rank});
+  if (rank < 0)
+    return sailor::error{error_kind::invalid_input,
+                         "role stage " + std::to_string(role.stage) + " replica " +
+                           std::to_string(role.replica) + " is not in the plan",
+                         "", 0, "role"};
+  if (auto err = validate_for_training(job.model, job.plan))
+    return err;
+  auto state = impl_;
+  impl_->threads.emplace_back([state, job, role, rank] { state->run(job, role, rank); });
+  return {};
+}
+
+void node_trainer::stop() {
+  impl_->stopping = true;
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock{impl_->mu};
+    threads.swap(impl_->threads);
+  }
+  for (auto& t : threads)
+    if (t.joinable())
+      t.join();
+}
+
+}  // namespace sailor::train

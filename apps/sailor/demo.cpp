@@ -1,0 +1,638 @@
+// `sailor demo`: plans and trains the tiny model over N sailor-node processes on this machine,
+// in Z emulated zones, through the actor runtime.
+//
+// This process runs the coordinator (supervisor + planner) and starts the nodes as child
+// processes (`sailor-node --devices cpu:1`, one rank each). The supervisor sends each node a
+// training_job (model, plan, Gloo FileStore folder) and its roles; the nodes train on their
+// own threads and report every iteration; the supervisor gathers the reports into
+// iterations (loss from the last stage, the slowest rank's time), and this command prints
+// one line per iteration and a summary.
+//
+// Activations, gradients and all-reduces travel over Gloo TCP on loopback: the comm link
+// shaper is not applied to them, so the emulated zones differ only in name and in the
+// simulator's prediction. The prediction comes from the cluster's catalog entry for the
+// `CPU` GPU type (no profiles on CPUs): rough by construction.
+//
+// Every child is stopped on exit, on error and on Ctrl-C; every wait is bounded.
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <caf/scoped_actor.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "commands.hpp"
+#include "sailor/actors/placement.hpp"
+#include "sailor/actors/runtime.hpp"
+#include "sailor/actors/train/progress.hpp"
+#include "sailor/config/load.hpp"
+#include "sailor/config/log.hpp"
+#include "sailor/simulator/simulator.hpp"
+
+namespace sailor::app {
+namespace {
+
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+struct demo_args {
+  int nodes = 4;
+  int zones = 2;
+  int iterations = 20;
+  std::string model = SAILOR_SOURCE_DIR "/configs/models/tiny.yaml";
+  std::string job = SAILOR_SOURCE_DIR "/configs/jobs/tiny.yaml";
+  std::string cluster = SAILOR_SOURCE_DIR "/configs/clusters/local-2-zones.yaml";
+  std::string plan;  ///< a fixed plan instead of the planner's
+  std::string summary_json;
+  std::string node_binary;
+  double join_timeout_s = 30;
+  double stall_timeout_s = 60;
+  bool verbose = false;
+  bool keep_logs = false;
+};
+
+// What the actors tell the main thread.
+struct demo_events {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<actors::iteration_record> iterations;
+  std::vector<double> loss_curve;
+  bool finished = false;
+  std::string error;
+  double predicted_s = 0;
+  std::string prediction_note;
+  std::optional<config::plan> plan;
+  int plans = 0;
+};
+
+// Zone names: local-a, local-b, ...
+std::string zone_name(int z) { return std::string("local-") + static_cast<char>('a' + z); }
+
+// The shipped cluster's catalog and link, with Z zones holding the N nodes' devices.
+config::cluster make_cluster(const config::cluster& base, int nodes, int zones) {
+  config::cluster c = base;
+  c.name = "local-" + std::to_string(zones) + "-zones";
+  c.zones.clear();
+  c.links.clear();
+  c.regions.clear();
+  config::region region{"local", {}};
+  for (int z = 0; z < zones; ++z) {
+    config::zone zone;
+    zone.name = zone_name(z);
+    zone.region = "local";
+    int count = 0;
+    for (int k = 0; k < nodes; ++k)
+      if (k % zones == z)
+        ++count;
+    zone.gpus["CPU"] = count;
+    c.zones.push_back(zone);
+    region.zones.push_back(zone.name);
+  }
+  c.regions.push_back(region);
+  config::zone_link tmpl;
+  tmpl.latency_s = 0.002;
+  tmpl.bandwidth_gbytes_per_s = 0.1;
+  if (!base.links.empty())
+    tmpl = base.links.front();
+  for (int a = 0; a < zones; ++a)
+    for (int b = a + 1; b < zones; ++b) {
+      auto l = tmpl;
+      l.from = zone_name(a);
+      l.to = zone_name(b);
+      c.links.push_back(l);
+    }
+  return c;
+}
+
+// A child process: sailor-node in its own process group (Ctrl-C reaches the demo, which
+// stops it), killed if the demo dies, output to `log`.
+pid_t spawn(const std::vector<std::string>& argv_strings, const std::string& log) {
+  std::vector<char*> argv;
+  for (auto& a : argv_strings)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid != 0)
+    return pid;
+  // Child: only async-signal-safe calls until exec.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent)
+    _exit(127);
+  setpgid(0, 0);
+  int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd >= 0) {
+    dup2(fd, 1);
+    dup2(fd, 2);
+    close(fd);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  pthread_sigmask(SIG_SETMASK, &none, nullptr);
+  execv(argv[0], argv.data());
+  _exit(127);
+}
+
+std::string tail_of(const std::string& path, std::size_t max_chars = 1500) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto s = ss.str();
+  if (s.size() > max_chars)
+    s = "..." + s.substr(s.size() - max_chars);
+  return s;
+}
+
+struct child {
+  std::string name;
+  std::string log;
+  pid_t pid = -1;
+  int exit_code = -1;  ///< -1: running
+};
+
+// Reaps children that exited; returns the first that exited (if any) since the last call.
+child* reap(std::vector<child>& children) {
+  child* first = nullptr;
+  for (auto& c : children) {
+    if (c.pid <= 0 || c.exit_code != -1)
+      continue;
+    int st = 0;
+    if (waitpid(c.pid, &st, WNOHANG) == c.pid) {
+      c.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+      if (!first)
+        first = &c;
+    }
+  }
+  return first;
+}
+
+// Waits (bounded) for the children to leave by themselves, then SIGTERM, then SIGKILL.
+void stop_children(std::vector<child>& children, std::chrono::milliseconds grace) {
+  auto all_done = [&] {
+    reap(children);
+    for (auto& c : children)
+      if (c.pid > 0 && c.exit_code == -1)
+        return false;
+    return true;
+  };
+  auto wait_until = [&](clock_type::time_point deadline) {
+    while (!all_done() && clock_type::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds{20});  // polling child exits
+    return all_done();
+  };
+  if (wait_until(clock_type::now() + grace))
+    return;
+  for (auto& c : children)
+    if (c.pid > 0 && c.exit_code == -1)
+      kill(c.pid, SIGTERM);
+  if (wait_until(clock_type::now() + std::chrono::seconds{2}))
+    return;
+  for (auto& c : children)
+    if (c.pid > 0 && c.exit_code == -1)
+      kill(c.pid, SIGKILL);
+  for (auto& c : children)
+    if (c.pid > 0 && c.exit_code == -1) {
+      int st = 0;
+      waitpid(c.pid, &st, 0);
+      c.exit_code = 137;
+    }
+}
+
+std::optional<actors::cluster_status> query(caf::actor_system& system, const caf::actor& sup) {
+  std::optional<actors::cluster_status> out;
+  caf::scoped_actor self{system};
+  self->request(sup, std::chrono::seconds{2}, actors::status_request{})
+    .receive([&](actors::cluster_status& s) { out = std::move(s); }, [](caf::error&) {});
+  return out;
+}
+
+int fail(const std::string& why) {
+  std::fprintf(stderr, "sailor demo: error: %s\n", why.c_str());
+  return 1;
+}
+
+// Rough memory check when the simulator has no estimate: weights, gradients and two AdamW
+// states in fp32 (16 bytes per parameter) of the largest stage against the catalog memory.
+std::string rough_memory_check(const config::model_shape& m, const config::plan& p,
+                               double capacity_bytes) {
+  for (std::size_t s = 0; s < p.stages.size(); ++s) {
+    double params = 0;
+    for (int l = p.stages[s].first_layer; l < p.stages[s].first_layer + p.stages[s].num_layers; ++l)
+      params += static_cast<double>(m.params_of_layer(l));
+    double bytes = 16 * params;
+    if (capacity_bytes > 0 && bytes > capacity_bytes) {
+      char buf[256];
+      std::snprintf(buf, sizeof buf, "stage %zu needs at least %.2f GiB (weights, gradients, "
+                    "optimizer states) but a device has %.2f GiB",
+                    s, bytes / (1 << 30), capacity_bytes / (1 << 30));
+      return buf;
+    }
+  }
+  return {};
+}
+
+int run_demo(const demo_args& args) {
+  if (args.nodes < 1 || args.zones < 1 || args.zones > 26 || args.zones > args.nodes)
+    return fail("--zones must be between 1 and min(--nodes, 26), --nodes at least 1");
+  if (args.iterations < 1)
+    return fail("--iterations must be at least 1");
+  auto model = config::load_model(args.model);
+  if (!model)
+    return fail(model.error().to_string());
+  auto job = config::load_job(args.job);
+  if (!job)
+    return fail(job.error().to_string());
+  auto base = config::load_cluster(args.cluster);
+  if (!base)
+    return fail(base.error().to_string());
+  std::optional<config::plan> fixed;
+  if (!args.plan.empty()) {
+    auto p = config::load_plan(args.plan, *model);
+    if (!p)
+      return fail(p.error().to_string());
+    fixed = *p;
+  }
+  if (!base->gpus.find("CPU"))
+    return fail(args.cluster + ": the catalog has no 'CPU' GPU type (the nodes' devices)");
+  const auto cluster = make_cluster(*base, args.nodes, args.zones);
+  const double capacity = static_cast<double>(base->gpus.find("CPU")->memory_bytes);
+
+  std::string node_binary = args.node_binary;
+  if (node_binary.empty())
+    node_binary = (fs::read_symlink("/proc/self/exe").parent_path() / "sailor-node").string();
+  if (access(node_binary.c_str(), X_OK) != 0)
+    return fail("cannot run " + node_binary + " (build it, or give --node-binary)");
+
+  char tmpl[] = "/tmp/sailor-demo-XXXXXX";
+  if (!mkdtemp(tmpl))
+    return fail("cannot create a temporary folder");
+  const fs::path work = tmpl;
+  const std::string store = (work / "store").string();
+  fs::create_directories(store);
+
+  if (!args.verbose)
+    log::get("actors")->set_level(spdlog::level::warn);
+
+  // Ctrl-C / SIGTERM are taken by polling in the main loop, not by handlers.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  auto interrupted = [&signals] {
+    timespec zero{0, 0};
+    return sigtimedwait(&signals, nullptr, &zero) > 0;
+  };
+
+  demo_events events;
+  const auto start_time = clock_type::now();
+  actors::runtime_config cfg;
+  caf::actor_system system{cfg};
+  std::vector<child> children;
+  std::unique_ptr<actors::coordinator> coordinator;
+  // Every exit goes through here: the coordinator tells the nodes to shut down, then the
+  // children get a bounded time to leave before they are killed.
+  auto cleanup = [&](int code) {
+    coordinator.reset();
+    stop_children(children, std::chrono::seconds{3});
+    if (code == 0 && !args.keep_logs) {
+      std::error_code ec;
+      fs::remove_all(work, ec);
+    } else {
+      std::fprintf(stderr, "sailor demo: node logs kept in %s\n", work.c_str());
+    }
+    return code;
+  };
+
+  actors::coordinator_options options;
+  options.host = "127.0.0.1";
+  options.port = 0;
+  for (auto& z : cluster.zones)
+    options.supervisor.zones.push_back(z.name);
+  options.supervisor.quorum = args.nodes;
+  options.supervisor.settle = std::chrono::seconds{3600};  // the quorum starts planning
+  // Generous: on a loaded 2-core machine a heartbeat can be late without the node being gone.
+  options.supervisor.heartbeat_interval = std::chrono::milliseconds{500};
+  options.supervisor.heartbeat_timeout = std::chrono::seconds{10};
+  const int layers = model->num_all_layers();
+  const auto shape = *model;
+  const auto job_cfg = *job;
+  options.plan = [&events, &cluster, fixed, layers, shape, job_cfg,
+                  capacity](const actors::plan_request& request) -> result<config::plan> {
+    config::plan p;
+    if (fixed) {
+      p = *fixed;
+    } else {
+      auto made = actors::even_plan(request.nodes, layers, job_cfg.global_batch);
+      if (!made)
+        return made.error();
+      p = *made;
+    }
+    if (p.global_batch <= 0)
+      p.global_batch = job_cfg.global_batch;
+    simulator::sim_inputs in;
+    in.model = shape;
+    in.gpus = cluster.gpus;
+    in.cluster = &cluster;
+    in.job = job_cfg;
+    double predicted = 0;
+    std::string note;
+    // CPU devices: no CUDA context or NCCL buffers; our runtime overlaps sends with compute.
+    simulator::sim_options sim;
+    sim.framework_overhead_bytes = 0;
+    sim.overlap_p2p = true;
+    auto ctx = simulator::sim_context::make(in, sim);
+    std::optional<simulator::estimate> est;
+    if (ctx) {
+      auto e = simulator::simulate(*ctx, p);
+      if (e)
+        est = *e;
+      else
+        note = "no prediction: " + e.error().message;
+    } else {
+      note = "no prediction: " + ctx.error().message;
+    }
+    if (est) {
+      if (!est->fits_memory)
+        return sailor::error{error_kind::invalid_input,
+                             "the model does not fit a device's memory: " + est->memory_verdict,
+                             "", 0, "plan"};
+      predicted = est->iteration_time_s;
+      note = "simulator, analytic CPU model from the catalog (rough)";
+    } else if (auto why = rough_memory_check(shape, p, capacity); !why.empty()) {
+      return sailor::error{error_kind::invalid_input,
+                           "the model does not fit a device's memory: " + why, "", 0, "plan"};
+    }
+    std::lock_guard lock{events.mu};
+    events.predicted_s = predicted;
+    events.prediction_note = note;
+    return p;
+  };
+  options.supervisor.prepare_training = [&events, &store, shape, job_cfg,
+                                         &args](actors::training_job& tj) {
+    tj.model = shape;
+    tj.store_dir = store;
+    tj.iterations = args.iterations;
+    tj.seed = static_cast<std::uint64_t>(job_cfg.seed);
+    tj.optimizer = job_cfg.optimizer == config::optimizer_kind::sgd ? "sgd" : "adamw";
+    tj.torch_threads = 1;
+    tj.timeout_ms = static_cast<std::int64_t>(args.stall_timeout_s * 1000);
+    std::lock_guard lock{events.mu};
+    tj.predicted_iteration_s = events.predicted_s;
+    events.plan = tj.plan;
+    ++events.plans;
+    events.iterations.clear();
+    events.loss_curve.clear();
+    events.finished = false;
+    return true;
+  };
+  options.supervisor.on_iteration = [&events](const actors::iteration_record& r,
+                                              const actors::training_progress& p) {
+    std::lock_guard lock{events.mu};
+    events.iterations.push_back(r);
+    events.loss_curve = p.loss_curve();
+    events.finished = p.finished();
+    events.cv.notify_all();
+  };
+  options.supervisor.on_training_error = [&events](const std::string& why) {
+    std::lock_guard lock{events.mu};
+    if (events.error.empty())
+      events.error = why;
+    events.cv.notify_all();
+  };
+  auto started = actors::coordinator::start(system, std::move(options));
+  if (!started)
+    return cleanup(fail("coordinator: " + started.error().message));
+  coordinator = std::move(*started);
+  const auto port = coordinator->port();
+  const caf::actor supervisor = coordinator->supervisor();
+
+  std::printf("sailor demo: model %s (%lld parameters), %d nodes in %d zones (cluster %s), %d "
+              "iterations\n",
+              model->name.c_str(), static_cast<long long>(model->total_params()), args.nodes,
+              args.zones, cluster.name.c_str(), args.iterations);
+  std::printf("  coordinator on 127.0.0.1:%u; node logs in %s\n", static_cast<unsigned>(port),
+              work.c_str());
+  std::fflush(stdout);
+  for (int k = 0; k < args.nodes; ++k) {
+    child c;
+    c.name = "node-" + std::to_string(k);
+    c.log = (work / (c.name + ".log")).string();
+    c.pid = spawn({node_binary, "--join", "127.0.0.1:" + std::to_string(port), "--zone",
+                   zone_name(k % args.zones), "--devices", "cpu:1", "--name", c.name,
+                   "--transport", "socket"},
+                  c.log);
+    if (c.pid < 0)
+      return cleanup(fail("cannot start " + node_binary));
+    children.push_back(c);
+  }
+
+  auto child_died = [&]() -> std::string {
+    if (auto* c = reap(children))
+      return c->name + " exited with code " + std::to_string(c->exit_code) + "; its log:\n" +
+             tail_of(c->log);
+    return {};
+  };
+
+  // 1. Every node joins, bounded.
+  const auto join_deadline =
+    clock_type::now() + std::chrono::milliseconds{static_cast<long>(args.join_timeout_s * 1000)};
+  int joined = 0;
+  while (true) {
+    if (interrupted())
+      return cleanup(fail("interrupted"));
+    if (auto why = child_died(); !why.empty())
+      return cleanup(fail("before joining: " + why));
+    auto st = query(system, supervisor);
+    joined = st ? static_cast<int>(st->nodes.size()) : 0;
+    if (joined >= args.nodes)
+      break;
+    if (clock_type::now() > join_deadline)
+      return cleanup(fail(std::to_string(joined) + " of " + std::to_string(args.nodes) +
+                          " nodes joined within " + std::to_string(args.join_timeout_s) + " s"));
+    std::this_thread::sleep_for(std::chrono::milliseconds{50});  // polling the join count
+  }
+  const auto joined_time = clock_type::now();
+  std::printf("  %d nodes joined in %.2f s\n", joined,
+              std::chrono::duration<double>(joined_time - start_time).count());
+  std::fflush(stdout);
+
+  // 2. Training: one line per iteration; bounded by the stall timeout between iterations.
+  auto last_progress = clock_type::now();
+  auto last_status = clock_type::now() - std::chrono::seconds{1};
+  bool plan_printed = false;
+  std::vector<actors::iteration_record> records;
+  std::vector<double> loss_curve;
+  double predicted = 0;
+  std::string prediction_note;
+  std::optional<config::plan> plan;
+  int plans = 0;
+  while (true) {
+    std::deque<actors::iteration_record> fresh;
+    bool finished = false;
+    std::string error;
+    {
+      std::unique_lock lock{events.mu};
+      events.cv.wait_for(lock, std::chrono::milliseconds{100}, [&] {
+        return !events.iterations.empty() || events.finished || !events.error.empty();
+      });
+      fresh.swap(events.iterations);
+      finished = events.finished;
+      error = events.error;
+      loss_curve = events.loss_curve;
+      predicted = events.predicted_s;
+      prediction_note = events.prediction_note;
+      plan = events.plan;
+      plans = events.plans;
+    }
+    if (plan && !plan_printed) {
+      plan_printed = true;
+      std::printf("  plan: %s\n  predicted iteration time %.4f s (%s)\n",
+                  actors::describe_plan(*plan).c_str(), predicted, prediction_note.c_str());
+      std::fflush(stdout);
+    }
+    for (auto& r : fresh) {
+      double tps = r.measured_s > 0 ? static_cast<double>(r.tokens) / r.measured_s : 0;
+      std::printf("  iteration %3lld/%d  loss %.4f  tokens/s %8.0f  predicted %.4f s  measured "
+                  "%.4f s (compute %.4f, recv wait %.4f, all-reduce %.4f)\n",
+                  static_cast<long long>(r.iteration + 1), args.iterations, r.loss, tps,
+                  predicted, r.measured_s, r.compute_s, r.recv_wait_s, r.all_reduce_s);
+      records.push_back(r);
+      last_progress = clock_type::now();
+    }
+    std::fflush(stdout);
+    if (!error.empty())
+      return cleanup(fail("training failed: " + error));
+    if (finished)
+      break;
+    if (interrupted())
+      return cleanup(fail("interrupted after " + std::to_string(records.size()) +
+                          " iterations"));
+    if (auto why = child_died(); !why.empty())
+      return cleanup(fail("during training: " + why));
+    if (clock_type::now() - last_status > std::chrono::milliseconds{500}) {
+      last_status = clock_type::now();
+      if (auto st = query(system, supervisor)) {
+        if (st->phase == "waiting" || st->phase == "collecting")
+          return cleanup(fail("refused before training: " + st->plan_summary));
+        if (static_cast<int>(st->nodes.size()) < args.nodes) {
+          std::string recent = st->events.empty() ? "" : st->events.back();
+          return cleanup(fail("a node was lost: " + recent));
+        }
+      }
+    }
+    if (clock_type::now() - last_progress >
+        std::chrono::milliseconds{static_cast<long>(args.stall_timeout_s * 1000)})
+      return cleanup(fail("training stalled: no iteration completed in " +
+                          std::to_string(args.stall_timeout_s) + " s (" +
+                          std::to_string(records.size()) + " done)"));
+  }
+  const double wall_s = std::chrono::duration<double>(clock_type::now() - start_time).count();
+
+  // 3. Summary. The first iteration (warm-up: allocation, first rendezvous) is left out of
+  // the measured mean when there are more.
+  double sum = 0;
+  std::int64_t tokens = 0;
+  int counted = 0;
+  for (std::size_t k = records.size() > 1 ? 1 : 0; k < records.size(); ++k) {
+    sum += records[k].measured_s;
+    tokens += records[k].tokens;
+    ++counted;
+  }
+  const double measured = counted ? sum / counted : 0;
+  const double tokens_per_s = sum > 0 ? static_cast<double>(tokens) / sum : 0;
+  const int replans = plans > 0 ? plans - 1 : 0;
+  std::printf("\nsailor demo: done in %.1f s\n", wall_s);
+  std::printf("  iterations completed   %zu of %d\n", records.size(), args.iterations);
+  if (!loss_curve.empty())
+    std::printf("  loss                   %.4f -> %.4f\n", loss_curve.front(), loss_curve.back());
+  std::printf("  throughput             %.0f tokens/s (mean over iterations 2..%zu)\n",
+              tokens_per_s, records.size());
+  std::printf("  iteration time         measured %.4f s, predicted %.4f s (%s)\n", measured,
+              predicted, prediction_note.c_str());
+  std::printf("  re-plans               %d\n", replans);
+  std::printf("  note: activations and gradients go over Gloo TCP on loopback; the link shaper "
+              "is not applied to them.\n");
+  std::fflush(stdout);
+
+  if (!args.summary_json.empty()) {
+    nlohmann::json j;
+    j["iterations_completed"] = records.size();
+    j["loss_curve"] = loss_curve;
+    j["tokens_per_s"] = tokens_per_s;
+    j["predicted_iteration_s"] = predicted;
+    j["measured_iteration_s"] = measured;
+    j["replans"] = replans;
+    j["nodes"] = args.nodes;
+    j["zones"] = args.zones;
+    j["model"] = model->name;
+    j["seed"] = job_cfg.seed;
+    j["wall_s"] = wall_s;
+    if (plan) {
+      j["plan"]["stages"] = plan->num_stages();
+      j["plan"]["micro_batch"] = plan->micro_batch;
+      j["plan"]["global_batch"] = plan->global_batch;
+      j["plan"]["summary"] = actors::describe_plan(*plan);
+    }
+    std::vector<double> times;
+    for (auto& r : records)
+      times.push_back(r.measured_s);
+    j["measured_iteration_s_each"] = times;
+    std::ofstream out(args.summary_json);
+    out << j.dump(2) << "\n";
+    if (!out)
+      return cleanup(fail("cannot write " + args.summary_json));
+  }
+  return cleanup(0);
+}
+
+}  // namespace
+
+void add_demo(CLI::App& app, command_set& commands) {
+  auto args = std::make_shared<demo_args>();
+  auto* sub = app.add_subcommand("demo", "plan and train a tiny model in emulated zones");
+  sub->add_option("--nodes", args->nodes, "sailor-node processes (one CPU device each)")
+    ->capture_default_str();
+  sub->add_option("--zones", args->zones, "emulated zones (nodes go round-robin)")
+    ->capture_default_str();
+  sub->add_option("--iterations", args->iterations, "training iterations")
+    ->capture_default_str();
+  sub->add_option("--summary-json", args->summary_json, "write the summary as JSON here");
+  sub->add_option("--model", args->model, "model YAML")->capture_default_str();
+  sub->add_option("--job", args->job, "job YAML (seed, global batch, optimizer)")
+    ->capture_default_str();
+  sub->add_option("--cluster", args->cluster,
+                  "cluster YAML whose catalog (CPU type) and first link are used")
+    ->capture_default_str();
+  sub->add_option("--plan", args->plan, "a fixed plan YAML instead of the planner's");
+  sub->add_option("--node-binary", args->node_binary, "sailor-node (default: next to sailor)");
+  sub->add_option("--join-timeout-s", args->join_timeout_s, "bound on the nodes joining")
+    ->capture_default_str();
+  sub->add_option("--stall-timeout-s", args->stall_timeout_s,
+                  "bound on the wait for the next iteration")
+    ->capture_default_str();
+  sub->add_flag("--verbose", args->verbose, "log the supervisor's events");
+  sub->add_flag("--keep-logs", args->keep_logs, "keep the node logs after a success");
+  sub->callback([&commands, args] {
+    commands.selected = [args] { return run_demo(*args); };
+  });
+}
+
+}  // namespace sailor::app

@@ -1,0 +1,143 @@
+// `sailor demo` end to end: a coordinator and sailor-node processes train the tiny model
+// through the actor runtime, and the loss curve must be the one the same model, seed and
+// data give on a single rank in this process.
+
+// Built only with LibTorch (the reference run needs the training executor).
+#if __has_include(<sailor/models/shapes.hpp>)
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <sailor/actors/train/executor.hpp>
+#include <sailor/actors/train/node_training.hpp>
+#include <sailor/comm/collective.hpp>
+#include <sailor/config/load.hpp>
+
+#include "run_command.hpp"
+
+using sailor::testing::run_command;
+using sailor::testing::sailor_bin;
+using sailor::testing::temp_dir;
+
+namespace {
+
+using namespace sailor;
+const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+
+// The loss curve of `iterations` iterations on one rank holding every layer.
+std::vector<double> single_rank_losses(int micro_batch, int global_batch, int iterations) {
+  auto model = config::load_model(configs + "/models/tiny.yaml");
+  REQUIRE(model);
+  auto job = config::load_job(configs + "/jobs/tiny.yaml");
+  REQUIRE(job);
+  config::plan p;
+  p.micro_batch = micro_batch;
+  p.global_batch = global_batch;
+  config::stage_plan s;
+  s.first_layer = 0;
+  s.num_layers = model->num_all_layers();
+  s.replicas = {config::replica{}};
+  p.stages = {s};
+  // The options the demo's training job asks for (same seed, optimizer, learning rate).
+  actors::training_job tj;
+  tj.seed = static_cast<std::uint64_t>(job->seed);
+  tj.optimizer = job->optimizer == config::optimizer_kind::sgd ? "sgd" : "adamw";
+  tj.torch_threads = 1;
+  comm::gloo_options gopts;
+  gopts.in_process_store = comm::make_in_process_store();
+  auto factory = comm::make_gloo_factory(0, gopts);
+  REQUIRE(factory);
+  auto exec = train::stage_executor::create(*model, p, train::rank_role{}, **factory,
+                                            train::options_for(tj));
+  REQUIRE_MESSAGE(exec, (exec ? "" : exec.error().to_string()));
+  std::vector<double> out;
+  for (int it = 0; it < iterations; ++it) {
+    auto tel = (*exec)->run_iteration(it);
+    REQUIRE_MESSAGE(tel, (tel ? "" : tel.error().to_string()));
+    out.push_back(tel->loss);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("sailor demo trains over node processes and matches a single-rank run") {
+  temp_dir dir;
+  auto summary = dir.path("summary.json");
+  auto r = run_command(sailor_bin() + " demo --nodes 2 --zones 2 --iterations 10 --summary-json " +
+                         summary,
+                       90);
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::ifstream in(summary);
+  REQUIRE(in);
+  auto j = nlohmann::json::parse(in);
+  CHECK(j["iterations_completed"].get<int>() == 10);
+  auto curve = j["loss_curve"].get<std::vector<double>>();
+  REQUIRE(curve.size() == 10);
+  CHECK(curve.back() < 0.95 * curve.front());
+  CHECK(j["tokens_per_s"].get<double>() > 0);
+  CHECK(j["measured_iteration_s"].get<double>() > 0);
+  CHECK(j["predicted_iteration_s"].get<double>() > 0);
+  CHECK(j["replans"].get<int>() == 0);
+
+  auto reference = single_rank_losses(j["plan"]["micro_batch"].get<int>(),
+                                      j["plan"]["global_batch"].get<int>(), 10);
+  for (std::size_t k = 0; k < curve.size(); ++k) {
+    INFO("iteration " << k << ": demo " << curve[k] << ", single rank " << reference[k]);
+    CHECK(std::abs(curve[k] - reference[k]) <= 1e-4 * std::abs(reference[k]));
+  }
+}
+
+TEST_CASE("sailor demo refuses a model that does not fit a device, before training") {
+  auto r = run_command(sailor_bin() + " demo --nodes 2 --zones 2 --iterations 2 --model " +
+                         configs + "/models/opt-350m.yaml --join-timeout-s 20",
+                       60);
+  INFO(r.out);
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("does not fit") != std::string::npos);
+  CHECK(r.out.find("iteration ") == std::string::npos);
+}
+
+TEST_CASE("sailor demo refuses a plan that does not match the nodes that joined") {
+  temp_dir dir;
+  // Two stages in zone local-a, but only one node (one device) is there.
+  auto plan = dir.path("plan.yaml");
+  {
+    std::ofstream out(plan);
+    out << "micro_batch: 1\nglobal_batch: 8\nstages:\n"
+           "  - layers: {first: 0, count: 3}\n"
+           "    replicas: [{gpu: CPU, zone: local-a, tp: 1}]\n"
+           "  - layers: {first: 3, count: 3}\n"
+           "    replicas: [{gpu: CPU, zone: local-a, tp: 1}]\n";
+  }
+  auto r = run_command(sailor_bin() + " demo --nodes 2 --zones 2 --iterations 2 --plan " + plan +
+                         " --join-timeout-s 20",
+                       60);
+  INFO(r.out);
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("refused before training") != std::string::npos);
+  CHECK(r.out.find("iteration ") == std::string::npos);
+}
+
+TEST_CASE("sailor demo ends with a clear error when a node cannot join") {
+  // A "node" program that exits at once: the demo must say so, not wait for ever.
+  auto r = run_command(sailor_bin() + " demo --nodes 2 --zones 1 --iterations 2 --node-binary "
+                                      "/bin/false --join-timeout-s 10",
+                       40);
+  INFO(r.out);
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("before joining") != std::string::npos);
+}
+
+#endif  // __has_include(<sailor/models/shapes.hpp>)
