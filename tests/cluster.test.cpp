@@ -83,7 +83,7 @@ public:
         reaped_ = true;
         return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       }
-      std::this_thread::sleep_for(10ms);
+      std::this_thread::sleep_for(10ms);  // sleep override: polls a child's exit (no fd to wait on), bounded by the deadline
     }
     return -1;
   }
@@ -102,7 +102,7 @@ bool eventually(milliseconds limit, const std::function<bool()>& ready) {
   while (steady_clock::now() < deadline) {
     if (ready())
       return true;
-    std::this_thread::sleep_for(20ms);
+    std::this_thread::sleep_for(20ms);  // sleep override: polls another process's state, bounded by `limit`
   }
   return ready();
 }

@@ -156,7 +156,7 @@ TEST_CASE("train: a plan run as processes matches the same plan run as threads")
         if (exit_codes[i] == -1) kill(pids[i], SIGKILL);
       FAIL("ranks did not finish in time");
     }
-    if (finished < pids.size()) std::this_thread::sleep_for(20ms);  // polling a child's exit
+    if (finished < pids.size()) std::this_thread::sleep_for(20ms);  // sleep override: polling a child's exit, bounded by the deadline
   }
   for (int r = 0; r < n; ++r) {
     CHECK(exit_codes[r] == 0);
