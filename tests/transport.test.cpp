@@ -478,7 +478,7 @@ TEST_CASE("transport peer process" * doctest::skip()) {
     auto line = std::to_string((*l)->local_address().port) + "\n";
     [[maybe_unused]] auto n = ::write(out_fd, line.data(), line.size());
     while (std::chrono::steady_clock::now() < deadline)  // until killed (bounded)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // sleep override: a child that waits to be killed
   } else {
     int port = std::atoi(std::getenv("SAILOR_TRANSPORT_PORT"));
     auto conn = t->connect(address{"127.0.0.1", static_cast<std::uint16_t>(port)}, {});
@@ -491,7 +491,7 @@ TEST_CASE("transport peer process" * doctest::skip()) {
         (*conn)->send_tensor({dtype::u8, {32 << 20}, 0, "", 0}, payload,
                              [&](const op_status&) { --in_flight; });
       } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));  // sleep override: a child pacing its sends until killed
       }
     }
   }
