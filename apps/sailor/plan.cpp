@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "model_inputs.hpp"
 #include "sailor/config/load.hpp"
 #include "sailor/config/sailor_format.hpp"
 #include "sailor/planner/planner.hpp"
@@ -106,38 +107,12 @@ void print_human(const planner::plan_result& r, const config::plan& p, double to
 int run_plan(const plan_options& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   planner::problem prob;
-  std::optional<config::sailor_data> data;
-  const bool yaml_model = ends_with(opt.model, ".yaml") || ends_with(opt.model, ".yml");
-  if (opt.model.empty()) return fail(bad("--model", "is required"));
-
-  if (yaml_model) {
-    auto m = config::load_model(opt.model);
-    if (!m) return fail(m.error());
-    prob.model = *m;
-    if (!opt.sailor_data.empty()) {
-      auto d = config::load_sailor_data(opt.sailor_data, m->sailor_name.empty() ? m->name : m->sailor_name);
-      if (!d) return fail(d.error());
-      data = std::move(*d);
-    }
-  } else {
-    if (opt.sailor_data.empty())
-      return fail(bad("--model", "names a Sailor model (" + opt.model +
-                                     "): give --sailor-data DIR, or a model YAML file"));
-    auto d = config::load_sailor_data(opt.sailor_data, opt.model);
-    if (!d) return fail(d.error());
-    data = std::move(*d);
-    prob.model = data->model;
-  }
-  if (data) {
-    prob.profile = data->profile;
-    prob.job.optimizer = data->optimizer;
-    prob.job.global_batch = data->default_global_batch;
-  }
-  if (!opt.job.empty()) {
-    auto j = config::load_job(opt.job);
-    if (!j) return fail(j.error());
-    prob.job = *j;
-  }
+  auto inputs = load_model_inputs(opt.model, opt.sailor_data, opt.job);
+  if (!inputs) return fail(inputs.error());
+  std::optional<config::sailor_data>& data = inputs->data;
+  prob.model = inputs->model;
+  prob.job = inputs->job;
+  if (data) prob.profile = data->profile;
   if (!opt.cluster.empty()) {
     auto c = config::load_cluster(opt.cluster);
     if (!c) return fail(c.error());

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "model_inputs.hpp"
 #include "sailor/config/load.hpp"
 #include "sailor/config/sailor_format.hpp"
 #include "sailor/simulator/simulator.hpp"
@@ -33,14 +34,6 @@ struct simulate_options {
   std::string set;
   bool as_json = false;
 };
-
-bool is_yaml(const std::string& path) {
-  auto ends = [&](const char* s) {
-    std::string e(s);
-    return path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0;
-  };
-  return ends(".yaml") || ends(".yml");
-}
 
 int fail(const sailor::error& e) {
   std::fprintf(stderr, "sailor simulate: %s\n", e.to_string().c_str());
@@ -155,43 +148,20 @@ int run_simulate(const simulate_options& opt) {
   simulator::sim_inputs in;
   double measured_time = 0, measured_mem = 0;
 
-  const bool yaml_model = is_yaml(opt.model);
-  if (opt.model.empty()) return fail({error_kind::invalid_input, "--model is required", "", 0, "--model"});
   if (!opt.sailor_plan.empty() && !opt.plan.empty())
     return fail({error_kind::invalid_input, "give --sailor-plan or --plan, not both", "", 0, ""});
   if (opt.sailor_plan.empty() && opt.plan.empty())
     return fail({error_kind::invalid_input, "a plan is required: --sailor-plan PLAN.json or --plan P.yaml", "", 0, ""});
 
-  if (yaml_model) {
-    auto m = config::load_model(opt.model);
-    if (!m) return fail(m.error());
-    in.model = *m;
-    if (!opt.sailor_data.empty()) {
-      auto d = config::load_sailor_data(opt.sailor_data, m->sailor_name.empty() ? m->name : m->sailor_name);
-      if (!d) return fail(d.error());
-      data = std::move(*d);
-    }
-  } else {
-    if (opt.sailor_data.empty())
-      return fail({error_kind::invalid_input,
-                   "--model names a Sailor model (" + opt.model + "): give --sailor-data DIR, or a model YAML file",
-                   "", 0, "--model"});
-    auto d = config::load_sailor_data(opt.sailor_data, opt.model);
-    if (!d) return fail(d.error());
-    data = std::move(*d);
-    in.model = data->model;
-  }
+  auto inputs = load_model_inputs(opt.model, opt.sailor_data, opt.job);
+  if (!inputs) return fail(inputs.error());
+  data = std::move(inputs->data);
+  in.model = inputs->model;
+  job = inputs->job;
   if (data) {
     in.profile = &data->profile;
     in.gpus = data->gpus;
     in.network = &data->network;
-    job.optimizer = data->optimizer;
-    job.global_batch = data->default_global_batch;
-  }
-  if (!opt.job.empty()) {
-    auto j = config::load_job(opt.job);
-    if (!j) return fail(j.error());
-    job = *j;
   }
   in.job = job;
   if (!opt.cluster.empty()) {
