@@ -176,12 +176,14 @@ result<resolved_plan> resolve(const sim_context& ctx, const config::plan& p) {
                             " layers (0..L+1)");
     if (st.replicas.empty()) return make_error(error_kind::invalid_input, field + ".replicas", "no replicas");
     if (st.replicas.size() > size_t(resolved_plan::max_replicas))
-      return make_error(error_kind::invalid_input, field + ".replicas", "more than 64 replicas");
+      return make_error(error_kind::invalid_input, field + ".replicas",
+                        "more than " + std::to_string(resolved_plan::max_replicas) + " replicas");
     auto& rs = out.stages[s];
     rs.first = st.first_layer;
     rs.end = st.end_layer();
     rs.recompute = st.recompute;
     rs.num_replicas = static_cast<int>(st.replicas.size());
+    rs.replicas.resize(rs.num_replicas);
     for (size_t r = 0; r < st.replicas.size(); ++r) {
       const auto& rep = st.replicas[r];
       const std::string rf = field + ".replicas[" + std::to_string(r) + "]";

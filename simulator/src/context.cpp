@@ -428,19 +428,31 @@ double sim_context::egress_usd_per_gb(int za, int zb) const {
 
 namespace {
 bool same(const endpoint& a, const endpoint& b) { return a.zone == b.zone && a.gpu == b.gpu && a.tp == b.tp; }
+
+// Room for a sorted copy of a stage's replicas: the caller's stack storage (small_ring
+// endpoints) or, beyond, a per-thread buffer that grows once and is reused (no allocation per
+// estimate after the first large one; thread-safe since each thread has its own).
+constexpr int small_ring = 64;
+endpoint* ring_scratch(unsigned char* stack_storage, int n) {
+  if (n <= small_ring) return reinterpret_cast<endpoint*>(stack_storage);
+  thread_local std::vector<endpoint> scratch;
+  if (scratch.size() < size_t(n)) scratch.resize(size_t(n));
+  return scratch.data();
+}
 }  // namespace
 
 double sim_context::allreduce_s(const endpoint* reps, int n, double stage_params) const {
   if (n <= 1) return 0;
   // Ring ordered by zone (so that it crosses each zone boundary once): per GPU, each replica
   // sends and receives 2(n-1)/n of its shard; the slowest GPU and slowest ring edge set the pace.
-  const int k = std::min(n, resolved_plan::max_replicas);
+  const int k = n;
   auto by_zone = [](const endpoint& x, const endpoint& y) { return x.zone < y.zone; };
-  // Sorted copies only when needed; raw storage so that the hot path does not initialise it.
-  alignas(endpoint) unsigned char storage[sizeof(endpoint) * resolved_plan::max_replicas];
+  // Sorted copies only when needed: raw stack storage (not initialised) for small stages, a
+  // per-thread scratch that keeps its capacity for large ones.
+  alignas(endpoint) unsigned char storage[sizeof(endpoint) * small_ring];
   const endpoint* ring = reps;
   if (!std::is_sorted(reps, reps + k, by_zone)) {
-    endpoint* buf = reinterpret_cast<endpoint*>(storage);
+    endpoint* buf = ring_scratch(storage, k);
     std::uninitialized_copy(reps, reps + k, buf);
     std::sort(buf, buf + k, by_zone);
     ring = buf;
@@ -508,9 +520,10 @@ double sim_context::allreduce_s(const endpoint* reps, int n, double stage_params
 
 double sim_context::allreduce_egress_usd(const endpoint* reps, int n, double stage_params) const {
   if (n <= 1) return 0;
-  endpoint ring[resolved_plan::max_replicas];
-  const int k = std::min(n, resolved_plan::max_replicas);
-  std::copy(reps, reps + k, ring);
+  alignas(endpoint) unsigned char storage[sizeof(endpoint) * small_ring];
+  const int k = n;
+  endpoint* ring = ring_scratch(storage, k);
+  std::uninitialized_copy(reps, reps + k, ring);
   std::sort(ring, ring + k, [](const endpoint& x, const endpoint& y) { return x.zone < y.zone; });
   // Each replica (all its GPUs) sends 2(k-1)/k of the stage's gradients to its ring successor.
   const double bytes = 2.0 * (k - 1) / k * stage_params * options_.grad_bytes_per_param;

@@ -436,3 +436,55 @@ TEST_CASE("all-reduce: shard by shard across TP degrees, hierarchical across zon
   CHECK(ctx.allreduce_egress_usd(spread, 4, params) > 0);
   CHECK(ctx.allreduce_egress_usd(local, 4, params) == 0);
 }
+
+TEST_CASE("a stage of hundreds of replicas: no cap, all-reduce grows, memory per GPU the same") {
+  fixture f;
+  f.cluster.zones[0].gpus["fast"] = 4096;
+  f.cluster.zones[1].gpus["fast"] = 4096;
+  auto ctx = f.make();
+  auto plan_of = [&](int n, bool two_zones) {
+    std::vector<config::replica> reps;
+    for (int r = 0; r < n; ++r) reps.push_back(rep("fast", two_zones && r % 2 ? "b" : "a"));
+    return make_plan(1, n * 2, {{4, reps}});
+  };
+  auto small = simulate(ctx, plan_of(4, false));
+  auto big = simulate(ctx, plan_of(300, false));
+  REQUIRE(small.ok());
+  REQUIRE(big.ok());
+  CHECK(big->stages[0].micro_batches == small->stages[0].micro_batches);
+  CHECK(big->stages[0].allreduce_s > small->stages[0].allreduce_s);
+  CHECK(big->iteration_time_s > small->iteration_time_s);
+  CHECK(big->peak_memory_bytes == doctest::Approx(small->peak_memory_bytes));
+  REQUIRE(big->memory.size() == 300);
+  CHECK(big->gpu_usd_per_hour == doctest::Approx(300 * 2.0));
+  // Ring of n: 2(n-1)/n of the gradients per GPU at the NIC's 10 GB/s, 2(n-1) latency steps per bucket.
+  const double params = double(f.model.total_params());
+  const double buckets = std::ceil(params * 4 / 25e6);
+  const double lat = ctx.options().collective_latency_s;
+  CHECK(big->stages[0].allreduce_s ==
+        doctest::Approx(2.0 * 299 / 300 * params * 4 / 10e9 + buckets * 2 * 299 * lat).epsilon(1e-6));
+  // The closed form on the resolved plan agrees, and copies of the plan keep every replica.
+  auto rp = resolve(ctx, plan_of(300, true));
+  REQUIRE(rp.ok());
+  resolved_plan copy = *rp;
+  REQUIRE(copy.stages[0].num_replicas == 300);
+  CHECK(copy.stages[0].replicas.size() == 300);
+  CHECK(copy.stages[0].replicas[299].zone == ctx.zone_id("b"));
+  CHECK(copy.stages[0].replicas[298].zone == ctx.zone_id("a"));
+  auto q = closed_form(ctx, copy);
+  auto e = simulate(ctx, plan_of(300, true));
+  REQUIRE(e.ok());
+  CHECK(q.iteration_time_s == doctest::Approx(e->iteration_time_s));
+  CHECK(q.egress_usd_per_iteration > 0);
+  // Two zones: hierarchical (two rings of 150 inside the zones, the shard over 150 across the
+  // 1 GB/s link) is slower than a ring of 150 alone; the event simulation agrees.
+  std::vector<endpoint> one_zone(150, endpoint{ctx.zone_id("a"), ctx.gpu_id("fast"), 1});
+  CHECK(e->stages[0].allreduce_s > ctx.allreduce_s(one_zone.data(), 150, params));
+  auto ev = simulate_events(ctx, plan_of(300, true));
+  REQUIRE(ev.ok());
+  CHECK(ev->iteration_time_s == doctest::Approx(e->iteration_time_s).epsilon(1e-6));
+  // 4096 replicas resolve too (beyond the old 64 cap).
+  auto huge = resolve(ctx, plan_of(4096, true));
+  REQUIRE(huge.ok());
+  CHECK(closed_form(ctx, *huge).iteration_time_s > q.iteration_time_s);
+}

@@ -36,6 +36,7 @@
 /// defaults calibrated on Sailor's measured GH200 plans (bench/simulator_accuracy reports the
 /// accuracy, also with the parameters refitted without the plans they are tested on).
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -230,17 +231,92 @@ private:
   bool use_fits_ = false;
 };
 
+/// The replicas of a resolved stage: up to `inline_capacity` stored in place (no allocation for
+/// the plans the planner scores by the million), any number more on the heap. Reads like the
+/// fixed array it replaces: `list[i]`, and it converts to `const endpoint*` (as
+/// `sim_context::allreduce_s` takes).
+class replica_list {
+public:
+  static constexpr int inline_capacity = 8;
+  replica_list() = default;
+  replica_list(const replica_list& o) { assign(o.data(), o.size_); }
+  replica_list(replica_list&& o) noexcept { take(std::move(o)); }
+  replica_list& operator=(const replica_list& o) {
+    if (this != &o) assign(o.data(), o.size_);
+    return *this;
+  }
+  replica_list& operator=(replica_list&& o) noexcept {
+    if (this != &o) take(std::move(o));
+    return *this;
+  }
+  /// Sets the count; new entries are default endpoints. Keeps the first min(old, n) entries.
+  void resize(int n) {
+    if (n < 0) n = 0;
+    if (n > inline_capacity) {
+      if (size_ <= inline_capacity) heap_.assign(inline_, inline_ + size_);
+      heap_.resize(static_cast<std::size_t>(n));
+    } else if (size_ > inline_capacity) {
+      for (int i = 0; i < n; ++i) inline_[i] = heap_[static_cast<std::size_t>(i)];
+      heap_.clear();
+    } else {
+      for (int i = size_ < 0 ? 0 : size_; i < n && i < inline_capacity; ++i) inline_[i] = endpoint{};
+    }
+    size_ = n;
+  }
+  void push_back(const endpoint& e) {
+    resize(size_ + 1);
+    data()[size_ - 1] = e;
+  }
+  void clear() { resize(0); }
+  int size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  endpoint* data() { return size_ <= inline_capacity ? inline_ : heap_.data(); }
+  const endpoint* data() const { return size_ <= inline_capacity ? inline_ : heap_.data(); }
+  endpoint& operator[](std::size_t i) { return data()[i]; }
+  const endpoint& operator[](std::size_t i) const { return data()[i]; }
+  operator const endpoint*() const { return data(); }
+  operator endpoint*() { return data(); }
+  endpoint* begin() { return data(); }
+  endpoint* end() { return data() + size_; }
+  const endpoint* begin() const { return data(); }
+  const endpoint* end() const { return data() + size_; }
+
+private:
+  void assign(const endpoint* first, int n) {
+    resize(0);
+    resize(n);
+    endpoint* d = data();
+    for (int i = 0; i < n; ++i) d[i] = first[i];
+  }
+  void take(replica_list&& o) {
+    if (o.size_ > inline_capacity) {
+      heap_ = std::move(o.heap_);
+    } else {
+      heap_.clear();
+      for (int i = 0; i < o.size_; ++i) inline_[i] = o.inline_[i];
+    }
+    size_ = o.size_;
+    o.heap_.clear();
+    o.size_ = 0;
+  }
+  int size_ = 0;
+  endpoint inline_[inline_capacity];
+  std::vector<endpoint> heap_;
+};
+
 /// A plan with names resolved to ids, checked against the model; what the hot path reads.
 struct resolved_plan {
-  static constexpr int max_stages = 64, max_replicas = 64;
+  /// Limits of `resolve`: stages per plan, replicas per stage (no fixed storage behind the
+  /// latter; a stage can hold thousands of replicas).
+  static constexpr int max_stages = 64, max_replicas = 1 << 16;
   int micro_batch = 1;
   int global_batch = 0;
   int num_stages = 0;
   struct stage {
     int first = 0, end = 0;
     bool recompute = false;
-    int num_replicas = 0;
-    endpoint replicas[max_replicas];
+    int num_replicas = 0;  ///< == replicas.size()
+    replica_list replicas;
   };
   std::vector<stage> stages;
 };
