@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <deque>
 #include <future>
 #include <map>
@@ -97,6 +98,7 @@ public:
   bool handshaken_ = false;
   connection_handlers handlers_;
   accept_handler on_accept_;
+  refusal_handler on_refused_;  // server side: told of a refusal at the door
   std::optional<transport_error> error_;
   std::deque<out_frame> out_;
   clock_type::time_point deadline_{};
@@ -120,6 +122,7 @@ public:
 struct tcp_listener_state {
   int fd = -1;
   accept_handler on_accept;
+  refusal_handler on_refused;
   address bound;
 };
 
@@ -133,7 +136,8 @@ public:
   void post(std::function<void()> fn);
   bool on_thread() const { return std::this_thread::get_id() == thread_id_; }
 
-  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept);
+  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept,
+                                           refusal_handler on_refused);
   result<connection_ptr> connect(const address& to, connection_handlers handlers);
   void close_listener(int fd);
 
@@ -186,8 +190,10 @@ class tcp_transport final : public transport {
 public:
   explicit tcp_transport(std::shared_ptr<tcp_core> core) : core_(std::move(core)) {}
   ~tcp_transport() override { core_->stop(); }
-  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept) override {
-    return core_->listen(where, std::move(on_accept));
+  using transport::listen;
+  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept,
+                                           refusal_handler on_refused) override {
+    return core_->listen(where, std::move(on_accept), std::move(on_refused));
   }
   result<connection_ptr> connect(const address& to, connection_handlers handlers) override {
     return core_->connect(to, std::move(handlers));
@@ -362,7 +368,8 @@ void tcp_core::loop() {
 
 // ---------------------------------------------------------------- listen / accept / connect
 
-result<std::unique_ptr<listener>> tcp_core::listen(const address& where, accept_handler on_accept) {
+result<std::unique_ptr<listener>> tcp_core::listen(const address& where, accept_handler on_accept,
+                                                   refusal_handler on_refused) {
   std::string why;
   auto sa = resolve(where, &why);
   if (!sa) return sailor::error{error_kind::invalid_input, why, "", 0, "address"};
@@ -381,6 +388,7 @@ result<std::unique_ptr<listener>> tcp_core::listen(const address& where, accept_
   auto state = std::make_unique<tcp_listener_state>();
   state->fd = fd;
   state->on_accept = std::move(on_accept);
+  state->on_refused = std::move(on_refused);
   state->bound = from_sockaddr(bound);
   auto b = state->bound;
   auto* raw = state.release();
@@ -405,6 +413,7 @@ void tcp_core::accept_from(tcp_listener_state& l) {
     c->fd_ = fd;
     c->connected_ = true;
     c->on_accept_ = l.on_accept;
+    c->on_refused_ = l.on_refused;
     c->peer_.remote = from_sockaddr(sa);
     c->deadline_ = clock_type::now() +
                    std::chrono::milliseconds(static_cast<long>(opts_.connect_timeout_s * 1000));
@@ -638,6 +647,7 @@ void tcp_core::on_frame(const std::shared_ptr<tcp_connection>& c) {
                    refuse->to_string());
         c->state_ = connection_state::failed;
         c->error_ = refuse;
+        if (auto told = std::exchange(c->on_refused_, nullptr)) told(c->peer().remote, *refuse);
         queue_frame(c, kind_hello_reply, detail::encode_hello_reply(reply), {}, {}, nullptr);
         return;
       }
@@ -725,6 +735,7 @@ void tcp_core::fail(const std::shared_ptr<tcp_connection>& c, transport_error er
   } else {
     log_->warn("[tcp] connection from {} refused before its handshake: {}",
                c->peer().remote.to_string(), err.to_string());
+    if (auto told = std::exchange(c->on_refused_, nullptr)) told(c->peer().remote, err);
   }
 }
 

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <deque>
 #include <future>
 #include <map>
@@ -60,6 +61,7 @@ struct listener_state {
   std::uint64_t id = 0;
   ucp_listener_h handle = nullptr;
   accept_handler on_accept;
+  refusal_handler on_refused;
   address bound;
   ucx_core* core = nullptr;
 };
@@ -102,6 +104,7 @@ public:
   };
   std::vector<held_message> held_;
   accept_handler on_accept_;  // server side, until the hello arrives
+  refusal_handler on_refused_;  // server side: told of a refusal at the door
   std::optional<transport_error> error_;
   std::map<std::uint64_t, std::unique_ptr<pending_recv>> recvs_;
   clock_type::time_point deadline_{};
@@ -134,7 +137,8 @@ public:
   template <class F>
   auto run_sync(F&& fn) -> decltype(fn());
 
-  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept);
+  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept,
+                                           refusal_handler on_refused);
   result<connection_ptr> connect(const address& to, connection_handlers handlers);
   void close_listener(std::uint64_t id);
 
@@ -217,8 +221,10 @@ class ucx_transport final : public transport {
 public:
   explicit ucx_transport(std::shared_ptr<ucx_core> core) : core_(std::move(core)) {}
   ~ucx_transport() override { core_->stop(); }
-  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept) override {
-    return core_->listen(where, std::move(on_accept));
+  using transport::listen;
+  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept,
+                                           refusal_handler on_refused) override {
+    return core_->listen(where, std::move(on_accept), std::move(on_refused));
   }
   result<connection_ptr> connect(const address& to, connection_handlers handlers) override {
     return core_->connect(to, std::move(handlers));
@@ -456,7 +462,8 @@ void ucx_core::check_deadlines() {
 
 // ---------------------------------------------------------------- listen / connect
 
-result<std::unique_ptr<listener>> ucx_core::listen(const address& where, accept_handler on_accept) {
+result<std::unique_ptr<listener>> ucx_core::listen(const address& where, accept_handler on_accept,
+                                                   refusal_handler on_refused) {
   std::string why;
   auto sa = resolve(where, &why);
   if (!sa) return sailor::error{error_kind::invalid_input, why, "", 0, "address"};
@@ -465,6 +472,7 @@ result<std::unique_ptr<listener>> ucx_core::listen(const address& where, accept_
     auto state = std::make_unique<listener_state>();
     state->id = next_id_++;
     state->on_accept = std::move(on_accept);
+    state->on_refused = std::move(on_refused);
     state->core = this;
     ucp_listener_params_t lp{};
     lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
@@ -538,6 +546,7 @@ void ucx_core::conn_request_callback(ucp_conn_request_h request, void* arg) {
   ucx_core* core = state->core;
   auto conn = std::make_shared<ucx_connection>(core->weak_from_this(), core->next_id_++, true);
   conn->on_accept_ = state->on_accept;
+  conn->on_refused_ = state->on_refused;
   conn->deadline_ = clock_type::now() + std::chrono::milliseconds(static_cast<long>(
                                             core->opts_.common.connect_timeout_s * 1000));
   ucp_conn_request_attr_t attr{};
@@ -555,6 +564,9 @@ void ucx_core::conn_request_callback(ucp_conn_request_h request, void* arg) {
   if (st != UCS_OK) {
     core->log_->warn("[ucx] refused a connection from {}: {}", conn->peer_.remote.to_string(),
                      status_text(st));
+    if (state->on_refused)
+      state->on_refused(conn->peer_.remote,
+                        {errc::refused, std::string("endpoint not created: ") + status_text(st)});
     return;
   }
   core->by_ep_[conn->ep_] = conn;
@@ -584,6 +596,7 @@ void ucx_core::on_hello(const std::shared_ptr<ucx_connection>& c, std::span<cons
     c->state_ = connection_state::failed;
     c->error_ = refuse;
     release_held(c);
+    if (auto told = std::exchange(c->on_refused_, nullptr)) told(c->peer_.remote, *refuse);
     auto conn = c;
     send(c, am_hello_reply, {}, detail::encode_hello_reply(reply), {},
          [this, conn](const op_status&) { close_conn(conn, false); }, false);
@@ -932,6 +945,7 @@ void ucx_core::fail(const std::shared_ptr<ucx_connection>& c, transport_error er
   } else {
     log_->warn("[ucx] connection from {} failed before its handshake: {}",
                c->peer().remote.to_string(), err.to_string());
+    if (auto told = std::exchange(c->on_refused_, nullptr)) told(c->peer().remote, err);
   }
 }
 
