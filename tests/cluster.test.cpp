@@ -275,7 +275,7 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: a stalled node is lost for missed h
   REQUIRE(eventually(10s, [&] { return all_roles_assigned(1); }));
 }
 
-TEST_CASE_FIXTURE(cluster_fixture, "cluster: over UCX, a peer of another protocol version or zone is refused and the others are served") {
+TEST_CASE_FIXTURE(cluster_fixture, "cluster: over UCX, a peer of another protocol version or zone is refused, listed in the status, and the others are served") {
   start_coordinator(2);
   start_node("n1", "local-a");
   REQUIRE(eventually(10s, [&] { return status().ok() && status()->nodes.size() == 1; }));
@@ -299,6 +299,28 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: over UCX, a peer of another protoco
   auto log = coordinator->err();
   CHECK(log.find("refused peer") != std::string::npos);  // comm's handshake, logged
   CHECK(log.find("refused node 'x1'") != std::string::npos);
+  // Both refusals are in the coordinator's status: who, why and when.
+  auto s = status();
+  REQUIRE(s.ok());
+  REQUIRE(s->refusals.size() == 2);
+  CHECK(s->refusals[0].peer.rfind("127.0.0.1:", 0) == 0);
+  CHECK(s->refusals[0].reason.find("version " + std::to_string(sailor::comm::protocol_version + 41)) !=
+        std::string::npos);
+  CHECK(s->refusals[1].peer.rfind("x1", 0) == 0);
+  CHECK(s->refusals[1].reason.find("unknown zone 'moon-base'") != std::string::npos);
+  auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::system_clock::now().time_since_epoch())
+                  .count();
+  for (auto& r : s->refusals) {
+    CHECK(r.unix_ms <= now_ms);
+    CHECK(r.unix_ms > now_ms - 120000);
+  }
+  // `sailor status` prints them.
+  auto printed = run_command(sailor_bin() + " status 127.0.0.1:" + std::to_string(port) +
+                              " --transport ucx", 30);
+  CHECK(printed.exit_code == 0);
+  CHECK(printed.out.find("refused at the door") != std::string::npos);
+  CHECK(printed.out.find("unknown zone 'moon-base'") != std::string::npos);
 }
 
 TEST_CASE_FIXTURE(cluster_fixture, "cluster: on the bridge's sockets, garbage and another protocol version are refused with a logged reason and the others are served") {
@@ -349,8 +371,10 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: on the bridge's sockets, garbage an
         closed = true;
         changed.notify_all();
       }});
-    (*l)->send(sailor::actors::encode_raw_frame(42, sailor::actors::join_request_kind(), "agent",
-                                                "supervisor", {}));
+    auto old_frame = sailor::actors::encode_envelope_as_version(
+      42, "agent", "supervisor", caf::make_message(sailor::actors::join_request{42, {}}));
+    REQUIRE(old_frame.ok());
+    (*l)->send(*old_frame);
     std::unique_lock<std::mutex> lock{mutex};
     REQUIRE(changed.wait_for(lock, 5s, [&] { return closed; }));
     REQUIRE_FALSE(replies.empty());

@@ -68,6 +68,7 @@ struct recording_server {
   std::vector<item> items;
   std::vector<connection_ptr> accepted;
   std::vector<transport_error> errors;
+  std::vector<std::pair<address, transport_error>> refusals;  // told by the listener
   std::unique_ptr<listener> lst;
 
   connection_handlers handlers() {
@@ -83,10 +84,15 @@ struct recording_server {
   }
 
   void listen(transport& t) {
-    auto l = t.listen(address{"127.0.0.1", 0}, [this](const connection_ptr& c) {
-      box.update([&] { accepted.push_back(c); });
-      return handlers();
-    });
+    auto l = t.listen(
+        address{"127.0.0.1", 0},
+        [this](const connection_ptr& c) {
+          box.update([&] { accepted.push_back(c); });
+          return handlers();
+        },
+        [this](const address& peer, const transport_error& why) {
+          box.update([&] { refusals.emplace_back(peer, why); });
+        });
     REQUIRE_MESSAGE(l.ok(), (l.ok() ? "" : l.error().to_string()));
     lst = std::move(*l);
   }
@@ -329,6 +335,27 @@ TEST_CASE("transport conformance: wrong protocol version and garbage are refused
       CHECK_FALSE(old_ev.opened);
     }
     CHECK((*old_conn)->state() == connection_state::failed);
+    // The listener's owner is told who was refused and why.
+    auto version_refused = [&] {
+      for (auto& [peer, why] : server.refusals)
+        if (why.code == errc::protocol_mismatch) return true;
+      return false;
+    };
+    REQUIRE(server.box.wait_for(version_refused, wait_s));
+    {
+      std::lock_guard lock(server.box.mutex());
+      for (auto& [peer, why] : server.refusals) {
+        CHECK(peer.host == "127.0.0.1");
+        CHECK(peer.port != 0);
+        if (why.code == errc::protocol_mismatch)
+          CHECK(why.message.find(std::to_string(protocol_version + 41)) != std::string::npos);
+      }
+    }
+    // Over TCP each garbage connection reaches the transport and is refused at the door too.
+    // (Over UCX the bytes go to UCX's own connection manager, which never makes them a
+    // connection request.)
+    if (b.name == "tcp")
+      CHECK(server.box.wait_for([&] { return server.refusals.size() >= 4; }, wait_s));
 
     // A good peer is still served.
     auto client_t = b.make(opts("client"));

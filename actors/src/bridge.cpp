@@ -1,5 +1,6 @@
 #include "sailor/actors/bridge.hpp"
 
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -50,6 +51,12 @@ struct bridge::core : std::enable_shared_from_this<bridge::core> {
 };
 
 namespace {
+
+std::int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+           std::chrono::system_clock::now().time_since_epoch())
+    .count();
+}
 
 // A local stand-in for an actor in another process. Not scheduled: `enqueue` encodes and
 // writes the message on the sender's thread, so nothing sent before a process exits is lost
@@ -160,7 +167,7 @@ void bridge::core::refuse(peer_id peer, const std::string& reason) {
                                    caf::make_message(join_refused{reason})))
     connection->send(*frame);
   if (refusal_observer)
-    refusal_observer(peer_refused{connection->peer(), reason});
+    refusal_observer(peer_refused{connection->peer(), reason, unix_ms_now()});
   connection->close("refused: " + reason);
 }
 
@@ -210,7 +217,7 @@ void bridge::core::on_closed(peer_id peer, const std::string& reason) {
     if (!spoken && reason.find("garbage") != std::string::npos) {
       log::get("actors")->warn("[bridge {}] refused peer: {}", who, reason);
       if (refusal_observer)
-        refusal_observer(peer_refused{who, reason});
+        refusal_observer(peer_refused{who, reason, unix_ms_now()});
     } else {
       log::get("actors")->info("[bridge {}] link closed: {}", who, reason);
     }
@@ -240,8 +247,20 @@ result<std::uint16_t> bridge::listen(const std::string& host, std::uint16_t port
       self->add(std::move(l));
     }
   };
-  auto listener = core_->transport ? comm_listen(*core_->transport, host, port, on_accept)
-                                   : tcp_listen(host, port, on_accept);
+  auto on_refused = [weak](const std::string& peer, const std::string& reason) {
+    if (auto self = weak.lock()) {
+      std::function<void(const peer_refused&)> observer;
+      {
+        std::lock_guard<std::mutex> guard{self->mutex};
+        observer = self->refusal_observer;
+      }
+      if (observer)
+        observer(peer_refused{peer, reason, unix_ms_now()});
+    }
+  };
+  auto listener = core_->transport
+                    ? comm_listen(*core_->transport, host, port, on_accept, on_refused)
+                    : tcp_listen(host, port, on_accept);
   if (!listener)
     return listener.error();
   auto bound = (*listener)->port();

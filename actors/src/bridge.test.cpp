@@ -125,7 +125,7 @@ TEST_CASE_FIXTURE(two_processes, "bridge: garbage and other protocol versions ar
                                  reply_changed.notify_all();
                                },
                                [](const std::string&) {}});
-    right->send(encode_raw_frame(99, join_request_kind(), "agent", "supervisor", {}));
+    right->send(*encode_envelope_as_version(99, "agent", "supervisor", caf::make_message(join_request{99, {}})));
     REQUIRE(wait_for(1));
     CHECK(refused[0].reason.find("protocol version 99") != std::string::npos);
     // The peer is told why, in a frame it can decode when it speaks our version.

@@ -1,6 +1,7 @@
 #include "sailor/actors/job_supervisor.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 #include <caf/message_handler.hpp>
 
@@ -23,6 +24,20 @@ void record(supervisor* self, std::string event) {
   st.events.push_back(std::move(event));
   while (st.events.size() > st.options.max_events)
     st.events.pop_front();
+}
+
+// A peer refused at the door: kept (bounded) for `sailor status` and in the event log.
+void refused(supervisor* self, peer_refused x, bool as_event = true) {
+  auto& st = self->state;
+  if (x.unix_ms == 0)
+    x.unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::system_clock::now().time_since_epoch())
+                  .count();
+  if (as_event)
+    record(self, "refused peer " + x.peer + ": " + x.reason);
+  st.refusals.push_back(std::move(x));
+  while (st.refusals.size() > st.options.max_events)
+    st.refusals.pop_front();
 }
 
 std::vector<node_inventory> inventory(supervisor* self) {
@@ -112,6 +127,8 @@ void admit(supervisor* self, const join_request& request) {
     log::get("actors")->warn("[supervisor] refused node '{}' (zone '{}'): {}", inv.name, inv.zone,
                              reason);
     record(self, "refused node '" + inv.name + "': " + reason);
+    refused(self, peer_refused{inv.host.empty() ? inv.name : inv.name + "@" + inv.host, reason, 0},
+            false);
     if (sender)
       self->send(sender, join_refused{reason});
   };
@@ -294,6 +311,7 @@ cluster_status snapshot(supervisor* self) {
     out.nodes.push_back(std::move(ns));
   }
   out.events.assign(st.events.begin(), st.events.end());
+  out.refusals.assign(st.refusals.begin(), st.refusals.end());
   return out;
 }
 
@@ -312,8 +330,8 @@ caf::message_handler common(supervisor* self) {
       }
     },
     [self](const heartbeat& x) {
-      // Heartbeats that came addressed to the supervisor (Cap'n Proto envelopes carry no
-      // destination): to the zone coordinator that watches the node.
+      // Heartbeats that came addressed to the supervisor (a node that did not use the zone
+      // actor named in its accept): to the zone coordinator that watches the node.
       auto i = self->state.nodes.find(x.node);
       if (i == self->state.nodes.end())
         return;
@@ -324,9 +342,7 @@ caf::message_handler common(supervisor* self) {
     [self](const preemption_notice& x) {
       lose_node(self, x.node, "preempted (" + x.reason + ")");
     },
-    [self](const peer_refused& x) {
-      record(self, "refused peer " + x.peer + ": " + x.reason);
-    },
+    [self](const peer_refused& x) { refused(self, x); },
     [self](const telemetry& x) {
       log::get("actors")->debug("[supervisor] {} stage {} replica {}: iteration {} in {:.3f} s",
                                 x.node, x.stage, x.replica, x.iteration, x.iteration_s);

@@ -1,5 +1,7 @@
 // `sailor status HOST:PORT [--json]`: the nodes, zones, roles and heartbeats of a coordinator.
+#include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -9,6 +11,18 @@
 
 namespace sailor::app {
 namespace {
+
+// "2026-11-22 05:31:07.123Z" for a time in milliseconds since the epoch.
+std::string utc_time(std::int64_t unix_ms) {
+  std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm parts{};
+  gmtime_r(&seconds, &parts);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &parts);
+  char out[48];
+  std::snprintf(out, sizeof(out), "%s.%03dZ", text, static_cast<int>(unix_ms % 1000));
+  return out;
+}
 
 nlohmann::json to_json(const actors::cluster_status& s) {
   nlohmann::json out;
@@ -24,6 +38,9 @@ nlohmann::json to_json(const actors::cluster_status& s) {
   out["plan"] = s.plan_summary;
   out["zones"] = s.zones;
   out["events"] = s.events;
+  out["refusals"] = nlohmann::json::array();
+  for (auto& r : s.refusals)
+    out["refusals"].push_back({{"peer", r.peer}, {"reason", r.reason}, {"unix_ms", r.unix_ms}});
   out["nodes"] = nlohmann::json::array();
   for (auto& n : s.nodes) {
     nlohmann::json node;
@@ -71,6 +88,12 @@ void print_text(const actors::cluster_status& s) {
     std::printf("%-16s %-14s %-10s %7zu %-9s %9s  %s\n", n.inventory.name.c_str(),
                 n.inventory.zone.c_str(), n.inventory.gpu_type.c_str(),
                 n.inventory.devices.size(), n.state.c_str(), age.c_str(), roles.c_str());
+  }
+  if (!s.refusals.empty()) {
+    std::printf("refused at the door (most recent last):\n");
+    for (auto& r : s.refusals)
+      std::printf("  %s  %s: %s\n", utc_time(r.unix_ms).c_str(), r.peer.c_str(),
+                  r.reason.c_str());
   }
   if (!s.events.empty()) {
     std::printf("recent events:\n");

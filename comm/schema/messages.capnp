@@ -38,6 +38,7 @@ struct Device {
   index @0 :Int32;
   gpuType @1 :Text;
   memoryBytes @2 :UInt64;
+  kind @3 :Text;             # "cpu" (emulates a GPU) or "cuda"
 }
 
 struct NodeInventory {
@@ -46,14 +47,17 @@ struct NodeInventory {
   zone @2 :Text;
   address @3 :Text;          # host:port where the node's transport listens
   devices @4 :List(Device);
+  gpuType @5 :Text;          # the node's GPU type (also set on each device)
 }
 
 struct Join { inventory @0 :NodeInventory; }
 
 struct Accept {
   nodeId @0 :Text;
-  coordinator @1 :Text;
+  coordinator @1 :Text;      # the actor that accepted the node (its supervisor)
   heartbeatIntervalS @2 :Float64;
+  zoneActor @3 :Text;        # the actor heartbeats go to (the node's zone coordinator)
+  heartbeatTimeoutS @4 :Float64;
 }
 
 enum RefuseReason { protocolVersion @0; unknownMessage @1; invalidMessage @2; duplicateNode @3; unknownZone @4; shuttingDown @5; other @6; }
@@ -122,9 +126,28 @@ struct Assignment {
   peers @3 :List(Peer);      # every role of the plan and where it can be reached
 }
 
+# What a role runs, besides where it sits: its replica's TP degree and its stage's layers.
+struct StageShape {
+  tp @0 :Int32;
+  firstLayer @1 :Int32;
+  numLayers @2 :Int32;
+  microBatch @3 :Int32;
+  numStages @4 :Int32;
+  gpuType @5 :Text;
+  zone @6 :Text;
+}
+
 struct StageReady {
   planEpoch @0 :UInt64;
   role @1 :Role;
+  shape @2 :StageShape;
+}
+
+struct StageFailed {
+  planEpoch @0 :UInt64;
+  role @1 :Role;
+  shape @2 :StageShape;
+  reason @3 :Text;
 }
 
 struct IterationTelemetry {
@@ -147,9 +170,100 @@ struct PreemptionNotice {
 
 struct Shutdown { reason @0 :Text; }
 
+# ---- Status (sailor status <-> coordinator) ----
+
+struct StatusRequest { token @0 :Int32; }   # any number; tests echo it
+
+struct RoleStatus {
+  planEpoch @0 :UInt64;
+  role @1 :Role;
+  shape @2 :StageShape;
+}
+
+struct NodeStatus {
+  inventory @0 :NodeInventory;
+  state @1 :Text;            # joined, assigned, ready, lost
+  heartbeatAgeMs @2 :Int64;  # -1: none received yet
+  roles @3 :List(RoleStatus);
+  readyRoles @4 :Int32;
+}
+
+# A peer refused at the door (bad version, unknown zone, garbage bytes).
+struct RefusalRecord {
+  peer @0 :Text;             # its address (host:port) or its node name
+  reason @1 :Text;
+  unixMs @2 :Int64;          # when it was refused
+}
+
+struct StatusReply {
+  phase @0 :Text;            # collecting, planning, assigning, running, waiting
+  planEpoch @1 :UInt64;
+  quorum @2 :Int32;
+  stages @3 :Int32;
+  replicas @4 :Int32;
+  rolesTotal @5 :Int32;
+  rolesReady @6 :Int32;
+  planSummary @7 :Text;
+  zones @8 :List(Text);
+  nodes @9 :List(NodeStatus);
+  events @10 :List(Text);    # most recent last
+  refusals @11 :List(RefusalRecord);  # most recent last
+}
+
+# ---- Training (coordinator -> node agents, and their per-iteration reports) ----
+
+enum Precision { fp32 @0; fp16 @1; bf16 @2; }
+
+struct ModelShape {
+  name @0 :Text;
+  sailorName @1 :Text;
+  numLayers @2 :Int32;
+  hidden @3 :Int32;
+  heads @4 :Int32;
+  kvHeads @5 :Int32;
+  ffnHidden @6 :Int32;
+  gatedMlp @7 :Bool;
+  sequence @8 :Int32;
+  vocabulary @9 :Int32;
+  precision @10 :Precision;
+  tiedEmbeddings @11 :Bool;
+  learnedPositions @12 :Bool;
+}
+
+struct TrainingJob {
+  planEpoch @0 :UInt64;
+  plan @1 :Plan;
+  model @2 :ModelShape;
+  storeDir @3 :Text;         # Gloo FileStore folder shared by the ranks
+  iterations @4 :Int32;
+  seed @5 :UInt64;
+  optimizer @6 :Text;        # adamw or sgd
+  learningRate @7 :Float64;
+  torchThreads @8 :Int32;
+  timeoutMs @9 :Int64;       # bound on every wait for a peer
+  predictedIterationS @10 :Float64;
+}
+
+struct TrainReport {
+  planEpoch @0 :UInt64;
+  rank @1 :Int32;
+  role @2 :Role;             # nodeId, stage, replica, tpRank
+  iteration @3 :Int64;
+  loss @4 :Float64;
+  computeS @5 :Float64;
+  sendWaitS @6 :Float64;
+  recvWaitS @7 :Float64;
+  allreduceS @8 :Float64;
+  totalS @9 :Float64;
+  tokens @10 :Int64;
+  error @11 :Text;           # non-empty: the rank failed
+}
+
+# Version 2: destination, zoneActor, stage shapes, status, stage failures and training.
 struct Envelope {
   protocolVersion @0 :UInt32;
-  sender @1 :Text;
+  sender @1 :Text;           # the sending actor's name
+  destination @11 :Text;     # the receiving actor's name in the peer process
   body :union {
     join @2 :Join;
     accept @3 :Accept;
@@ -160,5 +274,10 @@ struct Envelope {
     telemetry @8 :IterationTelemetry;
     preemption @9 :PreemptionNotice;
     shutdown @10 :Shutdown;
+    stageFailed @12 :StageFailed;
+    statusRequest @13 :StatusRequest;
+    statusReply @14 :StatusReply;
+    trainingJob @15 :TrainingJob;
+    trainReport @16 :TrainReport;
   }
 }

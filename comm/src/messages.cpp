@@ -1,6 +1,7 @@
 #include "sailor/comm/messages.hpp"
 
 #include <cstring>
+#include <iterator>
 
 #include <capnp/message.h>
 #include <capnp/serialize.h>
@@ -35,7 +36,39 @@ void put_inventory(s::NodeInventory::Builder b, const node_inventory& v) {
     devs[i].setIndex(v.devices[i].index);
     devs[i].setGpuType(v.devices[i].gpu_type);
     devs[i].setMemoryBytes(v.devices[i].memory_bytes);
+    devs[i].setKind(v.devices[i].kind);
   }
+  b.setGpuType(v.gpu_type);
+}
+
+void put_shape(s::StageShape::Builder b, const stage_shape& v) {
+  b.setTp(v.tp);
+  b.setFirstLayer(v.first_layer);
+  b.setNumLayers(v.num_layers);
+  b.setMicroBatch(v.micro_batch);
+  b.setNumStages(v.num_stages);
+  b.setGpuType(v.gpu_type);
+  b.setZone(v.zone);
+}
+
+void put_model(s::ModelShape::Builder b, const config::model_shape& m) {
+  b.setName(m.name);
+  b.setSailorName(m.sailor_name);
+  b.setNumLayers(m.num_layers);
+  b.setHidden(m.hidden);
+  b.setHeads(m.heads);
+  b.setKvHeads(m.kv_heads);
+  b.setFfnHidden(m.ffn_hidden);
+  b.setGatedMlp(m.gated_mlp);
+  b.setSequence(m.sequence);
+  b.setVocabulary(m.vocabulary);
+  switch (m.precision) {
+    case config::dtype::fp32: b.setPrecision(s::Precision::FP32); break;
+    case config::dtype::fp16: b.setPrecision(s::Precision::FP16); break;
+    case config::dtype::bf16: b.setPrecision(s::Precision::BF16); break;
+  }
+  b.setTiedEmbeddings(m.tied_embeddings);
+  b.setLearnedPositions(m.learned_positions);
 }
 
 void put_plan(s::Plan::Builder b, const config::plan& p) {
@@ -105,6 +138,8 @@ struct body_writer {
     a.setNodeId(v.node_id);
     a.setCoordinator(v.coordinator);
     a.setHeartbeatIntervalS(v.heartbeat_interval_s);
+    a.setZoneActor(v.zone_actor);
+    a.setHeartbeatTimeoutS(v.heartbeat_timeout_s);
   }
   void operator()(const refusal& v) {
     auto r = b.initRefuse();
@@ -133,6 +168,79 @@ struct body_writer {
     auto r = b.initStageReady();
     r.setPlanEpoch(v.plan_epoch);
     put_role(r.initRole(), v.where);
+    put_shape(r.initShape(), v.shape);
+  }
+  void operator()(const stage_failed& v) {
+    auto r = b.initStageFailed();
+    r.setPlanEpoch(v.plan_epoch);
+    put_role(r.initRole(), v.where);
+    put_shape(r.initShape(), v.shape);
+    r.setReason(v.reason);
+  }
+  void operator()(const status_request& v) { b.initStatusRequest().setToken(v.token); }
+  void operator()(const status_reply& v) {
+    auto r = b.initStatusReply();
+    r.setPhase(v.phase);
+    r.setPlanEpoch(v.plan_epoch);
+    r.setQuorum(v.quorum);
+    r.setStages(v.stages);
+    r.setReplicas(v.replicas);
+    r.setRolesTotal(v.roles_total);
+    r.setRolesReady(v.roles_ready);
+    r.setPlanSummary(v.plan_summary);
+    auto zones = r.initZones(static_cast<unsigned>(v.zones.size()));
+    for (unsigned i = 0; i < v.zones.size(); ++i) zones.set(i, v.zones[i]);
+    auto nodes = r.initNodes(static_cast<unsigned>(v.nodes.size()));
+    for (unsigned i = 0; i < v.nodes.size(); ++i) {
+      const auto& n = v.nodes[i];
+      put_inventory(nodes[i].initInventory(), n.inventory);
+      nodes[i].setState(n.state);
+      nodes[i].setHeartbeatAgeMs(n.heartbeat_age_ms);
+      nodes[i].setReadyRoles(n.ready_roles);
+      auto roles = nodes[i].initRoles(static_cast<unsigned>(n.roles.size()));
+      for (unsigned j = 0; j < n.roles.size(); ++j) {
+        roles[j].setPlanEpoch(n.roles[j].plan_epoch);
+        put_role(roles[j].initRole(), n.roles[j].where);
+        put_shape(roles[j].initShape(), n.roles[j].shape);
+      }
+    }
+    auto events = r.initEvents(static_cast<unsigned>(v.events.size()));
+    for (unsigned i = 0; i < v.events.size(); ++i) events.set(i, v.events[i]);
+    auto refusals = r.initRefusals(static_cast<unsigned>(v.refusals.size()));
+    for (unsigned i = 0; i < v.refusals.size(); ++i) {
+      refusals[i].setPeer(v.refusals[i].peer);
+      refusals[i].setReason(v.refusals[i].reason);
+      refusals[i].setUnixMs(v.refusals[i].unix_ms);
+    }
+  }
+  void operator()(const training_job& v) {
+    auto j = b.initTrainingJob();
+    j.setPlanEpoch(v.plan_epoch);
+    put_plan(j.initPlan(), v.plan);
+    put_model(j.initModel(), v.model);
+    j.setStoreDir(v.store_dir);
+    j.setIterations(v.iterations);
+    j.setSeed(v.seed);
+    j.setOptimizer(v.optimizer);
+    j.setLearningRate(v.learning_rate);
+    j.setTorchThreads(v.torch_threads);
+    j.setTimeoutMs(v.timeout_ms);
+    j.setPredictedIterationS(v.predicted_iteration_s);
+  }
+  void operator()(const train_report& v) {
+    auto r = b.initTrainReport();
+    r.setPlanEpoch(v.plan_epoch);
+    r.setRank(v.rank);
+    put_role(r.initRole(), v.where);
+    r.setIteration(v.iteration);
+    r.setLoss(v.loss);
+    r.setComputeS(v.compute_s);
+    r.setSendWaitS(v.send_wait_s);
+    r.setRecvWaitS(v.recv_wait_s);
+    r.setAllreduceS(v.allreduce_s);
+    r.setTotalS(v.total_s);
+    r.setTokens(v.tokens);
+    r.setError(v.error);
   }
   void operator()(const iteration_telemetry& v) {
     auto t = b.initTelemetry();
@@ -167,8 +275,41 @@ node_inventory get_inventory(s::NodeInventory::Reader r) {
   v.host = r.getHost();
   v.zone = r.getZone();
   v.address = r.getAddress();
-  for (auto d : r.getDevices()) v.devices.push_back({d.getIndex(), d.getGpuType(), d.getMemoryBytes()});
+  for (auto d : r.getDevices())
+    v.devices.push_back({d.getIndex(), d.getGpuType(), d.getMemoryBytes(), d.getKind()});
+  v.gpu_type = r.getGpuType();
   return v;
+}
+
+stage_shape get_shape(s::StageShape::Reader r) {
+  return stage_shape{r.getTp(),        r.getFirstLayer(), r.getNumLayers(), r.getMicroBatch(),
+                     r.getNumStages(), r.getGpuType(),    r.getZone()};
+}
+
+std::variant<config::model_shape, transport_error> get_model(s::ModelShape::Reader r) {
+  config::model_shape m;
+  m.name = r.getName();
+  m.sailor_name = r.getSailorName();
+  m.num_layers = r.getNumLayers();
+  m.hidden = r.getHidden();
+  m.heads = r.getHeads();
+  m.kv_heads = r.getKvHeads();
+  m.ffn_hidden = r.getFfnHidden();
+  m.gated_mlp = r.getGatedMlp();
+  m.sequence = r.getSequence();
+  m.vocabulary = r.getVocabulary();
+  switch (r.getPrecision()) {
+    case s::Precision::FP32: m.precision = config::dtype::fp32; break;
+    case s::Precision::FP16: m.precision = config::dtype::fp16; break;
+    case s::Precision::BF16: m.precision = config::dtype::bf16; break;
+    default:
+      return transport_error{errc::invalid_message,
+                             "model '" + m.name + "' has unknown precision " +
+                                 std::to_string(static_cast<unsigned>(r.getPrecision()))};
+  }
+  m.tied_embeddings = r.getTiedEmbeddings();
+  m.learned_positions = r.getLearnedPositions();
+  return m;
 }
 
 config::plan get_plan(s::Plan::Reader r) {
@@ -253,7 +394,10 @@ const char* to_string(refuse_reason r) {
 const char* body_name(const message_body& body) {
   static constexpr const char* names[] = {"join",        "accept",    "refuse",
                                           "heartbeat",   "assignment", "stage_ready",
-                                          "telemetry",   "preemption", "shutdown"};
+                                          "telemetry",   "preemption", "shutdown",
+                                          "stage_failed", "status_request", "status_reply",
+                                          "training_job", "train_report"};
+  static_assert(std::size(names) == std::variant_size_v<message_body>);
   return names[body.index()];
 }
 
@@ -262,12 +406,14 @@ std::vector<std::byte> encode(const envelope& e) {
   auto root = mb.initRoot<s::Envelope>();
   root.setProtocolVersion(e.version);
   root.setSender(e.sender);
+  root.setDestination(e.destination);
   std::visit(body_writer{root.initBody()}, e.body);
   return to_bytes(mb);
 }
 
-std::vector<std::byte> encode(const std::string& sender, message_body body) {
-  return encode(envelope{protocol_version, sender, std::move(body)});
+std::vector<std::byte> encode(const std::string& sender, message_body body,
+                              const std::string& destination) {
+  return encode(envelope{protocol_version, sender, std::move(body), destination});
 }
 
 std::variant<envelope, transport_error> decode_envelope(std::span<const std::byte> bytes) {
@@ -277,6 +423,7 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
     envelope e;
     e.version = root.getProtocolVersion();
     e.sender = root.getSender();
+    e.destination = root.getDestination();
     if (e.version != protocol_version)
       return transport_error{errc::protocol_mismatch,
                              "message from '" + e.sender + "' speaks protocol version " +
@@ -289,7 +436,8 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
         break;
       case s::Envelope::Body::ACCEPT: {
         auto a = b.getAccept();
-        e.body = join_accept{a.getNodeId(), a.getCoordinator(), a.getHeartbeatIntervalS()};
+        e.body = join_accept{a.getNodeId(), a.getCoordinator(), a.getHeartbeatIntervalS(),
+                             a.getZoneActor(), a.getHeartbeatTimeoutS()};
         break;
       }
       case s::Envelope::Body::REFUSE: {
@@ -314,7 +462,71 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
       }
       case s::Envelope::Body::STAGE_READY: {
         auto r = b.getStageReady();
-        e.body = stage_ready{r.getPlanEpoch(), get_role(r.getRole())};
+        e.body = stage_ready{r.getPlanEpoch(), get_role(r.getRole()), get_shape(r.getShape())};
+        break;
+      }
+      case s::Envelope::Body::STAGE_FAILED: {
+        auto r = b.getStageFailed();
+        e.body = stage_failed{r.getPlanEpoch(), get_role(r.getRole()), get_shape(r.getShape()),
+                              r.getReason()};
+        break;
+      }
+      case s::Envelope::Body::STATUS_REQUEST:
+        e.body = status_request{b.getStatusRequest().getToken()};
+        break;
+      case s::Envelope::Body::STATUS_REPLY: {
+        auto r = b.getStatusReply();
+        status_reply v;
+        v.phase = r.getPhase();
+        v.plan_epoch = r.getPlanEpoch();
+        v.quorum = r.getQuorum();
+        v.stages = r.getStages();
+        v.replicas = r.getReplicas();
+        v.roles_total = r.getRolesTotal();
+        v.roles_ready = r.getRolesReady();
+        v.plan_summary = r.getPlanSummary();
+        for (auto z : r.getZones()) v.zones.emplace_back(z);
+        for (auto n : r.getNodes()) {
+          node_status ns;
+          ns.inventory = get_inventory(n.getInventory());
+          ns.state = n.getState();
+          ns.heartbeat_age_ms = n.getHeartbeatAgeMs();
+          ns.ready_roles = n.getReadyRoles();
+          for (auto x : n.getRoles())
+            ns.roles.push_back({x.getPlanEpoch(), get_role(x.getRole()), get_shape(x.getShape())});
+          v.nodes.push_back(std::move(ns));
+        }
+        for (auto x : r.getEvents()) v.events.emplace_back(x);
+        for (auto x : r.getRefusals())
+          v.refusals.push_back({x.getPeer(), x.getReason(), x.getUnixMs()});
+        e.body = std::move(v);
+        break;
+      }
+      case s::Envelope::Body::TRAINING_JOB: {
+        auto j = b.getTrainingJob();
+        training_job v;
+        v.plan_epoch = j.getPlanEpoch();
+        v.plan = get_plan(j.getPlan());
+        auto model = get_model(j.getModel());
+        if (auto* err = std::get_if<transport_error>(&model)) return *err;
+        v.model = std::move(std::get<config::model_shape>(model));
+        v.store_dir = j.getStoreDir();
+        v.iterations = j.getIterations();
+        v.seed = j.getSeed();
+        v.optimizer = j.getOptimizer();
+        v.learning_rate = j.getLearningRate();
+        v.torch_threads = j.getTorchThreads();
+        v.timeout_ms = j.getTimeoutMs();
+        v.predicted_iteration_s = j.getPredictedIterationS();
+        e.body = std::move(v);
+        break;
+      }
+      case s::Envelope::Body::TRAIN_REPORT: {
+        auto r = b.getTrainReport();
+        e.body = train_report{r.getPlanEpoch(), r.getRank(),    get_role(r.getRole()),
+                              r.getIteration(), r.getLoss(),    r.getComputeS(),
+                              r.getSendWaitS(), r.getRecvWaitS(), r.getAllreduceS(),
+                              r.getTotalS(),    r.getTokens(),  r.getError()};
         break;
       }
       case s::Envelope::Body::TELEMETRY: {

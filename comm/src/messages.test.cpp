@@ -114,6 +114,65 @@ TEST_CASE("messages: every variant round-trips through the Cap'n Proto envelope"
   CHECK(std::string(body_name(message_body{heartbeat{}})) == "heartbeat");
 }
 
+TEST_CASE("messages: version 2 variants and fields round-trip, destination included") {
+  node_inventory inv{"node-3", "host-3", "us-central1-a", "10.0.0.3:4100",
+                     {{0, "A100-40", 40ull << 30, "cuda"}, {1, "A100-40", 40ull << 30, "cpu"}},
+                     "A100-40"};
+  CHECK(round_trip(join_request{inv}) == join_request{inv});
+  join_accept acc{"node-3", "supervisor", 0.25, "zone:us-central1-a", 1.5};
+  CHECK(round_trip(acc) == acc);
+  role r{1, 0, 3, "node-3", 1};
+  stage_shape shape{4, 5, 4, 2, 3, "A100-40", "us-central1-a"};
+  CHECK(round_trip(stage_ready{7, r, shape}) == stage_ready{7, r, shape});
+  CHECK(round_trip(stage_failed{7, r, shape, "no memory"}) == stage_failed{7, r, shape, "no memory"});
+  CHECK(round_trip(status_request{12}) == status_request{12});
+  status_reply st;
+  st.phase = "running";
+  st.plan_epoch = 4;
+  st.quorum = 2;
+  st.stages = 2;
+  st.replicas = 3;
+  st.roles_total = 6;
+  st.roles_ready = 5;
+  st.plan_summary = "pp2 dp3";
+  st.zones = {"a", "b"};
+  st.nodes.push_back({inv, "ready", 40, {{4, r, shape}}, 1});
+  st.events = {"joined", "assigned"};
+  st.refusals.push_back({"127.0.0.1:4242", "unknown zone 'moon'", 1700000000000});
+  CHECK(round_trip(st) == st);
+  training_job j;
+  j.plan_epoch = 4;
+  j.plan = sample_plan();
+  j.model.name = "m";
+  j.model.num_layers = 2;
+  j.model.precision = config::dtype::fp32;
+  j.store_dir = "/tmp/x";
+  j.iterations = 3;
+  j.seed = 9;
+  j.optimizer = "adamw";
+  j.learning_rate = 1e-3;
+  j.torch_threads = 2;
+  j.timeout_ms = 1000;
+  j.predicted_iteration_s = 0.5;
+  auto jb = round_trip(j);
+  check_same(jb.plan, j.plan);
+  CHECK(jb.model.name == "m");
+  CHECK(jb.model.num_layers == 2);
+  CHECK(jb.model.precision == config::dtype::fp32);
+  CHECK(jb.store_dir == "/tmp/x");
+  CHECK(jb.seed == 9);
+  CHECK(jb.timeout_ms == 1000);
+  train_report tr{4, 2, r, 10, 3.5, 0.1, 0.2, 0.3, 0.4, 1.0, 2048, ""};
+  CHECK(round_trip(tr) == tr);
+
+  auto bytes = encode("agent", message_body{heartbeat{"n", 1, 2}}, "supervisor");
+  auto e = decode(bytes);
+  REQUIRE(e.ok());
+  CHECK(e->destination == "supervisor");
+  CHECK(std::string(body_name(e->body)) == "heartbeat");
+  CHECK(std::string(body_name(message_body{train_report{}})) == "train_report");
+}
+
 TEST_CASE("messages: another protocol version is refused with both versions named") {
   envelope e{protocol_version + 1, "future-node", heartbeat{"n", 1, 2}};
   auto out = decode_envelope(encode(e));

@@ -159,9 +159,15 @@ private:
 
 }  // namespace
 
-result<std::unique_ptr<link_listener>> comm_listen(comm::transport& transport,
-                                                   const std::string& host, std::uint16_t port,
-                                                   accept_handler on_accept) {
+result<std::unique_ptr<link_listener>> comm_listen(
+  comm::transport& transport, const std::string& host, std::uint16_t port,
+  accept_handler on_accept,
+  std::function<void(const std::string& peer, const std::string& reason)> on_refused) {
+  comm::refusal_handler told;
+  if (on_refused)
+    told = [on_refused](const comm::address& peer, const comm::transport_error& why) {
+      on_refused(peer.to_string(), why.message);
+    };
   auto listener = transport.listen(
     comm::address{host, port}, [on_accept](const comm::connection_ptr& connection) {
       auto info = connection->peer();
@@ -171,7 +177,8 @@ result<std::unique_ptr<link_listener>> comm_listen(comm::transport& transport,
       auto handlers = l->forwarders();
       on_accept(l);
       return handlers;
-    });
+    },
+    std::move(told));
   if (!listener)
     return listener.error();
   return std::unique_ptr<link_listener>(new comm_listener(std::move(*listener)));

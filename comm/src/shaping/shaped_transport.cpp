@@ -304,7 +304,9 @@ public:
     inner_.reset();
   }
 
-  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept) override {
+  using transport::listen;
+  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept,
+                                           refusal_handler on_refused) override {
     auto core = core_;
     return inner_->listen(where, [core, on_accept = std::move(on_accept)](const connection_ptr& inner) {
       auto c = std::make_shared<shaped_connection>(core, core->next_id_++);
@@ -316,7 +318,7 @@ public:
       core->set_link(c, inner->peer().zone);
       if (on_accept) c->user_ = on_accept(c);
       return c->inner_handlers();
-    });
+    }, std::move(on_refused));
   }
 
   result<connection_ptr> connect(const address& to, connection_handlers handlers) override {

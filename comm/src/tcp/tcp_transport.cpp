@@ -24,13 +24,15 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <deque>
 #include <future>
 #include <map>
 #include <mutex>
 #include <thread>
 
-#include "handshake.hpp"
+#include "../connection_base.hpp"
+#include "../handshake.hpp"
 #include "sailor/comm/messages.hpp"
 #include "sailor/config/log.hpp"
 
@@ -38,6 +40,8 @@ namespace sailor::comm {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+using detail::from_sockaddr;
+using detail::resolve;
 
 constexpr std::uint32_t frame_magic = 0x524c4153;  // "SALR"
 enum frame_kind : std::uint8_t { kind_hello = 0, kind_hello_reply = 1, kind_control = 2, kind_tensor = 3 };
@@ -67,11 +71,11 @@ struct out_frame {
   std::size_t total() const { return sizeof(fh) + header.size() + payload.size(); }
 };
 
-class tcp_connection final : public connection,
+class tcp_connection final : public detail::connection_base,
                              public std::enable_shared_from_this<tcp_connection> {
 public:
   tcp_connection(std::weak_ptr<tcp_core> core, std::uint64_t id, bool server)
-      : core_(std::move(core)), id_(id), server_(server) {}
+      : connection_base(id, server), core_(std::move(core)) {}
   ~tcp_connection() override {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -80,26 +84,12 @@ public:
   void send_tensor(tensor_descriptor desc, std::span<const std::byte> payload,
                    completion done) override;
   void close() override;
-  connection_state state() const override { return state_.load(); }
-  peer_info peer() const override {
-    std::lock_guard lock(peer_mutex_);
-    return peer_;
-  }
-  std::uint64_t id() const override { return id_; }
 
   // ---- progress thread only ----
   std::weak_ptr<tcp_core> core_;
-  const std::uint64_t id_;
-  const bool server_;
-  std::atomic<connection_state> state_{connection_state::connecting};
   int fd_ = -1;
   bool connected_ = false;  // the TCP connect finished (client)
-  bool handshaken_ = false;
-  connection_handlers handlers_;
-  accept_handler on_accept_;
-  std::optional<transport_error> error_;
   std::deque<out_frame> out_;
-  clock_type::time_point deadline_{};
   // receive state
   frame_header in_fh_{};
   std::size_t in_fh_got_ = 0;
@@ -112,14 +102,12 @@ public:
   std::byte* in_dest_ = nullptr;
   std::size_t in_payload_got_ = 0;
   bool in_payload_ready_ = false;
-
-  mutable std::mutex peer_mutex_;
-  peer_info peer_;
 };
 
 struct tcp_listener_state {
   int fd = -1;
   accept_handler on_accept;
+  refusal_handler on_refused;
   address bound;
 };
 
@@ -133,7 +121,8 @@ public:
   void post(std::function<void()> fn);
   bool on_thread() const { return std::this_thread::get_id() == thread_id_; }
 
-  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept);
+  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept,
+                                           refusal_handler on_refused);
   result<connection_ptr> connect(const address& to, connection_handlers handlers);
   void close_listener(int fd);
 
@@ -186,8 +175,10 @@ class tcp_transport final : public transport {
 public:
   explicit tcp_transport(std::shared_ptr<tcp_core> core) : core_(std::move(core)) {}
   ~tcp_transport() override { core_->stop(); }
-  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept) override {
-    return core_->listen(where, std::move(on_accept));
+  using transport::listen;
+  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept,
+                                           refusal_handler on_refused) override {
+    return core_->listen(where, std::move(on_accept), std::move(on_refused));
   }
   result<connection_ptr> connect(const address& to, connection_handlers handlers) override {
     return core_->connect(to, std::move(handlers));
@@ -199,29 +190,6 @@ public:
 private:
   std::shared_ptr<tcp_core> core_;
 };
-
-std::optional<sockaddr_in> resolve(const address& a, std::string* why) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  int rc = ::getaddrinfo(a.host.c_str(), nullptr, &hints, &res);
-  if (rc != 0 || !res) {
-    *why = "cannot resolve host '" + a.host + "': " + gai_strerror(rc);
-    return std::nullopt;
-  }
-  sockaddr_in sa{};
-  std::memcpy(&sa, res->ai_addr, sizeof(sa));
-  ::freeaddrinfo(res);
-  sa.sin_port = htons(a.port);
-  return sa;
-}
-
-address from_sockaddr(const sockaddr_in& sa) {
-  char buf[INET_ADDRSTRLEN] = {};
-  ::inet_ntop(AF_INET, &sa.sin_addr, buf, sizeof(buf));
-  return address{buf, ntohs(sa.sin_port)};
-}
 
 void set_socket_options(int fd) {
   int one = 1;
@@ -355,6 +323,7 @@ void tcp_core::loop() {
     // Handlers may hold their connection (decorators do): let go of them.
     c->handlers_ = {};
     c->on_accept_ = nullptr;
+    c->on_refused_ = nullptr;
   }
   for (auto& [fd, l] : listeners_) ::close(fd);
   listeners_.clear();
@@ -362,7 +331,8 @@ void tcp_core::loop() {
 
 // ---------------------------------------------------------------- listen / accept / connect
 
-result<std::unique_ptr<listener>> tcp_core::listen(const address& where, accept_handler on_accept) {
+result<std::unique_ptr<listener>> tcp_core::listen(const address& where, accept_handler on_accept,
+                                                   refusal_handler on_refused) {
   std::string why;
   auto sa = resolve(where, &why);
   if (!sa) return sailor::error{error_kind::invalid_input, why, "", 0, "address"};
@@ -381,6 +351,7 @@ result<std::unique_ptr<listener>> tcp_core::listen(const address& where, accept_
   auto state = std::make_unique<tcp_listener_state>();
   state->fd = fd;
   state->on_accept = std::move(on_accept);
+  state->on_refused = std::move(on_refused);
   state->bound = from_sockaddr(bound);
   auto b = state->bound;
   auto* raw = state.release();
@@ -405,7 +376,8 @@ void tcp_core::accept_from(tcp_listener_state& l) {
     c->fd_ = fd;
     c->connected_ = true;
     c->on_accept_ = l.on_accept;
-    c->peer_.remote = from_sockaddr(sa);
+    c->on_refused_ = l.on_refused;
+    c->set_remote(from_sockaddr(sa));
     c->deadline_ = clock_type::now() +
                    std::chrono::milliseconds(static_cast<long>(opts_.connect_timeout_s * 1000));
     conns_.emplace(c->id_, c);
@@ -418,7 +390,7 @@ result<connection_ptr> tcp_core::connect(const address& to, connection_handlers 
   if (!sa) return sailor::error{error_kind::invalid_input, why, "", 0, "address"};
   auto c = std::make_shared<tcp_connection>(weak_from_this(), next_id_++, false);
   c->handlers_ = std::move(handlers);
-  c->peer_.remote = to;
+  c->set_remote(to);
   c->deadline_ = clock_type::now() +
                  std::chrono::milliseconds(static_cast<long>(opts_.connect_timeout_s * 1000));
   sockaddr_in addr = *sa;
@@ -622,36 +594,9 @@ void tcp_core::on_frame(const std::shared_ptr<tcp_connection>& c) {
         fail(c, {errc::invalid_message, "hello sent to a client"});
         return;
       }
-      auto decoded = detail::decode_hello(c->in_header_);
-      std::optional<transport_error> refuse;
-      detail::hello h;
-      if (auto* err = std::get_if<transport_error>(&decoded))
-        refuse = *err;
-      else {
-        h = std::get<detail::hello>(decoded);
-        refuse = detail::check_hello(h);
-      }
-      detail::hello_reply reply{!refuse, refuse ? refuse->message : "", protocol_version,
-                                opts_.local_name, opts_.local_zone};
-      if (refuse) {
-        log_->warn("[tcp] refused peer {} ({}): {}", c->peer().remote.to_string(), h.name,
-                   refuse->to_string());
-        c->state_ = connection_state::failed;
-        c->error_ = refuse;
-        queue_frame(c, kind_hello_reply, detail::encode_hello_reply(reply), {}, {}, nullptr);
-        return;
-      }
-      {
-        std::lock_guard lock(c->peer_mutex_);
-        c->peer_.name = h.name;
-        c->peer_.zone = h.zone;
-      }
-      c->handshaken_ = true;
-      c->state_ = connection_state::open;
+      auto reply = detail::answer_hello(*c, c->in_header_, opts_, *log_, "tcp");
       queue_frame(c, kind_hello_reply, detail::encode_hello_reply(reply), {}, {}, nullptr);
-      auto on_accept = std::move(c->on_accept_);
-      c->on_accept_ = nullptr;
-      if (on_accept) c->handlers_ = on_accept(c);
+      if (reply.accepted) detail::admit(*c, c);
       return;
     }
     case kind_hello_reply: {
@@ -659,24 +604,10 @@ void tcp_core::on_frame(const std::shared_ptr<tcp_connection>& c) {
         fail(c, {errc::invalid_message, "hello reply sent to a server"});
         return;
       }
-      auto decoded = detail::decode_hello_reply(c->in_header_);
-      if (auto* err = std::get_if<transport_error>(&decoded)) {
+      if (auto err = detail::take_hello_reply(*c, c->in_header_, opts_)) {
         fail(c, *err);
         return;
       }
-      auto& r = std::get<detail::hello_reply>(decoded);
-      if (!r.accepted) {
-        errc code = r.version != opts_.announced_version ? errc::protocol_mismatch : errc::refused;
-        fail(c, {code, "refused by " + c->peer().remote.to_string() + ": " + r.reason});
-        return;
-      }
-      {
-        std::lock_guard lock(c->peer_mutex_);
-        c->peer_.name = r.name;
-        c->peer_.zone = r.zone;
-      }
-      c->handshaken_ = true;
-      c->state_ = connection_state::open;
       if (c->handlers_.on_open) c->handlers_.on_open();
       return;
     }
@@ -714,18 +645,9 @@ void tcp_core::fail(const std::shared_ptr<tcp_connection>& c, transport_error er
     drop(c, c->error_ ? c->error_ : op_status(err));
     return;
   }
-  bool surfaced = !c->server_ || c->handshaken_;
-  c->state_ = connection_state::failed;
-  c->error_ = err;
+  auto on_error = detail::mark_failed(*c, err, *log_, "tcp");
   drop(c, err);
-  if (surfaced) {
-    auto on_error = std::move(c->handlers_.on_error);
-    c->handlers_ = {};
-    if (on_error) on_error(err);
-  } else {
-    log_->warn("[tcp] connection from {} refused before its handshake: {}",
-               c->peer().remote.to_string(), err.to_string());
-  }
+  if (on_error) on_error(err);
 }
 
 void tcp_connection::send_control(std::vector<std::byte> bytes, completion done) {

@@ -85,6 +85,7 @@ struct supervisor_state {
   int replicas_ready = 0;
   std::string last_error;
   std::deque<std::string> events;
+  std::deque<peer_refused> refusals;  ///< peers refused at the door, most recent last
   std::int64_t nodes_lost = 0;
   training_progress training;  ///< iterations of the current plan's training (if any)
   static inline const char* name = "job_supervisor";

@@ -73,10 +73,12 @@ namespace sailor::actors {
 
 /// Listens through a comm transport (UCX, comm's TCP, or either behind the link shaper).
 /// The transport's handshake already refuses peers of another protocol version and garbage
-/// (logged by comm); frames then travel as the transport's control messages.
-result<std::unique_ptr<link_listener>> comm_listen(comm::transport& transport,
-                                                   const std::string& host, std::uint16_t port,
-                                                   accept_handler on_accept);
+/// (logged by comm, and told to `on_refused` with the peer's address and the reason); frames
+/// then travel as the transport's control messages.
+result<std::unique_ptr<link_listener>> comm_listen(
+  comm::transport& transport, const std::string& host, std::uint16_t port,
+  accept_handler on_accept,
+  std::function<void(const std::string& peer, const std::string& reason)> on_refused = {});
 /// Connects through a comm transport; waits (bounded) until the handshake is accepted.
 result<std::shared_ptr<link>> comm_connect(comm::transport& transport, const std::string& host,
                                            std::uint16_t port, int timeout_ms = 5000);

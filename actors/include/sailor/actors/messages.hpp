@@ -55,7 +55,8 @@ typename Inspector::result_type inspect(Inspector& f, plan& x) {
 namespace sailor::actors {
 
 /// The version of the node <-> coordinator protocol; a peer of another version is refused.
-inline constexpr std::uint16_t protocol_version = 1;
+/// The same number as comm::protocol_version (the Cap'n Proto envelope's version).
+inline constexpr std::uint16_t protocol_version = 2;
 
 // -- wire messages ------------------------------------------------------------------------
 
@@ -162,6 +163,14 @@ struct status_request {
   int unused = 0;
 };
 
+/// A peer was refused at the door (bad bytes, wrong version, unknown zone); the supervisor
+/// keeps the recent ones for `sailor status`.
+struct peer_refused {
+  std::string peer;  ///< its address (host:port) or node name
+  std::string reason;
+  std::int64_t unix_ms = 0;  ///< when (0: stamped by the supervisor on arrival)
+};
+
 /// One node as the supervisor sees it.
 struct node_status {
   node_inventory inventory;
@@ -184,6 +193,7 @@ struct cluster_status {
   std::vector<std::string> zones;
   std::vector<node_status> nodes;
   std::vector<std::string> events;  ///< most recent last
+  std::vector<peer_refused> refusals;  ///< peers refused at the door, most recent last
 };
 
 // -- local messages -----------------------------------------------------------------------
@@ -216,11 +226,6 @@ struct replica_ready {
   int replica = 0;
 };
 
-/// A peer was refused at the door (bad bytes, wrong version); for the supervisor's event log.
-struct peer_refused {
-  std::string peer;
-  std::string reason;
-};
 
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using settle_atom = caf::atom_constant<caf::atom("settle")>;
@@ -298,7 +303,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cluster_status& x) {
   return f(caf::meta::type_name("cluster_status"), x.phase, x.plan_version, x.quorum,
            x.stages, x.replicas, x.roles_total, x.roles_ready, x.plan_summary, x.zones,
-           x.nodes, x.events);
+           x.nodes, x.events, x.refusals);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_lost& x) {
@@ -322,7 +327,7 @@ typename Inspector::result_type inspect(Inspector& f, replica_ready& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, peer_refused& x) {
-  return f(caf::meta::type_name("peer_refused"), x.peer, x.reason);
+  return f(caf::meta::type_name("peer_refused"), x.peer, x.reason, x.unix_ms);
 }
 
 /// Registers every message type of this header and of scheduler_api.hpp with `cfg`.

@@ -1,14 +1,11 @@
 #pragma once
 /// How actor messages are written into link frames.
 ///
-/// A frame carries one envelope: the protocol version, the kind of message, the name of the
-/// sending actor and of the receiving actor in the peer process, and the message body.
-///
-///   u16 version | u16 kind | string source | string destination | body
-///
-/// The body is encoded with CAF's binary serializer from the message's `inspect` overload.
-/// (The comm module's Cap'n Proto envelope is meant to replace this encoding; the envelope's
-/// fields are the same.) Only the wire messages of messages.hpp can be encoded.
+/// A frame is exactly one Cap'n Proto `Envelope` of the comm module (comm/schema/
+/// messages.capnp, comm/messages.hpp): the protocol version, the name of the sending actor and
+/// of the receiving actor in the peer process, and the message as one variant of the
+/// envelope's union. Every wire message of messages.hpp and train/messages.hpp has its
+/// variant; every field travels. Local messages cannot be encoded.
 
 #include <cstdint>
 #include <string>
@@ -29,20 +26,20 @@ struct envelope {
 };
 
 /// Encodes `body`; fails with `unimplemented` when its type is not a wire message.
+/// (`system` is kept for callers; the encoding does not need it.)
 result<std::vector<char>> encode_envelope(caf::actor_system& system, const std::string& source,
                                           const std::string& destination,
                                           const caf::message& body);
 
-/// Decodes a frame. A frame of another protocol version decodes its header only (version,
-/// names) and fails with `invalid_input` naming both versions; garbage fails too.
+/// Decodes a frame. Errors (invalid_input) for garbage, a truncated envelope, another
+/// protocol version (the message names both), a variant this build does not know and a
+/// message whose fields contradict each other (a role outside the plan it came with).
 result<envelope> decode_envelope(caf::actor_system& system, const std::vector<char>& frame);
 
-/// Writes a frame by hand with an arbitrary version and kind; for tests of refusal paths.
-std::vector<char> encode_raw_frame(std::uint16_t version, std::uint16_t kind,
-                                   const std::string& source, const std::string& destination,
-                                   const std::vector<char>& body);
-
-/// The kind number of a join_request (for tests that forge frames).
-std::uint16_t join_request_kind();
+/// Encodes like encode_envelope but stamps protocol version `version`; for tests of refusals.
+result<std::vector<char>> encode_envelope_as_version(std::uint32_t version,
+                                                     const std::string& source,
+                                                     const std::string& destination,
+                                                     const caf::message& body);
 
 }  // namespace sailor::actors

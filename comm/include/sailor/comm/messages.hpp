@@ -14,6 +14,7 @@
 #include "sailor/comm/error.hpp"
 #include "sailor/comm/tensor.hpp"
 #include "sailor/config/error.hpp"
+#include "sailor/config/model.hpp"
 #include "sailor/config/plan.hpp"
 
 namespace sailor::comm {
@@ -22,6 +23,7 @@ struct device_info {
   int index = 0;
   std::string gpu_type;
   std::uint64_t memory_bytes = 0;
+  std::string kind;  ///< "cpu" (a CPU standing for a GPU) or "cuda"
   bool operator==(const device_info&) const = default;
 };
 
@@ -32,6 +34,7 @@ struct node_inventory {
   std::string zone;
   std::string address;  ///< host:port of the node's transport listener
   std::vector<device_info> devices;
+  std::string gpu_type;  ///< the node's GPU type (kept when it has no devices)
   bool operator==(const node_inventory&) const = default;
 };
 
@@ -42,8 +45,10 @@ struct join_request {
 
 struct join_accept {
   std::string node_id;
-  std::string coordinator;
+  std::string coordinator;  ///< the actor that accepted the node
   double heartbeat_interval_s = 1.0;
+  std::string zone_actor;   ///< the actor heartbeats go to (the node's zone coordinator)
+  double heartbeat_timeout_s = 0;
   bool operator==(const join_accept&) const = default;
 };
 
@@ -95,10 +100,32 @@ struct role_assignment {
   std::vector<peer_role> peers;
 };
 
+/// What a role runs besides where it sits: its replica's TP degree and its stage's layers.
+struct stage_shape {
+  int tp = 1;
+  int first_layer = 0;
+  int num_layers = 0;
+  int micro_batch = 1;
+  int num_stages = 1;
+  std::string gpu_type;
+  std::string zone;
+  bool operator==(const stage_shape&) const = default;
+};
+
 struct stage_ready {
   std::uint64_t plan_epoch = 0;
   role where;
+  stage_shape shape;
   bool operator==(const stage_ready&) const = default;
+};
+
+/// A stage could not take its role.
+struct stage_failed {
+  std::uint64_t plan_epoch = 0;
+  role where;
+  stage_shape shape;
+  std::string reason;
+  bool operator==(const stage_failed&) const = default;
 };
 
 /// Timings of one iteration on one GPU.
@@ -127,14 +154,97 @@ struct shutdown_notice {
   bool operator==(const shutdown_notice&) const = default;
 };
 
-using message_body = std::variant<join_request, join_accept, refusal, heartbeat, role_assignment,
-                                  stage_ready, iteration_telemetry, preemption_notice, shutdown_notice>;
+/// Asks the coordinator for a status_reply; `token` is any number (echoed by tests).
+struct status_request {
+  int token = 0;
+  bool operator==(const status_request&) const = default;
+};
 
-/// One control message as it travels: version, sender and body.
+/// One role of a node as the coordinator sees it.
+struct role_status {
+  std::uint64_t plan_epoch = 0;
+  role where;
+  stage_shape shape;
+  bool operator==(const role_status&) const = default;
+};
+
+struct node_status {
+  node_inventory inventory;
+  std::string state;                   ///< joined, assigned, ready, lost
+  std::int64_t heartbeat_age_ms = -1;  ///< -1: none received yet
+  std::vector<role_status> roles;
+  int ready_roles = 0;
+  bool operator==(const node_status&) const = default;
+};
+
+/// A peer refused at the door (bad version, unknown zone, garbage bytes).
+struct refusal_record {
+  std::string peer;  ///< its address (host:port) or its node name
+  std::string reason;
+  std::int64_t unix_ms = 0;  ///< when
+  bool operator==(const refusal_record&) const = default;
+};
+
+/// A snapshot of the job, for `sailor status`.
+struct status_reply {
+  std::string phase;
+  std::uint64_t plan_epoch = 0;
+  int quorum = 0;
+  int stages = 0;
+  int replicas = 0;
+  int roles_total = 0;
+  int roles_ready = 0;
+  std::string plan_summary;
+  std::vector<std::string> zones;
+  std::vector<node_status> nodes;
+  std::vector<std::string> events;        ///< most recent last
+  std::vector<refusal_record> refusals;   ///< most recent last
+  bool operator==(const status_reply&) const = default;
+};
+
+/// What every rank of a plan trains, and how (see actors/train/messages.hpp).
+struct training_job {
+  std::uint64_t plan_epoch = 0;
+  config::plan plan;
+  config::model_shape model;
+  std::string store_dir;
+  int iterations = 0;
+  std::uint64_t seed = 1;
+  std::string optimizer;
+  double learning_rate = 0;
+  int torch_threads = 1;
+  std::int64_t timeout_ms = 0;
+  double predicted_iteration_s = 0;
+};
+
+/// One rank's measurements of one iteration, or its failure (`error` non-empty).
+struct train_report {
+  std::uint64_t plan_epoch = 0;
+  int rank = 0;
+  role where;  ///< node_id, stage, replica, tp_rank
+  std::int64_t iteration = 0;
+  double loss = 0;
+  double compute_s = 0;
+  double send_wait_s = 0;
+  double recv_wait_s = 0;
+  double allreduce_s = 0;
+  double total_s = 0;
+  std::int64_t tokens = 0;
+  std::string error;
+  bool operator==(const train_report&) const = default;
+};
+
+using message_body =
+  std::variant<join_request, join_accept, refusal, heartbeat, role_assignment, stage_ready,
+               iteration_telemetry, preemption_notice, shutdown_notice, stage_failed,
+               status_request, status_reply, training_job, train_report>;
+
+/// One control message as it travels: version, sending and receiving actor, body.
 struct envelope {
   std::uint32_t version = 1;  ///< protocol_version of the sender
-  std::string sender;
+  std::string sender;         ///< the sending actor's name
   message_body body;
+  std::string destination;    ///< the receiving actor's name in the peer process
 };
 
 /// The name of the body's variant ("join", "heartbeat", ...), for logs.
@@ -142,8 +252,9 @@ const char* body_name(const message_body& body);
 
 /// Encodes an envelope (its `version` as given) into Cap'n Proto flat-array bytes.
 std::vector<std::byte> encode(const envelope& e);
-/// Encodes `body` from `sender` with this build's protocol version.
-std::vector<std::byte> encode(const std::string& sender, message_body body);
+/// Encodes `body` from `sender` (to `destination`) with this build's protocol version.
+std::vector<std::byte> encode(const std::string& sender, message_body body,
+                              const std::string& destination = {});
 
 /// Decodes bytes from a peer. Errors: errc::invalid_message (garbage, truncated, unknown
 /// variant), errc::protocol_mismatch (another version; the message names both).

@@ -13,7 +13,8 @@
 ///    (matching protocol version), `on_accept(conn)` is called with an open connection and
 ///    returns the handlers for it; no message of that connection is delivered before
 ///    on_accept returns. Peers with another protocol version or garbage bytes are refused
-///    with a logged reason; the listener keeps serving others.
+///    with a logged reason, told to the listener's `on_refused` (peer address and reason);
+///    the listener keeps serving others.
 /// 3. Client: `connect(address, handlers)` returns a connection in state `connecting` at once
 ///    (or an error for a malformed address). Sends may be issued right away: they are queued
 ///    and go out in order. `on_open` fires when the server accepted the handshake;
@@ -69,8 +70,9 @@
 namespace sailor::comm {
 
 /// Version of the wire protocol (handshake, framing and messages.capnp). A peer with another
-/// version is refused.
-inline constexpr std::uint32_t protocol_version = 1;
+/// version is refused. 2: the envelope names its destination actor; accept, stage, status and
+/// training messages carry every field of the runtime's messages.
+inline constexpr std::uint32_t protocol_version = 2;
 
 /// Where a listener listens or a connection goes.
 struct address {
@@ -141,6 +143,11 @@ using connection_ptr = std::shared_ptr<connection>;
 /// handlers.
 using accept_handler = std::function<connection_handlers(const connection_ptr& conn)>;
 
+/// Called on the progress thread for each peer a listener refuses before or at the handshake
+/// (another protocol version, bytes that are not a Sailor hello, no hello in time): where it
+/// came from and why. The refusal is also logged (warn).
+using refusal_handler = std::function<void(const address& peer, const transport_error& why)>;
+
 /// A listening socket. Destroying it (or close()) stops accepting; accepted connections live on.
 class listener {
 public:
@@ -168,9 +175,14 @@ public:
   transport(const transport&) = delete;
   transport& operator=(const transport&) = delete;
 
-  /// Listens on `where`; errors if the address cannot be bound.
-  virtual result<std::unique_ptr<listener>> listen(const address& where,
-                                                   accept_handler on_accept) = 0;
+  /// Listens on `where`; errors if the address cannot be bound. `on_refused` (may be empty)
+  /// hears of every peer refused at the door.
+  virtual result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept,
+                                                   refusal_handler on_refused) = 0;
+  /// The same, refusals only logged.
+  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept) {
+    return listen(where, std::move(on_accept), refusal_handler{});
+  }
   /// Starts connecting to `to`; see the state diagram above.
   virtual result<connection_ptr> connect(const address& to, connection_handlers handlers) = 0;
   /// Runs `fn` on the progress thread (after callbacks already queued).

@@ -1,0 +1,101 @@
+#pragma once
+// What the UCX and TCP backends share: a connection's bookkeeping (identity, state, handlers,
+// the handshake's outcome, the peer) and both sides of the handshake over it, so that every
+// backend accepts, refuses and reports alike. Only the wire (how bytes move) differs.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "handshake.hpp"
+#include "sailor/comm/transport.hpp"
+
+namespace spdlog {
+class logger;
+}
+
+namespace sailor::comm::detail {
+
+/// The state every backend's connection keeps. Fields are the progress thread's, except
+/// `state_` (atomic) and `peer_` (under `peer_mutex_`), which any thread may read.
+class connection_base : public connection {
+public:
+  connection_base(std::uint64_t id, bool server) : id_(id), server_(server) {}
+
+  connection_state state() const override { return state_.load(); }
+  peer_info peer() const override {
+    std::lock_guard lock(peer_mutex_);
+    return peer_;
+  }
+  std::uint64_t id() const override { return id_; }
+
+  /// Where the peer is (as seen from here).
+  void set_remote(address remote) {
+    std::lock_guard lock(peer_mutex_);
+    peer_.remote = std::move(remote);
+  }
+  /// Who the peer is (from its handshake).
+  void set_identity(std::string name, std::string zone) {
+    std::lock_guard lock(peer_mutex_);
+    peer_.name = std::move(name);
+    peer_.zone = std::move(zone);
+  }
+
+  const std::uint64_t id_;
+  const bool server_;
+  std::atomic<connection_state> state_{connection_state::connecting};
+  bool handshaken_ = false;
+  connection_handlers handlers_;
+  accept_handler on_accept_;    ///< server side, until the hello arrives
+  refusal_handler on_refused_;  ///< server side: told of a refusal at the door
+  std::optional<transport_error> error_;
+  std::chrono::steady_clock::time_point deadline_{};  ///< of the handshake
+
+private:
+  mutable std::mutex peer_mutex_;
+  peer_info peer_;
+};
+
+/// The server's side of the handshake: judges the hello in `bytes` and returns the reply to
+/// send. Refused (garbage, wrong magic, another version): logged (warn, prefixed by
+/// `backend`), the connection is `failed` with the reason and its listener's refusal handler
+/// is told. Accepted: the connection is open and knows the peer; send the reply, then call
+/// `admit`.
+hello_reply answer_hello(connection_base& c, std::span<const std::byte> bytes,
+                         const transport_options& opts, spdlog::logger& log,
+                         const char* backend);
+
+/// Hands an accepted connection to its listener's accept handler (once), which gives the
+/// connection its handlers.
+void admit(connection_base& c, const connection_ptr& self);
+
+/// The client's side: takes the server's reply. Returns the error to fail the connection with
+/// (garbage, or refused: protocol_mismatch when the versions differ), else the connection is
+/// open and knows the peer (the caller then runs on_open).
+std::optional<transport_error> take_hello_reply(connection_base& c,
+                                                std::span<const std::byte> bytes,
+                                                const transport_options& opts);
+
+/// Marks `c` failed with `err` (the caller has checked it was neither closed nor failed) and
+/// returns the on_error handler to call, if the failure is the user's to hear: a client's, or
+/// an accepted server connection's. A server connection that fails before its handshake is a
+/// refusal at the door instead: logged (warn) and told to the listener's refusal handler.
+std::function<void(const transport_error&)> mark_failed(connection_base& c, transport_error err,
+                                                        spdlog::logger& log,
+                                                        const char* backend);
+
+/// Resolves an IPv4 host name or literal; `why` says what failed.
+std::optional<sockaddr_in> resolve(const address& a, std::string* why);
+/// The host:port of an IPv4 socket address (empty for another family).
+address from_sockaddr(const sockaddr_storage& ss);
+address from_sockaddr(const sockaddr_in& sa);
+
+}  // namespace sailor::comm::detail

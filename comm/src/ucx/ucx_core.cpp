@@ -1,0 +1,357 @@
+// The UCX backend: the worker and its progress thread, listeners and connects (see ucx_core.hpp).
+
+#include "ucx_core.hpp"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <utility>
+
+#include "sailor/config/log.hpp"
+
+namespace sailor::comm::ucx_backend {
+
+class ucx_listener final : public listener {
+public:
+  ucx_listener(std::weak_ptr<ucx_core> core, std::uint64_t id, address bound)
+      : core_(std::move(core)), id_(id), bound_(std::move(bound)) {}
+  ~ucx_listener() override { close(); }
+  address local_address() const override { return bound_; }
+  void close() override {
+    if (closed_.exchange(true)) return;
+    if (auto core = core_.lock()) core->close_listener(id_);
+  }
+
+private:
+  std::weak_ptr<ucx_core> core_;
+  std::uint64_t id_;
+  address bound_;
+  std::atomic<bool> closed_{false};
+};
+
+class ucx_transport final : public transport {
+public:
+  explicit ucx_transport(std::shared_ptr<ucx_core> core) : core_(std::move(core)) {}
+  ~ucx_transport() override { core_->stop(); }
+  using transport::listen;
+  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept,
+                                           refusal_handler on_refused) override {
+    return core_->listen(where, std::move(on_accept), std::move(on_refused));
+  }
+  result<connection_ptr> connect(const address& to, connection_handlers handlers) override {
+    return core_->connect(to, std::move(handlers));
+  }
+  void post(std::function<void()> fn) override { core_->post(std::move(fn)); }
+  std::string name() const override { return "ucx"; }
+  const transport_options& options() const override { return core_->opts_.common; }
+
+private:
+  std::shared_ptr<ucx_core> core_;
+};
+
+// ---------------------------------------------------------------- core: life
+
+std::optional<sailor::error> ucx_core::start() {
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK) return failed("ucp_config_read: " + status_text(st));
+  for (const auto& [key, value] : opts_.ucx_config) {
+    st = ucp_config_modify(config, key.c_str(), value.c_str());
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      return sailor::error{error_kind::invalid_input,
+                           "UCX option " + key + "=" + value + ": " + status_text(st), "", 0,
+                           "ucx_config"};
+    }
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  st = ucp_init(&params, config, &context_);
+  ucp_config_release(config);
+  if (st != UCS_OK) return failed("ucp_init: " + status_text(st));
+
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+  st = ucp_worker_create(context_, &wp, &worker_);
+  if (st != UCS_OK) return failed("ucp_worker_create: " + status_text(st));
+
+  for (unsigned id = 0; id < 4; ++id) {
+    am_args_[id] = am_arg{this, id};
+    ucp_am_handler_param_t hp{};
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                    UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    hp.id = id;
+    hp.cb = &ucx_core::am_callback;
+    hp.arg = &am_args_[id];
+    st = ucp_worker_set_am_recv_handler(worker_, &hp);
+    if (st != UCS_OK) return failed("ucp_worker_set_am_recv_handler: " + status_text(st));
+  }
+
+  if (ucp_worker_get_efd(worker_, &worker_fd_) != UCS_OK) worker_fd_ = -1;
+  event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = event_fd_;
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, event_fd_, &ev);
+  if (worker_fd_ >= 0) {
+    ev.data.fd = worker_fd_;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, worker_fd_, &ev);
+  }
+  started_ = true;
+  std::promise<void> ready;
+  auto ready_future = ready.get_future();
+  thread_ = std::thread([this, &ready] {
+    thread_id_ = std::this_thread::get_id();
+    ready.set_value();
+    loop();
+  });
+  ready_future.wait();
+  return std::nullopt;
+}
+
+void ucx_core::stop() {
+  if (!started_.exchange(false)) {
+    if (worker_) ucp_worker_destroy(worker_);
+    if (context_) ucp_cleanup(context_);
+    worker_ = nullptr;
+    context_ = nullptr;
+    return;
+  }
+  if (on_thread()) {
+    log_->critical("[ucx] the transport was destroyed from one of its own callbacks");
+    std::abort();
+  }
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(event_fd_, &one, sizeof(one));
+  if (thread_.joinable()) thread_.join();
+  ucp_worker_destroy(worker_);
+  ucp_cleanup(context_);
+  worker_ = nullptr;
+  context_ = nullptr;
+  ::close(event_fd_);
+  ::close(epoll_fd_);
+}
+
+void ucx_core::post(std::function<void()> fn) {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    queue_.push_back(std::move(fn));
+  }
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(event_fd_, &one, sizeof(one));
+}
+
+
+void ucx_core::loop() {
+  bool stopping = false;
+  while (true) {
+    std::vector<std::function<void()>> tasks;
+    {
+      std::lock_guard lock(mutex_);
+      tasks.swap(queue_);
+      stopping = stopping_;
+    }
+    if (stopping) break;
+    for (auto& t : tasks) t();
+    while (ucp_worker_progress(worker_) != 0) {
+    }
+    while (!deferred_.empty()) {
+      auto batch = std::move(deferred_);
+      deferred_.clear();
+      for (auto& d : batch) d();
+      while (ucp_worker_progress(worker_) != 0) {
+      }
+    }
+    check_deadlines();
+    {
+      std::lock_guard lock(mutex_);
+      if (!queue_.empty() || stopping_) continue;
+    }
+    if (worker_fd_ >= 0) {
+      ucs_status_t st = ucp_worker_arm(worker_);
+      if (st == UCS_ERR_BUSY) continue;
+    }
+    epoll_event events[4];
+    int timeout_ms = worker_fd_ >= 0 ? 20 : 1;
+    int n = ::epoll_wait(epoll_fd_, events, 4, timeout_ms);
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.fd == event_fd_) {
+        std::uint64_t v;
+        [[maybe_unused]] auto r = ::read(event_fd_, &v, sizeof(v));
+      }
+    }
+  }
+  // Shut down on this thread: fail every connection, close endpoints and listeners.
+  std::vector<std::shared_ptr<ucx_connection>> conns;
+  for (auto& [ep, c] : by_ep_) conns.push_back(c);
+  for (auto& c : conns) {
+    if (c->state_ == connection_state::open || c->state_ == connection_state::connecting) {
+      c->state_ = connection_state::closed;
+      c->error_ = transport_error{errc::closed, "transport shut down"};
+    }
+    release_held(c);
+    // Handlers may hold their connection (decorators do): let go of them.
+    c->handlers_ = {};
+    c->on_accept_ = nullptr;
+    c->on_refused_ = nullptr;
+    close_conn(c, true);
+  }
+  for (auto& [id, l] : listeners_) ucp_listener_destroy(l->handle);
+  listeners_.clear();
+  auto until = clock_type::now() + std::chrono::seconds(2);
+  while ((closing_ > 0 || !deferred_.empty()) && clock_type::now() < until) {
+    ucp_worker_progress(worker_);
+    auto batch = std::move(deferred_);
+    deferred_.clear();
+    for (auto& d : batch) d();
+  }
+  by_ep_.clear();
+}
+
+void ucx_core::check_deadlines() {
+  auto now = clock_type::now();
+  std::vector<std::shared_ptr<ucx_connection>> late;
+  for (auto& [ep, c] : by_ep_)
+    if (c->state_ == connection_state::connecting && now > c->deadline_) late.push_back(c);
+  for (auto& c : late)
+    fail(c, {errc::timed_out, "handshake with " + c->peer().remote.to_string() +
+                                  " did not finish in " +
+                                  std::to_string(opts_.common.connect_timeout_s) + " s"});
+}
+
+// ---------------------------------------------------------------- listen / connect
+
+result<std::unique_ptr<listener>> ucx_core::listen(const address& where, accept_handler on_accept,
+                                                   refusal_handler on_refused) {
+  std::string why;
+  auto sa = resolve(where, &why);
+  if (!sa) return sailor::error{error_kind::invalid_input, why, "", 0, "address"};
+  auto self = shared_from_this();
+  return run_sync([&, self]() -> result<std::unique_ptr<listener>> {
+    auto state = std::make_unique<listener_state>();
+    state->id = next_id_++;
+    state->on_accept = std::move(on_accept);
+    state->on_refused = std::move(on_refused);
+    state->core = this;
+    ucp_listener_params_t lp{};
+    lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+    lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*sa);
+    lp.sockaddr.addrlen = sizeof(*sa);
+    lp.conn_handler.cb = &ucx_core::conn_request_callback;
+    lp.conn_handler.arg = state.get();
+    ucs_status_t st = ucp_listener_create(worker_, &lp, &state->handle);
+    if (st != UCS_OK) return failed("cannot listen on " + where.to_string() + ": " + status_text(st));
+    ucp_listener_attr_t attr{};
+    attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+    state->bound = where;
+    if (ucp_listener_query(state->handle, &attr) == UCS_OK) {
+      state->bound = from_sockaddr(attr.sockaddr);
+      if (state->bound.host == "0.0.0.0" || state->bound.host.empty()) state->bound.host = where.host;
+    }
+    auto bound = state->bound;
+    auto id = state->id;
+    log_->debug("[ucx] listening on {}", bound.to_string());
+    listeners_.emplace(id, std::move(state));
+    return std::unique_ptr<listener>(new ucx_listener(weak_from_this(), id, bound));
+  });
+}
+
+void ucx_core::close_listener(std::uint64_t id) {
+  post([this, id] {
+    auto it = listeners_.find(id);
+    if (it == listeners_.end()) return;
+    ucp_listener_destroy(it->second->handle);
+    listeners_.erase(it);
+  });
+}
+
+result<connection_ptr> ucx_core::connect(const address& to, connection_handlers handlers) {
+  std::string why;
+  auto sa = resolve(to, &why);
+  if (!sa) return sailor::error{error_kind::invalid_input, why, "", 0, "address"};
+  auto conn = std::make_shared<ucx_connection>(weak_from_this(), next_id_++, false);
+  conn->handlers_ = std::move(handlers);
+  conn->set_remote(to);
+  conn->deadline_ = clock_type::now() + std::chrono::milliseconds(static_cast<long>(
+                                            opts_.common.connect_timeout_s * 1000));
+  sockaddr_in addr = *sa;
+  post([this, conn, addr, to] {
+    ucp_ep_params_t p{};
+    p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                   UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+    p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
+    p.sockaddr.addrlen = sizeof(addr);
+    p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    p.err_handler.cb = &ucx_core::ep_error_callback;
+    p.err_handler.arg = conn.get();
+    ucs_status_t st = ucp_ep_create(worker_, &p, &conn->ep_);
+    if (st != UCS_OK) {
+      conn->ep_ = nullptr;
+      fail(conn, {errc::disconnected, "cannot connect to " + to.to_string() +
+                                          ": " + status_text(st)});
+      return;
+    }
+    by_ep_[conn->ep_] = conn;
+    detail::hello h{opts_.common.announced_version, opts_.common.local_name,
+                    opts_.common.local_zone};
+    send(conn, am_hello, {}, detail::encode_hello(h), {}, nullptr, false);
+  });
+  return connection_ptr(conn);
+}
+
+void ucx_core::conn_request_callback(ucp_conn_request_h request, void* arg) {
+  auto* state = static_cast<listener_state*>(arg);
+  ucx_core* core = state->core;
+  auto conn = std::make_shared<ucx_connection>(core->weak_from_this(), core->next_id_++, true);
+  conn->on_accept_ = state->on_accept;
+  conn->on_refused_ = state->on_refused;
+  conn->deadline_ = clock_type::now() + std::chrono::milliseconds(static_cast<long>(
+                                            core->opts_.common.connect_timeout_s * 1000));
+  ucp_conn_request_attr_t attr{};
+  attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+  if (ucp_conn_request_query(request, &attr) == UCS_OK)
+    conn->set_remote(from_sockaddr(attr.client_address));
+  ucp_ep_params_t p{};
+  p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER |
+                 UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  p.conn_request = request;
+  p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  p.err_handler.cb = &ucx_core::ep_error_callback;
+  p.err_handler.arg = conn.get();
+  ucs_status_t st = ucp_ep_create(core->worker_, &p, &conn->ep_);
+  if (st != UCS_OK) {
+    core->log_->warn("[ucx] refused a connection from {}: {}", conn->peer().remote.to_string(),
+                     status_text(st));
+    if (state->on_refused)
+      state->on_refused(conn->peer().remote,
+                        {errc::refused, std::string("endpoint not created: ") + status_text(st)});
+    return;
+  }
+  core->by_ep_[conn->ep_] = conn;
+}
+
+}  // namespace sailor::comm::ucx_backend
+
+namespace sailor::comm {
+
+using ucx_backend::ucx_core;
+using ucx_backend::ucx_transport;
+
+result<std::unique_ptr<transport>> make_ucx_transport(const ucx_options& options) {
+  auto core = std::make_shared<ucx_core>(options);
+  if (auto err = core->start()) return *err;
+  return std::unique_ptr<transport>(new ucx_transport(std::move(core)));
+}
+
+}  // namespace sailor::comm

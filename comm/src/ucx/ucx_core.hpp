@@ -1,0 +1,212 @@
+#pragma once
+// The UCX backend. One ucp worker, driven by one progress thread owned by `ucx_core`. UCX
+// callbacks only record what happened (into `deferred_`); user callbacks run from the loop,
+// outside UCX callbacks, so a user may call anything on the transport from them.
+//
+// Wire: active messages with the REPLY flag (so the receiver knows the endpoint):
+//   am_hello (client->server, Hello), am_hello_reply (server->client, HelloReply),
+//   am_control (data = envelope bytes), am_tensor (header = TensorHeader, data = payload).
+// Every control and tensor AM carries an 8-byte sequence number first in its header: UCX may
+// reorder the first messages of an endpoint (sent before wire-up finished) and receives
+// complete out of order (rendezvous vs eager), so each connection delivers them by sequence
+// number through `recvs_`. Messages that arrive before the handshake was handled are held.
+//
+// Files: ucx_core.cpp (worker, progress thread, listen, connect), ucx_handshake.cpp (hello and
+// its reply, through the shared detail::connection_base), ucx_data.cpp (active messages in
+// and out, ordered by sequence number), ucx_connection.cpp (failure, close, user calls).
+
+#include <arpa/inet.h>
+#include <netdb.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <unistd.h>
+
+#include <ucp/api/ucp.h>
+
+#include "../connection_base.hpp"
+#include "../handshake.hpp"
+#include "sailor/comm/ucx.hpp"
+#include "sailor/config/log.hpp"
+
+namespace sailor::comm::ucx_backend {
+
+using clock_type = std::chrono::steady_clock;
+using detail::from_sockaddr;
+using detail::resolve;
+
+enum am_id : unsigned { am_hello = 0, am_hello_reply = 1, am_control = 2, am_tensor = 3 };
+
+class ucx_core;
+class ucx_connection;
+
+inline std::string status_text(ucs_status_t s) { return ucs_status_string(s); }
+
+inline sailor::error failed(std::string msg) {
+  return {error_kind::failed, std::move(msg), "", 0, ""};
+}
+
+// One message being received; delivered when it and all before it are complete.
+struct pending_recv {
+  bool tensor = false;
+  bool ready = false;
+  std::vector<std::byte> control;
+  tensor_descriptor desc;
+  payload_buffer payload;
+};
+
+struct listener_state {
+  std::uint64_t id = 0;
+  ucp_listener_h handle = nullptr;
+  accept_handler on_accept;
+  refusal_handler on_refused;
+  address bound;
+  ucx_core* core = nullptr;
+};
+
+class ucx_connection final : public detail::connection_base,
+                             public std::enable_shared_from_this<ucx_connection> {
+public:
+  ucx_connection(std::weak_ptr<ucx_core> core, std::uint64_t id, bool server)
+      : connection_base(id, server), core_(std::move(core)) {}
+
+  void send_control(std::vector<std::byte> bytes, completion done) override;
+  void send_tensor(tensor_descriptor desc, std::span<const std::byte> payload,
+                   completion done) override;
+  void close() override;
+
+  // ---- progress thread only ----
+  std::weak_ptr<ucx_core> core_;
+  ucp_ep_h ep_ = nullptr;
+  std::uint64_t send_seq_ = 0;     // last sequence number sent
+  std::uint64_t deliver_seq_ = 1;  // next sequence number to deliver
+  // Arrived before the handshake was handled: replayed through on_data afterwards.
+  struct held_message {
+    unsigned id;
+    std::vector<std::byte> header;
+    void* data;  // rndv or persistent descriptor, or points into `copy`
+    size_t length;
+    int kind;
+    std::shared_ptr<std::vector<std::byte>> copy;
+  };
+  std::vector<held_message> held_;
+  std::map<std::uint64_t, std::unique_ptr<pending_recv>> recvs_;
+};
+
+// What a send needs until it completes.
+struct send_op {
+  std::shared_ptr<ucx_connection> conn;
+  completion done;
+  std::vector<std::byte> header;
+  std::vector<std::byte> owned;  // control bytes (the user's buffer for tensors)
+};
+
+struct recv_op {
+  std::shared_ptr<ucx_connection> conn;
+  pending_recv* slot;
+};
+
+class ucx_core : public std::enable_shared_from_this<ucx_core> {
+public:
+  explicit ucx_core(ucx_options opts) : opts_(std::move(opts)), log_(log::get("comm")) {}
+  ~ucx_core() { stop(); }
+
+  std::optional<sailor::error> start();
+  void stop();
+  void post(std::function<void()> fn);
+  bool on_thread() const { return std::this_thread::get_id() == thread_id_; }
+  template <class F>
+  auto run_sync(F&& fn) -> decltype(fn());
+
+  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept,
+                                           refusal_handler on_refused);
+  result<connection_ptr> connect(const address& to, connection_handlers handlers);
+  void close_listener(std::uint64_t id);
+
+  // progress thread
+  void send(const std::shared_ptr<ucx_connection>& c, unsigned id, std::vector<std::byte> header,
+            std::vector<std::byte> owned, std::span<const std::byte> data, completion done,
+            bool force_rndv);
+  void fail(const std::shared_ptr<ucx_connection>& c, transport_error err);
+  void close_conn(const std::shared_ptr<ucx_connection>& c, bool force);
+  void deliver(const std::shared_ptr<ucx_connection>& c);
+  void on_hello(const std::shared_ptr<ucx_connection>& c, std::span<const std::byte> bytes);
+  void on_hello_reply(const std::shared_ptr<ucx_connection>& c, std::span<const std::byte> bytes);
+  enum class data_kind { transient, persistent, rndv };
+  // Takes one incoming control or tensor; returns what the AM callback should return.
+  ucs_status_t on_data(const std::shared_ptr<ucx_connection>& c, unsigned id,
+                       std::span<const std::byte> header, void* data, size_t length,
+                       data_kind kind);
+  ucs_status_t drop(void* data, data_kind kind);
+  void replay_held(const std::shared_ptr<ucx_connection>& c);
+  void release_held(const std::shared_ptr<ucx_connection>& c);
+
+  static ucs_status_t am_callback(void* arg, const void* header, size_t header_length, void* data,
+                                  size_t length, const ucp_am_recv_param_t* param);
+  static void ep_error_callback(void* arg, ucp_ep_h ep, ucs_status_t status);
+  static void conn_request_callback(ucp_conn_request_h request, void* arg);
+  static void send_callback(void* request, ucs_status_t status, void* user_data);
+  static void recv_callback(void* request, ucs_status_t status, size_t length, void* user_data);
+  static void close_callback(void* request, ucs_status_t status, void* user_data);
+
+  void loop();
+  void check_deadlines();
+
+  ucx_options opts_;
+  std::shared_ptr<spdlog::logger> log_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int worker_fd_ = -1;
+  int event_fd_ = -1;
+  int epoll_fd_ = -1;
+  std::thread thread_;
+  std::thread::id thread_id_;
+  std::mutex mutex_;
+  std::vector<std::function<void()>> queue_;
+  bool stopping_ = false;
+  std::atomic<bool> started_{false};
+  std::atomic<std::uint64_t> next_id_{1};
+
+  // progress thread only
+  std::vector<std::function<void()>> deferred_;
+  std::unordered_map<ucp_ep_h, std::shared_ptr<ucx_connection>> by_ep_;
+  std::map<std::uint64_t, std::unique_ptr<listener_state>> listeners_;
+  int closing_ = 0;
+  bool on_callback_ = false;  // inside am_callback (vs. a deferred call)
+  struct am_arg {
+    ucx_core* core;
+    unsigned id;
+  };
+  am_arg am_args_[4];
+};
+
+template <class F>
+auto ucx_core::run_sync(F&& fn) -> decltype(fn()) {
+  using R = decltype(fn());
+  if (on_thread()) return fn();
+  auto task = std::make_shared<std::packaged_task<R()>>(std::forward<F>(fn));
+  auto future = task->get_future();
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return failed("transport is shut down");
+    queue_.push_back([task] { (*task)(); });
+  }
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(event_fd_, &one, sizeof(one));
+  return future.get();
+}
+
+}  // namespace sailor::comm::ucx_backend
