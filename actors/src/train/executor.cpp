@@ -11,6 +11,7 @@
 #include <limits>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 
 #include <torch/torch.h>
 
@@ -502,14 +503,28 @@ result<std::unique_ptr<stage_executor>> stage_executor::create(
       // Rebuild the module view of the group (parameters are unchanged).
       st->module->set_tp_group(tp);
     }
+    // Two parameter groups: weight decay on matrices only, not on norms and biases.
+    std::vector<torch::Tensor> decayed, plain;
+    for (const auto& p : st->module->parameters()) (models::decays(p) ? decayed : plain).push_back(p.tensor);
+    auto groups = [&](const auto& defaults) {
+      std::vector<torch::optim::OptimizerParamGroup> out;
+      using options_type = std::decay_t<decltype(defaults)>;
+      if (!decayed.empty()) out.emplace_back(decayed, std::make_unique<options_type>(defaults));
+      if (!plain.empty()) {
+        auto no_decay = std::make_unique<options_type>(defaults);
+        no_decay->weight_decay(0.0);
+        out.emplace_back(plain, std::move(no_decay));
+      }
+      return out;
+    };
     if (options.optimizer == optimizer_kind::adamw) {
       torch::optim::AdamWOptions o(options.learning_rate);
       o.betas({options.beta1, options.beta2}).eps(options.eps).weight_decay(options.weight_decay);
-      st->optimizer = std::make_unique<torch::optim::AdamW>(st->module->tensors(), o);
+      st->optimizer = std::make_unique<torch::optim::AdamW>(groups(o), o);
     } else {
       torch::optim::SGDOptions o(options.learning_rate);
       o.momentum(options.momentum).weight_decay(options.weight_decay);
-      st->optimizer = std::make_unique<torch::optim::SGD>(st->module->tensors(), o);
+      st->optimizer = std::make_unique<torch::optim::SGD>(groups(o), o);
     }
     st->ops = one_f_one_b(plan)[role.stage][role.replica];
     if (st->ops.empty() || st->ops.back().forward)
