@@ -20,6 +20,7 @@
 #include <sailor/models/synthetic_data.hpp>
 
 #include "schedule.hpp"
+#include "threads.hpp"
 
 namespace sailor::train {
 namespace {
@@ -467,7 +468,7 @@ result<std::unique_ptr<stage_executor>> stage_executor::create(
                       " differs from the role's " + std::to_string(rank),
                   error_kind::invalid_input);
   try {
-    if (options.torch_threads > 0) torch::set_num_threads(options.torch_threads);
+    set_compute_threads(options.torch_threads);
     if (options.cuda_device >= 0 && !torch::cuda::is_available())
       return failed("cuda_device " + std::to_string(options.cuda_device) +
                         " asked for, but this LibTorch sees no CUDA device",
