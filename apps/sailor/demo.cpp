@@ -8,9 +8,9 @@
 // iterations (loss from the last stage, the slowest rank's time), and this command prints
 // one line per iteration and a summary.
 //
-// Activations, gradients and all-reduces travel over Gloo TCP on loopback: the comm link
-// shaper is not applied to them, so the emulated zones differ only in name and in the
-// simulator's prediction.
+// Activations, gradients and all-reduces travel over Gloo TCP on loopback; activations and
+// gradients between stages in different zones are held for the emulated link's latency and
+// bandwidth (train/shaped_p2p.hpp), data-parallel all-reduces are not shaped.
 //
 // The prediction: once a plan is chosen (and fits the devices' memory by the simulator's
 // analytic estimate), the demo measures the model's per-layer times on this machine with
@@ -528,8 +528,9 @@ int run_demo(const demo_args& args) {
     events.prediction_note = note;
     return p;
   };
-  options.supervisor.prepare_training = [&events, &store, shape, job_cfg,
-                                         &args](actors::training_job& tj) {
+  const auto cluster_links = cluster.links;
+  options.supervisor.prepare_training = [&events, &store, shape, job_cfg, &args,
+                                         cluster_links](actors::training_job& tj) {
     tj.model = shape;
     tj.store_dir = store;
     tj.iterations = args.iterations;
@@ -539,6 +540,7 @@ int run_demo(const demo_args& args) {
     tj.timeout_ms = static_cast<std::int64_t>(args.stall_timeout_s * 1000);
     std::lock_guard lock{events.mu};
     tj.predicted_iteration_s = events.predicted_s;
+    tj.links = cluster_links;
     events.plan = tj.plan;
     ++events.plans;
     events.iterations.clear();
@@ -717,8 +719,8 @@ int run_demo(const demo_args& args) {
                   events.predicted_analytic_s);
   }
   std::printf("  re-plans               %d\n", replans);
-  std::printf("  note: activations and gradients go over Gloo TCP on loopback; the link shaper "
-              "is not applied to them.\n");
+  std::printf("  note: activations and gradients between zones are held for the emulated link "
+              "(latency, bandwidth); data-parallel all-reduces are not shaped.\n");
   std::fflush(stdout);
 
   if (!args.summary_json.empty()) {

@@ -15,6 +15,7 @@
 
 #include <torch/torch.h>
 
+#include <sailor/actors/train/shaped_p2p.hpp>
 #include <sailor/config/log.hpp>
 #include <sailor/models/gpt.hpp>
 #include <sailor/models/synthetic_data.hpp>
@@ -182,7 +183,19 @@ status stage_executor::impl::connect(comm::communicator_factory& factory) {
     auto c = factory.create(spec.name, spec.members);
     if (!c) return c.error();
     if (spec.name == "world") {
+      // Members are every global rank in order: a world rank is a global rank.
       world = std::move(*c);
+      if (!options.links.empty()) {
+        const auto& mine = plan.stages[role.stage].replicas[role.replica].zone;
+        std::vector<std::optional<config::zone_link>> link_to(spec.members.size());
+        bool any = false;
+        for (std::size_t g = 0; g < spec.members.size(); ++g) {
+          auto other = role_of(plan, static_cast<int>(g));
+          link_to[g] = find_link(options.links, mine, plan.stages[other.stage].replicas[other.replica].zone);
+          any = any || link_to[g].has_value();
+        }
+        if (any) world = make_shaped_p2p(std::move(world), std::move(link_to));
+      }
     } else if (spec.stage < 0) {
       tp_comm = std::move(*c);
     } else {
