@@ -297,7 +297,8 @@ config::model_profile median_profile(const std::vector<config::model_profile>& c
 // else measured by `sailor-node profile` (bounded) and written to the cache (or `work`).
 // The nodes train one single-threaded rank each, as many ranks as the plan has, on this
 // machine's cores: the profile is measured under the same contention, by as many profiling
-// processes at once (the median of their times is kept).
+// processes at once (the median of their times is kept), each keeping the mean of its
+// repeats (the expected time under the machine's load, preemptions included).
 result<config::model_profile> obtain_profile(const demo_args& args, const std::string& node_binary,
                                              const fs::path& work, const config::plan& p) {
   std::set<int> tps;
@@ -323,8 +324,8 @@ result<config::model_profile> obtain_profile(const demo_args& args, const std::s
     c.log = (work / (c.name + ".log")).string();
     c.pid = spawn({node_binary, "profile", "--model", args.model, "--out",
                    (work / (c.name + ".json")).string(), "--micro-batches",
-                   std::to_string(p.micro_batch), "--tp", tp_list, "--repeats", "15", "--warmup",
-                   "5", "--threads", "1"},
+                   std::to_string(p.micro_batch), "--tp", tp_list, "--repeats", "40", "--warmup",
+                   "5", "--threads", "1", "--statistic", "mean"},
                   c.log);
     if (c.pid < 0) {
       stop_children(procs, std::chrono::milliseconds{0});

@@ -28,6 +28,7 @@ struct profile_args {
   int threads = 1;
   std::string gpu_type = "CPU";
   std::string device = "cpu";
+  std::string statistic = "median";
   std::string node_binary;
 };
 
@@ -59,7 +60,9 @@ int run_profile(const profile_args& a) {
                                    "--gpu-type",
                                    a.gpu_type,
                                    "--device",
-                                   a.device};
+                                   a.device,
+                                   "--statistic",
+                                   a.statistic};
   std::vector<char*> argv;
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -89,6 +92,11 @@ void add_profile(CLI::App& app, command_set& commands) {
   sub->add_option("--gpu-type", a->gpu_type, "GPU type to file the times under (catalog name)")
     ->capture_default_str();
   sub->add_option("--device", a->device, "cpu or cuda:N")->capture_default_str();
+  sub->add_option("--statistic", a->statistic,
+                  "median of the repeats (the layer's own time) or mean (expected time under "
+                  "this machine's current load)")
+    ->check(CLI::IsMember({"median", "mean"}))
+    ->capture_default_str();
   sub->add_option("--node-binary", a->node_binary, "sailor-node (default: next to sailor)");
   sub->callback([&commands, a] { commands.selected = [a] { return run_profile(*a); }; });
 }

@@ -90,7 +90,13 @@ kind_times profile_rank(const config::model_shape& model, const profile_options&
           upd.push_back(u);
         }
       }
-      out[mi][kind] = {median(fwd), median(bwd), median(upd)};
+      auto stat = [&](const std::vector<double>& v) {
+        if (!o.mean) return median(v);
+        double sum = 0;
+        for (double x : v) sum += x;
+        return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+      };
+      out[mi][kind] = {stat(fwd), stat(bwd), stat(upd)};
     }
   }
   return out;
@@ -204,10 +210,16 @@ int profile_command(const std::vector<std::string>& args) {
   app.add_option("--threads", o.torch_threads, "torch intra-op threads")->capture_default_str();
   app.add_option("--gpu-type", o.gpu_type, "GPU type to file the times under")->capture_default_str();
   app.add_option("--device", device, "cpu or cuda:N")->capture_default_str();
+  std::string statistic = "median";
+  app.add_option("--statistic", statistic, "median (the layer's own time) or mean (expected "
+                                           "time under the machine's current load)")
+    ->check(CLI::IsMember({"median", "mean"}))
+    ->capture_default_str();
   std::vector<const char*> argv{"sailor profile"};
   for (const auto& a : args) argv.push_back(a.c_str());
   try {
     app.parse(static_cast<int>(argv.size()), argv.data());
+    o.mean = statistic == "mean";
     o.micro_batches = parse_list(micro_batches);
     o.tp_degrees = parse_list(tps);
     if (device.rfind("cuda:", 0) == 0) {

@@ -6,8 +6,8 @@
 /// embedding (layer 0), one block (layer 1; every block has the same shape, so its times are
 /// repeated for layers 1..L) and the head with the loss (layer L+1). TP degrees above 1 run
 /// that many ranks as threads of this process, meeting through an in-memory Gloo store, so the
-/// times include the TP all-reduces (as Sailor's profiles do). Each time is the median of
-/// `repeats` runs after `warmup` runs.
+/// times include the TP all-reduces (as Sailor's profiles do). Each time is the median (or
+/// the mean) of `repeats` runs after `warmup` runs.
 ///
 /// No LibTorch in this header.
 
@@ -27,6 +27,10 @@ struct profile_options {
   std::vector<int> tp_degrees = {1};
   int warmup = 2;
   int repeats = 7;
+  /// Keep the median of the repeats (robust: the time of the layer itself), or their mean
+  /// (the expected time under this machine's current load, preemptions included: what a
+  /// prediction of a training run on a shared machine needs).
+  bool mean = false;
   /// Torch intra-op threads of this process while profiling (the demo's nodes use 1).
   int torch_threads = 1;
   /// -1: CPU. >= 0: this CUDA device (needs a CUDA-enabled LibTorch and NCCL for TP > 1).
