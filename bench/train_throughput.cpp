@@ -8,6 +8,10 @@
 //
 // The parent starts itself twice as `--rank r --store DIR` (the ranks meet through a Gloo
 // FileStore in DIR), then runs scripts/ddp_reference.py with /usr/bin/python3.
+//
+// The machine is shared, so one pair of runs proves little: R rounds (default 7) each run
+// both sides back to back, alternating which goes first, and the bench reports the median of
+// the per-round ratios with their spread (min..max), by wall time and by CPU time.
 
 #include <sailor/actors/train/executor.hpp>
 #include <sailor/models/shapes.hpp>
@@ -16,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <cstdlib>
@@ -41,7 +46,7 @@ struct bench_config {
   int heads = 8;
   int sequence = 64;
   int vocabulary = 4096;
-  int rounds = 2;
+  int rounds = 7;
   int batch = 16;  // global batch; each of the 2 ranks runs batch / 2 in one micro-batch
   bool ddp = true;
   bool opt350m = false;
@@ -229,36 +234,64 @@ int main(int argc, char** argv) {
   // (an OpenBLAS pool left at its default spins on the other core).
   setenv("OMP_NUM_THREADS", "1", 1);
   setenv("OPENBLAS_NUM_THREADS", "1", 1);
-  // The machine is shared: alternate our runtime and DDP for `rounds` rounds and keep each
-  // one's best round, so that both see the same background load.
-  run_figures best_ours, best_ddp;
+  // Rounds: both sides back to back, the order alternating, so that both see the same
+  // background load; the median per-round ratio and its spread are reported.
+  std::vector<run_figures> ours_runs, ddp_runs;
+  std::vector<double> wall_ratios, cpu_ratios;
   for (int round = 0; round < c.rounds; ++round) {
-    auto ours = run_ours(c);
+    std::optional<run_figures> ours, ddp;
+    const bool ddp_first = c.ddp && round % 2 == 1;
+    if (ddp_first) ddp = run_ddp(c);
+    ours = run_ours(c);
     if (!ours) {
       std::cerr << "sailor ranks failed\n";
       return 1;
     }
-    if (ours->tokens_per_s > best_ours.tokens_per_s) best_ours = *ours;
+    ours_runs.push_back(*ours);
     if (!c.ddp) continue;
-    auto ddp = run_ddp(c);
+    if (!ddp_first) ddp = run_ddp(c);
     if (!ddp) {
       std::cerr << "ddp reference failed\n";
       return 1;
     }
-    if (ddp->tokens_per_s > best_ddp.tokens_per_s) best_ddp = *ddp;
+    ddp_runs.push_back(*ddp);
+    wall_ratios.push_back(ours->tokens_per_s / ddp->tokens_per_s);
+    cpu_ratios.push_back(ddp->cpu_s / ours->cpu_s);
+    std::fprintf(stderr, "round %d: sailor %.0f tokens/s (%.1f ms CPU), ddp %.0f tokens/s (%.1f ms CPU): ratio %.2f wall, %.2f CPU\n",
+                 round + 1, ours->tokens_per_s, ours->cpu_s * 1e3, ddp->tokens_per_s, ddp->cpu_s * 1e3,
+                 wall_ratios.back(), cpu_ratios.back());
   }
+  auto median_of = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
+  auto pick = [&](const std::vector<run_figures>& runs, auto field) {
+    std::vector<double> v;
+    for (const auto& r : runs) v.push_back(field(r));
+    return median_of(v);
+  };
+  auto tps = [](const run_figures& r) { return r.tokens_per_s; };
+  auto iter = [](const run_figures& r) { return r.iteration_s; };
+  auto comp = [](const run_figures& r) { return r.compute_s; };
+  auto ar = [](const run_figures& r) { return r.all_reduce_s; };
+  auto cpu = [](const run_figures& r) { return r.cpu_s; };
   std::printf("model: %d layers, hidden %d, heads %d, sequence %d, vocabulary %d; global batch %d "
-              "on 2 data-parallel CPU processes (Gloo, 1 thread each); best of %d rounds\n",
+              "on 2 data-parallel CPU processes (Gloo, 1 thread each); medians of %d rounds\n",
               c.layers, c.hidden, c.heads, c.sequence, c.vocabulary, c.batch, c.rounds);
   std::printf("sailor:  %10.0f tokens/s  (%.1f ms/iteration: compute %.1f ms, all-reduce %.1f ms; "
               "CPU %.1f ms/iteration on rank 0; loss %.3f)\n",
-              best_ours.tokens_per_s, best_ours.iteration_s * 1e3, best_ours.compute_s * 1e3,
-              best_ours.all_reduce_s * 1e3, best_ours.cpu_s * 1e3, best_ours.loss);
+              pick(ours_runs, tps), pick(ours_runs, iter) * 1e3, pick(ours_runs, comp) * 1e3,
+              pick(ours_runs, ar) * 1e3, pick(ours_runs, cpu) * 1e3, ours_runs.back().loss);
   if (!c.ddp) return 0;
   std::printf("ddp:     %10.0f tokens/s  (%.1f ms/iteration; CPU %.1f ms/iteration on rank 0)\n",
-              best_ddp.tokens_per_s, best_ddp.iteration_s * 1e3, best_ddp.cpu_s * 1e3);
-  std::printf("ratio sailor/ddp: %.2f tokens/s (target >= 1.0); %.2f by CPU time per iteration "
-              "(steadier on a shared machine)\n",
-              best_ours.tokens_per_s / best_ddp.tokens_per_s, best_ddp.cpu_s / best_ours.cpu_s);
+              pick(ddp_runs, tps), pick(ddp_runs, iter) * 1e3, pick(ddp_runs, cpu) * 1e3);
+  std::printf("ratio sailor/ddp (target >= 1.0): wall %.2f (median of %d rounds, spread %.2f..%.2f); "
+              "CPU time %.2f (spread %.2f..%.2f)\n",
+              median_of(wall_ratios), c.rounds,
+              *std::min_element(wall_ratios.begin(), wall_ratios.end()),
+              *std::max_element(wall_ratios.begin(), wall_ratios.end()), median_of(cpu_ratios),
+              *std::min_element(cpu_ratios.begin(), cpu_ratios.end()),
+              *std::max_element(cpu_ratios.begin(), cpu_ratios.end()));
   return 0;
 }

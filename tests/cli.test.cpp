@@ -68,3 +68,16 @@ TEST_CASE("a subcommand that is not built says so plainly and exits non-zero") {
     }
   }
 }
+
+TEST_CASE("sailor profile is built: its help names the model, the sizes and the output file") {
+  auto r = run_command(sailor_bin() + " profile --help");
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.out, "--model"));
+  CHECK(contains(r.out, "--micro-batches"));
+  CHECK(contains(r.out, "--out"));
+  CHECK_FALSE(contains(r.out, "not built yet"));
+  // A missing sailor-node (which holds LibTorch) is a clear error, not a hang.
+  auto missing = run_command(sailor_bin() + " profile --node-binary /nonexistent/sailor-node");
+  CHECK(missing.exit_code == 1);
+  CHECK(contains(missing.err, "cannot run /nonexistent/sailor-node"));
+}

@@ -140,4 +140,49 @@ TEST_CASE("sailor demo ends with a clear error when a node cannot join") {
   CHECK(r.err.find("before joining") != std::string::npos);
 }
 
+TEST_CASE("sailor demo holds activations between zones for the cluster's link") {
+  // Two stages in two zones joined by an 80 ms link: the links travel in the training job to
+  // the node processes, and each iteration (4 micro-batches, 2 round trips of the 1F1B
+  // schedule over the link) takes at least 4 latencies; the loss curve is unchanged.
+  temp_dir dir;
+  auto cluster = dir.path("slow.yaml");
+  {
+    std::ofstream out(cluster);
+    out << "name: slow\ngpus:\n"
+           "  - {name: CPU, peak_fp16_tflops: 0.05, peak_fp32_tflops: 0.05, memory_gib: 2, "
+           "gpus_per_node: 2}\n"
+           "zones:\n  - {name: local-a, region: local, gpus: {CPU: 1}}\n"
+           "  - {name: local-b, region: local, gpus: {CPU: 1}}\n"
+           "links:\n  - {from: local-a, to: local-b, latency_ms: 80, bandwidth_gbytes_per_s: 1}\n";
+  }
+  auto plan = dir.path("plan.yaml");
+  {
+    std::ofstream out(plan);
+    out << "micro_batch: 2\nglobal_batch: 8\nstages:\n"
+           "  - layers: {first: 0, count: 3}\n"
+           "    replicas: [{gpu: CPU, zone: local-a, tp: 1}]\n"
+           "  - layers: {first: 3, count: 3}\n"
+           "    replicas: [{gpu: CPU, zone: local-b, tp: 1}]\n";
+  }
+  auto summary = dir.path("summary.json");
+  auto r = run_command(sailor_bin() + " demo --nodes 2 --zones 2 --iterations 3 --cluster " + cluster +
+                           " --plan " + plan + " --summary-json " + summary,
+                       90);
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::ifstream in(summary);
+  REQUIRE(in);
+  auto j = nlohmann::json::parse(in);
+  auto each = j["measured_iteration_s_each"].get<std::vector<double>>();
+  REQUIRE(each.size() == 3);
+  for (double t : each) CHECK(t > 0.95 * 4 * 0.080);
+  // The simulator knows the link too.
+  CHECK(j["predicted_iteration_s"].get<double>() > 4 * 0.080);
+  auto curve = j["loss_curve"].get<std::vector<double>>();
+  auto reference = single_rank_losses(2, 8, 3);
+  for (std::size_t k = 0; k < curve.size(); ++k)
+    CHECK(std::abs(curve[k] - reference[k]) <= 1e-4 * std::abs(reference[k]));
+}
+
 #endif  // __has_include(<sailor/models/shapes.hpp>)

@@ -23,6 +23,7 @@
 #include "sailor/config/log.hpp"
 #ifdef SAILOR_WITH_TRAIN
 #include "sailor/actors/train/node_training.hpp"
+#include "sailor/actors/train/profiler.hpp"
 #endif
 
 namespace {
@@ -191,6 +192,15 @@ int run(const node_args& args) {
 
 int main(int argc, char** argv) {
   sailor::log::setup();
+  // `sailor-node profile ...` is what `sailor profile` runs (this binary holds LibTorch).
+  if (argc > 1 && std::string(argv[1]) == "profile") {
+#ifdef SAILOR_WITH_TRAIN
+    return train::profile_command(std::vector<std::string>(argv + 2, argv + argc));
+#else
+    std::fprintf(stderr, "sailor profile: not built yet (this build has no LibTorch)\n");
+    return 3;
+#endif
+  }
   CLI::App app{"sailor-node: join a Sailor coordinator with this machine's devices", "sailor-node"};
   node_args args;
   app.add_option("--join", args.join, "HOST:PORT of the coordinator")->required();

@@ -8,10 +8,14 @@
 // iterations (loss from the last stage, the slowest rank's time), and this command prints
 // one line per iteration and a summary.
 //
-// Activations, gradients and all-reduces travel over Gloo TCP on loopback: the comm link
-// shaper is not applied to them, so the emulated zones differ only in name and in the
-// simulator's prediction. The prediction comes from the cluster's catalog entry for the
-// `CPU` GPU type (no profiles on CPUs): rough by construction.
+// Activations, gradients and all-reduces travel over Gloo TCP on loopback; activations and
+// gradients between stages in different zones are held for the emulated link's latency and
+// bandwidth (train/shaped_p2p.hpp), data-parallel all-reduces are not shaped.
+//
+// The prediction: once a plan is chosen (and fits the devices' memory by the simulator's
+// analytic estimate), the demo measures the model's per-layer times on this machine with
+// `sailor-node profile` (for the plan's micro-batch size and TP degrees, a few seconds for the
+// tiny model; `--profile FILE` caches the result) and runs the simulator on that profile.
 //
 // Every child is stopped on exit, on error and on Ctrl-C; every wait is bounded.
 #include <fcntl.h>
@@ -26,9 +30,11 @@
 #include <cstdio>
 #include <deque>
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -44,6 +50,7 @@
 #include "sailor/actors/train/progress.hpp"
 #include "sailor/config/load.hpp"
 #include "sailor/config/log.hpp"
+#include "sailor/config/profile.hpp"
 #include "sailor/simulator/simulator.hpp"
 
 namespace sailor::app {
@@ -60,6 +67,7 @@ struct demo_args {
   std::string job = SAILOR_SOURCE_DIR "/configs/jobs/tiny.yaml";
   std::string cluster = SAILOR_SOURCE_DIR "/configs/clusters/local-2-zones.yaml";
   std::string plan;  ///< a fixed plan instead of the planner's
+  std::string profile;  ///< cached profile: read if it exists (and covers the plan), else written
   std::string summary_json;
   std::string node_binary;
   double join_timeout_s = 30;
@@ -77,6 +85,7 @@ struct demo_events {
   bool finished = false;
   std::string error;
   double predicted_s = 0;
+  double predicted_analytic_s = 0;  ///< from the catalog, without a profile
   std::string prediction_note;
   std::optional<config::plan> plan;
   int plans = 0;
@@ -248,6 +257,113 @@ std::string rough_memory_check(const config::model_shape& m, const config::plan&
   return {};
 }
 
+// Whether `p` has times for gpu type CPU at micro-batch `mbs` and every TP degree in `tps`.
+bool covers(const config::model_profile& p, int mbs, const std::set<int>& tps) {
+  const auto* gp = p.find("CPU");
+  if (!gp) return false;
+  for (int tp : tps)
+    if (!gp->find(mbs, tp)) return false;
+  return true;
+}
+
+// Per layer, the median over `copies` of forward, backward and update times.
+config::model_profile median_profile(const std::vector<config::model_profile>& copies) {
+  config::model_profile out = copies.front();
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
+  for (auto& [gpu, gp] : out.by_gpu)
+    for (auto& [mbs, by_tp] : gp.times)
+      for (auto& [tp, layers] : by_tp)
+        for (std::size_t l = 0; l < layers.size(); ++l) {
+          std::vector<double> f, b, u;
+          for (const auto& c : copies) {
+            const auto* g = c.find(gpu);
+            const auto* ls = g ? g->find(mbs, tp) : nullptr;
+            if (!ls || ls->size() != layers.size())
+              continue;
+            f.push_back((*ls)[l].forward_s);
+            b.push_back((*ls)[l].backward_s);
+            u.push_back((*ls)[l].update_s);
+          }
+          layers[l] = {median(f), median(b), median(u)};
+        }
+  return out;
+}
+
+// The model's profile for plan `p` on this machine: the cached file when it covers the plan,
+// else measured by `sailor-node profile` (bounded) and written to the cache (or `work`).
+// The nodes train one single-threaded rank each, as many ranks as the plan has, on this
+// machine's cores: the profile is measured under the same contention, by as many profiling
+// processes at once (the median of their times is kept), each keeping the mean of its
+// repeats (the expected time under the machine's load, preemptions included).
+result<config::model_profile> obtain_profile(const demo_args& args, const std::string& node_binary,
+                                             const fs::path& work, const config::plan& p) {
+  std::set<int> tps;
+  int ranks = 0;
+  for (const auto& s : p.stages)
+    for (const auto& r : s.replicas) {
+      tps.insert(std::max(1, r.tp));
+      ranks += std::max(1, r.tp);
+    }
+  if (!args.profile.empty() && fs::exists(args.profile)) {
+    auto cached = config::load_profile_json(args.profile);
+    if (cached && covers(*cached, p.micro_batch, tps))
+      return cached;
+  }
+  const std::string out = args.profile.empty() ? (work / "profile.json").string() : args.profile;
+  std::string tp_list;
+  for (int tp : tps)
+    tp_list += (tp_list.empty() ? "" : ",") + std::to_string(tp);
+  std::vector<child> procs;
+  for (int k = 0; k < std::max(1, ranks); ++k) {
+    child c;
+    c.name = "profile-" + std::to_string(k);
+    c.log = (work / (c.name + ".log")).string();
+    c.pid = spawn({node_binary, "profile", "--model", args.model, "--out",
+                   (work / (c.name + ".json")).string(), "--micro-batches",
+                   std::to_string(p.micro_batch), "--tp", tp_list, "--repeats", "40", "--warmup",
+                   "5", "--threads", "1", "--statistic", "mean"},
+                  c.log);
+    if (c.pid < 0) {
+      stop_children(procs, std::chrono::milliseconds{0});
+      return sailor::error{error_kind::failed, "cannot start " + node_binary + " profile", "", 0, ""};
+    }
+    procs.push_back(c);
+  }
+  const auto deadline = clock_type::now() + std::chrono::seconds{120};
+  auto running = [&] {
+    reap(procs);
+    for (const auto& c : procs)
+      if (c.exit_code == -1)
+        return true;
+    return false;
+  };
+  while (running() && clock_type::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds{20});  // polling the children's exits
+  if (running()) {
+    stop_children(procs, std::chrono::milliseconds{0});
+    return sailor::error{error_kind::failed, "profiling took over 120 s", "", 0, ""};
+  }
+  std::vector<config::model_profile> copies;
+  for (const auto& c : procs) {
+    if (c.exit_code != 0)
+      return sailor::error{error_kind::failed, "profiling failed: " + tail_of(c.log, 400), c.log, 0, ""};
+    auto one = config::load_profile_json((work / (c.name + ".json")).string());
+    if (!one)
+      return one.error();
+    copies.push_back(std::move(*one));
+  }
+  auto merged = median_profile(copies);
+  std::ofstream file(out);
+  file << config::to_profile_json(merged) << "\n";
+  if (!file)
+    return sailor::error{error_kind::failed, "cannot write the profile", out, 0, ""};
+  return merged;
+}
+
 int run_demo(const demo_args& args) {
   if (args.nodes < 1 || args.zones < 1 || args.zones > 26 || args.zones > args.nodes)
     return fail("--zones must be between 1 and min(--nodes, 26), --nodes at least 1");
@@ -334,8 +450,8 @@ int run_demo(const demo_args& args) {
   const int layers = model->num_all_layers();
   const auto shape = *model;
   const auto job_cfg = *job;
-  options.plan = [&events, &cluster, fixed, layers, shape, job_cfg,
-                  capacity](const actors::plan_request& request) -> result<config::plan> {
+  options.plan = [&events, &cluster, fixed, layers, shape, job_cfg, capacity, &args, &node_binary,
+                  &work](const actors::plan_request& request) -> result<config::plan> {
     config::plan p;
     if (fixed) {
       p = *fixed;
@@ -352,41 +468,70 @@ int run_demo(const demo_args& args) {
     in.gpus = cluster.gpus;
     in.cluster = &cluster;
     in.job = job_cfg;
-    double predicted = 0;
-    std::string note;
     // CPU devices: no CUDA context or NCCL buffers; our runtime overlaps sends with compute.
     simulator::sim_options sim;
     sim.framework_overhead_bytes = 0;
     sim.overlap_p2p = true;
-    auto ctx = simulator::sim_context::make(in, sim);
-    std::optional<simulator::estimate> est;
-    if (ctx) {
-      auto e = simulator::simulate(*ctx, p);
-      if (e)
-        est = *e;
-      else
-        note = "no prediction: " + e.error().message;
-    } else {
-      note = "no prediction: " + ctx.error().message;
-    }
-    if (est) {
-      if (!est->fits_memory)
+    auto predict = [&](const config::model_profile* profile) -> result<simulator::estimate> {
+      in.profile = profile;
+      auto ctx = simulator::sim_context::make(in, sim);
+      if (!ctx)
+        return ctx.error();
+      return simulator::simulate(*ctx, p);
+    };
+    // 1. Memory, and the analytic time, from the catalog alone (no need to profile a model
+    //    that cannot run).
+    double analytic = 0;
+    std::string note;
+    auto rough = predict(nullptr);
+    if (rough) {
+      if (!rough->fits_memory)
         return sailor::error{error_kind::invalid_input,
-                             "the model does not fit a device's memory: " + est->memory_verdict,
+                             "the model does not fit a device's memory: " + rough->memory_verdict,
                              "", 0, "plan"};
-      predicted = est->iteration_time_s;
-      note = "simulator, analytic CPU model from the catalog (rough)";
+      analytic = rough->iteration_time_s;
     } else if (auto why = rough_memory_check(shape, p, capacity); !why.empty()) {
       return sailor::error{error_kind::invalid_input,
                            "the model does not fit a device's memory: " + why, "", 0, "plan"};
     }
+    // 2. The time from the model's measured profile on this machine.
+    double predicted = analytic;
+    note = rough ? "simulator, analytic CPU model from the catalog (rough)"
+                 : "no prediction: " + rough.error().message;
+    auto profile = obtain_profile(args, node_binary, work, p);
+    if (profile) {
+      // The profile times each layer as the executor runs it: nothing to remove per layer.
+      sim.profile_layer_overhead_s = 0;
+      // The profile was measured under the same contention (one profiling process per rank).
+      int ranks = 0;
+      for (const auto& st : p.stages)
+        for (const auto& r : st.replicas)
+          ranks += std::max(1, r.tp);
+      auto measured = predict(&*profile);
+      if (measured) {
+        predicted = measured->iteration_time_s;
+        char buf[256];
+        std::snprintf(buf, sizeof buf,
+                      "simulator on this machine's profile, measured by %d processes at once as "
+                      "the %d ranks run; pipeline %.4f s + gradient sync and update %.4f s",
+                      ranks, ranks, measured->pipeline_s,
+                      measured->sync_and_update_s);
+        note = buf;
+      } else {
+        note += "; the profiled prediction failed: " + measured.error().message;
+      }
+    } else {
+      note += "; profiling failed: " + profile.error().message;
+    }
     std::lock_guard lock{events.mu};
     events.predicted_s = predicted;
+    events.predicted_analytic_s = analytic;
     events.prediction_note = note;
     return p;
   };
-  options.supervisor.prepare_training = [&events, &store, shape, job_cfg,
-                                         &args](actors::training_job& tj) {
+  const auto cluster_links = cluster.links;
+  options.supervisor.prepare_training = [&events, &store, shape, job_cfg, &args,
+                                         cluster_links](actors::training_job& tj) {
     tj.model = shape;
     tj.store_dir = store;
     tj.iterations = args.iterations;
@@ -396,6 +541,7 @@ int run_demo(const demo_args& args) {
     tj.timeout_ms = static_cast<std::int64_t>(args.stall_timeout_s * 1000);
     std::lock_guard lock{events.mu};
     tj.predicted_iteration_s = events.predicted_s;
+    tj.links = cluster_links;
     events.plan = tj.plan;
     ++events.plans;
     events.iterations.clear();
@@ -567,9 +713,15 @@ int run_demo(const demo_args& args) {
               tokens_per_s, records.size());
   std::printf("  iteration time         measured %.4f s, predicted %.4f s (%s)\n", measured,
               predicted, prediction_note.c_str());
+  {
+    std::lock_guard lock{events.mu};
+    if (events.predicted_analytic_s > 0 && events.predicted_analytic_s != predicted)
+      std::printf("                         (the catalog's analytic CPU model alone said %.4f s)\n",
+                  events.predicted_analytic_s);
+  }
   std::printf("  re-plans               %d\n", replans);
-  std::printf("  note: activations and gradients go over Gloo TCP on loopback; the link shaper "
-              "is not applied to them.\n");
+  std::printf("  note: activations and gradients between zones are held for the emulated link "
+              "(latency, bandwidth); data-parallel all-reduces are not shaped.\n");
   std::fflush(stdout);
 
   if (!args.summary_json.empty()) {
@@ -578,6 +730,11 @@ int run_demo(const demo_args& args) {
     j["loss_curve"] = loss_curve;
     j["tokens_per_s"] = tokens_per_s;
     j["predicted_iteration_s"] = predicted;
+    {
+      std::lock_guard lock{events.mu};
+      j["predicted_iteration_s_analytic"] = events.predicted_analytic_s;
+      j["prediction_note"] = events.prediction_note;
+    }
     j["measured_iteration_s"] = measured;
     j["replans"] = replans;
     j["nodes"] = args.nodes;
@@ -622,6 +779,8 @@ void add_demo(CLI::App& app, command_set& commands) {
                   "cluster YAML whose catalog (CPU type) and first link are used")
     ->capture_default_str();
   sub->add_option("--plan", args->plan, "a fixed plan YAML instead of the planner's");
+  sub->add_option("--profile", args->profile,
+                  "profile JSON cache: used if it covers the plan, else measured and written");
   sub->add_option("--node-binary", args->node_binary, "sailor-node (default: next to sailor)");
   sub->add_option("--join-timeout-s", args->join_timeout_s, "bound on the nodes joining")
     ->capture_default_str();

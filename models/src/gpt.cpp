@@ -138,6 +138,8 @@ std::string layer_name(int layer) { return "layer" + std::to_string(layer) + "."
 
 }  // namespace
 
+bool decays(const stage_parameter& p) { return p.tensor.dim() >= 2; }
+
 torch::Tensor copy_to_tp(const torch::Tensor& x, const tp_group& tp) {
   if (tp.size <= 1) return x;
   auto p = pack(tp);

@@ -147,3 +147,18 @@ TEST_CASE("models: the Markov data set is deterministic and learnable") {
     if (n >= 5) frequent += n;
   CHECK(frequent > total * 0.7);
 }
+
+TEST_CASE("models: weight decay applies to matrices, not to layer norms or biases") {
+  auto shape = models::tiny_gpt_shape();
+  models::stage_module whole(shape, 0, shape.num_all_layers(), {}, 1);
+  int decayed = 0, plain = 0;
+  for (const auto& p : whole.parameters()) {
+    const bool is_norm_or_bias = p.name.find(".bias") != std::string::npos ||
+                                 p.name.find("ln") != std::string::npos;
+    CHECK_MESSAGE(models::decays(p) == !is_norm_or_bias, p.name);
+    (models::decays(p) ? decayed : plain) += 1;
+  }
+  // Per block: q, k, v, out, fc1, fc2 weights decay; 2 norms x 2 + 6 biases do not.
+  CHECK(decayed == 2 + 6 * shape.num_layers + 1);
+  CHECK(plain == 10 * shape.num_layers + 2);
+}

@@ -11,14 +11,17 @@
 #include <limits>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 
 #include <torch/torch.h>
 
+#include <sailor/actors/train/shaped_p2p.hpp>
 #include <sailor/config/log.hpp>
 #include <sailor/models/gpt.hpp>
 #include <sailor/models/synthetic_data.hpp>
 
 #include "schedule.hpp"
+#include "threads.hpp"
 
 namespace sailor::train {
 namespace {
@@ -180,7 +183,19 @@ status stage_executor::impl::connect(comm::communicator_factory& factory) {
     auto c = factory.create(spec.name, spec.members);
     if (!c) return c.error();
     if (spec.name == "world") {
+      // Members are every global rank in order: a world rank is a global rank.
       world = std::move(*c);
+      if (!options.links.empty()) {
+        const auto& mine = plan.stages[role.stage].replicas[role.replica].zone;
+        std::vector<std::optional<config::zone_link>> link_to(spec.members.size());
+        bool any = false;
+        for (std::size_t g = 0; g < spec.members.size(); ++g) {
+          auto other = role_of(plan, static_cast<int>(g));
+          link_to[g] = find_link(options.links, mine, plan.stages[other.stage].replicas[other.replica].zone);
+          any = any || link_to[g].has_value();
+        }
+        if (any) world = make_shaped_p2p(std::move(world), std::move(link_to));
+      }
     } else if (spec.stage < 0) {
       tp_comm = std::move(*c);
     } else {
@@ -466,7 +481,7 @@ result<std::unique_ptr<stage_executor>> stage_executor::create(
                       " differs from the role's " + std::to_string(rank),
                   error_kind::invalid_input);
   try {
-    if (options.torch_threads > 0) torch::set_num_threads(options.torch_threads);
+    set_compute_threads(options.torch_threads);
     if (options.cuda_device >= 0 && !torch::cuda::is_available())
       return failed("cuda_device " + std::to_string(options.cuda_device) +
                         " asked for, but this LibTorch sees no CUDA device",
@@ -502,14 +517,28 @@ result<std::unique_ptr<stage_executor>> stage_executor::create(
       // Rebuild the module view of the group (parameters are unchanged).
       st->module->set_tp_group(tp);
     }
+    // Two parameter groups: weight decay on matrices only, not on norms and biases.
+    std::vector<torch::Tensor> decayed, plain;
+    for (const auto& p : st->module->parameters()) (models::decays(p) ? decayed : plain).push_back(p.tensor);
+    auto groups = [&](const auto& defaults) {
+      std::vector<torch::optim::OptimizerParamGroup> out;
+      using options_type = std::decay_t<decltype(defaults)>;
+      if (!decayed.empty()) out.emplace_back(decayed, std::make_unique<options_type>(defaults));
+      if (!plain.empty()) {
+        auto no_decay = std::make_unique<options_type>(defaults);
+        no_decay->weight_decay(0.0);
+        out.emplace_back(plain, std::move(no_decay));
+      }
+      return out;
+    };
     if (options.optimizer == optimizer_kind::adamw) {
       torch::optim::AdamWOptions o(options.learning_rate);
       o.betas({options.beta1, options.beta2}).eps(options.eps).weight_decay(options.weight_decay);
-      st->optimizer = std::make_unique<torch::optim::AdamW>(st->module->tensors(), o);
+      st->optimizer = std::make_unique<torch::optim::AdamW>(groups(o), o);
     } else {
       torch::optim::SGDOptions o(options.learning_rate);
       o.momentum(options.momentum).weight_decay(options.weight_decay);
-      st->optimizer = std::make_unique<torch::optim::SGD>(st->module->tensors(), o);
+      st->optimizer = std::make_unique<torch::optim::SGD>(groups(o), o);
     }
     st->ops = one_f_one_b(plan)[role.stage][role.replica];
     if (st->ops.empty() || st->ops.back().forward)

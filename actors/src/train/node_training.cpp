@@ -21,6 +21,7 @@ train_options options_for(const actors::training_job& job) {
   o.learning_rate = job.learning_rate;
   o.torch_threads = job.torch_threads;
   o.timeout = std::chrono::milliseconds{job.timeout_ms};
+  o.links = job.links;
   return o;
 }
 

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "sailor/config/error.hpp"
+
 namespace sailor::config {
 
 /// Times of one layer for one micro-batch, seconds. TP communication inside a node included.
@@ -39,5 +41,14 @@ struct model_profile {
 
   const gpu_profile* find(const std::string& gpu_type) const;
 };
+
+/// A profile as JSON in the layout of Sailor's profiles_tmp.json:
+/// `{model: {gpu_type: {micro_batch: {tp: {layer: [fwd_s, bwd_s, update_s]}}}}}` (what
+/// `sailor profile` writes; a Sailor checkout can use the file as its profiles_tmp.json).
+std::string to_profile_json(const model_profile& profile);
+
+/// Reads such a file. `model` picks the model's entry; empty: the file must hold exactly one.
+/// Errors name the file and the field.
+result<model_profile> load_profile_json(const std::string& path, const std::string& model = "");
 
 }  // namespace sailor::config

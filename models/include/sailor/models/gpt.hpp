@@ -47,6 +47,10 @@ struct stage_parameter {
   std::int64_t full_size = 0;  ///< size of shard_dim in the full tensor
 };
 
+/// Whether weight decay applies to `p`: matrices (linear weights, embeddings, positions) do;
+/// layer-norm gains and biases do not (standard practice: decaying them only hurts).
+bool decays(const stage_parameter& p);
+
 /// Element-wise TP operators (Megatron's f and g), exposed for tests.
 /// Identity forward, all-reduce of the gradient backward.
 torch::Tensor copy_to_tp(const torch::Tensor& x, const tp_group& tp);

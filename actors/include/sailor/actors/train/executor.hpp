@@ -31,6 +31,7 @@
 #include <vector>
 
 #include <sailor/comm/collective.hpp>
+#include <sailor/config/cluster.hpp>
 #include <sailor/config/error.hpp>
 #include <sailor/config/model.hpp>
 #include <sailor/config/plan.hpp>
@@ -74,6 +75,10 @@ struct train_options {
   std::chrono::milliseconds timeout{60000};
   /// Synthetic data set: number of distinct samples (an epoch), 0 = unbounded.
   std::int64_t dataset_samples = 0;
+  /// Emulated links between the plan's zones (the cluster's): activations and gradients
+  /// between ranks whose replicas are in different zones take the link's latency and
+  /// bandwidth (shaped_p2p.hpp). Empty: no shaping.
+  std::vector<config::zone_link> links;
 };
 
 /// What one rank measured in one iteration (seconds).

@@ -11,11 +11,13 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>
 
 #include "sailor/actors/scheduler_api.hpp"
+#include "sailor/config/cluster.hpp"
 #include "sailor/config/model.hpp"
 #include "sailor/config/plan.hpp"
 
@@ -35,6 +37,9 @@ struct training_job {
   int torch_threads = 1;
   std::int64_t timeout_ms = 30000;  ///< bound on every wait for a peer
   double predicted_iteration_s = 0;  ///< the simulator's estimate for the plan (0: none)
+  /// The cluster's links between the plan's zones: stage-to-stage transfers between zones are
+  /// held for the link's latency and bandwidth (emulation on one machine). Empty: unshaped.
+  std::vector<config::zone_link> links;
 };
 
 /// One rank's measurements for one iteration (seconds), or its failure (`error` non-empty).
@@ -60,7 +65,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, training_job& x) {
   return f(caf::meta::type_name("training_job"), x.plan_version, x.plan, x.model, x.store_dir,
            x.iterations, x.seed, x.optimizer, x.learning_rate, x.torch_threads, x.timeout_ms,
-           x.predicted_iteration_s);
+           x.predicted_iteration_s, x.links);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_report& x) {
@@ -72,6 +77,14 @@ typename Inspector::result_type inspect(Inspector& f, train_report& x) {
 }  // namespace sailor::actors
 
 namespace sailor::config {
+
+/// A link as the training job carries it (a bandwidth curve, if any, stays behind: the
+/// constant bandwidth is used).
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, zone_link& x) {
+  return f(caf::meta::type_name("zone_link"), x.from, x.to, x.latency_s, x.bandwidth_gbytes_per_s,
+           x.egress_usd_per_gb);
+}
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, model_shape& x) {

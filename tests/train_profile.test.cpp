@@ -1,0 +1,85 @@
+// `sailor profile` measures the tiny model on this machine and writes a profile that the
+// simulator reads and predicts from.
+
+// Built only with LibTorch (sailor-node then holds the profiler).
+#if __has_include(<sailor/models/shapes.hpp>)
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include <sailor/config/load.hpp>
+#include <sailor/config/profile.hpp>
+#include <sailor/simulator/simulator.hpp>
+
+#include "run_command.hpp"
+
+using sailor::testing::run_command;
+using sailor::testing::sailor_bin;
+using sailor::testing::temp_dir;
+
+namespace {
+const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+}  // namespace
+
+TEST_CASE("sailor profile writes positive times for every layer, and the simulator reads them") {
+  temp_dir dir;
+  const auto out = dir.path("tiny.profile.json");
+  auto r = run_command(sailor_bin() + " profile --model " + configs +
+                           "/models/tiny.yaml --micro-batches 1,2 --tp 1,2 --repeats 3 --warmup 1 --out " +
+                           out,
+                       120);
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto model = sailor::config::load_model(configs + "/models/tiny.yaml");
+  REQUIRE(model);
+  auto profile = sailor::config::load_profile_json(out);
+  REQUIRE_MESSAGE(profile, (profile ? "" : profile.error().to_string()));
+  CHECK(profile->model == model->name);
+  const auto* cpu = profile->find("CPU");
+  REQUIRE(cpu != nullptr);
+  for (int mbs : {1, 2})
+    for (int tp : {1, 2}) {
+      const auto* layers = cpu->find(mbs, tp);
+      REQUIRE_MESSAGE(layers != nullptr, "mbs " << mbs << " tp " << tp);
+      REQUIRE(static_cast<int>(layers->size()) == model->num_all_layers());
+      for (const auto& t : *layers) {
+        CHECK(t.forward_s > 0);
+        CHECK(t.backward_s > 0);
+        CHECK(t.update_s > 0);
+      }
+    }
+
+  // The simulator takes its compute times from the profile, not from the catalog.
+  auto cluster = sailor::config::load_cluster(configs + "/clusters/local-2-zones.yaml");
+  REQUIRE(cluster);
+  sailor::simulator::sim_inputs in;
+  in.model = *model;
+  in.cluster = &*cluster;
+  in.gpus = cluster->gpus;
+  in.profile = &*profile;
+  sailor::simulator::sim_options options;
+  options.profile_layer_overhead_s = 0;
+  auto ctx = sailor::simulator::sim_context::make(in, options);
+  REQUIRE_MESSAGE(ctx, (ctx ? "" : ctx.error().to_string()));
+  const int gpu = ctx->gpu_id("CPU");
+  REQUIRE(gpu >= 0);
+  auto c = ctx->compute(gpu, 1, 2, 0, model->num_all_layers());
+  REQUIRE(c.ok);
+  CHECK_FALSE(c.analytic);
+  double forward = 0;
+  for (const auto& t : *cpu->find(2, 1)) forward += t.forward_s;
+  CHECK(c.forward_s == doctest::Approx(forward).epsilon(1e-9));
+}
+
+TEST_CASE("sailor profile refuses a TP degree that does not divide the model") {
+  temp_dir dir;
+  auto r = run_command(sailor_bin() + " profile --model " + configs + "/models/tiny.yaml --tp 3 --out " +
+                           dir.path("p.json"),
+                       60);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("TP degree 3") != std::string::npos);
+}
+
+#endif  // __has_include(<sailor/models/shapes.hpp>)
