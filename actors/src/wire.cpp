@@ -160,7 +160,8 @@ std::optional<comm::message_body> to_comm_body(const caf::message& m, const std:
     return comm::training_job{epoch(x.plan_version), x.plan,         x.model,
                               x.store_dir,           x.iterations,   x.seed,
                               x.optimizer,           x.learning_rate, x.torch_threads,
-                              x.timeout_ms,          x.predicted_iteration_s};
+                              x.timeout_ms,          x.predicted_iteration_s,
+                              x.links};
   }
   if (m.match_elements<train_report>()) {
     auto& x = m.get_as<train_report>(0);
@@ -270,6 +271,7 @@ struct from_comm_body {
     out.torch_threads = x.torch_threads;
     out.timeout_ms = x.timeout_ms;
     out.predicted_iteration_s = x.predicted_iteration_s;
+    out.links = std::move(x.links);
     return caf::make_message(std::move(out));
   }
   result<caf::message> operator()(comm::train_report& x) const {

@@ -242,6 +242,16 @@ struct TrainingJob {
   torchThreads @8 :Int32;
   timeoutMs @9 :Int64;       # bound on every wait for a peer
   predictedIterationS @10 :Float64;
+  links @11 :List(ZoneLink);  # links between the plan's zones, for emulated link shaping
+}
+
+# A link between two zones as training carries it (constant bandwidth; a curve stays behind).
+struct ZoneLink {
+  from @0 :Text;
+  to @1 :Text;
+  latencyS @2 :Float64;
+  bandwidthGbytesPerS @3 :Float64;
+  egressUsdPerGb @4 :Float64;
 }
 
 struct TrainReport {

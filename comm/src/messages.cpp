@@ -226,6 +226,14 @@ struct body_writer {
     j.setTorchThreads(v.torch_threads);
     j.setTimeoutMs(v.timeout_ms);
     j.setPredictedIterationS(v.predicted_iteration_s);
+    auto links = j.initLinks(static_cast<unsigned>(v.links.size()));
+    for (unsigned i = 0; i < v.links.size(); ++i) {
+      links[i].setFrom(v.links[i].from);
+      links[i].setTo(v.links[i].to);
+      links[i].setLatencyS(v.links[i].latency_s);
+      links[i].setBandwidthGbytesPerS(v.links[i].bandwidth_gbytes_per_s);
+      links[i].setEgressUsdPerGb(v.links[i].egress_usd_per_gb);
+    }
   }
   void operator()(const train_report& v) {
     auto r = b.initTrainReport();
@@ -518,6 +526,15 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
         v.torch_threads = j.getTorchThreads();
         v.timeout_ms = j.getTimeoutMs();
         v.predicted_iteration_s = j.getPredictedIterationS();
+        for (auto l : j.getLinks()) {
+          config::zone_link link;
+          link.from = l.getFrom();
+          link.to = l.getTo();
+          link.latency_s = l.getLatencyS();
+          link.bandwidth_gbytes_per_s = l.getBandwidthGbytesPerS();
+          link.egress_usd_per_gb = l.getEgressUsdPerGb();
+          v.links.push_back(std::move(link));
+        }
         e.body = std::move(v);
         break;
       }

@@ -14,6 +14,7 @@
 #include "sailor/comm/error.hpp"
 #include "sailor/comm/tensor.hpp"
 #include "sailor/config/error.hpp"
+#include "sailor/config/cluster.hpp"
 #include "sailor/config/model.hpp"
 #include "sailor/config/plan.hpp"
 
@@ -215,6 +216,7 @@ struct training_job {
   int torch_threads = 1;
   std::int64_t timeout_ms = 0;
   double predicted_iteration_s = 0;
+  std::vector<config::zone_link> links;  ///< for emulated link shaping between stages
 };
 
 /// One rank's measurements of one iteration, or its failure (`error` non-empty).
