@@ -22,6 +22,7 @@ const entry entries[] = {
     {"overlap_p2p", nullptr, &sim_options::overlap_p2p},
     {"receiver_blocks", nullptr, &sim_options::receiver_blocks},
     {"profile_layer_overhead_s", &sim_options::profile_layer_overhead_s, nullptr},
+    {"profile_smoothing_octaves", &sim_options::profile_smoothing_octaves, nullptr},
     {"network_efficiency", &sim_options::network_efficiency, nullptr},
     {"framework_overhead_bytes", &sim_options::framework_overhead_bytes, nullptr},
     {"activation_peak_factor", &sim_options::activation_peak_factor, nullptr},

@@ -488,3 +488,38 @@ TEST_CASE("a stage of hundreds of replicas: no cap, all-reduce grows, memory per
   REQUIRE(huge.ok());
   CHECK(closed_form(ctx, *huge).iteration_time_s > q.iteration_time_s);
 }
+
+TEST_CASE("profile smoothing: an affine fit over micro-batch sizes damps a noisy point and extrapolates") {
+  fixture f;
+  // Per layer: 1 ms + 0.5 ms per sample forward (twice that backward), measured at mbs 1, 2,
+  // 4 and 8, with the mbs-4 run 30% slow.
+  config::gpu_profile g;
+  g.gpu_type = "fast";
+  for (int mbs : {1, 2, 4, 8}) {
+    const double fwd = (1e-3 + 0.5e-3 * mbs) * (mbs == 4 ? 1.3 : 1.0);
+    g.times[mbs][1] = std::vector<config::layer_time>(4, config::layer_time{fwd, 2 * fwd, 0});
+  }
+  f.profile.by_gpu["fast"] = g;
+  sim_options raw_options;
+  raw_options.profile_smoothing_octaves = 0;
+  auto raw = f.make(raw_options);
+  auto smooth = f.make();
+  const int fast = smooth.gpu_id("fast");
+  // Raw: the profiled value, and proportional scaling beyond the profiled sizes.
+  CHECK(raw.compute(fast, 1, 4, 1, 2).forward_s == doctest::Approx(3e-3 * 1.3));
+  CHECK(raw.compute(fast, 1, 16, 1, 2).forward_s == doctest::Approx(5e-3 * 2));
+  // Smoothed: the noisy point is pulled towards the line through the others (3 ms) ...
+  const double at4 = smooth.compute(fast, 1, 4, 1, 2).forward_s;
+  CHECK(std::abs(at4 - 3e-3) < 0.5 * std::abs(3e-3 * 1.3 - 3e-3));
+  // ... the points on the line stay close to it, and mbs 16 extrapolates the affine law (9 ms),
+  // not the proportional one (10 ms).
+  CHECK(smooth.compute(fast, 1, 1, 1, 2).forward_s == doctest::Approx(1.5e-3).epsilon(0.1));
+  const double at16 = smooth.compute(fast, 1, 16, 1, 2).forward_s;
+  CHECK(std::abs(at16 - 9e-3) < std::abs(at16 - 10e-3));
+  CHECK(smooth.compute(fast, 1, 4, 1, 2).backward_s == doctest::Approx(2 * at4));
+  // Exact affine profiles are unchanged by the smoothing.
+  f.profile.by_gpu["fast"].times[4][1] = std::vector<config::layer_time>(4, config::layer_time{3e-3, 6e-3, 0});
+  auto exact_ctx = f.make();
+  CHECK(exact_ctx.compute(fast, 1, 4, 1, 2).forward_s == doctest::Approx(3e-3));
+  CHECK(exact_ctx.compute(fast, 1, 2, 1, 2).forward_s == doctest::Approx(2e-3));
+}

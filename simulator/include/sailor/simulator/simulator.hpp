@@ -79,7 +79,15 @@ struct sim_options {
   bool receiver_blocks = true;
   /// Per layer and pass, time a profile measured in isolation includes but a training step
   /// does not (a synchronisation after each layer, launch latency not hidden), seconds.
-  double profile_layer_overhead_s = 100e-6;
+  double profile_layer_overhead_s = 50e-6;
+  /// A layer's time is read from the profile as an affine function of the micro-batch (a fixed
+  /// cost per call: launches, TP collective latency; plus work per sample), fitted by weighted
+  /// least squares (relative error) to the profiled micro-batch sizes at that TP degree, each
+  /// weighted by a Gaussian of its distance to the wanted size in octaves (log2) with this
+  /// width. This smooths the noise of single profiling runs and interpolates or extrapolates
+  /// sizes that were not profiled. 0: the raw profiled value (and proportional scaling from the
+  /// nearest profiled size).
+  double profile_smoothing_octaves = 1.5;
   /// Fraction of the network fits' bandwidth that a training job's own transfers reach (NCCL
   /// point-to-point and ring all-reduce inside the framework, versus the microbenchmark the
   /// fits were made with). Applies to Sailor's fits only (a cluster's links state what a job
