@@ -118,14 +118,14 @@ template <class Record>
 void cross_validate(const std::vector<Record>& records, const std::map<std::string, config::sailor_data>& data,
                     const simulator::sim_options& base) {
   if (records.size() < 3) return;
-  // Time: the three fitted quantities (profiling overhead per layer, network efficiency, width
-  // of the profile smoothing over micro-batch sizes).
+  // Time: the three fitted quantities (profiling overhead per layer, the ceiling of a GPU's
+  // transfers inside a job (0: none), width of the profile smoothing over micro-batch sizes).
   const double overheads[] = {0, 50e-6, 100e-6, 150e-6, 200e-6, 250e-6};
-  const double efficiencies[] = {0.2, 0.25, 0.33, 0.4, 0.5, 0.7, 1.0};
+  const double ceilings[] = {5, 6, 7, 8, 9, 10, 12, 15, 0};
   const double widths[] = {0, 1.0, 1.5, 2.0};
-  auto time_err = grid_errors(records, data, base, 6 * 7 * 4, [&](simulator::sim_options& o, int g) {
-    o.profile_layer_overhead_s = overheads[g / 28];
-    o.network_efficiency = efficiencies[(g / 4) % 7];
+  auto time_err = grid_errors(records, data, base, 6 * 9 * 4, [&](simulator::sim_options& o, int g) {
+    o.profile_layer_overhead_s = overheads[g / 36];
+    o.job_gbytes_per_s_per_gpu = ceilings[(g / 4) % 9];
     o.profile_smoothing_octaves = widths[g % 4];
   }, false);
   // Memory: framework overhead and activation peak factor.

@@ -440,7 +440,11 @@ double sim_context::gpu_bytes_per_s(const endpoint& a, const endpoint& b, double
   if (gbps <= 0) return -1;
   // Sailor's fits are per node pair; a cluster's zone link is per flow, each flow also
   // limited by its share of the node's NIC.
-  if (use_fits_) return options_.network_efficiency * gbps * 1e9 / n;
+  if (use_fits_) {
+    double per_gpu = options_.network_efficiency * gbps * 1e9 / n;
+    if (options_.job_gbytes_per_s_per_gpu > 0) per_gpu = std::min(per_gpu, options_.job_gbytes_per_s_per_gpu * 1e9);
+    return per_gpu;
+  }
   double per_flow = gbps * 1e9;
   const double nic = std::min(gpu_nic_[a.gpu], gpu_nic_[b.gpu]);
   if (nic > 0) per_flow = std::min(per_flow, nic / n);

@@ -24,6 +24,7 @@ const entry entries[] = {
     {"profile_layer_overhead_s", &sim_options::profile_layer_overhead_s, nullptr},
     {"profile_smoothing_octaves", &sim_options::profile_smoothing_octaves, nullptr},
     {"network_efficiency", &sim_options::network_efficiency, nullptr},
+    {"job_gbytes_per_s_per_gpu", &sim_options::job_gbytes_per_s_per_gpu, nullptr},
     {"framework_overhead_bytes", &sim_options::framework_overhead_bytes, nullptr},
     {"activation_peak_factor", &sim_options::activation_peak_factor, nullptr},
     {"mixed_grad_memory_bytes_per_param", &sim_options::mixed_grad_memory_bytes_per_param, nullptr},

@@ -88,11 +88,16 @@ struct sim_options {
   /// sizes that were not profiled. 0: the raw profiled value (and proportional scaling from the
   /// nearest profiled size).
   double profile_smoothing_octaves = 1.5;
-  /// Fraction of the network fits' bandwidth that a training job's own transfers reach (NCCL
-  /// point-to-point and ring all-reduce inside the framework, versus the microbenchmark the
-  /// fits were made with). Applies to Sailor's fits only (a cluster's links state what a job
-  /// gets).
-  double network_efficiency = 0.33;
+  /// Fraction of the network fits' bandwidth that a training job's own transfers reach.
+  /// Applies to Sailor's fits only (a cluster's links state what a job gets). 1: the fits are
+  /// what a job gets, up to `job_gbytes_per_s_per_gpu` (simulator/README.md, "Network").
+  double network_efficiency = 1.0;
+  /// Ceiling on what one GPU's transfers reach inside a training job, GB/s: NCCL inside the
+  /// framework (its channels, proxy thread and copies) bounds a GPU's point-to-point and ring
+  /// traffic whatever the network. 9 GB/s fitted on GH200/Slingshot, whose fits (23 GB/s per GPU,
+  /// near line rate) a job does not reach; Sailor's GCP fits (1-4 GB/s per node pair) are below
+  /// it and used as they are. Applies to Sailor's fits only, after `network_efficiency`; 0: none.
+  double job_gbytes_per_s_per_gpu = 9.0;
   /// Memory no tensor accounts for: CUDA context, allocator caching, NCCL buffers, bytes/GPU.
   double framework_overhead_bytes = 4.3e9;
   /// Ratio of peak activation memory to the sum of per-layer forward growth (transient
