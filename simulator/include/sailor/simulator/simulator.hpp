@@ -418,8 +418,10 @@ struct event_result {
   std::vector<trace_event> events;
 };
 
-/// Event-driven simulation of the 1F1B schedule of the plan (one representative pipeline
-/// whose stages run at their slowest replica's pace), with the same physics as the closed form.
+/// Event-driven simulation of the 1F1B schedule of the plan, with the same physics as the
+/// closed form: one representative pipeline whose stages run at their slowest replica's pace
+/// when every stage has the same replica count; otherwise every replica on its own (its
+/// micro-batches j = r mod R_s, its compute and links; trace lane 2r, sends 2r+1).
 result<event_result> simulate_events(const sim_context& ctx, const config::plan& p);
 
 /// Chrome trace JSON (chrome://tracing, Perfetto) of a timeline: one process per stage.
