@@ -588,3 +588,45 @@ TEST_CASE("event simulation with different replica counts per stage: every repli
   MESSAGE("closed form vs per-replica events, different counts per stage: worst " << worst * 100 << "%");
   CHECK(worst < 0.5);
 }
+
+TEST_CASE("GPT-Neo-2.7 on GCP A100s: Sailor's GCP fits are used as measured, the GH200 ceiling does not bind") {
+  const std::string root = std::string(SAILOR_DATA_DIR) + "/sailor";
+  auto d = config::load_sailor_data(root, "GPT-Neo-2.7");
+  REQUIRE(d.ok());
+  sim_inputs in;
+  in.model = d->model;
+  in.profile = &d->profile;
+  in.gpus = d->gpus;
+  in.network = &d->network;
+  in.job.optimizer = d->optimizer;
+  sim_options no_ceiling;
+  no_ceiling.job_gbytes_per_s_per_gpu = 0;
+  auto ctx = sim_context::make(in);
+  auto raw = sim_context::make(in, no_ceiling);
+  REQUIRE(ctx.ok());
+  REQUIRE(raw.ok());
+  REQUIRE(d->model.num_all_layers() == 34);
+  std::vector<config::replica> two(2, rep("A100-40", "us-central1-a", 4));
+  auto plan = make_plan(2, 64, {{9, two}, {8, two}, {8, two}, {9, two}});
+  auto e = simulate(*ctx, plan);
+  auto r = simulate(*raw, plan);
+  REQUIRE(e.ok());
+  REQUIRE(r.ok());
+  CHECK(e->iteration_time_s == doctest::Approx(r->iteration_time_s).epsilon(1e-12));
+  CHECK_FALSE(e->stages[0].analytic);
+  CHECK(e->fits_memory);
+  CHECK(e->stages[0].micro_batches == 16);
+  // At least the bottleneck stage's 16 micro-batches, and the all-reduce is charged.
+  double slowest = 0;
+  for (const auto& st : e->stages) slowest = std::max(slowest, st.forward_s + st.backward_s);
+  CHECK(e->pipeline_s > 16 * slowest);
+  CHECK(e->stages[1].allreduce_s > 0);
+  // On GH200 (fits near Slingshot's line rate) the ceiling is what a job gets.
+  std::vector<config::replica> gh(2, rep("GH-96", "us-central1-a", 4));
+  auto gh_plan = make_plan(4, 64, {{17, gh}, {17, gh}});
+  auto ge = simulate(*ctx, gh_plan);
+  auto gr = simulate(*raw, gh_plan);
+  REQUIRE(ge.ok());
+  REQUIRE(gr.ok());
+  CHECK(ge->stages[0].allreduce_s > 1.5 * gr->stages[0].allreduce_s);
+}
