@@ -82,6 +82,7 @@ std::vector<std::vector<double>> grid_errors(const std::vector<Record>& records,
 struct held_out_result {
   double mean = 0, worst = 0;
   int n = 0;
+  int worst_index = -1;
 };
 held_out_result evaluate(const std::vector<std::vector<double>>& err, const std::vector<std::vector<int>>& folds) {
   held_out_result out;
@@ -106,6 +107,7 @@ held_out_result evaluate(const std::vector<std::vector<double>>& err, const std:
     for (int i : test) {
       if (std::isnan(err[best][i])) continue;
       sum += std::abs(err[best][i]);
+      if (std::abs(err[best][i]) > out.worst) out.worst_index = i;
       out.worst = std::max(out.worst, std::abs(err[best][i]));
       ++out.n;
     }
@@ -147,6 +149,8 @@ void cross_validate(const std::vector<Record>& records, const std::map<std::stri
   std::printf("\nheld out (parameters refitted without the plans they are tested on):\n");
   std::printf("  leave-one-out:           time mean %.2f%% worst %.2f%%; memory mean %.2f%% worst %.2f%% (%d plans)\n",
               100 * t1.mean, 100 * t1.worst, 100 * m1.mean, 100 * m1.worst, t1.n);
+  if (t1.worst_index >= 0)
+    std::printf("    worst time held out: %s\n", fs::path(records[t1.worst_index].file).filename().c_str());
   if (!big.empty() && big.size() < records.size()) {
     auto t2 = evaluate(time_err, large), m2 = evaluate(mem_err, large);
     std::printf("  fit < 64 GPUs, test >= 64: time mean %.2f%% worst %.2f%%; memory mean %.2f%% worst %.2f%% (%d plans)\n",
