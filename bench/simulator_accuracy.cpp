@@ -82,6 +82,7 @@ std::vector<std::vector<double>> grid_errors(const std::vector<Record>& records,
 struct held_out_result {
   double mean = 0, worst = 0;
   int n = 0;
+  int worst_index = -1;
 };
 held_out_result evaluate(const std::vector<std::vector<double>>& err, const std::vector<std::vector<int>>& folds) {
   held_out_result out;
@@ -106,6 +107,7 @@ held_out_result evaluate(const std::vector<std::vector<double>>& err, const std:
     for (int i : test) {
       if (std::isnan(err[best][i])) continue;
       sum += std::abs(err[best][i]);
+      if (std::abs(err[best][i]) > out.worst) out.worst_index = i;
       out.worst = std::max(out.worst, std::abs(err[best][i]));
       ++out.n;
     }
@@ -118,12 +120,15 @@ template <class Record>
 void cross_validate(const std::vector<Record>& records, const std::map<std::string, config::sailor_data>& data,
                     const simulator::sim_options& base) {
   if (records.size() < 3) return;
-  // Time: the two fitted quantities (profiling overhead per layer, network efficiency).
+  // Time: the three fitted quantities (profiling overhead per layer, the ceiling of a GPU's
+  // transfers inside a job (0: none), width of the profile smoothing over micro-batch sizes).
   const double overheads[] = {0, 50e-6, 100e-6, 150e-6, 200e-6, 250e-6};
-  const double efficiencies[] = {0.2, 0.25, 0.33, 0.4, 0.5, 0.7, 1.0};
-  auto time_err = grid_errors(records, data, base, 6 * 7, [&](simulator::sim_options& o, int g) {
-    o.profile_layer_overhead_s = overheads[g / 7];
-    o.network_efficiency = efficiencies[g % 7];
+  const double ceilings[] = {5, 6, 7, 8, 9, 10, 12, 15, 0};
+  const double widths[] = {0, 1.0, 1.5, 2.0};
+  auto time_err = grid_errors(records, data, base, 6 * 9 * 4, [&](simulator::sim_options& o, int g) {
+    o.profile_layer_overhead_s = overheads[g / 36];
+    o.job_gbytes_per_s_per_gpu = ceilings[(g / 4) % 9];
+    o.profile_smoothing_octaves = widths[g % 4];
   }, false);
   // Memory: framework overhead and activation peak factor.
   const double frameworks[] = {3.0e9, 3.5e9, 4.0e9, 4.3e9, 4.6e9, 5.0e9};
@@ -144,6 +149,8 @@ void cross_validate(const std::vector<Record>& records, const std::map<std::stri
   std::printf("\nheld out (parameters refitted without the plans they are tested on):\n");
   std::printf("  leave-one-out:           time mean %.2f%% worst %.2f%%; memory mean %.2f%% worst %.2f%% (%d plans)\n",
               100 * t1.mean, 100 * t1.worst, 100 * m1.mean, 100 * m1.worst, t1.n);
+  if (t1.worst_index >= 0)
+    std::printf("    worst time held out: %s\n", fs::path(records[t1.worst_index].file).filename().c_str());
   if (!big.empty() && big.size() < records.size()) {
     auto t2 = evaluate(time_err, large), m2 = evaluate(mem_err, large);
     std::printf("  fit < 64 GPUs, test >= 64: time mean %.2f%% worst %.2f%%; memory mean %.2f%% worst %.2f%% (%d plans)\n",

@@ -181,9 +181,41 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
         const int mi = log2_index(mbs);
         if (mi < 0 || mi >= max_mbs_index) continue;
         table& t = c.tables_[(size_t(g) * max_tp_index + ti) * max_mbs_index + mi];
-        // Profile: exact (mbs, tp), or the nearest profiled mbs at this tp scaled linearly.
+        // Profile: exact (mbs, tp), or the nearest profiled mbs at this tp scaled linearly;
+        // with smoothing, every profiled mbs at this tp (see profile_smoothing_octaves).
         const std::vector<config::layer_time>* times = nullptr;
         double scale = 1.0;
+        std::vector<std::pair<int, const std::vector<config::layer_time>*>> points;
+        if (gp)
+          for (const auto& [pm, by_tp] : gp->times) {
+            auto it = by_tp.find(tp);
+            if (it != by_tp.end() && static_cast<int>(it->second.size()) == L) points.push_back({pm, &it->second});
+          }
+        const double sigma = c.options_.profile_smoothing_octaves;
+        // Weighted least squares of t = a + b * mbs over the profiled sizes (weights: Gaussian
+        // in octaves over t^2, i.e. relative error); `raw` when it cannot be fitted.
+        auto smoothed = [&](int l, bool forward, double raw) {
+          if (sigma <= 0 || points.size() < 2) return raw;
+          double S = 0, Sx = 0, Sy = 0, Sxx = 0, Sxy = 0;
+          for (const auto& [pm, v] : points) {
+            const double t = forward ? (*v)[l].forward_s : (*v)[l].backward_s;
+            if (!(t > 0)) continue;
+            const double d = std::log2(double(pm) / mbs);
+            const double w = std::exp(-d * d / (2 * sigma * sigma)) / (t * t);
+            S += w;
+            Sx += w * pm;
+            Sy += w * t;
+            Sxx += w * pm * pm;
+            Sxy += w * pm * t;
+          }
+          const double det = S * Sxx - Sx * Sx;
+          if (!(S > 0) || !(det > 1e-12 * S * Sxx)) return raw;
+          const double b = (S * Sxy - Sx * Sy) / det;
+          const double a = (Sy - b * Sx) / S;
+          const double v = a + b * mbs;
+          // A fit far from the data it smooths is not trusted beyond a factor of two.
+          return std::clamp(v, 0.5 * raw, 2.0 * raw);
+        };
         if (gp) {
           times = gp->find(mbs, tp);
           if (times && static_cast<int>(times->size()) != L) times = nullptr;
@@ -212,10 +244,12 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
             const double lp = c.params_prefix_[ti][l + 1] - c.params_prefix_[ti][l];
             // Remove the per-layer overhead of profiling in isolation (never below a quarter).
             const double d = c.options_.profile_layer_overhead_s;
-            const double f = std::max(lt.forward_s - d, 0.25 * lt.forward_s);
-            const double b = std::max(lt.backward_s - d, 0.25 * lt.backward_s);
-            t.fwd[l + 1] = t.fwd[l] + f * scale * c.options_.compute_scale;
-            t.bwd[l + 1] = t.bwd[l] + b * scale * c.options_.compute_scale;
+            const double fs = smoothed(l, true, lt.forward_s * scale);
+            const double bs = smoothed(l, false, lt.backward_s * scale);
+            const double f = std::max(fs - d, 0.25 * fs);
+            const double b = std::max(bs - d, 0.25 * bs);
+            t.fwd[l + 1] = t.fwd[l] + f * c.options_.compute_scale;
+            t.bwd[l + 1] = t.bwd[l] + b * c.options_.compute_scale;
             // The profiled update_s is the step of the small profiled model, not of this
             // layer: the step is memory bound, so it is modelled from bytes moved per
             // parameter over the device's memory bandwidth.
@@ -406,7 +440,11 @@ double sim_context::gpu_bytes_per_s(const endpoint& a, const endpoint& b, double
   if (gbps <= 0) return -1;
   // Sailor's fits are per node pair; a cluster's zone link is per flow, each flow also
   // limited by its share of the node's NIC.
-  if (use_fits_) return options_.network_efficiency * gbps * 1e9 / n;
+  if (use_fits_) {
+    double per_gpu = options_.network_efficiency * gbps * 1e9 / n;
+    if (options_.job_gbytes_per_s_per_gpu > 0) per_gpu = std::min(per_gpu, options_.job_gbytes_per_s_per_gpu * 1e9);
+    return per_gpu;
+  }
   double per_flow = gbps * 1e9;
   const double nic = std::min(gpu_nic_[a.gpu], gpu_nic_[b.gpu]);
   if (nic > 0) per_flow = std::min(per_flow, nic / n);

@@ -34,11 +34,136 @@ struct event {
 
 }  // namespace
 
+// Stages with different replica counts: every replica is its own stream with its own share of
+// the micro-batches (global micro-batch j goes to replica j mod R_s of stage s, as our runtime
+// routes them), its own compute (its GPU type and TP) and its own links to the replicas it
+// exchanges with; a stage's all-reduce starts when its last replica is done.
+static result<event_result> simulate_events_per_replica(const sim_context& ctx, const resolved_plan& p) {
+  const int S = p.num_stages;
+  const bool overlap = ctx.options().overlap_p2p;
+  const bool sync_recv = !overlap && ctx.options().receiver_blocks;
+  const int M = std::max(1, (p.global_batch + p.micro_batch - 1) / p.micro_batch);
+  const double act = ctx.activation_bytes(p.micro_batch);
+  struct unit {
+    int stage, replica;
+    double forward_s, backward_s, update_s;
+    std::vector<int> mine;  // its micro-batches, in order
+    size_t next_f = 0, next_b = 0;
+    double free_at = 0, fwd_lane = 0, bwd_lane = 0, done = 0;
+    bool busy = false;
+  };
+  std::vector<unit> units;
+  std::vector<int> first_unit(S + 1, 0);
+  for (int s = 0; s < S; ++s) {
+    first_unit[s] = static_cast<int>(units.size());
+    const auto& st = p.stages[s];
+    for (int r = 0; r < st.num_replicas; ++r) {
+      const endpoint& e = st.replicas[r];
+      stage_compute c = ctx.compute(e.gpu, e.tp, p.micro_batch, st.first, st.end);
+      unit u{s, r, c.forward_s, c.backward_s + (st.recompute ? c.forward_s : 0.0), c.update_s, {}};
+      for (int j = r; j < M; j += st.num_replicas) u.mine.push_back(j);
+      units.push_back(std::move(u));
+    }
+  }
+  first_unit[S] = static_cast<int>(units.size());
+  auto unit_of = [&](int s, int j) { return first_unit[s] + j % p.stages[s].num_replicas; };
+  auto link_s = [&](int from_unit, int to_unit) {
+    const unit& a = units[from_unit];
+    const unit& b = units[to_unit];
+    return ctx.transfer_s(p.stages[a.stage].replicas[a.replica], p.stages[b.stage].replicas[b.replica], act);
+  };
+  const double never = -1;
+  std::vector<std::vector<double>> act_arrival(S, std::vector<double>(M, never));
+  std::vector<std::vector<double>> grad_arrival(S, std::vector<double>(M, never));
+  std::vector<std::vector<double>> transfer(S, std::vector<double>(M, 0));  // receive time, sync_recv
+  std::vector<std::vector<double>> grad_transfer(S, std::vector<double>(M, 0));
+  event_result out;
+  std::priority_queue<event, std::vector<event>, std::greater<event>> queue;
+  long seq = 0;
+  for (int u = 0; u < static_cast<int>(units.size()); ++u) queue.push({0.0, seq++, u});
+  auto name = [](const char* prefix, int micro) { return std::string(prefix) + std::to_string(micro); };
+  while (!queue.empty()) {
+    event ev = queue.top();
+    queue.pop();
+    unit& w = units[ev.stage];
+    const int s = w.stage;
+    const double now = ev.time;
+    if (w.busy && now >= w.free_at) w.busy = false;
+    if (w.busy || w.next_b >= w.mine.size()) continue;
+    // As our runtime schedules it: the oldest backward when its gradient is there, otherwise
+    // the next forward when its activation is there and fewer than S-s micro-batches are in
+    // flight (1F1B's bound); with different replica counts a fixed order could deadlock.
+    auto arrived = [&](double at) { return at >= 0 && at <= now; };
+    op o{op_kind::forward, -1};
+    if (w.next_b < w.next_f && (s == S - 1 || arrived(grad_arrival[s][w.mine[w.next_b]]))) {
+      o = {op_kind::backward, w.mine[w.next_b++]};
+    } else if (w.next_f < w.mine.size() && w.next_f - w.next_b < size_t(S - s) &&
+               (s == 0 || arrived(act_arrival[s][w.mine[w.next_f]]))) {
+      o = {op_kind::forward, w.mine[w.next_f++]};
+    } else {
+      continue;  // an arrival will wake it
+    }
+    const bool fwd = o.kind == op_kind::forward;
+    const int lane = 2 * w.replica;
+    double begin = now;
+    if (sync_recv && (fwd ? s > 0 : s + 1 < S)) {
+      const double r = fwd ? transfer[s][o.micro] : grad_transfer[s][o.micro];
+      out.events.push_back({name(fwd ? "recv F" : "recv B", o.micro), "p2p", s, lane, now, now + r});
+      begin = now + r;
+    }
+    const double end = begin + (fwd ? w.forward_s : w.backward_s);
+    out.events.push_back({name(fwd ? "F" : "B", o.micro), "compute", s, lane, begin, end});
+    double stream_free = end;
+    const int peer_stage = fwd ? s + 1 : s - 1;
+    if (peer_stage >= 0 && peer_stage < S) {
+      const int peer = unit_of(peer_stage, o.micro);
+      const double send = link_s(ev.stage, peer);
+      double& lane_free = fwd ? w.fwd_lane : w.bwd_lane;
+      const double start = overlap ? std::max(end, lane_free) : end;
+      const double arrival = start + send;
+      lane_free = arrival;
+      if (!overlap) stream_free = arrival;
+      out.events.push_back({name(fwd ? "send F" : "send B", o.micro), "p2p", s, overlap ? lane + 1 : lane, start, arrival});
+      const double posted = sync_recv ? start : arrival;
+      (fwd ? act_arrival : grad_arrival)[peer_stage][o.micro] = posted;
+      (fwd ? transfer : grad_transfer)[peer_stage][o.micro] = send;
+      queue.push({posted, seq++, peer});
+    }
+    w.busy = true;
+    w.free_at = stream_free;
+    if (w.next_b == w.mine.size()) {
+      w.done = stream_free;
+      out.pipeline_s = std::max(out.pipeline_s, stream_free);
+    }
+    queue.push({stream_free, seq++, ev.stage});
+  }
+  for (const auto& w : units)
+    if (w.next_b != w.mine.size())
+      return sailor::error{error_kind::failed, "event simulation deadlocked at stage " + std::to_string(w.stage) +
+                                                   " replica " + std::to_string(w.replica), "", 0, ""};
+  // Per stage: the all-reduce starts when its last replica is done; each replica then steps.
+  for (int s = 0; s < S; ++s) {
+    double start = 0;
+    for (int u = first_unit[s]; u < first_unit[s + 1]; ++u) start = std::max(start, units[u].done);
+    const auto& st = p.stages[s];
+    const double ar = ctx.allreduce_s(st.replicas, st.num_replicas, ctx.params_per_gpu(1, st.first, st.end));
+    if (ar > 0) out.events.push_back({"all-reduce", "collective", s, 0, start, start + ar});
+    for (int u = first_unit[s]; u < first_unit[s + 1]; ++u) {
+      const double at = start + std::max(0.0, ar);
+      out.events.push_back({"update", "optimizer", s, 2 * units[u].replica, at, at + units[u].update_s});
+      out.iteration_time_s = std::max(out.iteration_time_s, at + units[u].update_s);
+    }
+  }
+  return out;
+}
+
 result<event_result> simulate_events(const sim_context& ctx, const config::plan& plan) {
   auto rp = resolve(ctx, plan);
   if (!rp) return rp.error();
   const resolved_plan& p = *rp;
   const int S = p.num_stages;
+  for (int s = 1; s < S; ++s)
+    if (p.stages[s].num_replicas != p.stages[0].num_replicas) return simulate_events_per_replica(ctx, p);
   std::vector<stage_times> t(S);
   int m = 1;
   for (int s = 0; s < S; ++s) {
@@ -142,12 +267,19 @@ result<event_result> simulate_events(const sim_context& ctx, const config::plan&
 std::string to_chrome_trace(const event_result& r) {
   using json = nlohmann::json;
   json events = json::array();
-  int stages = 0;
-  for (const auto& e : r.events) stages = std::max(stages, e.stage + 1);
+  int stages = 0, lanes = 2;
+  for (const auto& e : r.events) {
+    stages = std::max(stages, e.stage + 1);
+    lanes = std::max(lanes, e.lane + 1 + (e.lane % 2 == 0 ? 1 : 0));
+  }
   for (int s = 0; s < stages; ++s) {
     events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", s}, {"args", {{"name", "stage " + std::to_string(s)}}}});
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", s}, {"tid", 0}, {"args", {{"name", "compute"}}}});
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", s}, {"tid", 1}, {"args", {{"name", "sends"}}}});
+    // lane 2r: compute stream of replica r (of the representative pipeline when r = 0), 2r+1: its sends
+    for (int l = 0; l < lanes; ++l) {
+      std::string name = l % 2 == 0 ? "compute" : "sends";
+      if (lanes > 2) name = "replica " + std::to_string(l / 2) + " " + name;
+      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", s}, {"tid", l}, {"args", {{"name", name}}}});
+    }
   }
   for (const auto& e : r.events) {
     events.push_back({{"name", e.name}, {"cat", e.category}, {"ph", "X"}, {"pid", e.stage}, {"tid", e.lane},

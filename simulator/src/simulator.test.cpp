@@ -488,3 +488,145 @@ TEST_CASE("a stage of hundreds of replicas: no cap, all-reduce grows, memory per
   REQUIRE(huge.ok());
   CHECK(closed_form(ctx, *huge).iteration_time_s > q.iteration_time_s);
 }
+
+TEST_CASE("profile smoothing: an affine fit over micro-batch sizes damps a noisy point and extrapolates") {
+  fixture f;
+  // Per layer: 1 ms + 0.5 ms per sample forward (twice that backward), measured at mbs 1, 2,
+  // 4 and 8, with the mbs-4 run 30% slow.
+  config::gpu_profile g;
+  g.gpu_type = "fast";
+  for (int mbs : {1, 2, 4, 8}) {
+    const double fwd = (1e-3 + 0.5e-3 * mbs) * (mbs == 4 ? 1.3 : 1.0);
+    g.times[mbs][1] = std::vector<config::layer_time>(4, config::layer_time{fwd, 2 * fwd, 0});
+  }
+  f.profile.by_gpu["fast"] = g;
+  sim_options raw_options;
+  raw_options.profile_smoothing_octaves = 0;
+  auto raw = f.make(raw_options);
+  auto smooth = f.make();
+  const int fast = smooth.gpu_id("fast");
+  // Raw: the profiled value, and proportional scaling beyond the profiled sizes.
+  CHECK(raw.compute(fast, 1, 4, 1, 2).forward_s == doctest::Approx(3e-3 * 1.3));
+  CHECK(raw.compute(fast, 1, 16, 1, 2).forward_s == doctest::Approx(5e-3 * 2));
+  // Smoothed: the noisy point is pulled towards the line through the others (3 ms) ...
+  const double at4 = smooth.compute(fast, 1, 4, 1, 2).forward_s;
+  CHECK(std::abs(at4 - 3e-3) < 0.5 * std::abs(3e-3 * 1.3 - 3e-3));
+  // ... the points on the line stay close to it, and mbs 16 extrapolates the affine law (9 ms),
+  // not the proportional one (10 ms).
+  CHECK(smooth.compute(fast, 1, 1, 1, 2).forward_s == doctest::Approx(1.5e-3).epsilon(0.1));
+  const double at16 = smooth.compute(fast, 1, 16, 1, 2).forward_s;
+  CHECK(std::abs(at16 - 9e-3) < std::abs(at16 - 10e-3));
+  CHECK(smooth.compute(fast, 1, 4, 1, 2).backward_s == doctest::Approx(2 * at4));
+  // Exact affine profiles are unchanged by the smoothing.
+  f.profile.by_gpu["fast"].times[4][1] = std::vector<config::layer_time>(4, config::layer_time{3e-3, 6e-3, 0});
+  auto exact_ctx = f.make();
+  CHECK(exact_ctx.compute(fast, 1, 4, 1, 2).forward_s == doctest::Approx(3e-3));
+  CHECK(exact_ctx.compute(fast, 1, 2, 1, 2).forward_s == doctest::Approx(2e-3));
+}
+
+TEST_CASE("event simulation with different replica counts per stage: every replica runs its share") {
+  fixture f;
+  sim_options o;
+  o.p2p_latency_s = 0;
+  auto ctx = f.make(o);
+  // Stage 0: one replica does all 8 micro-batches (2 + 4 ms each); stage 1: two replicas, 4 each.
+  auto plan = make_plan(1, 8, {{2, {rep("fast", "a")}}, {2, {rep("fast", "a"), rep("fast", "a")}}});
+  auto ev = simulate_events(ctx, plan);
+  auto e = simulate(ctx, plan);
+  REQUIRE(ev.ok());
+  REQUIRE(e.ok());
+  int forwards[2] = {0, 0};
+  for (const auto& x : ev->events)
+    if (x.category == "compute" && x.name[0] == 'F') ++forwards[x.stage];
+  CHECK(forwards[0] == 8);
+  CHECK(forwards[1] == 8);
+  // Stage 0 is the bottleneck: at least its 8 x 6 ms of compute, plus the last micro-batch's
+  // way through stage 1 and back.
+  CHECK(ev->pipeline_s > 8 * 6e-3 + 6e-3);
+  // As our runtime orders work (oldest ready backward first, at most S-s micro-batches in
+  // flight), stage 0 runs F F, waits, B B: 16 ms per pair of micro-batches, not 12. The closed
+  // form assumes the even 1F1B rhythm and is optimistic here.
+  CHECK(ev->pipeline_s > 4 * 16e-3);
+  CHECK(ev->pipeline_s < 4 * 16e-3 + 12e-3);
+  CHECK(e->iteration_time_s < ev->iteration_time_s);
+  // A slow replica in stage 1 only slows the micro-batches routed to it.
+  auto slow = make_plan(1, 8, {{2, {rep("fast", "a")}}, {2, {rep("fast", "a"), rep("slow", "a")}}});
+  auto evs = simulate_events(ctx, slow);
+  REQUIRE(evs.ok());
+  CHECK(evs->iteration_time_s > ev->iteration_time_s);
+
+  // Random plans with different counts per stage never deadlock and stay near the closed form.
+  fixture g;
+  g.model.num_layers = 10;
+  for (auto& [name, gp] : g.profile.by_gpu)
+    for (auto& [mbs, by_tp] : gp.times)
+      for (auto& [tp, v] : by_tp) v.resize(12, v[1]);
+  std::mt19937 rng(11);
+  double worst = 0;
+  for (bool async : {false, true}) {
+    sim_options ao;
+    ao.overlap_p2p = async;
+    auto c = g.make(ao);
+    for (int trial = 0; trial < 30; ++trial) {
+      const int S = 2 + int(rng() % 3);
+      std::vector<std::pair<int, std::vector<config::replica>>> stages;
+      int left = 12;
+      for (int s = 0; s < S; ++s) {
+        const int n = s == S - 1 ? left : 12 / S;
+        left -= n;
+        std::vector<config::replica> reps(1 + rng() % 3, rep("fast", rng() % 2 ? "a" : "b"));
+        stages.push_back({n, reps});
+      }
+      auto p = make_plan(1, 6 * (1 + int(rng() % 4)), stages);
+      auto x = simulate_events(c, p);
+      auto y = simulate(c, p);
+      REQUIRE_MESSAGE(x.ok(), (x.ok() ? "" : x.error().to_string()));
+      REQUIRE(y.ok());
+      worst = std::max(worst, std::abs(y->iteration_time_s - x->iteration_time_s) / x->iteration_time_s);
+    }
+  }
+  MESSAGE("closed form vs per-replica events, different counts per stage: worst " << worst * 100 << "%");
+  CHECK(worst < 0.5);
+}
+
+TEST_CASE("GPT-Neo-2.7 on GCP A100s: Sailor's GCP fits are used as measured, the GH200 ceiling does not bind") {
+  const std::string root = std::string(SAILOR_DATA_DIR) + "/sailor";
+  auto d = config::load_sailor_data(root, "GPT-Neo-2.7");
+  REQUIRE(d.ok());
+  sim_inputs in;
+  in.model = d->model;
+  in.profile = &d->profile;
+  in.gpus = d->gpus;
+  in.network = &d->network;
+  in.job.optimizer = d->optimizer;
+  sim_options no_ceiling;
+  no_ceiling.job_gbytes_per_s_per_gpu = 0;
+  auto ctx = sim_context::make(in);
+  auto raw = sim_context::make(in, no_ceiling);
+  REQUIRE(ctx.ok());
+  REQUIRE(raw.ok());
+  REQUIRE(d->model.num_all_layers() == 34);
+  std::vector<config::replica> two(2, rep("A100-40", "us-central1-a", 4));
+  auto plan = make_plan(2, 64, {{9, two}, {8, two}, {8, two}, {9, two}});
+  auto e = simulate(*ctx, plan);
+  auto r = simulate(*raw, plan);
+  REQUIRE(e.ok());
+  REQUIRE(r.ok());
+  CHECK(e->iteration_time_s == doctest::Approx(r->iteration_time_s).epsilon(1e-12));
+  CHECK_FALSE(e->stages[0].analytic);
+  CHECK(e->fits_memory);
+  CHECK(e->stages[0].micro_batches == 16);
+  // At least the bottleneck stage's 16 micro-batches, and the all-reduce is charged.
+  double slowest = 0;
+  for (const auto& st : e->stages) slowest = std::max(slowest, st.forward_s + st.backward_s);
+  CHECK(e->pipeline_s > 16 * slowest);
+  CHECK(e->stages[1].allreduce_s > 0);
+  // On GH200 (fits near Slingshot's line rate) the ceiling is what a job gets.
+  std::vector<config::replica> gh(2, rep("GH-96", "us-central1-a", 4));
+  auto gh_plan = make_plan(4, 64, {{17, gh}, {17, gh}});
+  auto ge = simulate(*ctx, gh_plan);
+  auto gr = simulate(*raw, gh_plan);
+  REQUIRE(ge.ok());
+  REQUIRE(gr.ok());
+  CHECK(ge->stages[0].allreduce_s > 1.5 * gr->stages[0].allreduce_s);
+}

@@ -79,12 +79,25 @@ struct sim_options {
   bool receiver_blocks = true;
   /// Per layer and pass, time a profile measured in isolation includes but a training step
   /// does not (a synchronisation after each layer, launch latency not hidden), seconds.
-  double profile_layer_overhead_s = 100e-6;
-  /// Fraction of the network fits' bandwidth that a training job's own transfers reach (NCCL
-  /// point-to-point and ring all-reduce inside the framework, versus the microbenchmark the
-  /// fits were made with). Applies to Sailor's fits only (a cluster's links state what a job
-  /// gets).
-  double network_efficiency = 0.33;
+  double profile_layer_overhead_s = 50e-6;
+  /// A layer's time is read from the profile as an affine function of the micro-batch (a fixed
+  /// cost per call: launches, TP collective latency; plus work per sample), fitted by weighted
+  /// least squares (relative error) to the profiled micro-batch sizes at that TP degree, each
+  /// weighted by a Gaussian of its distance to the wanted size in octaves (log2) with this
+  /// width. This smooths the noise of single profiling runs and interpolates or extrapolates
+  /// sizes that were not profiled. 0: the raw profiled value (and proportional scaling from the
+  /// nearest profiled size).
+  double profile_smoothing_octaves = 1.5;
+  /// Fraction of the network fits' bandwidth that a training job's own transfers reach.
+  /// Applies to Sailor's fits only (a cluster's links state what a job gets). 1: the fits are
+  /// what a job gets, up to `job_gbytes_per_s_per_gpu` (simulator/README.md, "Network").
+  double network_efficiency = 1.0;
+  /// Ceiling on what one GPU's transfers reach inside a training job, GB/s: NCCL inside the
+  /// framework (its channels, proxy thread and copies) bounds a GPU's point-to-point and ring
+  /// traffic whatever the network. 9 GB/s fitted on GH200/Slingshot, whose fits (23 GB/s per GPU,
+  /// near line rate) a job does not reach; Sailor's GCP fits (1-4 GB/s per node pair) are below
+  /// it and used as they are. Applies to Sailor's fits only, after `network_efficiency`; 0: none.
+  double job_gbytes_per_s_per_gpu = 9.0;
   /// Memory no tensor accounts for: CUDA context, allocator caching, NCCL buffers, bytes/GPU.
   double framework_overhead_bytes = 4.3e9;
   /// Ratio of peak activation memory to the sum of per-layer forward growth (transient
@@ -405,8 +418,10 @@ struct event_result {
   std::vector<trace_event> events;
 };
 
-/// Event-driven simulation of the 1F1B schedule of the plan (one representative pipeline
-/// whose stages run at their slowest replica's pace), with the same physics as the closed form.
+/// Event-driven simulation of the 1F1B schedule of the plan, with the same physics as the
+/// closed form: one representative pipeline whose stages run at their slowest replica's pace
+/// when every stage has the same replica count; otherwise every replica on its own (its
+/// micro-batches j = r mod R_s, its compute and links; trace lane 2r, sends 2r+1).
 result<event_result> simulate_events(const sim_context& ctx, const config::plan& p);
 
 /// Chrome trace JSON (chrome://tracing, Perfetto) of a timeline: one process per stage.
