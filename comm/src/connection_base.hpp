@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -91,6 +92,52 @@ std::optional<transport_error> take_hello_reply(connection_base& c,
 std::function<void(const transport_error&)> mark_failed(connection_base& c, transport_error err,
                                                         spdlog::logger& log,
                                                         const char* backend);
+
+/// A backend's listener: closing or destroying it asks its core to stop listening (`key`
+/// names the listener to the core). The core may already be gone.
+template <class Core, class Key>
+class core_listener final : public listener {
+public:
+  core_listener(std::weak_ptr<Core> core, Key key, address bound)
+      : core_(std::move(core)), key_(key), bound_(std::move(bound)) {}
+  ~core_listener() override { close(); }
+  address local_address() const override { return bound_; }
+  void close() override {
+    if (closed_.exchange(true)) return;
+    if (auto core = core_.lock()) core->close_listener(key_);
+  }
+
+private:
+  std::weak_ptr<Core> core_;
+  Key key_;
+  address bound_;
+  std::atomic<bool> closed_{false};
+};
+
+/// A backend's transport: the user's handle on its core (which owns the progress thread and
+/// has listen, connect, post, stop and common_options). Destroying it stops the core.
+template <class Core>
+class core_transport final : public transport {
+public:
+  core_transport(std::shared_ptr<Core> core, std::string name)
+      : core_(std::move(core)), name_(std::move(name)) {}
+  ~core_transport() override { core_->stop(); }
+  using transport::listen;
+  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept,
+                                           refusal_handler on_refused) override {
+    return core_->listen(where, std::move(on_accept), std::move(on_refused));
+  }
+  result<connection_ptr> connect(const address& to, connection_handlers handlers) override {
+    return core_->connect(to, std::move(handlers));
+  }
+  void post(std::function<void()> fn) override { core_->post(std::move(fn)); }
+  std::string name() const override { return name_; }
+  const transport_options& options() const override { return core_->common_options(); }
+
+private:
+  std::shared_ptr<Core> core_;
+  std::string name_;
+};
 
 /// Resolves an IPv4 host name or literal; `why` says what failed.
 std::optional<sockaddr_in> resolve(const address& a, std::string* why);

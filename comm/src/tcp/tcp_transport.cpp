@@ -125,6 +125,7 @@ public:
                                            refusal_handler on_refused);
   result<connection_ptr> connect(const address& to, connection_handlers handlers);
   void close_listener(int fd);
+  const transport_options& common_options() const { return opts_; }
 
   void loop();
   void queue_frame(const std::shared_ptr<tcp_connection>& c, std::uint8_t kind,
@@ -153,43 +154,7 @@ public:
   std::map<int, std::unique_ptr<tcp_listener_state>> listeners_;
 };
 
-class tcp_listener final : public listener {
-public:
-  tcp_listener(std::weak_ptr<tcp_core> core, int fd, address bound)
-      : core_(std::move(core)), fd_(fd), bound_(std::move(bound)) {}
-  ~tcp_listener() override { close(); }
-  address local_address() const override { return bound_; }
-  void close() override {
-    if (closed_.exchange(true)) return;
-    if (auto core = core_.lock()) core->close_listener(fd_);
-  }
-
-private:
-  std::weak_ptr<tcp_core> core_;
-  int fd_;
-  address bound_;
-  std::atomic<bool> closed_{false};
-};
-
-class tcp_transport final : public transport {
-public:
-  explicit tcp_transport(std::shared_ptr<tcp_core> core) : core_(std::move(core)) {}
-  ~tcp_transport() override { core_->stop(); }
-  using transport::listen;
-  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept,
-                                           refusal_handler on_refused) override {
-    return core_->listen(where, std::move(on_accept), std::move(on_refused));
-  }
-  result<connection_ptr> connect(const address& to, connection_handlers handlers) override {
-    return core_->connect(to, std::move(handlers));
-  }
-  void post(std::function<void()> fn) override { core_->post(std::move(fn)); }
-  std::string name() const override { return "tcp"; }
-  const transport_options& options() const override { return core_->opts_; }
-
-private:
-  std::shared_ptr<tcp_core> core_;
-};
+using tcp_listener = detail::core_listener<tcp_core, int>;
 
 void set_socket_options(int fd) {
   int one = 1;
@@ -702,7 +667,7 @@ void tcp_connection::close() {
 result<std::unique_ptr<transport>> make_tcp_transport(const transport_options& options) {
   auto core = std::make_shared<tcp_core>(options);
   core->start();
-  return std::unique_ptr<transport>(new tcp_transport(std::move(core)));
+  return std::unique_ptr<transport>(new detail::core_transport<tcp_core>(std::move(core), "tcp"));
 }
 
 }  // namespace sailor::comm

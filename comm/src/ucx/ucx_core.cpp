@@ -13,43 +13,7 @@
 
 namespace sailor::comm::ucx_backend {
 
-class ucx_listener final : public listener {
-public:
-  ucx_listener(std::weak_ptr<ucx_core> core, std::uint64_t id, address bound)
-      : core_(std::move(core)), id_(id), bound_(std::move(bound)) {}
-  ~ucx_listener() override { close(); }
-  address local_address() const override { return bound_; }
-  void close() override {
-    if (closed_.exchange(true)) return;
-    if (auto core = core_.lock()) core->close_listener(id_);
-  }
-
-private:
-  std::weak_ptr<ucx_core> core_;
-  std::uint64_t id_;
-  address bound_;
-  std::atomic<bool> closed_{false};
-};
-
-class ucx_transport final : public transport {
-public:
-  explicit ucx_transport(std::shared_ptr<ucx_core> core) : core_(std::move(core)) {}
-  ~ucx_transport() override { core_->stop(); }
-  using transport::listen;
-  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept,
-                                           refusal_handler on_refused) override {
-    return core_->listen(where, std::move(on_accept), std::move(on_refused));
-  }
-  result<connection_ptr> connect(const address& to, connection_handlers handlers) override {
-    return core_->connect(to, std::move(handlers));
-  }
-  void post(std::function<void()> fn) override { core_->post(std::move(fn)); }
-  std::string name() const override { return "ucx"; }
-  const transport_options& options() const override { return core_->opts_.common; }
-
-private:
-  std::shared_ptr<ucx_core> core_;
-};
+using ucx_listener = detail::core_listener<ucx_core, std::uint64_t>;
 
 // ---------------------------------------------------------------- core: life
 
@@ -346,12 +310,12 @@ void ucx_core::conn_request_callback(ucp_conn_request_h request, void* arg) {
 namespace sailor::comm {
 
 using ucx_backend::ucx_core;
-using ucx_backend::ucx_transport;
 
 result<std::unique_ptr<transport>> make_ucx_transport(const ucx_options& options) {
   auto core = std::make_shared<ucx_core>(options);
   if (auto err = core->start()) return *err;
-  return std::unique_ptr<transport>(new ucx_transport(std::move(core)));
+  return std::unique_ptr<transport>(
+    new detail::core_transport<ucx_core>(std::move(core), "ucx"));
 }
 
 }  // namespace sailor::comm

@@ -135,6 +135,7 @@ public:
                                            refusal_handler on_refused);
   result<connection_ptr> connect(const address& to, connection_handlers handlers);
   void close_listener(std::uint64_t id);
+  const transport_options& common_options() const { return opts_.common; }
 
   // progress thread
   void send(const std::shared_ptr<ucx_connection>& c, unsigned id, std::vector<std::byte> header,
