@@ -139,6 +139,20 @@ private:
   std::string name_;
 };
 
+/// Hands a send to the progress thread of the core behind `weak`: `issue(core, done)` runs
+/// there. `done` fires exactly once: from `issue`'s send, or with errc::closed when the
+/// transport is gone or shuts down before the task runs.
+template <class Core, class Issue>
+void post_send(const std::weak_ptr<Core>& weak, completion done, Issue issue) {
+  auto core = weak.lock();
+  if (!core) {
+    complete(done, transport_error{errc::closed, "transport is shut down"});
+    return;
+  }
+  auto guard = std::make_shared<completion_guard>(std::move(done));
+  core->post([core, guard, issue = std::move(issue)]() mutable { issue(*core, guard->take()); });
+}
+
 /// Resolves an IPv4 host name or literal; `why` says what failed.
 std::optional<sockaddr_in> resolve(const address& a, std::string* why);
 /// The host:port of an IPv4 socket address (empty for another family).

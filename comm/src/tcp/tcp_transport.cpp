@@ -616,30 +616,21 @@ void tcp_core::fail(const std::shared_ptr<tcp_connection>& c, transport_error er
 }
 
 void tcp_connection::send_control(std::vector<std::byte> bytes, completion done) {
-  auto core = core_.lock();
-  if (!core) {
-    detail::complete(done, transport_error{errc::closed, "transport is shut down"});
-    return;
-  }
-  auto guard = std::make_shared<detail::completion_guard>(std::move(done));
-  core->post([core, self = shared_from_this(), bytes = std::move(bytes), guard]() mutable {
-    core->queue_frame(self, kind_control, {}, std::move(bytes), {}, guard->take());
-  });
+  auto issue = [self = shared_from_this(), bytes = std::move(bytes)](tcp_core& core,
+                                                                      completion sent) mutable {
+    core.queue_frame(self, kind_control, {}, std::move(bytes), {}, std::move(sent));
+  };
+  detail::post_send(core_, std::move(done), std::move(issue));
 }
 
 void tcp_connection::send_tensor(tensor_descriptor desc, std::span<const std::byte> payload,
                                  completion done) {
-  auto core = core_.lock();
-  if (!core) {
-    detail::complete(done, transport_error{errc::closed, "transport is shut down"});
-    return;
-  }
   desc.bytes = payload.size();
-  auto guard = std::make_shared<detail::completion_guard>(std::move(done));
-  core->post([core, self = shared_from_this(), header = encode_tensor_header(desc), payload,
-              guard]() mutable {
-    core->queue_frame(self, kind_tensor, std::move(header), {}, payload, guard->take());
-  });
+  auto issue = [self = shared_from_this(), header = encode_tensor_header(desc),
+                payload](tcp_core& core, completion sent) mutable {
+    core.queue_frame(self, kind_tensor, std::move(header), {}, payload, std::move(sent));
+  };
+  detail::post_send(core_, std::move(done), std::move(issue));
 }
 
 void tcp_connection::close() {
