@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -92,6 +93,34 @@ std::optional<transport_error> take_hello_reply(connection_base& c,
 std::function<void(const transport_error&)> mark_failed(connection_base& c, transport_error err,
                                                         spdlog::logger& log,
                                                         const char* backend);
+
+/// The tasks other threads hand a backend's progress thread, and the eventfd that wakes it.
+class task_queue {
+public:
+  task_queue();
+  ~task_queue();
+  task_queue(const task_queue&) = delete;
+  task_queue& operator=(const task_queue&) = delete;
+
+  /// The fd to poll (readable after a post or stop); clear_wakeups() once it fired.
+  int wake_fd() const { return fd_; }
+  /// Queues `fn` and wakes the thread; returns false (and drops `fn`) once stop() was called.
+  bool post(std::function<void()> fn);
+  /// Takes the queued tasks; `stopping` tells whether stop() was called.
+  std::vector<std::function<void()>> take(bool& stopping);
+  /// Whether a task waits or stop() was called: the thread must not sleep.
+  bool pending() const;
+  /// Refuses later posts and wakes the thread.
+  void stop();
+  void clear_wakeups();
+
+private:
+  void wake();
+  int fd_ = -1;
+  mutable std::mutex mutex_;
+  std::vector<std::function<void()>> queue_;
+  bool stopping_ = false;
+};
 
 /// A backend's listener: closing or destroying it asks its core to stop listening (`key`
 /// names the listener to the core). The core may already be gone.

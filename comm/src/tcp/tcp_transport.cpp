@@ -141,12 +141,9 @@ public:
 
   transport_options opts_;
   std::shared_ptr<spdlog::logger> log_;
-  int event_fd_ = -1;
+  detail::task_queue tasks_;
   std::thread thread_;
   std::thread::id thread_id_;
-  std::mutex mutex_;
-  std::vector<std::function<void()>> queue_;
-  bool stopping_ = false;
   std::atomic<bool> running_{false};
   std::atomic<std::uint64_t> next_id_{1};
   // progress thread only
@@ -165,7 +162,6 @@ void set_socket_options(int fd) {
 // ---------------------------------------------------------------- life
 
 void tcp_core::start() {
-  event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   running_ = true;
   std::promise<void> ready;
   auto f = ready.get_future();
@@ -183,37 +179,20 @@ void tcp_core::stop() {
     log_->critical("[tcp] the transport was destroyed from one of its own callbacks");
     std::abort();
   }
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  std::uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(event_fd_, &one, sizeof(one));
+  tasks_.stop();
   if (thread_.joinable()) thread_.join();
-  ::close(event_fd_);
 }
 
-void tcp_core::post(std::function<void()> fn) {
-  {
-    std::lock_guard lock(mutex_);
-    if (stopping_) return;
-    queue_.push_back(std::move(fn));
-  }
-  std::uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(event_fd_, &one, sizeof(one));
-}
+void tcp_core::post(std::function<void()> fn) { tasks_.post(std::move(fn)); }
 
 void tcp_core::loop() {
   std::vector<pollfd> fds;
   std::vector<std::shared_ptr<tcp_connection>> polled;
   std::vector<tcp_listener_state*> polled_listeners;
   while (true) {
-    std::vector<std::function<void()>> tasks;
-    {
-      std::lock_guard lock(mutex_);
-      tasks.swap(queue_);
-      if (stopping_) break;
-    }
+    bool stopping = false;
+    auto tasks = tasks_.take(stopping);
+    if (stopping) break;
     for (auto& t : tasks) t();
 
     // Deadlines of handshakes.
@@ -238,7 +217,7 @@ void tcp_core::loop() {
     fds.clear();
     polled.clear();
     polled_listeners.clear();
-    fds.push_back({event_fd_, POLLIN, 0});
+    fds.push_back({tasks_.wake_fd(), POLLIN, 0});
     for (auto& [fd, l] : listeners_) {
       fds.push_back({fd, POLLIN, 0});
       polled_listeners.push_back(l.get());
@@ -252,10 +231,7 @@ void tcp_core::loop() {
     int n = ::poll(fds.data(), fds.size(), any_connecting ? 20 : 500);
     if (n < 0 && errno != EINTR) break;
     if (n <= 0) continue;
-    if (fds[0].revents & POLLIN) {
-      std::uint64_t v;
-      [[maybe_unused]] auto r = ::read(event_fd_, &v, sizeof(v));
-    }
+    if (fds[0].revents & POLLIN) tasks_.clear_wakeups();
     std::size_t k = 1;
     for (auto* l : polled_listeners) {
       if (fds[k].revents & POLLIN) accept_from(*l);
