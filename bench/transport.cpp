@@ -6,8 +6,32 @@
 // Latency is half a ping-pong round trip of one message; throughput is a stream of messages
 // with 4 in flight. Both ends live in this process (two transports, two progress threads).
 // UCX reads UCX_TLS / UCX_NET_DEVICES from the environment (NET_DEVICES defaults to lo here).
+// Then the CAF message round trip in one actor system and across processes through the bridge
+// (the measurement of bench/actor_roundtrip, shared: actor_roundtrip.hpp).
 //
-//   build/bin/transport [--quick]
+//   build/bench/transport [--quick] [--transfers-only]
+//
+// Measured on the shared 2-core machine (load 5-6 from other builds), Nov 2026: UCX moves
+// 1-16 KiB about as fast as the TCP backend but only 0.3-0.6x its throughput from 64 KiB to
+// 16 MiB (full run: 256 KiB 1.27 vs 3.83 GB/s, 1 MiB 1.56 vs 2.75, 16 MiB 1.03 vs 2.28).
+// Why: with UCX_LOG_LEVEL=info UCX reports its lanes as `am(tcp/lo)` only: no shared memory
+// and no zero-copy (cma) lane, because the endpoints ask for peer error handling
+// (UCP_ERR_HANDLING_MODE_PEER, needed to report a dead peer), which UCX 1.13's sysv/posix/cma
+// transports do not offer by default. So every payload goes through UCX's active-message
+// protocol over TCP sockets (8 KiB send segments, bounce buffers and reassembly: copies on
+// both sides) where our TCP backend writes from and reads into the user's buffers.
+// Tried, all with `--quick`, ucx/tcp throughput ratio from 64 KiB to 16 MiB (noisy):
+//   default                                                                0.22-0.74
+//   UCX_TLS=tcp,self                                                       0.33-0.95
+//   UCX_{POSIX,SYSV}_ERROR_HANDLING=y (lanes: am(sysv tcp), keepalive sysv)  0.26-1.47
+//   endpoints without error handling (lanes: am(sysv cma); experiment only) 0.32-0.95
+//   UCX_TCP_TX_SEG_SIZE=64K UCX_TCP_RX_SEG_SIZE=256K                        0.28-0.89
+//   UCX_RNDV_THRESH=32K                                                    0.24-0.71
+//   a busy-polling progress thread instead of epoll wake-ups               0.01-0.99 (worse)
+// None closes the gap on this oversubscribed machine (every transfer is several hand-offs
+// between the two progress threads and the benchmark's threads on 2 busy cores). Not fixed;
+// to be measured again on an idle machine, where shared memory with error handling
+// (UCX_{POSIX,SYSV}_ERROR_HANDLING=y) is the first thing to try.
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -28,6 +52,7 @@
 #include <thread>
 #include <vector>
 
+#include "actor_roundtrip.hpp"
 #include "sailor/comm/tcp.hpp"
 #include "sailor/comm/transport.hpp"
 #include "sailor/comm/ucx.hpp"
@@ -258,7 +283,20 @@ std::string human(std::size_t size) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  bool quick = false;
+  bool round_trips = true;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--quick") quick = true;
+    else if (arg == "--transfers-only") round_trips = false;
+    else {
+      std::fprintf(stderr, "usage: transport [--quick] [--transfers-only]\n");
+      return 2;
+    }
+  }
+  // The echo servers of the round trips are forked first, while this process has no threads.
+  std::unique_ptr<sailor::bench::echo_servers> echo_servers;
+  if (round_trips) echo_servers = sailor::bench::start_echo_servers();
   ucx_options uo;
   if (!std::getenv("UCX_NET_DEVICES")) uo.ucx_config["NET_DEVICES"] = "lo";
   if (const char* t = std::getenv("SAILOR_RNDV_THRESHOLD")) uo.rndv_threshold_bytes = std::strtoull(t, nullptr, 10);
@@ -287,6 +325,10 @@ int main(int argc, char** argv) {
                 u.latency_us, t.latency_us, s.latency_us, t.latency_us / u.latency_us,
                 u.gbytes_per_s, t.gbytes_per_s, s.gbytes_per_s, u.gbytes_per_s / t.gbytes_per_s);
     std::fflush(stdout);
+  }
+  if (echo_servers) {
+    std::printf("\n");
+    sailor::bench::print_actor_round_trips(*echo_servers, quick ? 500 : 2000);
   }
   return 0;
 }

@@ -25,8 +25,7 @@ using namespace std::chrono_literals;
 namespace {
 
 // Answers every status request with a status whose plan_version is the request's number + 1,
-// to whoever sent it. (Messages with an explicit destination: these travel in the CAF
-// envelope; the others in Cap'n Proto, routed by type.)
+// to whoever sent it. (Both travel as Cap'n Proto envelopes naming their destination.)
 caf::behavior echo(caf::event_based_actor* self) {
   return {
     [self](const status_request& x) {

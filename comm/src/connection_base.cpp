@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <utility>
@@ -82,6 +84,51 @@ std::function<void(const transport_error&)> mark_failed(connection_base& c, tran
   if (auto told = std::exchange(c.on_refused_, nullptr))
     told(c.peer().remote, err);
   return nullptr;
+}
+
+task_queue::task_queue() : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+
+task_queue::~task_queue() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool task_queue::post(std::function<void()> fn) {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return false;
+    queue_.push_back(std::move(fn));
+  }
+  wake();
+  return true;
+}
+
+std::vector<std::function<void()>> task_queue::take(bool& stopping) {
+  std::lock_guard lock(mutex_);
+  stopping = stopping_;
+  return std::exchange(queue_, {});
+}
+
+bool task_queue::pending() const {
+  std::lock_guard lock(mutex_);
+  return stopping_ || !queue_.empty();
+}
+
+void task_queue::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake();
+}
+
+void task_queue::wake() {
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(fd_, &one, sizeof(one));
+}
+
+void task_queue::clear_wakeups() {
+  std::uint64_t v;
+  [[maybe_unused]] auto n = ::read(fd_, &v, sizeof(v));
 }
 
 std::optional<sockaddr_in> resolve(const address& a, std::string* why) {

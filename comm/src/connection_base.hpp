@@ -7,10 +7,12 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -91,6 +93,94 @@ std::optional<transport_error> take_hello_reply(connection_base& c,
 std::function<void(const transport_error&)> mark_failed(connection_base& c, transport_error err,
                                                         spdlog::logger& log,
                                                         const char* backend);
+
+/// The tasks other threads hand a backend's progress thread, and the eventfd that wakes it.
+class task_queue {
+public:
+  task_queue();
+  ~task_queue();
+  task_queue(const task_queue&) = delete;
+  task_queue& operator=(const task_queue&) = delete;
+
+  /// The fd to poll (readable after a post or stop); clear_wakeups() once it fired.
+  int wake_fd() const { return fd_; }
+  /// Queues `fn` and wakes the thread; returns false (and drops `fn`) once stop() was called.
+  bool post(std::function<void()> fn);
+  /// Takes the queued tasks; `stopping` tells whether stop() was called.
+  std::vector<std::function<void()>> take(bool& stopping);
+  /// Whether a task waits or stop() was called: the thread must not sleep.
+  bool pending() const;
+  /// Refuses later posts and wakes the thread.
+  void stop();
+  void clear_wakeups();
+
+private:
+  void wake();
+  int fd_ = -1;
+  mutable std::mutex mutex_;
+  std::vector<std::function<void()>> queue_;
+  bool stopping_ = false;
+};
+
+/// A backend's listener: closing or destroying it asks its core to stop listening (`key`
+/// names the listener to the core). The core may already be gone.
+template <class Core, class Key>
+class core_listener final : public listener {
+public:
+  core_listener(std::weak_ptr<Core> core, Key key, address bound)
+      : core_(std::move(core)), key_(key), bound_(std::move(bound)) {}
+  ~core_listener() override { close(); }
+  address local_address() const override { return bound_; }
+  void close() override {
+    if (closed_.exchange(true)) return;
+    if (auto core = core_.lock()) core->close_listener(key_);
+  }
+
+private:
+  std::weak_ptr<Core> core_;
+  Key key_;
+  address bound_;
+  std::atomic<bool> closed_{false};
+};
+
+/// A backend's transport: the user's handle on its core (which owns the progress thread and
+/// has listen, connect, post, stop and common_options). Destroying it stops the core.
+template <class Core>
+class core_transport final : public transport {
+public:
+  core_transport(std::shared_ptr<Core> core, std::string name)
+      : core_(std::move(core)), name_(std::move(name)) {}
+  ~core_transport() override { core_->stop(); }
+  using transport::listen;
+  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept,
+                                           refusal_handler on_refused) override {
+    return core_->listen(where, std::move(on_accept), std::move(on_refused));
+  }
+  result<connection_ptr> connect(const address& to, connection_handlers handlers) override {
+    return core_->connect(to, std::move(handlers));
+  }
+  void post(std::function<void()> fn) override { core_->post(std::move(fn)); }
+  std::string name() const override { return name_; }
+  const transport_options& options() const override { return core_->common_options(); }
+
+private:
+  std::shared_ptr<Core> core_;
+  std::string name_;
+};
+
+/// Hands a send to the progress thread of the core behind `weak`: `issue(core, done)` runs
+/// there. `done` fires exactly once: from `issue`'s send, or with errc::closed when the
+/// transport is gone or shuts down before the task runs.
+template <class Core, class Issue>
+void post_send(const std::weak_ptr<Core>& weak, completion done, Issue issue) {
+  auto core = weak.lock();
+  if (!core) {
+    complete(done, transport_error{errc::closed, "transport is shut down"});
+    return;
+  }
+  auto guard = std::make_shared<completion_guard>(std::move(done));
+  core->post([core, guard, issue = std::move(issue)]() mutable { issue(*core, guard->take()); });
+}
 
 /// Resolves an IPv4 host name or literal; `why` says what failed.
 std::optional<sockaddr_in> resolve(const address& a, std::string* why);

@@ -125,6 +125,7 @@ public:
                                            refusal_handler on_refused);
   result<connection_ptr> connect(const address& to, connection_handlers handlers);
   void close_listener(int fd);
+  const transport_options& common_options() const { return opts_; }
 
   void loop();
   void queue_frame(const std::shared_ptr<tcp_connection>& c, std::uint8_t kind,
@@ -140,12 +141,9 @@ public:
 
   transport_options opts_;
   std::shared_ptr<spdlog::logger> log_;
-  int event_fd_ = -1;
+  detail::task_queue tasks_;
   std::thread thread_;
   std::thread::id thread_id_;
-  std::mutex mutex_;
-  std::vector<std::function<void()>> queue_;
-  bool stopping_ = false;
   std::atomic<bool> running_{false};
   std::atomic<std::uint64_t> next_id_{1};
   // progress thread only
@@ -153,43 +151,7 @@ public:
   std::map<int, std::unique_ptr<tcp_listener_state>> listeners_;
 };
 
-class tcp_listener final : public listener {
-public:
-  tcp_listener(std::weak_ptr<tcp_core> core, int fd, address bound)
-      : core_(std::move(core)), fd_(fd), bound_(std::move(bound)) {}
-  ~tcp_listener() override { close(); }
-  address local_address() const override { return bound_; }
-  void close() override {
-    if (closed_.exchange(true)) return;
-    if (auto core = core_.lock()) core->close_listener(fd_);
-  }
-
-private:
-  std::weak_ptr<tcp_core> core_;
-  int fd_;
-  address bound_;
-  std::atomic<bool> closed_{false};
-};
-
-class tcp_transport final : public transport {
-public:
-  explicit tcp_transport(std::shared_ptr<tcp_core> core) : core_(std::move(core)) {}
-  ~tcp_transport() override { core_->stop(); }
-  using transport::listen;
-  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept,
-                                           refusal_handler on_refused) override {
-    return core_->listen(where, std::move(on_accept), std::move(on_refused));
-  }
-  result<connection_ptr> connect(const address& to, connection_handlers handlers) override {
-    return core_->connect(to, std::move(handlers));
-  }
-  void post(std::function<void()> fn) override { core_->post(std::move(fn)); }
-  std::string name() const override { return "tcp"; }
-  const transport_options& options() const override { return core_->opts_; }
-
-private:
-  std::shared_ptr<tcp_core> core_;
-};
+using tcp_listener = detail::core_listener<tcp_core, int>;
 
 void set_socket_options(int fd) {
   int one = 1;
@@ -200,7 +162,6 @@ void set_socket_options(int fd) {
 // ---------------------------------------------------------------- life
 
 void tcp_core::start() {
-  event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   running_ = true;
   std::promise<void> ready;
   auto f = ready.get_future();
@@ -218,37 +179,20 @@ void tcp_core::stop() {
     log_->critical("[tcp] the transport was destroyed from one of its own callbacks");
     std::abort();
   }
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  std::uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(event_fd_, &one, sizeof(one));
+  tasks_.stop();
   if (thread_.joinable()) thread_.join();
-  ::close(event_fd_);
 }
 
-void tcp_core::post(std::function<void()> fn) {
-  {
-    std::lock_guard lock(mutex_);
-    if (stopping_) return;
-    queue_.push_back(std::move(fn));
-  }
-  std::uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(event_fd_, &one, sizeof(one));
-}
+void tcp_core::post(std::function<void()> fn) { tasks_.post(std::move(fn)); }
 
 void tcp_core::loop() {
   std::vector<pollfd> fds;
   std::vector<std::shared_ptr<tcp_connection>> polled;
   std::vector<tcp_listener_state*> polled_listeners;
   while (true) {
-    std::vector<std::function<void()>> tasks;
-    {
-      std::lock_guard lock(mutex_);
-      tasks.swap(queue_);
-      if (stopping_) break;
-    }
+    bool stopping = false;
+    auto tasks = tasks_.take(stopping);
+    if (stopping) break;
     for (auto& t : tasks) t();
 
     // Deadlines of handshakes.
@@ -273,7 +217,7 @@ void tcp_core::loop() {
     fds.clear();
     polled.clear();
     polled_listeners.clear();
-    fds.push_back({event_fd_, POLLIN, 0});
+    fds.push_back({tasks_.wake_fd(), POLLIN, 0});
     for (auto& [fd, l] : listeners_) {
       fds.push_back({fd, POLLIN, 0});
       polled_listeners.push_back(l.get());
@@ -287,10 +231,7 @@ void tcp_core::loop() {
     int n = ::poll(fds.data(), fds.size(), any_connecting ? 20 : 500);
     if (n < 0 && errno != EINTR) break;
     if (n <= 0) continue;
-    if (fds[0].revents & POLLIN) {
-      std::uint64_t v;
-      [[maybe_unused]] auto r = ::read(event_fd_, &v, sizeof(v));
-    }
+    if (fds[0].revents & POLLIN) tasks_.clear_wakeups();
     std::size_t k = 1;
     for (auto* l : polled_listeners) {
       if (fds[k].revents & POLLIN) accept_from(*l);
@@ -651,30 +592,21 @@ void tcp_core::fail(const std::shared_ptr<tcp_connection>& c, transport_error er
 }
 
 void tcp_connection::send_control(std::vector<std::byte> bytes, completion done) {
-  auto core = core_.lock();
-  if (!core) {
-    detail::complete(done, transport_error{errc::closed, "transport is shut down"});
-    return;
-  }
-  auto guard = std::make_shared<detail::completion_guard>(std::move(done));
-  core->post([core, self = shared_from_this(), bytes = std::move(bytes), guard]() mutable {
-    core->queue_frame(self, kind_control, {}, std::move(bytes), {}, guard->take());
-  });
+  auto issue = [self = shared_from_this(), bytes = std::move(bytes)](tcp_core& core,
+                                                                      completion sent) mutable {
+    core.queue_frame(self, kind_control, {}, std::move(bytes), {}, std::move(sent));
+  };
+  detail::post_send(core_, std::move(done), std::move(issue));
 }
 
 void tcp_connection::send_tensor(tensor_descriptor desc, std::span<const std::byte> payload,
                                  completion done) {
-  auto core = core_.lock();
-  if (!core) {
-    detail::complete(done, transport_error{errc::closed, "transport is shut down"});
-    return;
-  }
   desc.bytes = payload.size();
-  auto guard = std::make_shared<detail::completion_guard>(std::move(done));
-  core->post([core, self = shared_from_this(), header = encode_tensor_header(desc), payload,
-              guard]() mutable {
-    core->queue_frame(self, kind_tensor, std::move(header), {}, payload, guard->take());
-  });
+  auto issue = [self = shared_from_this(), header = encode_tensor_header(desc),
+                payload](tcp_core& core, completion sent) mutable {
+    core.queue_frame(self, kind_tensor, std::move(header), {}, payload, std::move(sent));
+  };
+  detail::post_send(core_, std::move(done), std::move(issue));
 }
 
 void tcp_connection::close() {
@@ -702,7 +634,7 @@ void tcp_connection::close() {
 result<std::unique_ptr<transport>> make_tcp_transport(const transport_options& options) {
   auto core = std::make_shared<tcp_core>(options);
   core->start();
-  return std::unique_ptr<transport>(new tcp_transport(std::move(core)));
+  return std::unique_ptr<transport>(new detail::core_transport<tcp_core>(std::move(core), "tcp"));
 }
 
 }  // namespace sailor::comm

@@ -72,30 +72,21 @@ void ucx_core::close_callback(void* request, ucs_status_t, void* user_data) {
 // ---------------------------------------------------------------- connection methods
 
 void ucx_connection::send_control(std::vector<std::byte> bytes, completion done) {
-  auto core = core_.lock();
-  if (!core) {
-    detail::complete(done, transport_error{errc::closed, "transport is shut down"});
-    return;
-  }
-  auto guard = std::make_shared<detail::completion_guard>(std::move(done));
-  core->post([core, self = shared_from_this(), bytes = std::move(bytes), guard]() mutable {
-    core->send(self, am_control, {}, std::move(bytes), {}, guard->take(), true);
-  });
+  auto issue = [self = shared_from_this(), bytes = std::move(bytes)](ucx_core& core,
+                                                                      completion sent) mutable {
+    core.send(self, am_control, {}, std::move(bytes), {}, std::move(sent), true);
+  };
+  detail::post_send(core_, std::move(done), std::move(issue));
 }
 
 void ucx_connection::send_tensor(tensor_descriptor desc, std::span<const std::byte> payload,
                                  completion done) {
-  auto core = core_.lock();
-  if (!core) {
-    detail::complete(done, transport_error{errc::closed, "transport is shut down"});
-    return;
-  }
   desc.bytes = payload.size();
-  auto guard = std::make_shared<detail::completion_guard>(std::move(done));
-  core->post([core, self = shared_from_this(), header = encode_tensor_header(desc), payload,
-              guard]() mutable {
-    core->send(self, am_tensor, std::move(header), {}, payload, guard->take(), true);
-  });
+  auto issue = [self = shared_from_this(), header = encode_tensor_header(desc),
+                payload](ucx_core& core, completion sent) mutable {
+    core.send(self, am_tensor, std::move(header), {}, payload, std::move(sent), true);
+  };
+  detail::post_send(core_, std::move(done), std::move(issue));
 }
 
 void ucx_connection::close() {

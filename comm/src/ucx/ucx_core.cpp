@@ -13,43 +13,7 @@
 
 namespace sailor::comm::ucx_backend {
 
-class ucx_listener final : public listener {
-public:
-  ucx_listener(std::weak_ptr<ucx_core> core, std::uint64_t id, address bound)
-      : core_(std::move(core)), id_(id), bound_(std::move(bound)) {}
-  ~ucx_listener() override { close(); }
-  address local_address() const override { return bound_; }
-  void close() override {
-    if (closed_.exchange(true)) return;
-    if (auto core = core_.lock()) core->close_listener(id_);
-  }
-
-private:
-  std::weak_ptr<ucx_core> core_;
-  std::uint64_t id_;
-  address bound_;
-  std::atomic<bool> closed_{false};
-};
-
-class ucx_transport final : public transport {
-public:
-  explicit ucx_transport(std::shared_ptr<ucx_core> core) : core_(std::move(core)) {}
-  ~ucx_transport() override { core_->stop(); }
-  using transport::listen;
-  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept,
-                                           refusal_handler on_refused) override {
-    return core_->listen(where, std::move(on_accept), std::move(on_refused));
-  }
-  result<connection_ptr> connect(const address& to, connection_handlers handlers) override {
-    return core_->connect(to, std::move(handlers));
-  }
-  void post(std::function<void()> fn) override { core_->post(std::move(fn)); }
-  std::string name() const override { return "ucx"; }
-  const transport_options& options() const override { return core_->opts_.common; }
-
-private:
-  std::shared_ptr<ucx_core> core_;
-};
+using ucx_listener = detail::core_listener<ucx_core, std::uint64_t>;
 
 // ---------------------------------------------------------------- core: life
 
@@ -92,12 +56,11 @@ std::optional<sailor::error> ucx_core::start() {
   }
 
   if (ucp_worker_get_efd(worker_, &worker_fd_) != UCS_OK) worker_fd_ = -1;
-  event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.fd = event_fd_;
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, event_fd_, &ev);
+  ev.data.fd = tasks_.wake_fd();
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, tasks_.wake_fd(), &ev);
   if (worker_fd_ >= 0) {
     ev.data.fd = worker_fd_;
     ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, worker_fd_, &ev);
@@ -126,41 +89,22 @@ void ucx_core::stop() {
     log_->critical("[ucx] the transport was destroyed from one of its own callbacks");
     std::abort();
   }
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  std::uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(event_fd_, &one, sizeof(one));
+  tasks_.stop();
   if (thread_.joinable()) thread_.join();
   ucp_worker_destroy(worker_);
   ucp_cleanup(context_);
   worker_ = nullptr;
   context_ = nullptr;
-  ::close(event_fd_);
   ::close(epoll_fd_);
 }
 
-void ucx_core::post(std::function<void()> fn) {
-  {
-    std::lock_guard lock(mutex_);
-    if (stopping_) return;
-    queue_.push_back(std::move(fn));
-  }
-  std::uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(event_fd_, &one, sizeof(one));
-}
+void ucx_core::post(std::function<void()> fn) { tasks_.post(std::move(fn)); }
 
 
 void ucx_core::loop() {
-  bool stopping = false;
   while (true) {
-    std::vector<std::function<void()>> tasks;
-    {
-      std::lock_guard lock(mutex_);
-      tasks.swap(queue_);
-      stopping = stopping_;
-    }
+    bool stopping = false;
+    auto tasks = tasks_.take(stopping);
     if (stopping) break;
     for (auto& t : tasks) t();
     while (ucp_worker_progress(worker_) != 0) {
@@ -173,10 +117,7 @@ void ucx_core::loop() {
       }
     }
     check_deadlines();
-    {
-      std::lock_guard lock(mutex_);
-      if (!queue_.empty() || stopping_) continue;
-    }
+    if (tasks_.pending()) continue;
     if (worker_fd_ >= 0) {
       ucs_status_t st = ucp_worker_arm(worker_);
       if (st == UCS_ERR_BUSY) continue;
@@ -185,10 +126,7 @@ void ucx_core::loop() {
     int timeout_ms = worker_fd_ >= 0 ? 20 : 1;
     int n = ::epoll_wait(epoll_fd_, events, 4, timeout_ms);
     for (int i = 0; i < n; ++i) {
-      if (events[i].data.fd == event_fd_) {
-        std::uint64_t v;
-        [[maybe_unused]] auto r = ::read(event_fd_, &v, sizeof(v));
-      }
+      if (events[i].data.fd == tasks_.wake_fd()) tasks_.clear_wakeups();
     }
   }
   // Shut down on this thread: fail every connection, close endpoints and listeners.
@@ -346,12 +284,12 @@ void ucx_core::conn_request_callback(ucp_conn_request_h request, void* arg) {
 namespace sailor::comm {
 
 using ucx_backend::ucx_core;
-using ucx_backend::ucx_transport;
 
 result<std::unique_ptr<transport>> make_ucx_transport(const ucx_options& options) {
   auto core = std::make_shared<ucx_core>(options);
   if (auto err = core->start()) return *err;
-  return std::unique_ptr<transport>(new ucx_transport(std::move(core)));
+  return std::unique_ptr<transport>(
+    new detail::core_transport<ucx_core>(std::move(core), "ucx"));
 }
 
 }  // namespace sailor::comm

@@ -135,6 +135,7 @@ public:
                                            refusal_handler on_refused);
   result<connection_ptr> connect(const address& to, connection_handlers handlers);
   void close_listener(std::uint64_t id);
+  const transport_options& common_options() const { return opts_.common; }
 
   // progress thread
   void send(const std::shared_ptr<ucx_connection>& c, unsigned id, std::vector<std::byte> header,
@@ -170,13 +171,10 @@ public:
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   int worker_fd_ = -1;
-  int event_fd_ = -1;
+  detail::task_queue tasks_;
   int epoll_fd_ = -1;
   std::thread thread_;
   std::thread::id thread_id_;
-  std::mutex mutex_;
-  std::vector<std::function<void()>> queue_;
-  bool stopping_ = false;
   std::atomic<bool> started_{false};
   std::atomic<std::uint64_t> next_id_{1};
 
@@ -199,13 +197,7 @@ auto ucx_core::run_sync(F&& fn) -> decltype(fn()) {
   if (on_thread()) return fn();
   auto task = std::make_shared<std::packaged_task<R()>>(std::forward<F>(fn));
   auto future = task->get_future();
-  {
-    std::lock_guard lock(mutex_);
-    if (stopping_) return failed("transport is shut down");
-    queue_.push_back([task] { (*task)(); });
-  }
-  std::uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(event_fd_, &one, sizeof(one));
+  if (!tasks_.post([task] { (*task)(); })) return failed("transport is shut down");
   return future.get();
 }
 

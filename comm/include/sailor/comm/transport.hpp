@@ -145,7 +145,9 @@ using accept_handler = std::function<connection_handlers(const connection_ptr& c
 
 /// Called on the progress thread for each peer a listener refuses before or at the handshake
 /// (another protocol version, bytes that are not a Sailor hello, no hello in time): where it
-/// came from and why. The refusal is also logged (warn).
+/// came from and why. The refusal is also logged (warn). Over UCX, bytes that are not a UCX
+/// connection request never reach the transport (UCX's connection manager drops them
+/// silently), so only the TCP backend can report raw garbage on its port.
 using refusal_handler = std::function<void(const address& peer, const transport_error& why)>;
 
 /// A listening socket. Destroying it (or close()) stops accepting; accepted connections live on.
