@@ -135,6 +135,7 @@ public:
       ++stats_.configurations;
       run_dp(c.zs, c.mbs, c.dp);
     }
+    polish();
     return std::move(best_);
   }
 
@@ -607,8 +608,11 @@ private:
   }
 
   void offer(config::plan p) {
-    auto c = make_candidate(prob_, tab_, net_, std::move(p));
-    if (!c) return;
+    if (auto c = make_candidate(prob_, tab_, net_, std::move(p))) offer(std::move(*c));
+  }
+
+  void offer(candidate cand) {
+    std::optional<candidate> c(std::move(cand));
     // Keep the list sorted, without duplicates, at most keep_ long. Cheap rejections first.
     if (int(best_.size()) >= keep_ && !better(*c, best_.back())) return;
     for (const auto& b : best_)
@@ -616,6 +620,188 @@ private:
     auto it = std::upper_bound(best_.begin(), best_.end(), *c, better);
     best_.insert(it, std::move(*c));
     if (int(best_.size()) > keep_) best_.pop_back();
+  }
+
+  // --- local search on complete plans --------------------------------------------------------
+  // The program ranks partial pipelines without knowing where placement will put them (zones,
+  // cross-zone sends and egress), so its best plans can be a move or two from better ones.
+  // Hill climbing from the best few candidates, scored by the closed form (the same scorer as
+  // everything else), over moves that keep a plan's shape simple: shift a stage boundary by a
+  // layer, change a stage's TP, GPU type or zone, move one replica to another zone, merge two
+  // neighbour stages, split a stage. Each climb stops at a local optimum or when the budget of
+  // evaluations is spent; results only ever replace worse ones.
+  int zone_index(const std::string& z) const {
+    for (size_t i = 0; i < zone_names_.size(); ++i)
+      if (zone_names_[i] == z) return int(i);
+    return -1;
+  }
+
+  bool within_availability(const config::plan& p) const {
+    std::vector<std::vector<int>> used(G_, std::vector<int>(zone_names_.size(), 0));
+    for (const auto& s : p.stages)
+      for (const auto& r : s.replicas) {
+        int g = tab_.gpu_index(r.gpu_type), z = zone_index(r.zone);
+        if (g < 0 || g >= G_ || z < 0) return false;
+        used[g][z] += r.tp;
+        if (used[g][z] > avail_[g][z]) return false;
+      }
+    return true;
+  }
+
+  // Recomputation exactly where a stage would not fit without it; false when some replica's
+  // (type, TP) has no table at this micro-batch.
+  bool normalize(config::plan& p) const {
+    const int S = p.num_stages();
+    for (int s = 0; s < S; ++s) {
+      auto& st = p.stages[s];
+      if (st.num_layers <= 0 || st.replicas.empty()) return false;
+      const int m = micro_batches(p.micro_batch, int(st.replicas.size()));
+      const int in_flight = std::min(m, S - s);
+      bool fits0 = true, fits1 = true;
+      for (const auto& r : st.replicas) {
+        int g = tab_.gpu_index(r.gpu_type);
+        if (g < 0) return false;
+        const auto* tb = tab_.find(g, r.tp, p.micro_batch);
+        if (!tb || r.tp > tab_.gpus_per_node(g)) return false;
+        const double cap = tab_.memory_bytes(g);
+        fits0 = fits0 && tab_.stage_memory(*tb, st.first_layer, st.end_layer(), false, in_flight) <= cap;
+        fits1 = fits1 && tab_.stage_memory(*tb, st.first_layer, st.end_layer(), true, in_flight) <= cap;
+      }
+      st.recompute = !fits0 && fits1 && prob_.job.allow_recompute;
+    }
+    return true;
+  }
+
+  // Every neighbour of `p`, given to `visit` (unchecked: it normalizes and checks availability)
+  // until it returns false.
+  template <class Visit>
+  void neighbours(const config::plan& p, Visit&& visit) const {
+    struct stop {};
+    struct sink {
+      Visit& v;
+      void push_back(config::plan&& q) {
+        if (!v(std::move(q))) throw stop{};
+      }
+    } out{visit};
+    try {
+      neighbours_into(p, out);
+    } catch (const stop&) {
+    }
+  }
+
+  template <class Out>
+  void neighbours_into(const config::plan& p, Out& out) const {
+    const int S = p.num_stages();
+    const int b = p.micro_batch;
+    auto with_kind = [&](std::vector<config::replica> reps, int g, int t, int zone) {
+      for (auto& r : reps) {
+        r.gpu_type = tab_.gpu_names()[g];
+        r.tp = t;
+        if (zone >= 0) r.zone = zone_names_[zone];
+      }
+      return reps;
+    };
+    for (int s = 0; s < S; ++s) {
+      const auto& st = p.stages[s];
+      // Boundary with the next stage, one layer either way.
+      if (s + 1 < S) {
+        for (int d : {-1, 1}) {
+          config::plan q = p;
+          q.stages[s].num_layers += d;
+          q.stages[s + 1].first_layer += d;
+          q.stages[s + 1].num_layers -= d;
+          if (q.stages[s].num_layers > 0 && q.stages[s + 1].num_layers > 0) out.push_back(std::move(q));
+        }
+      }
+      // The stage's GPU type and TP (zones kept), or all its replicas in one zone.
+      for (int g = 0; g < G_; ++g)
+        for (int t : tab_.tps(g, b)) {
+          if (tab_.gpu_names()[g] == st.replicas[0].gpu_type && t == st.replicas[0].tp) continue;
+          config::plan q = p;
+          q.stages[s].replicas = with_kind(st.replicas, g, t, -1);
+          out.push_back(std::move(q));
+        }
+      for (int z = 0; z < int(zone_names_.size()); ++z) {
+        config::plan q = p;
+        for (auto& r : q.stages[s].replicas) r.zone = zone_names_[z];
+        out.push_back(std::move(q));
+        for (size_t r = 0; r < st.replicas.size(); ++r) {
+          if (st.replicas[r].zone == zone_names_[z]) continue;
+          if (r > 0 && st.replicas[r].zone == st.replicas[r - 1].zone &&
+              st.replicas[r].gpu_type == st.replicas[r - 1].gpu_type && st.replicas[r].tp == st.replicas[r - 1].tp)
+            continue;  // the same move as for the previous replica
+          config::plan q2 = p;
+          q2.stages[s].replicas[r].zone = zone_names_[z];
+          out.push_back(std::move(q2));
+        }
+      }
+      // Merge with the next stage: the replicas of either, at any TP of their type.
+      if (s + 1 < S) {
+        for (int side = 0; side < 2; ++side) {
+          const auto& src = p.stages[s + side].replicas;
+          int g = tab_.gpu_index(src[0].gpu_type);
+          if (g < 0) continue;
+          for (int t : tab_.tps(g, b)) {
+            config::plan q = p;
+            q.stages[s].num_layers += q.stages[s + 1].num_layers;
+            q.stages[s].replicas = with_kind(src, g, t, -1);
+            q.stages.erase(q.stages.begin() + s + 1);
+            out.push_back(std::move(q));
+          }
+        }
+      }
+      // Split: the first part keeps the replicas at any TP of their type, the second gets as
+      // many replicas of any (type, TP), in the same zones or all in one zone.
+      for (int k = st.first_layer + 1; k < st.end_layer() && S < max_stages_; ++k) {
+        int g0 = tab_.gpu_index(st.replicas[0].gpu_type);
+        if (g0 < 0) break;
+        for (int t0 : tab_.tps(g0, b))
+          for (int g = 0; g < G_; ++g)
+            for (int t : tab_.tps(g, b))
+              for (int z = -1; z < int(zone_names_.size()); ++z) {
+                config::plan q = p;
+                auto& a = q.stages[s];
+                config::stage_plan c = a;
+                a.num_layers = k - a.first_layer;
+                a.replicas = with_kind(st.replicas, g0, t0, -1);
+                c.first_layer = k;
+                c.num_layers = st.end_layer() - k;
+                c.replicas = with_kind(st.replicas, g, t, z);
+                q.stages.insert(q.stages.begin() + s + 1, std::move(c));
+                out.push_back(std::move(q));
+              }
+      }
+    }
+  }
+
+  void polish() {
+    if (best_.empty() || opts_.polish_work <= 0) return;
+    // Work is counted in replicas: evaluating a plan costs its replica count, generating a move
+    // (copying the plan) a quarter of it; so big plans get fewer moves than small ones.
+    long long budget = opts_.polish_work;
+    std::vector<candidate> starts(best_.begin(), best_.begin() + std::min<size_t>(best_.size(), 3));
+    std::set<std::string> seen;
+    for (auto cur : starts) {
+      seen.insert(cur.key);
+      while (budget > 0) {
+        long long reps = 0;
+        for (const auto& st : cur.plan.stages) reps += (long long)st.replicas.size();
+        std::optional<candidate> step;
+        neighbours(cur.plan, [&](config::plan&& q) {
+          if (budget <= 0) return false;
+          budget -= 1 + reps / 4;
+          if (!normalize(q) || !within_availability(q)) return true;
+          q.estimate.reset();
+          budget -= reps;
+          auto c = make_candidate(prob_, tab_, net_, std::move(q));
+          if (c && better(*c, step ? *step : cur)) step = std::move(c);
+          return true;
+        });
+        if (!step || !seen.insert(step->key).second) break;
+        cur = *step;
+        offer(std::move(*step));
+      }
+    }
   }
 
   const problem& prob_;

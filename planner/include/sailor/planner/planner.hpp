@@ -103,6 +103,10 @@ struct options {
   /// Re-rank the best candidates by the event-driven simulation (iteration time from the
   /// events, cost scaled by it); the reported estimate stays the closed form's.
   bool rerank_with_events = false;
+  /// Work spent on hill climbing from the best few plans the program found (moves: stage
+  /// boundaries, a stage's TP, type or zone, a replica's zone, merge, split), in replicas
+  /// scored: a plan of R replicas costs R per evaluation. 0 turns it off.
+  long long polish_work = 12000;
   scorer score;  ///< empty: the closed form
 };
 
