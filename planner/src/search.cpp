@@ -106,7 +106,7 @@ public:
     if (G_ == 0 || zone_names_.empty() || gbs_ <= 0) return {};
     build_zone_sets();
     struct combo {
-      double lb;
+      double order, lb;
       int zs, mbs, dp;
     };
     std::vector<combo> combos;
@@ -120,11 +120,12 @@ public:
           if (cost_goal_ && D > 32 && !(D == dmax || (gbs_ / b) % D == 0 || D % 8 == 0)) continue;
           dps.push_back(D);
         }
-        for (int D : dps) combos.push_back({lower_bound_time(zs, b, D), zs, b, D});
+        for (int D : dps)
+          combos.push_back({lower_bound_time(zs, b, D, true), lower_bound_time(zs, b, D), zs, b, D});
       }
     }
     std::stable_sort(combos.begin(), combos.end(), [](const combo& a, const combo& b) {
-      return std::tie(a.lb, a.zs, a.mbs, a.dp) < std::tie(b.lb, b.zs, b.mbs, b.dp);
+      return std::tie(a.order, a.zs, a.mbs, a.dp) < std::tie(b.order, b.zs, b.mbs, b.dp);
     });
     for (const auto& c : combos) {
       if (!std::isfinite(c.lb)) continue;
@@ -231,23 +232,33 @@ private:
     return std::max(1, (per_replica + b - 1) / b);
   }
 
-  // All GPUs of one pipeline busy at their best efficiency: m micro-batches take at least
-  // m * work / capacity. 10% below, as layers differ a little in their relative speed by type.
-  double lower_bound_time(int zs, int b, int D) const {
-    double cap = 0;
+  // A pipeline's steady state runs at the pace of its bottleneck, so its speed (models per
+  // second, 1 / the time of one micro-batch through all its layers) is at most the sum of its
+  // stages' speeds; that sum is bounded both by the GPUs (each busy at its type's best
+  // efficiency) and by the stages (at most max_stages_, none faster than the fastest replica).
+  // The first micro-batch also crosses every layer once. m micro-batches: at least
+  // (m - 1) / speed + that crossing. 10% below, as layers differ a little in their relative
+  // speed by type.
+  double lower_bound_time(int zs, int b, int D, bool for_order = false) const {
+    double cap = 0, fastest = 0;
     for (int g = 0; g < G_; ++g) {
       int K = budget(zs, g, D);
       if (K == 0) continue;
       double eff = inf;
       for (int t : tab_.tps(g, b)) {
         if (t > K) continue;
-        const auto* c = tab_.find(g, t, b);
-        eff = std::min(eff, t * c->time(0, n_, false));
+        const double whole = tab_.find(g, t, b)->time(0, n_, false);
+        eff = std::min(eff, t * whole);
+        if (whole > 0) fastest = std::max(fastest, 1.0 / whole);
       }
       if (std::isfinite(eff) && eff > 0) cap += K / eff;
     }
-    if (cap <= 0) return inf;
-    return 0.9 * micro_batches(b, D) / cap;
+    if (cap <= 0 || fastest <= 0) return inf;
+    // Minimum cost visits configurations in the order of the GPUs' bound alone (it reaches
+    // cheap plans sooner); the bound itself (for the throughput floor) is the tighter one.
+    if (for_order && cost_goal_) return 0.9 * micro_batches(b, D) / cap;
+    cap = std::min(cap, max_stages_ * fastest);
+    return 0.9 * ((micro_batches(b, D) - 1) / cap + 1.0 / fastest);
   }
 
   double threshold() const {
@@ -384,12 +395,20 @@ private:
         }
       }
       stats_.dp_states += static_cast<long long>(cand.size());
-      std::stable_sort(cand.begin(), cand.end(), [](const entry& a, const entry& b) {
+      // Sorted through small keys (entries are large), ties in creation order.
+      order_.clear();
+      for (size_t i = 0; i < cand.size(); ++i)
+        order_.push_back({cand[i].rank, cand[i].stages, cand[i].cfg, cand[i].end, int(i)});
+      std::sort(order_.begin(), order_.end(), [](const sort_key& a, const sort_key& b) {
         if (a.rank != b.rank) return a.rank < b.rank;
         if (a.stages != b.stages) return a.stages < b.stages;
         if (a.cfg != b.cfg) return a.cfg < b.cfg;
-        return a.end < b.end;
+        if (a.end != b.end) return a.end < b.end;
+        return a.index < b.index;
       });
+      sorted_.clear();
+      for (const auto& k : order_) sorted_.push_back(cand[size_t(k.index)]);
+      std::swap(cand, sorted_);
       int begin = int(pool_.size());
       int kept = 0;
       auto dominated = [&](const entry& y) {
@@ -427,16 +446,11 @@ private:
         ++kept;
       }
       frontier[l] = {begin, begin + kept};
-      if (std::getenv("SAILOR_PLANNER_DEBUG2") && D == 1 && b == 1 && zs == 0 && l == 2) {
-        for (int k = begin; k < begin + kept; ++k) {
-          std::fprintf(stderr, "l2 key %.5f max %.5f sum %.5f tail %.5f st %d:", pool_[k].key, pool_[k].max_t, pool_[k].sum_t, pool_[k].tail, pool_[k].stages);
-          for (int q = k; q > 0 && pool_[q].cfg >= 0; q = pool_[q].parent) std::fprintf(stderr, " ->%d g%dt%d", pool_[q].end, cfgs[pool_[q].cfg].gpu, cfgs[pool_[q].cfg].tp);
-          std::fprintf(stderr, "\n");
-        }
-      }
     }
 
     // Complete pipelines: place them and score them.
+    double ratio = 1;
+    bool ratio_known = false;
     for (int xi = frontier[0].first; xi < frontier[0].second; ++xi) {
       std::vector<stage_shape> shape;
       int a = 0;
@@ -447,12 +461,21 @@ private:
         a = y.end;
       }
       if (shape.empty() || shape.back().end != n_) continue;
-      if (std::getenv("SAILOR_PLANNER_DEBUG")) {
-        std::fprintf(stderr, "root zs%d b%d D%d key %.5f:", zs, b, D, pool_[xi].key);
-        for (const auto& s : shape) std::fprintf(stderr, " [%d,%d)g%dt%d", s.first, s.end, s.gpu, s.tp);
-        std::fprintf(stderr, "\n");
+      // The program's estimate is what it pruned by: pipelines the plans found since cannot
+      // beat are not placed (placement only adds cross-zone sends and egress).
+      // The pipelines of one configuration share their zones, micro-batch and replica count, so
+      // the ratio of a placed plan's value to the program's estimate carries over from one to
+      // the next: once a placement showed that the estimate was optimistic (pipelines or rings
+      // crossing zones), the others are judged by the smallest ratio seen (10% margin).
+      const double rank = pool_[xi].rank;
+      if (rank < threshold() && 0.9 * rank * ratio < threshold()) {
+        double v = consider(shape, zs, b, D);
+        if (std::isfinite(v) && rank > 0) {
+          const double r = std::max(1.0, v / rank);
+          ratio = ratio_known ? std::min(ratio, r) : r;
+          ratio_known = true;
+        }
       }
-      consider(shape, zs, b, D);
       // Only the most promising pipelines are tried with more replicas than the budget allows.
       if (opts_.mixed_replicas && xi < frontier[0].first + 2) augment(shape, zs, b, D);
     }
@@ -553,9 +576,18 @@ private:
           left[st.gpu][z] -= st.tp;
           reps[s].push_back({tab_.gpu_names()[st.gpu], zone_names_[z], st.tp, {}, {}});
         }
-        std::stable_sort(reps[s].begin(), reps[s].end(), [&](const auto& x, const auto& y) {
-          return zone_rank(zs, x.zone) < zone_rank(zs, y.zone);
-        });
+        // Replicas in zone order (only substitutes can be out of it).
+        std::vector<int> rank(reps[s].size());
+        for (size_t i = 0; i < rank.size(); ++i) rank[i] = zone_rank(zs, reps[s][i].zone);
+        if (!std::is_sorted(rank.begin(), rank.end())) {
+          std::vector<size_t> idx(rank.size());
+          for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+          std::stable_sort(idx.begin(), idx.end(), [&](size_t x, size_t y) { return rank[x] < rank[y]; });
+          std::vector<config::replica> sorted;
+          sorted.reserve(idx.size());
+          for (size_t i : idx) sorted.push_back(std::move(reps[s][i]));
+          reps[s] = std::move(sorted);
+        }
       }
     }
     config::plan p;
@@ -579,7 +611,10 @@ private:
     return int(zones.size());
   }
 
-  void consider(const std::vector<stage_shape>& shape, int zs, int b, int D) {
+  // Places the pipeline in the ways worth trying and offers the plans; returns the best
+  // feasible objective value among them (inf if none).
+  double consider(const std::vector<stage_shape>& shape, int zs, int b, int D) {
+    double best = inf;
     bool single_zone = zone_sets_[zs].zones.size() == 1;
     // Pipeline-major, then stage-major in stage order and in order of GPUs per replica.
     for (int pm = 0; pm < 3; ++pm) {
@@ -587,8 +622,9 @@ private:
       auto p = place(shape, zs, b, D, pm == 0, false, pm == 2);
       place_ok_ = p.has_value();
       if (!p && opts_.mixed_replicas) p = place(shape, zs, b, D, pm == 0, true, pm == 2);
-      if (p) offer(std::move(*p));
+      if (p) best = std::min(best, offer(std::move(*p)));
     }
+    return best;
   }
 
   // More pipelines than the per-type budget allows, with replicas of other types standing in
@@ -607,13 +643,30 @@ private:
     }
   }
 
-  void offer(config::plan p) {
-    if (auto c = make_candidate(prob_, tab_, net_, std::move(p))) offer(std::move(*c));
+  double offer(config::plan p) {
+    ++stats_.plans_scored;
+    auto c = make_candidate(prob_, tab_, net_, std::move(p), false);
+    if (!c) return inf;
+    double v = c->feasible ? c->value : inf;
+    offer(std::move(*c));
+    return v;
   }
 
   void offer(candidate cand) {
     std::optional<candidate> c(std::move(cand));
-    // Keep the list sorted, without duplicates, at most keep_ long. Cheap rejections first.
+    // Keep the list sorted, without duplicates, at most keep_ long. Cheap rejections first
+    // (before the canonical text, which only breaks exact ties).
+    if (int(best_.size()) >= keep_) {
+      const auto& w = best_.back();
+      if (c->feasible != w.feasible) {
+        if (!c->feasible) return;
+      } else if (c->value != w.value) {
+        if (c->value > w.value) return;
+      } else if (c->plan.total_gpus() > w.plan.total_gpus()) {
+        return;
+      }
+    }
+    if (c->key.empty()) c->key = canonical(c->plan);
     if (int(best_.size()) >= keep_ && !better(*c, best_.back())) return;
     for (const auto& b : best_)
       if (b.value == c->value && b.key == c->key) return;
@@ -779,7 +832,7 @@ private:
     // Work is counted in replicas: evaluating a plan costs its replica count, generating a move
     // (copying the plan) a quarter of it; so big plans get fewer moves than small ones.
     long long budget = opts_.polish_work;
-    std::vector<candidate> starts(best_.begin(), best_.begin() + std::min<size_t>(best_.size(), 3));
+    std::vector<candidate> starts(best_.begin(), best_.end());
     std::set<std::string> seen;
     for (auto cur : starts) {
       seen.insert(cur.key);
@@ -793,6 +846,7 @@ private:
           if (!normalize(q) || !within_availability(q)) return true;
           q.estimate.reset();
           budget -= reps;
+          ++stats_.plans_scored;
           auto c = make_candidate(prob_, tab_, net_, std::move(q));
           if (c && better(*c, step ? *step : cur)) step = std::move(c);
           return true;
@@ -817,6 +871,12 @@ private:
   std::vector<std::vector<int>> avail_;  // [type][zone]
   std::vector<zone_set> zone_sets_;
   std::vector<entry> pool_;
+  struct sort_key {
+    double rank;
+    int stages, cfg, end, index;
+  };
+  std::vector<sort_key> order_;
+  std::vector<entry> sorted_;
   std::vector<candidate> best_;
   bool place_ok_ = false;
 };
@@ -832,7 +892,7 @@ bool better(const candidate& a, const candidate& b) {
 }
 
 std::optional<candidate> make_candidate(const problem& prob, const tables& tab, const network& net,
-                                        config::plan p) {
+                                        config::plan p, bool with_key) {
   (void)net;
   auto rp = simulator::resolve(tab.context(), p);
   if (!rp) return std::nullopt;
@@ -851,7 +911,7 @@ std::optional<candidate> make_candidate(const problem& prob, const tables& tab, 
   c.plan = std::move(p);
   c.value = objective_value(prob.job, e);
   c.feasible = c.detail.fits_memory && meets_constraints(prob.job, e);
-  c.key = canonical(c.plan);
+  if (with_key) c.key = canonical(c.plan);
   return c;
 }
 
