@@ -86,9 +86,9 @@ struct estimate {
   struct bottleneck bottleneck;
 };
 
-/// Scores a complete plan; the planner re-ranks its best candidates with it. The default
-/// re-ranks by the simulator's event-driven 1F1B schedule (`rerank_with_events`), else keeps the
-/// closed form's order.
+/// Scores a complete plan; the planner re-ranks its best candidates with it. Without one, the
+/// planner re-ranks by the simulator's event-driven 1F1B schedule when `rerank_with_events` is
+/// set, else keeps the closed form's order.
 using scorer = std::function<result<config::plan_estimate>(const config::plan&)>;
 
 struct options {
@@ -100,8 +100,10 @@ struct options {
   /// Zones are considered as subsets: each zone, each region, then regions added in order of
   /// bandwidth. Set to false to consider only all zones together.
   bool zone_subsets = true;
-  /// Re-rank the best candidates by the event-driven simulation (iteration time from the
-  /// events, cost scaled by it); the reported estimate stays the closed form's.
+  /// Re-rank the best `candidates_to_rerank` plans by the simulator's event-driven 1F1B
+  /// schedule (iteration time from the events; cost: GPU dollars for that time plus egress),
+  /// when `score` is empty. The chosen plan's `estimate` is then the event simulation's; the
+  /// breakdown (`plan_result::detail`) stays the closed form's.
   bool rerank_with_events = false;
   /// Work spent on hill climbing from the best few plans the program found (moves: stage
   /// boundaries, a stage's TP, type or zone, a replica's zone, merge, split), in replicas
