@@ -94,8 +94,15 @@ void print_human(const planner::plan_result& r, const config::plan& p, double to
     for (const auto& [g, n] : types) std::printf(" %d %s", n, g.c_str());
   }
   std::printf("\n");
-  std::printf("DP degree %zu (replicas per stage), %d micro-batches per pipeline\n",
-              p.stages.empty() ? size_t(0) : p.stages[0].replicas.size(), d.micro_batches);
+  std::string degrees;
+  bool uniform = true;
+  for (const auto& st : p.stages) {
+    degrees += (degrees.empty() ? "" : "/") + std::to_string(st.replicas.size());
+    uniform = uniform && st.replicas.size() == p.stages[0].replicas.size();
+  }
+  if (uniform) degrees = p.stages.empty() ? "0" : std::to_string(p.stages[0].replicas.size());
+  std::printf("DP degree %s (replicas per stage%s), %d micro-batches per pipeline (busiest replica)\n",
+              degrees.c_str(), uniform ? "" : ", stage by stage", d.micro_batches);
   std::printf("estimated iteration time %.4f s, throughput %.4f iterations/s\n", e.iteration_time_s,
               e.throughput_iters_per_s);
   std::printf("cost $%.4f per iteration, $%.2f per hour (egress $%.5f per iteration)\n", e.cost_per_iteration_usd,

@@ -28,9 +28,11 @@ bool same_plan(const config::plan& a, const config::plan& b) {
   return true;
 }
 
+// The exhaustive reference's space: one GPU type per stage, one data-parallel degree for all.
 options no_mixing() {
   options o;
   o.mixed_replicas = false;
+  o.per_stage_replicas = false;
   return o;
 }
 
@@ -228,4 +230,32 @@ TEST_CASE("re-ranking changes the choice when the scorer disagrees with the clos
   CHECK(by_score->plan.estimate->iteration_time_s == doctest::Approx(mine->iteration_time_s));
   CHECK(mine->iteration_time_s >= by_closed->plan.estimate->iteration_time_s);
   CHECK(mine->iteration_time_s <= by_closed->plan.estimate->iteration_time_s * 1.10);
+}
+
+TEST_CASE("data-parallel degrees that differ by stage use GPUs a uniform degree leaves idle") {
+  // 11 A100s, one per node (no TP): a uniform degree uses at most 10 of them (2 x 5 stages or
+  // 3 x 3); a third replica on the slowest stage (the head's) uses the eleventh.
+  auto prob = tiny_problem(11, 0, 0, 0, 32);
+  auto spec = *prob.cluster.gpus.find("A100-40");
+  spec.gpus_per_node = 1;
+  prob.cluster.gpus.upsert(spec);
+  options uniform;
+  uniform.per_stage_replicas = false;
+  auto x = plan_job(prob, uniform);
+  auto y = plan_job(prob);
+  REQUIRE(x.ok());
+  REQUIRE(y.ok());
+  CAPTURE(summary(x->plan));
+  CAPTURE(summary(y->plan));
+  for (const auto& s : x->plan.stages) CHECK(s.replicas.size() == x->plan.stages[0].replicas.size());
+  bool differ = false;
+  for (const auto& s : y->plan.stages) differ = differ || s.replicas.size() != y->plan.stages[0].replicas.size();
+  CHECK(differ);
+  CHECK(y->plan.estimate->iteration_time_s < 0.95 * x->plan.estimate->iteration_time_s);
+  CHECK(y->plan.total_gpus() <= 11);
+  // The simulator agrees with the estimate reported.
+  auto e = estimate_plan(prob, y->plan);
+  REQUIRE(e.ok());
+  CHECK(e->totals.iteration_time_s == doctest::Approx(y->plan.estimate->iteration_time_s));
+  CHECK(e->fits_memory);
 }

@@ -788,6 +788,28 @@ private:
           out.push_back(std::move(q2));
         }
       }
+      // One replica more (of the stage's last replica's kind, in any zone) or one fewer (the
+      // last one of a zone): data-parallel degrees that differ by stage.
+      if (opts_.per_stage_replicas) {
+        if (int(st.replicas.size()) < simulator::resolved_plan::max_replicas &&
+            int(st.replicas.size()) < gbs_ / std::max(1, b))
+          for (int z = 0; z < int(zone_names_.size()); ++z) {
+            config::plan q = p;
+            auto r = st.replicas.back();
+            r.zone = zone_names_[z];
+            r.nodes.clear();
+            r.devices.clear();
+            q.stages[s].replicas.push_back(std::move(r));
+            out.push_back(std::move(q));
+          }
+        if (st.replicas.size() > 1)
+          for (size_t r = 0; r < st.replicas.size(); ++r) {
+            if (r + 1 < st.replicas.size() && st.replicas[r + 1].zone == st.replicas[r].zone) continue;
+            config::plan q = p;
+            q.stages[s].replicas.erase(q.stages[s].replicas.begin() + long(r));
+            out.push_back(std::move(q));
+          }
+      }
       // Merge with the next stage: the replicas of either, at any TP of their type.
       if (s + 1 < S) {
         for (int side = 0; side < 2; ++side) {

@@ -7,8 +7,9 @@
 ///
 /// Search space: which GPUs (type, zone) to use; number of pipeline stages and an uneven split
 /// of layers over them; tensor-parallel degree per stage (inside a node); data-parallel replicas
-/// (the same number for every stage; a stage's replicas may be of several GPU types when one type
-/// runs out); micro-batch size; activation recomputation per stage.
+/// (the same number for every stage in the program, then adjusted per stage by the hill climbing
+/// when `per_stage_replicas`; a stage's replicas may be of several GPU types when one type runs
+/// out); micro-batch size; activation recomputation per stage.
 ///
 /// Algorithm (see search.cpp): for every micro-batch size and data-parallel degree worth trying
 /// (ordered by a lower bound, cut by the best plan so far), a dynamic program over layers from the
@@ -97,6 +98,10 @@ struct options {
   int beam_width = 12;           ///< partial pipelines kept per layer boundary
   int candidates_to_rerank = 6;  ///< complete plans re-scored by `score`
   bool mixed_replicas = true;    ///< let a stage's replicas be of several GPU types
+  /// Let stages have different numbers of data-parallel replicas (the simulator splits the
+  /// global batch over each stage's own replicas). Explored by the hill climbing only: the
+  /// program keeps one degree for all stages.
+  bool per_stage_replicas = true;
   /// Zones are considered as subsets: each zone, each region, then regions added in order of
   /// bandwidth. Set to false to consider only all zones together.
   bool zone_subsets = true;
