@@ -466,9 +466,10 @@ private:
       // The pipelines of one configuration share their zones, micro-batch and replica count, so
       // the ratio of a placed plan's value to the program's estimate carries over from one to
       // the next: once a placement showed that the estimate was optimistic (pipelines or rings
-      // crossing zones), the others are judged by the smallest ratio seen (10% margin).
+      // crossing zones), the others are judged by the smallest ratio seen (10% margin). The
+      // estimate alone (ratio 1) is no bound: it counts the slowest stage's sync in full.
       const double rank = pool_[xi].rank;
-      if (rank < threshold() && 0.9 * rank * ratio < threshold()) {
+      if (0.9 * rank * ratio < threshold()) {
         double v = consider(shape, zs, b, D);
         if (std::isfinite(v) && rank > 0) {
           const double r = std::max(1.0, v / rank);
