@@ -117,6 +117,11 @@ public:
         for (int D = 1; D <= dmax; ++D) {
           if (budget_total(zs, D) == 0) break;
           if (!cost_goal_ && D < dmax && same_budget(zs, D, D + 1)) continue;
+          // For throughput, a degree with as many micro-batches per replica as the next smaller
+          // one is no faster (same schedule, a smaller budget per pipeline, a longer ring). Up
+          // to 64 every degree is tried all the same (the beam and the mixed-type augmentation
+          // are heuristics, and do find better plans there now and then).
+          if (!cost_goal_ && D > 64 && micro_batches(b, D) == micro_batches(b, D - 1)) continue;
           if (cost_goal_ && D > 32 && !(D == dmax || (gbs_ / b) % D == 0 || D % 8 == 0)) continue;
           dps.push_back(D);
         }
