@@ -11,7 +11,12 @@
 //    range) or when its time alone already exceeds the best plan;
 //  - TP only inside a node and only at profiled degrees; recomputation only where the stage
 //    would not fit without it (it only costs time);
-//  - at most `beam_width` non-dominated partial pipelines per layer boundary.
+//  - at most `beam_width` non-dominated partial pipelines per layer boundary;
+//  - a complete pipeline is placed only if its estimate, times the smallest ratio of placed
+//    value to estimate seen in its configuration (zones make the estimate optimistic), can
+//    still beat the best plan.
+// Then hill climbing from the best plans kept (see polish()) repairs what the program cannot
+// see: cross-zone sends, egress, degrees that differ by stage.
 
 #include "search.hpp"
 
