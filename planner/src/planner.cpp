@@ -138,15 +138,39 @@ sailor::error explain_constraints(const problem& prob, const detail::tables& tab
                     "the constraints cannot be met together (each alone can)");
 }
 
+// The event-driven estimate of a plan: iteration time from the simulated 1F1B schedule, GPU
+// dollars for that time plus the closed form's egress (bytes do not depend on the schedule).
+result<config::plan_estimate> event_estimate(const simulator::sim_context& ctx, const config::plan& p) {
+  auto ev = simulator::simulate_events(ctx, p);
+  if (!ev) return ev.error();
+  auto rp = simulator::resolve(ctx, p);
+  if (!rp) return rp.error();
+  auto q = simulator::closed_form(ctx, *rp);
+  config::plan_estimate e;
+  e.iteration_time_s = ev->iteration_time_s;
+  e.throughput_iters_per_s = e.iteration_time_s > 0 ? 1.0 / e.iteration_time_s : 0;
+  e.cost_per_iteration_usd = q.gpu_usd_per_hour * e.iteration_time_s / 3600.0 + q.egress_usd_per_iteration;
+  e.cost_per_hour_usd = e.iteration_time_s > 0 ? e.cost_per_iteration_usd * 3600.0 / e.iteration_time_s : 0;
+  e.peak_memory_bytes = q.peak_memory_bytes;
+  return e;
+}
+
+// The scorer the options ask for: theirs, else the event simulation when asked, else none.
+scorer effective_scorer(const options& opts, const simulator::sim_context& ctx) {
+  if (opts.score) return opts.score;
+  if (opts.rerank_with_events) return [&ctx](const config::plan& p) { return event_estimate(ctx, p); };
+  return {};
+}
+
 // Re-ranks the feasible candidates with the scorer; returns the index chosen.
-size_t rerank(const problem& prob, std::vector<detail::candidate>& cands, const options& opts,
+size_t rerank(const problem& prob, std::vector<detail::candidate>& cands, const scorer& score,
               size_t limit) {
-  if (!opts.score) return 0;
+  if (!score) return 0;
   size_t best = 0;
   double best_value = INFINITY;
   for (size_t i = 0; i < cands.size() && i < limit; ++i) {
     if (!cands[i].feasible) continue;
-    auto e = opts.score(cands[i].plan);
+    auto e = score(cands[i].plan);
     if (!e) continue;
     if (!meets_constraints(prob.job, *e)) continue;
     double v = objective_value(prob.job, *e);
@@ -198,12 +222,13 @@ result<plan_result> plan_job(const problem& prob, const options& opts) {
       return explain_memory(prob, tab);
     return explain_constraints(prob, tab, net, opts);
   }
-  size_t pick = rerank(prob, cands, opts, size_t(keep));
+  const scorer score = effective_scorer(opts, *ctx);
+  size_t pick = rerank(prob, cands, score, size_t(keep));
   plan_result out;
   out.plan = cands[pick].plan;
   if (auto full = detail::estimate_with(prob, tab, net, out.plan)) out.detail = std::move(*full);
   else out.detail = cands[pick].detail;
-  if (!opts.score) out.plan.estimate = out.detail.totals;
+  if (!score) out.plan.estimate = out.detail.totals;
   out.dp_states = stats.dp_states;
   out.configurations = stats.configurations;
   out.search_s = std::chrono::duration<double>(clock_type::now() - t0).count();
@@ -260,8 +285,8 @@ result<plan_result> replan(const problem& prob, const config::plan& current, con
   if (auto full = detail::estimate_with(prob, tab, net, out.plan)) out.detail = std::move(*full);
   else out.detail = cands[pick].detail;
   out.plan.estimate = out.detail.totals;
-  if (opts.score)
-    if (auto e = opts.score(out.plan)) out.plan.estimate = *e;
+  if (const scorer score = effective_scorer(opts, *ctx))
+    if (auto e = score(out.plan)) out.plan.estimate = *e;
   out.dp_states = stats.dp_states;
   out.configurations = stats.configurations;
   out.search_s = std::chrono::duration<double>(clock_type::now() - t0).count();

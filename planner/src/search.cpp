@@ -11,7 +11,12 @@
 //    range) or when its time alone already exceeds the best plan;
 //  - TP only inside a node and only at profiled degrees; recomputation only where the stage
 //    would not fit without it (it only costs time);
-//  - at most `beam_width` non-dominated partial pipelines per layer boundary.
+//  - at most `beam_width` non-dominated partial pipelines per layer boundary;
+//  - a complete pipeline is placed only if its estimate, times the smallest ratio of placed
+//    value to estimate seen in its configuration (zones make the estimate optimistic), can
+//    still beat the best plan.
+// Then hill climbing from the best plans kept (see polish()) repairs what the program cannot
+// see: cross-zone sends, egress, degrees that differ by stage.
 
 #include "search.hpp"
 
@@ -106,7 +111,7 @@ public:
     if (G_ == 0 || zone_names_.empty() || gbs_ <= 0) return {};
     build_zone_sets();
     struct combo {
-      double lb;
+      double order, lb;
       int zs, mbs, dp;
     };
     std::vector<combo> combos;
@@ -117,14 +122,20 @@ public:
         for (int D = 1; D <= dmax; ++D) {
           if (budget_total(zs, D) == 0) break;
           if (!cost_goal_ && D < dmax && same_budget(zs, D, D + 1)) continue;
+          // For throughput, a degree with as many micro-batches per replica as the next smaller
+          // one is no faster (same schedule, a smaller budget per pipeline, a longer ring). Up
+          // to 64 every degree is tried all the same (the beam and the mixed-type augmentation
+          // are heuristics, and do find better plans there now and then).
+          if (!cost_goal_ && D > 64 && micro_batches(b, D) == micro_batches(b, D - 1)) continue;
           if (cost_goal_ && D > 32 && !(D == dmax || (gbs_ / b) % D == 0 || D % 8 == 0)) continue;
           dps.push_back(D);
         }
-        for (int D : dps) combos.push_back({lower_bound_time(zs, b, D), zs, b, D});
+        for (int D : dps)
+          combos.push_back({lower_bound_time(zs, b, D, true), lower_bound_time(zs, b, D), zs, b, D});
       }
     }
     std::stable_sort(combos.begin(), combos.end(), [](const combo& a, const combo& b) {
-      return std::tie(a.lb, a.zs, a.mbs, a.dp) < std::tie(b.lb, b.zs, b.mbs, b.dp);
+      return std::tie(a.order, a.zs, a.mbs, a.dp) < std::tie(b.order, b.zs, b.mbs, b.dp);
     });
     for (const auto& c : combos) {
       if (!std::isfinite(c.lb)) continue;
@@ -135,6 +146,7 @@ public:
       ++stats_.configurations;
       run_dp(c.zs, c.mbs, c.dp);
     }
+    polish();
     return std::move(best_);
   }
 
@@ -230,23 +242,33 @@ private:
     return std::max(1, (per_replica + b - 1) / b);
   }
 
-  // All GPUs of one pipeline busy at their best efficiency: m micro-batches take at least
-  // m * work / capacity. 10% below, as layers differ a little in their relative speed by type.
-  double lower_bound_time(int zs, int b, int D) const {
-    double cap = 0;
+  // A pipeline's steady state runs at the pace of its bottleneck, so its speed (models per
+  // second, 1 / the time of one micro-batch through all its layers) is at most the sum of its
+  // stages' speeds; that sum is bounded both by the GPUs (each busy at its type's best
+  // efficiency) and by the stages (at most max_stages_, none faster than the fastest replica).
+  // The first micro-batch also crosses every layer once. m micro-batches: at least
+  // (m - 1) / speed + that crossing. 10% below, as layers differ a little in their relative
+  // speed by type.
+  double lower_bound_time(int zs, int b, int D, bool for_order = false) const {
+    double cap = 0, fastest = 0;
     for (int g = 0; g < G_; ++g) {
       int K = budget(zs, g, D);
       if (K == 0) continue;
       double eff = inf;
       for (int t : tab_.tps(g, b)) {
         if (t > K) continue;
-        const auto* c = tab_.find(g, t, b);
-        eff = std::min(eff, t * c->time(0, n_, false));
+        const double whole = tab_.find(g, t, b)->time(0, n_, false);
+        eff = std::min(eff, t * whole);
+        if (whole > 0) fastest = std::max(fastest, 1.0 / whole);
       }
       if (std::isfinite(eff) && eff > 0) cap += K / eff;
     }
-    if (cap <= 0) return inf;
-    return 0.9 * micro_batches(b, D) / cap;
+    if (cap <= 0 || fastest <= 0) return inf;
+    // Minimum cost visits configurations in the order of the GPUs' bound alone (it reaches
+    // cheap plans sooner); the bound itself (for the throughput floor) is the tighter one.
+    if (for_order && cost_goal_) return 0.9 * micro_batches(b, D) / cap;
+    cap = std::min(cap, max_stages_ * fastest);
+    return 0.9 * ((micro_batches(b, D) - 1) / cap + 1.0 / fastest);
   }
 
   double threshold() const {
@@ -383,12 +405,20 @@ private:
         }
       }
       stats_.dp_states += static_cast<long long>(cand.size());
-      std::stable_sort(cand.begin(), cand.end(), [](const entry& a, const entry& b) {
+      // Sorted through small keys (entries are large), ties in creation order.
+      order_.clear();
+      for (size_t i = 0; i < cand.size(); ++i)
+        order_.push_back({cand[i].rank, cand[i].stages, cand[i].cfg, cand[i].end, int(i)});
+      std::sort(order_.begin(), order_.end(), [](const sort_key& a, const sort_key& b) {
         if (a.rank != b.rank) return a.rank < b.rank;
         if (a.stages != b.stages) return a.stages < b.stages;
         if (a.cfg != b.cfg) return a.cfg < b.cfg;
-        return a.end < b.end;
+        if (a.end != b.end) return a.end < b.end;
+        return a.index < b.index;
       });
+      sorted_.clear();
+      for (const auto& k : order_) sorted_.push_back(cand[size_t(k.index)]);
+      std::swap(cand, sorted_);
       int begin = int(pool_.size());
       int kept = 0;
       auto dominated = [&](const entry& y) {
@@ -426,16 +456,11 @@ private:
         ++kept;
       }
       frontier[l] = {begin, begin + kept};
-      if (std::getenv("SAILOR_PLANNER_DEBUG2") && D == 1 && b == 1 && zs == 0 && l == 2) {
-        for (int k = begin; k < begin + kept; ++k) {
-          std::fprintf(stderr, "l2 key %.5f max %.5f sum %.5f tail %.5f st %d:", pool_[k].key, pool_[k].max_t, pool_[k].sum_t, pool_[k].tail, pool_[k].stages);
-          for (int q = k; q > 0 && pool_[q].cfg >= 0; q = pool_[q].parent) std::fprintf(stderr, " ->%d g%dt%d", pool_[q].end, cfgs[pool_[q].cfg].gpu, cfgs[pool_[q].cfg].tp);
-          std::fprintf(stderr, "\n");
-        }
-      }
     }
 
     // Complete pipelines: place them and score them.
+    double ratio = 1;
+    bool ratio_known = false;
     for (int xi = frontier[0].first; xi < frontier[0].second; ++xi) {
       std::vector<stage_shape> shape;
       int a = 0;
@@ -446,12 +471,22 @@ private:
         a = y.end;
       }
       if (shape.empty() || shape.back().end != n_) continue;
-      if (std::getenv("SAILOR_PLANNER_DEBUG")) {
-        std::fprintf(stderr, "root zs%d b%d D%d key %.5f:", zs, b, D, pool_[xi].key);
-        for (const auto& s : shape) std::fprintf(stderr, " [%d,%d)g%dt%d", s.first, s.end, s.gpu, s.tp);
-        std::fprintf(stderr, "\n");
+      // The program's estimate is what it pruned by: pipelines the plans found since cannot
+      // beat are not placed (placement only adds cross-zone sends and egress).
+      // The pipelines of one configuration share their zones, micro-batch and replica count, so
+      // the ratio of a placed plan's value to the program's estimate carries over from one to
+      // the next: once a placement showed that the estimate was optimistic (pipelines or rings
+      // crossing zones), the others are judged by the smallest ratio seen (10% margin). The
+      // estimate alone (ratio 1) is no bound: it counts the slowest stage's sync in full.
+      const double rank = pool_[xi].rank;
+      if (0.9 * rank * ratio < threshold()) {
+        double v = consider(shape, zs, b, D);
+        if (std::isfinite(v) && rank > 0) {
+          const double r = std::max(1.0, v / rank);
+          ratio = ratio_known ? std::min(ratio, r) : r;
+          ratio_known = true;
+        }
       }
-      consider(shape, zs, b, D);
       // Only the most promising pipelines are tried with more replicas than the budget allows.
       if (opts_.mixed_replicas && xi < frontier[0].first + 2) augment(shape, zs, b, D);
     }
@@ -552,9 +587,18 @@ private:
           left[st.gpu][z] -= st.tp;
           reps[s].push_back({tab_.gpu_names()[st.gpu], zone_names_[z], st.tp, {}, {}});
         }
-        std::stable_sort(reps[s].begin(), reps[s].end(), [&](const auto& x, const auto& y) {
-          return zone_rank(zs, x.zone) < zone_rank(zs, y.zone);
-        });
+        // Replicas in zone order (only substitutes can be out of it).
+        std::vector<int> rank(reps[s].size());
+        for (size_t i = 0; i < rank.size(); ++i) rank[i] = zone_rank(zs, reps[s][i].zone);
+        if (!std::is_sorted(rank.begin(), rank.end())) {
+          std::vector<size_t> idx(rank.size());
+          for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+          std::stable_sort(idx.begin(), idx.end(), [&](size_t x, size_t y) { return rank[x] < rank[y]; });
+          std::vector<config::replica> sorted;
+          sorted.reserve(idx.size());
+          for (size_t i : idx) sorted.push_back(std::move(reps[s][i]));
+          reps[s] = std::move(sorted);
+        }
       }
     }
     config::plan p;
@@ -578,7 +622,10 @@ private:
     return int(zones.size());
   }
 
-  void consider(const std::vector<stage_shape>& shape, int zs, int b, int D) {
+  // Places the pipeline in the ways worth trying and offers the plans; returns the best
+  // feasible objective value among them (inf if none).
+  double consider(const std::vector<stage_shape>& shape, int zs, int b, int D) {
+    double best = inf;
     bool single_zone = zone_sets_[zs].zones.size() == 1;
     // Pipeline-major, then stage-major in stage order and in order of GPUs per replica.
     for (int pm = 0; pm < 3; ++pm) {
@@ -586,8 +633,9 @@ private:
       auto p = place(shape, zs, b, D, pm == 0, false, pm == 2);
       place_ok_ = p.has_value();
       if (!p && opts_.mixed_replicas) p = place(shape, zs, b, D, pm == 0, true, pm == 2);
-      if (p) offer(std::move(*p));
+      if (p) best = std::min(best, offer(std::move(*p)));
     }
+    return best;
   }
 
   // More pipelines than the per-type budget allows, with replicas of other types standing in
@@ -606,16 +654,241 @@ private:
     }
   }
 
-  void offer(config::plan p) {
-    auto c = make_candidate(prob_, tab_, net_, std::move(p));
-    if (!c) return;
-    // Keep the list sorted, without duplicates, at most keep_ long. Cheap rejections first.
+  double offer(config::plan p) {
+    ++stats_.plans_scored;
+    auto c = make_candidate(prob_, tab_, net_, std::move(p), false);
+    if (!c) return inf;
+    double v = c->feasible ? c->value : inf;
+    offer(std::move(*c));
+    return v;
+  }
+
+  void offer(candidate cand) {
+    std::optional<candidate> c(std::move(cand));
+    // Keep the list sorted, without duplicates, at most keep_ long. Cheap rejections first
+    // (before the canonical text, which only breaks exact ties).
+    if (int(best_.size()) >= keep_) {
+      const auto& w = best_.back();
+      if (c->feasible != w.feasible) {
+        if (!c->feasible) return;
+      } else if (c->value != w.value) {
+        if (c->value > w.value) return;
+      } else if (c->plan.total_gpus() > w.plan.total_gpus()) {
+        return;
+      }
+    }
+    if (c->key.empty()) c->key = canonical(c->plan);
     if (int(best_.size()) >= keep_ && !better(*c, best_.back())) return;
     for (const auto& b : best_)
       if (b.value == c->value && b.key == c->key) return;
     auto it = std::upper_bound(best_.begin(), best_.end(), *c, better);
     best_.insert(it, std::move(*c));
     if (int(best_.size()) > keep_) best_.pop_back();
+  }
+
+  // --- local search on complete plans --------------------------------------------------------
+  // The program ranks partial pipelines without knowing where placement will put them (zones,
+  // cross-zone sends and egress), so its best plans can be a move or two from better ones.
+  // Hill climbing from the best few candidates, scored by the closed form (the same scorer as
+  // everything else), over moves that keep a plan's shape simple: shift a stage boundary by a
+  // layer, change a stage's TP, GPU type or zone, move one replica to another zone, merge two
+  // neighbour stages, split a stage. Each climb stops at a local optimum or when the budget of
+  // evaluations is spent; results only ever replace worse ones.
+  int zone_index(const std::string& z) const {
+    for (size_t i = 0; i < zone_names_.size(); ++i)
+      if (zone_names_[i] == z) return int(i);
+    return -1;
+  }
+
+  bool within_availability(const config::plan& p) const {
+    std::vector<std::vector<int>> used(G_, std::vector<int>(zone_names_.size(), 0));
+    for (const auto& s : p.stages)
+      for (const auto& r : s.replicas) {
+        int g = tab_.gpu_index(r.gpu_type), z = zone_index(r.zone);
+        if (g < 0 || g >= G_ || z < 0) return false;
+        used[g][z] += r.tp;
+        if (used[g][z] > avail_[g][z]) return false;
+      }
+    return true;
+  }
+
+  // Recomputation exactly where a stage would not fit without it; false when some replica's
+  // (type, TP) has no table at this micro-batch.
+  bool normalize(config::plan& p) const {
+    const int S = p.num_stages();
+    for (int s = 0; s < S; ++s) {
+      auto& st = p.stages[s];
+      if (st.num_layers <= 0 || st.replicas.empty()) return false;
+      const int m = micro_batches(p.micro_batch, int(st.replicas.size()));
+      const int in_flight = std::min(m, S - s);
+      bool fits0 = true, fits1 = true;
+      for (const auto& r : st.replicas) {
+        int g = tab_.gpu_index(r.gpu_type);
+        if (g < 0) return false;
+        const auto* tb = tab_.find(g, r.tp, p.micro_batch);
+        if (!tb || r.tp > tab_.gpus_per_node(g)) return false;
+        const double cap = tab_.memory_bytes(g);
+        fits0 = fits0 && tab_.stage_memory(*tb, st.first_layer, st.end_layer(), false, in_flight) <= cap;
+        fits1 = fits1 && tab_.stage_memory(*tb, st.first_layer, st.end_layer(), true, in_flight) <= cap;
+      }
+      st.recompute = !fits0 && fits1 && prob_.job.allow_recompute;
+    }
+    return true;
+  }
+
+  // Every neighbour of `p`, given to `visit` (unchecked: it normalizes and checks availability)
+  // until it returns false.
+  template <class Visit>
+  void neighbours(const config::plan& p, Visit&& visit) const {
+    struct stop {};
+    struct sink {
+      Visit& v;
+      void push_back(config::plan&& q) {
+        if (!v(std::move(q))) throw stop{};
+      }
+    } out{visit};
+    try {
+      neighbours_into(p, out);
+    } catch (const stop&) {
+    }
+  }
+
+  template <class Out>
+  void neighbours_into(const config::plan& p, Out& out) const {
+    const int S = p.num_stages();
+    const int b = p.micro_batch;
+    auto with_kind = [&](std::vector<config::replica> reps, int g, int t, int zone) {
+      for (auto& r : reps) {
+        r.gpu_type = tab_.gpu_names()[g];
+        r.tp = t;
+        if (zone >= 0) r.zone = zone_names_[zone];
+      }
+      return reps;
+    };
+    for (int s = 0; s < S; ++s) {
+      const auto& st = p.stages[s];
+      // Boundary with the next stage, one layer either way.
+      if (s + 1 < S) {
+        for (int d : {-1, 1}) {
+          config::plan q = p;
+          q.stages[s].num_layers += d;
+          q.stages[s + 1].first_layer += d;
+          q.stages[s + 1].num_layers -= d;
+          if (q.stages[s].num_layers > 0 && q.stages[s + 1].num_layers > 0) out.push_back(std::move(q));
+        }
+      }
+      // The stage's GPU type and TP (zones kept), or all its replicas in one zone.
+      for (int g = 0; g < G_; ++g)
+        for (int t : tab_.tps(g, b)) {
+          if (tab_.gpu_names()[g] == st.replicas[0].gpu_type && t == st.replicas[0].tp) continue;
+          config::plan q = p;
+          q.stages[s].replicas = with_kind(st.replicas, g, t, -1);
+          out.push_back(std::move(q));
+        }
+      for (int z = 0; z < int(zone_names_.size()); ++z) {
+        config::plan q = p;
+        for (auto& r : q.stages[s].replicas) r.zone = zone_names_[z];
+        out.push_back(std::move(q));
+        for (size_t r = 0; r < st.replicas.size(); ++r) {
+          if (st.replicas[r].zone == zone_names_[z]) continue;
+          if (r > 0 && st.replicas[r].zone == st.replicas[r - 1].zone &&
+              st.replicas[r].gpu_type == st.replicas[r - 1].gpu_type && st.replicas[r].tp == st.replicas[r - 1].tp)
+            continue;  // the same move as for the previous replica
+          config::plan q2 = p;
+          q2.stages[s].replicas[r].zone = zone_names_[z];
+          out.push_back(std::move(q2));
+        }
+      }
+      // One replica more (of the stage's last replica's kind, in any zone) or one fewer (the
+      // last one of a zone): data-parallel degrees that differ by stage.
+      if (opts_.per_stage_replicas) {
+        if (int(st.replicas.size()) < simulator::resolved_plan::max_replicas &&
+            int(st.replicas.size()) < gbs_ / std::max(1, b))
+          for (int z = 0; z < int(zone_names_.size()); ++z) {
+            config::plan q = p;
+            auto r = st.replicas.back();
+            r.zone = zone_names_[z];
+            r.nodes.clear();
+            r.devices.clear();
+            q.stages[s].replicas.push_back(std::move(r));
+            out.push_back(std::move(q));
+          }
+        if (st.replicas.size() > 1)
+          for (size_t r = 0; r < st.replicas.size(); ++r) {
+            if (r + 1 < st.replicas.size() && st.replicas[r + 1].zone == st.replicas[r].zone) continue;
+            config::plan q = p;
+            q.stages[s].replicas.erase(q.stages[s].replicas.begin() + long(r));
+            out.push_back(std::move(q));
+          }
+      }
+      // Merge with the next stage: the replicas of either, at any TP of their type.
+      if (s + 1 < S) {
+        for (int side = 0; side < 2; ++side) {
+          const auto& src = p.stages[s + side].replicas;
+          int g = tab_.gpu_index(src[0].gpu_type);
+          if (g < 0) continue;
+          for (int t : tab_.tps(g, b)) {
+            config::plan q = p;
+            q.stages[s].num_layers += q.stages[s + 1].num_layers;
+            q.stages[s].replicas = with_kind(src, g, t, -1);
+            q.stages.erase(q.stages.begin() + s + 1);
+            out.push_back(std::move(q));
+          }
+        }
+      }
+      // Split: the first part keeps the replicas at any TP of their type, the second gets as
+      // many replicas of any (type, TP), in the same zones or all in one zone.
+      for (int k = st.first_layer + 1; k < st.end_layer() && S < max_stages_; ++k) {
+        int g0 = tab_.gpu_index(st.replicas[0].gpu_type);
+        if (g0 < 0) break;
+        for (int t0 : tab_.tps(g0, b))
+          for (int g = 0; g < G_; ++g)
+            for (int t : tab_.tps(g, b))
+              for (int z = -1; z < int(zone_names_.size()); ++z) {
+                config::plan q = p;
+                auto& a = q.stages[s];
+                config::stage_plan c = a;
+                a.num_layers = k - a.first_layer;
+                a.replicas = with_kind(st.replicas, g0, t0, -1);
+                c.first_layer = k;
+                c.num_layers = st.end_layer() - k;
+                c.replicas = with_kind(st.replicas, g, t, z);
+                q.stages.insert(q.stages.begin() + s + 1, std::move(c));
+                out.push_back(std::move(q));
+              }
+      }
+    }
+  }
+
+  void polish() {
+    if (best_.empty() || opts_.polish_work <= 0) return;
+    // Work is counted in replicas: evaluating a plan costs its replica count, generating a move
+    // (copying the plan) a quarter of it; so big plans get fewer moves than small ones.
+    long long budget = opts_.polish_work;
+    std::vector<candidate> starts(best_.begin(), best_.end());
+    std::set<std::string> seen;
+    for (auto cur : starts) {
+      seen.insert(cur.key);
+      while (budget > 0) {
+        long long reps = 0;
+        for (const auto& st : cur.plan.stages) reps += (long long)st.replicas.size();
+        std::optional<candidate> step;
+        neighbours(cur.plan, [&](config::plan&& q) {
+          if (budget <= 0) return false;
+          budget -= 1 + reps / 4;
+          if (!normalize(q) || !within_availability(q)) return true;
+          q.estimate.reset();
+          budget -= reps;
+          ++stats_.plans_scored;
+          auto c = make_candidate(prob_, tab_, net_, std::move(q));
+          if (c && better(*c, step ? *step : cur)) step = std::move(c);
+          return true;
+        });
+        if (!step || !seen.insert(step->key).second) break;
+        cur = *step;
+        offer(std::move(*step));
+      }
+    }
   }
 
   const problem& prob_;
@@ -631,6 +904,12 @@ private:
   std::vector<std::vector<int>> avail_;  // [type][zone]
   std::vector<zone_set> zone_sets_;
   std::vector<entry> pool_;
+  struct sort_key {
+    double rank;
+    int stages, cfg, end, index;
+  };
+  std::vector<sort_key> order_;
+  std::vector<entry> sorted_;
   std::vector<candidate> best_;
   bool place_ok_ = false;
 };
@@ -646,7 +925,7 @@ bool better(const candidate& a, const candidate& b) {
 }
 
 std::optional<candidate> make_candidate(const problem& prob, const tables& tab, const network& net,
-                                        config::plan p) {
+                                        config::plan p, bool with_key) {
   (void)net;
   auto rp = simulator::resolve(tab.context(), p);
   if (!rp) return std::nullopt;
@@ -665,7 +944,7 @@ std::optional<candidate> make_candidate(const problem& prob, const tables& tab, 
   c.plan = std::move(p);
   c.value = objective_value(prob.job, e);
   c.feasible = c.detail.fits_memory && meets_constraints(prob.job, e);
-  c.key = canonical(c.plan);
+  if (with_key) c.key = canonical(c.plan);
   return c;
 }
 

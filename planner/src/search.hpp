@@ -19,6 +19,7 @@ struct candidate {
 struct search_stats {
   long long dp_states = 0;
   int configurations = 0;
+  long long plans_scored = 0;  ///< complete plans scored by the closed form
 };
 
 /// The best `keep` plans by the closed form (feasible first, then by objective), deterministic.
@@ -32,7 +33,8 @@ std::vector<candidate> search(const problem& prob, const tables& tab, const netw
 bool better(const candidate& a, const candidate& b);
 
 /// Evaluates `p`; returns a candidate (infeasible when it does not fit or violates constraints).
+/// `with_key`: fill `key` (else left empty, for the caller to fill when it needs it).
 std::optional<candidate> make_candidate(const problem& prob, const tables& tab, const network& net,
-                                        config::plan p);
+                                        config::plan p, bool with_key = true);
 
 }  // namespace sailor::planner::detail

@@ -61,6 +61,20 @@ tables::tables(const problem& prob, const simulator::sim_context& ctx) : ctx_(ct
   std::sort(configs_.begin(), configs_.end(), [](const config_table& a, const config_table& b) {
     return std::tie(a.gpu, a.mbs, a.tp) < std::tie(b.gpu, b.mbs, b.tp);
   });
+  const size_t cells = gpu_names_.size() * micro_batches_.size();
+  tps_.assign(cells, {});
+  by_gpu_mbs_.assign(cells, {});
+  for (const auto& c : configs_) {
+    const size_t cell = size_t(c.gpu) * micro_batches_.size() + size_t(mbs_index(c.mbs));
+    by_gpu_mbs_[cell].push_back(&c);
+    if (c.tp <= per_node_[c.gpu] && per_node_[c.gpu] % c.tp == 0) tps_[cell].push_back(c.tp);
+  }
+}
+
+int tables::mbs_index(int mbs) const {
+  auto it = std::lower_bound(micro_batches_.begin(), micro_batches_.end(), mbs);
+  if (it == micro_batches_.end() || *it != mbs) return -1;
+  return int(it - micro_batches_.begin());
 }
 
 int tables::gpu_index(const std::string& name) const {
@@ -69,20 +83,17 @@ int tables::gpu_index(const std::string& name) const {
 }
 
 const config_table* tables::find(int gpu, int tp, int mbs) const {
-  auto it = std::lower_bound(configs_.begin(), configs_.end(), std::tuple(gpu, mbs, tp),
-                             [](const config_table& a, const std::tuple<int, int, int>& k) {
-                               return std::tie(a.gpu, a.mbs, a.tp) < k;
-                             });
-  if (it == configs_.end() || it->gpu != gpu || it->mbs != mbs || it->tp != tp) return nullptr;
-  return &*it;
+  const int mi = mbs_index(mbs);
+  if (gpu < 0 || gpu >= int(gpu_names_.size()) || mi < 0) return nullptr;
+  for (const config_table* c : by_gpu_mbs_[size_t(gpu) * micro_batches_.size() + size_t(mi)])
+    if (c->tp == tp) return c;
+  return nullptr;
 }
 
-std::vector<int> tables::tps(int gpu, int mbs) const {
-  std::vector<int> out;
-  for (const auto& c : configs_)
-    if (c.gpu == gpu && c.mbs == mbs && c.tp <= per_node_[gpu] && per_node_[gpu] % c.tp == 0)
-      out.push_back(c.tp);
-  return out;
+const std::vector<int>& tables::tps(int gpu, int mbs) const {
+  const int mi = mbs_index(mbs);
+  if (gpu < 0 || gpu >= int(gpu_names_.size()) || mi < 0) return no_tps_;
+  return tps_[size_t(gpu) * micro_batches_.size() + size_t(mi)];
 }
 
 double tables::stage_memory(const config_table& t, int a, int e, bool recompute,

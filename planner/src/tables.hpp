@@ -28,6 +28,8 @@ struct config_table {
 class tables {
 public:
   tables(const problem& prob, const simulator::sim_context& ctx);
+  tables(const tables&) = delete;  // holds pointers into itself
+  tables& operator=(const tables&) = delete;
   const simulator::sim_context& context() const { return ctx_; }
   /// The simulator's id of one of our GPU indices.
   int sim_gpu(int gpu) const { return sim_gpu_[gpu]; }
@@ -40,7 +42,7 @@ public:
   /// Micro-batch sizes some GPU type was profiled at, ascending.
   const std::vector<int>& micro_batches() const { return micro_batches_; }
   /// TP degrees profiled for (gpu, mbs) that fit a node, ascending.
-  std::vector<int> tps(int gpu, int mbs) const;
+  const std::vector<int>& tps(int gpu, int mbs) const;
 
   double memory_bytes(int gpu) const { return memory_[gpu]; }
   int gpus_per_node(int gpu) const { return per_node_[gpu]; }
@@ -63,6 +65,11 @@ private:
   std::vector<int> per_node_;
   std::vector<int> micro_batches_;
   std::vector<config_table> configs_;
+  // Per (gpu, index of mbs in micro_batches_): the TPs of tps() and every profiled table.
+  std::vector<std::vector<int>> tps_;
+  std::vector<std::vector<const config_table*>> by_gpu_mbs_;
+  int mbs_index(int mbs) const;
+  std::vector<int> no_tps_;
 };
 
 /// Transfer times and egress prices between (zone, GPU type, GPUs used per node) endpoints.

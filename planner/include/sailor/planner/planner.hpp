@@ -7,8 +7,9 @@
 ///
 /// Search space: which GPUs (type, zone) to use; number of pipeline stages and an uneven split
 /// of layers over them; tensor-parallel degree per stage (inside a node); data-parallel replicas
-/// (the same number for every stage; a stage's replicas may be of several GPU types when one type
-/// runs out); micro-batch size; activation recomputation per stage.
+/// (the same number for every stage in the program, then adjusted per stage by the hill climbing
+/// when `per_stage_replicas`; a stage's replicas may be of several GPU types when one type runs
+/// out); micro-batch size; activation recomputation per stage.
 ///
 /// Algorithm (see search.cpp): for every micro-batch size and data-parallel degree worth trying
 /// (ordered by a lower bound, cut by the best plan so far), a dynamic program over layers from the
@@ -86,9 +87,9 @@ struct estimate {
   struct bottleneck bottleneck;
 };
 
-/// Scores a complete plan; the planner re-ranks its best candidates with it. The default
-/// re-ranks by the simulator's event-driven 1F1B schedule (`rerank_with_events`), else keeps the
-/// closed form's order.
+/// Scores a complete plan; the planner re-ranks its best candidates with it. Without one, the
+/// planner re-ranks by the simulator's event-driven 1F1B schedule when `rerank_with_events` is
+/// set, else keeps the closed form's order.
 using scorer = std::function<result<config::plan_estimate>(const config::plan&)>;
 
 struct options {
@@ -97,12 +98,22 @@ struct options {
   int beam_width = 12;           ///< partial pipelines kept per layer boundary
   int candidates_to_rerank = 6;  ///< complete plans re-scored by `score`
   bool mixed_replicas = true;    ///< let a stage's replicas be of several GPU types
+  /// Let stages have different numbers of data-parallel replicas (the simulator splits the
+  /// global batch over each stage's own replicas). Explored by the hill climbing only: the
+  /// program keeps one degree for all stages.
+  bool per_stage_replicas = true;
   /// Zones are considered as subsets: each zone, each region, then regions added in order of
   /// bandwidth. Set to false to consider only all zones together.
   bool zone_subsets = true;
-  /// Re-rank the best candidates by the event-driven simulation (iteration time from the
-  /// events, cost scaled by it); the reported estimate stays the closed form's.
+  /// Re-rank the best `candidates_to_rerank` plans by the simulator's event-driven 1F1B
+  /// schedule (iteration time from the events; cost: GPU dollars for that time plus egress),
+  /// when `score` is empty. The chosen plan's `estimate` is then the event simulation's; the
+  /// breakdown (`plan_result::detail`) stays the closed form's.
   bool rerank_with_events = false;
+  /// Work spent on hill climbing from the best few plans the program found (moves: stage
+  /// boundaries, a stage's TP, type or zone, a replica's zone, merge, split), in replicas
+  /// scored: a plan of R replicas costs R per evaluation. 0 turns it off.
+  long long polish_work = 12000;
   scorer score;  ///< empty: the closed form
 };
 
