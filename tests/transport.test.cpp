@@ -635,30 +635,45 @@ TEST_CASE("link shaping imposes the configured latency and bandwidth (20 ms, 50 
 
   // Bandwidth: six 4 MiB tensors back to back; the link serialises them at 50 MB/s, so
   // they arrive one serialization time apart. The median gap is robust to one scheduling
-  // hiccup of this (shared, 2-core) machine.
+  // hiccup of this (shared, 2-core) machine. The burst runs three times: the shaper never
+  // delivers early, so the fastest first arrival is the one least disturbed by other processes.
   const std::size_t mib4 = 4u << 20;
   auto payload = patterned(mib4, 1);
-  std::size_t before = arrivals.size();
-  auto sent = clk::now();
-  completions sends;  // the payload must outlive its sends
-  for (int i = 0; i < 6; ++i)
-    (*conn)->send_tensor({dtype::u8, {static_cast<std::int64_t>(mib4)}, 0, "", 0}, payload,
-                         sends.make(i));
-  REQUIRE(box.wait_for([&] { return arrivals.size() == before + 6; }, wait_s));
-  REQUIRE(sends.all_done(6));
-  std::lock_guard lock(box.mutex());
-  double first = std::chrono::duration<double>(arrivals[before] - sent).count();
-  std::vector<double> gaps;
-  for (int i = 1; i < 6; ++i)
-    gaps.push_back(std::chrono::duration<double>(arrivals[before + i] - arrivals[before + i - 1]).count());
-  std::sort(gaps.begin(), gaps.end());
-  double bandwidth = mib4 / gaps[2];
   const double expected_first = 0.020 + mib4 / 50e6;
-  MESSAGE("first 4 MiB after " << first * 1e3 << " ms (expected " << expected_first * 1e3
+  double first = INFINITY, slowest_first = 0;
+  std::vector<double> bandwidths;
+  completions sends;  // the payload must outlive its sends
+  for (int trial = 0; trial < 3; ++trial) {
+    std::size_t before;
+    {
+      std::lock_guard lock(box.mutex());
+      before = arrivals.size();
+    }
+    auto sent = clk::now();
+    for (int i = 0; i < 6; ++i)
+      (*conn)->send_tensor({dtype::u8, {static_cast<std::int64_t>(mib4)}, 0, "", 0}, payload,
+                           sends.make(trial * 6 + i));
+    REQUIRE(box.wait_for([&] { return arrivals.size() == before + 6; }, wait_s));
+    REQUIRE(sends.all_done((trial + 1) * 6));
+    std::lock_guard lock(box.mutex());
+    double this_first = std::chrono::duration<double>(arrivals[before] - sent).count();
+    first = std::min(first, this_first);
+    slowest_first = std::max(slowest_first, this_first);
+    std::vector<double> gaps;
+    for (int i = 1; i < 6; ++i)
+      gaps.push_back(std::chrono::duration<double>(arrivals[before + i] - arrivals[before + i - 1]).count());
+    std::sort(gaps.begin(), gaps.end());
+    bandwidths.push_back(mib4 / gaps[2]);
+  }
+  std::sort(bandwidths.begin(), bandwidths.end());
+  double bandwidth = bandwidths[1];
+  MESSAGE("first 4 MiB after " << first * 1e3 << " ms at best, " << slowest_first * 1e3
+                               << " ms at worst (expected " << expected_first * 1e3
                                << " ms), bandwidth " << bandwidth / 1e6
                                << " MB/s (configured 50)");
   CHECK(std::abs(bandwidth - 50e6) <= 0.10 * 50e6);
-  // The first transfer is held for latency + serialization, plus the real loopback copy.
+  // The first transfer is held for latency + serialization, plus the real loopback copy; it
+  // is never early, in any trial.
   CHECK(first >= 0.99 * expected_first);
   CHECK(first <= 1.25 * expected_first);
 }
