@@ -22,9 +22,25 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sailor/config/load.hpp"
 #include "sailor/config/sailor_format.hpp"
 #include "sailor/planner/planner.hpp"
 #include "sailor/simulator/simulator.hpp"
+
+// With PLANNER_SEARCH_PLANS=FILE, every chosen plan is appended to FILE in full (YAML, and its
+// estimate to the last digit): for checking that a change to the search keeps its plans.
+void dump_plan(const std::string& name, const sailor::config::plan& p) {
+  const char* path = std::getenv("PLANNER_SEARCH_PLANS");
+  if (!path || !*path) return;
+  std::ofstream o(path, std::ios::app);
+  o << "# " << name << "\n" << sailor::config::to_yaml(p);
+  if (p.estimate) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "# estimate: %.17g s/iter, $%.17g/iter\n", p.estimate->iteration_time_s,
+                  p.estimate->cost_per_iteration_usd);
+    o << buf;
+  }
+}
 
 using namespace sailor;
 namespace fs = std::filesystem;
@@ -110,6 +126,8 @@ void part1(const std::string& root, bool quick, const std::vector<int>& only_siz
                       r.error().to_string().c_str());
           continue;
         }
+        dump_plan(model + " " + std::to_string(prob.cluster.total_gpus()) + " " + std::to_string(sh.types) + " " +
+                      std::to_string(sh.zones), r->plan);
         std::string used;
         for (const auto& [g, n] : r->plan.gpus_by_type()) used += std::to_string(n) + " " + g + " ";
         std::printf("%-12s %6d %5d %5d | %9.1f %9.1f %7.1f | %6d %8d %8.4f %9.4f | %s\n", model.c_str(),
@@ -174,6 +192,7 @@ void part2(const std::string& root, const std::string& results) {
       std::printf("%-34s | %s\n", name.c_str(), r.error().to_string().c_str());
       continue;
     }
+    dump_plan(name, r->plan);
     // Sailor's plan under our simulator.
     auto sp = config::load_sailor_plan(ppath.string());
     auto ctx = planner::make_context(prob);
