@@ -405,20 +405,31 @@ private:
         }
       }
       stats_.dp_states += static_cast<long long>(cand.size());
-      // Sorted through small keys (entries are large), ties in creation order.
+      // Visited in order of small keys (entries are large), ties in creation order. The beam
+      // usually stops long before the end of the candidates, so they are sorted lazily: a prefix
+      // at a time (nth_element, then a sort of the prefix), which yields the order a full sort
+      // would (the order is total: the creation index breaks every tie).
       order_.clear();
       for (size_t i = 0; i < cand.size(); ++i)
         order_.push_back({cand[i].rank, cand[i].stages, cand[i].cfg, cand[i].end, int(i)});
-      std::sort(order_.begin(), order_.end(), [](const sort_key& a, const sort_key& b) {
+      auto key_less = [](const sort_key& a, const sort_key& b) {
         if (a.rank != b.rank) return a.rank < b.rank;
         if (a.stages != b.stages) return a.stages < b.stages;
         if (a.cfg != b.cfg) return a.cfg < b.cfg;
         if (a.end != b.end) return a.end < b.end;
         return a.index < b.index;
-      });
-      sorted_.clear();
-      for (const auto& k : order_) sorted_.push_back(cand[size_t(k.index)]);
-      std::swap(cand, sorted_);
+      };
+      size_t sorted_upto = 0;
+      auto nth = [&](size_t i) -> const entry& {
+        if (i >= sorted_upto) {
+          size_t upto = std::min(order_.size(), std::max<size_t>({i + 1, 2 * sorted_upto, 256}));
+          auto first = order_.begin() + long(sorted_upto), mid = order_.begin() + long(upto);
+          if (mid != order_.end()) std::nth_element(first, mid, order_.end(), key_less);
+          std::sort(first, mid, key_less);
+          sorted_upto = upto;
+        }
+        return cand[size_t(order_[i].index)];
+      };
       int begin = int(pool_.size());
       int kept = 0;
       auto dominated = [&](const entry& y) {
@@ -437,22 +448,23 @@ private:
       };
       // First the best partial pipeline of each GPU budget used (so that cheap ones survive
       // when faster, hungrier ones would fill the beam), then the best of the rest.
-      std::vector<char> taken(cand.size(), 0);
-      std::vector<std::array<std::int16_t, max_types>> seen;
+      taken_.assign(cand.size(), 0);
+      seen_.clear();
       for (size_t i = 0; i < cand.size() && kept < opts_.beam_width; ++i) {
-        const auto& y = cand[i];
-        if (std::find(seen.begin(), seen.end(), y.use) != seen.end()) continue;
-        seen.push_back(y.use);
-        taken[i] = 1;
+        const auto& y = nth(i);
+        if (std::find(seen_.begin(), seen_.end(), y.use) != seen_.end()) continue;
+        seen_.push_back(y.use);
+        taken_[i] = 1;
         if (dominated(y)) continue;
         pool_.push_back(y);
         ++kept;
       }
       const int limit = 2 * opts_.beam_width;
       for (size_t i = 0; i < cand.size() && kept < limit; ++i) {
-        if (taken[i]) continue;
-        if (dominated(cand[i])) continue;
-        pool_.push_back(cand[i]);
+        if (taken_[i]) continue;
+        const auto& y = nth(i);
+        if (dominated(y)) continue;
+        pool_.push_back(y);
         ++kept;
       }
       frontier[l] = {begin, begin + kept};
@@ -909,7 +921,8 @@ private:
     int stages, cfg, end, index;
   };
   std::vector<sort_key> order_;
-  std::vector<entry> sorted_;
+  std::vector<char> taken_;
+  std::vector<std::array<std::int16_t, max_types>> seen_;
   std::vector<candidate> best_;
   bool place_ok_ = false;
 };
