@@ -336,6 +336,8 @@ private:
     const double thr0 = threshold();
     const bool allow_rc = prob_.job.allow_recompute;
     const double total_params = std::max(1.0, tab_.stage_params(0, n_));
+    const bool need_usd = cost_goal_ || std::isfinite(usd_cap_per_s) ||
+                          prob_.job.limits.max_cost_per_iteration_usd.has_value();
 
     for (int l = n_ - 1; l >= 0; --l) {
       cand.clear();
@@ -370,37 +372,37 @@ private:
               rc = true;
               t = t1;
             }
-            entry y = x;
+            // The figures first, the entry (large) only for what survives the pruning.
+            const double max_t = std::max(x.max_t, t + link);
+            const double sum_t = x.sum_t + t + link;
+            const double key = (m - 1) * max_t + sum_t + std::max(x.tail, tail_c);
+            // What the rest of the pipeline cannot make smaller: prune on it, with a margin for
+            // the simulator's finer accounting (sends, the drain of later stages).
+            const double bound = 0.97 * ((m - 1) * max_t + sum_t);
+            if (bound > time_cap) continue;
+            if (!cost_goal_ && key >= thr) continue;
+            double usd_s = 0;
+            if (need_usd) {
+              for (int g = 0; g < G_; ++g) usd_s += (x.use[g] + (g == c.gpu ? c.tp : 0)) * tab_.usd_per_gpu_s(g);
+              usd_s *= D;
+              if (usd_s > usd_cap_per_s) continue;
+              if (prob_.job.limits.max_cost_per_iteration_usd &&
+                  key * usd_s > *prob_.job.limits.max_cost_per_iteration_usd)
+                continue;
+              if (cost_goal_ && key * usd_s >= thr) continue;
+            }
+            entry& y = cand.emplace_back(x);
             y.use[c.gpu] += c.tp;
             y.stages = x.stages + 1;
             y.end = e;
             y.cfg = ci;
             y.recompute = rc;
             y.parent = xi;
-            y.max_t = std::max(x.max_t, t + link);
-            y.sum_t = x.sum_t + t + link;
+            y.max_t = max_t;
+            y.sum_t = sum_t;
             y.tail = std::max(x.tail, tail_c);
-            y.key = (m - 1) * y.max_t + y.sum_t + y.tail;
-            // What the rest of the pipeline cannot make smaller: prune on it, with a margin for
-            // the simulator's finer accounting (sends, the drain of later stages).
-            const double bound = 0.97 * ((m - 1) * y.max_t + y.sum_t);
-            if (bound > time_cap) continue;
-            double usd_s = 0;
-            for (int g = 0; g < G_; ++g) usd_s += y.use[g] * tab_.usd_per_gpu_s(g);
-            usd_s *= D;
-            if (usd_s > usd_cap_per_s) continue;
-            if (prob_.job.limits.max_cost_per_iteration_usd &&
-                y.key * usd_s > *prob_.job.limits.max_cost_per_iteration_usd)
-              continue;
-
-            if (cost_goal_) {
-              y.rank = y.key * usd_s;
-              if (y.rank >= thr) continue;
-            } else {
-              y.rank = y.key;
-              if (y.key >= thr) continue;
-            }
-            cand.push_back(y);
+            y.key = key;
+            y.rank = cost_goal_ ? key * usd_s : key;
           }
         }
       }
@@ -522,6 +524,7 @@ private:
     for (const auto& s : shape)
       bottleneck = std::max(bottleneck, tab_.find(s.gpu, s.tp, b)->time(s.first, s.end, s.recompute));
     std::vector<std::vector<config::replica>> reps(S);
+    for (auto& r : reps) r.reserve(size_t(D));
 
     auto substitute = [&](int s, int prefer_zone) -> bool {
       const auto& st = shape[s];
