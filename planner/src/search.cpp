@@ -424,7 +424,7 @@ private:
       size_t sorted_upto = 0;
       auto nth = [&](size_t i) -> const entry& {
         if (i >= sorted_upto) {
-          size_t upto = std::min(order_.size(), std::max<size_t>({i + 1, 2 * sorted_upto, 256}));
+          size_t upto = std::min(order_.size(), std::max<size_t>({i + 1, 2 * sorted_upto, 16}));
           auto first = order_.begin() + long(sorted_upto), mid = order_.begin() + long(upto);
           if (mid != order_.end()) std::nth_element(first, mid, order_.end(), key_less);
           std::sort(first, mid, key_less);
@@ -523,7 +523,9 @@ private:
     double bottleneck = 0;
     for (const auto& s : shape)
       bottleneck = std::max(bottleneck, tab_.find(s.gpu, s.tp, b)->time(s.first, s.end, s.recompute));
-    std::vector<std::vector<config::replica>> reps(S);
+    // Replicas as indices (type, zone, TP) while placing; names only for a plan that is made.
+    struct slot { int g, z, tp; };
+    std::vector<std::vector<slot>> reps(S);
     for (auto& r : reps) r.reserve(size_t(D));
 
     auto substitute = [&](int s, int prefer_zone) -> bool {
@@ -550,7 +552,7 @@ private:
       }
       if (!best) return false;
       left[best->g][best->z] -= best->tp;
-      reps[s].push_back({tab_.gpu_names()[best->g], zone_names_[best->z], best->tp, {}, {}});
+      reps[s].push_back({best->g, best->z, best->tp});
       return true;
     };
 
@@ -579,7 +581,7 @@ private:
             continue;
           }
           left[st.gpu][z] -= st.tp;
-          reps[s].push_back({tab_.gpu_names()[st.gpu], zone_names_[z], st.tp, {}, {}});
+          reps[s].push_back({st.gpu, z, st.tp});
           prev = z;
         }
       }
@@ -600,18 +602,18 @@ private:
             continue;
           }
           left[st.gpu][z] -= st.tp;
-          reps[s].push_back({tab_.gpu_names()[st.gpu], zone_names_[z], st.tp, {}, {}});
+          reps[s].push_back({st.gpu, z, st.tp});
         }
         // Replicas in zone order (only substitutes can be out of it).
         std::vector<int> rank(reps[s].size());
-        for (size_t i = 0; i < rank.size(); ++i) rank[i] = zone_rank(zs, reps[s][i].zone);
+        for (size_t i = 0; i < rank.size(); ++i) rank[i] = zone_rank(zs, reps[s][i].z);
         if (!std::is_sorted(rank.begin(), rank.end())) {
           std::vector<size_t> idx(rank.size());
           for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
           std::stable_sort(idx.begin(), idx.end(), [&](size_t x, size_t y) { return rank[x] < rank[y]; });
-          std::vector<config::replica> sorted;
+          std::vector<slot> sorted;
           sorted.reserve(idx.size());
-          for (size_t i : idx) sorted.push_back(std::move(reps[s][i]));
+          for (size_t i : idx) sorted.push_back(reps[s][i]);
           reps[s] = std::move(sorted);
         }
       }
@@ -624,16 +626,18 @@ private:
       sp.first_layer = shape[s].first;
       sp.num_layers = shape[s].end - shape[s].first;
       sp.recompute = shape[s].recompute;
-      sp.replicas = std::move(reps[s]);
+      sp.replicas.reserve(reps[s].size());
+      for (const auto& r : reps[s]) sp.replicas.push_back({tab_.gpu_names()[r.g], zone_names_[r.z], r.tp, {}, {}});
       p.stages.push_back(std::move(sp));
     }
     return p;
   }
 
-  int zone_rank(int zs, const std::string& z) const {
+  // A zone's position in the zone set's placement order (its size when not in the set).
+  int zone_rank(int zs, int z) const {
     const auto& zones = zone_sets_[zs].zones;
     for (size_t i = 0; i < zones.size(); ++i)
-      if (zone_names_[zones[i]] == z) return int(i);
+      if (zones[i] == z) return int(i);
     return int(zones.size());
   }
 
