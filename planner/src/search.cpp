@@ -29,6 +29,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 namespace sailor::planner::detail {
 
@@ -279,6 +280,17 @@ private:
   }
 
   // --- the dynamic program -------------------------------------------------------------------
+  // tables::stage_memory for one or two micro-batches in flight, remembered per table: the
+  // program asks the same (table, layer range) in every configuration that uses the table.
+  double dp_memory(const config_table& tb, int a, int e, bool recompute, int in_flight) {
+    auto& memo = memory_memo_[&tb];
+    const size_t n1 = size_t(n_) + 1;
+    if (memo.empty()) memo.assign(n1 * n1 * 4, std::numeric_limits<double>::quiet_NaN());
+    double& v = memo[((size_t(a) * n1 + size_t(e)) * 2 + (recompute ? 1 : 0)) * 2 + size_t(in_flight - 1)];
+    if (std::isnan(v)) v = tab_.stage_memory(tb, a, e, recompute, in_flight);
+    return v;
+  }
+
   void run_dp(int zs, int b, int D) {
     const zone_set& zset = zone_sets_[zs];
     const int m = micro_batches(b, D);
@@ -352,11 +364,11 @@ private:
           const double t1 = tb.time(l, e, true);
           if (!cost_goal_ && 0.97 * m * t0 >= thr && (!allow_rc || 0.97 * m * t1 >= thr)) break;
           if (0.97 * m * t0 > time_cap) break;
-          const double m0_one = tab_.stage_memory(tb, l, e, false, 1);
-          const double m1_one = allow_rc ? tab_.stage_memory(tb, l, e, true, 1) : inf;
+          const double m0_one = dp_memory(tb, l, e, false, 1);
+          const double m1_one = allow_rc ? dp_memory(tb, l, e, true, 1) : inf;
           if (m0_one > cap && m1_one > cap) break;
-          const double per_mb0 = tab_.stage_memory(tb, l, e, false, 2) - m0_one;
-          const double per_mb1 = allow_rc ? tab_.stage_memory(tb, l, e, true, 2) - m1_one : 0;
+          const double per_mb0 = dp_memory(tb, l, e, false, 2) - m0_one;
+          const double per_mb1 = allow_rc ? dp_memory(tb, l, e, true, 2) - m1_one : 0;
           const double sync = c.sync_full_s * tab_.stage_params(l, e) / total_params;
           const double tail_c = sync + tb.update(l, e);
           const double link = (e < n_ ? c.send_s : 0.0) + (l > 0 ? c.send_s : 0.0);
@@ -515,18 +527,24 @@ private:
   std::optional<config::plan> place(const std::vector<stage_shape>& shape, int zs, int b, int D,
                                     bool pipeline_major, bool mixed, bool widest_first = false) const {
     const zone_set& zset = zone_sets_[zs];
-    std::vector<std::vector<int>> left(G_, std::vector<int>(zone_names_.size(), 0));
+    // GPUs left per (type, zone), flat; buffers reused from call to call.
+    const size_t Zn = zone_names_.size();
+    auto& left = place_left_;
+    left.assign(size_t(G_) * Zn, 0);
     for (int g = 0; g < G_; ++g)
-      for (int z : zset.zones) left[g][z] = avail_[g][z];
+      for (int z : zset.zones) left[size_t(g) * Zn + size_t(z)] = avail_[g][z];
     const int S = int(shape.size());
     const int m = micro_batches(b, D);
     double bottleneck = 0;
     for (const auto& s : shape)
       bottleneck = std::max(bottleneck, tab_.find(s.gpu, s.tp, b)->time(s.first, s.end, s.recompute));
     // Replicas as indices (type, zone, TP) while placing; names only for a plan that is made.
-    struct slot { int g, z, tp; };
-    std::vector<std::vector<slot>> reps(S);
-    for (auto& r : reps) r.reserve(size_t(D));
+    auto& reps = place_reps_;
+    if (reps.size() < size_t(S)) reps.resize(size_t(S));
+    for (int s = 0; s < S; ++s) {
+      reps[s].clear();
+      reps[s].reserve(size_t(D));
+    }
 
     auto substitute = [&](int s, int prefer_zone) -> bool {
       const auto& st = shape[s];
@@ -541,9 +559,9 @@ private:
           if (tab_.stage_memory(*tb, st.first, st.end, st.recompute, in_flight) > tab_.memory_bytes(g))
             continue;
           int zpick = -1;
-          if (prefer_zone >= 0 && left[g][prefer_zone] >= t) zpick = prefer_zone;
+          if (prefer_zone >= 0 && left[size_t(g) * Zn + size_t(prefer_zone)] >= t) zpick = prefer_zone;
           for (int z : zset.zones)
-            if (zpick < 0 && left[g][z] >= t) zpick = z;
+            if (zpick < 0 && left[size_t(g) * Zn + size_t(z)] >= t) zpick = z;
           if (zpick < 0) continue;
           // Cheapest in GPU-dollars per micro-batch first.
           double score = t * tab_.usd_per_gpu_s(g) * tt;
@@ -551,7 +569,7 @@ private:
         }
       }
       if (!best) return false;
-      left[best->g][best->z] -= best->tp;
+      left[size_t(best->g) * Zn + size_t(best->z)] -= best->tp;
       reps[s].push_back({best->g, best->z, best->tp});
       return true;
     };
@@ -563,24 +581,24 @@ private:
         int home = -1;
         for (int z : zset.zones) {
           bool ok = true;
-          for (int g = 0; g < G_ && ok; ++g) ok = left[g][z] >= need[g];
+          for (int g = 0; g < G_ && ok; ++g) ok = left[size_t(g) * Zn + size_t(z)] >= need[g];
           if (ok) { home = z; break; }
         }
         int prev = home;
         for (int s = 0; s < S; ++s) {
           const auto& st = shape[s];
           int z = -1;
-          if (prev >= 0 && left[st.gpu][prev] >= st.tp) z = prev;
+          if (prev >= 0 && left[size_t(st.gpu) * Zn + size_t(prev)] >= st.tp) z = prev;
           if (z < 0) {
             int most = 0;
             for (int zz : zset.zones)
-              if (left[st.gpu][zz] >= st.tp && left[st.gpu][zz] > most) most = left[st.gpu][zz], z = zz;
+              if (left[size_t(st.gpu) * Zn + size_t(zz)] >= st.tp && left[size_t(st.gpu) * Zn + size_t(zz)] > most) most = left[size_t(st.gpu) * Zn + size_t(zz)], z = zz;
           }
           if (z < 0) {
             if (!mixed || !substitute(s, prev)) return std::nullopt;
             continue;
           }
-          left[st.gpu][z] -= st.tp;
+          left[size_t(st.gpu) * Zn + size_t(z)] -= st.tp;
           reps[s].push_back({st.gpu, z, st.tp});
           prev = z;
         }
@@ -596,12 +614,12 @@ private:
         for (int i = 0; i < D; ++i) {
           int z = -1;
           for (int zz : zset.zones)
-            if (left[st.gpu][zz] >= st.tp) { z = zz; break; }
+            if (left[size_t(st.gpu) * Zn + size_t(zz)] >= st.tp) { z = zz; break; }
           if (z < 0) {
             if (!mixed || !substitute(s, -1)) return std::nullopt;
             continue;
           }
-          left[st.gpu][z] -= st.tp;
+          left[size_t(st.gpu) * Zn + size_t(z)] -= st.tp;
           reps[s].push_back({st.gpu, z, st.tp});
         }
         // Replicas in zone order (only substitutes can be out of it).
@@ -928,6 +946,12 @@ private:
     int stages, cfg, end, index;
   };
   std::vector<sort_key> order_;
+  // Placement's scratch (place() is logically const): replicas as indices (type, zone, TP)
+  // while placing, names only in the plan it returns.
+  struct slot { int g, z, tp; };
+  mutable std::vector<int> place_left_;
+  mutable std::vector<std::vector<slot>> place_reps_;
+  std::unordered_map<const config_table*, std::vector<double>> memory_memo_;
   std::vector<char> taken_;
   std::vector<std::array<std::int16_t, max_types>> seen_;
   std::vector<candidate> best_;
