@@ -71,14 +71,32 @@ struct stage_shape {
 };
 
 std::string canonical(const config::plan& p) {
-  std::ostringstream o;
-  o << p.micro_batch << '|';
+  std::string o;
+  size_t n = 16;
   for (const auto& s : p.stages) {
-    o << s.first_layer << ':' << s.num_layers << (s.recompute ? 'r' : '-') << '[';
-    for (const auto& r : s.replicas) o << r.gpu_type << '/' << r.zone << '/' << r.tp << ',';
-    o << ']';
+    n += 16;
+    for (const auto& r : s.replicas) n += r.gpu_type.size() + r.zone.size() + 6;
   }
-  return o.str();
+  o.reserve(n);
+  o += std::to_string(p.micro_batch);
+  o += '|';
+  for (const auto& s : p.stages) {
+    o += std::to_string(s.first_layer);
+    o += ':';
+    o += std::to_string(s.num_layers);
+    o += s.recompute ? 'r' : '-';
+    o += '[';
+    for (const auto& r : s.replicas) {
+      o += r.gpu_type;
+      o += '/';
+      o += r.zone;
+      o += '/';
+      o += std::to_string(r.tp);
+      o += ',';
+    }
+    o += ']';
+  }
+  return o;
 }
 
 class searcher {
@@ -282,10 +300,15 @@ private:
   // --- the dynamic program -------------------------------------------------------------------
   // tables::stage_memory for one or two micro-batches in flight, remembered per table: the
   // program asks the same (table, layer range) in every configuration that uses the table.
-  double dp_memory(const config_table& tb, int a, int e, bool recompute, int in_flight) {
+  std::vector<double>& memory_memo(const config_table& tb) {
     auto& memo = memory_memo_[&tb];
     const size_t n1 = size_t(n_) + 1;
     if (memo.empty()) memo.assign(n1 * n1 * 4, std::numeric_limits<double>::quiet_NaN());
+    return memo;
+  }
+  double dp_memory(std::vector<double>& memo, const config_table& tb, int a, int e, bool recompute,
+                   int in_flight) const {
+    const size_t n1 = size_t(n_) + 1;
     double& v = memo[((size_t(a) * n1 + size_t(e)) * 2 + (recompute ? 1 : 0)) * 2 + size_t(in_flight - 1)];
     if (std::isnan(v)) v = tab_.stage_memory(tb, a, e, recompute, in_flight);
     return v;
@@ -358,17 +381,18 @@ private:
         const auto& c = cfgs[ci];
         const auto& tb = *c.table;
         const double cap = tab_.memory_bytes(c.gpu);
+        auto& memo = memory_memo(tb);
 
         for (int e = l + 1; e <= n_; ++e) {
           const double t0 = tb.time(l, e, false);
           const double t1 = tb.time(l, e, true);
           if (!cost_goal_ && 0.97 * m * t0 >= thr && (!allow_rc || 0.97 * m * t1 >= thr)) break;
           if (0.97 * m * t0 > time_cap) break;
-          const double m0_one = dp_memory(tb, l, e, false, 1);
-          const double m1_one = allow_rc ? dp_memory(tb, l, e, true, 1) : inf;
+          const double m0_one = dp_memory(memo, tb, l, e, false, 1);
+          const double m1_one = allow_rc ? dp_memory(memo, tb, l, e, true, 1) : inf;
           if (m0_one > cap && m1_one > cap) break;
-          const double per_mb0 = dp_memory(tb, l, e, false, 2) - m0_one;
-          const double per_mb1 = allow_rc ? dp_memory(tb, l, e, true, 2) - m1_one : 0;
+          const double per_mb0 = dp_memory(memo, tb, l, e, false, 2) - m0_one;
+          const double per_mb1 = allow_rc ? dp_memory(memo, tb, l, e, true, 2) - m1_one : 0;
           const double sync = c.sync_full_s * tab_.stage_params(l, e) / total_params;
           const double tail_c = sync + tb.update(l, e);
           const double link = (e < n_ ? c.send_s : 0.0) + (l > 0 ? c.send_s : 0.0);
