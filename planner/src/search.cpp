@@ -570,27 +570,43 @@ private:
       reps[s].reserve(size_t(D));
     }
 
+    // The (type, TP) that may stand in for a stage's replicas depend on the stage alone (speed
+    // and memory), not on what is left: found once per stage, in the order they are tried.
+    struct stand_in { double score; int g, tp; };
+    std::vector<std::vector<stand_in>> stand_ins;
+    std::vector<char> stand_ins_known;
     auto substitute = [&](int s, int prefer_zone) -> bool {
       const auto& st = shape[s];
-      int in_flight = std::min(m, S - s);
-      struct opt { double t; int g, tp, z; bool rc; };
-      std::optional<opt> best;
-      for (int g = 0; g < G_; ++g) {
-        for (int t : tab_.tps(g, b)) {
-          const auto* tb = tab_.find(g, t, b);
-          double tt = tb->time(st.first, st.end, st.recompute);
-          if (tt > bottleneck * (1 + 1e-9)) continue;
-          if (tab_.stage_memory(*tb, st.first, st.end, st.recompute, in_flight) > tab_.memory_bytes(g))
-            continue;
-          int zpick = -1;
-          if (prefer_zone >= 0 && left[size_t(g) * Zn + size_t(prefer_zone)] >= t) zpick = prefer_zone;
-          for (int z : zset.zones)
-            if (zpick < 0 && left[size_t(g) * Zn + size_t(z)] >= t) zpick = z;
-          if (zpick < 0) continue;
-          // Cheapest in GPU-dollars per micro-batch first.
-          double score = t * tab_.usd_per_gpu_s(g) * tt;
-          if (!best || score < best->t) best = opt{score, g, t, zpick, st.recompute};
+      if (stand_ins.empty()) {
+        stand_ins.resize(size_t(S));
+        stand_ins_known.assign(size_t(S), 0);
+      }
+      auto& opts = stand_ins[size_t(s)];
+      if (!stand_ins_known[size_t(s)]) {
+        stand_ins_known[size_t(s)] = 1;
+        int in_flight = std::min(m, S - s);
+        for (int g = 0; g < G_; ++g) {
+          for (int t : tab_.tps(g, b)) {
+            const auto* tb = tab_.find(g, t, b);
+            double tt = tb->time(st.first, st.end, st.recompute);
+            if (tt > bottleneck * (1 + 1e-9)) continue;
+            if (tab_.stage_memory(*tb, st.first, st.end, st.recompute, in_flight) > tab_.memory_bytes(g))
+              continue;
+            // Cheapest in GPU-dollars per micro-batch first.
+            opts.push_back({t * tab_.usd_per_gpu_s(g) * tt, g, t});
+          }
         }
+      }
+      struct opt { double t; int g, tp, z; };
+      std::optional<opt> best;
+      for (const auto& o : opts) {
+        const int g = o.g, t = o.tp;
+        int zpick = -1;
+        if (prefer_zone >= 0 && left[size_t(g) * Zn + size_t(prefer_zone)] >= t) zpick = prefer_zone;
+        for (int z : zset.zones)
+          if (zpick < 0 && left[size_t(g) * Zn + size_t(z)] >= t) zpick = z;
+        if (zpick < 0) continue;
+        if (!best || o.score < best->t) best = opt{o.score, g, t, zpick};
       }
       if (!best) return false;
       left[size_t(best->g) * Zn + size_t(best->z)] -= best->tp;
