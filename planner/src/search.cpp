@@ -779,9 +779,14 @@ private:
 
   bool within_availability(const config::plan& p) const {
     std::vector<std::vector<int>> used(G_, std::vector<int>(zone_names_.size(), 0));
+    const config::replica* prev = nullptr;
+    int g = -1, z = -1;
     for (const auto& s : p.stages)
       for (const auto& r : s.replicas) {
-        int g = tab_.gpu_index(r.gpu_type), z = zone_index(r.zone);
+        // Names looked up again only when they change from the previous replica's.
+        if (!prev || r.gpu_type != prev->gpu_type) g = tab_.gpu_index(r.gpu_type);
+        if (!prev || r.zone != prev->zone) z = zone_index(r.zone);
+        prev = &r;
         if (g < 0 || g >= G_ || z < 0) return false;
         used[g][z] += r.tp;
         if (used[g][z] > avail_[g][z]) return false;
@@ -799,7 +804,11 @@ private:
       const int m = micro_batches(p.micro_batch, int(st.replicas.size()));
       const int in_flight = std::min(m, S - s);
       bool fits0 = true, fits1 = true;
+      const config::replica* prev = nullptr;
       for (const auto& r : st.replicas) {
+        // Replicas of the kind just checked fit as it does.
+        if (prev && r.tp == prev->tp && r.gpu_type == prev->gpu_type) continue;
+        prev = &r;
         int g = tab_.gpu_index(r.gpu_type);
         if (g < 0) return false;
         const auto* tb = tab_.find(g, r.tp, p.micro_batch);
