@@ -23,38 +23,21 @@ clock_type::time_point at(double seconds) {
       std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds)));
 }
 
-// A send: the header and the payload, both in flight.
-class shaped_send final : public comm::request {
+// A shaped send or receive: the header (the release time) and the payload, both in flight. A
+// receive is done only once the header's release time has passed as well.
+class shaped_request final : public comm::request {
 public:
-  shaped_send(std::unique_ptr<double> header, std::unique_ptr<comm::request> header_req,
-              std::unique_ptr<comm::request> payload_req)
-      : header_(std::move(header)), header_req_(std::move(header_req)),
-        payload_req_(std::move(payload_req)) {}
-  status wait(std::chrono::milliseconds timeout) override {
-    auto deadline = clock_type::now() + timeout;
-    if (auto st = header_req_->wait(timeout)) return st;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
-    return payload_req_->wait(std::max(left, std::chrono::milliseconds{0}));
-  }
-  bool test() override { return header_req_->test() && payload_req_->test(); }
-
-private:
-  std::unique_ptr<double> header_;  // read by the header send until it is done
-  std::unique_ptr<comm::request> header_req_, payload_req_;
-};
-
-// A receive: done when header and payload are in and the header's release time has passed.
-class shaped_recv final : public comm::request {
-public:
-  shaped_recv(std::unique_ptr<double> header, std::unique_ptr<comm::request> header_req,
-              std::unique_ptr<comm::request> payload_req)
-      : header_(std::move(header)), header_req_(std::move(header_req)),
+  enum class side { send, receive };
+  shaped_request(side s, std::unique_ptr<double> header, std::unique_ptr<comm::request> header_req,
+                 std::unique_ptr<comm::request> payload_req)
+      : side_(s), header_(std::move(header)), header_req_(std::move(header_req)),
         payload_req_(std::move(payload_req)) {}
   status wait(std::chrono::milliseconds timeout) override {
     auto deadline = clock_type::now() + timeout;
     if (auto st = header_req_->wait(timeout)) return st;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
     if (auto st = payload_req_->wait(std::max(left, std::chrono::milliseconds{0}))) return st;
+    if (side_ == side::send) return {};
     const auto release = at(*header_);
     if (release > deadline)
       return comm::make_error(error_kind::disconnected,
@@ -63,11 +46,13 @@ public:
     return {};
   }
   bool test() override {
-    return header_req_->test() && payload_req_->test() && clock_type::now() >= at(*header_);
+    return header_req_->test() && payload_req_->test() &&
+           (side_ == side::send || clock_type::now() >= at(*header_));
   }
 
 private:
-  std::unique_ptr<double> header_;
+  side side_;
+  std::unique_ptr<double> header_;  // written or read by the header request until it is done
   std::unique_ptr<comm::request> header_req_, payload_req_;
 };
 
@@ -98,16 +83,16 @@ public:
     auto header = std::make_unique<double>(step.release_s);
     auto header_req = inner_->isend({header.get(), 1, comm::element_type::f64}, peer, tag | header_bit);
     auto payload_req = inner_->isend(buf, peer, tag);
-    return std::make_unique<shaped_send>(std::move(header), std::move(header_req),
-                                         std::move(payload_req));
+    return std::make_unique<shaped_request>(shaped_request::side::send, std::move(header),
+                                            std::move(header_req), std::move(payload_req));
   }
   std::unique_ptr<comm::request> irecv(comm::buffer_view buf, int peer, std::uint64_t tag) override {
     if (!shaped(peer)) return inner_->irecv(buf, peer, tag);
     auto header = std::make_unique<double>(0.0);
     auto header_req = inner_->irecv({header.get(), 1, comm::element_type::f64}, peer, tag | header_bit);
     auto payload_req = inner_->irecv(buf, peer, tag);
-    return std::make_unique<shaped_recv>(std::move(header), std::move(header_req),
-                                         std::move(payload_req));
+    return std::make_unique<shaped_request>(shaped_request::side::receive, std::move(header),
+                                            std::move(header_req), std::move(payload_req));
   }
 
 private:
