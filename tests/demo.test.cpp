@@ -110,15 +110,13 @@ TEST_CASE("sailor demo refuses a model that does not fit a device, before traini
 TEST_CASE("sailor demo refuses a plan that does not match the nodes that joined") {
   temp_dir dir;
   // Two stages in zone local-a, but only one node (one device) is there.
-  auto plan = dir.path("plan.yaml");
-  {
-    std::ofstream out(plan);
-    out << "micro_batch: 1\nglobal_batch: 8\nstages:\n"
-           "  - layers: {first: 0, count: 3}\n"
-           "    replicas: [{gpu: CPU, zone: local-a, tp: 1}]\n"
-           "  - layers: {first: 3, count: 3}\n"
-           "    replicas: [{gpu: CPU, zone: local-a, tp: 1}]\n";
-  }
+  auto plan = dir.write(
+      "plan.yaml",
+      "micro_batch: 1\nglobal_batch: 8\nstages:\n"
+      "  - layers: {first: 0, count: 3}\n"
+      "    replicas: [{gpu: CPU, zone: local-a, tp: 1}]\n"
+      "  - layers: {first: 3, count: 3}\n"
+      "    replicas: [{gpu: CPU, zone: local-a, tp: 1}]\n");
   auto r = run_command(sailor_bin() + " demo --nodes 2 --zones 2 --iterations 2 --plan " + plan +
                          " --join-timeout-s 20",
                        60);
@@ -145,25 +143,21 @@ TEST_CASE("sailor demo holds activations between zones for the cluster's link") 
   // the node processes, and each iteration (4 micro-batches, 2 round trips of the 1F1B
   // schedule over the link) takes at least 4 latencies; the loss curve is unchanged.
   temp_dir dir;
-  auto cluster = dir.path("slow.yaml");
-  {
-    std::ofstream out(cluster);
-    out << "name: slow\ngpus:\n"
-           "  - {name: CPU, peak_fp16_tflops: 0.05, peak_fp32_tflops: 0.05, memory_gib: 2, "
-           "gpus_per_node: 2}\n"
-           "zones:\n  - {name: local-a, region: local, gpus: {CPU: 1}}\n"
-           "  - {name: local-b, region: local, gpus: {CPU: 1}}\n"
-           "links:\n  - {from: local-a, to: local-b, latency_ms: 80, bandwidth_gbytes_per_s: 1}\n";
-  }
-  auto plan = dir.path("plan.yaml");
-  {
-    std::ofstream out(plan);
-    out << "micro_batch: 2\nglobal_batch: 8\nstages:\n"
-           "  - layers: {first: 0, count: 3}\n"
-           "    replicas: [{gpu: CPU, zone: local-a, tp: 1}]\n"
-           "  - layers: {first: 3, count: 3}\n"
-           "    replicas: [{gpu: CPU, zone: local-b, tp: 1}]\n";
-  }
+  auto cluster = dir.write(
+      "slow.yaml",
+      "name: slow\ngpus:\n"
+      "  - {name: CPU, peak_fp16_tflops: 0.05, peak_fp32_tflops: 0.05, memory_gib: 2, "
+      "gpus_per_node: 2}\n"
+      "zones:\n  - {name: local-a, region: local, gpus: {CPU: 1}}\n"
+      "  - {name: local-b, region: local, gpus: {CPU: 1}}\n"
+      "links:\n  - {from: local-a, to: local-b, latency_ms: 80, bandwidth_gbytes_per_s: 1}\n");
+  auto plan = dir.write(
+      "plan.yaml",
+      "micro_batch: 2\nglobal_batch: 8\nstages:\n"
+      "  - layers: {first: 0, count: 3}\n"
+      "    replicas: [{gpu: CPU, zone: local-a, tp: 1}]\n"
+      "  - layers: {first: 3, count: 3}\n"
+      "    replicas: [{gpu: CPU, zone: local-b, tp: 1}]\n");
   auto summary = dir.path("summary.json");
   auto r = run_command(sailor_bin() + " demo --nodes 2 --zones 2 --iterations 3 --cluster " + cluster +
                            " --plan " + plan + " --summary-json " + summary,
