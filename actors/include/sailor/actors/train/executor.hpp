@@ -79,6 +79,11 @@ struct train_options {
   /// between ranks whose replicas are in different zones take the link's latency and
   /// bandwidth (shaped_p2p.hpp). Empty: no shaping.
   std::vector<config::zone_link> links;
+  /// Plan-independent checkpoints (checkpoint.hpp): after every `checkpoint_every`-th
+  /// completed iteration, ranks of replica 0 write their shard of parameters and optimizer
+  /// state under this folder, asynchronously. Empty: no checkpoints.
+  std::string checkpoint_dir;
+  int checkpoint_every = 1;
 };
 
 /// What one rank measured in one iteration (seconds).
@@ -117,6 +122,13 @@ public:
   /// Runs iteration `iteration` (its number selects the samples of the global batch). All
   /// ranks of the plan must call it with the same number.
   result<iteration_telemetry> run_iteration(int iteration);
+
+  /// Loads the checkpoint taken after `iterations` completed iterations from `dir` (written by
+  /// any plan of the same model and optimizer): this rank's slices of parameters and
+  /// optimizer state. The next iteration to run is then `iterations`.
+  status restore(const std::string& dir, int iterations);
+  /// Waits for this rank's checkpoint writes in flight; returns the first failure.
+  status flush_checkpoints();
 
   /// Parameters and optimizer state of this rank's shard, as bytes (for recovery).
   result<std::vector<char>> save_state() const;

@@ -1,0 +1,24 @@
+#pragma once
+/// Plan-independent training checkpoints: the index (no LibTorch here).
+///
+/// A checkpoint taken after n completed iterations lives in `checkpoint_path(dir, n)`. Every
+/// rank of replica 0 of every stage writes its shard of the parameters and of the optimizer
+/// state there (asynchronously, after the optimizer step), keyed by layer and parameter name
+/// with the TP degree and rank it was cut for; a rank of any other plan (other stages, TP
+/// degrees or replica counts) assembles the slices it holds from them
+/// (`stage_executor::restore`). A checkpoint is complete once every writer's file is in
+/// place (each is renamed into place only after it is fully written), so a rank killed while
+/// writing leaves an incomplete checkpoint that `latest_checkpoint` skips.
+
+#include <string>
+
+namespace sailor::train {
+
+/// The folder of the checkpoint taken after `iterations` completed iterations.
+std::string checkpoint_path(const std::string& dir, int iterations);
+
+/// The largest n for which `dir` holds a complete checkpoint taken after n iterations; 0 when
+/// it holds none (or does not exist).
+int latest_checkpoint(const std::string& dir);
+
+}  // namespace sailor::train
