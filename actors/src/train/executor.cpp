@@ -65,6 +65,36 @@ struct dp_group {
   std::vector<grad_slice> slices;
 };
 
+// Every gradient of the stage as a view into one flat buffer, parameters in order (so layer
+// by layer): zeroing, the norm and clipping are one operation each, and when the stage has
+// one data-parallel group that reduces whole tensors (every TP degree equal), a bucket of
+// consecutive layers is all-reduced in place, with no gathering copy or scattering back.
+struct flat_gradients {
+  torch::Tensor buffer;
+  std::vector<std::int64_t> offset;                          // per parameter
+  std::vector<std::pair<std::int64_t, std::int64_t>> layers;  // [begin, end) per stage layer
+  std::vector<const void*> bound;  // data of each gradient when it was bound to the buffer
+  bool in_place = false;           // the single DP group reduces ranges of the buffer
+  std::int64_t pending_end = -1;   // end of the bucket being filled, -1 when empty
+};
+
+// A bucket is all-reduced once it holds this many bytes (or at the stage's first layer):
+// fewer, larger collectives than one per layer, while most of them still overlap the
+// backward.
+constexpr std::int64_t bucket_bytes = 1 << 20;
+
+// Sum of squares of `t` (fp32) in fp32 dot products over chunks, accumulated in double.
+double sum_of_squares(const torch::Tensor& t) {
+  auto flat = t.reshape({-1});
+  constexpr std::int64_t chunk = 1 << 16;
+  double sum = 0;
+  for (std::int64_t at = 0, n = flat.numel(); at < n; at += chunk) {
+    auto part = flat.narrow(0, at, std::min(chunk, n - at));
+    sum += part.dot(part).item<double>();
+  }
+  return sum;
+}
+
 // A transfer in flight and the tensor it reads or writes (kept alive until it is done).
 struct transfer {
   std::unique_ptr<comm::request> request;
@@ -146,6 +176,9 @@ struct stage_executor::impl {
   std::unique_ptr<comm::communicator> world;
   std::unique_ptr<comm::communicator> tp_comm;
   std::vector<dp_group> dp_groups;
+  flat_gradients flat;
+  void bind_flat_gradients();
+  bool flat_bound() const;
   double tp_seconds = 0;
 
   std::unique_ptr<models::stage_module> module;
@@ -228,10 +261,88 @@ void stage_executor::impl::plan_dp_slices(const group_spec& spec, dp_group& grou
   }
 }
 
+// Makes every gradient a view into flat.buffer (allocated on first use), before the
+// iteration zeroes it. Called whenever a gradient is not the view it was bound to (the first
+// iteration, or a gradient set anew by someone else).
+void stage_executor::impl::bind_flat_gradients() {
+  torch::NoGradGuard no_grad;
+  auto& params = module->parameters();
+  if (params.empty()) return;
+  if (!flat.buffer.defined()) {
+    std::int64_t total = 0;
+    const int first = module->first_layer();
+    flat.layers.assign(module->end_layer() - first, {0, 0});
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const int layer = param_layer[i];
+      // Parameters come layer by layer (stage_module adds them so): each layer is a range.
+      TORCH_CHECK(i == 0 || param_layer[i - 1] <= layer, "parameters out of layer order");
+      TORCH_CHECK(params[i].tensor.scalar_type() == params[0].tensor.scalar_type(),
+                  "parameters of one stage share one type");
+      if (i == 0 || param_layer[i - 1] != layer) flat.layers[layer - first].first = total;
+      flat.offset.push_back(total);
+      total += params[i].tensor.numel();
+      flat.layers[layer - first].second = total;
+    }
+    // Layers without parameters: empty ranges where the next layer begins.
+    for (std::size_t l = flat.layers.size(); l-- > 0;)
+      if (flat.layers[l].second == 0)
+        flat.layers[l].first = flat.layers[l].second =
+            l + 1 < flat.layers.size() ? flat.layers[l + 1].first : total;
+    flat.buffer = torch::zeros({total}, params[0].tensor.options().requires_grad(false));
+    // In place when every replica of the stage has this TP degree: then every member of the
+    // one group holds the same layout and the group reduces each parameter once, whole, in
+    // parameter order. All members decide alike: they must cut the same buckets.
+    const auto& replicas = plan.stages[role.stage].replicas;
+    flat.in_place = dp_groups.size() == 1 &&
+                    std::all_of(replicas.begin(), replicas.end(),
+                                [&](const config::replica& r) { return std::max(1, r.tp) == my_tp; });
+    if (flat.in_place) {
+      const auto& slices = dp_groups[0].slices;
+      bool whole = slices.size() == params.size();
+      for (std::size_t k = 0; whole && k < slices.size(); ++k) {
+        const auto& sl = slices[k];
+        const auto& t = params[sl.param].tensor;
+        whole = sl.param == k && (sl.dim < 0 || (sl.offset == 0 && sl.length == t.size(sl.dim)));
+      }
+      TORCH_CHECK(whole, "equal TP degrees, yet the data-parallel slices are not whole tensors");
+    }
+  }
+  flat.bound.resize(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    auto& t = params[i].tensor;
+    auto view = flat.buffer.narrow(0, flat.offset[i], t.numel()).view(t.sizes());
+    t.mutable_grad() = view;
+    flat.bound[i] = view.data_ptr();
+  }
+}
+
+bool stage_executor::impl::flat_bound() const {
+  const auto& params = module->parameters();
+  if (!flat.buffer.defined() || flat.bound.size() != params.size()) return false;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto& g = params[i].tensor.grad();
+    if (!g.defined() || g.data_ptr() != flat.bound[i]) return false;
+  }
+  return true;
+}
+
 // Sums the gradients of `layer` over the replicas of this stage, slice by slice.
 void stage_executor::impl::reduce_layer(int layer) {
   torch::NoGradGuard no_grad;
   const auto& params = module->parameters();
+  if (flat.in_place) {
+    // Layers arrive last first; a bucket is the range from this layer to the pending end.
+    auto [begin, end] = flat.layers[layer - module->first_layer()];
+    if (flat.pending_end < 0) flat.pending_end = end;
+    const std::int64_t bytes = (flat.pending_end - begin) * flat.buffer.element_size();
+    if (bytes < bucket_bytes && layer != module->first_layer()) return;
+    auto bucket = flat.buffer.narrow(0, begin, flat.pending_end - begin);
+    flat.pending_end = -1;
+    if (bucket.numel() == 0) return;
+    auto st = dp_groups[0].comm->all_reduce(view_of(bucket));
+    if (st) throw std::runtime_error(st->to_string());
+    return;
+  }
   // Gather every group's buffer before reducing any: a replicated gradient goes into several
   // groups and must be read before it is overwritten.
   std::vector<torch::Tensor> buffers(dp_groups.size());
@@ -271,12 +382,9 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
   const int mb = plan.micro_batch, seq = model.sequence, hidden = model.hidden;
   const int s = role.stage;
 
-  for (auto& p : module->parameters()) {
-    if (p.tensor.grad().defined())
-      p.tensor.mutable_grad().zero_();
-    else
-      p.tensor.mutable_grad() = torch::zeros_like(p.tensor);
-  }
+  if (!flat_bound()) bind_flat_gradients();
+  flat.buffer.zero_();
+  flat.pending_end = -1;
 
   // Post every receive of the iteration up front, so that a peer's send never waits for us.
   std::map<int, transfer> activations, gradients;
@@ -431,15 +539,21 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
     reducer.reset();
     dp_seconds = seconds_since(start);
   }
+  // The backward accumulates into the bound gradients in place; anything else would have
+  // left reduced buffers unread.
+  TORCH_CHECK(flat_bound(), "gradients are no longer views into the flat buffer");
 
   // Loss and squared gradient norm over the whole plan in one all-reduce. Each piece of
   // every parameter counts once: replica 0 of each stage; replicated tensors on TP rank 0.
   auto opt_start = clock_type::now();
   double norm_sq = 0;
   if (role.replica == 0) {
-    for (const auto& p : module->parameters()) {
-      if (p.shard_dim < 0 && role.tp_rank != 0) continue;
-      norm_sq += p.tensor.grad().to(torch::kDouble).pow(2).sum().item<double>();
+    torch::NoGradGuard no_grad;
+    if (role.tp_rank == 0) {
+      norm_sq = sum_of_squares(flat.buffer);
+    } else {
+      for (const auto& p : module->parameters())
+        if (p.shard_dim >= 0) norm_sq += sum_of_squares(p.tensor.grad());
     }
   }
   auto totals = torch::tensor({last_stage() && role.tp_rank == 0 ? loss_sum : 0.0, norm_sq},
@@ -456,8 +570,7 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
     torch::NoGradGuard no_grad;
     if (options.clip_norm > 0) {
       double coef = options.clip_norm / (tel.grad_norm + 1e-6);
-      if (coef < 1.0)
-        for (auto& p : module->parameters()) p.tensor.mutable_grad().mul_(coef);
+      if (coef < 1.0) flat.buffer.mul_(coef);  // every gradient is a view into it
     }
   }
   optimizer->step();
