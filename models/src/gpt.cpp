@@ -292,12 +292,16 @@ torch::Tensor stage_module::block(int layer, const torch::Tensor& x) {
   scores = scores.masked_fill(causal, -std::numeric_limits<float>::infinity());
   auto context = torch::matmul(torch::softmax(scores, -1), v);
   context = context.transpose(1, 2).reshape({mb, seq, heads * head_dim});
-  auto attn = reduce_from_tp(torch::linear(context, param(ln + "attn.out.weight")), tp_);
-  auto y = x + attn + param(ln + "attn.out.bias");
+  // One rank: the bias goes into the projection (one fused addmm). Several: after the sum.
+  auto y = tp_.size == 1
+               ? x + torch::linear(context, param(ln + "attn.out.weight"), param(ln + "attn.out.bias"))
+               : x + reduce_from_tp(torch::linear(context, param(ln + "attn.out.weight")), tp_) +
+                     param(ln + "attn.out.bias");
 
   auto m = torch::layer_norm(y, {h}, param(ln + "ln2.weight"), param(ln + "ln2.bias"), 1e-5);
   m = copy_to_tp(m, tp_);
   m = torch::gelu(torch::linear(m, param(ln + "mlp.fc1.weight"), param(ln + "mlp.fc1.bias")));
+  if (tp_.size == 1) return y + torch::linear(m, param(ln + "mlp.fc2.weight"), param(ln + "mlp.fc2.bias"));
   m = reduce_from_tp(torch::linear(m, param(ln + "mlp.fc2.weight")), tp_);
   return y + m + param(ln + "mlp.fc2.bias");
 }
@@ -308,6 +312,8 @@ torch::Tensor stage_module::head_loss(const torch::Tensor& x, const torch::Tenso
   y = copy_to_tp(y, tp_);
   const auto& w = param(ln + "head.weight");
   auto logits = torch::linear(y, w).reshape({-1, w.size(0)});
+  // One rank holds the whole vocabulary: torch's fused log-softmax and NLL are faster.
+  if (tp_.size == 1) return torch::nn::functional::cross_entropy(logits, targets.reshape({-1}));
   auto losses = vocab_parallel_cross_entropy(logits, targets.reshape({-1}), tp_.rank * w.size(0), tp_);
   return losses.mean();
 }
