@@ -106,7 +106,7 @@ int run_rank(const bench_config& c) {
     std::cerr << exec.error().to_string() << "\n";
     return 1;
   }
-  double seconds = 0, compute = 0, reduce = 0, loss = 0;
+  double seconds = 0, compute = 0, reduce = 0, optimizer = 0, loss = 0;
   std::clock_t cpu_start = 0;
   for (int it = 0; it < c.warmup + c.iterations; ++it) {
     if (it == c.warmup) cpu_start = std::clock();
@@ -119,6 +119,7 @@ int run_rank(const bench_config& c) {
       seconds += tel->total_s;
       compute += tel->compute_s;
       reduce += tel->all_reduce_s;
+      optimizer += tel->optimizer_s;
     }
     loss = tel->loss;
   }
@@ -127,7 +128,8 @@ int run_rank(const bench_config& c) {
     double tokens = static_cast<double>(c.batch) * model.sequence * c.iterations;
     out << tokens / seconds << " " << seconds / c.iterations << " " << compute / c.iterations
         << " " << reduce / c.iterations << " " << loss << " "
-        << static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC / c.iterations << "\n";
+        << static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC / c.iterations << " "
+        << optimizer / c.iterations << "\n";
   }
   return 0;
 }
@@ -153,7 +155,17 @@ std::vector<std::string> common_args(const bench_config& c) {
 struct run_figures {
   double tokens_per_s = 0, iteration_s = 0, compute_s = 0, all_reduce_s = 0, loss = 0;
   double cpu_s = 0;  ///< process CPU time per iteration of rank 0 (all its threads)
+  double optimizer_s = 0;  ///< ours: norm, clipping, step; DDP: clip_grad_norm_ and step
+  double forward_s = 0, backward_s = 0;  ///< DDP only (its backward holds the all-reduce)
 };
+
+// The 1-minute load average of the machine (what else competes for its cores).
+double load_average() {
+  double load = -1;
+  std::ifstream in("/proc/loadavg");
+  in >> load;
+  return load;
+}
 
 // Our runtime: this program started twice as ranks meeting in a fresh store folder.
 std::optional<run_figures> run_ours(const bench_config& c) {
@@ -178,7 +190,7 @@ std::optional<run_figures> run_ours(const bench_config& c) {
   run_figures f;
   std::ifstream in(dir / "result");
   ok = ok && static_cast<bool>(in >> f.tokens_per_s >> f.iteration_s >> f.compute_s >>
-                               f.all_reduce_s >> f.loss >> f.cpu_s);
+                               f.all_reduce_s >> f.loss >> f.cpu_s >> f.optimizer_s);
   std::filesystem::remove_all(dir);
   if (!ok) return std::nullopt;
   return f;
@@ -192,8 +204,10 @@ std::optional<run_figures> run_ddp(const bench_config& c) {
   if (!pipe) return std::nullopt;
   run_figures f;
   char line[512];
-  while (std::fgets(line, sizeof line, pipe))
+  while (std::fgets(line, sizeof line, pipe)) {
     std::sscanf(line, "ddp_tokens_per_s %lf %lf %lf", &f.tokens_per_s, &f.iteration_s, &f.cpu_s);
+    std::sscanf(line, "ddp_phases %lf %lf %lf", &f.forward_s, &f.backward_s, &f.optimizer_s);
+  }
   if (pclose(pipe) != 0 || f.tokens_per_s <= 0) return std::nullopt;
   return f;
 }
@@ -237,9 +251,10 @@ int main(int argc, char** argv) {
   // Rounds: both sides back to back, the order alternating, so that both see the same
   // background load; the median per-round ratio and its spread are reported.
   std::vector<run_figures> ours_runs, ddp_runs;
-  std::vector<double> wall_ratios, cpu_ratios;
+  std::vector<double> wall_ratios, cpu_ratios, loads;
   for (int round = 0; round < c.rounds; ++round) {
     std::optional<run_figures> ours, ddp;
+    loads.push_back(load_average());
     const bool ddp_first = c.ddp && round % 2 == 1;
     if (ddp_first) ddp = run_ddp(c);
     ours = run_ours(c);
@@ -257,9 +272,9 @@ int main(int argc, char** argv) {
     ddp_runs.push_back(*ddp);
     wall_ratios.push_back(ours->tokens_per_s / ddp->tokens_per_s);
     cpu_ratios.push_back(ddp->cpu_s / ours->cpu_s);
-    std::fprintf(stderr, "round %d: sailor %.0f tokens/s (%.1f ms CPU), ddp %.0f tokens/s (%.1f ms CPU): ratio %.2f wall, %.2f CPU\n",
-                 round + 1, ours->tokens_per_s, ours->cpu_s * 1e3, ddp->tokens_per_s, ddp->cpu_s * 1e3,
-                 wall_ratios.back(), cpu_ratios.back());
+    std::fprintf(stderr, "round %d (load %.1f): sailor %.0f tokens/s (%.1f ms CPU), ddp %.0f tokens/s (%.1f ms CPU): ratio %.2f wall, %.2f CPU\n",
+                 round + 1, loads.back(), ours->tokens_per_s, ours->cpu_s * 1e3, ddp->tokens_per_s,
+                 ddp->cpu_s * 1e3, wall_ratios.back(), cpu_ratios.back());
   }
   auto median_of = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -271,27 +286,46 @@ int main(int argc, char** argv) {
     for (const auto& r : runs) v.push_back(field(r));
     return median_of(v);
   };
+  auto spread = [](const std::vector<double>& v) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.2f..%.2f", *std::min_element(v.begin(), v.end()),
+                  *std::max_element(v.begin(), v.end()));
+    return std::string(text);
+  };
+  auto low = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
+  auto high = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
+  auto values = [](const std::vector<run_figures>& runs, auto field) {
+    std::vector<double> v;
+    for (const auto& r : runs) v.push_back(field(r));
+    return v;
+  };
   auto tps = [](const run_figures& r) { return r.tokens_per_s; };
   auto iter = [](const run_figures& r) { return r.iteration_s; };
   auto comp = [](const run_figures& r) { return r.compute_s; };
   auto ar = [](const run_figures& r) { return r.all_reduce_s; };
+  auto opt = [](const run_figures& r) { return r.optimizer_s; };
+  auto fwd = [](const run_figures& r) { return r.forward_s; };
+  auto bwd = [](const run_figures& r) { return r.backward_s; };
   auto cpu = [](const run_figures& r) { return r.cpu_s; };
   std::printf("model: %d layers, hidden %d, heads %d, sequence %d, vocabulary %d; global batch %d "
               "on 2 data-parallel CPU processes (Gloo, 1 thread each); medians of %d rounds\n",
               c.layers, c.hidden, c.heads, c.sequence, c.vocabulary, c.batch, c.rounds);
-  std::printf("sailor:  %10.0f tokens/s  (%.1f ms/iteration: compute %.1f ms, all-reduce %.1f ms; "
-              "CPU %.1f ms/iteration on rank 0; loss %.3f)\n",
-              pick(ours_runs, tps), pick(ours_runs, iter) * 1e3, pick(ours_runs, comp) * 1e3,
-              pick(ours_runs, ar) * 1e3, pick(ours_runs, cpu) * 1e3, ours_runs.back().loss);
+  std::printf("load average (1 min) at the rounds' starts: median %.1f, %s, on %ld cores\n",
+              median_of(loads), spread(loads).c_str(), sysconf(_SC_NPROCESSORS_ONLN));
+  std::printf("sailor:  %10.0f tokens/s (spread %.0f..%.0f)  %.1f ms/iteration: compute %.1f ms, "
+              "all-reduce %.1f ms, norm+clip+step %.1f ms; CPU %.1f ms/iteration on rank 0; loss %.3f\n",
+              pick(ours_runs, tps), low(values(ours_runs, tps)), high(values(ours_runs, tps)),
+              pick(ours_runs, iter) * 1e3, pick(ours_runs, comp) * 1e3, pick(ours_runs, ar) * 1e3,
+              pick(ours_runs, opt) * 1e3, pick(ours_runs, cpu) * 1e3, ours_runs.back().loss);
   if (!c.ddp) return 0;
-  std::printf("ddp:     %10.0f tokens/s  (%.1f ms/iteration; CPU %.1f ms/iteration on rank 0)\n",
-              pick(ddp_runs, tps), pick(ddp_runs, iter) * 1e3, pick(ddp_runs, cpu) * 1e3);
-  std::printf("ratio sailor/ddp (target >= 1.0): wall %.2f (median of %d rounds, spread %.2f..%.2f); "
-              "CPU time %.2f (spread %.2f..%.2f)\n",
-              median_of(wall_ratios), c.rounds,
-              *std::min_element(wall_ratios.begin(), wall_ratios.end()),
-              *std::max_element(wall_ratios.begin(), wall_ratios.end()), median_of(cpu_ratios),
-              *std::min_element(cpu_ratios.begin(), cpu_ratios.end()),
-              *std::max_element(cpu_ratios.begin(), cpu_ratios.end()));
+  std::printf("ddp:     %10.0f tokens/s (spread %.0f..%.0f)  %.1f ms/iteration: forward %.1f ms, "
+              "backward with all-reduce %.1f ms, clip+step %.1f ms; CPU %.1f ms/iteration on rank 0\n",
+              pick(ddp_runs, tps), low(values(ddp_runs, tps)), high(values(ddp_runs, tps)),
+              pick(ddp_runs, iter) * 1e3, pick(ddp_runs, fwd) * 1e3, pick(ddp_runs, bwd) * 1e3,
+              pick(ddp_runs, opt) * 1e3, pick(ddp_runs, cpu) * 1e3);
+  std::printf("ratio sailor/ddp (target >= 1.0): wall %.2f (median of %d rounds, spread %s); "
+              "CPU time %.2f (spread %s)\n",
+              median_of(wall_ratios), c.rounds, spread(wall_ratios).c_str(), median_of(cpu_ratios),
+              spread(cpu_ratios).c_str());
   return 0;
 }

@@ -6,6 +6,9 @@ MLP, learned positions, untied head; AdamW, global-norm clipping at 1.0) on 2 CP
 with the gloo backend, one torch thread each, and prints
 
     ddp_tokens_per_s <tokens/s> <seconds per iteration> <CPU seconds per iteration>
+    ddp_phases <forward s> <backward s, with DDP's overlapped all-reduce> <clip and step s>
+
+(per iteration, rank 0; the phase times are read from the clock the iteration is timed with).
 
 Run with Debian's /usr/bin/python3 (python3-torch) and GLOO_SOCKET_IFNAME=lo.
 """
@@ -75,6 +78,7 @@ def worker(rank, args, store):
     per_rank = args.batch // 2
     gen = torch.Generator().manual_seed(100 + rank)
     elapsed = 0.0
+    phases = [0.0, 0.0, 0.0]
     cpu_start = 0.0
     for it in range(args.warmup + args.iterations):
         if it == args.warmup:
@@ -82,20 +86,27 @@ def worker(rank, args, store):
         tokens = torch.randint(0, args.vocabulary, (per_rank, args.sequence + 1), generator=gen)
         start = time.perf_counter()
         loss = ddp(tokens[:, :-1], tokens[:, 1:])
+        t_forward = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        t_backward = time.perf_counter()
         torch.nn.utils.clip_grad_norm_(ddp.parameters(), 1.0)
         opt.step()
+        t_step = time.perf_counter()
         # Same as Sailor's executor, which reports the global mean loss every iteration.
         reported = loss.detach().clone()
         dist.all_reduce(reported)
         if it >= args.warmup:
             elapsed += time.perf_counter() - start
+            phases[0] += t_forward - start
+            phases[1] += t_backward - t_forward
+            phases[2] += t_step - t_backward
     if rank == 0:
         tokens_total = args.batch * args.sequence * args.iterations
         cpu = (time.process_time() - cpu_start) / args.iterations
         print(f"ddp_tokens_per_s {tokens_total / elapsed:.1f} {elapsed / args.iterations:.6f} {cpu:.6f}",
               flush=True)
+        print("ddp_phases " + " ".join(f"{p / args.iterations:.6f}" for p in phases), flush=True)
     dist.destroy_process_group()
 
 

@@ -20,6 +20,7 @@
 #include <sailor/models/gpt.hpp>
 #include <sailor/models/synthetic_data.hpp>
 
+#include "fused_adamw.hpp"
 #include "schedule.hpp"
 #include "threads.hpp"
 
@@ -573,7 +574,7 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
       if (coef < 1.0) flat.buffer.mul_(coef);  // every gradient is a view into it
     }
   }
-  optimizer->step();
+  if (!fused_adamw_step(*optimizer)) optimizer->step();
   tel.optimizer_s = seconds_since(opt_start) - world_seconds;
   tel.all_reduce_s = tp_seconds + dp_seconds + world_seconds;
   tel.total_s = seconds_since(iteration_start);
