@@ -84,16 +84,18 @@ struct flat_gradients {
 // backward.
 constexpr std::int64_t bucket_bytes = 1 << 20;
 
-// Sum of squares of `t` (fp32) in fp32 dot products over chunks, accumulated in double.
+// Sum of squares of `t` (fp32): fp32 dot products over chunks (no fp64 copy of the
+// gradients), summed in double; one read back to the host.
 double sum_of_squares(const torch::Tensor& t) {
   auto flat = t.reshape({-1});
   constexpr std::int64_t chunk = 1 << 16;
-  double sum = 0;
+  std::vector<torch::Tensor> dots;
   for (std::int64_t at = 0, n = flat.numel(); at < n; at += chunk) {
     auto part = flat.narrow(0, at, std::min(chunk, n - at));
-    sum += part.dot(part).item<double>();
+    dots.push_back(part.dot(part));
   }
-  return sum;
+  if (dots.empty()) return 0;
+  return torch::stack(dots).to(torch::kDouble).sum().item<double>();
 }
 
 // A transfer in flight and the tensor it reads or writes (kept alive until it is done).
