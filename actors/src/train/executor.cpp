@@ -321,6 +321,7 @@ void stage_executor::impl::bind_flat_gradients() {
 
 bool stage_executor::impl::flat_bound() const {
   const auto& params = module->parameters();
+  if (params.empty()) return true;  // nothing to bind (and no buffer)
   if (!flat.buffer.defined() || flat.bound.size() != params.size()) return false;
   for (std::size_t i = 0; i < params.size(); ++i) {
     const auto& g = params[i].tensor.grad();
@@ -386,7 +387,7 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
   const int s = role.stage;
 
   if (!flat_bound()) bind_flat_gradients();
-  flat.buffer.zero_();
+  if (flat.buffer.defined()) flat.buffer.zero_();
   flat.pending_end = -1;
 
   // Post every receive of the iteration up front, so that a peer's send never waits for us.
@@ -553,7 +554,7 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
   if (role.replica == 0) {
     torch::NoGradGuard no_grad;
     if (role.tp_rank == 0) {
-      norm_sq = sum_of_squares(flat.buffer);
+      if (flat.buffer.defined()) norm_sq = sum_of_squares(flat.buffer);
     } else {
       for (const auto& p : module->parameters())
         if (p.shard_dim >= 0) norm_sq += sum_of_squares(p.tensor.grad());
@@ -573,7 +574,8 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
     torch::NoGradGuard no_grad;
     if (options.clip_norm > 0) {
       double coef = options.clip_norm / (tel.grad_norm + 1e-6);
-      if (coef < 1.0) flat.buffer.mul_(coef);  // every gradient is a view into it
+      // Every gradient is a view into the flat buffer.
+      if (coef < 1.0 && flat.buffer.defined()) flat.buffer.mul_(coef);
     }
   }
   if (!fused_adamw_step(*optimizer)) optimizer->step();
