@@ -230,7 +230,15 @@ TEST_CASE_FIXTURE(fixture, "wire: every wire message survives encoding and decod
     link.bandwidth_gbytes_per_s = 0.05;
     link.egress_usd_per_gb = 0.02;
     j.links.push_back(link);
+    j.start_iteration = 7;
+    j.checkpoint_dir = "/tmp/job/checkpoints";
+    j.checkpoint_every = 3;
+    j.restore_dir = "/tmp/job/checkpoints/v4";
     auto back = round_trip(j);
+    CHECK(back.restore_dir == "/tmp/job/checkpoints/v4");
+    CHECK(back.start_iteration == 7);
+    CHECK(back.checkpoint_dir == "/tmp/job/checkpoints");
+    CHECK(back.checkpoint_every == 3);
     REQUIRE(back.links.size() == 1);
     CHECK(back.links[0].from == "zone-a");
     CHECK(back.links[0].to == "zone-b");

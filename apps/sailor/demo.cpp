@@ -8,6 +8,13 @@
 // iterations (loss from the last stage, the slowest rank's time), and this command prints
 // one line per iteration and a summary.
 //
+// Preemption: when a node dies (`--preempt-at K` kills one after K iterations, as a spot
+// preemption would), the supervisor notices (its connection closes, or its heartbeats stop),
+// re-plans over the remaining nodes, and the new plan's ranks restore parameters and optimizer
+// state from the newest complete checkpoint (written asynchronously by every plan, in a form
+// any other plan can load: train/checkpoint.hpp) and go on from there. The loss curve is the
+// one an undisturbed run gives.
+//
 // Activations, gradients and all-reduces travel over Gloo TCP on loopback; activations and
 // gradients between stages in different zones are held for the emulated link's latency and
 // bandwidth (train/shaped_p2p.hpp), data-parallel all-reduces are not shaped.
@@ -45,6 +52,7 @@
 #include <spdlog/spdlog.h>
 
 #include "commands.hpp"
+#include "training_setup.hpp"
 #include "sailor/actors/placement.hpp"
 #include "sailor/actors/runtime.hpp"
 #include "sailor/actors/train/progress.hpp"
@@ -74,6 +82,8 @@ struct demo_args {
   double stall_timeout_s = 60;
   bool verbose = false;
   bool keep_logs = false;
+  int preempt_at = 0;        ///< kill one node (SIGKILL) after this many iterations; 0: never
+  int checkpoint_every = 1;  ///< 0: no checkpoints (a re-plan starts training afresh)
 };
 
 // What the actors tell the main thread.
@@ -89,6 +99,7 @@ struct demo_events {
   std::string prediction_note;
   std::optional<config::plan> plan;
   int plans = 0;
+  int start_iteration = 0;  ///< where the newest plan resumed
 };
 
 // Zone names: local-a, local-b, ...
@@ -369,6 +380,12 @@ int run_demo(const demo_args& args) {
     return fail("--zones must be between 1 and min(--nodes, 26), --nodes at least 1");
   if (args.iterations < 1)
     return fail("--iterations must be at least 1");
+  if (args.preempt_at < 0 || args.preempt_at >= args.iterations)
+    return fail("--preempt-at must be between 0 (never) and --iterations - 1");
+  if (args.preempt_at > 0 && args.nodes < 2)
+    return fail("--preempt-at needs at least 2 nodes (one is lost)");
+  if (args.checkpoint_every < 0)
+    return fail("--checkpoint-every must be 0 (never) or more");
   auto model = config::load_model(args.model);
   if (!model)
     return fail(model.error().to_string());
@@ -400,8 +417,7 @@ int run_demo(const demo_args& args) {
   if (!mkdtemp(tmpl))
     return fail("cannot create a temporary folder");
   const fs::path work = tmpl;
-  const std::string store = (work / "store").string();
-  fs::create_directories(store);
+  fs::create_directories(work / "store");
 
   if (!args.verbose)
     log::get("actors")->set_level(spdlog::level::warn);
@@ -529,26 +545,28 @@ int run_demo(const demo_args& args) {
     events.prediction_note = note;
     return p;
   };
-  const auto cluster_links = cluster.links;
-  options.supervisor.prepare_training = [&events, &store, shape, job_cfg, &args,
-                                         cluster_links](actors::training_job& tj) {
-    tj.model = shape;
-    tj.store_dir = store;
-    tj.iterations = args.iterations;
-    tj.seed = static_cast<std::uint64_t>(job_cfg.seed);
-    tj.optimizer = job_cfg.optimizer == config::optimizer_kind::sgd ? "sgd" : "adamw";
-    tj.torch_threads = 1;
-    tj.timeout_ms = static_cast<std::int64_t>(args.stall_timeout_s * 1000);
+  training_settings settings;
+  settings.model = shape;
+  settings.job = job_cfg;
+  settings.work_dir = work.string();
+  settings.iterations = args.iterations;
+  settings.checkpoint_every = args.checkpoint_every;
+  settings.timeout_ms = static_cast<std::int64_t>(args.stall_timeout_s * 1000);
+  settings.links = cluster.links;
+  options.supervisor.prepare_training = [&events, settings](actors::training_job& tj) {
+    // Resumes from the newest complete checkpoint of an earlier plan, if any.
+    if (!fill_training_job(tj, settings))
+      return false;
     std::lock_guard lock{events.mu};
     tj.predicted_iteration_s = events.predicted_s;
-    tj.links = cluster_links;
     events.plan = tj.plan;
     ++events.plans;
-    events.iterations.clear();
-    events.loss_curve.clear();
+    events.start_iteration = tj.start_iteration;
     events.finished = false;
     return true;
   };
+  // A lost node's peers usually fail before the loss is noticed: give the supervisor time.
+  options.supervisor.training_failure_grace = std::chrono::seconds{10};
   options.supervisor.on_iteration = [&events](const actors::iteration_record& r,
                                               const actors::training_progress& p) {
     std::lock_guard lock{events.mu};
@@ -621,15 +639,27 @@ int run_demo(const demo_args& args) {
   std::fflush(stdout);
 
   // 2. Training: one line per iteration; bounded by the stall timeout between iterations.
+  //    A node that dies (or that --preempt-at kills) makes the supervisor re-plan over the
+  //    others, which resume from the newest complete checkpoint: iterations after it are run
+  //    again, and their new records replace the old ones.
   auto last_progress = clock_type::now();
   auto last_status = clock_type::now() - std::chrono::seconds{1};
-  bool plan_printed = false;
+  int plans_shown = 0;
   std::vector<actors::iteration_record> records;
+  std::set<std::int64_t> warm_up;  // the first iteration each plan ran
   std::vector<double> loss_curve;
   double predicted = 0;
   std::string prediction_note;
   std::optional<config::plan> plan;
-  int plans = 0;
+  int plans = 0, start_iteration = 0;
+  std::vector<std::string> preempted;
+  std::vector<int> resumed_at;
+  auto live_children = [&] {
+    int n = 0;
+    for (const auto& c : children)
+      n += c.exit_code == -1 ? 1 : 0;
+    return n;
+  };
   while (true) {
     std::deque<actors::iteration_record> fresh;
     bool finished = false;
@@ -647,14 +677,29 @@ int run_demo(const demo_args& args) {
       prediction_note = events.prediction_note;
       plan = events.plan;
       plans = events.plans;
+      start_iteration = events.start_iteration;
     }
-    if (plan && !plan_printed) {
-      plan_printed = true;
-      std::printf("  plan: %s\n  predicted iteration time %.4f s (%s)\n",
-                  actors::describe_plan(*plan).c_str(), predicted, prediction_note.c_str());
+    if (plan && plans != plans_shown) {
+      if (plans_shown == 0) {
+        std::printf("  plan: %s\n  predicted iteration time %.4f s (%s)\n",
+                    actors::describe_plan(*plan).c_str(), predicted, prediction_note.c_str());
+      } else {
+        resumed_at.push_back(start_iteration);
+        std::printf("  re-plan %d over %d nodes: %s\n  predicted iteration time %.4f s; %s\n",
+                    plans - 1, live_children(), actors::describe_plan(*plan).c_str(), predicted,
+                    start_iteration > 0
+                      ? ("resuming from the checkpoint after iteration " +
+                         std::to_string(start_iteration))
+                          .c_str()
+                      : "no checkpoint: training starts afresh");
+      }
+      plans_shown = plans;
+      warm_up.insert(start_iteration);
       std::fflush(stdout);
     }
     for (auto& r : fresh) {
+      if (r.iteration < static_cast<std::int64_t>(records.size()))
+        records.resize(static_cast<std::size_t>(r.iteration));  // run again after a resume
       double tps = r.measured_s > 0 ? static_cast<double>(r.tokens) / r.measured_s : 0;
       std::printf("  iteration %3lld/%d  loss %.4f  tokens/s %8.0f  predicted %.4f s  measured "
                   "%.4f s (compute %.4f, recv wait %.4f, all-reduce %.4f)\n",
@@ -666,22 +711,44 @@ int run_demo(const demo_args& args) {
     std::fflush(stdout);
     if (!error.empty())
       return cleanup(fail("training failed: " + error));
-    if (finished)
+    if (finished && static_cast<int>(records.size()) >= args.iterations)
       break;
     if (interrupted())
       return cleanup(fail("interrupted after " + std::to_string(records.size()) +
                           " iterations"));
-    if (auto why = child_died(); !why.empty())
-      return cleanup(fail("during training: " + why));
+    if (args.preempt_at > 0 && preempted.empty() &&
+        static_cast<int>(records.size()) >= args.preempt_at) {
+      // The spot preemption: the newest node still running dies at once, without a word.
+      for (auto c = children.rbegin(); c != children.rend(); ++c)
+        if (c->exit_code == -1) {
+          std::printf("  preempting %s (SIGKILL) after iteration %zu\n", c->name.c_str(),
+                      records.size());
+          std::fflush(stdout);
+          kill(c->pid, SIGKILL);
+          preempted.push_back(c->name);
+          break;
+        }
+    }
+    while (auto* c = reap(children)) {
+      const bool expected =
+        std::find(preempted.begin(), preempted.end(), c->name) != preempted.end();
+      if (!expected)
+        std::printf("  %s exited with code %d; the supervisor re-plans over the others. Its "
+                    "log:\n%s\n",
+                    c->name.c_str(), c->exit_code, tail_of(c->log, 600).c_str());
+      std::fflush(stdout);
+      last_progress = clock_type::now();  // re-planning and profiling take their time
+    }
+    if (live_children() == 0)
+      return cleanup(fail("every node exited after " + std::to_string(records.size()) +
+                          " iterations"));
     if (clock_type::now() - last_status > std::chrono::milliseconds{500}) {
       last_status = clock_type::now();
       if (auto st = query(system, supervisor)) {
         if (st->phase == "waiting" || st->phase == "collecting")
-          return cleanup(fail("refused before training: " + st->plan_summary));
-        if (static_cast<int>(st->nodes.size()) < args.nodes) {
-          std::string recent = st->events.empty() ? "" : st->events.back();
-          return cleanup(fail("a node was lost: " + recent));
-        }
+          return cleanup(fail((records.empty() ? "refused before training: "
+                                               : "no plan over the remaining nodes: ") +
+                              st->plan_summary));
       }
     }
     if (clock_type::now() - last_progress >
@@ -692,12 +759,14 @@ int run_demo(const demo_args& args) {
   }
   const double wall_s = std::chrono::duration<double>(clock_type::now() - start_time).count();
 
-  // 3. Summary. The first iteration (warm-up: allocation, first rendezvous) is left out of
-  // the measured mean when there are more.
+  // 3. Summary. The first iteration of each plan (warm-up: allocation, first rendezvous,
+  // restoring a checkpoint) is left out of the measured mean when there are others.
   double sum = 0;
   std::int64_t tokens = 0;
   int counted = 0;
-  for (std::size_t k = records.size() > 1 ? 1 : 0; k < records.size(); ++k) {
+  for (std::size_t k = 0; k < records.size(); ++k) {
+    if (warm_up.count(records[k].iteration) && records.size() > warm_up.size())
+      continue;
     sum += records[k].measured_s;
     tokens += records[k].tokens;
     ++counted;
@@ -709,8 +778,9 @@ int run_demo(const demo_args& args) {
   std::printf("  iterations completed   %zu of %d\n", records.size(), args.iterations);
   if (!loss_curve.empty())
     std::printf("  loss                   %.4f -> %.4f\n", loss_curve.front(), loss_curve.back());
-  std::printf("  throughput             %.0f tokens/s (mean over iterations 2..%zu)\n",
-              tokens_per_s, records.size());
+  std::printf("  throughput             %.0f tokens/s (mean over %d iterations; each plan's "
+              "first is left out)\n",
+              tokens_per_s, counted);
   std::printf("  iteration time         measured %.4f s, predicted %.4f s (%s)\n", measured,
               predicted, prediction_note.c_str());
   {
@@ -719,7 +789,13 @@ int run_demo(const demo_args& args) {
       std::printf("                         (the catalog's analytic CPU model alone said %.4f s)\n",
                   events.predicted_analytic_s);
   }
-  std::printf("  re-plans               %d\n", replans);
+  std::printf("  re-plans               %d", replans);
+  for (std::size_t k = 0; k < resumed_at.size(); ++k)
+    std::printf("%s%s", k == 0 ? " (resumed from the checkpoint after iteration " : ", ",
+                std::to_string(resumed_at[k]).c_str());
+  std::printf("%s\n", resumed_at.empty() ? "" : ")");
+  if (!preempted.empty())
+    std::printf("  preempted              %s\n", preempted.front().c_str());
   std::printf("  note: activations and gradients between zones are held for the emulated link "
               "(latency, bandwidth); data-parallel all-reduces are not shaped.\n");
   std::fflush(stdout);
@@ -737,6 +813,8 @@ int run_demo(const demo_args& args) {
     }
     j["measured_iteration_s"] = measured;
     j["replans"] = replans;
+    j["resumed_at"] = resumed_at;
+    j["preempted"] = preempted;
     j["nodes"] = args.nodes;
     j["zones"] = args.zones;
     j["model"] = model->name;
@@ -786,6 +864,15 @@ void add_demo(CLI::App& app, command_set& commands) {
     ->capture_default_str();
   sub->add_option("--stall-timeout-s", args->stall_timeout_s,
                   "bound on the wait for the next iteration")
+    ->capture_default_str();
+  sub->add_option("--preempt-at", args->preempt_at,
+                  "kill the newest node (SIGKILL, as a spot preemption) after this many "
+                  "iterations: the supervisor re-plans over the others, which resume from the "
+                  "last checkpoint (0: never)")
+    ->capture_default_str();
+  sub->add_option("--checkpoint-every", args->checkpoint_every,
+                  "checkpoint every this many iterations (asynchronously; 0: never, and a "
+                  "re-plan starts afresh)")
     ->capture_default_str();
   sub->add_flag("--verbose", args->verbose, "log the supervisor's events");
   sub->add_flag("--keep-logs", args->keep_logs, "keep the node logs after a success");

@@ -243,6 +243,10 @@ struct TrainingJob {
   timeoutMs @9 :Int64;       # bound on every wait for a peer
   predictedIterationS @10 :Float64;
   links @11 :List(ZoneLink);  # links between the plan's zones, for emulated link shaping
+  startIteration @12 :Int32;  # resume: the checkpoint taken after this many iterations
+  checkpointDir @13 :Text;    # plan-independent checkpoints (empty: none)
+  checkpointEvery @14 :Int32;
+  restoreDir @15 :Text;       # the folder holding the checkpoint to resume from
 }
 
 # A link between two zones as training carries it (constant bandwidth; a curve stays behind).

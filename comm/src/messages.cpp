@@ -234,6 +234,10 @@ struct body_writer {
       links[i].setBandwidthGbytesPerS(v.links[i].bandwidth_gbytes_per_s);
       links[i].setEgressUsdPerGb(v.links[i].egress_usd_per_gb);
     }
+    j.setStartIteration(v.start_iteration);
+    j.setCheckpointDir(v.checkpoint_dir);
+    j.setCheckpointEvery(v.checkpoint_every);
+    j.setRestoreDir(v.restore_dir);
   }
   void operator()(const train_report& v) {
     auto r = b.initTrainReport();
@@ -535,6 +539,10 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
           link.egress_usd_per_gb = l.getEgressUsdPerGb();
           v.links.push_back(std::move(link));
         }
+        v.start_iteration = j.getStartIteration();
+        v.checkpoint_dir = j.getCheckpointDir();
+        v.checkpoint_every = j.getCheckpointEvery();
+        v.restore_dir = j.getRestoreDir();
         e.body = std::move(v);
         break;
       }

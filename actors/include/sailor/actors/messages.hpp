@@ -230,6 +230,8 @@ struct replica_ready {
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using settle_atom = caf::atom_constant<caf::atom("settle")>;
 using start_atom = caf::atom_constant<caf::atom("start")>;
+/// Supervisor to itself: has the training failure of a plan version outlived its grace time?
+using train_check_atom = caf::atom_constant<caf::atom("trcheck")>;
 
 // -- inspect ------------------------------------------------------------------------------
 

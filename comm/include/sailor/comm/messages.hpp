@@ -217,6 +217,10 @@ struct training_job {
   std::int64_t timeout_ms = 0;
   double predicted_iteration_s = 0;
   std::vector<config::zone_link> links;  ///< for emulated link shaping between stages
+  int start_iteration = 0;               ///< resume from the checkpoint after this many
+  std::string checkpoint_dir;            ///< plan-independent checkpoints (empty: none)
+  int checkpoint_every = 1;
+  std::string restore_dir;               ///< holds the checkpoint to resume from
 };
 
 /// One rank's measurements of one iteration, or its failure (`error` non-empty).
