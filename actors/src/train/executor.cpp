@@ -20,6 +20,7 @@
 #include <sailor/models/gpt.hpp>
 #include <sailor/models/synthetic_data.hpp>
 
+#include "checkpoint_io.hpp"
 #include "schedule.hpp"
 #include "threads.hpp"
 
@@ -174,6 +175,10 @@ struct stage_executor::impl {
   iteration_telemetry run(int iteration);
   void reduce_layer(int layer);
   std::vector<int> param_layer;  // layer of each parameter
+
+  // Checkpoints (ranks of replica 0 with a checkpoint_dir): see checkpoint_io.hpp.
+  std::unique_ptr<detail::checkpoint_writer> checkpoints;
+  double take_checkpoint(int iteration);
 };
 
 status stage_executor::impl::connect(comm::communicator_factory& factory) {
@@ -463,6 +468,7 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
   optimizer->step();
   tel.optimizer_s = seconds_since(opt_start) - world_seconds;
   tel.all_reduce_s = tp_seconds + dp_seconds + world_seconds;
+  tel.checkpoint_s = take_checkpoint(iteration);
   tel.total_s = seconds_since(iteration_start);
   return tel;
 }
@@ -545,6 +551,13 @@ result<std::unique_ptr<stage_executor>> stage_executor::create(
       return failed(st->who + " has no micro-batch to run", error_kind::invalid_input);
     for (std::size_t i = 0; i < st->module->parameters().size(); ++i)
       st->param_layer.push_back(st->module->layer_of(i));
+    if (!options.checkpoint_dir.empty()) {
+      if (options.checkpoint_every < 1)
+        return failed("checkpoint_every must be at least 1", error_kind::invalid_input);
+      if (role.replica == 0)
+        st->checkpoints = std::make_unique<detail::checkpoint_writer>(
+            options.checkpoint_dir, model, plan, role, options, st->who);
+    }
     log::get("train")->debug("{} executor ready: layers [{}, {}), {} parameters, {} ops",
                              st->who, sp.first_layer, sp.end_layer(),
                              st->module->num_parameters(), st->ops.size());
@@ -610,5 +623,26 @@ status stage_executor::load_state(const std::vector<char>& bytes) {
 
 std::int64_t stage_executor::num_parameters() const { return impl_->module->num_parameters(); }
 const rank_role& stage_executor::role() const { return impl_->role; }
+
+double stage_executor::impl::take_checkpoint(int iteration) {
+  if (!checkpoints || (iteration + 1) % options.checkpoint_every != 0) return 0;
+  return checkpoints->take(iteration + 1, *module, *optimizer);
+}
+
+status stage_executor::restore(const std::string& dir, int iterations) {
+  try {
+    return detail::restore_checkpoint(dir, iterations, impl_->model, impl_->options, *impl_->module,
+                                      *impl_->optimizer, impl_->who);
+  } catch (const std::exception& e) {
+    return failed(impl_->who + " restore of " + dir + " after " + std::to_string(iterations) +
+                      " iterations: " + e.what(),
+                  error_kind::invalid_input);
+  }
+}
+
+status stage_executor::flush_checkpoints() {
+  if (!impl_->checkpoints) return {};
+  return impl_->checkpoints->flush();
+}
 
 }  // namespace sailor::train
