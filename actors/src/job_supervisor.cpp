@@ -361,7 +361,7 @@ caf::message_handler common(supervisor* self) {
       bool had_error = !st.training.error().empty();
       auto done = st.training.add(x);
       if (!had_error && !st.training.error().empty()) {
-        log::get("actors")->warn("[supervisor] a rank failed: {} (a failure unless a node is "
+        log::get("actors")->info("[supervisor] a rank failed: {} (a failure unless a node is "
                                  "lost within {} ms)",
                                  st.training.error(), to_ms(st.options.training_failure_grace));
         self->delayed_send(self, st.options.training_failure_grace, train_check_atom::value,
