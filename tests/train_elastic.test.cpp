@@ -33,6 +33,39 @@ namespace {
 
 const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
 
+// `sailor coordinator --train-dir` on port 0 over sockets; returns its port once it listens.
+std::string start_coordinator(std::unique_ptr<child>& coordinator, const temp_dir& dir,
+                              const std::string& model, int quorum, int iterations) {
+  coordinator = std::make_unique<child>(
+    std::vector<std::string>{sailor_bin(), "coordinator", "--listen", "127.0.0.1:0", "--cluster",
+                             configs + "/clusters/local-2-zones.yaml", "--model",
+                             configs + "/models/" + model, "--job", configs + "/jobs/tiny.yaml",
+                             "--quorum", std::to_string(quorum), "--settle-s", "30",
+                             "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "3000",
+                             "--transport", "socket", "--train-dir", dir.path("train"),
+                             "--iterations", std::to_string(iterations), "--exit-when-done"},
+    dir.path("coordinator.out"), dir.path("coordinator.err"));
+  REQUIRE(coordinator->pid() > 0);
+  std::smatch m;
+  static const std::regex listening{R"(listening on 127\.0\.0\.1:([0-9]+))"};
+  std::string out;
+  REQUIRE(eventually(10s, [&] {
+    out = coordinator->out();
+    return std::regex_search(out, m, listening);
+  }));
+  return m[1];
+}
+
+std::unique_ptr<child> start_node(const temp_dir& dir, const std::string& port,
+                                  const std::string& name, const std::string& zone) {
+  auto node = std::make_unique<child>(
+    std::vector<std::string>{sailor_bin("sailor-node"), "--join", "127.0.0.1:" + port, "--zone",
+                             zone, "--devices", "cpu:1", "--name", name, "--transport", "socket"},
+    dir.path(name + ".out"), dir.path(name + ".err"));
+  REQUIRE(node->pid() > 0);
+  return node;
+}
+
 void check_same_curve(const std::vector<double>& curve, const std::vector<double>& reference) {
   REQUIRE(curve.size() == reference.size());
   for (std::size_t k = 0; k < curve.size(); ++k) {
@@ -72,34 +105,13 @@ TEST_CASE("elastic: sailor demo loses a node after 3 iterations, re-plans and re
 TEST_CASE("elastic: sailor coordinator --train-dir trains the nodes that join and resumes after one is killed") {
   temp_dir dir;
   const int iterations = 8;
-  child coordinator({sailor_bin(), "coordinator", "--listen", "127.0.0.1:0", "--cluster",
-                     configs + "/clusters/local-2-zones.yaml", "--model",
-                     configs + "/models/tiny.yaml", "--job", configs + "/jobs/tiny.yaml",
-                     "--quorum", "3", "--settle-s", "30", "--heartbeat-ms", "200",
-                     "--heartbeat-timeout-ms", "3000", "--transport", "socket", "--train-dir",
-                     dir.path("train"), "--iterations", std::to_string(iterations),
-                     "--exit-when-done"},
-                    dir.path("coordinator.out"), dir.path("coordinator.err"));
-  REQUIRE(coordinator.pid() > 0);
-  std::smatch m;
-  static const std::regex listening{R"(listening on 127\.0\.0\.1:([0-9]+))"};
-  std::string out;
-  REQUIRE(eventually(10s, [&] {
-    out = coordinator.out();
-    return std::regex_search(out, m, listening);
-  }));
-  const std::string port = m[1];
+  std::unique_ptr<child> coordinator_process;
+  const std::string port = start_coordinator(coordinator_process, dir, "tiny.yaml", 3, iterations);
+  child& coordinator = *coordinator_process;
   std::vector<std::unique_ptr<child>> nodes;
   const char* zones[] = {"local-a", "local-b", "local-a"};
-  for (int k = 0; k < 3; ++k) {
-    std::string name = "node-" + std::to_string(k);
-    nodes.push_back(std::make_unique<child>(
-      std::vector<std::string>{sailor_bin("sailor-node"), "--join", "127.0.0.1:" + port, "--zone",
-                               zones[k], "--devices", "cpu:1", "--name", name, "--transport",
-                               "socket"},
-      dir.path(name + ".out"), dir.path(name + ".err")));
-    REQUIRE(nodes.back()->pid() > 0);
-  }
+  for (int k = 0; k < 3; ++k)
+    nodes.push_back(start_node(dir, port, "node-" + std::to_string(k), zones[k]));
   // Three iterations, then node-2 dies without a word.
   bool trained = eventually(90s, [&] { return coordinator.out().find("iteration 3/8") != std::string::npos; });
   INFO(coordinator.out());
@@ -108,7 +120,7 @@ TEST_CASE("elastic: sailor coordinator --train-dir trains the nodes that join an
   nodes[2]->signal(SIGKILL);
   CHECK(nodes[2]->wait_exit(5s) == 128 + SIGKILL);
   const int code = coordinator.wait_exit(120s);
-  out = coordinator.out();
+  std::string out = coordinator.out();
   INFO(out);
   INFO(coordinator.err());
   REQUIRE(code == 0);
@@ -126,6 +138,22 @@ TEST_CASE("elastic: sailor coordinator --train-dir trains the nodes that join an
   static const std::regex sizes{R"(micro-batch ([0-9]+), global batch ([0-9]+))"};
   REQUIRE(std::regex_search(out, batch, sizes));
   check_same_curve(curve, single_rank_losses(std::stoi(batch[1]), std::stoi(batch[2]), iterations));
+}
+
+TEST_CASE("elastic: sailor coordinator --train-dir refuses a model that does not fit a device, before training") {
+  temp_dir dir;
+  std::unique_ptr<child> coordinator;
+  const std::string port = start_coordinator(coordinator, dir, "opt-350m.yaml", 2, 2);
+  auto a = start_node(dir, port, "node-0", "local-a");
+  auto b = start_node(dir, port, "node-1", "local-b");
+  bool refused = eventually(30s, [&] {
+    return coordinator->err().find("does not fit a device's memory") != std::string::npos;
+  });
+  INFO(coordinator->out());
+  INFO(coordinator->err());
+  CHECK(refused);
+  CHECK(coordinator->out().find("iteration ") == std::string::npos);
+  CHECK(coordinator->out().find("plan v") == std::string::npos);
 }
 
 #endif

@@ -121,8 +121,17 @@ int run_coordinator(const coordinator_args& args) {
     // group of a zone.
     int layers = model->num_all_layers();
     int batch = job->global_batch;
-    options.plan = [layers, batch](const actors::plan_request& request) {
-      return actors::even_plan(request.nodes, layers, batch);
+    const bool training = !args.train_dir.empty();
+    options.plan = [layers, batch, training, shape = *model, pool = *cluster,
+                    job_cfg = *job](const actors::plan_request& request) -> result<config::plan> {
+      auto p = actors::even_plan(request.nodes, layers, batch);
+      if (!p || !training)
+        return p;
+      // Refused before training starts: a model that does not fit a device's memory.
+      if (auto why = memory_refusal(shape, *p, pool, job_cfg); !why.empty())
+        return sailor::error{error_kind::invalid_input,
+                             "the model does not fit a device's memory: " + why, "", 0, "plan"};
+      return p;
     };
   } else {
     std::fprintf(stderr, "sailor coordinator: --planner: expected even or sailor, got '%s'\n",

@@ -8,6 +8,7 @@
 
 #include "sailor/actors/train/messages.hpp"
 #include "sailor/config/cluster.hpp"
+#include "sailor/config/plan.hpp"
 #include "sailor/config/job.hpp"
 #include "sailor/config/model.hpp"
 
@@ -33,6 +34,12 @@ struct training_settings {
   int torch_threads = 1;
   std::vector<config::zone_link> links;  ///< emulated links between zones (empty: none)
 };
+
+/// Why `plan` cannot train `model` on the devices of `cluster`'s catalog (the simulator's
+/// memory estimate for CPU devices; when the simulator cannot estimate, 16 bytes per parameter
+/// of the largest stage: weights, gradients and two AdamW states in fp32), or "" when it fits.
+std::string memory_refusal(const config::model_shape& model, const config::plan& plan,
+                           const config::cluster& cluster, const config::job& job);
 
 /// Fills `tj` (its plan and version set by the supervisor) from `s`, resuming from the
 /// newest complete checkpoint of an earlier plan. Returns false when there is nothing left
