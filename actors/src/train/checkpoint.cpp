@@ -115,12 +115,6 @@ struct snapshot {
   std::map<std::string, std::int64_t> steps;  // AdamW
 };
 
-torch::Tensor cpu_copy(const torch::Tensor& t) {
-  auto d = t.detach();
-  if (d.device().is_cpu()) return d.clone(at::MemoryFormat::Contiguous);
-  return d.to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous();
-}
-
 status write_all(int fd, const void* data, std::size_t bytes, const std::string& path) {
   const char* p = static_cast<const char*>(data);
   while (bytes > 0) {
@@ -251,6 +245,31 @@ struct shard_reader {
     return {};
   }
 
+  // Copies elements [begin, begin + count) along `dim` of tensor `t` (count < 0: all of it)
+  // into `dest`: straight from the file when they are contiguous there and in dest.
+  void read_into(const json& t, int dim, std::int64_t begin, std::int64_t count, torch::Tensor dest) {
+    auto shape = t.at("shape").get<std::vector<std::int64_t>>();
+    auto type = dtype_of(t.at("dtype").get<std::string>());
+    if (type && (count < 0 || dim == 0) && !shape.empty() && dest.is_contiguous() &&
+        dest.scalar_type() == *type) {
+      const std::uint64_t bytes = t.at("bytes").get<std::uint64_t>();
+      std::uint64_t offset = data_start + t.at("offset").get<std::uint64_t>();
+      if (count >= 0) {
+        offset += begin * (shape[0] > 0 ? bytes / shape[0] : 0);
+        shape[0] = count;
+      }
+      if (dest.sizes().equals(shape)) {
+        in.clear();
+        in.seekg(static_cast<std::streamoff>(offset));
+        const std::uint64_t want = dest.numel() * dest.element_size();
+        if (!in.read(static_cast<char*>(dest.data_ptr()), static_cast<std::streamsize>(want)))
+          throw std::runtime_error(file.path + " is truncated");
+        return;
+      }
+    }
+    dest.copy_(read(t, dim, begin, count));
+  }
+
   // Elements [begin, begin + count) along `dim` of tensor `t` (count < 0: all of it).
   torch::Tensor read(const json& t, int dim, std::int64_t begin, std::int64_t count) {
     auto shape = t.at("shape").get<std::vector<std::int64_t>>();
@@ -319,6 +338,18 @@ double checkpoint_writer::take(int iterations, const models::stage_module& modul
   wait_previous();
   auto snap = std::make_shared<snapshot>();
   snap->iterations = iterations;
+  std::size_t next = 0;
+  // Into the buffers of the previous checkpoint (its write is done): no allocation and no
+  // page faults after the first checkpoint.
+  auto cpu_copy = [&](const torch::Tensor& t) {
+    auto src = t.detach();
+    if (next >= buffers_.size()) buffers_.resize(next + 1);
+    auto& b = buffers_[next++];
+    if (!b.defined() || !b.sizes().equals(src.sizes()) || b.scalar_type() != src.scalar_type())
+      b = torch::empty(src.sizes(), torch::TensorOptions().dtype(src.scalar_type()).pinned_memory(src.is_cuda()));
+    b.copy_(src);
+    return b;
+  };
   try {
     torch::NoGradGuard no_grad;
     auto& states = optimizer.state();
@@ -437,7 +468,7 @@ status restore_checkpoint(const std::string& dir, int iterations,
             steps[i] = steps_json.at(p.name).get<std::int64_t>();
           }
           if (dim < 0) {
-            out.copy_(r->read(t, -1, 0, -1));
+            r->read_into(t, -1, 0, -1, out);
             whole = true;
             break;
           }
@@ -446,7 +477,7 @@ status restore_checkpoint(const std::string& dir, int iterations,
           const std::int64_t lo = std::max(begin, saved_begin);
           const std::int64_t hi = std::min(begin + length, saved_begin + saved_length);
           if (lo >= hi) continue;
-          out.narrow(dim, lo - begin, hi - lo).copy_(r->read(t, dim, lo - saved_begin, hi - lo));
+          r->read_into(t, dim, lo - saved_begin, hi - lo, out.narrow(dim, lo - begin, hi - lo));
           covered += hi - lo;
         }
         if (!whole && (dim < 0 || covered != length))

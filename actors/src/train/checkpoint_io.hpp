@@ -43,8 +43,8 @@ public:
   checkpoint_writer(const checkpoint_writer&) = delete;
   checkpoint_writer& operator=(const checkpoint_writer&) = delete;
 
-  /// Copies the parameters and optimizer state on the calling thread, waits for the previous
-  /// write, then writes checkpoint `iterations` on a background thread. Returns the seconds
+  /// Waits for the previous write, copies the parameters and optimizer state on the calling
+  /// thread (into buffers kept from the previous checkpoint), then writes checkpoint `iterations` on a background thread. Returns the seconds
   /// spent on the calling thread. A failed write is logged and kept for flush().
   double take(int iterations, const models::stage_module& module,
               torch::optim::Optimizer& optimizer);
@@ -67,6 +67,9 @@ private:
   double write_s_ = 0;   // likewise
   status first_failure_;
   double last_write_s_ = 0;
+  // Host copies of the state, reused from one checkpoint to the next (in the order take()
+  // visits the tensors): one extra copy of this rank's parameters and optimizer state.
+  std::vector<torch::Tensor> buffers_;
 };
 
 /// Loads the slices of checkpoint `iterations` under `dir` that `module` holds into it, and
