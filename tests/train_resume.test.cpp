@@ -15,11 +15,10 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
-#include <latch>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "rank_threads.hpp"
 #include "temp_file.hpp"
 
 namespace {
@@ -77,58 +76,29 @@ struct run_result {
 run_result run_plan(const config::plan& plan, const train::train_options& options, int first,
                     int end, const config::model_shape& model = models::tiny_gpt_shape()) {
   const int n = train::world_size(plan);
-  comm::gloo_options gopts;
-  gopts.in_process_store = comm::make_in_process_store();
-  gopts.timeout = 30s;
   run_result out;
-  out.errors.resize(n);
   out.restore_kinds.resize(n, error_kind::failed);
   std::vector<std::vector<double>> losses(n);
   std::vector<std::vector<double>> ckpt(n);
-  // No rank tears its communicators down before every rank is done with them.
-  std::latch finished(n);
-  struct arrive_on_exit {
-    std::latch& latch;
-    ~arrive_on_exit() { latch.arrive_and_wait(); }
-  };
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      std::unique_ptr<comm::communicator_factory> factory;  // destroyed after the guard
-      std::unique_ptr<train::stage_executor> exec;
-      arrive_on_exit guard{finished};
-      auto made_factory = comm::make_gloo_factory(r, gopts);
-      if (!made_factory) {
-        out.errors[r] = made_factory.error().to_string();
-        return;
-      }
-      factory = std::move(*made_factory);
-      auto made = train::stage_executor::create(model, plan, train::role_of(plan, r), *factory, options);
-      if (!made) {
-        out.errors[r] = made.error().to_string();
-        return;
-      }
-      exec = std::move(*made);
+  out.errors = sailor::testing::run_rank_threads(
+    model, plan, options, [&](int r, train::stage_executor& exec) -> std::string {
       if (first > 0) {
-        if (auto st = exec->restore(options.checkpoint_dir, first)) {
-          out.errors[r] = st->to_string();
+        if (auto st = exec.restore(options.checkpoint_dir, first)) {
           out.restore_kinds[r] = st->kind;
-          return;
+          return st->to_string();
         }
       }
       for (int it = first; it < end; ++it) {
-        auto tel = exec->run_iteration(it);
-        if (!tel) {
-          out.errors[r] = tel.error().to_string();
-          return;
-        }
+        auto tel = exec.run_iteration(it);
+        if (!tel)
+          return tel.error().to_string();
         losses[r].push_back(tel->loss);
         ckpt[r].push_back(tel->checkpoint_s);
       }
-      if (auto st = exec->flush_checkpoints()) out.errors[r] = st->to_string();
+      if (auto st = exec.flush_checkpoints())
+        return st->to_string();
+      return {};
     });
-  }
-  for (auto& t : threads) t.join();
   out.losses = losses[0];
   out.checkpoint_s = ckpt[0];
   return out;
