@@ -243,6 +243,14 @@ std::optional<actors::cluster_status> query(caf::actor_system& system, const caf
   return out;
 }
 
+// "[#####-----]": `done` of `total` in 20 characters.
+std::string progress_bar(int done, int total) {
+  constexpr int width = 20;
+  const int filled = total > 0 ? std::clamp(done * width / total, 0, width) : 0;
+  return "[" + std::string(static_cast<std::size_t>(filled), '#') +
+         std::string(static_cast<std::size_t>(width - filled), '-') + "]";
+}
+
 int fail(const std::string& why) {
   std::fprintf(stderr, "sailor demo: error: %s\n", why.c_str());
   return 1;
@@ -701,8 +709,9 @@ int run_demo(const demo_args& args) {
       if (r.iteration < static_cast<std::int64_t>(records.size()))
         records.resize(static_cast<std::size_t>(r.iteration));  // run again after a resume
       double tps = r.measured_s > 0 ? static_cast<double>(r.tokens) / r.measured_s : 0;
-      std::printf("  iteration %3lld/%d  loss %.4f  tokens/s %8.0f  predicted %.4f s  measured "
-                  "%.4f s (compute %.4f, recv wait %.4f, all-reduce %.4f)\n",
+      std::printf("  %s iteration %3lld/%d  loss %.4f  tokens/s %8.0f  predicted %.4f s  "
+                  "measured %.4f s (compute %.4f, recv wait %.4f, all-reduce %.4f)\n",
+                  progress_bar(static_cast<int>(r.iteration + 1), args.iterations).c_str(),
                   static_cast<long long>(r.iteration + 1), args.iterations, r.loss, tps,
                   predicted, r.measured_s, r.compute_s, r.recv_wait_s, r.all_reduce_s);
       records.push_back(r);
