@@ -662,6 +662,10 @@ int run_demo(const demo_args& args) {
   int plans = 0, start_iteration = 0;
   std::vector<std::string> preempted;
   std::vector<int> resumed_at;
+  // From the preemption to the first iteration the next plan completed: noticing the loss,
+  // re-planning, profiling the new plan, rendezvous and restoring the checkpoint.
+  std::optional<clock_type::time_point> preempted_time;
+  double recovery_s = -1;
   auto live_children = [&] {
     int n = 0;
     for (const auto& c : children)
@@ -716,6 +720,8 @@ int run_demo(const demo_args& args) {
                   predicted, r.measured_s, r.compute_s, r.recv_wait_s, r.all_reduce_s);
       records.push_back(r);
       last_progress = clock_type::now();
+      if (preempted_time && recovery_s < 0 && plans > 1)
+        recovery_s = std::chrono::duration<double>(last_progress - *preempted_time).count();
     }
     std::fflush(stdout);
     if (!error.empty())
@@ -734,6 +740,7 @@ int run_demo(const demo_args& args) {
                       records.size());
           std::fflush(stdout);
           kill(c->pid, SIGKILL);
+          preempted_time = clock_type::now();
           preempted.push_back(c->name);
           break;
         }
@@ -804,7 +811,9 @@ int run_demo(const demo_args& args) {
                 std::to_string(resumed_at[k]).c_str());
   std::printf("%s\n", resumed_at.empty() ? "" : ")");
   if (!preempted.empty())
-    std::printf("  preempted              %s\n", preempted.front().c_str());
+    std::printf("  preempted              %s; the next plan completed an iteration %.2f s later "
+                "(noticing, re-planning, profiling, rendezvous, restoring)\n",
+                preempted.front().c_str(), recovery_s);
   std::printf("  note: activations and gradients between zones are held for the emulated link "
               "(latency, bandwidth); data-parallel all-reduces are not shaped.\n");
   std::fflush(stdout);
@@ -824,6 +833,8 @@ int run_demo(const demo_args& args) {
     j["replans"] = replans;
     j["resumed_at"] = resumed_at;
     j["preempted"] = preempted;
+    if (recovery_s >= 0)
+      j["recovery_s"] = recovery_s;
     j["nodes"] = args.nodes;
     j["zones"] = args.zones;
     j["model"] = model->name;
