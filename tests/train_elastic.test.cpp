@@ -117,6 +117,15 @@ TEST_CASE("elastic: sailor coordinator --train-dir trains the nodes that join an
   INFO(coordinator.out());
   INFO(coordinator.err());
   REQUIRE(trained);
+  // `sailor status` shows the training's progress.
+  auto st = run_command(sailor_bin() + " status 127.0.0.1:" + port + " --transport socket --json", 20);
+  INFO(st.out);
+  INFO(st.err);
+  REQUIRE(st.exit_code == 0);
+  auto status = nlohmann::json::parse(st.out);
+  CHECK(status["training"]["total"].get<int>() == iterations);
+  CHECK(status["training"]["completed"].get<int>() >= 3);
+  CHECK(status["training"]["loss"].get<double>() > 0);
   nodes[2]->signal(SIGKILL);
   CHECK(nodes[2]->wait_exit(5s) == 128 + SIGKILL);
   const int code = coordinator.wait_exit(120s);

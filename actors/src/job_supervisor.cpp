@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include <caf/message_handler.hpp>
 
@@ -303,6 +304,25 @@ cluster_status snapshot(supervisor* self) {
     out.plan_summary = describe_plan(*st.current);
   } else if (!st.last_error.empty()) {
     out.plan_summary = "no plan: " + st.last_error;
+  }
+  if (st.training.active()) {
+    const auto& done = st.training.completed();
+    out.training_completed = static_cast<int>(done.size());
+    out.training_total = st.training.iterations();
+    out.training_loss = done.empty() ? 0 : done.back().loss;
+    std::string line = st.training.finished() ? "finished: " : "training: ";
+    line += std::to_string(out.training_completed) + " of " +
+            std::to_string(out.training_total) + " iterations";
+    if (!done.empty()) {
+      char loss[32];
+      std::snprintf(loss, sizeof loss, ", loss %.4f", out.training_loss);
+      line += loss;
+    }
+    line += ", plan v" + std::to_string(st.training.plan_version());
+    if (st.training.start_iteration() > 0)
+      line += " (resumed from the checkpoint after iteration " +
+              std::to_string(st.training.start_iteration()) + ")";
+    out.training_summary = std::move(line);
   }
   out.replicas = static_cast<int>(st.groups.size());
   out.roles_total = st.roles_total;

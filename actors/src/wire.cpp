@@ -144,6 +144,10 @@ std::optional<comm::message_body> to_comm_body(const caf::message& m, const std:
     out.roles_ready = x.roles_ready;
     out.plan_summary = x.plan_summary;
     out.zones = x.zones;
+    out.training_completed = x.training_completed;
+    out.training_total = x.training_total;
+    out.training_loss = x.training_loss;
+    out.training_summary = x.training_summary;
     for (auto& n : x.nodes) {
       comm::node_status ns{to_comm(n.inventory), n.state, n.heartbeat_age_ms, {}, n.ready_roles};
       for (auto& r : n.roles)
@@ -249,6 +253,10 @@ struct from_comm_body {
     out.roles_ready = x.roles_ready;
     out.plan_summary = x.plan_summary;
     out.zones = x.zones;
+    out.training_completed = x.training_completed;
+    out.training_total = x.training_total;
+    out.training_loss = x.training_loss;
+    out.training_summary = x.training_summary;
     for (auto& n : x.nodes) {
       node_status ns{from_comm(n.inventory), n.state, n.heartbeat_age_ms, {}, n.ready_roles};
       for (auto& r : n.roles)

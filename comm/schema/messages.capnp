@@ -208,6 +208,10 @@ struct StatusReply {
   nodes @9 :List(NodeStatus);
   events @10 :List(Text);    # most recent last
   refusals @11 :List(RefusalRecord);  # most recent last
+  trainingCompleted @12 :Int32;  # iterations completed (any plan), when training
+  trainingTotal @13 :Int32;      # iterations asked for; 0: not training
+  trainingLoss @14 :Float64;     # loss of the newest completed iteration
+  trainingSummary @15 :Text;     # one line for people
 }
 
 # ---- Training (coordinator -> node agents, and their per-iteration reports) ----

@@ -188,6 +188,10 @@ struct body_writer {
     r.setRolesTotal(v.roles_total);
     r.setRolesReady(v.roles_ready);
     r.setPlanSummary(v.plan_summary);
+    r.setTrainingCompleted(v.training_completed);
+    r.setTrainingTotal(v.training_total);
+    r.setTrainingLoss(v.training_loss);
+    r.setTrainingSummary(v.training_summary);
     auto zones = r.initZones(static_cast<unsigned>(v.zones.size()));
     for (unsigned i = 0; i < v.zones.size(); ++i) zones.set(i, v.zones[i]);
     auto nodes = r.initNodes(static_cast<unsigned>(v.nodes.size()));
@@ -497,6 +501,10 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
         v.roles_total = r.getRolesTotal();
         v.roles_ready = r.getRolesReady();
         v.plan_summary = r.getPlanSummary();
+        v.training_completed = r.getTrainingCompleted();
+        v.training_total = r.getTrainingTotal();
+        v.training_loss = r.getTrainingLoss();
+        v.training_summary = r.getTrainingSummary();
         for (auto z : r.getZones()) v.zones.emplace_back(z);
         for (auto n : r.getNodes()) {
           node_status ns;

@@ -200,6 +200,10 @@ struct status_reply {
   std::vector<node_status> nodes;
   std::vector<std::string> events;        ///< most recent last
   std::vector<refusal_record> refusals;   ///< most recent last
+  int training_completed = 0;             ///< iterations completed, when training
+  int training_total = 0;                 ///< iterations asked for; 0: not training
+  double training_loss = 0;               ///< of the newest completed iteration
+  std::string training_summary;           ///< one line for people
   bool operator==(const status_reply&) const = default;
 };
 
