@@ -39,21 +39,35 @@ int micro_batches_of(const resolved_plan& p, int s) {
   return std::max(1, (per_replica + p.micro_batch - 1) / p.micro_batch);
 }
 
+// Ranks sharing a host's cores (sim_options::host_cores): while more ranks compute than there
+// are cores, each runs at cores / ranks of its own speed; the schedule is costed as if all
+// were computing at once (its bubbles make that pessimistic, the CPU bound of cpu_bound_s
+// optimistic).
+double host_slowdown(const sim_context& ctx, const resolved_plan& p) {
+  const double cores = ctx.options().host_cores;
+  if (cores <= 0) return 1.0;
+  double ranks = 0;
+  for (const auto& st : p.stages)
+    for (int r = 0; r < st.num_replicas; ++r) ranks += std::max(1, st.replicas[r].tp);
+  return std::max(1.0, ranks / cores);
+}
+
 stage_times compute_stage_times(const sim_context& ctx, const resolved_plan& p, int s) {
   stage_times t;
   const auto& st = p.stages[s];
+  const double slowdown = host_slowdown(ctx, p);
   for (int r = 0; r < st.num_replicas; ++r) {
     const endpoint& e = st.replicas[r];
     if (r > 0 && same_kind(e, st.replicas[r - 1])) continue;  // same GPU type and TP: same times
     stage_compute c = ctx.compute(e.gpu, e.tp, p.micro_batch, st.first, st.end);
-    double f = c.forward_s, b = c.backward_s;
+    double f = c.forward_s * slowdown, b = c.backward_s * slowdown;
     if (st.recompute) b += f;  // the forward runs again before the backward
     if (f + b > t.forward_s + t.backward_s) {
       t.slowest = r;
     }
     t.forward_s = std::max(t.forward_s, f);
     t.backward_s = std::max(t.backward_s, b);
-    t.update_s = std::max(t.update_s, c.update_s);
+    t.update_s = std::max(t.update_s, c.update_s * slowdown);
     t.analytic = t.analytic || c.analytic;
   }
   const double act = ctx.activation_bytes(p.micro_batch);

@@ -69,7 +69,8 @@ static result<event_result> simulate_events_per_replica(const sim_context& ctx, 
     for (int r = 0; r < st.num_replicas; ++r) {
       const endpoint& e = st.replicas[r];
       stage_compute c = ctx.compute(e.gpu, e.tp, p.micro_batch, st.first, st.end);
-      unit u{s, r, c.forward_s, c.backward_s + (st.recompute ? c.forward_s : 0.0), c.update_s, {}};
+      const double k = host_slowdown(ctx, p);
+      unit u{s, r, k * c.forward_s, k * (c.backward_s + (st.recompute ? c.forward_s : 0.0)), k * c.update_s, {}};
       for (int j = r; j < M; j += st.num_replicas) u.mine.push_back(j);
       units.push_back(std::move(u));
     }

@@ -660,31 +660,36 @@ TEST_CASE("our runtime's communication: an all-reduce per layer, a final all-red
   REQUIRE(fa_events.ok());
   CHECK(fa_events->iteration_time_s == doctest::Approx(fa->iteration_time_s).epsilon(0.02));
 
-  // Four ranks (2 stages x 2 replicas) on one core: the CPU work of all of them, one after
-  // the other, plus the last sync; with as many cores as ranks the schedule decides.
+  // Four ranks (2 stages x 2 replicas) on one core: each computes at a quarter of its speed
+  // in the schedule, and the iteration takes at least the CPU work of all of them (here the
+  // communication's CPU makes that the longer) plus the last sync.
   auto pipeline = make_plan(1, 8, {{2, {rep("fast", "a"), rep("fast", "b")}}, {2, {rep("fast", "a"), rep("fast", "b")}}});
   sim_options shared = final_ar;
   shared.host_cores = 1;
-  shared.cpu_per_message_s = 1e-4;
-  shared.cpu_per_collective_s = 2e-4;
+  shared.cpu_per_message_s = 2e-3;
+  shared.cpu_per_collective_s = 1e-3;
   auto sctx = f.make(shared);
   auto se = simulate(sctx, pipeline);
+  auto oe = simulate(f.make(final_ar), pipeline);  // every rank on its own device
   REQUIRE(se.ok());
+  REQUIRE(oe.ok());
+  CHECK(se->stages[0].forward_s == doctest::Approx(4 * oe->stages[0].forward_s));
+  CHECK(se->stages[1].backward_s == doctest::Approx(4 * oe->stages[1].backward_s));
   // Per rank: 4 micro-batches x 2 layers x 3 ms, 2 messages each, the update, 2 + 1 collectives.
-  const double update = se->stages[0].update_s;
-  const double rank_work = 4 * (2 * 3e-3 + 2 * 1e-4) + update + 3 * 2e-4;
-  const double tail = se->stages[0].allreduce_s + (2 * step + 16.0 / 1e9) * 1.0;
-  CHECK(se->iteration_time_s == doctest::Approx(4 * rank_work + tail).epsilon(0.01));
+  const double update = oe->stages[0].update_s;
+  const double rank_work = 4 * (2 * 3e-3 + 2 * 2e-3) + update + 3 * 1e-3;
+  const double tail = se->stages[0].allreduce_s + 2 * step + 16.0 / 1e9;
+  // (the final all-reduce over 4 ranks also pays its in-zone steps: tens of us)
+  CHECK(se->iteration_time_s == doctest::Approx(4 * rank_work + tail).epsilon(1e-3));
   auto sev = simulate_events(sctx, pipeline);
   REQUIRE(sev.ok());
-  CHECK(sev->iteration_time_s == doctest::Approx(se->iteration_time_s).epsilon(1e-9));
+  CHECK(sev->iteration_time_s == doctest::Approx(se->iteration_time_s).epsilon(1e-6));
+  // With as many cores as ranks, the schedule decides, as on devices of their own.
   sim_options roomy = shared;
   roomy.host_cores = 4;
+  roomy.cpu_per_message_s = roomy.cpu_per_collective_s = 0;
   auto re = simulate(f.make(roomy), pipeline);
-  sim_options own = final_ar;
-  auto oe = simulate(f.make(own), pipeline);
   REQUIRE(re.ok());
-  REQUIRE(oe.ok());
   CHECK(re->iteration_time_s == doctest::Approx(oe->iteration_time_s).epsilon(1e-9));
-  CHECK(se->iteration_time_s > 2 * oe->iteration_time_s);
+  CHECK(se->iteration_time_s > 3 * oe->iteration_time_s);
 }

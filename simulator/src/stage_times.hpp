@@ -21,6 +21,8 @@ struct pipeline_times {
 };
 
 int micro_batches_of(const resolved_plan& p, int s);
+/// How much slower each rank computes when the plan's ranks share a host's cores (1: not).
+double host_slowdown(const sim_context& ctx, const resolved_plan& p);
 stage_times compute_stage_times(const sim_context& ctx, const resolved_plan& p, int s);
 pipeline_times combine(const sim_context& ctx, const stage_times* t, int num_stages);
 /// The all-reduce over every rank that ends an iteration (sim_options::final_allreduce), 0
