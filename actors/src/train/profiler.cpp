@@ -1,6 +1,7 @@
 #include <sailor/actors/train/profiler.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -101,6 +102,16 @@ kind_times profile_rank(const config::model_shape& model, const profile_options&
         const double b = since(t1);
         cool();
         auto t2 = now();
+        {
+          // The executor's step, per parameter: its share of the global gradient norm, the
+          // clipping (the norm is over the bound early in training), the optimizer.
+          torch::NoGradGuard no_grad;
+          double norm_sq = 0;
+          for (const auto& p : module.parameters())
+            norm_sq += p.tensor.grad().to(torch::kDouble).pow(2).sum().item<double>();
+          const double coef = 1.0 / (std::sqrt(norm_sq) + 1e-6);
+          for (auto& p : module.parameters()) p.tensor.mutable_grad().mul_(std::min(1.0, coef));
+        }
         optimizer.step();
         sync();
         const double u = since(t2);

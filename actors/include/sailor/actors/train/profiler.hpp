@@ -51,7 +51,8 @@ struct profile_options {
 };
 
 /// Profiles `model`: by_gpu[gpu_type].times[mbs][tp] holds num_all_layers() entries, each
-/// with positive forward, backward and update times. Errors for a TP degree that does not
+/// with positive forward, backward and update times (update: the executor's step of that
+/// layer's parameters: their share of the global gradient norm, the clipping, the optimizer). Errors for a TP degree that does not
 /// divide heads, vocabulary and ffn, an empty list, or a failed rendezvous.
 result<config::model_profile> profile_model(const config::model_shape& model,
                                             const profile_options& options);
