@@ -323,9 +323,10 @@ std::optional<measured_profile> read_host(const std::string& path, measured_prof
 // thread's CPU time), measured by as many processes at once as the plan has ranks (the same
 // cache and memory pressure; the median of their times is kept, each the mean of its
 // repeats), each pass starting with caches another process used (a rank gets its core back
-// after waiting for a transfer, while others ran; 4 MiB is this machine's L2); the cores the ranks get together are the sum of what each profiling process got
-// (CPU time over wall time, at most this machine's cores: less when other work loads the
-// machine), and each process also measures the CPU a message and a gradient all-reduce cost
+// after waiting for a transfer, while others ran; 4 MiB is this machine's L2). The cores the
+// ranks get together are what the profiling processes got: the median of their CPU time over
+// wall time, times their number (at most this machine's cores; less when other work loads
+// the machine). Each process also measures the CPU a message and a gradient all-reduce cost
 // on loopback (the median is kept). The simulator shares those cores among the ranks.
 result<measured_profile> obtain_profile(const demo_args& args, const std::string& node_binary,
                                         const fs::path& work, const config::plan& p) {
@@ -396,8 +397,7 @@ result<measured_profile> obtain_profile(const demo_args& args, const std::string
     return sailor::error{error_kind::failed, "profiling took over 120 s", "", 0, ""};
   }
   std::vector<config::model_profile> copies;
-  double cores = 0;
-  std::vector<double> per_message, per_collective;
+  std::vector<double> shares, per_message, per_collective;
   for (const auto& c : procs) {
     if (c.exit_code != 0)
       return sailor::error{error_kind::failed, "profiling failed: " + tail_of(c.log, 400), c.log, 0, ""};
@@ -409,7 +409,7 @@ result<measured_profile> obtain_profile(const demo_args& args, const std::string
     try {
       std::ifstream in(host_path);
       auto j = nlohmann::json::parse(in);
-      cores += j.at("core_share").get<double>();
+      shares.push_back(j.at("core_share").get<double>());
       per_message.push_back(j.at("cpu_per_message_s").get<double>());
       per_collective.push_back(j.at("cpu_per_collective_s").get<double>());
     } catch (const std::exception& e) {
@@ -422,6 +422,9 @@ result<measured_profile> obtain_profile(const demo_args& args, const std::string
   };
   measured_profile m;
   m.profile = median_profile(copies);
+  // The processes do not all finish together, and the last ones get the cores the first
+  // left: the median share is the one they had while all ran.
+  const double cores = median(shares) * static_cast<double>(shares.size());
   const unsigned hw = std::thread::hardware_concurrency();
   m.host_cores = hw > 0 ? std::min(cores, static_cast<double>(hw)) : cores;
   m.cpu_per_message_s = median(per_message);

@@ -430,6 +430,10 @@ int profile_command(const std::vector<std::string>& args) {
   const auto start = clock_type::now();
   const double cpu_start = process_cpu_s();
   auto profile = profile_model(*model, o);
+  // The share of a core over the profile alone (one thread always busy); the communication
+  // measured next mostly waits between its two ranks, which is no sign of a busy host.
+  const double profile_cpu = process_cpu_s() - cpu_start;
+  const double profile_wall = std::chrono::duration<double>(clock_type::now() - start).count();
   if (!profile) {
     std::fprintf(stderr, "sailor profile: error: %s\n", profile.error().to_string().c_str());
     return profile.error().kind == error_kind::invalid_input ? 2 : 1;
@@ -448,10 +452,7 @@ int profile_command(const std::vector<std::string>& args) {
       std::fprintf(stderr, "sailor profile: error: %s\n", host.error().to_string().c_str());
       return 1;
     }
-    // The share of a core over both measurements: the profile (one thread busy) and the
-    // communication (two ranks, mostly waiting on each other: counted as one busy thread).
-    const double wall = std::chrono::duration<double>(clock_type::now() - start).count();
-    host->core_share = wall > 0 ? std::min(1.0, (process_cpu_s() - cpu_start) / wall) : 0;
+    host->core_share = profile_wall > 0 ? std::min(1.0, profile_cpu / profile_wall) : 0;
     if (auto st = save_host_figures(*host, host_path)) {
       std::fprintf(stderr, "sailor profile: error: %s\n", st->to_string().c_str());
       return 1;
