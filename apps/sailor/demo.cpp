@@ -312,14 +312,43 @@ config::model_profile median_profile(const std::vector<config::model_profile>& c
   return out;
 }
 
-// The model's profile for plan `p` on this machine: the cached file when it covers the plan,
-// else measured by `sailor-node profile` (bounded) and written to the cache (or `work`).
-// The nodes train one single-threaded rank each, as many ranks as the plan has, on this
-// machine's cores: the profile is measured under the same contention, by as many profiling
-// processes at once (the median of their times is kept), each keeping the mean of its
-// repeats (the expected time under the machine's load, preemptions included).
-result<config::model_profile> obtain_profile(const demo_args& args, const std::string& node_binary,
-                                             const fs::path& work, const config::plan& p) {
+// What the demo's prediction is made from: the model's per-layer profile and what this host
+// gives the ranks (`sailor-node profile --host-figures`).
+struct measured_profile {
+  config::model_profile profile;
+  double host_cores = 0;            ///< cores the ranks get together (0: unknown)
+  double cpu_per_message_s = 0;     ///< CPU of one point-to-point message, every thread
+  double cpu_per_collective_s = 0;  ///< CPU of one gradient all-reduce, every thread
+};
+
+std::optional<measured_profile> read_host(const std::string& path, measured_profile m) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  try {
+    auto j = nlohmann::json::parse(in);
+    m.host_cores = j.at("host_cores").get<double>();
+    m.cpu_per_message_s = j.at("cpu_per_message_s").get<double>();
+    m.cpu_per_collective_s = j.at("cpu_per_collective_s").get<double>();
+    return m;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// The model's profile for plan `p` on this machine: the cached file (and its .host.json) when
+// it covers the plan, else measured by `sailor-node profile` (bounded) and written to the
+// cache (or `work`). The nodes train one single-threaded rank each, as many ranks as the plan
+// has, on this machine's cores. The profile holds each pass's CPU work (the profiling
+// thread's CPU time), measured by as many processes at once as the plan has ranks (the same
+// cache and memory pressure; the median of their times is kept, each the mean of its
+// repeats), each pass starting with caches another process used (a rank gets its core back
+// after waiting for a transfer, while others ran; 4 MiB is this machine's L2). The cores the
+// ranks get together are what the profiling processes got: the median of their CPU time over
+// wall time, times their number (at most this machine's cores; less when other work loads
+// the machine). Each process also measures the CPU a message and a gradient all-reduce cost
+// on loopback (the median is kept). The simulator shares those cores among the ranks.
+result<measured_profile> obtain_profile(const demo_args& args, const std::string& node_binary,
+                                        const fs::path& work, const config::plan& p) {
   std::set<int> tps;
   int ranks = 0;
   for (const auto& s : p.stages)
@@ -329,8 +358,12 @@ result<config::model_profile> obtain_profile(const demo_args& args, const std::s
     }
   if (!args.profile.empty() && fs::exists(args.profile)) {
     auto cached = config::load_profile_json(args.profile);
-    if (cached && covers(*cached, p.micro_batch, tps))
-      return cached;
+    if (cached && covers(*cached, p.micro_batch, tps)) {
+      measured_profile m;
+      m.profile = std::move(*cached);
+      if (auto with_host = read_host(args.profile + ".host.json", m))
+        return *with_host;
+    }
   }
   const std::string out = args.profile.empty() ? (work / "profile.json").string() : args.profile;
   std::string tp_list;
@@ -344,7 +377,10 @@ result<config::model_profile> obtain_profile(const demo_args& args, const std::s
     c.pid = spawn({node_binary, "profile", "--model", args.model, "--out",
                    (work / (c.name + ".json")).string(), "--micro-batches",
                    std::to_string(p.micro_batch), "--tp", tp_list, "--repeats", "40", "--warmup",
-                   "5", "--threads", "1", "--statistic", "mean"},
+                   "5", "--threads", "1", "--statistic", "mean", "--cpu-clock", "--cold-cache-bytes",
+                   "4194304", "--host-figures",
+                   (work / (c.name + ".host.json")).string(), "--ready-file",
+                   (work / (c.name + ".ready")).string(), "--go-file", (work / "profile.go").string()},
                   c.log);
     if (c.pid < 0) {
       stop_children(procs, std::chrono::milliseconds{0});
@@ -360,13 +396,27 @@ result<config::model_profile> obtain_profile(const demo_args& args, const std::s
         return true;
     return false;
   };
-  while (running() && clock_type::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds{20});  // polling the children's exits
+  // They measure together: the go-ahead once every process has loaded the model.
+  bool go = false;
+  while (running() && clock_type::now() < deadline) {
+    if (!go && std::any_of(procs.begin(), procs.end(), [](const child& c) { return c.exit_code > 0; })) {
+      stop_children(procs, std::chrono::milliseconds{0});  // one failed: the others would wait
+      break;
+    }
+    if (!go) {
+      go = std::all_of(procs.begin(), procs.end(),
+                       [&](const child& c) { return fs::exists(work / (c.name + ".ready")); });
+      if (go)
+        std::ofstream(work / "profile.go") << "go\n";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds{go ? 20 : 5});  // polling the children
+  }
   if (running()) {
     stop_children(procs, std::chrono::milliseconds{0});
     return sailor::error{error_kind::failed, "profiling took over 120 s", "", 0, ""};
   }
   std::vector<config::model_profile> copies;
+  std::vector<double> shares, per_message, per_collective;
   for (const auto& c : procs) {
     if (c.exit_code != 0)
       return sailor::error{error_kind::failed, "profiling failed: " + tail_of(c.log, 400), c.log, 0, ""};
@@ -374,13 +424,41 @@ result<config::model_profile> obtain_profile(const demo_args& args, const std::s
     if (!one)
       return one.error();
     copies.push_back(std::move(*one));
+    const std::string host_path = (work / (c.name + ".host.json")).string();
+    try {
+      std::ifstream in(host_path);
+      auto j = nlohmann::json::parse(in);
+      shares.push_back(j.at("core_share").get<double>());
+      per_message.push_back(j.at("cpu_per_message_s").get<double>());
+      per_collective.push_back(j.at("cpu_per_collective_s").get<double>());
+    } catch (const std::exception& e) {
+      return sailor::error{error_kind::failed, std::string("host figures: ") + e.what(), host_path, 0, ""};
+    }
   }
-  auto merged = median_profile(copies);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  };
+  measured_profile m;
+  m.profile = median_profile(copies);
+  // The processes do not all finish together, and the last ones get the cores the first
+  // left: the median share is the one they had while all ran.
+  const double cores = median(shares) * static_cast<double>(shares.size());
+  const unsigned hw = std::thread::hardware_concurrency();
+  m.host_cores = hw > 0 ? std::min(cores, static_cast<double>(hw)) : cores;
+  m.cpu_per_message_s = median(per_message);
+  m.cpu_per_collective_s = median(per_collective);
   std::ofstream file(out);
-  file << config::to_profile_json(merged) << "\n";
-  if (!file)
+  file << config::to_profile_json(m.profile) << "\n";
+  nlohmann::json host;
+  host["host_cores"] = m.host_cores;
+  host["cpu_per_message_s"] = m.cpu_per_message_s;
+  host["cpu_per_collective_s"] = m.cpu_per_collective_s;
+  std::ofstream host_file(out + ".host.json");
+  host_file << host.dump(1) << "\n";
+  if (!file || !host_file)
     return sailor::error{error_kind::failed, "cannot write the profile", out, 0, ""};
-  return merged;
+  return m;
 }
 
 int run_demo(const demo_args& args) {
@@ -526,19 +604,29 @@ int run_demo(const demo_args& args) {
     if (profile) {
       // The profile times each layer as the executor runs it: nothing to remove per layer.
       sim.profile_layer_overhead_s = 0;
-      // The profile was measured under the same contention (one profiling process per rank).
+      // How our runtime communicates: one gradient all-reduce per layer, then the loss and
+      // norm all-reduce over every rank.
+      sim.allreduce_per_layer = true;
+      sim.final_allreduce = true;
+      // Every rank is a process of this machine: they share its cores (the profile is CPU
+      // work; see obtain_profile).
+      sim.host_cores = profile->host_cores;
+      sim.cpu_per_message_s = profile->cpu_per_message_s;
+      sim.cpu_per_collective_s = profile->cpu_per_collective_s;
       int ranks = 0;
       for (const auto& st : p.stages)
         for (const auto& r : st.replicas)
           ranks += std::max(1, r.tp);
-      auto measured = predict(&*profile);
+      auto measured = predict(&profile->profile);
       if (measured) {
         predicted = measured->iteration_time_s;
-        char buf[256];
+        char buf[400];
         std::snprintf(buf, sizeof buf,
-                      "simulator on this machine's profile, measured by %d processes at once as "
-                      "the %d ranks run; pipeline %.4f s + gradient sync and update %.4f s",
-                      ranks, ranks, measured->pipeline_s,
+                      "simulator on this machine's profile (CPU work, measured by %d processes at "
+                      "once), the %d ranks sharing %.2f cores, %.0f/%.0f us CPU per message/"
+                      "all-reduce; pipeline %.4f s + gradient sync and update %.4f s",
+                      ranks, ranks, profile->host_cores, profile->cpu_per_message_s * 1e6,
+                      profile->cpu_per_collective_s * 1e6, measured->pipeline_s,
                       measured->sync_and_update_s);
         note = buf;
       } else {

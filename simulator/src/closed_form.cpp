@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "stage_times.hpp"
 
@@ -38,21 +39,35 @@ int micro_batches_of(const resolved_plan& p, int s) {
   return std::max(1, (per_replica + p.micro_batch - 1) / p.micro_batch);
 }
 
+// Ranks sharing a host's cores (sim_options::host_cores): while more ranks compute than there
+// are cores, each runs at cores / ranks of its own speed; the schedule is costed as if all
+// were computing at once (its bubbles make that pessimistic, the CPU bound of cpu_bound_s
+// optimistic).
+double host_slowdown(const sim_context& ctx, const resolved_plan& p) {
+  const double cores = ctx.options().host_cores;
+  if (cores <= 0) return 1.0;
+  double ranks = 0;
+  for (const auto& st : p.stages)
+    for (int r = 0; r < st.num_replicas; ++r) ranks += std::max(1, st.replicas[r].tp);
+  return std::max(1.0, ranks / cores);
+}
+
 stage_times compute_stage_times(const sim_context& ctx, const resolved_plan& p, int s) {
   stage_times t;
   const auto& st = p.stages[s];
+  const double slowdown = host_slowdown(ctx, p);
   for (int r = 0; r < st.num_replicas; ++r) {
     const endpoint& e = st.replicas[r];
     if (r > 0 && same_kind(e, st.replicas[r - 1])) continue;  // same GPU type and TP: same times
     stage_compute c = ctx.compute(e.gpu, e.tp, p.micro_batch, st.first, st.end);
-    double f = c.forward_s, b = c.backward_s;
+    double f = c.forward_s * slowdown, b = c.backward_s * slowdown;
     if (st.recompute) b += f;  // the forward runs again before the backward
     if (f + b > t.forward_s + t.backward_s) {
       t.slowest = r;
     }
     t.forward_s = std::max(t.forward_s, f);
     t.backward_s = std::max(t.backward_s, b);
-    t.update_s = std::max(t.update_s, c.update_s);
+    t.update_s = std::max(t.update_s, c.update_s * slowdown);
     t.analytic = t.analytic || c.analytic;
   }
   const double act = ctx.activation_bytes(p.micro_batch);
@@ -74,9 +89,58 @@ stage_times compute_stage_times(const sim_context& ctx, const resolved_plan& p, 
   };
   if (s + 1 < p.num_stages) t.send_forward_s = worst_transfer(s, s + 1);
   if (s > 0) t.send_backward_s = worst_transfer(s, s - 1);
-  t.allreduce_s = ctx.allreduce_s(st.replicas, st.num_replicas, ctx.params_per_gpu(1, st.first, st.end));
+  t.allreduce_s = ctx.allreduce_s(st.replicas, st.num_replicas, ctx.params_per_gpu(1, st.first, st.end),
+                                  ctx.options().allreduce_per_layer ? st.end - st.first : 0);
   t.micro_batches = micro_batches_of(p, s);
   return t;
+}
+
+double final_allreduce_s(const sim_context& ctx, const resolved_plan& p) {
+  if (!ctx.options().final_allreduce) return 0;
+  // One endpoint per replica (its TP ranks reduce alongside, in the same zone), 16 bytes.
+  thread_local std::vector<endpoint> all;
+  all.clear();
+  for (const auto& st : p.stages)
+    for (int r = 0; r < st.num_replicas; ++r) {
+      endpoint e = st.replicas[r];
+      e.tp = 1;  // the buffer is not sharded
+      all.push_back(e);
+    }
+  if (all.size() < 2) return 0;
+  const double v = ctx.allreduce_s(all.data(), static_cast<int>(all.size()), 16.0 / ctx.options().grad_bytes_per_param, 1);
+  return v > 0 ? v : 0;
+}
+
+double cpu_bound_s(const sim_context& ctx, const resolved_plan& p, const stage_times* t) {
+  const auto& o = ctx.options();
+  if (o.host_cores <= 0) return 0;
+  const int S = p.num_stages;
+  const int M = std::max(1, (p.global_batch + p.micro_batch - 1) / p.micro_batch);
+  double work = 0;
+  for (int s = 0; s < S; ++s) {
+    const auto& st = p.stages[s];
+    const int R = std::max(1, st.num_replicas);
+    const int messages = (s > 0 ? 2 : 0) + (s + 1 < S ? 2 : 0);  // per micro-batch: send and receive
+    const double dp_calls = R > 1 ? (o.allreduce_per_layer ? double(st.end - st.first) : 1.0) : 0.0;
+    const double collectives = dp_calls + (o.final_allreduce ? 1.0 : 0.0);
+    for (int r = 0; r < R; ++r) {
+      const endpoint& e = st.replicas[r];
+      const stage_compute c = ctx.compute(e.gpu, e.tp, p.micro_batch, st.first, st.end);
+      const double micro = double((M + R - 1 - r) / R);
+      const double f = c.forward_s, b = c.backward_s + (st.recompute ? c.forward_s : 0.0);
+      const double rank = micro * (f + b + messages * o.cpu_per_message_s) + c.update_s +
+                          collectives * o.cpu_per_collective_s;
+      work += std::max(1, e.tp) * rank;
+    }
+  }
+  // Stage 0 ends its backward last; its gradient sync and the final all-reduce are waits that
+  // no rank's work fills.
+  return work / o.host_cores + (S > 0 ? t[0].allreduce_s : 0.0) + final_allreduce_s(ctx, p);
+}
+
+double finish_iteration(const sim_context& ctx, const resolved_plan& p, const stage_times* t,
+                        double schedule_iteration_s) {
+  return std::max(schedule_iteration_s + final_allreduce_s(ctx, p), cpu_bound_s(ctx, p, t));
 }
 
 pipeline_times combine(const sim_context& ctx, const stage_times* t, int S) {
@@ -240,6 +304,7 @@ quick_estimate closed_form(const sim_context& ctx, const resolved_plan& p) {
   const int S = p.num_stages;
   for (int s = 0; s < S; ++s) t[s] = compute_stage_times(ctx, p, s);
   pipeline_times pt = combine(ctx, t, S);
+  pt.iteration_s = finish_iteration(ctx, p, t, pt.iteration_s);
   q.iteration_time_s = pt.iteration_s;
   q.pipeline_s = pt.pipeline_s;
   q.sync_and_update_s = pt.iteration_s - pt.pipeline_s;
@@ -293,6 +358,7 @@ result<estimate> simulate(const sim_context& ctx, const config::plan& plan) {
   std::vector<stage_times> t(S);
   for (int s = 0; s < S; ++s) t[s] = compute_stage_times(ctx, p, s);
   pipeline_times pt = combine(ctx, t.data(), S);
+  pt.iteration_s = finish_iteration(ctx, p, t.data(), pt.iteration_s);
   quick_estimate q = closed_form(ctx, p);
   estimate e;
   e.iteration_time_s = pt.iteration_s;

@@ -182,6 +182,23 @@ struct stage_executor::impl {
 };
 
 status stage_executor::impl::connect(comm::communicator_factory& factory) {
+  // Groups whose members sit in zones joined by an emulated link are shaped: point to point
+  // on the world (activations, gradients), all-reduces on the world (loss and norm) and on
+  // the data-parallel groups that span zones (train/shaped_p2p.hpp).
+  auto zone_of_rank = [this](int global_rank) {
+    auto r = role_of(plan, global_rank);
+    return plan.stages[r.stage].replicas[r.replica].zone;
+  };
+  auto shaped = [&](std::unique_ptr<comm::communicator> c, const std::vector<int>& members) {
+    if (options.links.empty()) return c;
+    std::vector<std::string> zones;
+    bool any = false;
+    for (int m : members) {
+      zones.push_back(zone_of_rank(m));
+      for (const auto& z : zones) any = any || find_link(options.links, z, zones.back()).has_value();
+    }
+    return any ? make_shaped_group(std::move(c), std::move(zones), options.links) : std::move(c);
+  };
   for (const auto& spec : groups_of(plan)) {
     if (std::find(spec.members.begin(), spec.members.end(), rank) == spec.members.end())
       continue;
@@ -189,23 +206,12 @@ status stage_executor::impl::connect(comm::communicator_factory& factory) {
     if (!c) return c.error();
     if (spec.name == "world") {
       // Members are every global rank in order: a world rank is a global rank.
-      world = std::move(*c);
-      if (!options.links.empty()) {
-        const auto& mine = plan.stages[role.stage].replicas[role.replica].zone;
-        std::vector<std::optional<config::zone_link>> link_to(spec.members.size());
-        bool any = false;
-        for (std::size_t g = 0; g < spec.members.size(); ++g) {
-          auto other = role_of(plan, static_cast<int>(g));
-          link_to[g] = find_link(options.links, mine, plan.stages[other.stage].replicas[other.replica].zone);
-          any = any || link_to[g].has_value();
-        }
-        if (any) world = make_shaped_p2p(std::move(world), std::move(link_to));
-      }
+      world = shaped(std::move(*c), spec.members);
     } else if (spec.stage < 0) {
       tp_comm = std::move(*c);
     } else {
       dp_group g;
-      g.comm = std::move(*c);
+      g.comm = shaped(std::move(*c), spec.members);
       plan_dp_slices(spec, g);
       dp_groups.push_back(std::move(g));
     }
