@@ -15,9 +15,10 @@
 // any other plan can load: train/checkpoint.hpp) and go on from there. The loss curve is the
 // one an undisturbed run gives.
 //
-// Activations, gradients and all-reduces travel over Gloo TCP on loopback; activations and
-// gradients between stages in different zones are held for the emulated link's latency and
-// bandwidth (train/shaped_p2p.hpp), data-parallel all-reduces are not shaped.
+// Activations, gradients and all-reduces travel over Gloo TCP on loopback; what crosses
+// emulated zones is held for the link's latency and bandwidth (train/shaped_p2p.hpp):
+// activations and gradients between stages, and all-reduces of groups that span zones (the
+// data-parallel gradient sums and the loss/norm sum), by the simulator's all-reduce model.
 //
 // The prediction: once a plan is chosen (and fits the devices' memory by the simulator's
 // analytic estimate), the demo measures the model's per-layer times on this machine with
@@ -902,8 +903,8 @@ int run_demo(const demo_args& args) {
     std::printf("  preempted              %s; the next plan completed an iteration %.2f s later "
                 "(noticing, re-planning, profiling, rendezvous, restoring)\n",
                 preempted.front().c_str(), recovery_s);
-  std::printf("  note: activations and gradients between zones are held for the emulated link "
-              "(latency, bandwidth); data-parallel all-reduces are not shaped.\n");
+  std::printf("  note: transfers and all-reduces that cross emulated zones are held for the "
+              "link's latency and bandwidth.\n");
   std::fflush(stdout);
 
   if (!args.summary_json.empty()) {
