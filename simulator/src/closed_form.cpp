@@ -226,21 +226,25 @@ result<resolved_plan> resolve(const sim_context& ctx, const config::plan& p) {
   out.stages.resize(p.stages.size());
   for (size_t s = 0; s < p.stages.size(); ++s) {
     const auto& st = p.stages[s];
-    const std::string field = "stages[" + std::to_string(s) + "]";
+    // Field names are built only for an error: the planner resolves millions of valid plans.
+    const auto stage_field = [s] { return "stages[" + std::to_string(s) + "]"; };
+    const auto field_of = [&](size_t r) {
+      return stage_field() + ".replicas[" + std::to_string(r) + "]";
+    };
     if (st.first_layer != next || st.num_layers <= 0)
-      return make_error(error_kind::invalid_input, field + ".first_layer",
+      return make_error(error_kind::invalid_input, stage_field() + ".first_layer",
                         "layers must cover the model exactly once, in order: expected stage " +
                             std::to_string(s) + " to start at layer " + std::to_string(next) +
                             " with at least one layer, got first_layer " + std::to_string(st.first_layer) +
                             " and " + std::to_string(st.num_layers) + " layers");
     next = st.end_layer();
     if (next > L)
-      return make_error(error_kind::invalid_input, field + ".num_layers",
+      return make_error(error_kind::invalid_input, stage_field() + ".num_layers",
                         "ends at layer " + std::to_string(next) + " but the model has " + std::to_string(L) +
                             " layers (0..L+1)");
-    if (st.replicas.empty()) return make_error(error_kind::invalid_input, field + ".replicas", "no replicas");
+    if (st.replicas.empty()) return make_error(error_kind::invalid_input, stage_field() + ".replicas", "no replicas");
     if (st.replicas.size() > size_t(resolved_plan::max_replicas))
-      return make_error(error_kind::invalid_input, field + ".replicas",
+      return make_error(error_kind::invalid_input, stage_field() + ".replicas",
                         "more than " + std::to_string(resolved_plan::max_replicas) + " replicas");
     auto& rs = out.stages[s];
     rs.first = st.first_layer;
@@ -248,26 +252,32 @@ result<resolved_plan> resolve(const sim_context& ctx, const config::plan& p) {
     rs.recompute = st.recompute;
     rs.num_replicas = static_cast<int>(st.replicas.size());
     rs.replicas.resize(rs.num_replicas);
+    // Replicas of a stage mostly repeat the same GPU type, zone and TP degree: names are looked
+    // up and the compute checked only when they change from the previous replica.
+    const config::replica* previous = nullptr;
     for (size_t r = 0; r < st.replicas.size(); ++r) {
       const auto& rep = st.replicas[r];
-      const std::string rf = field + ".replicas[" + std::to_string(r) + "]";
       endpoint e;
-      e.gpu = ctx.gpu_id(rep.gpu_type);
-      e.zone = ctx.zone_id(rep.zone);
+      const bool same_gpu = previous && previous->gpu_type == rep.gpu_type;
+      const bool same_zone = previous && previous->zone == rep.zone;
+      e.gpu = same_gpu ? rs.replicas[r - 1].gpu : ctx.gpu_id(rep.gpu_type);
+      e.zone = same_zone ? rs.replicas[r - 1].zone : ctx.zone_id(rep.zone);
       e.tp = rep.tp;
       if (e.gpu < 0)
-        return make_error(error_kind::not_found, rf + ".gpu_type",
+        return make_error(error_kind::not_found, field_of(r) + ".gpu_type",
                           "GPU type '" + rep.gpu_type + "' has neither a profile nor a catalog entry");
       if (e.zone < 0)
-        return make_error(error_kind::not_found, rf + ".zone", "zone '" + rep.zone + "' is not known to the network");
+        return make_error(error_kind::not_found, field_of(r) + ".zone",
+                          "zone '" + rep.zone + "' is not known to the network");
       if (rep.tp <= 0 || (rep.tp & (rep.tp - 1)) != 0)
-        return make_error(error_kind::invalid_input, rf + ".tp", "TP degree must be a power of two");
-      stage_compute c = ctx.compute(e.gpu, e.tp, p.micro_batch, rs.first, rs.end);
-      if (!c.ok)
-        return make_error(error_kind::not_found, rf,
+        return make_error(error_kind::invalid_input, field_of(r) + ".tp", "TP degree must be a power of two");
+      if (!(same_gpu && previous->tp == rep.tp) &&
+          !ctx.compute(e.gpu, e.tp, p.micro_batch, rs.first, rs.end).ok)
+        return make_error(error_kind::not_found, field_of(r),
                           "no profile and no catalog figures for GPU type '" + rep.gpu_type + "' at tp " +
                               std::to_string(rep.tp) + ", micro-batch " + std::to_string(p.micro_batch));
       rs.replicas[r] = e;
+      previous = &rep;
     }
   }
   if (next != L)
