@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "child_process.hpp"
 #include "run_command.hpp"
 #include "sailor/actors/runtime.hpp"
 #include "sailor/actors/wire.hpp"
@@ -36,76 +37,13 @@ using namespace std::chrono;
 using sailor::testing::run_command;
 using sailor::testing::sailor_bin;
 using sailor::testing::temp_dir;
+using sailor::testing::child;
+using sailor::testing::eventually;
+using sailor::testing::slurp;
 
 namespace {
 
 const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// A child process with its output in files; killed (SIGKILL) and reaped on destruction.
-class child {
-public:
-  child(const std::vector<std::string>& argv, const std::string& out, const std::string& err)
-    : out_(out), err_(err) {
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<char*> args;
-    for (auto& a : argv)
-      args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ) != 0)
-      pid_ = -1;
-    posix_spawn_file_actions_destroy(&actions);
-  }
-  ~child() {
-    if (pid_ > 0 && !reaped_) {
-      ::kill(pid_, SIGCONT);
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  pid_t pid() const { return pid_; }
-  void signal(int sig) { ::kill(pid_, sig); }
-  /// Waits for the exit, bounded; returns the exit code or -1.
-  int wait_exit(milliseconds limit) {
-    auto deadline = steady_clock::now() + limit;
-    while (steady_clock::now() < deadline) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        reaped_ = true;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(10ms);  // sleep override: polls a child's exit (no fd to wait on), bounded by the deadline
-    }
-    return -1;
-  }
-  std::string out() const { return slurp(out_); }
-  std::string err() const { return slurp(err_); }
-
-private:
-  pid_t pid_ = -1;
-  bool reaped_ = false;
-  std::string out_, err_;
-};
-
-// Polls `ready` every 20 ms until it holds or `limit` passes.
-bool eventually(milliseconds limit, const std::function<bool()>& ready) {
-  auto deadline = steady_clock::now() + limit;
-  while (steady_clock::now() < deadline) {
-    if (ready())
-      return true;
-    std::this_thread::sleep_for(20ms);  // sleep override: polls another process's state, bounded by `limit`
-  }
-  return ready();
-}
 
 constexpr int heartbeat_ms = 100;
 constexpr int heartbeat_timeout_ms = 800;

@@ -20,50 +20,17 @@
 #include <sailor/config/load.hpp>
 
 #include "run_command.hpp"
+#include "tiny_reference.hpp"
 
 using sailor::testing::run_command;
 using sailor::testing::sailor_bin;
 using sailor::testing::temp_dir;
+using sailor::testing::single_rank_losses;
 
 namespace {
 
 using namespace sailor;
 const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
-
-// The loss curve of `iterations` iterations on one rank holding every layer.
-std::vector<double> single_rank_losses(int micro_batch, int global_batch, int iterations) {
-  auto model = config::load_model(configs + "/models/tiny.yaml");
-  REQUIRE(model);
-  auto job = config::load_job(configs + "/jobs/tiny.yaml");
-  REQUIRE(job);
-  config::plan p;
-  p.micro_batch = micro_batch;
-  p.global_batch = global_batch;
-  config::stage_plan s;
-  s.first_layer = 0;
-  s.num_layers = model->num_all_layers();
-  s.replicas = {config::replica{}};
-  p.stages = {s};
-  // The options the demo's training job asks for (same seed, optimizer, learning rate).
-  actors::training_job tj;
-  tj.seed = static_cast<std::uint64_t>(job->seed);
-  tj.optimizer = job->optimizer == config::optimizer_kind::sgd ? "sgd" : "adamw";
-  tj.torch_threads = 1;
-  comm::gloo_options gopts;
-  gopts.in_process_store = comm::make_in_process_store();
-  auto factory = comm::make_gloo_factory(0, gopts);
-  REQUIRE(factory);
-  auto exec = train::stage_executor::create(*model, p, train::rank_role{}, **factory,
-                                            train::options_for(tj));
-  REQUIRE_MESSAGE(exec, (exec ? "" : exec.error().to_string()));
-  std::vector<double> out;
-  for (int it = 0; it < iterations; ++it) {
-    auto tel = (*exec)->run_iteration(it);
-    REQUIRE_MESSAGE(tel, (tel ? "" : tel.error().to_string()));
-    out.push_back(tel->loss);
-  }
-  return out;
-}
 
 }  // namespace
 

@@ -7,13 +7,13 @@
 #include <sailor/actors/train/executor.hpp>
 #include <sailor/models/shapes.hpp>
 
+#include "rank_threads.hpp"
+
 #include <doctest/doctest.h>
 
 #include <chrono>
-#include <latch>
 #include <cmath>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace {
@@ -69,53 +69,22 @@ run_result train_plan(const config::plan& plan, int iterations,
                  train::optimizer_kind kind = train::optimizer_kind::adamw) {
   auto model = models::tiny_gpt_shape();
   const int n = train::world_size(plan);
-  comm::gloo_options gopts;
-  gopts.in_process_store = comm::make_in_process_store();
-  gopts.timeout = 30s;
   run_result out;
   out.all.resize(n);
   out.last.resize(n);
-  out.errors.resize(n);
   out.parameters.resize(n);
-  // No rank tears its communicators down before every rank is done with them: a rank that
-  // finishes early (e.g. with 0 iterations) would break the others' Gloo connections.
-  std::latch finished(n);
-  struct arrive_on_exit {
-    std::latch& latch;
-    ~arrive_on_exit() { latch.arrive_and_wait(); }
-  };
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      std::unique_ptr<comm::communicator_factory> factory;  // destroyed after the guard
-      std::unique_ptr<train::stage_executor> exec;
-      arrive_on_exit guard{finished};
-      auto made_factory = comm::make_gloo_factory(r, gopts);
-      if (!made_factory) {
-        out.errors[r] = made_factory.error().to_string();
-        return;
-      }
-      factory = std::move(*made_factory);
-      auto made_exec = train::stage_executor::create(model, plan, train::role_of(plan, r), *factory,
-                                                     options_for(kind));
-      if (!made_exec) {
-        out.errors[r] = made_exec.error().to_string();
-        return;
-      }
-      exec = std::move(*made_exec);
-      out.parameters[r] = exec->num_parameters();
+  out.errors = sailor::testing::run_rank_threads(
+    model, plan, options_for(kind), [&](int r, train::stage_executor& exec) -> std::string {
+      out.parameters[r] = exec.num_parameters();
       for (int it = 0; it < iterations; ++it) {
-        auto tel = exec->run_iteration(it);
-        if (!tel) {
-          out.errors[r] = tel.error().to_string();
-          return;
-        }
+        auto tel = exec.run_iteration(it);
+        if (!tel)
+          return tel.error().to_string();
         out.all[r].push_back(tel->loss);
         out.last[r] = *tel;
       }
+      return {};
     });
-  }
-  for (auto& t : threads) t.join();
   out.losses = out.all[0];
   return out;
 }

@@ -10,6 +10,9 @@
 
 #include <sailor/config/load.hpp>
 #include <sailor/config/profile.hpp>
+#include <sailor/actors/train/profiler.hpp>
+
+#include <fstream>
 #include <sailor/simulator/simulator.hpp>
 
 #include "run_command.hpp"
@@ -71,6 +74,42 @@ TEST_CASE("sailor profile writes positive times for every layer, and the simulat
   double forward = 0;
   for (const auto& t : *cpu->find(2, 1)) forward += t.forward_s;
   CHECK(c.forward_s == doctest::Approx(forward).epsilon(1e-9));
+}
+
+TEST_CASE("sailor profile --cpu-clock --host-figures: CPU work per pass and what the host gives ranks") {
+  temp_dir dir;
+  const auto out = dir.path("cpu.profile.json"), host = dir.path("host.json"),
+             ready = dir.path("ready"), go = dir.path("go");
+  std::ofstream(go) << "go\n";  // the go-ahead is already there: no waiting
+  // sailor-node's own options (the ones the demo uses).
+  auto r = run_command(sailor_bin("sailor-node") + " profile --model " + configs +
+                           "/models/tiny.yaml --micro-batches 1 --tp 1 --repeats 5 --warmup 1 --cpu-clock "
+                           "--cold-cache-bytes 1048576 --host-figures " + host + " --ready-file " + ready +
+                           " --go-file " + go + " --out " + out,
+                       120);
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(std::ifstream(ready).good());
+  auto profile = sailor::config::load_profile_json(out);
+  REQUIRE_MESSAGE(profile, (profile ? "" : profile.error().to_string()));
+  const auto* layers = profile->find("CPU")->find(1, 1);
+  REQUIRE(layers != nullptr);
+  for (const auto& t : *layers) {
+    CHECK(t.forward_s > 0);
+    CHECK(t.backward_s > 0);
+  }
+  auto figures = sailor::train::load_host_figures(host);
+  REQUIRE_MESSAGE(figures, (figures ? "" : figures.error().to_string()));
+  // A process gets at most one core for its one busy thread; messages and all-reduces cost CPU.
+  CHECK(figures->core_share > 0);
+  CHECK(figures->core_share <= 1.0);
+  CHECK(figures->cpu_per_message_s > 0);
+  CHECK(figures->cpu_per_collective_s > 0);
+  // A block's gradients (50k parameters) gathered, reduced and copied back cost more CPU than
+  // sending one micro-batch's activation (2k floats).
+  CHECK(figures->cpu_per_collective_s > figures->cpu_per_message_s);
+  CHECK_FALSE(sailor::train::load_host_figures(dir.path("missing.json")));
 }
 
 TEST_CASE("sailor profile refuses a TP degree that does not divide the model") {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include <caf/message_handler.hpp>
 
@@ -198,14 +199,23 @@ void assign(supervisor* self, config::plan chosen) {
   st.last_error.clear();
   auto roles = roles_by_node(chosen, st.plan_version);
   std::optional<training_job> training;
+  // Iterations completed so far, whatever plan ran them: a resumed plan keeps those before
+  // its checkpoint.
+  auto earlier = st.training.completed();
   st.training = training_progress{};
   if (st.options.prepare_training) {
     training_job job;
     job.plan_version = st.plan_version;
     job.plan = chosen;
     if (st.options.prepare_training(job)) {
-      st.training = training_progress{st.plan_version, plan_world_size(chosen), job.iterations,
-                                      chosen.num_stages() - 1, job.predicted_iteration_s};
+      st.training = training_progress{st.plan_version,          plan_world_size(chosen),
+                                      job.iterations,            chosen.num_stages() - 1,
+                                      job.predicted_iteration_s, job.start_iteration,
+                                      earlier};
+      if (job.start_iteration > 0)
+        record(self, "plan v" + std::to_string(st.plan_version) +
+                       " resumes training from the checkpoint after iteration " +
+                       std::to_string(job.start_iteration));
       training = std::move(job);
     }
   }
@@ -295,6 +305,25 @@ cluster_status snapshot(supervisor* self) {
   } else if (!st.last_error.empty()) {
     out.plan_summary = "no plan: " + st.last_error;
   }
+  if (st.training.active()) {
+    const auto& done = st.training.completed();
+    out.training_completed = static_cast<int>(done.size());
+    out.training_total = st.training.iterations();
+    out.training_loss = done.empty() ? 0 : done.back().loss;
+    std::string line = st.training.finished() ? "finished: " : "training: ";
+    line += std::to_string(out.training_completed) + " of " +
+            std::to_string(out.training_total) + " iterations";
+    if (!done.empty()) {
+      char loss[32];
+      std::snprintf(loss, sizeof loss, ", loss %.4f", out.training_loss);
+      line += loss;
+    }
+    line += ", plan v" + std::to_string(st.training.plan_version());
+    if (st.training.start_iteration() > 0)
+      line += " (resumed from the checkpoint after iteration " +
+              std::to_string(st.training.start_iteration()) + ")";
+    out.training_summary = std::move(line);
+  }
   out.replicas = static_cast<int>(st.groups.size());
   out.roles_total = st.roles_total;
   out.roles_ready = st.roles_ready;
@@ -352,10 +381,11 @@ caf::message_handler common(supervisor* self) {
       bool had_error = !st.training.error().empty();
       auto done = st.training.add(x);
       if (!had_error && !st.training.error().empty()) {
-        log::get("actors")->error("[supervisor] training failed: {}", st.training.error());
-        record(self, "training failed: " + st.training.error());
-        if (st.options.on_training_error)
-          st.options.on_training_error(st.training.error());
+        log::get("actors")->info("[supervisor] a rank failed: {} (a failure unless a node is "
+                                 "lost within {} ms)",
+                                 st.training.error(), to_ms(st.options.training_failure_grace));
+        self->delayed_send(self, st.options.training_failure_grace, train_check_atom::value,
+                           st.training.plan_version());
       }
       if (!done)
         return;
@@ -370,6 +400,17 @@ caf::message_handler common(supervisor* self) {
                        " iterations of plan v" + std::to_string(st.training.plan_version()));
       if (st.options.on_iteration)
         st.options.on_iteration(*done, st.training);
+    },
+    [self](train_check_atom, std::int64_t version) {
+      // A rank of plan `version` failed a grace time ago: if that plan still runs, no node loss
+      // explained the failure.
+      auto& st = self->state;
+      if (st.training.plan_version() != version || st.training.error().empty())
+        return;
+      log::get("actors")->error("[supervisor] training failed: {}", st.training.error());
+      record(self, "training failed: " + st.training.error());
+      if (st.options.on_training_error)
+        st.options.on_training_error(st.training.error());
     },
     [self](const stage_failed& x) {
       if (x.role.plan_version != self->state.plan_version)

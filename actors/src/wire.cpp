@@ -144,6 +144,10 @@ std::optional<comm::message_body> to_comm_body(const caf::message& m, const std:
     out.roles_ready = x.roles_ready;
     out.plan_summary = x.plan_summary;
     out.zones = x.zones;
+    out.training_completed = x.training_completed;
+    out.training_total = x.training_total;
+    out.training_loss = x.training_loss;
+    out.training_summary = x.training_summary;
     for (auto& n : x.nodes) {
       comm::node_status ns{to_comm(n.inventory), n.state, n.heartbeat_age_ms, {}, n.ready_roles};
       for (auto& r : n.roles)
@@ -161,7 +165,9 @@ std::optional<comm::message_body> to_comm_body(const caf::message& m, const std:
                               x.store_dir,           x.iterations,   x.seed,
                               x.optimizer,           x.learning_rate, x.torch_threads,
                               x.timeout_ms,          x.predicted_iteration_s,
-                              x.links};
+                              x.links,               x.start_iteration,
+                              x.checkpoint_dir,      x.checkpoint_every,
+                              x.restore_dir};
   }
   if (m.match_elements<train_report>()) {
     auto& x = m.get_as<train_report>(0);
@@ -247,6 +253,10 @@ struct from_comm_body {
     out.roles_ready = x.roles_ready;
     out.plan_summary = x.plan_summary;
     out.zones = x.zones;
+    out.training_completed = x.training_completed;
+    out.training_total = x.training_total;
+    out.training_loss = x.training_loss;
+    out.training_summary = x.training_summary;
     for (auto& n : x.nodes) {
       node_status ns{from_comm(n.inventory), n.state, n.heartbeat_age_ms, {}, n.ready_roles};
       for (auto& r : n.roles)
@@ -272,6 +282,10 @@ struct from_comm_body {
     out.timeout_ms = x.timeout_ms;
     out.predicted_iteration_s = x.predicted_iteration_s;
     out.links = std::move(x.links);
+    out.start_iteration = x.start_iteration;
+    out.checkpoint_dir = std::move(x.checkpoint_dir);
+    out.checkpoint_every = x.checkpoint_every;
+    out.restore_dir = std::move(x.restore_dir);
     return caf::make_message(std::move(out));
   }
   result<caf::message> operator()(comm::train_report& x) const {

@@ -170,6 +170,10 @@ TEST_CASE_FIXTURE(fixture, "wire: every wire message survives encoding and decod
     s.roles_total = 3;
     s.roles_ready = 2;
     s.plan_summary = "2 stages";
+    s.training_completed = 12;
+    s.training_total = 40;
+    s.training_loss = 3.25;
+    s.training_summary = "training: 12 of 40 iterations";
     s.zones = {"a", "b"};
     node_status n{inv, "ready", 120, {role_a}, 1};
     s.nodes.push_back(n);
@@ -184,6 +188,10 @@ TEST_CASE_FIXTURE(fixture, "wire: every wire message survives encoding and decod
     CHECK(back.roles_total == 3);
     CHECK(back.roles_ready == 2);
     CHECK(back.plan_summary == "2 stages");
+    CHECK(back.training_completed == 12);
+    CHECK(back.training_total == 40);
+    CHECK(back.training_loss == 3.25);
+    CHECK(back.training_summary == "training: 12 of 40 iterations");
     CHECK(back.zones == s.zones);
     REQUIRE(back.nodes.size() == 1);
     check_same_inventory(back.nodes[0].inventory, inv);
@@ -230,7 +238,15 @@ TEST_CASE_FIXTURE(fixture, "wire: every wire message survives encoding and decod
     link.bandwidth_gbytes_per_s = 0.05;
     link.egress_usd_per_gb = 0.02;
     j.links.push_back(link);
+    j.start_iteration = 7;
+    j.checkpoint_dir = "/tmp/job/checkpoints";
+    j.checkpoint_every = 3;
+    j.restore_dir = "/tmp/job/checkpoints/v4";
     auto back = round_trip(j);
+    CHECK(back.restore_dir == "/tmp/job/checkpoints/v4");
+    CHECK(back.start_iteration == 7);
+    CHECK(back.checkpoint_dir == "/tmp/job/checkpoints");
+    CHECK(back.checkpoint_every == 3);
     REQUIRE(back.links.size() == 1);
     CHECK(back.links[0].from == "zone-a");
     CHECK(back.links[0].to == "zone-b");

@@ -1,11 +1,22 @@
 // `sailor coordinator`: runs the job supervisor that sailor-node processes join.
+//
+// With --train-dir, every plan is also trained: the nodes get a training job (the model, the
+// job's seed and optimizer, the folder for rendezvous and checkpoints) before their roles,
+// one line per completed iteration is printed, and a plan made after a node is lost resumes
+// from the newest complete checkpoint. The folder must be reachable by every node under the
+// same path (this machine, or a shared file system): the ranks meet through a Gloo FileStore
+// in it.
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "commands.hpp"
+#include "training_setup.hpp"
 #include "sailor/actors/placement.hpp"
 #include "sailor/actors/runtime.hpp"
 #include "sailor/actors/sailor_planning.hpp"
@@ -26,6 +37,12 @@ struct coordinator_args {
   std::string transport = "ucx";
   std::string planner = "even";
   std::string sailor_data;
+  std::string train_dir;     ///< empty: control plane only
+  int iterations = 0;        ///< 0: the job's
+  int checkpoint_every = 1;
+  double peer_timeout_s = 60;
+  bool exit_when_done = false;
+  bool emulate_links = false;
 };
 
 int run_coordinator(const coordinator_args& args) {
@@ -59,6 +76,7 @@ int run_coordinator(const coordinator_args& args) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGUSR1);  // training finished or failed (--exit-when-done)
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto transport = actors::make_transport(args.transport, "coordinator", "");
@@ -103,12 +121,88 @@ int run_coordinator(const coordinator_args& args) {
     // group of a zone.
     int layers = model->num_all_layers();
     int batch = job->global_batch;
-    options.plan = [layers, batch](const actors::plan_request& request) {
-      return actors::even_plan(request.nodes, layers, batch);
+    const bool training = !args.train_dir.empty();
+    options.plan = [layers, batch, training, shape = *model, pool = *cluster,
+                    job_cfg = *job](const actors::plan_request& request) -> result<config::plan> {
+      auto p = actors::even_plan(request.nodes, layers, batch);
+      if (!p || !training)
+        return p;
+      // Refused before training starts: a model that does not fit a device's memory.
+      if (auto why = memory_refusal(shape, *p, pool, job_cfg); !why.empty())
+        return sailor::error{error_kind::invalid_input,
+                             "the model does not fit a device's memory: " + why, "", 0, "plan"};
+      return p;
     };
   } else {
     std::fprintf(stderr, "sailor coordinator: --planner: expected even or sailor, got '%s'\n",
                  args.planner.c_str());
+    return 2;
+  }
+  std::atomic<int> outcome{0};  // 0 running, 1 finished, 2 failed
+  if (!args.train_dir.empty()) {
+    const int iterations = args.iterations > 0 ? args.iterations : job->iterations;
+    if (iterations <= 0) {
+      std::fprintf(stderr, "sailor coordinator: --train-dir needs --iterations N or "
+                           "'iterations' in the job file %s\n",
+                   args.job.c_str());
+      return 2;
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path{args.train_dir} / "store", ec);
+    if (ec) {
+      std::fprintf(stderr, "sailor coordinator: --train-dir %s: %s\n", args.train_dir.c_str(),
+                   ec.message().c_str());
+      return 2;
+    }
+    training_settings settings;
+    settings.model = *model;
+    settings.job = *job;
+    settings.work_dir = std::filesystem::absolute(args.train_dir).string();
+    settings.iterations = iterations;
+    settings.checkpoint_every = args.checkpoint_every;
+    settings.timeout_ms = static_cast<std::int64_t>(args.peer_timeout_s * 1000);
+    if (args.emulate_links)
+      settings.links = cluster->links;
+    options.supervisor.prepare_training = [settings](actors::training_job& tj) {
+      if (!fill_training_job(tj, settings)) {
+        std::printf("plan v%lld: training already complete (%d iterations)\n",
+                    static_cast<long long>(tj.plan_version), settings.iterations);
+        std::fflush(stdout);
+        return false;
+      }
+      std::printf("plan v%lld: %s; training iterations %d..%d%s\n",
+                  static_cast<long long>(tj.plan_version), actors::describe_plan(tj.plan).c_str(),
+                  tj.start_iteration + 1, tj.iterations,
+                  tj.start_iteration > 0 ? " (resumed from the checkpoint)" : "");
+      std::fflush(stdout);
+      return true;
+    };
+    const bool exit_when_done = args.exit_when_done;
+    options.supervisor.on_iteration = [&outcome, exit_when_done](
+                                        const actors::iteration_record& r,
+                                        const actors::training_progress& p) {
+      std::printf("iteration %lld/%d  loss %.6f  measured %.4f s  tokens/s %.0f\n",
+                  static_cast<long long>(r.iteration + 1), p.iterations(), r.loss, r.measured_s,
+                  r.measured_s > 0 ? static_cast<double>(r.tokens) / r.measured_s : 0.0);
+      if (p.finished()) {
+        auto curve = p.loss_curve();
+        std::printf("training finished: %zu iterations, loss %.6f -> %.6f\n", curve.size(),
+                    curve.front(), curve.back());
+        outcome = 1;
+        if (exit_when_done)
+          kill(getpid(), SIGUSR1);
+      }
+      std::fflush(stdout);
+    };
+    options.supervisor.on_training_error = [&outcome, exit_when_done](const std::string& why) {
+      std::printf("training failed: %s\n", why.c_str());
+      std::fflush(stdout);
+      outcome = 2;
+      if (exit_when_done)
+        kill(getpid(), SIGUSR1);
+    };
+  } else if (args.exit_when_done) {
+    std::fprintf(stderr, "sailor coordinator: --exit-when-done needs --train-dir\n");
     return 2;
   }
   auto coordinator = actors::coordinator::start(system, std::move(options));
@@ -125,7 +219,7 @@ int run_coordinator(const coordinator_args& args) {
   sigwait(&signals, &sig);
   log::get("actors")->info("[coordinator] signal {}: shutting down", sig);
   coordinator->reset();
-  return 0;
+  return outcome == 2 ? 1 : 0;
 }
 
 }  // namespace
@@ -154,6 +248,24 @@ void add_coordinator(CLI::App& app, command_set& commands) {
     ->capture_default_str();
   sub->add_option("--sailor-data", args->sailor_data,
                   "a Sailor data folder with profiles of the model (for --planner sailor)");
+  sub->add_option("--train-dir", args->train_dir,
+                  "train every plan: a folder every node reaches under the same path (this "
+                  "machine or a shared file system) for the ranks' rendezvous and checkpoints; "
+                  "a re-plan resumes from the newest complete checkpoint in it");
+  sub->add_option("--iterations", args->iterations,
+                  "training iterations (default: the job file's 'iterations')");
+  sub->add_option("--checkpoint-every", args->checkpoint_every,
+                  "checkpoint every this many iterations (0: never; a re-plan then starts "
+                  "afresh)")
+    ->capture_default_str();
+  sub->add_option("--peer-timeout-s", args->peer_timeout_s,
+                  "bound on a rank's wait for a peer")
+    ->capture_default_str();
+  sub->add_flag("--emulate-links", args->emulate_links,
+                "hold transfers between stages in different zones for the cluster's link "
+                "latency and bandwidth (for nodes that share one machine)");
+  sub->add_flag("--exit-when-done", args->exit_when_done,
+                "exit once training finished (code 0) or failed (code 1)");
   sub->add_option("--transport", args->transport,
                   "ucx or tcp (the comm transports) or socket (the bridge's own TCP)")
     ->capture_default_str();

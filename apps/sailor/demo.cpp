@@ -8,9 +8,17 @@
 // iterations (loss from the last stage, the slowest rank's time), and this command prints
 // one line per iteration and a summary.
 //
-// Activations, gradients and all-reduces travel over Gloo TCP on loopback; activations and
-// gradients between stages in different zones are held for the emulated link's latency and
-// bandwidth (train/shaped_p2p.hpp), data-parallel all-reduces are not shaped.
+// Preemption: when a node dies (`--preempt-at K` kills one after K iterations, as a spot
+// preemption would), the supervisor notices (its connection closes, or its heartbeats stop),
+// re-plans over the remaining nodes, and the new plan's ranks restore parameters and optimizer
+// state from the newest complete checkpoint (written asynchronously by every plan, in a form
+// any other plan can load: train/checkpoint.hpp) and go on from there. The loss curve is the
+// one an undisturbed run gives.
+//
+// Activations, gradients and all-reduces travel over Gloo TCP on loopback; what crosses
+// emulated zones is held for the link's latency and bandwidth (train/shaped_p2p.hpp):
+// activations and gradients between stages, and all-reduces of groups that span zones (the
+// data-parallel gradient sums and the loss/norm sum), by the simulator's all-reduce model.
 //
 // The prediction: once a plan is chosen (and fits the devices' memory by the simulator's
 // analytic estimate), the demo measures the model's per-layer times on this machine with
@@ -45,6 +53,7 @@
 #include <spdlog/spdlog.h>
 
 #include "commands.hpp"
+#include "training_setup.hpp"
 #include "sailor/actors/placement.hpp"
 #include "sailor/actors/runtime.hpp"
 #include "sailor/actors/train/progress.hpp"
@@ -74,6 +83,8 @@ struct demo_args {
   double stall_timeout_s = 60;
   bool verbose = false;
   bool keep_logs = false;
+  int preempt_at = 0;        ///< kill one node (SIGKILL) after this many iterations; 0: never
+  int checkpoint_every = 1;  ///< 0: no checkpoints (a re-plan starts training afresh)
 };
 
 // What the actors tell the main thread.
@@ -89,6 +100,7 @@ struct demo_events {
   std::string prediction_note;
   std::optional<config::plan> plan;
   int plans = 0;
+  int start_iteration = 0;  ///< where the newest plan resumed
 };
 
 // Zone names: local-a, local-b, ...
@@ -232,6 +244,14 @@ std::optional<actors::cluster_status> query(caf::actor_system& system, const caf
   return out;
 }
 
+// "[#####-----]": `done` of `total` in 20 characters.
+std::string progress_bar(int done, int total) {
+  constexpr int width = 20;
+  const int filled = total > 0 ? std::clamp(done * width / total, 0, width) : 0;
+  return "[" + std::string(static_cast<std::size_t>(filled), '#') +
+         std::string(static_cast<std::size_t>(width - filled), '-') + "]";
+}
+
 int fail(const std::string& why) {
   std::fprintf(stderr, "sailor demo: error: %s\n", why.c_str());
   return 1;
@@ -293,14 +313,43 @@ config::model_profile median_profile(const std::vector<config::model_profile>& c
   return out;
 }
 
-// The model's profile for plan `p` on this machine: the cached file when it covers the plan,
-// else measured by `sailor-node profile` (bounded) and written to the cache (or `work`).
-// The nodes train one single-threaded rank each, as many ranks as the plan has, on this
-// machine's cores: the profile is measured under the same contention, by as many profiling
-// processes at once (the median of their times is kept), each keeping the mean of its
-// repeats (the expected time under the machine's load, preemptions included).
-result<config::model_profile> obtain_profile(const demo_args& args, const std::string& node_binary,
-                                             const fs::path& work, const config::plan& p) {
+// What the demo's prediction is made from: the model's per-layer profile and what this host
+// gives the ranks (`sailor-node profile --host-figures`).
+struct measured_profile {
+  config::model_profile profile;
+  double host_cores = 0;            ///< cores the ranks get together (0: unknown)
+  double cpu_per_message_s = 0;     ///< CPU of one point-to-point message, every thread
+  double cpu_per_collective_s = 0;  ///< CPU of one gradient all-reduce, every thread
+};
+
+std::optional<measured_profile> read_host(const std::string& path, measured_profile m) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  try {
+    auto j = nlohmann::json::parse(in);
+    m.host_cores = j.at("host_cores").get<double>();
+    m.cpu_per_message_s = j.at("cpu_per_message_s").get<double>();
+    m.cpu_per_collective_s = j.at("cpu_per_collective_s").get<double>();
+    return m;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// The model's profile for plan `p` on this machine: the cached file (and its .host.json) when
+// it covers the plan, else measured by `sailor-node profile` (bounded) and written to the
+// cache (or `work`). The nodes train one single-threaded rank each, as many ranks as the plan
+// has, on this machine's cores. The profile holds each pass's CPU work (the profiling
+// thread's CPU time), measured by as many processes at once as the plan has ranks (the same
+// cache and memory pressure; the median of their times is kept, each the mean of its
+// repeats), each pass starting with caches another process used (a rank gets its core back
+// after waiting for a transfer, while others ran; 4 MiB is this machine's L2). The cores the
+// ranks get together are what the profiling processes got: the median of their CPU time over
+// wall time, times their number (at most this machine's cores; less when other work loads
+// the machine). Each process also measures the CPU a message and a gradient all-reduce cost
+// on loopback (the median is kept). The simulator shares those cores among the ranks.
+result<measured_profile> obtain_profile(const demo_args& args, const std::string& node_binary,
+                                        const fs::path& work, const config::plan& p) {
   std::set<int> tps;
   int ranks = 0;
   for (const auto& s : p.stages)
@@ -310,8 +359,12 @@ result<config::model_profile> obtain_profile(const demo_args& args, const std::s
     }
   if (!args.profile.empty() && fs::exists(args.profile)) {
     auto cached = config::load_profile_json(args.profile);
-    if (cached && covers(*cached, p.micro_batch, tps))
-      return cached;
+    if (cached && covers(*cached, p.micro_batch, tps)) {
+      measured_profile m;
+      m.profile = std::move(*cached);
+      if (auto with_host = read_host(args.profile + ".host.json", m))
+        return *with_host;
+    }
   }
   const std::string out = args.profile.empty() ? (work / "profile.json").string() : args.profile;
   std::string tp_list;
@@ -325,7 +378,10 @@ result<config::model_profile> obtain_profile(const demo_args& args, const std::s
     c.pid = spawn({node_binary, "profile", "--model", args.model, "--out",
                    (work / (c.name + ".json")).string(), "--micro-batches",
                    std::to_string(p.micro_batch), "--tp", tp_list, "--repeats", "40", "--warmup",
-                   "5", "--threads", "1", "--statistic", "mean"},
+                   "5", "--threads", "1", "--statistic", "mean", "--cpu-clock", "--cold-cache-bytes",
+                   "4194304", "--host-figures",
+                   (work / (c.name + ".host.json")).string(), "--ready-file",
+                   (work / (c.name + ".ready")).string(), "--go-file", (work / "profile.go").string()},
                   c.log);
     if (c.pid < 0) {
       stop_children(procs, std::chrono::milliseconds{0});
@@ -341,13 +397,27 @@ result<config::model_profile> obtain_profile(const demo_args& args, const std::s
         return true;
     return false;
   };
-  while (running() && clock_type::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds{20});  // polling the children's exits
+  // They measure together: the go-ahead once every process has loaded the model.
+  bool go = false;
+  while (running() && clock_type::now() < deadline) {
+    if (!go && std::any_of(procs.begin(), procs.end(), [](const child& c) { return c.exit_code > 0; })) {
+      stop_children(procs, std::chrono::milliseconds{0});  // one failed: the others would wait
+      break;
+    }
+    if (!go) {
+      go = std::all_of(procs.begin(), procs.end(),
+                       [&](const child& c) { return fs::exists(work / (c.name + ".ready")); });
+      if (go)
+        std::ofstream(work / "profile.go") << "go\n";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds{go ? 20 : 5});  // polling the children
+  }
   if (running()) {
     stop_children(procs, std::chrono::milliseconds{0});
     return sailor::error{error_kind::failed, "profiling took over 120 s", "", 0, ""};
   }
   std::vector<config::model_profile> copies;
+  std::vector<double> shares, per_message, per_collective;
   for (const auto& c : procs) {
     if (c.exit_code != 0)
       return sailor::error{error_kind::failed, "profiling failed: " + tail_of(c.log, 400), c.log, 0, ""};
@@ -355,13 +425,41 @@ result<config::model_profile> obtain_profile(const demo_args& args, const std::s
     if (!one)
       return one.error();
     copies.push_back(std::move(*one));
+    const std::string host_path = (work / (c.name + ".host.json")).string();
+    try {
+      std::ifstream in(host_path);
+      auto j = nlohmann::json::parse(in);
+      shares.push_back(j.at("core_share").get<double>());
+      per_message.push_back(j.at("cpu_per_message_s").get<double>());
+      per_collective.push_back(j.at("cpu_per_collective_s").get<double>());
+    } catch (const std::exception& e) {
+      return sailor::error{error_kind::failed, std::string("host figures: ") + e.what(), host_path, 0, ""};
+    }
   }
-  auto merged = median_profile(copies);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  };
+  measured_profile m;
+  m.profile = median_profile(copies);
+  // The processes do not all finish together, and the last ones get the cores the first
+  // left: the median share is the one they had while all ran.
+  const double cores = median(shares) * static_cast<double>(shares.size());
+  const unsigned hw = std::thread::hardware_concurrency();
+  m.host_cores = hw > 0 ? std::min(cores, static_cast<double>(hw)) : cores;
+  m.cpu_per_message_s = median(per_message);
+  m.cpu_per_collective_s = median(per_collective);
   std::ofstream file(out);
-  file << config::to_profile_json(merged) << "\n";
-  if (!file)
+  file << config::to_profile_json(m.profile) << "\n";
+  nlohmann::json host;
+  host["host_cores"] = m.host_cores;
+  host["cpu_per_message_s"] = m.cpu_per_message_s;
+  host["cpu_per_collective_s"] = m.cpu_per_collective_s;
+  std::ofstream host_file(out + ".host.json");
+  host_file << host.dump(1) << "\n";
+  if (!file || !host_file)
     return sailor::error{error_kind::failed, "cannot write the profile", out, 0, ""};
-  return merged;
+  return m;
 }
 
 int run_demo(const demo_args& args) {
@@ -369,6 +467,12 @@ int run_demo(const demo_args& args) {
     return fail("--zones must be between 1 and min(--nodes, 26), --nodes at least 1");
   if (args.iterations < 1)
     return fail("--iterations must be at least 1");
+  if (args.preempt_at < 0 || args.preempt_at >= args.iterations)
+    return fail("--preempt-at must be between 0 (never) and --iterations - 1");
+  if (args.preempt_at > 0 && args.nodes < 2)
+    return fail("--preempt-at needs at least 2 nodes (one is lost)");
+  if (args.checkpoint_every < 0)
+    return fail("--checkpoint-every must be 0 (never) or more");
   auto model = config::load_model(args.model);
   if (!model)
     return fail(model.error().to_string());
@@ -400,8 +504,7 @@ int run_demo(const demo_args& args) {
   if (!mkdtemp(tmpl))
     return fail("cannot create a temporary folder");
   const fs::path work = tmpl;
-  const std::string store = (work / "store").string();
-  fs::create_directories(store);
+  fs::create_directories(work / "store");
 
   if (!args.verbose)
     log::get("actors")->set_level(spdlog::level::warn);
@@ -502,19 +605,29 @@ int run_demo(const demo_args& args) {
     if (profile) {
       // The profile times each layer as the executor runs it: nothing to remove per layer.
       sim.profile_layer_overhead_s = 0;
-      // The profile was measured under the same contention (one profiling process per rank).
+      // How our runtime communicates: one gradient all-reduce per layer, then the loss and
+      // norm all-reduce over every rank.
+      sim.allreduce_per_layer = true;
+      sim.final_allreduce = true;
+      // Every rank is a process of this machine: they share its cores (the profile is CPU
+      // work; see obtain_profile).
+      sim.host_cores = profile->host_cores;
+      sim.cpu_per_message_s = profile->cpu_per_message_s;
+      sim.cpu_per_collective_s = profile->cpu_per_collective_s;
       int ranks = 0;
       for (const auto& st : p.stages)
         for (const auto& r : st.replicas)
           ranks += std::max(1, r.tp);
-      auto measured = predict(&*profile);
+      auto measured = predict(&profile->profile);
       if (measured) {
         predicted = measured->iteration_time_s;
-        char buf[256];
+        char buf[400];
         std::snprintf(buf, sizeof buf,
-                      "simulator on this machine's profile, measured by %d processes at once as "
-                      "the %d ranks run; pipeline %.4f s + gradient sync and update %.4f s",
-                      ranks, ranks, measured->pipeline_s,
+                      "simulator on this machine's profile (CPU work, measured by %d processes at "
+                      "once), the %d ranks sharing %.2f cores, %.0f/%.0f us CPU per message/"
+                      "all-reduce; pipeline %.4f s + gradient sync and update %.4f s",
+                      ranks, ranks, profile->host_cores, profile->cpu_per_message_s * 1e6,
+                      profile->cpu_per_collective_s * 1e6, measured->pipeline_s,
                       measured->sync_and_update_s);
         note = buf;
       } else {
@@ -529,26 +642,28 @@ int run_demo(const demo_args& args) {
     events.prediction_note = note;
     return p;
   };
-  const auto cluster_links = cluster.links;
-  options.supervisor.prepare_training = [&events, &store, shape, job_cfg, &args,
-                                         cluster_links](actors::training_job& tj) {
-    tj.model = shape;
-    tj.store_dir = store;
-    tj.iterations = args.iterations;
-    tj.seed = static_cast<std::uint64_t>(job_cfg.seed);
-    tj.optimizer = job_cfg.optimizer == config::optimizer_kind::sgd ? "sgd" : "adamw";
-    tj.torch_threads = 1;
-    tj.timeout_ms = static_cast<std::int64_t>(args.stall_timeout_s * 1000);
+  training_settings settings;
+  settings.model = shape;
+  settings.job = job_cfg;
+  settings.work_dir = work.string();
+  settings.iterations = args.iterations;
+  settings.checkpoint_every = args.checkpoint_every;
+  settings.timeout_ms = static_cast<std::int64_t>(args.stall_timeout_s * 1000);
+  settings.links = cluster.links;
+  options.supervisor.prepare_training = [&events, settings](actors::training_job& tj) {
+    // Resumes from the newest complete checkpoint of an earlier plan, if any.
+    if (!fill_training_job(tj, settings))
+      return false;
     std::lock_guard lock{events.mu};
     tj.predicted_iteration_s = events.predicted_s;
-    tj.links = cluster_links;
     events.plan = tj.plan;
     ++events.plans;
-    events.iterations.clear();
-    events.loss_curve.clear();
+    events.start_iteration = tj.start_iteration;
     events.finished = false;
     return true;
   };
+  // A lost node's peers usually fail before the loss is noticed: give the supervisor time.
+  options.supervisor.training_failure_grace = std::chrono::seconds{10};
   options.supervisor.on_iteration = [&events](const actors::iteration_record& r,
                                               const actors::training_progress& p) {
     std::lock_guard lock{events.mu};
@@ -621,15 +736,31 @@ int run_demo(const demo_args& args) {
   std::fflush(stdout);
 
   // 2. Training: one line per iteration; bounded by the stall timeout between iterations.
+  //    A node that dies (or that --preempt-at kills) makes the supervisor re-plan over the
+  //    others, which resume from the newest complete checkpoint: iterations after it are run
+  //    again, and their new records replace the old ones.
   auto last_progress = clock_type::now();
   auto last_status = clock_type::now() - std::chrono::seconds{1};
-  bool plan_printed = false;
+  int plans_shown = 0;
   std::vector<actors::iteration_record> records;
+  std::set<std::int64_t> warm_up;  // the first iteration each plan ran
   std::vector<double> loss_curve;
   double predicted = 0;
   std::string prediction_note;
   std::optional<config::plan> plan;
-  int plans = 0;
+  int plans = 0, start_iteration = 0;
+  std::vector<std::string> preempted;
+  std::vector<int> resumed_at;
+  // From the preemption to the first iteration the next plan completed: noticing the loss,
+  // re-planning, profiling the new plan, rendezvous and restoring the checkpoint.
+  std::optional<clock_type::time_point> preempted_time;
+  double recovery_s = -1;
+  auto live_children = [&] {
+    int n = 0;
+    for (const auto& c : children)
+      n += c.exit_code == -1 ? 1 : 0;
+    return n;
+  };
   while (true) {
     std::deque<actors::iteration_record> fresh;
     bool finished = false;
@@ -647,41 +778,82 @@ int run_demo(const demo_args& args) {
       prediction_note = events.prediction_note;
       plan = events.plan;
       plans = events.plans;
+      start_iteration = events.start_iteration;
     }
-    if (plan && !plan_printed) {
-      plan_printed = true;
-      std::printf("  plan: %s\n  predicted iteration time %.4f s (%s)\n",
-                  actors::describe_plan(*plan).c_str(), predicted, prediction_note.c_str());
+    if (plan && plans != plans_shown) {
+      if (plans_shown == 0) {
+        std::printf("  plan: %s\n  predicted iteration time %.4f s (%s)\n",
+                    actors::describe_plan(*plan).c_str(), predicted, prediction_note.c_str());
+      } else {
+        resumed_at.push_back(start_iteration);
+        std::printf("  re-plan %d over %d nodes: %s\n  predicted iteration time %.4f s; %s\n",
+                    plans - 1, live_children(), actors::describe_plan(*plan).c_str(), predicted,
+                    start_iteration > 0
+                      ? ("resuming from the checkpoint after iteration " +
+                         std::to_string(start_iteration))
+                          .c_str()
+                      : "no checkpoint: training starts afresh");
+      }
+      plans_shown = plans;
+      warm_up.insert(start_iteration);
       std::fflush(stdout);
     }
     for (auto& r : fresh) {
+      if (r.iteration < static_cast<std::int64_t>(records.size()))
+        records.resize(static_cast<std::size_t>(r.iteration));  // run again after a resume
       double tps = r.measured_s > 0 ? static_cast<double>(r.tokens) / r.measured_s : 0;
-      std::printf("  iteration %3lld/%d  loss %.4f  tokens/s %8.0f  predicted %.4f s  measured "
-                  "%.4f s (compute %.4f, recv wait %.4f, all-reduce %.4f)\n",
+      std::printf("  %s iteration %3lld/%d  loss %.4f  tokens/s %8.0f  predicted %.4f s  "
+                  "measured %.4f s (compute %.4f, recv wait %.4f, all-reduce %.4f)\n",
+                  progress_bar(static_cast<int>(r.iteration + 1), args.iterations).c_str(),
                   static_cast<long long>(r.iteration + 1), args.iterations, r.loss, tps,
                   predicted, r.measured_s, r.compute_s, r.recv_wait_s, r.all_reduce_s);
       records.push_back(r);
       last_progress = clock_type::now();
+      if (preempted_time && recovery_s < 0 && plans > 1)
+        recovery_s = std::chrono::duration<double>(last_progress - *preempted_time).count();
     }
     std::fflush(stdout);
     if (!error.empty())
       return cleanup(fail("training failed: " + error));
-    if (finished)
+    if (finished && static_cast<int>(records.size()) >= args.iterations)
       break;
     if (interrupted())
       return cleanup(fail("interrupted after " + std::to_string(records.size()) +
                           " iterations"));
-    if (auto why = child_died(); !why.empty())
-      return cleanup(fail("during training: " + why));
+    if (args.preempt_at > 0 && preempted.empty() &&
+        static_cast<int>(records.size()) >= args.preempt_at) {
+      // The spot preemption: the newest node still running dies at once, without a word.
+      for (auto c = children.rbegin(); c != children.rend(); ++c)
+        if (c->exit_code == -1) {
+          std::printf("  preempting %s (SIGKILL) after iteration %zu\n", c->name.c_str(),
+                      records.size());
+          std::fflush(stdout);
+          kill(c->pid, SIGKILL);
+          preempted_time = clock_type::now();
+          preempted.push_back(c->name);
+          break;
+        }
+    }
+    while (auto* c = reap(children)) {
+      const bool expected =
+        std::find(preempted.begin(), preempted.end(), c->name) != preempted.end();
+      if (!expected)
+        std::printf("  %s exited with code %d; the supervisor re-plans over the others. Its "
+                    "log:\n%s\n",
+                    c->name.c_str(), c->exit_code, tail_of(c->log, 600).c_str());
+      std::fflush(stdout);
+      last_progress = clock_type::now();  // re-planning and profiling take their time
+    }
+    if (live_children() == 0)
+      return cleanup(fail("every node exited after " + std::to_string(records.size()) +
+                          " iterations"));
     if (clock_type::now() - last_status > std::chrono::milliseconds{500}) {
       last_status = clock_type::now();
       if (auto st = query(system, supervisor)) {
         if (st->phase == "waiting" || st->phase == "collecting")
-          return cleanup(fail("refused before training: " + st->plan_summary));
-        if (static_cast<int>(st->nodes.size()) < args.nodes) {
-          std::string recent = st->events.empty() ? "" : st->events.back();
-          return cleanup(fail("a node was lost: " + recent));
-        }
+          return cleanup(fail((records.empty() ? "refused before training: "
+                                               : "no plan over the remaining nodes: ") +
+                              st->plan_summary));
       }
     }
     if (clock_type::now() - last_progress >
@@ -692,12 +864,14 @@ int run_demo(const demo_args& args) {
   }
   const double wall_s = std::chrono::duration<double>(clock_type::now() - start_time).count();
 
-  // 3. Summary. The first iteration (warm-up: allocation, first rendezvous) is left out of
-  // the measured mean when there are more.
+  // 3. Summary. The first iteration of each plan (warm-up: allocation, first rendezvous,
+  // restoring a checkpoint) is left out of the measured mean when there are others.
   double sum = 0;
   std::int64_t tokens = 0;
   int counted = 0;
-  for (std::size_t k = records.size() > 1 ? 1 : 0; k < records.size(); ++k) {
+  for (std::size_t k = 0; k < records.size(); ++k) {
+    if (warm_up.count(records[k].iteration) && records.size() > warm_up.size())
+      continue;
     sum += records[k].measured_s;
     tokens += records[k].tokens;
     ++counted;
@@ -709,8 +883,9 @@ int run_demo(const demo_args& args) {
   std::printf("  iterations completed   %zu of %d\n", records.size(), args.iterations);
   if (!loss_curve.empty())
     std::printf("  loss                   %.4f -> %.4f\n", loss_curve.front(), loss_curve.back());
-  std::printf("  throughput             %.0f tokens/s (mean over iterations 2..%zu)\n",
-              tokens_per_s, records.size());
+  std::printf("  throughput             %.0f tokens/s (mean over %d iterations; each plan's "
+              "first is left out)\n",
+              tokens_per_s, counted);
   std::printf("  iteration time         measured %.4f s, predicted %.4f s (%s)\n", measured,
               predicted, prediction_note.c_str());
   {
@@ -719,9 +894,17 @@ int run_demo(const demo_args& args) {
       std::printf("                         (the catalog's analytic CPU model alone said %.4f s)\n",
                   events.predicted_analytic_s);
   }
-  std::printf("  re-plans               %d\n", replans);
-  std::printf("  note: activations and gradients between zones are held for the emulated link "
-              "(latency, bandwidth); data-parallel all-reduces are not shaped.\n");
+  std::printf("  re-plans               %d", replans);
+  for (std::size_t k = 0; k < resumed_at.size(); ++k)
+    std::printf("%s%s", k == 0 ? " (resumed from the checkpoint after iteration " : ", ",
+                std::to_string(resumed_at[k]).c_str());
+  std::printf("%s\n", resumed_at.empty() ? "" : ")");
+  if (!preempted.empty())
+    std::printf("  preempted              %s; the next plan completed an iteration %.2f s later "
+                "(noticing, re-planning, profiling, rendezvous, restoring)\n",
+                preempted.front().c_str(), recovery_s);
+  std::printf("  note: transfers and all-reduces that cross emulated zones are held for the "
+              "link's latency and bandwidth.\n");
   std::fflush(stdout);
 
   if (!args.summary_json.empty()) {
@@ -737,6 +920,10 @@ int run_demo(const demo_args& args) {
     }
     j["measured_iteration_s"] = measured;
     j["replans"] = replans;
+    j["resumed_at"] = resumed_at;
+    j["preempted"] = preempted;
+    if (recovery_s >= 0)
+      j["recovery_s"] = recovery_s;
     j["nodes"] = args.nodes;
     j["zones"] = args.zones;
     j["model"] = model->name;
@@ -786,6 +973,15 @@ void add_demo(CLI::App& app, command_set& commands) {
     ->capture_default_str();
   sub->add_option("--stall-timeout-s", args->stall_timeout_s,
                   "bound on the wait for the next iteration")
+    ->capture_default_str();
+  sub->add_option("--preempt-at", args->preempt_at,
+                  "kill the newest node (SIGKILL, as a spot preemption) after this many "
+                  "iterations: the supervisor re-plans over the others, which resume from the "
+                  "last checkpoint (0: never)")
+    ->capture_default_str();
+  sub->add_option("--checkpoint-every", args->checkpoint_every,
+                  "checkpoint every this many iterations (asynchronously; 0: never, and a "
+                  "re-plan starts afresh)")
     ->capture_default_str();
   sub->add_flag("--verbose", args->verbose, "log the supervisor's events");
   sub->add_flag("--keep-logs", args->keep_logs, "keep the node logs after a success");

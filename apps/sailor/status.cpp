@@ -36,6 +36,11 @@ nlohmann::json to_json(const actors::cluster_status& s) {
   out["all_roles_assigned"] = s.phase == "running" && s.roles_total > 0 &&
                               s.roles_ready == s.roles_total;
   out["plan"] = s.plan_summary;
+  if (s.training_total > 0)
+    out["training"] = {{"completed", s.training_completed},
+                       {"total", s.training_total},
+                       {"loss", s.training_loss},
+                       {"summary", s.training_summary}};
   out["zones"] = s.zones;
   out["events"] = s.events;
   out["refusals"] = nlohmann::json::array();
@@ -76,6 +81,8 @@ void print_text(const actors::cluster_status& s) {
   std::printf("zones: %s\n", zones.c_str());
   if (!s.plan_summary.empty())
     std::printf("plan: %s\n", s.plan_summary.c_str());
+  if (!s.training_summary.empty())
+    std::printf("%s\n", s.training_summary.c_str());
   std::printf("%-16s %-14s %-10s %7s %-9s %9s  %s\n", "node", "zone", "gpu", "devices", "state",
               "heartbeat", "roles (stage/replica/rank@device)");
   for (auto& n : s.nodes) {

@@ -208,6 +208,10 @@ struct StatusReply {
   nodes @9 :List(NodeStatus);
   events @10 :List(Text);    # most recent last
   refusals @11 :List(RefusalRecord);  # most recent last
+  trainingCompleted @12 :Int32;  # iterations completed (any plan), when training
+  trainingTotal @13 :Int32;      # iterations asked for; 0: not training
+  trainingLoss @14 :Float64;     # loss of the newest completed iteration
+  trainingSummary @15 :Text;     # one line for people
 }
 
 # ---- Training (coordinator -> node agents, and their per-iteration reports) ----
@@ -243,6 +247,10 @@ struct TrainingJob {
   timeoutMs @9 :Int64;       # bound on every wait for a peer
   predictedIterationS @10 :Float64;
   links @11 :List(ZoneLink);  # links between the plan's zones, for emulated link shaping
+  startIteration @12 :Int32;  # resume: the checkpoint taken after this many iterations
+  checkpointDir @13 :Text;    # plan-independent checkpoints (empty: none)
+  checkpointEvery @14 :Int32;
+  restoreDir @15 :Text;       # the folder holding the checkpoint to resume from
 }
 
 # A link between two zones as training carries it (constant bandwidth; a curve stays behind).

@@ -188,6 +188,10 @@ struct body_writer {
     r.setRolesTotal(v.roles_total);
     r.setRolesReady(v.roles_ready);
     r.setPlanSummary(v.plan_summary);
+    r.setTrainingCompleted(v.training_completed);
+    r.setTrainingTotal(v.training_total);
+    r.setTrainingLoss(v.training_loss);
+    r.setTrainingSummary(v.training_summary);
     auto zones = r.initZones(static_cast<unsigned>(v.zones.size()));
     for (unsigned i = 0; i < v.zones.size(); ++i) zones.set(i, v.zones[i]);
     auto nodes = r.initNodes(static_cast<unsigned>(v.nodes.size()));
@@ -234,6 +238,10 @@ struct body_writer {
       links[i].setBandwidthGbytesPerS(v.links[i].bandwidth_gbytes_per_s);
       links[i].setEgressUsdPerGb(v.links[i].egress_usd_per_gb);
     }
+    j.setStartIteration(v.start_iteration);
+    j.setCheckpointDir(v.checkpoint_dir);
+    j.setCheckpointEvery(v.checkpoint_every);
+    j.setRestoreDir(v.restore_dir);
   }
   void operator()(const train_report& v) {
     auto r = b.initTrainReport();
@@ -493,6 +501,10 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
         v.roles_total = r.getRolesTotal();
         v.roles_ready = r.getRolesReady();
         v.plan_summary = r.getPlanSummary();
+        v.training_completed = r.getTrainingCompleted();
+        v.training_total = r.getTrainingTotal();
+        v.training_loss = r.getTrainingLoss();
+        v.training_summary = r.getTrainingSummary();
         for (auto z : r.getZones()) v.zones.emplace_back(z);
         for (auto n : r.getNodes()) {
           node_status ns;
@@ -535,6 +547,10 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
           link.egress_usd_per_gb = l.getEgressUsdPerGb();
           v.links.push_back(std::move(link));
         }
+        v.start_iteration = j.getStartIteration();
+        v.checkpoint_dir = j.getCheckpointDir();
+        v.checkpoint_every = j.getCheckpointEvery();
+        v.restore_dir = j.getRestoreDir();
         e.body = std::move(v);
         break;
       }

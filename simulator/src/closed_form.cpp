@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "stage_times.hpp"
 
@@ -38,21 +39,35 @@ int micro_batches_of(const resolved_plan& p, int s) {
   return std::max(1, (per_replica + p.micro_batch - 1) / p.micro_batch);
 }
 
+// Ranks sharing a host's cores (sim_options::host_cores): while more ranks compute than there
+// are cores, each runs at cores / ranks of its own speed; the schedule is costed as if all
+// were computing at once (its bubbles make that pessimistic, the CPU bound of cpu_bound_s
+// optimistic).
+double host_slowdown(const sim_context& ctx, const resolved_plan& p) {
+  const double cores = ctx.options().host_cores;
+  if (cores <= 0) return 1.0;
+  double ranks = 0;
+  for (const auto& st : p.stages)
+    for (int r = 0; r < st.num_replicas; ++r) ranks += std::max(1, st.replicas[r].tp);
+  return std::max(1.0, ranks / cores);
+}
+
 stage_times compute_stage_times(const sim_context& ctx, const resolved_plan& p, int s) {
   stage_times t;
   const auto& st = p.stages[s];
+  const double slowdown = host_slowdown(ctx, p);
   for (int r = 0; r < st.num_replicas; ++r) {
     const endpoint& e = st.replicas[r];
     if (r > 0 && same_kind(e, st.replicas[r - 1])) continue;  // same GPU type and TP: same times
     stage_compute c = ctx.compute(e.gpu, e.tp, p.micro_batch, st.first, st.end);
-    double f = c.forward_s, b = c.backward_s;
+    double f = c.forward_s * slowdown, b = c.backward_s * slowdown;
     if (st.recompute) b += f;  // the forward runs again before the backward
     if (f + b > t.forward_s + t.backward_s) {
       t.slowest = r;
     }
     t.forward_s = std::max(t.forward_s, f);
     t.backward_s = std::max(t.backward_s, b);
-    t.update_s = std::max(t.update_s, c.update_s);
+    t.update_s = std::max(t.update_s, c.update_s * slowdown);
     t.analytic = t.analytic || c.analytic;
   }
   const double act = ctx.activation_bytes(p.micro_batch);
@@ -74,9 +89,58 @@ stage_times compute_stage_times(const sim_context& ctx, const resolved_plan& p, 
   };
   if (s + 1 < p.num_stages) t.send_forward_s = worst_transfer(s, s + 1);
   if (s > 0) t.send_backward_s = worst_transfer(s, s - 1);
-  t.allreduce_s = ctx.allreduce_s(st.replicas, st.num_replicas, ctx.params_per_gpu(1, st.first, st.end));
+  t.allreduce_s = ctx.allreduce_s(st.replicas, st.num_replicas, ctx.params_per_gpu(1, st.first, st.end),
+                                  ctx.options().allreduce_per_layer ? st.end - st.first : 0);
   t.micro_batches = micro_batches_of(p, s);
   return t;
+}
+
+double final_allreduce_s(const sim_context& ctx, const resolved_plan& p) {
+  if (!ctx.options().final_allreduce) return 0;
+  // One endpoint per replica (its TP ranks reduce alongside, in the same zone), 16 bytes.
+  thread_local std::vector<endpoint> all;
+  all.clear();
+  for (const auto& st : p.stages)
+    for (int r = 0; r < st.num_replicas; ++r) {
+      endpoint e = st.replicas[r];
+      e.tp = 1;  // the buffer is not sharded
+      all.push_back(e);
+    }
+  if (all.size() < 2) return 0;
+  const double v = ctx.allreduce_s(all.data(), static_cast<int>(all.size()), 16.0 / ctx.options().grad_bytes_per_param, 1);
+  return v > 0 ? v : 0;
+}
+
+double cpu_bound_s(const sim_context& ctx, const resolved_plan& p, const stage_times* t) {
+  const auto& o = ctx.options();
+  if (o.host_cores <= 0) return 0;
+  const int S = p.num_stages;
+  const int M = std::max(1, (p.global_batch + p.micro_batch - 1) / p.micro_batch);
+  double work = 0;
+  for (int s = 0; s < S; ++s) {
+    const auto& st = p.stages[s];
+    const int R = std::max(1, st.num_replicas);
+    const int messages = (s > 0 ? 2 : 0) + (s + 1 < S ? 2 : 0);  // per micro-batch: send and receive
+    const double dp_calls = R > 1 ? (o.allreduce_per_layer ? double(st.end - st.first) : 1.0) : 0.0;
+    const double collectives = dp_calls + (o.final_allreduce ? 1.0 : 0.0);
+    for (int r = 0; r < R; ++r) {
+      const endpoint& e = st.replicas[r];
+      const stage_compute c = ctx.compute(e.gpu, e.tp, p.micro_batch, st.first, st.end);
+      const double micro = double((M + R - 1 - r) / R);
+      const double f = c.forward_s, b = c.backward_s + (st.recompute ? c.forward_s : 0.0);
+      const double rank = micro * (f + b + messages * o.cpu_per_message_s) + c.update_s +
+                          collectives * o.cpu_per_collective_s;
+      work += std::max(1, e.tp) * rank;
+    }
+  }
+  // Stage 0 ends its backward last; its gradient sync and the final all-reduce are waits that
+  // no rank's work fills.
+  return work / o.host_cores + (S > 0 ? t[0].allreduce_s : 0.0) + final_allreduce_s(ctx, p);
+}
+
+double finish_iteration(const sim_context& ctx, const resolved_plan& p, const stage_times* t,
+                        double schedule_iteration_s) {
+  return std::max(schedule_iteration_s + final_allreduce_s(ctx, p), cpu_bound_s(ctx, p, t));
 }
 
 pipeline_times combine(const sim_context& ctx, const stage_times* t, int S) {
@@ -162,21 +226,25 @@ result<resolved_plan> resolve(const sim_context& ctx, const config::plan& p) {
   out.stages.resize(p.stages.size());
   for (size_t s = 0; s < p.stages.size(); ++s) {
     const auto& st = p.stages[s];
-    const std::string field = "stages[" + std::to_string(s) + "]";
+    // Field names are built only for an error: the planner resolves millions of valid plans.
+    const auto stage_field = [s] { return "stages[" + std::to_string(s) + "]"; };
+    const auto field_of = [&](size_t r) {
+      return stage_field() + ".replicas[" + std::to_string(r) + "]";
+    };
     if (st.first_layer != next || st.num_layers <= 0)
-      return make_error(error_kind::invalid_input, field + ".first_layer",
+      return make_error(error_kind::invalid_input, stage_field() + ".first_layer",
                         "layers must cover the model exactly once, in order: expected stage " +
                             std::to_string(s) + " to start at layer " + std::to_string(next) +
                             " with at least one layer, got first_layer " + std::to_string(st.first_layer) +
                             " and " + std::to_string(st.num_layers) + " layers");
     next = st.end_layer();
     if (next > L)
-      return make_error(error_kind::invalid_input, field + ".num_layers",
+      return make_error(error_kind::invalid_input, stage_field() + ".num_layers",
                         "ends at layer " + std::to_string(next) + " but the model has " + std::to_string(L) +
                             " layers (0..L+1)");
-    if (st.replicas.empty()) return make_error(error_kind::invalid_input, field + ".replicas", "no replicas");
+    if (st.replicas.empty()) return make_error(error_kind::invalid_input, stage_field() + ".replicas", "no replicas");
     if (st.replicas.size() > size_t(resolved_plan::max_replicas))
-      return make_error(error_kind::invalid_input, field + ".replicas",
+      return make_error(error_kind::invalid_input, stage_field() + ".replicas",
                         "more than " + std::to_string(resolved_plan::max_replicas) + " replicas");
     auto& rs = out.stages[s];
     rs.first = st.first_layer;
@@ -184,26 +252,32 @@ result<resolved_plan> resolve(const sim_context& ctx, const config::plan& p) {
     rs.recompute = st.recompute;
     rs.num_replicas = static_cast<int>(st.replicas.size());
     rs.replicas.resize(rs.num_replicas);
+    // Replicas of a stage mostly repeat the same GPU type, zone and TP degree: names are looked
+    // up and the compute checked only when they change from the previous replica.
+    const config::replica* previous = nullptr;
     for (size_t r = 0; r < st.replicas.size(); ++r) {
       const auto& rep = st.replicas[r];
-      const std::string rf = field + ".replicas[" + std::to_string(r) + "]";
       endpoint e;
-      e.gpu = ctx.gpu_id(rep.gpu_type);
-      e.zone = ctx.zone_id(rep.zone);
+      const bool same_gpu = previous && previous->gpu_type == rep.gpu_type;
+      const bool same_zone = previous && previous->zone == rep.zone;
+      e.gpu = same_gpu ? rs.replicas[r - 1].gpu : ctx.gpu_id(rep.gpu_type);
+      e.zone = same_zone ? rs.replicas[r - 1].zone : ctx.zone_id(rep.zone);
       e.tp = rep.tp;
       if (e.gpu < 0)
-        return make_error(error_kind::not_found, rf + ".gpu_type",
+        return make_error(error_kind::not_found, field_of(r) + ".gpu_type",
                           "GPU type '" + rep.gpu_type + "' has neither a profile nor a catalog entry");
       if (e.zone < 0)
-        return make_error(error_kind::not_found, rf + ".zone", "zone '" + rep.zone + "' is not known to the network");
+        return make_error(error_kind::not_found, field_of(r) + ".zone",
+                          "zone '" + rep.zone + "' is not known to the network");
       if (rep.tp <= 0 || (rep.tp & (rep.tp - 1)) != 0)
-        return make_error(error_kind::invalid_input, rf + ".tp", "TP degree must be a power of two");
-      stage_compute c = ctx.compute(e.gpu, e.tp, p.micro_batch, rs.first, rs.end);
-      if (!c.ok)
-        return make_error(error_kind::not_found, rf,
+        return make_error(error_kind::invalid_input, field_of(r) + ".tp", "TP degree must be a power of two");
+      if (!(same_gpu && previous->tp == rep.tp) &&
+          !ctx.compute(e.gpu, e.tp, p.micro_batch, rs.first, rs.end).ok)
+        return make_error(error_kind::not_found, field_of(r),
                           "no profile and no catalog figures for GPU type '" + rep.gpu_type + "' at tp " +
                               std::to_string(rep.tp) + ", micro-batch " + std::to_string(p.micro_batch));
       rs.replicas[r] = e;
+      previous = &rep;
     }
   }
   if (next != L)
@@ -240,6 +314,7 @@ quick_estimate closed_form(const sim_context& ctx, const resolved_plan& p) {
   const int S = p.num_stages;
   for (int s = 0; s < S; ++s) t[s] = compute_stage_times(ctx, p, s);
   pipeline_times pt = combine(ctx, t, S);
+  pt.iteration_s = finish_iteration(ctx, p, t, pt.iteration_s);
   q.iteration_time_s = pt.iteration_s;
   q.pipeline_s = pt.pipeline_s;
   q.sync_and_update_s = pt.iteration_s - pt.pipeline_s;
@@ -293,6 +368,7 @@ result<estimate> simulate(const sim_context& ctx, const config::plan& plan) {
   std::vector<stage_times> t(S);
   for (int s = 0; s < S; ++s) t[s] = compute_stage_times(ctx, p, s);
   pipeline_times pt = combine(ctx, t.data(), S);
+  pt.iteration_s = finish_iteration(ctx, p, t.data(), pt.iteration_s);
   quick_estimate q = closed_form(ctx, p);
   estimate e;
   e.iteration_time_s = pt.iteration_s;

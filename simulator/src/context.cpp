@@ -479,7 +479,7 @@ endpoint* ring_scratch(unsigned char* stack_storage, int n) {
 }
 }  // namespace
 
-double sim_context::allreduce_s(const endpoint* reps, int n, double stage_params) const {
+double sim_context::allreduce_s(const endpoint* reps, int n, double stage_params, int calls) const {
   if (n <= 1) return 0;
   // Ring ordered by zone (so that it crosses each zone boundary once): per GPU, each replica
   // sends and receives 2(n-1)/n of its shard; the slowest GPU and slowest ring edge set the pace.
@@ -501,8 +501,8 @@ double sim_context::allreduce_s(const endpoint* reps, int n, double stage_params
     max_shard = std::max(max_shard, stage_params / std::max(1, ring[i].tp) * options_.grad_bytes_per_param);
     min_tp = std::min(min_tp, ring[i].tp);
   }
-  const double msg = std::min(options_.bucket_bytes, max_shard);
-  const double buckets = std::ceil(max_shard / options_.bucket_bytes);
+  const double msg = calls > 0 ? max_shard / calls : std::min(options_.bucket_bytes, max_shard);
+  const double buckets = calls > 0 ? double(calls) : std::ceil(max_shard / options_.bucket_bytes);
   double ring_bw = 1e300;
   int zones = 1;
   for (int i = 0; i < k; ++i) {

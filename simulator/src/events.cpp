@@ -34,6 +34,15 @@ struct event {
 
 }  // namespace
 
+// The all-reduce over every rank that ends the iteration, and the host's CPU bound (the same
+// as the closed form's: finish_iteration).
+static void add_final(const sim_context& ctx, const resolved_plan& p, const stage_times* t, event_result& out) {
+  const double final_s = final_allreduce_s(ctx, p);
+  if (final_s > 0)
+    out.events.push_back({"final all-reduce", "collective", 0, 0, out.iteration_time_s, out.iteration_time_s + final_s});
+  out.iteration_time_s = finish_iteration(ctx, p, t, out.iteration_time_s);
+}
+
 // Stages with different replica counts: every replica is its own stream with its own share of
 // the micro-batches (global micro-batch j goes to replica j mod R_s of stage s, as our runtime
 // routes them), its own compute (its GPU type and TP) and its own links to the replicas it
@@ -60,7 +69,8 @@ static result<event_result> simulate_events_per_replica(const sim_context& ctx, 
     for (int r = 0; r < st.num_replicas; ++r) {
       const endpoint& e = st.replicas[r];
       stage_compute c = ctx.compute(e.gpu, e.tp, p.micro_batch, st.first, st.end);
-      unit u{s, r, c.forward_s, c.backward_s + (st.recompute ? c.forward_s : 0.0), c.update_s, {}};
+      const double k = host_slowdown(ctx, p);
+      unit u{s, r, k * c.forward_s, k * (c.backward_s + (st.recompute ? c.forward_s : 0.0)), k * c.update_s, {}};
       for (int j = r; j < M; j += st.num_replicas) u.mine.push_back(j);
       units.push_back(std::move(u));
     }
@@ -146,7 +156,8 @@ static result<event_result> simulate_events_per_replica(const sim_context& ctx, 
     double start = 0;
     for (int u = first_unit[s]; u < first_unit[s + 1]; ++u) start = std::max(start, units[u].done);
     const auto& st = p.stages[s];
-    const double ar = ctx.allreduce_s(st.replicas, st.num_replicas, ctx.params_per_gpu(1, st.first, st.end));
+    const double ar = ctx.allreduce_s(st.replicas, st.num_replicas, ctx.params_per_gpu(1, st.first, st.end),
+                                      ctx.options().allreduce_per_layer ? st.end - st.first : 0);
     if (ar > 0) out.events.push_back({"all-reduce", "collective", s, 0, start, start + ar});
     for (int u = first_unit[s]; u < first_unit[s + 1]; ++u) {
       const double at = start + std::max(0.0, ar);
@@ -154,6 +165,9 @@ static result<event_result> simulate_events_per_replica(const sim_context& ctx, 
       out.iteration_time_s = std::max(out.iteration_time_s, at + units[u].update_s);
     }
   }
+  std::vector<stage_times> t(S);
+  for (int s = 0; s < S; ++s) t[s] = compute_stage_times(ctx, p, s);
+  add_final(ctx, p, t.data(), out);
   return out;
 }
 
@@ -261,6 +275,7 @@ result<event_result> simulate_events(const sim_context& ctx, const config::plan&
       return sailor::error{error_kind::failed, "event simulation deadlocked at stage " + std::to_string(s), "", 0, ""};
     out.iteration_time_s = std::max(out.iteration_time_s, done[s]);
   }
+  add_final(ctx, p, t.data(), out);
   return out;
 }
 

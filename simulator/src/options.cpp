@@ -30,6 +30,11 @@ const entry entries[] = {
     {"mixed_grad_memory_bytes_per_param", &sim_options::mixed_grad_memory_bytes_per_param, nullptr},
     {"optimizer_bytes_per_param", &sim_options::optimizer_bytes_per_param, nullptr},
     {"memory_bandwidth_efficiency", &sim_options::memory_bandwidth_efficiency, nullptr},
+    {"allreduce_per_layer", nullptr, &sim_options::allreduce_per_layer},
+    {"final_allreduce", nullptr, &sim_options::final_allreduce},
+    {"host_cores", &sim_options::host_cores, nullptr},
+    {"cpu_per_message_s", &sim_options::cpu_per_message_s, nullptr},
+    {"cpu_per_collective_s", &sim_options::cpu_per_collective_s, nullptr},
 };
 }  // namespace
 

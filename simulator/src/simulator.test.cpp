@@ -630,3 +630,66 @@ TEST_CASE("GPT-Neo-2.7 on GCP A100s: Sailor's GCP fits are used as measured, the
   REQUIRE(gr.ok());
   CHECK(ge->stages[0].allreduce_s > 1.5 * gr->stages[0].allreduce_s);
 }
+
+TEST_CASE("our runtime's communication: an all-reduce per layer, a final all-reduce, ranks sharing a host's cores") {
+  fixture f;
+  sim_options o;
+  o.p2p_latency_s = 0;
+  o.overlap_p2p = true;
+  // DP 2 across the zones (1 ms, 1 GB/s): 4 layers, so 4 calls instead of one bucket.
+  auto plan = make_plan(1, 8, {{4, {rep("fast", "a"), rep("fast", "b")}}});
+  auto base = simulate(f.make(o), plan);
+  REQUIRE(base.ok());
+  sim_options per_layer = o;
+  per_layer.allreduce_per_layer = true;
+  auto pl = simulate(f.make(per_layer), plan);
+  REQUIRE(pl.ok());
+  // Each extra call pays the ring's 2 steps of (link latency + collective latency).
+  const double step = 1e-3 + o.collective_latency_s;
+  CHECK(pl->stages[0].allreduce_s - base->stages[0].allreduce_s == doctest::Approx(3 * 2 * step).epsilon(1e-6));
+  CHECK(pl->iteration_time_s - base->iteration_time_s == doctest::Approx(3 * 2 * step).epsilon(1e-6));
+
+  // The loss/norm all-reduce over every rank: two replicas across the link, 16 bytes.
+  sim_options final_ar = per_layer;
+  final_ar.final_allreduce = true;
+  auto fa_ctx = f.make(final_ar);
+  auto fa = simulate(fa_ctx, plan);
+  REQUIRE(fa.ok());
+  CHECK(fa->iteration_time_s - pl->iteration_time_s == doctest::Approx(2 * step + 16.0 / 1e9).epsilon(1e-6));
+  auto fa_events = simulate_events(fa_ctx, plan);
+  REQUIRE(fa_events.ok());
+  CHECK(fa_events->iteration_time_s == doctest::Approx(fa->iteration_time_s).epsilon(0.02));
+
+  // Four ranks (2 stages x 2 replicas) on one core: each computes at a quarter of its speed
+  // in the schedule, and the iteration takes at least the CPU work of all of them (here the
+  // communication's CPU makes that the longer) plus the last sync.
+  auto pipeline = make_plan(1, 8, {{2, {rep("fast", "a"), rep("fast", "b")}}, {2, {rep("fast", "a"), rep("fast", "b")}}});
+  sim_options shared = final_ar;
+  shared.host_cores = 1;
+  shared.cpu_per_message_s = 2e-3;
+  shared.cpu_per_collective_s = 1e-3;
+  auto sctx = f.make(shared);
+  auto se = simulate(sctx, pipeline);
+  auto oe = simulate(f.make(final_ar), pipeline);  // every rank on its own device
+  REQUIRE(se.ok());
+  REQUIRE(oe.ok());
+  CHECK(se->stages[0].forward_s == doctest::Approx(4 * oe->stages[0].forward_s));
+  CHECK(se->stages[1].backward_s == doctest::Approx(4 * oe->stages[1].backward_s));
+  // Per rank: 4 micro-batches x 2 layers x 3 ms, 2 messages each, the update, 2 + 1 collectives.
+  const double update = oe->stages[0].update_s;
+  const double rank_work = 4 * (2 * 3e-3 + 2 * 2e-3) + update + 3 * 1e-3;
+  const double tail = se->stages[0].allreduce_s + 2 * step + 16.0 / 1e9;
+  // (the final all-reduce over 4 ranks also pays its in-zone steps: tens of us)
+  CHECK(se->iteration_time_s == doctest::Approx(4 * rank_work + tail).epsilon(1e-3));
+  auto sev = simulate_events(sctx, pipeline);
+  REQUIRE(sev.ok());
+  CHECK(sev->iteration_time_s == doctest::Approx(se->iteration_time_s).epsilon(1e-6));
+  // With as many cores as ranks, the schedule decides, as on devices of their own.
+  sim_options roomy = shared;
+  roomy.host_cores = 4;
+  roomy.cpu_per_message_s = roomy.cpu_per_collective_s = 0;
+  auto re = simulate(f.make(roomy), pipeline);
+  REQUIRE(re.ok());
+  CHECK(re->iteration_time_s == doctest::Approx(oe->iteration_time_s).epsilon(1e-9));
+  CHECK(se->iteration_time_s > 3 * oe->iteration_time_s);
+}

@@ -20,6 +20,7 @@
 #include <sailor/models/gpt.hpp>
 #include <sailor/models/synthetic_data.hpp>
 
+#include "checkpoint_io.hpp"
 #include "fused_adamw.hpp"
 #include "schedule.hpp"
 #include "threads.hpp"
@@ -79,10 +80,10 @@ struct flat_gradients {
   std::int64_t pending_end = -1;   // end of the bucket being filled, -1 when empty
 };
 
-// A bucket is all-reduced once it holds this many bytes (or at the stage's first layer):
-// fewer, larger collectives than one per layer, while most of them still overlap the
-// backward.
-constexpr std::int64_t bucket_bytes = 1 << 20;
+// A bucket is all-reduced once it holds this many bytes (or at the stage's first layer).
+// 0: one all-reduce per layer, as the simulator models the executor (and the shaping tests
+// count); a larger value merges small consecutive layers into fewer collectives.
+constexpr std::int64_t bucket_bytes = 0;
 
 // Sum of squares of `t` (fp32): fp32 dot products over chunks (no fp64 copy of the
 // gradients), summed in double; one read back to the host.
@@ -210,9 +211,30 @@ struct stage_executor::impl {
   iteration_telemetry run(int iteration);
   void reduce_layer(int layer);
   std::vector<int> param_layer;  // layer of each parameter
+
+  // Checkpoints (ranks of replica 0 with a checkpoint_dir): see checkpoint_io.hpp.
+  std::unique_ptr<detail::checkpoint_writer> checkpoints;
+  double take_checkpoint(int iteration);
 };
 
 status stage_executor::impl::connect(comm::communicator_factory& factory) {
+  // Groups whose members sit in zones joined by an emulated link are shaped: point to point
+  // on the world (activations, gradients), all-reduces on the world (loss and norm) and on
+  // the data-parallel groups that span zones (train/shaped_p2p.hpp).
+  auto zone_of_rank = [this](int global_rank) {
+    auto r = role_of(plan, global_rank);
+    return plan.stages[r.stage].replicas[r.replica].zone;
+  };
+  auto shaped = [&](std::unique_ptr<comm::communicator> c, const std::vector<int>& members) {
+    if (options.links.empty()) return c;
+    std::vector<std::string> zones;
+    bool any = false;
+    for (int m : members) {
+      zones.push_back(zone_of_rank(m));
+      for (const auto& z : zones) any = any || find_link(options.links, z, zones.back()).has_value();
+    }
+    return any ? make_shaped_group(std::move(c), std::move(zones), options.links) : std::move(c);
+  };
   for (const auto& spec : groups_of(plan)) {
     if (std::find(spec.members.begin(), spec.members.end(), rank) == spec.members.end())
       continue;
@@ -220,23 +242,12 @@ status stage_executor::impl::connect(comm::communicator_factory& factory) {
     if (!c) return c.error();
     if (spec.name == "world") {
       // Members are every global rank in order: a world rank is a global rank.
-      world = std::move(*c);
-      if (!options.links.empty()) {
-        const auto& mine = plan.stages[role.stage].replicas[role.replica].zone;
-        std::vector<std::optional<config::zone_link>> link_to(spec.members.size());
-        bool any = false;
-        for (std::size_t g = 0; g < spec.members.size(); ++g) {
-          auto other = role_of(plan, static_cast<int>(g));
-          link_to[g] = find_link(options.links, mine, plan.stages[other.stage].replicas[other.replica].zone);
-          any = any || link_to[g].has_value();
-        }
-        if (any) world = make_shaped_p2p(std::move(world), std::move(link_to));
-      }
+      world = shaped(std::move(*c), spec.members);
     } else if (spec.stage < 0) {
       tp_comm = std::move(*c);
     } else {
       dp_group g;
-      g.comm = std::move(*c);
+      g.comm = shaped(std::move(*c), spec.members);
       plan_dp_slices(spec, g);
       dp_groups.push_back(std::move(g));
     }
@@ -581,6 +592,7 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
   if (!fused_adamw_step(*optimizer)) optimizer->step();
   tel.optimizer_s = seconds_since(opt_start) - world_seconds;
   tel.all_reduce_s = tp_seconds + dp_seconds + world_seconds;
+  tel.checkpoint_s = take_checkpoint(iteration);
   tel.total_s = seconds_since(iteration_start);
   return tel;
 }
@@ -663,6 +675,13 @@ result<std::unique_ptr<stage_executor>> stage_executor::create(
       return failed(st->who + " has no micro-batch to run", error_kind::invalid_input);
     for (std::size_t i = 0; i < st->module->parameters().size(); ++i)
       st->param_layer.push_back(st->module->layer_of(i));
+    if (!options.checkpoint_dir.empty()) {
+      if (options.checkpoint_every < 1)
+        return failed("checkpoint_every must be at least 1", error_kind::invalid_input);
+      if (role.replica == 0)
+        st->checkpoints = std::make_unique<detail::checkpoint_writer>(
+            options.checkpoint_dir, model, plan, role, options, st->who);
+    }
     log::get("train")->debug("{} executor ready: layers [{}, {}), {} parameters, {} ops",
                              st->who, sp.first_layer, sp.end_layer(),
                              st->module->num_parameters(), st->ops.size());
@@ -728,5 +747,26 @@ status stage_executor::load_state(const std::vector<char>& bytes) {
 
 std::int64_t stage_executor::num_parameters() const { return impl_->module->num_parameters(); }
 const rank_role& stage_executor::role() const { return impl_->role; }
+
+double stage_executor::impl::take_checkpoint(int iteration) {
+  if (!checkpoints || (iteration + 1) % options.checkpoint_every != 0) return 0;
+  return checkpoints->take(iteration + 1, *module, *optimizer);
+}
+
+status stage_executor::restore(const std::string& dir, int iterations) {
+  try {
+    return detail::restore_checkpoint(dir, iterations, impl_->model, impl_->options, *impl_->module,
+                                      *impl_->optimizer, impl_->who);
+  } catch (const std::exception& e) {
+    return failed(impl_->who + " restore of " + dir + " after " + std::to_string(iterations) +
+                      " iterations: " + e.what(),
+                  error_kind::invalid_input);
+  }
+}
+
+status stage_executor::flush_checkpoints() {
+  if (!impl_->checkpoints) return {};
+  return impl_->checkpoints->flush();
+}
 
 }  // namespace sailor::train

@@ -1,5 +1,6 @@
 #include "sailor/actors/train/node_training.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <map>
@@ -22,6 +23,8 @@ train_options options_for(const actors::training_job& job) {
   o.torch_threads = job.torch_threads;
   o.timeout = std::chrono::milliseconds{job.timeout_ms};
   o.links = job.links;
+  o.checkpoint_dir = job.checkpoint_dir;
+  o.checkpoint_every = std::max(1, job.checkpoint_every);
   return o;
 }
 
@@ -78,7 +81,16 @@ struct node_trainer::impl {
     log::get("train")->info("[{} rank {}] stage {} replica {} tp rank {}: {} parameters", node,
                             rank, role.stage, role.replica, role.tp_rank,
                             (*exec)->num_parameters());
-    for (int it = 0; it < job.iterations; ++it) {
+    if (job.start_iteration > 0) {
+      if (auto err = (*exec)->restore(job.restore_dir, job.start_iteration)) {
+        fail("restoring the checkpoint after iteration " + std::to_string(job.start_iteration) +
+             ": " + err->to_string());
+        return;
+      }
+      log::get("train")->info("[{} rank {}] resumed from the checkpoint after iteration {}",
+                              node, rank, job.start_iteration);
+    }
+    for (int it = job.start_iteration; it < job.iterations; ++it) {
       if (stopping || current.load() != job.plan_version)
         return;
       auto tel = (*exec)->run_iteration(it);
@@ -97,6 +109,8 @@ struct node_trainer::impl {
       r.tokens = tel->tokens;
       send(std::move(r));
     }
+    if (auto err = (*exec)->flush_checkpoints())
+      log::get("train")->warn("[{} rank {}] last checkpoint: {}", node, rank, err->to_string());
   }
 };
 

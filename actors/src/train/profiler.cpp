@@ -1,13 +1,19 @@
 #include <sailor/actors/train/profiler.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <fstream>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 
+#include <sys/resource.h>
+#include <time.h>
+
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
@@ -46,9 +52,14 @@ kind_times profile_rank(const config::model_shape& model, const profile_options&
   auto sync = [&] {
     if (device.is_cuda()) torch::cuda::synchronize();
   };
-  auto since = [](clock_type::time_point t) {
-    return std::chrono::duration<double>(clock_type::now() - t).count();
+  // The wall clock, or this thread's CPU time (options.cpu_clock), in seconds.
+  auto now = [&o]() -> double {
+    if (!o.cpu_clock) return std::chrono::duration<double>(clock_type::now().time_since_epoch()).count();
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
   };
+  auto since = [&now](double t) { return now() - t; };
   const int L = model.num_layers;
   const int first_of_kind[3] = {0, 1, L + 1};
   kind_times out(o.micro_batches.size(), std::vector<config::layer_time>(3));
@@ -65,22 +76,42 @@ kind_times profile_rank(const config::model_shape& model, const profile_options&
       auto hidden = torch::randn({mbs, model.sequence, model.hidden}, torch::TensorOptions().device(device));
       auto grad_out = torch::randn({mbs, model.sequence, model.hidden}, torch::TensorOptions().device(device)) * 1e-3;
       std::vector<double> fwd, bwd, upd;
+      // Evicts this core's caches (not timed): a rank of a training run gets the core back
+      // after others ran on it (while it waited for a transfer), so its layers start cold.
+      std::vector<std::uint64_t> evict(o.cold_cache_bytes / sizeof(std::uint64_t));
+      std::uint64_t evict_sum = 0;
+      auto cool = [&] {
+        for (std::size_t i = 0; i < evict.size(); i += 8) evict_sum += ++evict[i];
+      };
       for (int r = 0; r < o.warmup + o.repeats; ++r) {
         optimizer.zero_grad();
         torch::Tensor input = kind == 0 ? ids : hidden.detach().requires_grad_(true);
         sync();
-        auto t0 = clock_type::now();
+        cool();
+        auto t0 = now();
         auto y = module.forward_layer(layer, input, targets);
         sync();
         const double f = since(t0);
-        auto t1 = clock_type::now();
+        cool();
+        auto t1 = now();
         if (kind == 2)
           torch::autograd::backward({y});
         else
           torch::autograd::backward({y}, {grad_out});
         sync();
         const double b = since(t1);
-        auto t2 = clock_type::now();
+        cool();
+        auto t2 = now();
+        {
+          // The executor's step, per parameter: its share of the global gradient norm, the
+          // clipping (the norm is over the bound early in training), the optimizer.
+          torch::NoGradGuard no_grad;
+          double norm_sq = 0;
+          for (const auto& p : module.parameters())
+            norm_sq += p.tensor.grad().to(torch::kDouble).pow(2).sum().item<double>();
+          const double coef = 1.0 / (std::sqrt(norm_sq) + 1e-6);
+          for (auto& p : module.parameters()) p.tensor.mutable_grad().mul_(std::min(1.0, coef));
+        }
         optimizer.step();
         sync();
         const double u = since(t2);
@@ -90,6 +121,7 @@ kind_times profile_rank(const config::model_shape& model, const profile_options&
           upd.push_back(u);
         }
       }
+      if (evict_sum == 1) std::printf(" ");  // keeps the eviction from being optimized away
       auto stat = [&](const std::vector<double>& v) {
         if (!o.mean) return median(v);
         double sum = 0;
@@ -115,7 +147,138 @@ std::vector<int> parse_list(const std::string& text) {
   return out;
 }
 
+double process_cpu_s() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
 }  // namespace
+
+result<host_figures> measure_host_communication(const config::model_shape& model, int mbs,
+                                                const profile_options& o) {
+  try {
+    set_compute_threads(o.torch_threads);
+    comm::gloo_options gopts;
+    gopts.in_process_store = comm::make_in_process_store();
+    gopts.timeout = o.timeout;
+    const int rounds = std::max(10, o.repeats);
+    // A block's gradients as the executor reduces them: its parameters' gradients gathered
+    // into one buffer, all-reduced, copied back.
+    models::stage_module block(model, 1, 2, {}, o.seed);
+    std::vector<torch::Tensor> grads;
+    for (const auto& p : block.parameters()) grads.push_back(torch::randn_like(p.tensor));
+    std::vector<std::string> errors(2);
+    std::vector<std::unique_ptr<comm::communicator>> groups(2);
+    std::vector<double> phase(3, 0.0);  // process CPU at the starts and end of the two phases
+    std::mutex mu;
+    std::condition_variable cv;
+    int arrived = 0, generation = 0;
+    auto barrier = [&] {  // both ranks (threads) between the phases
+      std::unique_lock lock(mu);
+      const int g = generation;
+      if (++arrived == 2) {
+        arrived = 0;
+        ++generation;
+        cv.notify_all();
+      } else {
+        cv.wait(lock, [&] { return generation != g; });
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        try {
+          set_compute_threads(o.torch_threads);
+          auto factory = comm::make_gloo_factory(r, gopts);
+          if (!factory) throw std::runtime_error(factory.error().to_string());
+          auto group = (*factory)->create("host", {0, 1});
+          if (!group) throw std::runtime_error(group.error().to_string());
+          auto& c = **group;
+          const int peer = 1 - r;
+          auto out = torch::randn({mbs, model.sequence, model.hidden});
+          auto in = torch::empty_like(out);
+          auto view = [](const torch::Tensor& t) {
+            return comm::buffer_view{t.data_ptr(), static_cast<std::size_t>(t.numel()), comm::element_type::f32};
+          };
+          barrier();
+          if (r == 0) phase[0] = process_cpu_s();
+          barrier();
+          for (int k = 0; k < rounds; ++k) {  // one send and one receive per rank per round
+            auto recv = c.irecv(view(in), peer, static_cast<std::uint64_t>(k));
+            auto send = c.isend(view(out), peer, static_cast<std::uint64_t>(k));
+            if (auto st = send->wait(o.timeout)) throw std::runtime_error(st->to_string());
+            if (auto st = recv->wait(o.timeout)) throw std::runtime_error(st->to_string());
+          }
+          barrier();
+          if (r == 0) phase[1] = process_cpu_s();
+          barrier();
+          torch::NoGradGuard no_grad;
+          for (int k = 0; k < rounds; ++k) {
+            std::vector<torch::Tensor> flat;
+            for (const auto& g : grads) flat.push_back(g.reshape({-1}));
+            auto buffer = torch::cat(flat).contiguous();
+            if (auto st = c.all_reduce(view(buffer))) throw std::runtime_error(st->to_string());
+            std::int64_t at = 0;
+            for (auto& g : grads) {
+              g.copy_(buffer.narrow(0, at, g.numel()).view(g.sizes()));
+              at += g.numel();
+            }
+            // Keep the sums bounded: the figures are about time, not values.
+            if (r == 0 && k % 8 == 7)
+              for (auto& g : grads) g.mul_(0.25);
+          }
+          barrier();
+          if (r == 0) phase[2] = process_cpu_s();
+          groups[r] = std::move(*group);
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+          // Let the other rank out of the barriers it may be waiting in.
+          std::lock_guard lock(mu);
+          arrived = 0;
+          generation += 100;
+          cv.notify_all();
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (const auto& e : errors)
+      if (!e.empty()) return failed("host figures: " + e);
+    host_figures h;
+    h.cpu_per_message_s = (phase[1] - phase[0]) / (2.0 * 2.0 * rounds);
+    h.cpu_per_collective_s = (phase[2] - phase[1]) / (2.0 * rounds);
+    return h;
+  } catch (const std::exception& e) {
+    return failed(std::string("host figures: ") + e.what());
+  }
+}
+
+result<host_figures> load_host_figures(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return failed(path + ": cannot read", error_kind::not_found);
+  try {
+    auto j = nlohmann::json::parse(in);
+    host_figures h;
+    h.core_share = j.at("core_share").get<double>();
+    h.cpu_per_message_s = j.at("cpu_per_message_s").get<double>();
+    h.cpu_per_collective_s = j.at("cpu_per_collective_s").get<double>();
+    return h;
+  } catch (const std::exception& e) {
+    return failed(path + ": " + e.what(), error_kind::invalid_input);
+  }
+}
+
+status save_host_figures(const host_figures& h, const std::string& path) {
+  nlohmann::json j;
+  j["core_share"] = h.core_share;
+  j["cpu_per_message_s"] = h.cpu_per_message_s;
+  j["cpu_per_collective_s"] = h.cpu_per_collective_s;
+  std::ofstream out(path);
+  out << j.dump(1) << "\n";
+  out.close();
+  if (!out) return failed(path + ": cannot write");
+  return {};
+}
 
 result<config::model_profile> profile_model(const config::model_shape& model,
                                             const profile_options& o) {
@@ -210,6 +373,22 @@ int profile_command(const std::vector<std::string>& args) {
   app.add_option("--threads", o.torch_threads, "torch intra-op threads")->capture_default_str();
   app.add_option("--gpu-type", o.gpu_type, "GPU type to file the times under")->capture_default_str();
   app.add_option("--device", device, "cpu or cuda:N")->capture_default_str();
+  app.add_option("--cold-cache-bytes", o.cold_cache_bytes,
+                 "sweep this many bytes before each timed pass (a cache another process "
+                 "just used); 0: warm")
+    ->capture_default_str();
+  app.add_flag("--cpu-clock", o.cpu_clock,
+               "time passes by the thread's CPU time (its work), not the wall clock");
+  std::string host_path;
+  app.add_option("--host-figures", host_path,
+                 "also measure what the host gives CPU ranks (core share while profiling, CPU per "
+                 "message and per gradient all-reduce) and write it to this JSON file");
+  std::string ready_file, go_file;
+  app.add_option("--ready-file", ready_file,
+                 "create this file once the model is loaded (processes profiling together)");
+  app.add_option("--go-file", go_file,
+                 "then wait (up to 120 s) for this file before measuring, so that processes "
+                 "profiling together measure at the same time");
   std::string statistic = "median";
   app.add_option("--statistic", statistic, "median (the layer's own time) or mean (expected "
                                            "time under the machine's current load)")
@@ -238,8 +417,23 @@ int profile_command(const std::vector<std::string>& args) {
     std::fprintf(stderr, "sailor profile: error: %s\n", model.error().to_string().c_str());
     return 2;
   }
+  if (!ready_file.empty()) std::ofstream(ready_file) << "ready\n";
+  if (!go_file.empty()) {
+    const auto give_up = clock_type::now() + std::chrono::seconds{120};
+    while (!std::ifstream(go_file) && clock_type::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds{5});  // polling the go-ahead file
+    if (!std::ifstream(go_file)) {
+      std::fprintf(stderr, "sailor profile: error: %s did not appear within 120 s\n", go_file.c_str());
+      return 1;
+    }
+  }
   const auto start = clock_type::now();
+  const double cpu_start = process_cpu_s();
   auto profile = profile_model(*model, o);
+  // The share of a core over the profile alone (one thread always busy); the communication
+  // measured next mostly waits between its two ranks, which is no sign of a busy host.
+  const double profile_cpu = process_cpu_s() - cpu_start;
+  const double profile_wall = std::chrono::duration<double>(clock_type::now() - start).count();
   if (!profile) {
     std::fprintf(stderr, "sailor profile: error: %s\n", profile.error().to_string().c_str());
     return profile.error().kind == error_kind::invalid_input ? 2 : 1;
@@ -251,7 +445,23 @@ int profile_command(const std::vector<std::string>& args) {
     std::fprintf(stderr, "sailor profile: error: cannot write %s\n", out_path.c_str());
     return 1;
   }
-  const double took = std::chrono::duration<double>(clock_type::now() - start).count();
+  double took = std::chrono::duration<double>(clock_type::now() - start).count();
+  if (!host_path.empty()) {
+    auto host = measure_host_communication(*model, o.micro_batches.front(), o);
+    if (!host) {
+      std::fprintf(stderr, "sailor profile: error: %s\n", host.error().to_string().c_str());
+      return 1;
+    }
+    host->core_share = profile_wall > 0 ? std::min(1.0, profile_cpu / profile_wall) : 0;
+    if (auto st = save_host_figures(*host, host_path)) {
+      std::fprintf(stderr, "sailor profile: error: %s\n", st->to_string().c_str());
+      return 1;
+    }
+    std::printf("sailor profile: host: %.2f of a core while profiling; CPU %.1f us per message, "
+                "%.1f us per gradient all-reduce; written to %s\n",
+                host->core_share, host->cpu_per_message_s * 1e6, host->cpu_per_collective_s * 1e6,
+                host_path.c_str());
+  }
   std::printf("sailor profile: %s on %s (%d torch threads), %.1f s\n", model->name.c_str(),
               o.cuda_device >= 0 ? device.c_str() : "cpu", o.torch_threads, took);
   std::printf("  %4s %3s  %-10s %12s %12s %12s\n", "mbs", "tp", "layer", "forward ms", "backward ms",

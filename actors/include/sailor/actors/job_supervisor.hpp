@@ -12,6 +12,11 @@
 ///                --join_request--> admit --> [planning] (grow)
 ///   any state    --node_lost / endpoint down / preemption_notice--> drop the node, tell the
 ///                     scheduler; in [running] --> [planning] over what remains
+///
+/// Training (options.prepare_training): each plan gets a training_job; a plan made after a
+/// loss resumes from the last complete checkpoint (the job's start_iteration, filled by
+/// prepare_training), and the iterations completed before it are kept, so the loss curve runs
+/// on across re-plans.
 ///                --status_request--> cluster_status
 ///
 /// Every admitted node is monitored (its endpoint's death is a down_msg) and watched by the
@@ -53,8 +58,11 @@ struct supervisor_options {
   std::function<bool(training_job&)> prepare_training;
   /// Called (in the supervisor) when every rank has reported an iteration.
   std::function<void(const iteration_record&, const training_progress&)> on_iteration;
-  /// Called (in the supervisor) when a rank reports that training failed.
+  /// Called (in the supervisor) when a rank reports that training failed and no node was
+  /// lost within `training_failure_grace` (the peers of a lost node usually fail before the
+  /// loss is noticed; the re-plan then resumes training and the failure is forgotten).
   std::function<void(const std::string&)> on_training_error;
+  caf::timespan training_failure_grace = std::chrono::seconds{5};
 };
 
 struct supervised_node {

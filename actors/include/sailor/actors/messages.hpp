@@ -194,6 +194,10 @@ struct cluster_status {
   std::vector<node_status> nodes;
   std::vector<std::string> events;  ///< most recent last
   std::vector<peer_refused> refusals;  ///< peers refused at the door, most recent last
+  int training_completed = 0;  ///< iterations completed (by any plan), when training
+  int training_total = 0;      ///< iterations asked for; 0: not training
+  double training_loss = 0;    ///< of the newest completed iteration
+  std::string training_summary;
 };
 
 // -- local messages -----------------------------------------------------------------------
@@ -230,6 +234,8 @@ struct replica_ready {
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using settle_atom = caf::atom_constant<caf::atom("settle")>;
 using start_atom = caf::atom_constant<caf::atom("start")>;
+/// Supervisor to itself: has the training failure of a plan version outlived its grace time?
+using train_check_atom = caf::atom_constant<caf::atom("trcheck")>;
 
 // -- inspect ------------------------------------------------------------------------------
 
@@ -303,7 +309,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cluster_status& x) {
   return f(caf::meta::type_name("cluster_status"), x.phase, x.plan_version, x.quorum,
            x.stages, x.replicas, x.roles_total, x.roles_ready, x.plan_summary, x.zones,
-           x.nodes, x.events, x.refusals);
+           x.nodes, x.events, x.refusals, x.training_completed, x.training_total,
+           x.training_loss, x.training_summary);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_lost& x) {

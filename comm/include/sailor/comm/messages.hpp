@@ -200,6 +200,10 @@ struct status_reply {
   std::vector<node_status> nodes;
   std::vector<std::string> events;        ///< most recent last
   std::vector<refusal_record> refusals;   ///< most recent last
+  int training_completed = 0;             ///< iterations completed, when training
+  int training_total = 0;                 ///< iterations asked for; 0: not training
+  double training_loss = 0;               ///< of the newest completed iteration
+  std::string training_summary;           ///< one line for people
   bool operator==(const status_reply&) const = default;
 };
 
@@ -217,6 +221,10 @@ struct training_job {
   std::int64_t timeout_ms = 0;
   double predicted_iteration_s = 0;
   std::vector<config::zone_link> links;  ///< for emulated link shaping between stages
+  int start_iteration = 0;               ///< resume from the checkpoint after this many
+  std::string checkpoint_dir;            ///< plan-independent checkpoints (empty: none)
+  int checkpoint_every = 1;
+  std::string restore_dir;               ///< holds the checkpoint to resume from
 };
 
 /// One rank's measurements of one iteration, or its failure (`error` non-empty).

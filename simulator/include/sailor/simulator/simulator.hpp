@@ -110,6 +110,25 @@ struct sim_options {
   /// two moments, grad, fp16 copy) and the device memory bandwidth fraction reached.
   double optimizer_bytes_per_param = 36;
   double memory_bandwidth_efficiency = 0.5;
+  /// The data-parallel all-reduce is issued per layer (our runtime: each layer's gradients as
+  /// soon as its backward is done, one collective each) rather than in buckets of
+  /// `bucket_bytes` (Megatron, DDP): every layer pays the collective's latency terms.
+  bool allreduce_per_layer = false;
+  /// After the optimizer's gradients are summed, every rank of the plan takes part in one
+  /// small all-reduce (our runtime's loss and global gradient norm, 16 bytes) before the
+  /// step: it ends the iteration with the latency of a collective over all ranks.
+  bool final_allreduce = false;
+  /// Ranks that share the cores of one host (CPU training: every rank a process of this
+  /// machine): > 0 is the number of cores they get, and profile times are then CPU work
+  /// measured without contention. An iteration then takes at least the CPU work of every
+  /// rank (compute, optimizer, and the CPU the communication threads spend) over these cores,
+  /// plus the waits no rank's work can fill (the last gradient sync and the final
+  /// all-reduce). 0: every rank has its own device (GPUs).
+  double host_cores = 0;
+  /// CPU seconds a rank's communication spends per point-to-point message (send or receive:
+  /// its threads, copies, wake-ups) and per collective call; only with `host_cores`.
+  double cpu_per_message_s = 0;
+  double cpu_per_collective_s = 0;
   /// Micro-batch sizes and TP degrees to precompute tables for (profiles add theirs).
   std::vector<int> micro_batches = {1, 2, 4, 8, 16, 32, 64, 128};
   std::vector<int> tp_degrees = {1, 2, 4, 8};
@@ -199,7 +218,9 @@ public:
   /// Data-parallel gradient all-reduce of a stage with `stage_params` parameters (whole, not
   /// per GPU) among `n` replicas: per shard among the replicas holding it, ring or hierarchical
   /// by zone (whichever is faster), in buckets. Negative when a link is missing.
-  double allreduce_s(const endpoint* replicas, int n, double stage_params) const;
+  /// `calls` > 0: issued as that many collectives of equal size (one per layer) instead of
+  /// buckets of `bucket_bytes`.
+  double allreduce_s(const endpoint* replicas, int n, double stage_params, int calls = 0) const;
   /// Bytes that cross zones in that all-reduce, and their egress cost in $.
   double allreduce_egress_usd(const endpoint* replicas, int n, double stage_params) const;
 

@@ -98,6 +98,9 @@ struct iteration_telemetry {
   /// the backward (it overlaps the last backward), and the loss and norm all-reduce.
   double all_reduce_s = 0;
   double optimizer_s = 0;   ///< norm, clipping and optimizer step
+  /// Time the training thread spent taking a checkpoint after the step (copying the state,
+  /// and waiting for the previous checkpoint's write if it was still in flight); 0 when none.
+  double checkpoint_s = 0;
   double total_s = 0;
   int micro_batches = 0;        ///< processed by this rank
   std::int64_t tokens = 0;      ///< tokens of the global batch

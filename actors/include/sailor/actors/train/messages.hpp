@@ -40,6 +40,16 @@ struct training_job {
   /// The cluster's links between the plan's zones: stage-to-stage transfers between zones are
   /// held for the link's latency and bandwidth (emulation on one machine). Empty: unshaped.
   std::vector<config::zone_link> links;
+  /// Resume: the ranks load the checkpoint taken after this many iterations from
+  /// `restore_dir` (written by any earlier plan) and run iterations start_iteration ..
+  /// iterations - 1. 0: start afresh.
+  int start_iteration = 0;
+  /// Where this plan writes its plan-independent checkpoints (train/checkpoint.hpp), every
+  /// `checkpoint_every` iterations, from replica 0 of every stage: a folder of this plan
+  /// version alone, that every rank can reach. Empty: none.
+  std::string checkpoint_dir;
+  int checkpoint_every = 1;
+  std::string restore_dir;
 };
 
 /// One rank's measurements for one iteration (seconds), or its failure (`error` non-empty).
@@ -65,7 +75,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, training_job& x) {
   return f(caf::meta::type_name("training_job"), x.plan_version, x.plan, x.model, x.store_dir,
            x.iterations, x.seed, x.optimizer, x.learning_rate, x.torch_threads, x.timeout_ms,
-           x.predicted_iteration_s, x.links);
+           x.predicted_iteration_s, x.links, x.start_iteration, x.checkpoint_dir,
+           x.checkpoint_every, x.restore_dir);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_report& x) {

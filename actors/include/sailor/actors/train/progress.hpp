@@ -43,10 +43,23 @@ public:
       : plan_version_(plan_version), world_(world), iterations_(iterations),
         last_stage_(last_stage), predicted_s_(predicted_s) {}
 
+  /// A plan that resumes from the checkpoint after `start_iteration` iterations: keeps the
+  /// records of `earlier` (a previous plan's) before that iteration, so the loss curve and
+  /// the count of completed iterations run on across re-plans.
+  training_progress(std::int64_t plan_version, int world, int iterations, int last_stage,
+                    double predicted_s, int start_iteration,
+                    const std::vector<iteration_record>& earlier)
+      : training_progress(plan_version, world, iterations, last_stage, predicted_s) {
+    start_iteration_ = start_iteration;
+    for (const auto& r : earlier)
+      if (r.iteration < start_iteration)
+        completed_.push_back(r);
+  }
+
   /// Adds a report; returns the iteration it completes, if any. A report of another plan
   /// version is ignored; an error report is kept (see error()).
   std::optional<iteration_record> add(const train_report& r) {
-    if (r.plan_version != plan_version_ || world_ == 0)
+    if (r.plan_version != plan_version_ || world_ == 0 || r.iteration < start_iteration_)
       return std::nullopt;
     if (!r.error.empty()) {
       if (error_.empty())
@@ -87,6 +100,8 @@ public:
   std::int64_t plan_version() const { return plan_version_; }
   int world() const { return world_; }
   int iterations() const { return iterations_; }
+  /// The first iteration this plan runs (0, or where it resumed).
+  int start_iteration() const { return start_iteration_; }
   double predicted_s() const { return predicted_s_; }
 
 private:
@@ -95,6 +110,7 @@ private:
   int iterations_ = 0;
   int last_stage_ = 0;
   double predicted_s_ = 0;
+  int start_iteration_ = 0;
   std::map<std::int64_t, iteration_record> pending_;
   std::vector<iteration_record> completed_;
   std::string error_;

@@ -1,0 +1,60 @@
+#pragma once
+// Private: how a checkpoint folder is laid out (no LibTorch; shared by the index in
+// sailor_actors and the reader and writer in sailor_train).
+//
+// checkpoint_path(dir, n) = dir/iter-<n, 8 digits>/ holds one file per writer (a rank of
+// replica 0), named
+//
+//   shard-<group>-w<writer>-of-<writers>-layers-<first>-<end>-tp<rank>-of-<size>.ckpt
+//
+// where <group> is a hash of the writing plan's layout (layer range and TP degree of replica
+// 0 of every stage) and <writers> the number of files that layout writes. Each file is
+// written under a temporary name (starting with '.') and renamed into place when complete,
+// so a folder is complete when, for one group, every writer 0..writers-1 has its file. The
+// names carry everything the completeness test needs: writers never share a file, so there is
+// no race between processes, and files left by a plan that crashed mid-checkpoint (another
+// group) are ignored.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sailor::train::detail {
+
+struct shard_file {
+  std::string group;  // 16 hex digits
+  int writer = 0, writers = 0;
+  int first_layer = 0, end_layer = 0;  // [first, end)
+  int tp_rank = 0, tp_size = 1;
+  std::string path;  // set by list_shards
+
+  bool holds_layer(int layer) const { return first_layer <= layer && layer < end_layer; }
+};
+
+/// The file name (no folder) of `f`.
+std::string shard_file_name(const shard_file& f);
+/// Parses a file name written by shard_file_name; nullopt for anything else (temporary files).
+std::optional<shard_file> parse_shard_file_name(const std::string& name);
+/// A stable hash (16 hex digits) of `text`.
+std::string layout_hash(const std::string& text);
+
+/// What a checkpoint folder holds.
+struct folder_state {
+  bool exists = false;
+  /// The files of a complete group, sorted by writer (empty when none is complete).
+  std::vector<shard_file> complete;
+  /// For a message when incomplete: the most files any group has and how many it needs.
+  int best_found = 0, best_needed = 0;
+};
+folder_state inspect_folder(const std::string& folder);
+
+/// The iteration counts of the checkpoint folders under `dir`, ascending.
+std::vector<int> checkpoint_iterations(const std::string& dir);
+
+/// Keeps the newest `keep` complete checkpoints under `dir` and removes every checkpoint
+/// folder older than the oldest of them (best effort; never a complete one among the newest
+/// `keep`, never a folder newer than it: such a folder may still be being written).
+void prune_checkpoints(const std::string& dir, int keep);
+
+}  // namespace sailor::train::detail

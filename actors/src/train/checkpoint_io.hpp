@@ -1,0 +1,82 @@
+#pragma once
+// Private to the training executor (includes LibTorch): writing a rank's checkpoint shard in
+// the background and restoring any rank's slices from the shards of any plan.
+//
+// A shard file is
+//
+//   "SAILORCKPT1\n"  (12 bytes)
+//   u64              length of the header (little endian)
+//   header           JSON: format, iterations, model shape, optimizer, layer range, TP rank
+//                    and size, data_bytes, and one entry per tensor: parameter name,
+//                    state ("param", "exp_avg", "exp_avg_sq", "momentum_buffer"), shard_dim,
+//                    full_size, shape, dtype, offset and bytes in the data section;
+//                    "steps": AdamW's step count per parameter
+//   data             the tensors' bytes, row-major, back to back
+//
+// so that a reader seeks to just the tensors (and, for tensors split along dimension 0, just
+// the rows) it needs.
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include <sailor/actors/train/executor.hpp>
+#include <sailor/config/error.hpp>
+#include <sailor/config/model.hpp>
+#include <sailor/config/plan.hpp>
+#include <sailor/models/gpt.hpp>
+
+#include "checkpoint_files.hpp"
+
+namespace sailor::train::detail {
+
+/// Writes the checkpoints of one rank of replica 0: one write in flight at a time.
+class checkpoint_writer {
+public:
+  /// `plan` and `role` give this writer's file name (its group, index and layer range).
+  checkpoint_writer(std::string dir, const config::model_shape& model, const config::plan& plan,
+                    const rank_role& role, const train_options& options, std::string who);
+  /// Waits for the write in flight.
+  ~checkpoint_writer();
+  checkpoint_writer(const checkpoint_writer&) = delete;
+  checkpoint_writer& operator=(const checkpoint_writer&) = delete;
+
+  /// Waits for the previous write, copies the parameters and optimizer state on the calling
+  /// thread (into buffers kept from the previous checkpoint), then writes checkpoint `iterations` on a background thread. Returns the seconds
+  /// spent on the calling thread. A failed write is logged and kept for flush().
+  double take(int iterations, const models::stage_module& module,
+              torch::optim::Optimizer& optimizer);
+  /// Waits for the write in flight; the first failure of any write so far.
+  status flush();
+
+  /// Seconds the last completed background write took (0 before any).
+  double last_write_seconds() const { return last_write_s_; }
+
+private:
+  void wait_previous();
+
+  std::string dir_;
+  config::model_shape model_;
+  optimizer_kind optimizer_;
+  shard_file file_;
+  std::string who_;
+  std::thread thread_;
+  status write_result_;  // of the write thread_ runs; read after join
+  double write_s_ = 0;   // likewise
+  status first_failure_;
+  double last_write_s_ = 0;
+  // Host copies of the state, reused from one checkpoint to the next (in the order take()
+  // visits the tensors): one extra copy of this rank's parameters and optimizer state.
+  std::vector<torch::Tensor> buffers_;
+};
+
+/// Loads the slices of checkpoint `iterations` under `dir` that `module` holds into it, and
+/// the matching optimizer state into `optimizer` (whose parameters are module's tensors).
+status restore_checkpoint(const std::string& dir, int iterations,
+                          const config::model_shape& model, const train_options& options,
+                          models::stage_module& module, torch::optim::Optimizer& optimizer,
+                          const std::string& who);
+
+}  // namespace sailor::train::detail

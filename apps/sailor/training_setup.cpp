@@ -1,0 +1,89 @@
+#include "training_setup.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <system_error>
+
+#include "sailor/actors/train/checkpoint.hpp"
+#include "sailor/simulator/simulator.hpp"
+
+namespace sailor::app {
+
+namespace fs = std::filesystem;
+
+resume_point find_resume_point(const std::string& root) {
+  resume_point best;
+  std::error_code ec;
+  for (fs::directory_iterator i{root, ec}, end; !ec && i != end; i.increment(ec)) {
+    if (!i->is_directory(ec))
+      continue;
+    const auto name = i->path().filename().string();
+    if (name.size() < 2 || name[0] != 'v')
+      continue;
+    const int n = train::latest_checkpoint(i->path().string());
+    if (n > best.iterations)
+      best = {n, i->path().string()};
+  }
+  return best;
+}
+
+std::string memory_refusal(const config::model_shape& model, const config::plan& plan,
+                           const config::cluster& cluster, const config::job& job) {
+  simulator::sim_inputs in;
+  in.model = model;
+  in.gpus = cluster.gpus;
+  in.cluster = &cluster;
+  in.job = job;
+  // CPU devices: no CUDA context or NCCL buffers.
+  simulator::sim_options options;
+  options.framework_overhead_bytes = 0;
+  options.overlap_p2p = true;
+  if (auto ctx = simulator::sim_context::make(in, options)) {
+    if (auto est = simulator::simulate(*ctx, plan))
+      return est->fits_memory ? "" : est->memory_verdict;
+  }
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    double params = 0;
+    const auto& st = plan.stages[s];
+    for (int l = st.first_layer; l < st.end_layer(); ++l)
+      params += static_cast<double>(model.params_of_layer(l));
+    for (const auto& r : st.replicas) {
+      const auto* gpu = cluster.gpus.find(r.gpu_type);
+      const double capacity = gpu ? static_cast<double>(gpu->memory_bytes) : 0;
+      const double bytes = 16 * params / std::max(1, r.tp);
+      if (capacity > 0 && bytes > capacity) {
+        char buf[256];
+        std::snprintf(buf, sizeof buf,
+                      "stage %zu needs at least %.2f GiB per %s (weights, gradients, optimizer "
+                      "states) but one has %.2f GiB",
+                      s, bytes / (1 << 30), r.gpu_type.c_str(), capacity / (1 << 30));
+        return buf;
+      }
+    }
+  }
+  return {};
+}
+
+bool fill_training_job(actors::training_job& tj, const training_settings& s) {
+  const fs::path work{s.work_dir};
+  tj.model = s.model;
+  tj.store_dir = (work / "store").string();
+  tj.iterations = s.iterations;
+  tj.seed = static_cast<std::uint64_t>(s.job.seed);
+  tj.optimizer = s.job.optimizer == config::optimizer_kind::sgd ? "sgd" : "adamw";
+  tj.torch_threads = s.torch_threads;
+  tj.timeout_ms = s.timeout_ms;
+  tj.links = s.links;
+  if (s.checkpoint_every > 0) {
+    const auto root = work / "checkpoints";
+    auto from = find_resume_point(root.string());
+    tj.start_iteration = std::min(from.iterations, s.iterations);
+    tj.restore_dir = from.dir;
+    tj.checkpoint_dir = (root / ("v" + std::to_string(tj.plan_version))).string();
+    tj.checkpoint_every = s.checkpoint_every;
+  }
+  return tj.start_iteration < tj.iterations;
+}
+
+}  // namespace sailor::app

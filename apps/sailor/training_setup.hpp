@@ -1,0 +1,49 @@
+#pragma once
+// What `sailor demo` and `sailor coordinator --train` share: filling each plan's training job,
+// resuming from the newest complete checkpoint of any earlier plan.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sailor/actors/train/messages.hpp"
+#include "sailor/config/cluster.hpp"
+#include "sailor/config/plan.hpp"
+#include "sailor/config/job.hpp"
+#include "sailor/config/model.hpp"
+
+namespace sailor::app {
+
+/// The newest complete checkpoint under a job's checkpoint root (one folder per plan version).
+struct resume_point {
+  int iterations = 0;  ///< completed iterations it holds (0: none, start afresh)
+  std::string dir;     ///< the plan version's folder that holds it
+};
+
+/// Scans `root`/v*/ for complete checkpoints; the one after the most iterations wins.
+resume_point find_resume_point(const std::string& root);
+
+/// What every plan's training job holds besides the plan.
+struct training_settings {
+  config::model_shape model;
+  config::job job;                 ///< seed, optimizer
+  std::string work_dir;            ///< store/ (Gloo rendezvous) and checkpoints/ go here
+  int iterations = 0;
+  int checkpoint_every = 1;        ///< 0: no checkpoints (a re-plan then starts afresh)
+  std::int64_t timeout_ms = 30000; ///< bound on every wait for a peer
+  int torch_threads = 1;
+  std::vector<config::zone_link> links;  ///< emulated links between zones (empty: none)
+};
+
+/// Why `plan` cannot train `model` on the devices of `cluster`'s catalog (the simulator's
+/// memory estimate for CPU devices; when the simulator cannot estimate, 16 bytes per parameter
+/// of the largest stage: weights, gradients and two AdamW states in fp32), or "" when it fits.
+std::string memory_refusal(const config::model_shape& model, const config::plan& plan,
+                           const config::cluster& cluster, const config::job& job);
+
+/// Fills `tj` (its plan and version set by the supervisor) from `s`, resuming from the
+/// newest complete checkpoint of an earlier plan. Returns false when there is nothing left
+/// to train (the checkpoint already holds every iteration).
+bool fill_training_job(actors::training_job& tj, const training_settings& s);
+
+}  // namespace sailor::app

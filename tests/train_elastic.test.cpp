@@ -1,0 +1,168 @@
+// Training survives a preemption: a sailor-node process is killed (SIGKILL) mid-training, the
+// supervisor re-plans over the others, which restore the newest complete checkpoint and go
+// on. The loss curve must be the one an undisturbed single rank gives, through `sailor demo`
+// and through `sailor coordinator --train-dir` with nodes that join it.
+
+// Built only with LibTorch (the reference run needs the training executor).
+#if __has_include(<sailor/models/shapes.hpp>)
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "child_process.hpp"
+#include "run_command.hpp"
+#include "tiny_reference.hpp"
+
+using namespace std::chrono;
+using sailor::testing::child;
+using sailor::testing::eventually;
+using sailor::testing::run_command;
+using sailor::testing::sailor_bin;
+using sailor::testing::single_rank_losses;
+using sailor::testing::temp_dir;
+
+namespace {
+
+const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+
+// `sailor coordinator --train-dir` on port 0 over sockets; returns its port once it listens.
+std::string start_coordinator(std::unique_ptr<child>& coordinator, const temp_dir& dir,
+                              const std::string& model, int quorum, int iterations) {
+  coordinator = std::make_unique<child>(
+    std::vector<std::string>{sailor_bin(), "coordinator", "--listen", "127.0.0.1:0", "--cluster",
+                             configs + "/clusters/local-2-zones.yaml", "--model",
+                             configs + "/models/" + model, "--job", configs + "/jobs/tiny.yaml",
+                             "--quorum", std::to_string(quorum), "--settle-s", "30",
+                             "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "3000",
+                             "--transport", "socket", "--train-dir", dir.path("train"),
+                             "--iterations", std::to_string(iterations), "--exit-when-done"},
+    dir.path("coordinator.out"), dir.path("coordinator.err"));
+  REQUIRE(coordinator->pid() > 0);
+  std::smatch m;
+  static const std::regex listening{R"(listening on 127\.0\.0\.1:([0-9]+))"};
+  std::string out;
+  REQUIRE(eventually(10s, [&] {
+    out = coordinator->out();
+    return std::regex_search(out, m, listening);
+  }));
+  return m[1];
+}
+
+std::unique_ptr<child> start_node(const temp_dir& dir, const std::string& port,
+                                  const std::string& name, const std::string& zone) {
+  auto node = std::make_unique<child>(
+    std::vector<std::string>{sailor_bin("sailor-node"), "--join", "127.0.0.1:" + port, "--zone",
+                             zone, "--devices", "cpu:1", "--name", name, "--transport", "socket"},
+    dir.path(name + ".out"), dir.path(name + ".err"));
+  REQUIRE(node->pid() > 0);
+  return node;
+}
+
+void check_same_curve(const std::vector<double>& curve, const std::vector<double>& reference) {
+  REQUIRE(curve.size() == reference.size());
+  for (std::size_t k = 0; k < curve.size(); ++k) {
+    INFO("iteration " << k + 1 << ": run " << curve[k] << ", single rank " << reference[k]);
+    CHECK(std::abs(curve[k] - reference[k]) <= 1e-4 * std::abs(reference[k]));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("elastic: sailor demo loses a node after 3 iterations, re-plans and resumes with the same loss curve") {
+  temp_dir dir;
+  auto summary = dir.path("summary.json");
+  auto r = run_command(sailor_bin() + " demo --nodes 3 --zones 2 --iterations 8 --preempt-at 3 "
+                                      "--summary-json " + summary,
+                       150);
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::ifstream in(summary);
+  REQUIRE(in);
+  auto j = nlohmann::json::parse(in);
+  CHECK(j["iterations_completed"].get<int>() == 8);
+  CHECK(j["replans"].get<int>() == 1);
+  CHECK(j["preempted"].get<std::vector<std::string>>() == std::vector<std::string>{"node-2"});
+  // Checkpoints are written every iteration, asynchronously: the resume point is the newest
+  // complete one, at most the 3 iterations done before the kill, and not the start.
+  auto resumed = j["resumed_at"].get<std::vector<int>>();
+  REQUIRE(resumed.size() == 1);
+  CHECK(resumed[0] >= 1);
+  CHECK(resumed[0] <= 3);
+  auto reference = single_rank_losses(j["plan"]["micro_batch"].get<int>(),
+                                      j["plan"]["global_batch"].get<int>(), 8);
+  check_same_curve(j["loss_curve"].get<std::vector<double>>(), reference);
+}
+
+TEST_CASE("elastic: sailor coordinator --train-dir trains the nodes that join and resumes after one is killed") {
+  temp_dir dir;
+  const int iterations = 8;
+  std::unique_ptr<child> coordinator_process;
+  const std::string port = start_coordinator(coordinator_process, dir, "tiny.yaml", 3, iterations);
+  child& coordinator = *coordinator_process;
+  std::vector<std::unique_ptr<child>> nodes;
+  const char* zones[] = {"local-a", "local-b", "local-a"};
+  for (int k = 0; k < 3; ++k)
+    nodes.push_back(start_node(dir, port, "node-" + std::to_string(k), zones[k]));
+  // Three iterations, then node-2 dies without a word.
+  bool trained = eventually(90s, [&] { return coordinator.out().find("iteration 3/8") != std::string::npos; });
+  INFO(coordinator.out());
+  INFO(coordinator.err());
+  REQUIRE(trained);
+  // `sailor status` shows the training's progress.
+  auto st = run_command(sailor_bin() + " status 127.0.0.1:" + port + " --transport socket --json", 20);
+  INFO(st.out);
+  INFO(st.err);
+  REQUIRE(st.exit_code == 0);
+  auto status = nlohmann::json::parse(st.out);
+  CHECK(status["training"]["total"].get<int>() == iterations);
+  CHECK(status["training"]["completed"].get<int>() >= 3);
+  CHECK(status["training"]["loss"].get<double>() > 0);
+  nodes[2]->signal(SIGKILL);
+  CHECK(nodes[2]->wait_exit(5s) == 128 + SIGKILL);
+  const int code = coordinator.wait_exit(120s);
+  std::string out = coordinator.out();
+  INFO(out);
+  INFO(coordinator.err());
+  REQUIRE(code == 0);
+  CHECK(out.find("training finished: 8 iterations") != std::string::npos);
+  CHECK(out.find("(resumed from the checkpoint)") != std::string::npos);
+  // The last line printed for each iteration (iterations after the checkpoint run again).
+  std::map<int, double> loss;
+  static const std::regex line{R"(iteration ([0-9]+)/8  loss ([0-9.]+))"};
+  for (std::sregex_iterator i{out.begin(), out.end(), line}, end; i != end; ++i)
+    loss[std::stoi((*i)[1])] = std::stod((*i)[2]);
+  std::vector<double> curve;
+  for (auto& [k, v] : loss)
+    curve.push_back(v);
+  std::smatch batch;
+  static const std::regex sizes{R"(micro-batch ([0-9]+), global batch ([0-9]+))"};
+  REQUIRE(std::regex_search(out, batch, sizes));
+  check_same_curve(curve, single_rank_losses(std::stoi(batch[1]), std::stoi(batch[2]), iterations));
+}
+
+TEST_CASE("elastic: sailor coordinator --train-dir refuses a model that does not fit a device, before training") {
+  temp_dir dir;
+  std::unique_ptr<child> coordinator;
+  const std::string port = start_coordinator(coordinator, dir, "opt-350m.yaml", 2, 2);
+  auto a = start_node(dir, port, "node-0", "local-a");
+  auto b = start_node(dir, port, "node-1", "local-b");
+  bool refused = eventually(30s, [&] {
+    return coordinator->err().find("does not fit a device's memory") != std::string::npos;
+  });
+  INFO(coordinator->out());
+  INFO(coordinator->err());
+  CHECK(refused);
+  CHECK(coordinator->out().find("iteration ") == std::string::npos);
+  CHECK(coordinator->out().find("plan v") == std::string::npos);
+}
+
+#endif
