@@ -22,6 +22,7 @@
 #include <sailor/config/log.hpp>
 #include <sailor/models/gpt.hpp>
 
+#include "fused_adamw.hpp"
 #include "threads.hpp"
 
 namespace sailor::train {
@@ -107,12 +108,14 @@ kind_times profile_rank(const config::model_shape& model, const profile_options&
           // clipping (the norm is over the bound early in training), the optimizer.
           torch::NoGradGuard no_grad;
           double norm_sq = 0;
-          for (const auto& p : module.parameters())
-            norm_sq += p.tensor.grad().to(torch::kDouble).pow(2).sum().item<double>();
+          for (const auto& p : module.parameters()) {
+            auto g = p.tensor.grad().reshape({-1});
+            norm_sq += g.dot(g).item<double>();  // fp32 dot products summed in double
+          }
           const double coef = 1.0 / (std::sqrt(norm_sq) + 1e-6);
           for (auto& p : module.parameters()) p.tensor.mutable_grad().mul_(std::min(1.0, coef));
         }
-        optimizer.step();
+        if (!fused_adamw_step(optimizer)) optimizer.step();  // as the executor steps
         sync();
         const double u = since(t2);
         if (r >= o.warmup) {
