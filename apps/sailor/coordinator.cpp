@@ -140,6 +140,11 @@ int run_coordinator(const coordinator_args& args) {
   }
   std::atomic<int> outcome{0};  // 0 running, 1 finished, 2 failed
   if (!args.train_dir.empty()) {
+    if (args.checkpoint_every < 0 || args.peer_timeout_s <= 0) {
+      std::fprintf(stderr, "sailor coordinator: --checkpoint-every must be 0 (never) or more and "
+                           "--peer-timeout-s positive\n");
+      return 2;
+    }
     const int iterations = args.iterations > 0 ? args.iterations : job->iterations;
     if (iterations <= 0) {
       std::fprintf(stderr, "sailor coordinator: --train-dir needs --iterations N or "
@@ -262,7 +267,7 @@ void add_coordinator(CLI::App& app, command_set& commands) {
                   "bound on a rank's wait for a peer")
     ->capture_default_str();
   sub->add_flag("--emulate-links", args->emulate_links,
-                "hold transfers between stages in different zones for the cluster's link "
+                "hold transfers and all-reduces that cross zones for the cluster's link "
                 "latency and bandwidth (for nodes that share one machine)");
   sub->add_flag("--exit-when-done", args->exit_when_done,
                 "exit once training finished (code 0) or failed (code 1)");
