@@ -8,6 +8,7 @@
 #include <sailor/models/shapes.hpp>
 
 #include "rank_threads.hpp"
+#include "tiny_plans.hpp"
 
 #include <doctest/doctest.h>
 
@@ -20,42 +21,9 @@ namespace {
 
 using namespace sailor;
 using namespace std::chrono_literals;
-
-config::replica rep(int tp) {
-  config::replica r;
-  r.gpu_type = "cpu";
-  r.tp = tp;
-  return r;
-}
-
-config::stage_plan stage(int first, int count, std::vector<int> tps) {
-  config::stage_plan s;
-  s.first_layer = first;
-  s.num_layers = count;
-  for (int tp : tps) s.replicas.push_back(rep(tp));
-  return s;
-}
-
-config::plan make_plan(std::vector<config::stage_plan> stages) {
-  config::plan p;
-  p.micro_batch = 2;
-  p.global_batch = 8;
-  p.stages = std::move(stages);
-  return p;
-}
-
-train::train_options options_for(train::optimizer_kind kind) {
-  train::train_options o;
-  o.seed = 7;
-  o.optimizer = kind;
-  o.learning_rate = kind == train::optimizer_kind::adamw ? 3e-3 : 0.5;
-  o.momentum = kind == train::optimizer_kind::sgd ? 0.9 : 0.0;
-  o.weight_decay = 0.01;
-  o.clip_norm = 1.0;
-  o.torch_threads = 1;
-  o.timeout = 30s;
-  return o;
-}
+using sailor::testing::make_plan;
+using sailor::testing::options_for;
+using sailor::testing::stage;
 
 struct run_result {
   std::vector<double> losses;              // rank 0's view
@@ -160,6 +128,21 @@ TEST_CASE("train: SGD under DP=2 x PP=2 reproduces the single-process SGD curve"
   auto sgd = train_plan(make_plan({stage(0, 3, {1, 1}), stage(3, 3, {1, 1})}), 20,
                    train::optimizer_kind::sgd);
   check_same_curve(sgd, reference(train::optimizer_kind::sgd));
+}
+
+// Data-parallel groups whose replicas all have one TP degree reduce their gradients in place
+// in the flat gradient buffer (executor.cpp), shards included; mixed TP degrees go slice by slice.
+TEST_CASE("train: DP=2 of TP-2 replicas (in-place buckets of shards) reproduces the single-process curve") {
+  check_same_curve(train_plan(make_plan({stage(0, 6, {2, 2})}), 20), reference());
+}
+
+TEST_CASE("train: PP=2 with DP=2 on each stage, TP 1 on one and TP 2 on the other") {
+  check_same_curve(train_plan(make_plan({stage(0, 3, {1, 1}), stage(3, 3, {2, 2})}), 20), reference());
+}
+
+TEST_CASE("train: SGD under DP=2 of TP-2 replicas reproduces the single-process SGD curve") {
+  check_same_curve(train_plan(make_plan({stage(0, 6, {2, 2})}), 20, train::optimizer_kind::sgd),
+                   reference(train::optimizer_kind::sgd));
 }
 
 TEST_CASE("train: the stages of a plan hold the model's parameters") {

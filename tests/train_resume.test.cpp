@@ -19,46 +19,20 @@
 #include <vector>
 
 #include "rank_threads.hpp"
+#include "tiny_plans.hpp"
 #include "temp_file.hpp"
 
 namespace {
 
 using namespace sailor;
 using namespace std::chrono_literals;
+using sailor::testing::make_plan;
+using sailor::testing::stage;
 namespace fs = std::filesystem;
-
-config::stage_plan stage(int first, int count, std::vector<int> tps) {
-  config::stage_plan s;
-  s.first_layer = first;
-  s.num_layers = count;
-  for (int tp : tps) {
-    config::replica r;
-    r.gpu_type = "cpu";
-    r.tp = tp;
-    s.replicas.push_back(r);
-  }
-  return s;
-}
-
-config::plan make_plan(std::vector<config::stage_plan> stages) {
-  config::plan p;
-  p.micro_batch = 2;
-  p.global_batch = 8;
-  p.stages = std::move(stages);
-  return p;
-}
 
 train::train_options options_for(train::optimizer_kind kind, const std::string& dir = "",
                                  int every = 1) {
-  train::train_options o;
-  o.seed = 7;
-  o.optimizer = kind;
-  o.learning_rate = kind == train::optimizer_kind::adamw ? 3e-3 : 0.5;
-  o.momentum = kind == train::optimizer_kind::sgd ? 0.9 : 0.0;
-  o.weight_decay = 0.01;
-  o.clip_norm = 1.0;
-  o.torch_threads = 1;
-  o.timeout = 30s;
+  auto o = sailor::testing::options_for(kind);
   o.checkpoint_dir = dir;
   o.checkpoint_every = every;
   return o;

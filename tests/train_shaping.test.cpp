@@ -235,7 +235,7 @@ TEST_CASE("train: the shaped all-reduce returns on every member at the last arri
       }
       auto shaped = train::make_shaped_group(std::move(*c), zones, {link});
       created.wait();
-      if (r == 1) std::this_thread::sleep_for(60ms);  // a late member
+      if (r == 1) std::this_thread::sleep_for(60ms);  // sleep override: the late member whose arrival the test measures
       data[r].assign(count, static_cast<float>(r + 1));
       arrived[r] = clock_type::now();
       auto st = shaped->all_reduce({data[r].data(), count, comm::element_type::f32});
