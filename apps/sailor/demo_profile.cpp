@@ -1,0 +1,221 @@
+#include "demo_profile.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "child_process.hpp"
+#include "sailor/config/load.hpp"
+
+namespace sailor::app {
+namespace {
+
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+// Whether `p` has times for gpu type CPU at micro-batch `mbs` and every TP degree in `tps`.
+bool covers(const config::model_profile& p, int mbs, const std::set<int>& tps) {
+  const auto* gp = p.find("CPU");
+  if (!gp) return false;
+  for (int tp : tps)
+    if (!gp->find(mbs, tp)) return false;
+  return true;
+}
+
+// Per layer, the median over `copies` of forward, backward and update times.
+config::model_profile median_profile(const std::vector<config::model_profile>& copies) {
+  config::model_profile out = copies.front();
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
+  for (auto& [gpu, gp] : out.by_gpu)
+    for (auto& [mbs, by_tp] : gp.times)
+      for (auto& [tp, layers] : by_tp)
+        for (std::size_t l = 0; l < layers.size(); ++l) {
+          std::vector<double> f, b, u;
+          for (const auto& c : copies) {
+            const auto* g = c.find(gpu);
+            const auto* ls = g ? g->find(mbs, tp) : nullptr;
+            if (!ls || ls->size() != layers.size())
+              continue;
+            f.push_back((*ls)[l].forward_s);
+            b.push_back((*ls)[l].backward_s);
+            u.push_back((*ls)[l].update_s);
+          }
+          layers[l] = {median(f), median(b), median(u)};
+        }
+  return out;
+}
+
+std::optional<measured_profile> read_host(const std::string& path, measured_profile m) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  try {
+    auto j = nlohmann::json::parse(in);
+    m.host_cores = j.at("host_cores").get<double>();
+    m.cpu_per_message_s = j.at("cpu_per_message_s").get<double>();
+    m.cpu_per_collective_s = j.at("cpu_per_collective_s").get<double>();
+    return m;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+// Rough memory check when the simulator has no estimate: weights, gradients and two AdamW
+// states in fp32 (16 bytes per parameter) of the largest stage against the catalog memory.
+std::string rough_memory_check(const config::model_shape& m, const config::plan& p,
+                               double capacity_bytes) {
+  for (std::size_t s = 0; s < p.stages.size(); ++s) {
+    double params = 0;
+    for (int l = p.stages[s].first_layer; l < p.stages[s].first_layer + p.stages[s].num_layers; ++l)
+      params += static_cast<double>(m.params_of_layer(l));
+    double bytes = 16 * params;
+    if (capacity_bytes > 0 && bytes > capacity_bytes) {
+      char buf[256];
+      std::snprintf(buf, sizeof buf, "stage %zu needs at least %.2f GiB (weights, gradients, "
+                    "optimizer states) but a device has %.2f GiB",
+                    s, bytes / (1 << 30), capacity_bytes / (1 << 30));
+      return buf;
+    }
+  }
+  return {};
+}
+
+// The model's profile for plan `p` on this machine: the cached file (and its .host.json) when
+// it covers the plan, else measured by `sailor-node profile` (bounded) and written to the
+// cache (or `work`). The nodes train one single-threaded rank each, as many ranks as the plan
+// has, on this machine's cores. The profile holds each pass's CPU work (the profiling
+// thread's CPU time), measured by as many processes at once as the plan has ranks (the same
+// cache and memory pressure; the median of their times is kept, each the mean of its
+// repeats), each pass starting with caches another process used (a rank gets its core back
+// after waiting for a transfer, while others ran; 4 MiB is this machine's L2). The cores the
+// ranks get together are what the profiling processes got: the median of their CPU time over
+// wall time, times their number (at most this machine's cores; less when other work loads
+// the machine). Each process also measures the CPU a message and a gradient all-reduce cost
+// on loopback (the median is kept). The simulator shares those cores among the ranks.
+result<measured_profile> obtain_profile(const profile_request& args, const std::string& node_binary,
+                                        const fs::path& work, const config::plan& p) {
+  std::set<int> tps;
+  int ranks = 0;
+  for (const auto& s : p.stages)
+    for (const auto& r : s.replicas) {
+      tps.insert(std::max(1, r.tp));
+      ranks += std::max(1, r.tp);
+    }
+  if (!args.profile.empty() && fs::exists(args.profile)) {
+    auto cached = config::load_profile_json(args.profile);
+    if (cached && covers(*cached, p.micro_batch, tps)) {
+      measured_profile m;
+      m.profile = std::move(*cached);
+      if (auto with_host = read_host(args.profile + ".host.json", m))
+        return *with_host;
+    }
+  }
+  const std::string out = args.profile.empty() ? (work / "profile.json").string() : args.profile;
+  std::string tp_list;
+  for (int tp : tps)
+    tp_list += (tp_list.empty() ? "" : ",") + std::to_string(tp);
+  std::vector<child> procs;
+  for (int k = 0; k < std::max(1, ranks); ++k) {
+    child c;
+    c.name = "profile-" + std::to_string(k);
+    c.log = (work / (c.name + ".log")).string();
+    c.pid = spawn({node_binary, "profile", "--model", args.model, "--out",
+                   (work / (c.name + ".json")).string(), "--micro-batches",
+                   std::to_string(p.micro_batch), "--tp", tp_list, "--repeats", "40", "--warmup",
+                   "5", "--threads", "1", "--statistic", "mean", "--cpu-clock", "--cold-cache-bytes",
+                   "4194304", "--host-figures",
+                   (work / (c.name + ".host.json")).string(), "--ready-file",
+                   (work / (c.name + ".ready")).string(), "--go-file", (work / "profile.go").string()},
+                  c.log);
+    if (c.pid < 0) {
+      stop_children(procs, std::chrono::milliseconds{0});
+      return sailor::error{error_kind::failed, "cannot start " + node_binary + " profile", "", 0, ""};
+    }
+    procs.push_back(c);
+  }
+  const auto deadline = clock_type::now() + std::chrono::seconds{120};
+  auto running = [&] {
+    reap(procs);
+    for (const auto& c : procs)
+      if (c.exit_code == -1)
+        return true;
+    return false;
+  };
+  // They measure together: the go-ahead once every process has loaded the model.
+  bool go = false;
+  while (running() && clock_type::now() < deadline) {
+    if (!go && std::any_of(procs.begin(), procs.end(), [](const child& c) { return c.exit_code > 0; })) {
+      stop_children(procs, std::chrono::milliseconds{0});  // one failed: the others would wait
+      break;
+    }
+    if (!go) {
+      go = std::all_of(procs.begin(), procs.end(),
+                       [&](const child& c) { return fs::exists(work / (c.name + ".ready")); });
+      if (go)
+        std::ofstream(work / "profile.go") << "go\n";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds{go ? 20 : 5});  // polling the children
+  }
+  if (running()) {
+    stop_children(procs, std::chrono::milliseconds{0});
+    return sailor::error{error_kind::failed, "profiling took over 120 s", "", 0, ""};
+  }
+  std::vector<config::model_profile> copies;
+  std::vector<double> shares, per_message, per_collective;
+  for (const auto& c : procs) {
+    if (c.exit_code != 0)
+      return sailor::error{error_kind::failed, "profiling failed: " + tail_of(c.log, 400), c.log, 0, ""};
+    auto one = config::load_profile_json((work / (c.name + ".json")).string());
+    if (!one)
+      return one.error();
+    copies.push_back(std::move(*one));
+    const std::string host_path = (work / (c.name + ".host.json")).string();
+    try {
+      std::ifstream in(host_path);
+      auto j = nlohmann::json::parse(in);
+      shares.push_back(j.at("core_share").get<double>());
+      per_message.push_back(j.at("cpu_per_message_s").get<double>());
+      per_collective.push_back(j.at("cpu_per_collective_s").get<double>());
+    } catch (const std::exception& e) {
+      return sailor::error{error_kind::failed, std::string("host figures: ") + e.what(), host_path, 0, ""};
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  };
+  measured_profile m;
+  m.profile = median_profile(copies);
+  // The processes do not all finish together, and the last ones get the cores the first
+  // left: the median share is the one they had while all ran.
+  const double cores = median(shares) * static_cast<double>(shares.size());
+  const unsigned hw = std::thread::hardware_concurrency();
+  m.host_cores = hw > 0 ? std::min(cores, static_cast<double>(hw)) : cores;
+  m.cpu_per_message_s = median(per_message);
+  m.cpu_per_collective_s = median(per_collective);
+  std::ofstream file(out);
+  file << config::to_profile_json(m.profile) << "\n";
+  nlohmann::json host;
+  host["host_cores"] = m.host_cores;
+  host["cpu_per_message_s"] = m.cpu_per_message_s;
+  host["cpu_per_collective_s"] = m.cpu_per_collective_s;
+  std::ofstream host_file(out + ".host.json");
+  host_file << host.dump(1) << "\n";
+  if (!file || !host_file)
+    return sailor::error{error_kind::failed, "cannot write the profile", out, 0, ""};
+  return m;
+}
+
+}  // namespace sailor::app

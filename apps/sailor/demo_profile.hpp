@@ -1,0 +1,42 @@
+#pragma once
+// What `sailor demo` predicts from: the tiny model's per-layer profile measured on this
+// machine by `sailor-node profile` (as many processes at once as the plan has ranks), and what
+// this host gives the ranks (cores, CPU per message and per all-reduce).
+
+#include <filesystem>
+#include <string>
+
+#include "sailor/config/error.hpp"
+#include "sailor/config/model.hpp"
+#include "sailor/config/plan.hpp"
+#include "sailor/config/profile.hpp"
+
+namespace sailor::app {
+
+/// What the demo's prediction is made from: the model's per-layer profile and what this host
+/// gives the ranks (`sailor-node profile --host-figures`).
+struct measured_profile {
+  config::model_profile profile;
+  double host_cores = 0;            ///< cores the ranks get together (0: unknown)
+  double cpu_per_message_s = 0;     ///< CPU of one point-to-point message, every thread
+  double cpu_per_collective_s = 0;  ///< CPU of one gradient all-reduce, every thread
+};
+
+/// Where the profile comes from.
+struct profile_request {
+  std::string profile;  ///< cache file: read if it covers the plan, else written ("" : none)
+  std::string model;    ///< model YAML the profiling processes load
+};
+
+/// Rough memory check when the simulator has no estimate: weights, gradients and two AdamW
+/// states in fp32 (16 bytes per parameter) of the largest stage against `capacity_bytes`;
+/// "" when it fits.
+std::string rough_memory_check(const config::model_shape& m, const config::plan& p,
+                               double capacity_bytes);
+
+/// The model's profile for plan `p` on this machine: the cached file when it covers the plan,
+/// else measured by `node_binary profile` (bounded) in `work` and written to the cache.
+result<measured_profile> obtain_profile(const profile_request& args, const std::string& node_binary,
+                                        const std::filesystem::path& work, const config::plan& p);
+
+}  // namespace sailor::app
