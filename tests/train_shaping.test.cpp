@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "rank_threads.hpp"
+
 namespace {
 
 using namespace sailor;
@@ -62,46 +64,18 @@ struct run_result {
 
 run_result train_plan(const config::plan& plan, int iterations, const train::train_options& o) {
   auto model = models::tiny_gpt_shape();
-  const int n = train::world_size(plan);
-  comm::gloo_options gopts;
-  gopts.in_process_store = comm::make_in_process_store();
-  gopts.timeout = 30s;
   run_result out;
-  out.telemetry.resize(n);
-  out.errors.resize(n);
-  std::latch finished(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      std::unique_ptr<comm::communicator_factory> factory;
-      std::unique_ptr<train::stage_executor> exec;
-      struct arrive_on_exit {
-        std::latch& latch;
-        ~arrive_on_exit() { latch.arrive_and_wait(); }
-      } guard{finished};
-      auto made_factory = comm::make_gloo_factory(r, gopts);
-      if (!made_factory) {
-        out.errors[r] = made_factory.error().to_string();
-        return;
-      }
-      factory = std::move(*made_factory);
-      auto made = train::stage_executor::create(model, plan, train::role_of(plan, r), *factory, o);
-      if (!made) {
-        out.errors[r] = made.error().to_string();
-        return;
-      }
-      exec = std::move(*made);
+  out.telemetry.resize(train::world_size(plan));
+  out.errors = sailor::testing::run_rank_threads(
+    model, plan, o, [&](int r, train::stage_executor& exec) -> std::string {
       for (int it = 0; it < iterations; ++it) {
-        auto tel = exec->run_iteration(it);
-        if (!tel) {
-          out.errors[r] = tel.error().to_string();
-          return;
-        }
+        auto tel = exec.run_iteration(it);
+        if (!tel)
+          return tel.error().to_string();
         out.telemetry[r].push_back(*tel);
       }
+      return {};
     });
-  }
-  for (auto& t : threads) t.join();
   for (const auto& t : out.telemetry[0]) out.losses.push_back(t.loss);
   return out;
 }
