@@ -193,7 +193,6 @@ int run_demo(const demo_args& args) {
   if (!base->gpus.find("CPU"))
     return fail(args.cluster + ": the catalog has no 'CPU' GPU type (the nodes' devices)");
   const auto cluster = make_cluster(*base, args.nodes, args.zones);
-  const double capacity = static_cast<double>(base->gpus.find("CPU")->memory_bytes);
 
   std::string node_binary = args.node_binary;
   if (node_binary.empty())
@@ -254,7 +253,7 @@ int run_demo(const demo_args& args) {
   const int layers = model->num_all_layers();
   const auto shape = *model;
   const auto job_cfg = *job;
-  options.plan = [&events, &cluster, fixed, layers, shape, job_cfg, capacity, &args, &node_binary,
+  options.plan = [&events, &cluster, fixed, layers, shape, job_cfg, &args, &node_binary,
                   &work](const actors::plan_request& request) -> result<config::plan> {
     config::plan p;
     if (fixed) {
@@ -285,19 +284,15 @@ int run_demo(const demo_args& args) {
     };
     // 1. Memory, and the analytic time, from the catalog alone (no need to profile a model
     //    that cannot run).
+    //    The same check as `sailor coordinator --train-dir` (training_setup.hpp).
+    if (auto why = memory_refusal(shape, p, cluster, job_cfg); !why.empty())
+      return sailor::error{error_kind::invalid_input,
+                           "the model does not fit a device's memory: " + why, "", 0, "plan"};
     double analytic = 0;
     std::string note;
     auto rough = predict(nullptr);
-    if (rough) {
-      if (!rough->fits_memory)
-        return sailor::error{error_kind::invalid_input,
-                             "the model does not fit a device's memory: " + rough->memory_verdict,
-                             "", 0, "plan"};
+    if (rough)
       analytic = rough->iteration_time_s;
-    } else if (auto why = rough_memory_check(shape, p, capacity); !why.empty()) {
-      return sailor::error{error_kind::invalid_input,
-                           "the model does not fit a device's memory: " + why, "", 0, "plan"};
-    }
     // 2. The time from the model's measured profile on this machine.
     double predicted = analytic;
     note = rough ? "simulator, analytic CPU model from the catalog (rough)"

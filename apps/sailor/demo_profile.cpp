@@ -72,26 +72,6 @@ std::optional<measured_profile> read_host(const std::string& path, measured_prof
 
 }  // namespace
 
-// Rough memory check when the simulator has no estimate: weights, gradients and two AdamW
-// states in fp32 (16 bytes per parameter) of the largest stage against the catalog memory.
-std::string rough_memory_check(const config::model_shape& m, const config::plan& p,
-                               double capacity_bytes) {
-  for (std::size_t s = 0; s < p.stages.size(); ++s) {
-    double params = 0;
-    for (int l = p.stages[s].first_layer; l < p.stages[s].first_layer + p.stages[s].num_layers; ++l)
-      params += static_cast<double>(m.params_of_layer(l));
-    double bytes = 16 * params;
-    if (capacity_bytes > 0 && bytes > capacity_bytes) {
-      char buf[256];
-      std::snprintf(buf, sizeof buf, "stage %zu needs at least %.2f GiB (weights, gradients, "
-                    "optimizer states) but a device has %.2f GiB",
-                    s, bytes / (1 << 30), capacity_bytes / (1 << 30));
-      return buf;
-    }
-  }
-  return {};
-}
-
 // The model's profile for plan `p` on this machine: the cached file (and its .host.json) when
 // it covers the plan, else measured by `sailor-node profile` (bounded) and written to the
 // cache (or `work`). The nodes train one single-threaded rank each, as many ranks as the plan

@@ -28,12 +28,6 @@ struct profile_request {
   std::string model;    ///< model YAML the profiling processes load
 };
 
-/// Rough memory check when the simulator has no estimate: weights, gradients and two AdamW
-/// states in fp32 (16 bytes per parameter) of the largest stage against `capacity_bytes`;
-/// "" when it fits.
-std::string rough_memory_check(const config::model_shape& m, const config::plan& p,
-                               double capacity_bytes);
-
 /// The model's profile for plan `p` on this machine: the cached file when it covers the plan,
 /// else measured by `node_binary profile` (bounded) in `work` and written to the cache.
 result<measured_profile> obtain_profile(const profile_request& args, const std::string& node_binary,
