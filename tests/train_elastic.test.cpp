@@ -60,7 +60,8 @@ std::unique_ptr<child> start_node(const temp_dir& dir, const std::string& port,
                                   const std::string& name, const std::string& zone) {
   auto node = std::make_unique<child>(
     std::vector<std::string>{sailor_bin("sailor-node"), "--join", "127.0.0.1:" + port, "--zone",
-                             zone, "--devices", "cpu:1", "--name", name, "--transport", "socket"},
+                             zone, "--devices", "cpu:1", "--name", name, "--transport", "socket",
+                             "--state-dir", dir.path("train")},
     dir.path(name + ".out"), dir.path(name + ".err"));
   REQUIRE(node->pid() > 0);
   return node;

@@ -144,5 +144,23 @@ void prune_checkpoints(const std::string& dir, int keep) {
   }
 }
 
+void prune_writer_files(const std::string& dir, const shard_file& mine, int keep) {
+  if (keep < 1) keep = 1;
+  const auto name = shard_file_name(mine);
+  auto all = checkpoint_iterations(dir);
+  int kept = 0;
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    const fs::path folder = checkpoint_path(dir, *it);
+    std::error_code ec;
+    if (!fs::exists(folder / name, ec)) continue;
+    if (kept < keep) {
+      ++kept;
+      continue;
+    }
+    fs::remove(folder / name, ec);
+    if (fs::is_empty(folder, ec)) fs::remove(folder, ec);  // the last writer's file went
+  }
+}
+
 }  // namespace detail
 }  // namespace sailor::train

@@ -111,6 +111,7 @@ void lose_node(supervisor* self, const std::string& name, const std::string& rea
   log::get("actors")->warn("[supervisor] node {} lost: {}", name, reason);
   record(self, "node " + name + " lost: " + reason);
   self->demonitor(node.endpoint);
+  st.holdings.forget(node.inventory.address);
   // A node declared lost that is in fact alive (stalled) must not keep running old roles.
   self->send(node.endpoint, shutdown_notice{"declared lost: " + reason});
   if (auto z = st.zones.find(node.inventory.zone); z != st.zones.end())
@@ -164,6 +165,10 @@ void admit(supervisor* self, const join_request& request) {
   supervised_node node;
   node.inventory = inv;
   node.endpoint = sender;
+  // What the node kept from earlier plans (or an earlier coordinator) can be resumed from.
+  for (const auto& file : inv.checkpoints)
+    st.holdings.add(file, inv.address);
+  node.inventory.checkpoints.clear();
   st.nodes.emplace(inv.name, std::move(node));
   self->monitor(sender);
   auto zone = zone_actor_name(inv.zone);
@@ -207,7 +212,7 @@ void assign(supervisor* self, config::plan chosen) {
     training_job job;
     job.plan_version = st.plan_version;
     job.plan = chosen;
-    if (st.options.prepare_training(job)) {
+    if (st.options.prepare_training(job, st.holdings)) {
       st.training = training_progress{st.plan_version,          plan_world_size(chosen),
                                       job.iterations,            chosen.num_stages() - 1,
                                       job.predicted_iteration_s, job.start_iteration,
@@ -378,6 +383,9 @@ caf::message_handler common(supervisor* self) {
     },
     [self](const train_report& x) {
       auto& st = self->state;
+      if (!x.checkpoint_file.empty())
+        if (auto n = st.nodes.find(x.node); n != st.nodes.end())
+          st.holdings.add(x.checkpoint_file, n->second.inventory.address);
       bool had_error = !st.training.error().empty();
       auto done = st.training.add(x);
       if (!had_error && !st.training.error().empty()) {

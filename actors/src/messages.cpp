@@ -1,6 +1,7 @@
 #include "sailor/actors/messages.hpp"
 
 #include "sailor/actors/scheduler_api.hpp"
+#include "sailor/actors/rendezvous.hpp"
 #include "sailor/actors/train/messages.hpp"
 
 namespace sailor::actors {
@@ -32,7 +33,9 @@ void add_message_types(caf::actor_system_config& cfg) {
     .add_message_type<plan_request>("sailor.plan_request")
     .add_message_type<plan_reply>("sailor.plan_reply")
     .add_message_type<training_job>("sailor.training_job")
-    .add_message_type<train_report>("sailor.train_report");
+    .add_message_type<train_report>("sailor.train_report")
+    .add_message_type<comm::store_request>("sailor.store_request")
+    .add_message_type<comm::store_reply>("sailor.store_reply");
 }
 
 }  // namespace sailor::actors

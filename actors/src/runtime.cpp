@@ -32,6 +32,8 @@ result<std::unique_ptr<coordinator>> coordinator::start(caf::actor_system& syste
   sup.publish = [links](const std::string& name, const caf::actor& a) { links->publish(name, a); };
   self->supervisor_ = system.spawn(job_supervisor, sup);
   self->bridge_->publish("supervisor", self->supervisor_);
+  self->store_ = spawn_rendezvous_server(system);
+  self->bridge_->publish("store", self->store_);
   caf::actor supervisor = self->supervisor_;
   self->bridge_->on_refused([supervisor](const peer_refused& x) {
     caf::anon_send(supervisor, x);
@@ -49,6 +51,8 @@ result<std::unique_ptr<coordinator>> coordinator::start(caf::actor_system& syste
 coordinator::~coordinator() {
   if (supervisor_)
     caf::anon_send_exit(supervisor_, caf::exit_reason::user_shutdown);
+  if (store_)
+    caf::anon_send_exit(store_, caf::exit_reason::user_shutdown);
   if (scheduler_)
     caf::anon_send_exit(scheduler_, caf::exit_reason::user_shutdown);
   // Give the supervisor's goodbyes (shutdown notices) a moment to leave before the links
@@ -74,6 +78,9 @@ result<std::unique_ptr<node>> node::start(caf::actor_system& system, const std::
   auto id = *peer;
   options.supervisor = links->remote_actor(id, "supervisor");
   options.resolve = [links, id](const std::string& name) { return links->remote_actor(id, name); };
+  self->rendezvous_ = rendezvous_client::start(
+    system, links->remote_actor(id, "store"),
+    [links](const std::string& name, const caf::actor& a) { links->publish(name, a); });
   if (!options.outcome)
     options.outcome = std::make_shared<agent_outcome>();
   self->outcome_ = options.outcome;
@@ -89,6 +96,7 @@ node::~node() {
   if (agent_)
     caf::anon_send_exit(agent_, caf::exit_reason::user_shutdown);
   bridge_->close();
+  rendezvous_.reset();
 }
 
 result<cluster_status> query_status(caf::actor_system& system, const std::string& host,

@@ -11,6 +11,7 @@
 #include <caf/make_message.hpp>
 
 #include "sailor/actors/messages.hpp"
+#include "sailor/actors/rendezvous.hpp"
 #include "sailor/actors/train/messages.hpp"
 #include "sailor/comm/messages.hpp"
 #include "sailor/comm/transport.hpp"
@@ -37,14 +38,14 @@ std::int64_t ms_of(double seconds) { return std::llround(seconds * 1000.0); }
 // -- runtime values <-> comm values --------------------------------------------------------
 
 comm::node_inventory to_comm(const node_inventory& x) {
-  comm::node_inventory out{x.name, x.host, x.zone, "", {}, x.gpu_type};
+  comm::node_inventory out{x.name, x.host, x.zone, x.address, {}, x.gpu_type, x.checkpoints};
   for (auto& d : x.devices)
     out.devices.push_back(comm::device_info{d.index, x.gpu_type, d.memory_bytes, d.kind});
   return out;
 }
 
 node_inventory from_comm(const comm::node_inventory& x) {
-  node_inventory out{x.node_id, x.zone, x.gpu_type, x.host, {}};
+  node_inventory out{x.node_id, x.zone, x.gpu_type, x.host, {}, x.address, x.checkpoints};
   for (auto& d : x.devices)
     out.devices.push_back(device_info{d.index, d.kind, d.memory_bytes});
   return out;
@@ -162,13 +163,18 @@ std::optional<comm::message_body> to_comm_body(const caf::message& m, const std:
   if (m.match_elements<training_job>()) {
     auto& x = m.get_as<training_job>(0);
     return comm::training_job{epoch(x.plan_version), x.plan,         x.model,
-                              x.store_dir,           x.iterations,   x.seed,
+                              x.iterations,          x.seed,
                               x.optimizer,           x.learning_rate, x.torch_threads,
                               x.timeout_ms,          x.predicted_iteration_s,
                               x.links,               x.start_iteration,
                               x.checkpoint_dir,      x.checkpoint_every,
-                              x.restore_dir};
+                              x.restore_dir,         x.restore_files,
+                              x.restore_holders};
   }
+  if (m.match_elements<comm::store_request>())
+    return m.get_as<comm::store_request>(0);
+  if (m.match_elements<comm::store_reply>())
+    return m.get_as<comm::store_reply>(0);
   if (m.match_elements<train_report>()) {
     auto& x = m.get_as<train_report>(0);
     return comm::train_report{epoch(x.plan_version),
@@ -182,7 +188,8 @@ std::optional<comm::message_body> to_comm_body(const caf::message& m, const std:
                               x.all_reduce_s,
                               x.total_s,
                               x.tokens,
-                              x.error};
+                              x.error,
+                              x.checkpoint_file};
   }
   return std::nullopt;
 }
@@ -273,7 +280,6 @@ struct from_comm_body {
     out.plan_version = static_cast<std::int64_t>(x.plan_epoch);
     out.plan = std::move(x.plan);
     out.model = std::move(x.model);
-    out.store_dir = x.store_dir;
     out.iterations = x.iterations;
     out.seed = x.seed;
     out.optimizer = x.optimizer;
@@ -286,7 +292,15 @@ struct from_comm_body {
     out.checkpoint_dir = std::move(x.checkpoint_dir);
     out.checkpoint_every = x.checkpoint_every;
     out.restore_dir = std::move(x.restore_dir);
+    out.restore_files = std::move(x.restore_files);
+    out.restore_holders = std::move(x.restore_holders);
     return caf::make_message(std::move(out));
+  }
+  result<caf::message> operator()(comm::store_request& x) const {
+    return caf::make_message(std::move(x));
+  }
+  result<caf::message> operator()(comm::store_reply& x) const {
+    return caf::make_message(std::move(x));
   }
   result<caf::message> operator()(comm::train_report& x) const {
     train_report out;
@@ -305,6 +319,7 @@ struct from_comm_body {
     out.total_s = x.total_s;
     out.tokens = x.tokens;
     out.error = x.error;
+    out.checkpoint_file = std::move(x.checkpoint_file);
     return caf::make_message(std::move(out));
   }
 };

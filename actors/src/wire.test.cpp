@@ -223,7 +223,6 @@ TEST_CASE_FIXTURE(fixture, "wire: every wire message survives encoding and decod
     j.model.precision = sailor::config::dtype::bf16;
     j.model.tied_embeddings = true;
     j.model.learned_positions = false;
-    j.store_dir = "/tmp/store";
     j.iterations = 7;
     j.seed = 1234567890123ull;
     j.optimizer = "sgd";
@@ -268,7 +267,6 @@ TEST_CASE_FIXTURE(fixture, "wire: every wire message survives encoding and decod
     CHECK(back.model.precision == sailor::config::dtype::bf16);
     CHECK(back.model.tied_embeddings);
     CHECK_FALSE(back.model.learned_positions);
-    CHECK(back.store_dir == "/tmp/store");
     CHECK(back.iterations == 7);
     CHECK(back.seed == 1234567890123ull);
     CHECK(back.optimizer == "sgd");

@@ -4,13 +4,18 @@
 // SIGTERM is a preemption notice (the coordinator re-plans without this node at once);
 // SIGINT leaves the same way. Exit codes: 0 shut down by the coordinator or preempted,
 // 1 lost the coordinator, 2 bad arguments, 3 refused by the coordinator.
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <regex>
 #include <string>
@@ -24,6 +29,7 @@
 #ifdef SAILOR_WITH_TRAIN
 #include "sailor/actors/train/node_training.hpp"
 #include "sailor/actors/train/profiler.hpp"
+#include "sailor/actors/train/shard_service.hpp"
 #endif
 
 namespace {
@@ -45,7 +51,83 @@ struct node_args {
   std::string gpu_type;
   std::string name;
   std::string transport = "ucx";
+  std::string advertise;  ///< empty: the address of the interface that reaches the coordinator
+  std::string state_dir;  ///< empty: $XDG_CACHE_HOME/sailor/<name> or ~/.cache/sailor/<name>
 };
+
+// The address of this machine's interface that routes to host:port (a UDP socket connected
+// there: nothing is sent). Empty when the host does not resolve or no route exists.
+std::string local_address_towards(const std::string& host, std::uint16_t port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found)
+    return {};
+  std::string out;
+  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+    sockaddr_in local{};
+    socklen_t len = sizeof local;
+    char text[INET_ADDRSTRLEN] = {};
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+        ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text))
+      out = text;
+  }
+  if (fd >= 0)
+    ::close(fd);
+  ::freeaddrinfo(found);
+  return out;
+}
+
+// The address peers reach this node on: --advertise, or the interface towards the coordinator.
+result<std::string> advertised_address(const node_args& args, const std::string& host,
+                                       std::uint16_t port) {
+  auto out = args.advertise.empty() ? local_address_towards(host, port) : args.advertise;
+  if (out.empty())
+    return sailor::error{error_kind::invalid_input,
+                         "cannot tell which address of this machine reaches " + args.join +
+                           "; name it with --advertise HOST",
+                         "", 0, "--advertise"};
+  return out;
+}
+
+// The checkpoint shards under `state_dir` (relative paths), at most `limit` of them.
+std::vector<std::string> held_shards(const std::string& state_dir, std::size_t limit = 4096) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  std::error_code ec;
+  const fs::path root = fs::path{state_dir} / "checkpoints";
+  for (fs::recursive_directory_iterator i{root, ec}, end; !ec && i != end && out.size() < limit;
+       i.increment(ec)) {
+    const auto name = i->path().filename().string();
+    if (i->is_regular_file(ec) && name.rfind("shard-", 0) == 0 && name.size() > 5 &&
+        name.substr(name.size() - 5) == ".ckpt")
+      out.push_back(i->path().lexically_relative(state_dir).string());
+  }
+  return out;
+}
+
+// The default state folder of node `name`.
+std::string default_state_dir(const std::string& name) {
+  namespace fs = std::filesystem;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return (fs::path{xdg} / "sailor" / name).string();
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return (fs::path{home} / ".cache" / "sailor" / name).string();
+  return (fs::temp_directory_path() / ("sailor-" + name)).string();
+}
+
+// The node's state folder, made if missing; the error names the folder.
+result<std::string> make_state_dir(const node_args& args, const std::string& name) {
+  const std::string dir = args.state_dir.empty() ? default_state_dir(name) : args.state_dir;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return sailor::error{error_kind::invalid_input, dir + ": " + ec.message(), "", 0,
+                         "--state-dir"};
+  return dir;
+}
 
 // Devices from "cpu:N" or "cuda:all" / "cuda:N".
 result<std::vector<actors::device_info>> parse_devices(const std::string& text,
@@ -116,9 +198,52 @@ int run(const node_args& args) {
   options.inventory.zone = args.zone;
   options.inventory.gpu_type = args.gpu_type.empty() ? default_type : args.gpu_type;
   options.inventory.devices = std::move(*devices);
+  auto advertise = advertised_address(args, where->first, where->second);
+  if (!advertise) {
+    std::fprintf(stderr, "sailor-node: %s\n", advertise.error().message.c_str());
+    return 2;
+  }
+  auto state_dir = make_state_dir(args, options.inventory.name);
+  if (!state_dir) {
+    std::fprintf(stderr, "sailor-node: --state-dir %s\n", state_dir.error().message.c_str());
+    return 2;
+  }
+  auto transport =
+    actors::make_transport(args.transport, options.inventory.name, options.inventory.zone);
+  if (!transport) {
+    std::fprintf(stderr, "sailor-node: %s\n", transport.error().message.c_str());
+    return 2;
+  }
+  // Checkpoint shards travel over comm's transport: the bridge's, or TCP under `socket`.
+  std::unique_ptr<comm::transport> own_transport;
+  comm::transport* data = transport->get();
+  if (!data) {
+    auto tcp = actors::make_transport("tcp", options.inventory.name, options.inventory.zone);
+    if (!tcp) {
+      std::fprintf(stderr, "sailor-node: %s\n", tcp.error().message.c_str());
+      return 1;
+    }
+    own_transport = std::move(*tcp);
+    data = own_transport.get();
+  }
+  options.inventory.address = *advertise + ":0";
+#ifdef SAILOR_WITH_TRAIN
+  auto shards = train::shard_server::start(*data, *advertise, *state_dir);
+  if (!shards) {
+    std::fprintf(stderr, "sailor-node: serving checkpoint shards on %s: %s\n",
+                 advertise->c_str(), shards.error().message.c_str());
+    return 2;
+  }
+  options.inventory.address = (*shards)->address();
+  options.inventory.checkpoints = held_shards(*state_dir);
+#endif
+  log::get("actors")->info("[node {}] peers reach it on {}; state in {} ({} checkpoint shards)",
+                           options.inventory.name, *advertise, *state_dir,
+                           options.inventory.checkpoints.size());
 #ifdef SAILOR_WITH_TRAIN
   // Real training: each stage role becomes a rank of the executor on its own thread.
-  auto trainer = std::make_shared<train::node_trainer>(options.inventory.name);
+  auto trainer = std::make_shared<train::node_trainer>(
+    train::node_training_options{options.inventory.name, *advertise, *state_dir, data});
   options.hook = [trainer](const actors::stage_role& role) { return trainer->on_role(role); };
   options.on_training_job = [trainer](const actors::training_job& job) { trainer->on_job(job); };
 #endif
@@ -136,12 +261,6 @@ int run(const node_args& args) {
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
 
-  auto transport =
-    actors::make_transport(args.transport, options.inventory.name, options.inventory.zone);
-  if (!transport) {
-    std::fprintf(stderr, "sailor-node: %s\n", transport.error().message.c_str());
-    return 2;
-  }
   actors::runtime_config cfg;
   caf::actor_system system{cfg};
   auto node = actors::node::start(system, where->first, where->second, std::move(options),
@@ -152,7 +271,7 @@ int run(const node_args& args) {
   }
   caf::actor agent = (*node)->agent();
 #ifdef SAILOR_WITH_TRAIN
-  trainer->set_agent(agent);
+  trainer->set_agent(agent, (*node)->rendezvous());
 #endif
   std::thread signal_thread([agent] {
     unsigned char sig = 0;
@@ -211,6 +330,12 @@ int main(int argc, char** argv) {
   app.add_option("--name", args.name, "node name (default: HOST-PID)");
   app.add_option("--transport", args.transport, "ucx, tcp or socket (as the coordinator)")
     ->capture_default_str();
+  app.add_option("--advertise", args.advertise,
+                 "the address peers reach this node on; its collectives listen there "
+                 "(default: the address of the interface that reaches the coordinator)");
+  app.add_option("--state-dir", args.state_dir,
+                 "this node's own folder for checkpoint shards (default: "
+                 "~/.cache/sailor/NAME); nothing is shared with other nodes");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

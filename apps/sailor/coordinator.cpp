@@ -1,11 +1,11 @@
 // `sailor coordinator`: runs the job supervisor that sailor-node processes join.
 //
 // With --train-dir, every plan is also trained: the nodes get a training job (the model, the
-// job's seed and optimizer, the folder for rendezvous and checkpoints) before their roles,
-// one line per completed iteration is printed, and a plan made after a node is lost resumes
-// from the newest complete checkpoint. The folder must be reachable by every node under the
-// same path (this machine, or a shared file system): the ranks meet through a Gloo FileStore
-// in it.
+// job's seed and optimizer) before their roles, one line per completed iteration is printed,
+// and a plan made after a node is lost resumes from the newest complete checkpoint the
+// remaining nodes hold. Nodes share nothing but the network: their ranks meet through the
+// coordinator's rendezvous store, and each node keeps its checkpoint shards in its own state
+// folder and serves them to the others. The train dir is the coordinator's own folder.
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -16,6 +16,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "run_summary.hpp"
 #include "training_setup.hpp"
 #include "sailor/actors/placement.hpp"
 #include "sailor/actors/runtime.hpp"
@@ -43,6 +44,7 @@ struct coordinator_args {
   double peer_timeout_s = 60;
   bool exit_when_done = false;
   bool emulate_links = false;
+  std::string summary_json;  ///< empty: none
 };
 
 int run_coordinator(const coordinator_args& args) {
@@ -139,6 +141,7 @@ int run_coordinator(const coordinator_args& args) {
     return 2;
   }
   std::atomic<int> outcome{0};  // 0 running, 1 finished, 2 failed
+  run_summary summary;
   if (!args.train_dir.empty()) {
     if (args.checkpoint_every < 0 || args.peer_timeout_s <= 0) {
       std::fprintf(stderr, "sailor coordinator: --checkpoint-every must be 0 (never) or more and "
@@ -153,7 +156,7 @@ int run_coordinator(const coordinator_args& args) {
       return 2;
     }
     std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path{args.train_dir} / "store", ec);
+    std::filesystem::create_directories(args.train_dir, ec);
     if (ec) {
       std::fprintf(stderr, "sailor coordinator: --train-dir %s: %s\n", args.train_dir.c_str(),
                    ec.message().c_str());
@@ -168,8 +171,10 @@ int run_coordinator(const coordinator_args& args) {
     settings.timeout_ms = static_cast<std::int64_t>(args.peer_timeout_s * 1000);
     if (args.emulate_links)
       settings.links = cluster->links;
-    options.supervisor.prepare_training = [settings](actors::training_job& tj) {
-      if (!fill_training_job(tj, settings)) {
+    options.supervisor.prepare_training = [settings, &summary](
+                                            actors::training_job& tj,
+                                            const actors::checkpoint_holdings& held) {
+      if (!fill_training_job(tj, settings, held)) {
         std::printf("plan v%lld: training already complete (%d iterations)\n",
                     static_cast<long long>(tj.plan_version), settings.iterations);
         std::fflush(stdout);
@@ -180,12 +185,14 @@ int run_coordinator(const coordinator_args& args) {
                   tj.start_iteration + 1, tj.iterations,
                   tj.start_iteration > 0 ? " (resumed from the checkpoint)" : "");
       std::fflush(stdout);
+      summary.on_plan(tj.plan_version, tj.start_iteration, tj.predicted_iteration_s);
       return true;
     };
     const bool exit_when_done = args.exit_when_done;
-    options.supervisor.on_iteration = [&outcome, exit_when_done](
+    options.supervisor.on_iteration = [&outcome, &summary, exit_when_done](
                                         const actors::iteration_record& r,
                                         const actors::training_progress& p) {
+      summary.on_iteration(r, p);
       std::printf("iteration %lld/%d  loss %.6f  measured %.4f s  tokens/s %.0f\n",
                   static_cast<long long>(r.iteration + 1), p.iterations(), r.loss, r.measured_s,
                   r.measured_s > 0 ? static_cast<double>(r.tokens) / r.measured_s : 0.0);
@@ -224,6 +231,11 @@ int run_coordinator(const coordinator_args& args) {
   sigwait(&signals, &sig);
   log::get("actors")->info("[coordinator] signal {}: shutting down", sig);
   coordinator->reset();
+  if (!args.summary_json.empty() && !args.train_dir.empty())
+    if (auto err = summary.write(args.summary_json)) {
+      std::fprintf(stderr, "sailor coordinator: %s\n", err->message.c_str());
+      return 1;
+    }
   return outcome == 2 ? 1 : 0;
 }
 
@@ -254,9 +266,14 @@ void add_coordinator(CLI::App& app, command_set& commands) {
   sub->add_option("--sailor-data", args->sailor_data,
                   "a Sailor data folder with profiles of the model (for --planner sailor)");
   sub->add_option("--train-dir", args->train_dir,
-                  "train every plan: a folder every node reaches under the same path (this "
-                  "machine or a shared file system) for the ranks' rendezvous and checkpoints; "
-                  "a re-plan resumes from the newest complete checkpoint in it");
+                  "train every plan; the coordinator's own folder for the job (nodes keep "
+                  "their checkpoint shards in their own --state-dir and serve them to each "
+                  "other; a re-plan resumes from the newest complete checkpoint the remaining "
+                  "nodes hold)");
+  sub->add_option("--summary-json", args->summary_json,
+                  "with --train-dir: write the run's summary here at exit (the fields of "
+                  "`sailor demo --summary-json`: iterations_completed, loss_curve, replans, "
+                  "recovery_s, tokens_per_s, predicted_iteration_s, measured_iteration_s)");
   sub->add_option("--iterations", args->iterations,
                   "training iterations (default: the job file's 'iterations')");
   sub->add_option("--checkpoint-every", args->checkpoint_every,

@@ -204,7 +204,7 @@ int run_demo(const demo_args& args) {
   if (!mkdtemp(tmpl))
     return fail("cannot create a temporary folder");
   const fs::path work = tmpl;
-  fs::create_directories(work / "store");
+  fs::create_directories(work);
 
   if (!args.verbose)
     log::get("actors")->set_level(spdlog::level::warn);
@@ -346,9 +346,11 @@ int run_demo(const demo_args& args) {
   settings.checkpoint_every = args.checkpoint_every;
   settings.timeout_ms = static_cast<std::int64_t>(args.stall_timeout_s * 1000);
   settings.links = cluster.links;
-  options.supervisor.prepare_training = [&events, settings](actors::training_job& tj) {
+  options.supervisor.prepare_training = [&events, settings](
+                                           actors::training_job& tj,
+                                           const actors::checkpoint_holdings& held) {
     // Resumes from the newest complete checkpoint of an earlier plan, if any.
-    if (!fill_training_job(tj, settings))
+    if (!fill_training_job(tj, settings, held))
       return false;
     std::lock_guard lock{events.mu};
     tj.predicted_iteration_s = events.predicted_s;
@@ -394,7 +396,7 @@ int run_demo(const demo_args& args) {
     c.log = (work / (c.name + ".log")).string();
     c.pid = spawn({node_binary, "--join", "127.0.0.1:" + std::to_string(port), "--zone",
                    zone_name(k % args.zones), "--devices", "cpu:1", "--name", c.name,
-                   "--transport", "socket"},
+                   "--transport", "socket", "--state-dir", work.string()},
                   c.log);
     if (c.pid < 0)
       return cleanup(fail("cannot start " + node_binary));

@@ -12,22 +12,6 @@ namespace sailor::app {
 
 namespace fs = std::filesystem;
 
-resume_point find_resume_point(const std::string& root) {
-  resume_point best;
-  std::error_code ec;
-  for (fs::directory_iterator i{root, ec}, end; !ec && i != end; i.increment(ec)) {
-    if (!i->is_directory(ec))
-      continue;
-    const auto name = i->path().filename().string();
-    if (name.size() < 2 || name[0] != 'v')
-      continue;
-    const int n = train::latest_checkpoint(i->path().string());
-    if (n > best.iterations)
-      best = {n, i->path().string()};
-  }
-  return best;
-}
-
 std::string memory_refusal(const config::model_shape& model, const config::plan& plan,
                            const config::cluster& cluster, const config::job& job) {
   simulator::sim_inputs in;
@@ -65,10 +49,9 @@ std::string memory_refusal(const config::model_shape& model, const config::plan&
   return {};
 }
 
-bool fill_training_job(actors::training_job& tj, const training_settings& s) {
-  const fs::path work{s.work_dir};
+bool fill_training_job(actors::training_job& tj, const training_settings& s,
+                       const actors::checkpoint_holdings& held) {
   tj.model = s.model;
-  tj.store_dir = (work / "store").string();
   tj.iterations = s.iterations;
   tj.seed = static_cast<std::uint64_t>(s.job.seed);
   tj.optimizer = s.job.optimizer == config::optimizer_kind::sgd ? "sgd" : "adamw";
@@ -76,11 +59,16 @@ bool fill_training_job(actors::training_job& tj, const training_settings& s) {
   tj.timeout_ms = s.timeout_ms;
   tj.links = s.links;
   if (s.checkpoint_every > 0) {
-    const auto root = work / "checkpoints";
-    auto from = find_resume_point(root.string());
+    // The newest checkpoint the nodes still in the job hold (they report their shards), in
+    // folders relative to each node's state folder (sailor-node --state-dir).
+    auto from = held.newest();
     tj.start_iteration = std::min(from.iterations, s.iterations);
-    tj.restore_dir = from.dir;
-    tj.checkpoint_dir = (root / ("v" + std::to_string(tj.plan_version))).string();
+    if (from.iterations > 0) {
+      tj.restore_dir = from.folder;
+      tj.restore_files = from.files;
+      tj.restore_holders = from.holders;
+    }
+    tj.checkpoint_dir = (fs::path{"checkpoints"} / ("v" + std::to_string(tj.plan_version))).string();
     tj.checkpoint_every = s.checkpoint_every;
   }
   return tj.start_iteration < tj.iterations;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "sailor/actors/train/holdings.hpp"
 #include "sailor/actors/train/messages.hpp"
 #include "sailor/config/cluster.hpp"
 #include "sailor/config/plan.hpp"
@@ -14,20 +15,14 @@
 
 namespace sailor::app {
 
-/// The newest complete checkpoint under a job's checkpoint root (one folder per plan version).
-struct resume_point {
-  int iterations = 0;  ///< completed iterations it holds (0: none, start afresh)
-  std::string dir;     ///< the plan version's folder that holds it
-};
-
-/// Scans `root`/v*/ for complete checkpoints; the one after the most iterations wins.
-resume_point find_resume_point(const std::string& root);
-
 /// What every plan's training job holds besides the plan.
 struct training_settings {
   config::model_shape model;
   config::job job;                 ///< seed, optimizer
-  std::string work_dir;            ///< store/ (Gloo rendezvous) and checkpoints/ go here
+  /// The coordinator's own folder for the job. Checkpoints are not here: each node writes
+  /// its shards under its own --state-dir (the jobs name folders relative to it) and reports
+  /// them; the supervisor resumes from what the nodes still in the job hold.
+  std::string work_dir;
   int iterations = 0;
   int checkpoint_every = 1;        ///< 0: no checkpoints (a re-plan then starts afresh)
   std::int64_t timeout_ms = 30000; ///< bound on every wait for a peer
@@ -42,8 +37,10 @@ std::string memory_refusal(const config::model_shape& model, const config::plan&
                            const config::cluster& cluster, const config::job& job);
 
 /// Fills `tj` (its plan and version set by the supervisor) from `s`, resuming from the
-/// newest complete checkpoint of an earlier plan. Returns false when there is nothing left
-/// to train (the checkpoint already holds every iteration).
-bool fill_training_job(actors::training_job& tj, const training_settings& s);
+/// newest complete checkpoint of an earlier plan that the nodes in the job hold (`held`).
+/// Returns false when there is nothing left to train (the checkpoint already holds every
+/// iteration).
+bool fill_training_job(actors::training_job& tj, const training_settings& s,
+                       const actors::checkpoint_holdings& held);
 
 }  // namespace sailor::app

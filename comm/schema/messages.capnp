@@ -48,6 +48,7 @@ struct NodeInventory {
   address @3 :Text;          # host:port where the node's transport listens
   devices @4 :List(Device);
   gpuType @5 :Text;          # the node's GPU type (also set on each device)
+  checkpoints @6 :List(Text);  # checkpoint shards in its state folder (relative paths)
 }
 
 struct Join { inventory @0 :NodeInventory; }
@@ -238,7 +239,7 @@ struct TrainingJob {
   planEpoch @0 :UInt64;
   plan @1 :Plan;
   model @2 :ModelShape;
-  storeDir @3 :Text;         # Gloo FileStore folder shared by the ranks
+  unusedStoreDir @3 :Text;   # protocol 2's FileStore folder; ranks meet through the coordinator's store now
   iterations @4 :Int32;
   seed @5 :UInt64;
   optimizer @6 :Text;        # adamw or sgd
@@ -251,6 +252,8 @@ struct TrainingJob {
   checkpointDir @13 :Text;    # plan-independent checkpoints (empty: none)
   checkpointEvery @14 :Int32;
   restoreDir @15 :Text;       # the folder holding the checkpoint to resume from
+  restoreFiles @16 :List(Text);    # its shard files (relative to each node's state folder)
+  restoreHolders @17 :List(Text);  # one per file: host:port of a node's shard server holding it
 }
 
 # A link between two zones as training carries it (constant bandwidth; a curve stays behind).
@@ -275,8 +278,29 @@ struct TrainReport {
   totalS @9 :Float64;
   tokens @10 :Int64;
   error @11 :Text;           # non-empty: the rank failed
+  checkpointFile @12 :Text;   # newest shard this rank has in place (relative path), or empty;
+                              # its node's shard server (inventory address) serves it
 }
 
+# The rendezvous store the coordinator serves to the ranks of every node (Gloo's and NCCL's
+# address exchange), per plan version. A get waits until the key is set or timeoutMs passes.
+struct StoreRequest {
+  requestId @0 :UInt64;      # echoed in the reply
+  planEpoch @1 :UInt64;      # the scope: keys of plan versions no longer current are dropped
+  key @2 :Text;
+  set @3 :Bool;              # true: set key to value; false: get key (waiting up to timeoutMs)
+  value @4 :Data;
+  timeoutMs @5 :Int64;
+}
+
+struct StoreReply {
+  requestId @0 :UInt64;
+  found @1 :Bool;            # false: the get timed out (or the scope is gone)
+  value @2 :Data;
+  error @3 :Text;
+}
+
+# Version 3: the rendezvous store; the node's advertised address travels in its inventory.
 # Version 2: destination, zoneActor, stage shapes, status, stage failures and training.
 struct Envelope {
   protocolVersion @0 :UInt32;
@@ -297,5 +321,7 @@ struct Envelope {
     statusReply @14 :StatusReply;
     trainingJob @15 :TrainingJob;
     trainReport @16 :TrainReport;
+    storeRequest @17 :StoreRequest;
+    storeReply @18 :StoreReply;
   }
 }

@@ -18,6 +18,14 @@ namespace s = sailor::comm::schema;
 
 // ---- value -> schema ----
 
+void set_texts(capnp::List<capnp::Text>::Builder out, const std::vector<std::string>& in) {
+  for (unsigned i = 0; i < in.size(); ++i) out.set(i, in[i]);
+}
+
+capnp::Data::Reader data_of(const std::vector<char>& bytes) {
+  return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size());
+}
+
 void put_role(s::Role::Builder b, const role& r) {
   b.setStage(r.stage);
   b.setReplica(r.replica);
@@ -39,6 +47,7 @@ void put_inventory(s::NodeInventory::Builder b, const node_inventory& v) {
     devs[i].setKind(v.devices[i].kind);
   }
   b.setGpuType(v.gpu_type);
+  set_texts(b.initCheckpoints(static_cast<unsigned>(v.checkpoints.size())), v.checkpoints);
 }
 
 void put_shape(s::StageShape::Builder b, const stage_shape& v) {
@@ -222,7 +231,6 @@ struct body_writer {
     j.setPlanEpoch(v.plan_epoch);
     put_plan(j.initPlan(), v.plan);
     put_model(j.initModel(), v.model);
-    j.setStoreDir(v.store_dir);
     j.setIterations(v.iterations);
     j.setSeed(v.seed);
     j.setOptimizer(v.optimizer);
@@ -242,6 +250,9 @@ struct body_writer {
     j.setCheckpointDir(v.checkpoint_dir);
     j.setCheckpointEvery(v.checkpoint_every);
     j.setRestoreDir(v.restore_dir);
+    set_texts(j.initRestoreFiles(static_cast<unsigned>(v.restore_files.size())), v.restore_files);
+    set_texts(j.initRestoreHolders(static_cast<unsigned>(v.restore_holders.size())),
+              v.restore_holders);
   }
   void operator()(const train_report& v) {
     auto r = b.initTrainReport();
@@ -257,6 +268,7 @@ struct body_writer {
     r.setTotalS(v.total_s);
     r.setTokens(v.tokens);
     r.setError(v.error);
+    r.setCheckpointFile(v.checkpoint_file);
   }
   void operator()(const iteration_telemetry& v) {
     auto t = b.initTelemetry();
@@ -277,9 +289,30 @@ struct body_writer {
     p.setReason(v.reason);
   }
   void operator()(const shutdown_notice& v) { b.initShutdown().setReason(v.reason); }
+  void operator()(const store_request& v) {
+    auto r = b.initStoreRequest();
+    r.setRequestId(v.request_id);
+    r.setPlanEpoch(v.plan_epoch);
+    r.setKey(v.key);
+    r.setSet(v.set);
+    r.setValue(data_of(v.value));
+    r.setTimeoutMs(v.timeout_ms);
+  }
+  void operator()(const store_reply& v) {
+    auto r = b.initStoreReply();
+    r.setRequestId(v.request_id);
+    r.setFound(v.found);
+    r.setValue(data_of(v.value));
+    r.setError(v.error);
+  }
 };
 
 // ---- schema -> value ----
+
+std::vector<char> chars_of(capnp::Data::Reader d) {
+  return std::vector<char>(reinterpret_cast<const char*>(d.begin()),
+                           reinterpret_cast<const char*>(d.end()));
+}
 
 role get_role(s::Role::Reader r) {
   return role{r.getStage(), r.getReplica(), r.getTpRank(), r.getNodeId(), r.getDevice()};
@@ -294,6 +327,7 @@ node_inventory get_inventory(s::NodeInventory::Reader r) {
   for (auto d : r.getDevices())
     v.devices.push_back({d.getIndex(), d.getGpuType(), d.getMemoryBytes(), d.getKind()});
   v.gpu_type = r.getGpuType();
+  for (auto c : r.getCheckpoints()) v.checkpoints.emplace_back(c);
   return v;
 }
 
@@ -412,7 +446,8 @@ const char* body_name(const message_body& body) {
                                           "heartbeat",   "assignment", "stage_ready",
                                           "telemetry",   "preemption", "shutdown",
                                           "stage_failed", "status_request", "status_reply",
-                                          "training_job", "train_report"};
+                                          "training_job", "train_report", "store_request",
+                                          "store_reply"};
   static_assert(std::size(names) == std::variant_size_v<message_body>);
   return names[body.index()];
 }
@@ -530,7 +565,6 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
         auto model = get_model(j.getModel());
         if (auto* err = std::get_if<transport_error>(&model)) return *err;
         v.model = std::move(std::get<config::model_shape>(model));
-        v.store_dir = j.getStoreDir();
         v.iterations = j.getIterations();
         v.seed = j.getSeed();
         v.optimizer = j.getOptimizer();
@@ -551,6 +585,8 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
         v.checkpoint_dir = j.getCheckpointDir();
         v.checkpoint_every = j.getCheckpointEvery();
         v.restore_dir = j.getRestoreDir();
+        for (auto f : j.getRestoreFiles()) v.restore_files.emplace_back(f);
+        for (auto h : j.getRestoreHolders()) v.restore_holders.emplace_back(h);
         e.body = std::move(v);
         break;
       }
@@ -559,7 +595,8 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
         e.body = train_report{r.getPlanEpoch(), r.getRank(),    get_role(r.getRole()),
                               r.getIteration(), r.getLoss(),    r.getComputeS(),
                               r.getSendWaitS(), r.getRecvWaitS(), r.getAllreduceS(),
-                              r.getTotalS(),    r.getTokens(),  r.getError()};
+                              r.getTotalS(),    r.getTokens(),  r.getError(),
+                              r.getCheckpointFile()};
         break;
       }
       case s::Envelope::Body::TELEMETRY: {
@@ -577,6 +614,18 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
       case s::Envelope::Body::SHUTDOWN:
         e.body = shutdown_notice{b.getShutdown().getReason()};
         break;
+      case s::Envelope::Body::STORE_REQUEST: {
+        auto r = b.getStoreRequest();
+        e.body = store_request{r.getRequestId(), r.getPlanEpoch(), r.getKey(), r.getSet(),
+                               chars_of(r.getValue()), r.getTimeoutMs()};
+        break;
+      }
+      case s::Envelope::Body::STORE_REPLY: {
+        auto r = b.getStoreReply();
+        e.body = store_reply{r.getRequestId(), r.getFound(), chars_of(r.getValue()),
+                             r.getError()};
+        break;
+      }
       default:
         return invalid("message from '" + e.sender + "' has unknown variant " +
                        std::to_string(static_cast<unsigned>(b.which())) +

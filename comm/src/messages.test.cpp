@@ -146,7 +146,6 @@ TEST_CASE("messages: version 2 variants and fields round-trip, destination inclu
   j.model.name = "m";
   j.model.num_layers = 2;
   j.model.precision = config::dtype::fp32;
-  j.store_dir = "/tmp/x";
   j.iterations = 3;
   j.seed = 9;
   j.optimizer = "adamw";
@@ -159,7 +158,6 @@ TEST_CASE("messages: version 2 variants and fields round-trip, destination inclu
   CHECK(jb.model.name == "m");
   CHECK(jb.model.num_layers == 2);
   CHECK(jb.model.precision == config::dtype::fp32);
-  CHECK(jb.store_dir == "/tmp/x");
   CHECK(jb.seed == 9);
   CHECK(jb.timeout_ms == 1000);
   train_report tr{4, 2, r, 10, 3.5, 0.1, 0.2, 0.3, 0.4, 1.0, 2048, ""};

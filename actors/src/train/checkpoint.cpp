@@ -384,7 +384,11 @@ double checkpoint_writer::take(int iterations, const models::stage_module& modul
     } catch (const std::exception& e) {
       write_result_ = failure(std::string("writing ") + folder + ": " + e.what());
     }
-    if (!write_result_) prune_checkpoints(dir_, 2);
+    if (!write_result_) {
+      prune_writer_files(dir_, file_, 2);
+      std::lock_guard lock{written_mutex_};
+      last_written_ = (std::filesystem::path{folder} / shard_file_name(file_)).string();
+    }
     write_s_ = seconds_since(begin);
   });
   return spent;

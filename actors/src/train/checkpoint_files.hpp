@@ -57,4 +57,10 @@ std::vector<int> checkpoint_iterations(const std::string& dir);
 /// `keep`, never a folder newer than it: such a folder may still be being written).
 void prune_checkpoints(const std::string& dir, int keep);
 
+/// Keeps this writer's files (named after `mine`) in the newest `keep` folders under `dir`
+/// that hold one, and removes its older ones (and folders left empty). Nodes keep only their
+/// own shards, so this is what bounds a node's state folder; a checkpoint stays complete as
+/// long as every writer keeps it (writers write in order, one write in flight each).
+void prune_writer_files(const std::string& dir, const shard_file& mine, int keep);
+
 }  // namespace sailor::train::detail

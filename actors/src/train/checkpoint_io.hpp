@@ -17,6 +17,7 @@
 // the rows) it needs.
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -53,6 +54,11 @@ public:
 
   /// Seconds the last completed background write took (0 before any).
   double last_write_seconds() const { return last_write_s_; }
+  /// The path of the newest shard file written in full (empty before any). Any thread.
+  std::string last_written() const {
+    std::lock_guard lock{written_mutex_};
+    return last_written_;
+  }
 
 private:
   void wait_previous();
@@ -70,6 +76,8 @@ private:
   // Host copies of the state, reused from one checkpoint to the next (in the order take()
   // visits the tensors): one extra copy of this rank's parameters and optimizer state.
   std::vector<torch::Tensor> buffers_;
+  mutable std::mutex written_mutex_;
+  std::string last_written_;
 };
 
 /// Loads the slices of checkpoint `iterations` under `dir` that `module` holds into it, and

@@ -764,6 +764,10 @@ status stage_executor::restore(const std::string& dir, int iterations) {
   }
 }
 
+std::string stage_executor::last_checkpoint_file() const {
+  return impl_->checkpoints ? impl_->checkpoints->last_written() : std::string{};
+}
+
 status stage_executor::flush_checkpoints() {
   if (!impl_->checkpoints) return {};
   return impl_->checkpoints->flush();

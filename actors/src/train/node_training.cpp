@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -11,6 +12,7 @@
 #include <caf/send.hpp>
 
 #include "sailor/comm/collective.hpp"
+#include "sailor/actors/train/shard_service.hpp"
 #include "sailor/config/log.hpp"
 
 namespace sailor::train {
@@ -30,8 +32,12 @@ train_options options_for(const actors::training_job& job) {
 
 struct node_trainer::impl {
   std::string node;
+  node_training_options options;
   std::mutex mu;
   caf::actor agent;
+  std::shared_ptr<actors::rendezvous_client> store;
+  std::condition_variable joined;
+  std::mutex fetching;  // one fetch of checkpoint shards at a time into the state folder
   std::map<std::int64_t, actors::training_job> jobs;
   std::atomic<std::int64_t> current{0};
   std::atomic<bool> stopping{false};
@@ -45,6 +51,34 @@ struct node_trainer::impl {
     }
     if (to)
       caf::anon_send(to, std::move(r));
+  }
+
+  // A job's folder as this node stores it: relative folders live in the node's own state
+  // folder (nodes share no file system).
+  std::string local_path(const std::string& dir) const {
+    if (dir.empty() || std::filesystem::path{dir}.is_absolute() || options.state_dir.empty())
+      return dir;
+    return (std::filesystem::path{options.state_dir} / dir).string();
+  }
+
+  // A path in the state folder, relative to it (as other nodes name it); empty otherwise.
+  std::string relative_path(const std::string& path) const {
+    if (path.empty() || options.state_dir.empty())
+      return {};
+    auto rel = std::filesystem::path{path}.lexically_relative(options.state_dir);
+    return rel.empty() || *rel.begin() == ".." ? std::string{} : rel.string();
+  }
+
+  // The shards of the job's checkpoint this node lacks, from the nodes that hold them.
+  status fetch(const actors::training_job& job) {
+    if (job.restore_files.empty() || !options.transport)
+      return {};
+    std::vector<shard_source> sources;
+    for (std::size_t i = 0; i < job.restore_files.size() && i < job.restore_holders.size(); ++i)
+      sources.push_back({job.restore_files[i], job.restore_holders[i]});
+    std::lock_guard lock{fetching};
+    return fetch_shards(*options.transport, options.state_dir, sources,
+                        std::chrono::milliseconds{job.timeout_ms});
   }
 
   void run(const actors::training_job& job, const actors::stage_role& role, int rank) {
@@ -62,18 +96,30 @@ struct node_trainer::impl {
       send(std::move(r));
     };
     comm::gloo_options gopts;
-    gopts.store_path = job.store_dir + "/v" + std::to_string(job.plan_version);
+    {
+      // set_agent runs right after the node joined; a role can only come after that, but
+      // the two race on different threads: wait for it, bounded.
+      std::unique_lock lock{mu};
+      joined.wait_for(lock, std::chrono::milliseconds{job.timeout_ms}, [this] { return !!store; });
+      if (store)
+        gopts.store = store->scope(job.plan_version);
+    }
+    if (!gopts.store) {
+      fail("no rendezvous store: the node has not joined a coordinator");
+      return;
+    }
+    gopts.hostname = options.advertise;
     gopts.timeout = std::chrono::milliseconds{job.timeout_ms};
     gopts.prefix = "sailor-v" + std::to_string(job.plan_version);
-    std::error_code ec;
-    std::filesystem::create_directories(gopts.store_path, ec);
     auto factory = comm::make_gloo_factory(rank, gopts);
     if (!factory) {
       fail("communicators: " + factory.error().to_string());
       return;
     }
     rank_role rr{role.stage, role.replica, role.tp_rank};
-    auto exec = stage_executor::create(job.model, job.plan, rr, **factory, options_for(job));
+    auto topts = options_for(job);
+    topts.checkpoint_dir = local_path(job.checkpoint_dir);
+    auto exec = stage_executor::create(job.model, job.plan, rr, **factory, topts);
     if (!exec) {
       fail("executor: " + exec.error().to_string());
       return;
@@ -82,7 +128,12 @@ struct node_trainer::impl {
                             rank, role.stage, role.replica, role.tp_rank,
                             (*exec)->num_parameters());
     if (job.start_iteration > 0) {
-      if (auto err = (*exec)->restore(job.restore_dir, job.start_iteration)) {
+      if (auto err = fetch(job)) {
+        fail("fetching the checkpoint after iteration " + std::to_string(job.start_iteration) +
+             ": " + err->to_string());
+        return;
+      }
+      if (auto err = (*exec)->restore(local_path(job.restore_dir), job.start_iteration)) {
         fail("restoring the checkpoint after iteration " + std::to_string(job.start_iteration) +
              ": " + err->to_string());
         return;
@@ -107,6 +158,7 @@ struct node_trainer::impl {
       r.all_reduce_s = tel->all_reduce_s;
       r.total_s = tel->total_s;
       r.tokens = tel->tokens;
+      r.checkpoint_file = relative_path((*exec)->last_checkpoint_file());
       send(std::move(r));
     }
     if (auto err = (*exec)->flush_checkpoints())
@@ -114,15 +166,18 @@ struct node_trainer::impl {
   }
 };
 
-node_trainer::node_trainer(std::string node_name) : impl_(std::make_shared<impl>()) {
-  impl_->node = std::move(node_name);
+node_trainer::node_trainer(node_training_options options) : impl_(std::make_shared<impl>()) {
+  impl_->node = options.node_name;
+  impl_->options = std::move(options);
 }
 
 node_trainer::~node_trainer() { stop(); }
 
-void node_trainer::set_agent(caf::actor agent) {
+void node_trainer::set_agent(caf::actor agent, std::shared_ptr<actors::rendezvous_client> store) {
   std::lock_guard lock{impl_->mu};
   impl_->agent = std::move(agent);
+  impl_->store = std::move(store);
+  impl_->joined.notify_all();
 }
 
 void node_trainer::on_job(const actors::training_job& job) {

@@ -10,6 +10,7 @@
 
 #include "gloo_store.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <condition_variable>
@@ -18,6 +19,7 @@
 #include <thread>
 
 #include <gloo/allgather.h>
+#include <gloo/common/error.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
@@ -308,6 +310,41 @@ private:
 
 }  // namespace
 
+// Gloo's view of a rendezvous_store. Gloo reports a failed rendezvous by exception; the
+// factory's create() catches it at the boundary.
+class store_adapter final : public gloo::rendezvous::Store {
+public:
+  store_adapter(std::shared_ptr<rendezvous_store> inner, std::chrono::milliseconds timeout)
+      : inner_(std::move(inner)), timeout_(timeout) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    if (auto err = inner_->set(key, data))
+      throw gloo::IoException("rendezvous store: set '" + key + "': " + err->message);
+  }
+  std::vector<char> get(const std::string& key) override { return fetch(key, timeout_); }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (const auto& key : keys) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      fetch(key, std::max(left, std::chrono::milliseconds{1}));
+    }
+  }
+
+private:
+  std::vector<char> fetch(const std::string& key, std::chrono::milliseconds timeout) {
+    auto value = inner_->get(key, timeout);
+    if (!value)
+      throw gloo::IoException("rendezvous store: get '" + key + "': " + value.error().message);
+    return std::move(*value);
+  }
+
+  std::shared_ptr<rendezvous_store> inner_;
+  std::chrono::milliseconds timeout_;
+};
+
 std::shared_ptr<void> make_in_process_store() {
   // Stored as a Store pointer so that make_gloo_factory can cast it back.
   std::shared_ptr<gloo::rendezvous::Store> store = std::make_shared<gloo::rendezvous::HashStore>();
@@ -315,6 +352,11 @@ std::shared_ptr<void> make_in_process_store() {
 }
 
 result<std::shared_ptr<gloo::rendezvous::Store>> make_gloo_store(const gloo_options& options) {
+  if (options.store) {
+    std::shared_ptr<gloo::rendezvous::Store> store =
+        std::make_shared<store_adapter>(options.store, options.timeout);
+    return store;
+  }
   if (!options.store_path.empty()) {
     try {
       std::shared_ptr<gloo::rendezvous::Store> store =
@@ -327,7 +369,7 @@ result<std::shared_ptr<gloo::rendezvous::Store>> make_gloo_store(const gloo_opti
   if (options.in_process_store)
     return std::static_pointer_cast<gloo::rendezvous::Store>(options.in_process_store);
   return make_error(error_kind::invalid_input,
-                    "gloo_options: set store_path or in_process_store (make_in_process_store())");
+                    "gloo_options: set store, store_path or in_process_store");
 }
 
 result<std::unique_ptr<communicator_factory>> make_gloo_factory(int global_rank,

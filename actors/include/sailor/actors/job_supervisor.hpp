@@ -37,6 +37,7 @@
 
 #include "sailor/actors/messages.hpp"
 #include "sailor/actors/scheduler_api.hpp"
+#include "sailor/actors/train/holdings.hpp"
 #include "sailor/actors/train/progress.hpp"
 
 namespace sailor::actors {
@@ -53,9 +54,10 @@ struct supervisor_options {
   std::function<void(const std::string&, const caf::actor&)> publish;
   std::size_t max_events = 64;
   /// Training: when set, called for each new plan with a training_job holding the plan and
-  /// its version; it fills the rest (model, store, iterations...) and returns true to train.
-  /// The job goes to every node with roles, before its role_assignment.
-  std::function<bool(training_job&)> prepare_training;
+  /// its version, and the checkpoints the nodes still in the job hold; it fills the rest
+  /// (model, iterations, where to resume from...) and returns true to train. The job goes to
+  /// every node with roles, before its role_assignment.
+  std::function<bool(training_job&, const checkpoint_holdings&)> prepare_training;
   /// Called (in the supervisor) when every rank has reported an iteration.
   std::function<void(const iteration_record&, const training_progress&)> on_iteration;
   /// Called (in the supervisor) when a rank reports that training failed and no node was
@@ -96,6 +98,7 @@ struct supervisor_state {
   std::deque<peer_refused> refusals;  ///< peers refused at the door, most recent last
   std::int64_t nodes_lost = 0;
   training_progress training;  ///< iterations of the current plan's training (if any)
+  checkpoint_holdings holdings;  ///< which node holds which checkpoint shard (from reports)
   static inline const char* name = "job_supervisor";
 };
 

@@ -56,7 +56,7 @@ namespace sailor::actors {
 
 /// The version of the node <-> coordinator protocol; a peer of another version is refused.
 /// The same number as comm::protocol_version (the Cap'n Proto envelope's version).
-inline constexpr std::uint16_t protocol_version = 2;
+inline constexpr std::uint16_t protocol_version = 3;
 
 // -- wire messages ------------------------------------------------------------------------
 
@@ -74,6 +74,12 @@ struct node_inventory {
   std::string gpu_type;
   std::string host;
   std::vector<device_info> devices;
+  /// host:port of this node's shard server; host is the address its peers reach it on
+  /// (`sailor-node --advertise`), where its collectives listen too.
+  std::string address;
+  /// The checkpoint shards in the node's state folder (relative paths), so that a
+  /// coordinator that restarts learns what the job still holds.
+  std::vector<std::string> checkpoints;
 };
 
 /// First message of a node: asks to join the job.
@@ -246,7 +252,7 @@ typename Inspector::result_type inspect(Inspector& f, device_info& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_inventory& x) {
   return f(caf::meta::type_name("node_inventory"), x.name, x.zone, x.gpu_type, x.host,
-           x.devices);
+           x.devices, x.address, x.checkpoints);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_request& x) {

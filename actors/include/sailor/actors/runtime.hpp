@@ -15,6 +15,7 @@
 #include "sailor/actors/job_supervisor.hpp"
 #include "sailor/actors/node_agent.hpp"
 #include "sailor/actors/planner_actor.hpp"
+#include "sailor/actors/rendezvous.hpp"
 #include "sailor/comm/transport.hpp"
 
 namespace sailor::actors {
@@ -42,6 +43,7 @@ public:
 private:
   coordinator() = default;
   std::unique_ptr<bridge> bridge_;
+  caf::actor store_;
   caf::actor supervisor_;
   caf::actor scheduler_;
   std::uint16_t port_ = 0;
@@ -61,10 +63,13 @@ public:
   /// How the agent ended (valid once it is down).
   const agent_outcome& outcome() const { return *outcome_; }
   bridge& links() { return *bridge_; }
+  /// The coordinator's rendezvous store, where this node's ranks meet their peers.
+  const std::shared_ptr<rendezvous_client>& rendezvous() const { return rendezvous_; }
 
 private:
   node() = default;
   std::unique_ptr<bridge> bridge_;
+  std::shared_ptr<rendezvous_client> rendezvous_;
   caf::actor agent_;
   std::shared_ptr<agent_outcome> outcome_;
 };

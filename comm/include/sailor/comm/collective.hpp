@@ -104,13 +104,32 @@ public:
                                                        const std::vector<int>& global_ranks) = 0;
 };
 
+/// A key-value store through which the ranks of a job meet (they exchange their addresses).
+/// Across machines the coordinator serves one (actors/rendezvous.hpp); tests use a folder or
+/// an in-process store. Thread-safe: every rank thread of a process may share one.
+class rendezvous_store {
+public:
+  virtual ~rendezvous_store() = default;
+  virtual status set(const std::string& key, const std::vector<char>& value) = 0;
+  /// The value of `key`, waiting until some rank has set it; an error (timed_out) after
+  /// `timeout`, or when the store cannot be reached.
+  virtual result<std::vector<char>> get(const std::string& key,
+                                        std::chrono::milliseconds timeout) = 0;
+};
+
 /// Where Gloo ranks meet to exchange addresses.
 struct gloo_options {
-  /// A folder shared by all processes (Gloo FileStore); empty: use `in_process_store`.
+  /// The store the ranks meet through (the coordinator's); takes precedence over the two
+  /// below.
+  std::shared_ptr<rendezvous_store> store;
+  /// A folder shared by all processes of one machine (Gloo FileStore, tests and benches
+  /// only); empty: use `in_process_store`.
   std::string store_path;
   /// Shared by rank threads of one process (from make_in_process_store()).
   std::shared_ptr<void> in_process_store;
-  std::string hostname = "127.0.0.1";  ///< interface address for the TCP device
+  /// The address the TCP device listens on: the node's advertised address, which its peers
+  /// must be able to reach.
+  std::string hostname = "127.0.0.1";
   std::chrono::milliseconds timeout{60000};
   /// Distinguishes jobs (or attempts after a re-plan) sharing a store.
   std::string prefix = "sailor";

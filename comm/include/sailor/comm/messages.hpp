@@ -33,9 +33,10 @@ struct node_inventory {
   std::string node_id;
   std::string host;
   std::string zone;
-  std::string address;  ///< host:port of the node's transport listener
+  std::string address;  ///< host:port of the node's shard server; its collectives listen on host
   std::vector<device_info> devices;
   std::string gpu_type;  ///< the node's GPU type (kept when it has no devices)
+  std::vector<std::string> checkpoints;  ///< shards in its state folder (relative paths)
   bool operator==(const node_inventory&) const = default;
 };
 
@@ -212,7 +213,6 @@ struct training_job {
   std::uint64_t plan_epoch = 0;
   config::plan plan;
   config::model_shape model;
-  std::string store_dir;
   int iterations = 0;
   std::uint64_t seed = 1;
   std::string optimizer;
@@ -225,6 +225,8 @@ struct training_job {
   std::string checkpoint_dir;            ///< plan-independent checkpoints (empty: none)
   int checkpoint_every = 1;
   std::string restore_dir;               ///< holds the checkpoint to resume from
+  std::vector<std::string> restore_files;    ///< its shard files
+  std::vector<std::string> restore_holders;  ///< one per file: a shard server's host:port
 };
 
 /// One rank's measurements of one iteration, or its failure (`error` non-empty).
@@ -241,13 +243,35 @@ struct train_report {
   double total_s = 0;
   std::int64_t tokens = 0;
   std::string error;
+  std::string checkpoint_file;  ///< newest shard in place (relative path), or empty
   bool operator==(const train_report&) const = default;
+};
+
+/// A rank's request to the coordinator's rendezvous store (see messages.capnp). The same
+/// struct is the runtime's message: it has one definition.
+struct store_request {
+  std::uint64_t request_id = 0;
+  std::uint64_t plan_epoch = 0;
+  std::string key;
+  bool set = false;  ///< true: set `key` to `value`; false: get `key`, waiting up to timeout_ms
+  std::vector<char> value;
+  std::int64_t timeout_ms = 0;
+  bool operator==(const store_request&) const = default;
+};
+
+struct store_reply {
+  std::uint64_t request_id = 0;
+  bool found = false;  ///< false: the get timed out, or its plan version is no longer kept
+  std::vector<char> value;
+  std::string error;
+  bool operator==(const store_reply&) const = default;
 };
 
 using message_body =
   std::variant<join_request, join_accept, refusal, heartbeat, role_assignment, stage_ready,
                iteration_telemetry, preemption_notice, shutdown_notice, stage_failed,
-               status_request, status_reply, training_job, train_report>;
+               status_request, status_reply, training_job, train_report, store_request,
+               store_reply>;
 
 /// One control message as it travels: version, sending and receiving actor, body.
 struct envelope {

@@ -71,8 +71,9 @@ namespace sailor::comm {
 
 /// Version of the wire protocol (handshake, framing and messages.capnp). A peer with another
 /// version is refused. 2: the envelope names its destination actor; accept, stage, status and
-/// training messages carry every field of the runtime's messages.
-inline constexpr std::uint32_t protocol_version = 2;
+/// training messages carry every field of the runtime's messages. 3: the rendezvous store
+/// (store_request, store_reply) and the node's advertised address.
+inline constexpr std::uint32_t protocol_version = 3;
 
 /// Where a listener listens or a connection goes.
 struct address {

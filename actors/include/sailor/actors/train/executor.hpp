@@ -132,6 +132,8 @@ public:
   status restore(const std::string& dir, int iterations);
   /// Waits for this rank's checkpoint writes in flight; returns the first failure.
   status flush_checkpoints();
+  /// The path of the newest checkpoint shard this rank has written in full (empty: none).
+  std::string last_checkpoint_file() const;
 
   /// Parameters and optimizer state of this rank's shard, as bytes (for recovery).
   result<std::vector<char>> save_state() const;

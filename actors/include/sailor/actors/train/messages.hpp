@@ -6,8 +6,9 @@
 ///   iteration)
 ///
 /// The training job says everything a rank needs besides its role: the model, the whole
-/// plan (the executor needs every rank's place), the rendezvous folder (a Gloo FileStore on
-/// this machine), the number of iterations, the seed and the optimizer.
+/// plan (the executor needs every rank's place), the number of iterations, the seed and the
+/// optimizer. Ranks meet through the coordinator's rendezvous store (rendezvous.hpp), scoped
+/// by the plan version: no folder is shared between nodes.
 
 #include <cstdint>
 #include <string>
@@ -28,8 +29,6 @@ struct training_job {
   std::int64_t plan_version = 0;
   config::plan plan;
   config::model_shape model;
-  /// Gloo FileStore folder shared by the ranks (each plan version uses a subfolder "v<N>").
-  std::string store_dir;
   int iterations = 0;
   std::uint64_t seed = 1;
   std::string optimizer = "adamw";  ///< adamw or sgd
@@ -50,6 +49,10 @@ struct training_job {
   std::string checkpoint_dir;
   int checkpoint_every = 1;
   std::string restore_dir;
+  /// The shard files of the checkpoint to restore (relative to each node's state folder) and,
+  /// one per file, the shard server holding it: a rank fetches the files its node lacks.
+  std::vector<std::string> restore_files;
+  std::vector<std::string> restore_holders;
 };
 
 /// One rank's measurements for one iteration (seconds), or its failure (`error` non-empty).
@@ -69,20 +72,23 @@ struct train_report {
   double total_s = 0;
   std::int64_t tokens = 0;
   std::string error;
+  /// The newest checkpoint shard this rank has in place (relative to its node's state
+  /// folder; empty: none). The node's shard server (its inventory address) serves it.
+  std::string checkpoint_file;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, training_job& x) {
-  return f(caf::meta::type_name("training_job"), x.plan_version, x.plan, x.model, x.store_dir,
-           x.iterations, x.seed, x.optimizer, x.learning_rate, x.torch_threads, x.timeout_ms,
+  return f(caf::meta::type_name("training_job"), x.plan_version, x.plan, x.model, x.iterations,
+           x.seed, x.optimizer, x.learning_rate, x.torch_threads, x.timeout_ms,
            x.predicted_iteration_s, x.links, x.start_iteration, x.checkpoint_dir,
-           x.checkpoint_every, x.restore_dir);
+           x.checkpoint_every, x.restore_dir, x.restore_files, x.restore_holders);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_report& x) {
   return f(caf::meta::type_name("train_report"), x.plan_version, x.node, x.rank, x.stage,
            x.replica, x.tp_rank, x.iteration, x.loss, x.compute_s, x.send_wait_s, x.recv_wait_s,
-           x.all_reduce_s, x.total_s, x.tokens, x.error);
+           x.all_reduce_s, x.total_s, x.tokens, x.error, x.checkpoint_file);
 }
 
 }  // namespace sailor::actors

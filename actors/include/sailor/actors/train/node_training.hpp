@@ -1,11 +1,13 @@
 #pragma once
 /// Training on a sailor-node: the stage hook that turns a stage role into a running rank.
 ///
-/// The supervisor sends a training_job (model, plan, rendezvous folder, iterations) before the
-/// role_assignment of its plan. For each role the hook starts a thread (training never runs
-/// inside a CAF message handler) that builds the rank's Gloo communicators through the
-/// job's FileStore, builds the stage_executor and runs the iterations, sending one
-/// train_report per iteration to the node agent (which forwards it to the supervisor).
+/// The supervisor sends a training_job (model, plan, iterations) before the role_assignment
+/// of its plan. For each role the hook starts a thread (training never runs inside a CAF
+/// message handler) that builds the rank's Gloo communicators, meeting its peers through the
+/// coordinator's rendezvous store and listening on the node's advertised address, builds the
+/// stage_executor and runs the iterations, sending one train_report per iteration to the
+/// node agent (which forwards it to the supervisor). Checkpoints go to the node's own state
+/// folder: the job's checkpoint folders are relative to it.
 /// A failure is a train_report with `error` set. No LibTorch in this header.
 
 #include <memory>
@@ -14,8 +16,10 @@
 #include <caf/actor.hpp>
 
 #include "sailor/actors/messages.hpp"
+#include "sailor/actors/rendezvous.hpp"
 #include "sailor/actors/train/executor.hpp"
 #include "sailor/actors/train/messages.hpp"
+#include "sailor/comm/transport.hpp"
 
 namespace sailor::train {
 
@@ -23,17 +27,28 @@ namespace sailor::train {
 /// compute reference loss curves).
 train_options options_for(const actors::training_job& job);
 
+/// Where a node trains: its name, the address its peers reach it on, its own state folder.
+struct node_training_options {
+  std::string node_name;
+  std::string advertise = "127.0.0.1";  ///< collectives listen here
+  std::string state_dir;  ///< relative checkpoint folders of a job resolve here
+  /// Fetches checkpoint shards other nodes hold (shard_service.hpp); must outlive the
+  /// trainer. Null: restore only from the state folder.
+  comm::transport* transport = nullptr;
+};
+
 /// Owns the training threads of one node. Thread-safe.
 class node_trainer {
 public:
-  explicit node_trainer(std::string node_name);
+  explicit node_trainer(node_training_options options);
   /// Stops and joins every training thread (see stop()).
   ~node_trainer();
   node_trainer(const node_trainer&) = delete;
   node_trainer& operator=(const node_trainer&) = delete;
 
-  /// Where reports go: the node agent.
-  void set_agent(caf::actor agent);
+  /// Where reports go (the node agent) and where ranks meet (the coordinator's store). Call
+  /// once the node has joined, before the first role.
+  void set_agent(caf::actor agent, std::shared_ptr<actors::rendezvous_client> store);
   /// Remembers the job; threads of older plan versions stop after their current iteration.
   void on_job(const actors::training_job& job);
   /// The stage hook: starts the role's training thread when a job exists for its plan

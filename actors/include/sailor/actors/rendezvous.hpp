@@ -1,0 +1,96 @@
+#pragma once
+/// The rendezvous store: where the ranks of a plan meet, served by the coordinator.
+///
+/// Gloo (and NCCL, for its unique ids) needs a key-value store that every rank of a plan can
+/// reach. Nodes share nothing with each other but the network, so the coordinator serves the
+/// store over the connection each node already has:
+///
+///   rank thread --get/set--> rendezvous_client --store_request--> bridge --> "store" actor
+///   rank thread <--value---- rendezvous_client <--store_reply---- bridge <--      (coordinator)
+///
+/// Keys live in a scope per plan version; the server keeps the newest `keep_versions` scopes
+/// and drops older ones (a get waiting in a dropped scope is answered "not found"). A get
+/// waits at the server until the key is set or its deadline passes, and at the client for
+/// the same deadline plus a margin, so no wait is unbounded even when the coordinator is gone.
+///
+/// Server state per get:   waiting --set of the key--> answered (found)
+///                            |--deadline / scope dropped--> answered (not found)
+///
+/// Bounds: keys of at most max_key_bytes, values of at most max_value_bytes, at most
+/// max_keys_per_scope keys and max_waiters pending gets; a request beyond them is answered
+/// with an error and changes nothing.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include "sailor/comm/collective.hpp"
+#include "sailor/comm/messages.hpp"
+
+namespace sailor::comm {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, store_request& x) {
+  return f(caf::meta::type_name("store_request"), x.request_id, x.plan_epoch, x.key, x.set,
+           x.value, x.timeout_ms);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, store_reply& x) {
+  return f(caf::meta::type_name("store_reply"), x.request_id, x.found, x.value, x.error);
+}
+
+}  // namespace sailor::comm
+
+namespace sailor::actors {
+
+struct rendezvous_limits {
+  int keep_versions = 4;
+  std::size_t max_key_bytes = 1024;
+  std::size_t max_value_bytes = 1 << 20;
+  std::size_t max_keys_per_scope = 65536;
+  std::size_t max_waiters = 65536;
+};
+
+/// Spawns the coordinator's store actor (publish it as "store").
+caf::actor spawn_rendezvous_server(caf::actor_system& system, rendezvous_limits limits = {});
+
+/// A node's handle on the coordinator's store. Thread-safe; rank threads share it.
+class rendezvous_client : public std::enable_shared_from_this<rendezvous_client> {
+public:
+  /// `server`: the coordinator's "store" actor (a bridge proxy). `publish` makes the client's
+  /// reply actor reachable from the coordinator under the name `reply_name`.
+  static std::shared_ptr<rendezvous_client> start(
+      caf::actor_system& system, caf::actor server,
+      const std::function<void(const std::string&, const caf::actor&)>& publish);
+  ~rendezvous_client();
+  rendezvous_client(const rendezvous_client&) = delete;
+  rendezvous_client& operator=(const rendezvous_client&) = delete;
+
+  /// The name the reply actor is published under.
+  static constexpr const char* reply_name = "store-client";
+
+  /// The store as the ranks of plan version `plan_version` see it.
+  std::shared_ptr<comm::rendezvous_store> scope(std::int64_t plan_version);
+
+  status set(std::int64_t plan_version, const std::string& key, const std::vector<char>& value);
+  result<std::vector<char>> get(std::int64_t plan_version, const std::string& key,
+                                std::chrono::milliseconds timeout);
+
+  /// Called by the reply actor.
+  void deliver(comm::store_reply reply);
+
+  struct impl;
+
+private:
+  rendezvous_client() = default;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace sailor::actors

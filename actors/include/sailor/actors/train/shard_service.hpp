@@ -1,0 +1,68 @@
+#pragma once
+/// Checkpoint shards between nodes that share no file system.
+///
+/// Each node keeps the checkpoint shards its ranks write in its own state folder and serves
+/// them to its peers over comm's transport (UCX or TCP: the transport the node already
+/// runs). A rank of a new plan that must restore a checkpoint whose shards another node
+/// wrote fetches the missing files first (`fetch_shards`), then restores from its own
+/// folder.
+///
+///   fetching rank                               serving node (shard_server)
+///   connect(holder) ------- handshake ------->  accept
+///   control "get <relative path>" ----------->  reads state_dir/<relative path>
+///             <------------------ tensor (u8, the file's bytes, name = path)
+///             <------------------ or control "error <why>"
+///
+/// Only files under the state folder's `checkpoints/` are served, by relative paths without
+/// `..`; anything else is answered with an error. A fetched file is written under a
+/// temporary name and renamed into place, so a reader never sees half a file.
+/// No LibTorch here.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sailor/comm/transport.hpp"
+#include "sailor/config/error.hpp"
+
+namespace sailor::train {
+
+/// Serves the checkpoint shards under `state_dir` to peers. Resource type.
+class shard_server {
+public:
+  /// Listens on `host` (port 0: any free port) over `transport` (which must outlive it).
+  static result<std::unique_ptr<shard_server>> start(comm::transport& transport,
+                                                     const std::string& host,
+                                                     std::string state_dir);
+  ~shard_server();
+  shard_server(const shard_server&) = delete;
+  shard_server& operator=(const shard_server&) = delete;
+
+  /// host:port where peers reach it.
+  std::string address() const;
+
+  struct impl;
+
+private:
+  shard_server() = default;
+  std::shared_ptr<impl> impl_;
+};
+
+/// One file to fetch: its path relative to the state folders, and the node that holds it.
+struct shard_source {
+  std::string path;
+  std::string holder;  ///< host:port of its shard_server
+};
+
+/// Fetches every file of `sources` that `state_dir` does not hold yet (bounded by `timeout`
+/// per file); an error names the file and the holder that failed. Calls for one state
+/// folder must not overlap (the node's ranks take turns).
+status fetch_shards(comm::transport& transport, const std::string& state_dir,
+                    const std::vector<shard_source>& sources, std::chrono::milliseconds timeout);
+
+/// True when `path` is a relative path under checkpoints/ without `..` (what a server serves).
+bool servable_path(const std::string& path);
+
+}  // namespace sailor::train

@@ -1,0 +1,91 @@
+#include "sailor/actors/train/holdings.hpp"
+
+#include <filesystem>
+
+#include "sailor/actors/train/checkpoint.hpp"
+#include "train/checkpoint_files.hpp"
+
+namespace sailor::actors {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// "iter-00000012" -> 12; -1 for anything else.
+int iterations_of(const std::string& folder_name) {
+  const std::string prefix = "iter-";
+  if (folder_name.size() <= prefix.size() || folder_name.rfind(prefix, 0) != 0)
+    return -1;
+  int n = 0;
+  for (std::size_t i = prefix.size(); i < folder_name.size(); ++i) {
+    if (folder_name[i] < '0' || folder_name[i] > '9' || n > 100'000'000)
+      return -1;
+    n = n * 10 + (folder_name[i] - '0');
+  }
+  return n;
+}
+
+}  // namespace
+
+void checkpoint_holdings::add(const std::string& file, const std::string& holder) {
+  const fs::path p{file};
+  if (!train::detail::parse_shard_file_name(p.filename().string()) || holder.empty())
+    return;
+  const int n = iterations_of(p.parent_path().filename().string());
+  if (n <= 0)
+    return;
+  held_[key{p.parent_path().parent_path().string(), n}][p.filename().string()].insert(holder);
+}
+
+void checkpoint_holdings::forget(const std::string& holder) {
+  for (auto c = held_.begin(); c != held_.end();) {
+    for (auto f = c->second.begin(); f != c->second.end();) {
+      f->second.erase(holder);
+      f = f->second.empty() ? c->second.erase(f) : std::next(f);
+    }
+    c = c->second.empty() ? held_.erase(c) : std::next(c);
+  }
+}
+
+held_checkpoint checkpoint_holdings::newest() const {
+  for (auto c = held_.rbegin(); c != held_.rend(); ++c) {
+    // Files by writing layout (group): complete when every writer 0..writers-1 is held.
+    std::map<std::string, std::map<int, std::string>> groups;
+    std::map<std::string, int> needed;
+    for (const auto& [name, holders] : c->second) {
+      auto f = train::detail::parse_shard_file_name(name);
+      groups[f->group][f->writer] = name;
+      needed[f->group] = f->writers;
+    }
+    for (const auto& [group, writers] : groups) {
+      if (static_cast<int>(writers.size()) != needed[group])
+        continue;
+      held_checkpoint out;
+      out.iterations = c->first.iterations;
+      out.folder = c->first.folder;
+      const auto dir = fs::path{c->first.folder} / fs::path{train::checkpoint_path("", out.iterations)}.filename();
+      for (const auto& [writer, name] : writers) {
+        for (const auto& holder : c->second.at(name)) {
+          out.files.push_back((dir / name).string());
+          out.holders.push_back(holder);
+        }
+      }
+      return out;
+    }
+  }
+  return {};
+}
+
+void checkpoint_holdings::prune_older_than(int iterations) {
+  for (auto c = held_.begin(); c != held_.end();)
+    c = c->first.iterations < iterations ? held_.erase(c) : std::next(c);
+}
+
+std::size_t checkpoint_holdings::files() const {
+  std::size_t n = 0;
+  for (const auto& [k, files] : held_)
+    n += files.size();
+  return n;
+}
+
+}  // namespace sailor::actors

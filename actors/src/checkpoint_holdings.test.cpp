@@ -1,0 +1,62 @@
+// The supervisor's view of which node holds which checkpoint shard (no disk, no network).
+#include "sailor/actors/train/holdings.hpp"
+
+#include <doctest/doctest.h>
+
+#include "train/checkpoint_files.hpp"
+
+using namespace sailor;
+
+namespace {
+
+std::string shard(const std::string& folder, int iterations, int writer, int writers) {
+  train::detail::shard_file f;
+  f.group = "00000000000000ab";
+  f.writer = writer;
+  f.writers = writers;
+  f.first_layer = writer;
+  f.end_layer = writer + 1;
+  char iter[32];
+  std::snprintf(iter, sizeof iter, "iter-%08d", iterations);
+  return folder + "/" + iter + "/" + train::detail::shard_file_name(f);
+}
+
+}  // namespace
+
+TEST_CASE("holdings: the newest checkpoint whose every writer's file is held wins") {
+  actors::checkpoint_holdings held;
+  held.add(shard("checkpoints/v1", 4, 0, 2), "10.0.0.1:7000");
+  held.add(shard("checkpoints/v1", 4, 1, 2), "10.0.0.2:7000");
+  held.add(shard("checkpoints/v1", 6, 0, 2), "10.0.0.1:7000");  // writer 1 of 6 not yet
+  auto best = held.newest();
+  CHECK(best.iterations == 4);
+  CHECK(best.folder == "checkpoints/v1");
+  REQUIRE(best.files.size() == 2);
+  CHECK(best.files[0] == shard("checkpoints/v1", 4, 0, 2));
+  CHECK(best.holders[1] == "10.0.0.2:7000");
+  held.add(shard("checkpoints/v1", 6, 1, 2), "10.0.0.2:7000");
+  CHECK(held.newest().iterations == 6);
+}
+
+TEST_CASE("holdings: a lost node takes its files; an older complete checkpoint remains") {
+  actors::checkpoint_holdings held;
+  held.add(shard("checkpoints/v2", 2, 0, 1), "a:1");
+  held.add(shard("checkpoints/v2", 2, 0, 1), "b:1");  // fetched by b after a re-plan
+  held.add(shard("checkpoints/v2", 4, 0, 1), "a:1");
+  held.forget("a:1");
+  auto best = held.newest();
+  CHECK(best.iterations == 2);
+  REQUIRE(best.holders.size() == 1);
+  CHECK(best.holders[0] == "b:1");
+  held.forget("b:1");
+  CHECK(held.newest().iterations == 0);
+  CHECK(held.files() == 0);
+}
+
+TEST_CASE("holdings: paths that are not shard files are ignored") {
+  actors::checkpoint_holdings held;
+  held.add("checkpoints/v1/iter-00000004/notes.txt", "a:1");
+  held.add("checkpoints/v1/latest/" + train::detail::shard_file_name({}), "a:1");
+  held.add(shard("checkpoints/v1", 4, 0, 1), "");
+  CHECK(held.files() == 0);
+}

@@ -1,0 +1,105 @@
+// The rendezvous store between two actor systems joined by the bridge (a socket pair): ranks
+// of a "node" meet through the "coordinator"'s store, waits are bounded, old plan versions go.
+#include "sailor/actors/rendezvous.hpp"
+
+#include <doctest/doctest.h>
+
+#include <thread>
+
+#include "sailor/actors/bridge.hpp"
+#include "sailor/actors/runtime.hpp"
+
+using namespace sailor::actors;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<char> chars(const std::string& s) { return {s.begin(), s.end()}; }
+std::string text(const std::vector<char>& v) { return {v.begin(), v.end()}; }
+
+struct coordinator_and_node {
+  runtime_config cfg_a;
+  runtime_config cfg_b;
+  caf::actor_system coordinator_system{cfg_a};
+  caf::actor_system node_system{cfg_b};
+  bridge coordinator_links{coordinator_system};
+  bridge node_links{node_system};
+  std::shared_ptr<rendezvous_client> client;
+
+  explicit coordinator_and_node(rendezvous_limits limits = {}) {
+    coordinator_links.publish("store", spawn_rendezvous_server(coordinator_system, limits));
+    auto [left, right] = local_link_pair();
+    coordinator_links.adopt(left);
+    auto peer = node_links.adopt(right);
+    auto* links = &node_links;
+    client = rendezvous_client::start(
+      node_system, node_links.remote_actor(peer, "store"),
+      [links](const std::string& name, const caf::actor& a) { links->publish(name, a); });
+  }
+  ~coordinator_and_node() {
+    client.reset();
+    node_links.close();
+    coordinator_links.close();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("rendezvous: a get waits for the set of another rank, across the bridge") {
+  coordinator_and_node lab;
+  auto store = lab.client->scope(3);
+  std::thread late_rank([&] {
+    std::this_thread::sleep_for(50ms);  // sleep override: the get must be waiting first
+    REQUIRE_FALSE(store->set("rank1/address", chars("10.0.0.2:4000")));
+  });
+  auto got = store->get("rank1/address", 5s);
+  late_rank.join();
+  REQUIRE(got);
+  CHECK(text(*got) == "10.0.0.2:4000");
+  // Keys are per plan version: version 4 does not see version 3's key.
+  auto other = lab.client->scope(4)->get("rank1/address", 100ms);
+  CHECK_FALSE(other);
+}
+
+TEST_CASE("rendezvous: a get of a key nobody sets fails after its deadline") {
+  coordinator_and_node lab;
+  auto begin = std::chrono::steady_clock::now();
+  auto got = lab.client->scope(1)->get("never", 200ms);
+  auto waited = std::chrono::steady_clock::now() - begin;
+  REQUIRE_FALSE(got);
+  CHECK(got.error().message.find("timed out") != std::string::npos);
+  CHECK(waited >= 200ms);
+  CHECK(waited < 2200ms);  // answered by the server, not by the client's margin
+}
+
+TEST_CASE("rendezvous: versions older than the newest kept ones are dropped, waiters told") {
+  rendezvous_limits limits;
+  limits.keep_versions = 2;
+  coordinator_and_node lab{limits};
+  REQUIRE_FALSE(lab.client->set(1, "k", chars("one")));
+  auto waiting = std::thread([&] {
+    auto got = lab.client->get(1, "missing", 5s);
+    REQUIRE_FALSE(got);
+    CHECK(got.error().message.find("no longer current") != std::string::npos);
+  });
+  std::this_thread::sleep_for(50ms);  // sleep override: the get must be waiting first
+  REQUIRE_FALSE(lab.client->set(2, "k", chars("two")));
+  REQUIRE_FALSE(lab.client->set(3, "k", chars("three")));
+  waiting.join();
+  auto v3 = lab.client->get(3, "k", 1s);
+  REQUIRE(v3);
+  CHECK(text(*v3) == "three");
+  CHECK_FALSE(lab.client->get(1, "k", 1s));
+}
+
+TEST_CASE("rendezvous: an oversized key or value is refused and stored nowhere") {
+  rendezvous_limits limits;
+  limits.max_value_bytes = 16;
+  coordinator_and_node lab{limits};
+  REQUIRE_FALSE(lab.client->set(1, "big", std::vector<char>(17, 'x')));
+  auto got = lab.client->get(1, "big", 200ms);
+  REQUIRE_FALSE(got);
+  auto key = lab.client->get(1, std::string(2000, 'k'), 1s);
+  REQUIRE_FALSE(key);
+  CHECK(key.error().message.find("key of 2000 bytes") != std::string::npos);
+}

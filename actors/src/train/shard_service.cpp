@@ -1,0 +1,227 @@
+#include "sailor/actors/train/shard_service.hpp"
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "sailor/config/log.hpp"
+
+namespace sailor::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::string_view get_prefix = "get ";
+constexpr std::string_view error_prefix = "error ";
+
+std::vector<std::byte> bytes_of(std::string_view text) {
+  auto* p = reinterpret_cast<const std::byte*>(text.data());
+  return {p, p + text.size()};
+}
+
+std::string text_of(const std::vector<std::byte>& bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
+sailor::error failure(const std::string& what) {
+  return sailor::error{error_kind::failed, what, "", 0, ""};
+}
+
+}  // namespace
+
+bool servable_path(const std::string& path) {
+  const fs::path p{path};
+  if (path.empty() || p.is_absolute() || path.size() > 4096)
+    return false;
+  auto part = p.begin();
+  if (part == p.end() || *part != "checkpoints")
+    return false;
+  for (; part != p.end(); ++part)
+    if (*part == ".." || *part == ".")
+      return false;
+  return true;
+}
+
+struct shard_server::impl : std::enable_shared_from_this<shard_server::impl> {
+  std::string state_dir;
+  std::unique_ptr<comm::listener> listener;
+  std::string address;
+
+  // Runs on the transport's thread: a request names one file; the reply is the file.
+  void serve(const comm::connection_ptr& conn, const std::vector<std::byte>& request) {
+    const auto text = text_of(request);
+    if (text.rfind(get_prefix, 0) != 0) {
+      conn->send_control(bytes_of(std::string{error_prefix} + "unknown request"), {});
+      return;
+    }
+    const std::string path = text.substr(get_prefix.size());
+    auto contents = read(path);
+    if (!contents) {
+      log::get("train")->warn("[shards {}] {} asked for {}: {}", address, conn->peer().name,
+                              path, contents.error().message);
+      conn->send_control(bytes_of(std::string{error_prefix} + contents.error().message), {});
+      return;
+    }
+    auto data = std::make_shared<std::vector<std::byte>>(std::move(*contents));
+    comm::tensor_descriptor desc;
+    desc.type = comm::dtype::u8;
+    desc.shape = {static_cast<std::int64_t>(data->size())};
+    desc.name = path;
+    // `data` lives until the send is done.
+    conn->send_tensor(desc, *data, [data](const comm::op_status&) {});
+  }
+
+  result<std::vector<std::byte>> read(const std::string& path) const {
+    if (!servable_path(path))
+      return failure("not a checkpoint path: '" + path + "'");
+    std::ifstream in(fs::path{state_dir} / path, std::ios::binary);
+    if (!in)
+      return failure("no such shard: " + path);
+    std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto* p = reinterpret_cast<const std::byte*>(chars.data());
+    return std::vector<std::byte>(p, p + chars.size());
+  }
+};
+
+result<std::unique_ptr<shard_server>> shard_server::start(comm::transport& transport,
+                                                          const std::string& host,
+                                                          std::string state_dir) {
+  std::unique_ptr<shard_server> self{new shard_server};
+  self->impl_ = std::make_shared<impl>();
+  self->impl_->state_dir = std::move(state_dir);
+  std::weak_ptr<impl> weak = self->impl_;
+  auto on_accept = [weak](const comm::connection_ptr& conn) {
+    comm::connection_handlers h;
+    std::weak_ptr<comm::connection> wconn = conn;
+    h.on_control = [weak, wconn](std::vector<std::byte> bytes) {
+      auto me = weak.lock();
+      auto c = wconn.lock();
+      if (me && c)
+        me->serve(c, bytes);
+    };
+    return h;
+  };
+  auto listener = transport.listen(comm::address{host, 0}, on_accept);
+  if (!listener)
+    return listener.error();
+  self->impl_->listener = std::move(*listener);
+  self->impl_->address = self->impl_->listener->local_address().to_string();
+  log::get("train")->info("[shards {}] serving {}/checkpoints", self->impl_->address,
+                          self->impl_->state_dir);
+  return self;
+}
+
+shard_server::~shard_server() {
+  if (impl_ && impl_->listener)
+    impl_->listener->close();
+}
+
+std::string shard_server::address() const { return impl_->address; }
+
+namespace {
+
+// One file from one holder: the outcome arrives on the transport's thread.
+struct fetch_call {
+  std::mutex mutex;
+  std::condition_variable done;
+  std::optional<result<std::vector<std::byte>>> outcome;
+
+  void finish(result<std::vector<std::byte>> r) {
+    {
+      std::lock_guard lock{mutex};
+      if (outcome)
+        return;
+      outcome = std::move(r);
+    }
+    done.notify_all();
+  }
+};
+
+result<std::vector<std::byte>> fetch_one(comm::transport& transport, const shard_source& src,
+                                         std::chrono::milliseconds timeout) {
+  auto where = comm::address::parse(src.holder);
+  if (!where)
+    return where.error();
+  auto call = std::make_shared<fetch_call>();
+  comm::connection_handlers h;
+  h.on_tensor = [call](comm::tensor_descriptor, comm::payload_buffer payload) {
+    auto bytes = payload.bytes();
+    call->finish(std::vector<std::byte>(bytes.begin(), bytes.end()));
+  };
+  h.on_control = [call](std::vector<std::byte> bytes) {
+    call->finish(failure(text_of(bytes)));
+  };
+  h.on_error = [call](const comm::transport_error& e) { call->finish(failure(e.to_string())); };
+  auto conn = transport.connect(*where, h);
+  if (!conn)
+    return conn.error();
+  (*conn)->send_control(bytes_of(std::string{get_prefix} + src.path), {});
+  std::unique_lock lock{call->mutex};
+  const bool answered = call->done.wait_for(lock, timeout, [&] { return call->outcome.has_value(); });
+  lock.unlock();
+  (*conn)->close();
+  if (!answered)
+    return failure("no answer within " + std::to_string(timeout.count()) + " ms");
+  std::lock_guard relock{call->mutex};
+  return std::move(*call->outcome);
+}
+
+status write_atomically(const fs::path& target, const std::vector<std::byte>& bytes) {
+  std::error_code ec;
+  fs::create_directories(target.parent_path(), ec);
+  const auto temp = target.parent_path() / ("." + target.filename().string() + ".fetch");
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
+    if (!out)
+      return failure("cannot write " + temp.string());
+  }
+  fs::rename(temp, target, ec);
+  if (ec)
+    return failure("cannot rename " + temp.string() + ": " + ec.message());
+  return {};
+}
+
+}  // namespace
+
+status fetch_shards(comm::transport& transport, const std::string& state_dir,
+                    const std::vector<shard_source>& sources, std::chrono::milliseconds timeout) {
+  std::map<std::string, std::vector<std::string>> holders;  // path -> holders, in order
+  for (const auto& s : sources)
+    holders[s.path].push_back(s.holder);
+  for (const auto& [path, from] : holders) {
+    if (!servable_path(path))
+      return failure("refusing to fetch '" + path + "': not a checkpoint path");
+    const fs::path target = fs::path{state_dir} / path;
+    std::error_code ec;
+    if (fs::exists(target, ec))
+      continue;
+    std::string why;
+    bool fetched = false;
+    for (const auto& holder : from) {
+      auto bytes = fetch_one(transport, {path, holder}, timeout);
+      if (!bytes) {
+        why += (why.empty() ? "" : "; ") + holder + ": " + bytes.error().message;
+        continue;
+      }
+      if (auto err = write_atomically(target, *bytes))
+        return err;
+      log::get("train")->info("[shards] fetched {} ({} bytes) from {}", path, bytes->size(),
+                              holder);
+      fetched = true;
+      break;
+    }
+    if (!fetched)
+      return failure("cannot fetch checkpoint shard " + path + " (" + why + ")");
+  }
+  return {};
+}
+
+}  // namespace sailor::train

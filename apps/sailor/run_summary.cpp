@@ -1,0 +1,65 @@
+#include "run_summary.hpp"
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+namespace sailor::app {
+
+void run_summary::on_plan(std::int64_t, int start_iteration, double predicted_s) {
+  std::lock_guard lock{mutex_};
+  ++plans_;
+  if (start_iteration > 0)
+    resumed_at_.push_back(start_iteration);
+  predicted_s_ = predicted_s;
+  awaiting_first_ = true;
+  plan_started_ = clock::now();
+}
+
+void run_summary::on_iteration(const actors::iteration_record& r,
+                               const actors::training_progress& p) {
+  std::lock_guard lock{mutex_};
+  const bool first = awaiting_first_;
+  if (first && plans_ > 1)
+    recovery_s_.push_back(std::chrono::duration<double>(clock::now() - plan_started_).count());
+  awaiting_first_ = false;
+  loss_curve_ = p.loss_curve();
+  measured_s_.push_back(r.measured_s);
+  tokens_.push_back(r.tokens);
+  first_of_plan_.push_back(first);
+}
+
+status run_summary::write(const std::string& path) const {
+  std::lock_guard lock{mutex_};
+  // Each plan's first iteration (warm-up: first rendezvous, restoring) is left out of the
+  // means when there are others, as `sailor demo` does.
+  double sum = 0;
+  std::int64_t tokens = 0;
+  int counted = 0;
+  for (std::size_t k = 0; k < measured_s_.size(); ++k) {
+    if (first_of_plan_[k] && measured_s_.size() > static_cast<std::size_t>(plans_))
+      continue;
+    sum += measured_s_[k];
+    tokens += tokens_[k];
+    ++counted;
+  }
+  nlohmann::json j;
+  j["iterations_completed"] = loss_curve_.size();
+  j["loss_curve"] = loss_curve_;
+  j["replans"] = plans_ > 0 ? plans_ - 1 : 0;
+  j["resumed_at"] = resumed_at_;
+  j["recovery_s"] = recovery_s_.empty() ? nlohmann::json(nullptr) : nlohmann::json(recovery_s_.back());
+  j["recovery_s_each"] = recovery_s_;
+  j["tokens_per_s"] = sum > 0 ? static_cast<double>(tokens) / sum : 0.0;
+  j["predicted_iteration_s"] = predicted_s_;
+  j["measured_iteration_s"] = counted ? sum / counted : 0.0;
+  j["measured_iteration_s_each"] = measured_s_;
+  j["wall_s"] = std::chrono::duration<double>(clock::now() - begin_).count();
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  if (!out)
+    return sailor::error{error_kind::failed, "cannot write " + path, path, 0, "--summary-json"};
+  return {};
+}
+
+}  // namespace sailor::app

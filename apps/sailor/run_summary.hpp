@@ -1,0 +1,44 @@
+#pragma once
+// What a training run reports at its end, for automation: the fields `sailor demo
+// --summary-json` writes, gathered by `sailor coordinator --summary-json` from the
+// supervisor's callbacks (which run on the supervisor's thread; the summary is written from
+// main's).
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "sailor/actors/train/progress.hpp"
+#include "sailor/config/error.hpp"
+
+namespace sailor::app {
+
+class run_summary {
+public:
+  /// A plan starts training at `start_iteration` (0: afresh), predicted at `predicted_s` per
+  /// iteration (0: no prediction).
+  void on_plan(std::int64_t plan_version, int start_iteration, double predicted_s);
+  /// An iteration completed (every rank reported it).
+  void on_iteration(const actors::iteration_record& r, const actors::training_progress& p);
+  /// Writes the JSON summary to `path`.
+  status write(const std::string& path) const;
+
+private:
+  using clock = std::chrono::steady_clock;
+  mutable std::mutex mutex_;
+  int plans_ = 0;
+  std::vector<int> resumed_at_;
+  std::vector<double> loss_curve_;
+  std::vector<double> measured_s_;
+  std::vector<std::int64_t> tokens_;
+  std::vector<bool> first_of_plan_;
+  double predicted_s_ = 0;
+  bool awaiting_first_ = false;
+  clock::time_point plan_started_{};
+  std::vector<double> recovery_s_;  // re-plan to its first completed iteration
+  clock::time_point begin_ = clock::now();
+};
+
+}  // namespace sailor::app
