@@ -6,6 +6,9 @@
 
 #include <thread>
 
+#include <caf/exit_reason.hpp>
+#include <caf/send.hpp>
+
 #include "sailor/actors/bridge.hpp"
 #include "sailor/actors/runtime.hpp"
 
@@ -25,9 +28,11 @@ struct coordinator_and_node {
   bridge coordinator_links{coordinator_system};
   bridge node_links{node_system};
   std::shared_ptr<rendezvous_client> client;
+  caf::actor server;
 
   explicit coordinator_and_node(rendezvous_limits limits = {}) {
-    coordinator_links.publish("store", spawn_rendezvous_server(coordinator_system, limits));
+    server = spawn_rendezvous_server(coordinator_system, limits);
+    coordinator_links.publish("store", server);
     auto [left, right] = local_link_pair();
     coordinator_links.adopt(left);
     auto peer = node_links.adopt(right);
@@ -38,6 +43,8 @@ struct coordinator_and_node {
   }
   ~coordinator_and_node() {
     client.reset();
+    // As the coordinator does: its pending expiries must not keep the system alive.
+    caf::anon_send_exit(server, caf::exit_reason::user_shutdown);
     node_links.close();
     coordinator_links.close();
   }
