@@ -168,6 +168,7 @@ struct rendezvous_client::impl {
   std::condition_variable arrived;
   std::map<std::uint64_t, std::optional<comm::store_reply>> pending;
   std::uint64_t next_id = 1;
+  bool closed = false;
 };
 
 std::shared_ptr<rendezvous_client> rendezvous_client::start(
@@ -187,9 +188,18 @@ std::shared_ptr<rendezvous_client> rendezvous_client::start(
   return client;
 }
 
-rendezvous_client::~rendezvous_client() {
-  if (impl_ && impl_->receiver)
-    caf::anon_send_exit(impl_->receiver, caf::exit_reason::user_shutdown);
+rendezvous_client::~rendezvous_client() { close(); }
+
+void rendezvous_client::close() {
+  caf::actor receiver;
+  {
+    std::lock_guard lock{impl_->mutex};
+    impl_->closed = true;
+    receiver = std::exchange(impl_->receiver, caf::actor{});
+  }
+  impl_->arrived.notify_all();
+  if (receiver)
+    caf::anon_send_exit(receiver, caf::exit_reason::user_shutdown);
 }
 
 std::shared_ptr<comm::rendezvous_store> rendezvous_client::scope(std::int64_t plan_version) {
@@ -198,8 +208,15 @@ std::shared_ptr<comm::rendezvous_store> rendezvous_client::scope(std::int64_t pl
 
 status rendezvous_client::set(std::int64_t plan_version, const std::string& key,
                               const std::vector<char>& value) {
+  caf::actor receiver;
+  {
+    std::lock_guard lock{impl_->mutex};
+    receiver = impl_->receiver;
+  }
+  if (!receiver)
+    return sailor::error{error_kind::disconnected, "rendezvous: the node is stopping", "", 0, ""};
   comm::store_request r{0, static_cast<std::uint64_t>(plan_version), key, true, value, 0};
-  caf::send_as(impl_->receiver, impl_->server, std::move(r));
+  caf::send_as(receiver, impl_->server, std::move(r));
   return {};
 }
 
@@ -207,24 +224,28 @@ result<std::vector<char>> rendezvous_client::get(std::int64_t plan_version,
                                                  const std::string& key,
                                                  std::chrono::milliseconds timeout) {
   std::uint64_t id;
+  caf::actor receiver;
   {
     std::lock_guard lock{impl_->mutex};
     id = impl_->next_id++;
     impl_->pending[id];
+    receiver = impl_->receiver;
   }
+  if (!receiver)
+    return sailor::error{error_kind::disconnected, "rendezvous: the node is stopping", "", 0, ""};
   comm::store_request r{id, static_cast<std::uint64_t>(plan_version), key, false, {},
                         timeout.count()};
-  caf::send_as(impl_->receiver, impl_->server, std::move(r));
+  caf::send_as(receiver, impl_->server, std::move(r));
   // The server answers by the deadline; the margin covers the round trip. Past it the
   // coordinator is unreachable.
   const auto margin = std::chrono::milliseconds{2000};
   std::unique_lock lock{impl_->mutex};
   const bool answered = impl_->arrived.wait_for(lock, timeout + margin, [this, id] {
-    return impl_->pending[id].has_value();
+    return impl_->pending[id].has_value() || impl_->closed;
   });
   auto reply = std::move(impl_->pending[id]);
   impl_->pending.erase(id);
-  if (!answered)
+  if (!answered || !reply)
     return sailor::error{error_kind::disconnected,
                          "rendezvous: no answer from the coordinator for '" + key + "'", "", 0,
                          ""};

@@ -95,6 +95,8 @@ result<std::unique_ptr<node>> node::start(caf::actor_system& system, const std::
 node::~node() {
   if (agent_)
     caf::anon_send_exit(agent_, caf::exit_reason::user_shutdown);
+  if (rendezvous_)
+    rendezvous_->close();
   bridge_->close();
   rendezvous_.reset();
 }

@@ -86,6 +86,10 @@ public:
   /// Called by the reply actor.
   void deliver(comm::store_reply reply);
 
+  /// Stops the reply actor (the actor system waits for it at exit); later gets fail at once.
+  /// Idempotent; the node calls it when it stops, whoever still holds the client.
+  void close();
+
   struct impl;
 
 private:
