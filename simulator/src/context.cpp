@@ -401,17 +401,31 @@ memory_breakdown sim_context::stage_memory(int gpu, int tp, int mbs, int first, 
   return mem;
 }
 
-double sim_context::link_gbytes_per_s(const endpoint& a, const endpoint& b, double bytes, int n) const {
-  // Aggregate GB/s of the node pair when n GPUs of each node take part.
+namespace {
+// Index of a GPUs-per-node count among the fits' 1, 2, 4, 8 (the largest not above n).
+int fit_index(int n, int max_index) {
+  int i = 0;
+  while (i + 1 < max_index && (2 << i) <= n) ++i;
+  return i;
+}
+}  // namespace
+
+double sim_context::link_gbytes_per_s(const endpoint& a, const endpoint& b, double bytes, int na, int nb) const {
   const int Z = num_zones(), G = num_gpu_types();
   if (a.zone < 0 || b.zone < 0 || a.gpu < 0 || b.gpu < 0 || a.zone >= Z || b.zone >= Z) return -1;
   if (use_fits_) {
-    int ni = 0;
-    while (ni + 1 < max_fit_n && (2 << ni) <= n) ++ni;
-    const fit* f = &fits_[((((size_t(a.zone) * G + a.gpu) * max_fit_n + ni) * Z + b.zone) * G + b.gpu) * max_fit_n + ni];
-    // fall back to fewer GPUs per node if that pair was not measured
-    for (int k = ni - 1; !f->ok && k >= 0; --k)
-      f = &fits_[((((size_t(a.zone) * G + a.gpu) * max_fit_n + k) * Z + b.zone) * G + b.gpu) * max_fit_n + k];
+    // Sailor's fits are keyed by each side's own count (sender and receiver may differ in GPU
+    // type and in how many of their GPUs take part); where a pair was not measured, fewer GPUs.
+    auto slot = [&](int ia, int ib) -> const fit& {
+      return fits_[((((size_t(a.zone) * G + a.gpu) * max_fit_n + ia) * Z + b.zone) * G + b.gpu) * max_fit_n + ib];
+    };
+    int ia = fit_index(na, max_fit_n), ib = fit_index(nb, max_fit_n);
+    const fit* f = &slot(ia, ib);
+    while (!f->ok && (ia > 0 || ib > 0)) {
+      if (ia >= ib && ia > 0) --ia;
+      else --ib;
+      f = &slot(ia, ib);
+    }
     if (!f->ok) return -1;
     // as config::sailor_bandwidth_fit::gbytes_per_s
     double x = std::log2(std::max(bytes, 1.0) / 1e6);
@@ -433,10 +447,11 @@ double sim_context::link_gbytes_per_s(const endpoint& a, const endpoint& b, doub
 }
 
 double sim_context::gpu_bytes_per_s(const endpoint& a, const endpoint& b, double bytes) const {
-  // The TP ranks of a replica send in parallel, as many per node pair as both sides have.
+  // A collective's edge between two replicas: each of their TP ranks (its own shard's ring)
+  // sends in parallel, as many per node pair as both sides have.
   if (a.gpu < 0 || b.gpu < 0 || a.gpu >= num_gpu_types() || b.gpu >= num_gpu_types()) return -1;
   const int n = std::max(1, std::min({a.tp, b.tp, gpus_per_node_[a.gpu], gpus_per_node_[b.gpu]}));
-  double gbps = link_gbytes_per_s(a, b, bytes * n, n);
+  double gbps = link_gbytes_per_s(a, b, bytes * n, n, n);
   if (gbps <= 0) return -1;
   // Sailor's fits are per node pair; a cluster's zone link is per flow, each flow also
   // limited by its share of the node's NIC.
@@ -452,11 +467,33 @@ double sim_context::gpu_bytes_per_s(const endpoint& a, const endpoint& b, double
 }
 
 double sim_context::transfer_s(const endpoint& a, const endpoint& b, double bytes) const {
-  const double bw = gpu_bytes_per_s(a, b, bytes);
-  if (bw <= 0) return -1;
+  if (a.gpu < 0 || b.gpu < 0 || a.gpu >= num_gpu_types() || b.gpu >= num_gpu_types()) return -1;
+  const int ta = std::max(1, a.tp), tb = std::max(1, b.tp);
+  // GPUs of each node that take part (a replica's TP ranks share its node), and the flows
+  // between the two nodes: partitioned, min(ta, tb) ranks each send their part; otherwise each
+  // of b's ranks receives a full copy.
+  const int na = std::min(ta, gpus_per_node_[a.gpu]), nb = std::min(tb, gpus_per_node_[b.gpu]);
+  const bool split = options_.p2p_partitioned;
+  const int flows = std::max(1, std::min(split ? std::min(ta, tb) : tb, std::max(na, nb)));
+  const double node_bytes = split ? bytes : bytes * tb;
+  double gbps = link_gbytes_per_s(a, b, node_bytes, na, nb);
+  if (gbps <= 0) return -1;
+  double aggregate;  // bytes/s of the node pair for this transfer
   double latency = options_.p2p_latency_s;
-  if (!use_fits_) latency += zone_links_[size_t(a.zone) * num_zones() + b.zone].latency_s;
-  return latency + bytes / bw;
+  if (use_fits_) {
+    // The job's ceiling bounds one pipeline transfer (the engine's send, receive and gather of
+    // the parts); copies sent side by side by several ranks each have their own.
+    aggregate = options_.network_efficiency * gbps * 1e9;
+    if (options_.job_gbytes_per_s_per_gpu > 0)
+      aggregate = std::min(aggregate, (split ? 1 : flows) * options_.job_gbytes_per_s_per_gpu * 1e9);
+  } else {
+    // A cluster's zone link is what one flow gets; the node's NIC bounds them all.
+    aggregate = flows * gbps * 1e9;
+    const double nic = std::min(gpu_nic_[a.gpu], gpu_nic_[b.gpu]);
+    if (nic > 0) aggregate = std::min(aggregate, nic);
+    latency += zone_links_[size_t(a.zone) * num_zones() + b.zone].latency_s;
+  }
+  return latency + node_bytes / aggregate;
 }
 
 double sim_context::egress_usd_per_gb(int za, int zb) const {
@@ -503,6 +540,9 @@ double sim_context::allreduce_s(const endpoint* reps, int n, double stage_params
   }
   const double msg = calls > 0 ? max_shard / calls : std::min(options_.bucket_bytes, max_shard);
   const double buckets = calls > 0 ? double(calls) : std::ceil(max_shard / options_.bucket_bytes);
+  // Each step of a ring sends 1/k of a bucket to the next member: the fits are read at that
+  // size (small messages reach a fraction of the bandwidth of large ones).
+  const double step_msg = msg / k;
   double ring_bw = 1e300;
   int zones = 1;
   for (int i = 0; i < k; ++i) {
@@ -510,7 +550,7 @@ double sim_context::allreduce_s(const endpoint* reps, int n, double stage_params
     const endpoint& y = ring[(i + 1) % k];
     if (i > 0 && ring[i].zone != ring[i - 1].zone) ++zones;
     if (i > 0 && same(x, ring[i - 1]) && same(y, ring[i])) continue;  // same edge as before
-    double bw = gpu_bytes_per_s(x, y, msg);
+    double bw = gpu_bytes_per_s(x, y, step_msg);
     if (bw <= 0) return -1;
     ring_bw = std::min(ring_bw, bw);
   }
@@ -523,7 +563,9 @@ double sim_context::allreduce_s(const endpoint* reps, int n, double stage_params
     latency += worst;
   }
   const double ring_s = steps / k * max_shard / ring_bw + buckets * steps * latency;
-  if (zones <= 1) return ring_s;
+  // The runtime runs this ring whatever the zones (one Gloo all-reduce per group); the
+  // hierarchical scheme below only when asked for (sim_options::hierarchical_allreduce).
+  if (zones <= 1 || !options_.hierarchical_allreduce) return ring_s;
   // Hierarchical: reduce-scatter inside each zone, all-reduce of 1/k_z across zones, all-gather
   // inside each zone.
   double intra_s = 0, cross_bw = 1e300, cross_latency = options_.collective_latency_s;
@@ -531,15 +573,14 @@ double sim_context::allreduce_s(const endpoint* reps, int n, double stage_params
   for (int i = 0; i < k;) {
     int j = i;
     double bw = 1e300;
-    while (j < k && ring[j].zone == ring[i].zone) {
-      if (j + 1 < k && ring[j + 1].zone == ring[i].zone) bw = std::min(bw, gpu_bytes_per_s(ring[j], ring[j + 1], msg));
-      ++j;
-    }
+    const int g0 = i;
+    while (j < k && ring[j].zone == ring[g0].zone) ++j;
     const int g = j - i;
+    for (int x = i; x + 1 < j; ++x) bw = std::min(bw, gpu_bytes_per_s(ring[x], ring[x + 1], msg / g));
     min_group = std::min(min_group, g);
     if (g > 1) intra_s = std::max(intra_s, 2.0 * (g - 1) / g * max_shard / bw + buckets * 2.0 * (g - 1) * options_.collective_latency_s);
     if (j < k) {
-      double cb = gpu_bytes_per_s(ring[i], ring[j], msg);
+      double cb = gpu_bytes_per_s(ring[i], ring[j], step_msg);
       if (cb <= 0) return -1;
       cross_bw = std::min(cross_bw, cb);
       if (!use_fits_) cross_latency = std::max(cross_latency, options_.collective_latency_s + zone_links_[size_t(ring[i].zone) * num_zones() + ring[j].zone].latency_s);
@@ -547,7 +588,7 @@ double sim_context::allreduce_s(const endpoint* reps, int n, double stage_params
     i = j;
   }
   {
-    double cb = gpu_bytes_per_s(ring[k - 1], ring[0], msg);
+    double cb = gpu_bytes_per_s(ring[k - 1], ring[0], step_msg);
     if (cb <= 0) return -1;
     cross_bw = std::min(cross_bw, cb);
   }
