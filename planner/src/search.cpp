@@ -416,7 +416,7 @@ private:
             // the simulator's finer accounting (sends, the drain of later stages).
             const double bound = 0.97 * ((m - 1) * max_t + sum_t);
             if (bound > time_cap) continue;
-            if (!cost_goal_ && key >= thr) continue;
+            if (!cost_goal_ && 0.98 * key >= thr) continue;
             double usd_s = 0;
             if (need_usd) {
               for (int g = 0; g < G_; ++g) usd_s += (x.use[g] + (g == c.gpu ? c.tp : 0)) * tab_.usd_per_gpu_s(g);

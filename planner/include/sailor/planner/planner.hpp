@@ -114,8 +114,23 @@ struct options {
   /// boundaries, a stage's TP, type or zone, a replica's zone, merge, split), in replicas
   /// scored: a plan of R replicas costs R per evaluation. 0 turns it off.
   long long polish_work = 12000;
+  /// Plans whose objective is within this fraction of the best are taken as equal (the
+  /// simulator's error on measured plans is about 3% mean): among them the most robust wins,
+  /// first the one whose traffic stays inside regions, then the one that loses the least to
+  /// micro-batch counts that round up (see `robustness`). 0: the best objective, as scored.
+  double robust_tolerance = 0.03;
   scorer score;  ///< empty: the closed form
 };
+
+/// What makes a plan fragile, for choosing among near-equal plans: bytes per iteration that
+/// cross regions (slow, priced links whose bandwidth varies most) and the fraction of
+/// micro-batch slots wasted because the global batch does not split evenly (the busiest replica
+/// of a stage runs ceil(gbs / replicas / mbs) micro-batches; the slowest stage's waste counts).
+struct robustness {
+  double cross_region_bytes = 0;
+  double rounding_waste = 0;
+};
+robustness robustness_of(const config::cluster& cluster, const config::model_shape& model, const config::plan& p);
 
 /// What the search found, and how hard it looked.
 struct plan_result {
