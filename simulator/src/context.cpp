@@ -115,6 +115,7 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
     }
   }
   c.zone_names_.assign(zone_set.begin(), zone_set.end());
+  for (size_t z = 0; z < c.zone_names_.size(); ++z) c.zone_index_.emplace(c.zone_names_[z], int(z));
   const int Z = static_cast<int>(c.zone_names_.size());
 
   // Sizes per layer (per GPU) by TP degree: llm_info where the profile has it, otherwise the
@@ -341,9 +342,8 @@ int sim_context::gpu_id(std::string_view type) const {
 }
 
 int sim_context::zone_id(std::string_view zone) const {
-  for (size_t i = 0; i < zone_names_.size(); ++i)
-    if (zone_names_[i] == zone) return static_cast<int>(i);
-  return -1;
+  auto it = zone_index_.find(std::string(zone));
+  return it == zone_index_.end() ? -1 : it->second;
 }
 
 const sim_context::table* sim_context::find_table(int gpu, int tp, int mbs) const {

@@ -41,6 +41,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "sailor/config/cluster.hpp"
@@ -260,6 +261,7 @@ private:
   config::job job_;
   int num_layers_ = 0;
   std::vector<std::string> gpu_names_, zone_names_;
+  std::unordered_map<std::string, int> zone_index_;  // zone_names_ by name (clouds list hundreds)
   std::vector<double> gpu_memory_, gpu_price_, gpu_mem_bw_;
   std::vector<char> has_profile_;
   std::vector<int> gpus_per_node_;
