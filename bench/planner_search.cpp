@@ -324,7 +324,7 @@ void part2(const std::string& root, const std::string& results) {
       if (e) {
         thr_s = e->throughput_iters_per_s;
         cost_s = e->cost_per_iteration_usd;
-        if (!e->fits_memory) note += " Sailor's plan does not fit memory;";
+        if (!e->fits_memory) note += " Sailor's plan by our memory check: " + e->memory_verdict + ";";
         if (cost && min_thr > 0 && thr_s < min_thr) note += " Sailor's plan misses the throughput floor;";
       } else {
         note = " Sailor's plan: " + e.error().to_string();

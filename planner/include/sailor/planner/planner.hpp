@@ -17,7 +17,12 @@
 /// per type, stages after, bottleneck, sum of stage times, slowest gradient sync); stage times are
 /// O(1) from prefix sums memoized per (GPU type, TP, micro-batch). The best few complete pipelines
 /// are placed on zones (data parallelism kept inside a zone, then a region, regions ordered by
-/// bandwidth), scored by the closed form, and the best few re-ranked by the `scorer`.
+/// bandwidth), scored by the closed form, and the best few re-ranked by the `scorer`; among those
+/// within `robust_tolerance` of the best, the most robust is chosen.
+///
+/// What the plans may rely on is what the runtime runs: a data-parallel group spanning zones
+/// or regions is priced as one flat ring bounded by its slowest link (the simulator's default;
+/// no hierarchical all-reduce until the runtime has one).
 
 #include <functional>
 #include <map>
@@ -102,8 +107,11 @@ struct options {
   /// global batch over each stage's own replicas). Explored by the hill climbing only: the
   /// program keeps one degree for all stages.
   bool per_stage_replicas = true;
-  /// Zones are considered as subsets: each zone, each region, then regions added in order of
-  /// bandwidth. Set to false to consider only all zones together.
+  /// Zones are considered as subsets, pruned by region and bandwidth before the search: all
+  /// zones, the two largest zones, the largest regions (three, and the largest for each GPU
+  /// type), and regions added outwards from the largest in order of bandwidth at 2, 3, 4, 6, 9,
+  /// ... regions (hundreds of zones plan in about a second). Set to false to consider only all
+  /// zones together.
   bool zone_subsets = true;
   /// Re-rank the best `candidates_to_rerank` plans by the simulator's event-driven 1F1B
   /// schedule (iteration time from the events; cost: GPU dollars for that time plus egress),
