@@ -82,7 +82,7 @@ TEST_CASE("a pipeline transfer reads each side's own GPU count: TP 4 sender, TP 
         doctest::Approx(ctx.options().p2p_latency_s + bytes / (fit * 1e9)).epsilon(1e-9));
 }
 
-TEST_CASE("a data-parallel ring across regions is bounded by its slowest link; hierarchical only when asked") {
+TEST_CASE("a data-parallel ring across regions is bounded by its slowest link, hierarchical only when asked") {
   auto s = load();
   auto ring = s.make();
   sim_options h;
