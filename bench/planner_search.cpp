@@ -7,7 +7,13 @@
 // included) against Sailor's setup+search, and our plan's throughput against Sailor's plan's,
 // both judged by our simulator.
 //
-//   build/bin/planner_search [DATA_DIR] [--quick] [--part 1|2] [--sizes 512,4096] [--zones 8]
+// Part 2 also prints, per pool, both plans' times by the closed form and by the event simulation,
+// how our plan's throughput changes with every cross-zone link at half the bandwidth its fit
+// says, and whether a plan found with one zone removed beats the full pool's.
+// Part 3: planner time against the number of zones (10 to 300) for the same GPUs.
+//
+//   build/bin/planner_search [DATA_DIR] [--quick] [--part 1|2|3] [--sizes 512,4096] [--zones 8]
+//                            [--zone-series 10,50,100,300]
 #include <sys/resource.h>
 
 #include <chrono>
@@ -15,6 +21,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <cstdlib>
 #include <string>
@@ -86,6 +93,63 @@ config::cluster synthetic_cluster(const config::sailor_data& data, const std::ve
   return c;
 }
 
+// Sailor's fits with every cross-zone pair at half its bandwidth: how much a plan leans on
+// links whose real bandwidth may fall short of what was measured.
+config::sailor_network half_cross_zone(config::sailor_network n) {
+  for (auto& [k, f] : n.fits)
+    if (k.first.zone != k.second.zone) {
+      f.a *= 0.5;
+      f.b *= 0.5;
+      f.c *= 0.5;
+      f.max_gbytes_per_s *= 0.5;
+    }
+  return n;
+}
+
+config::cluster half_cross_zone(config::cluster c) {
+  c.defaults.same_region.bandwidth_gbytes_per_s *= 0.5;
+  c.defaults.cross_region.bandwidth_gbytes_per_s *= 0.5;
+  for (auto& l : c.links)
+    if (l.from != l.to) l.bandwidth_gbytes_per_s *= 0.5;
+  return c;
+}
+
+// Iteration time of `p` by the closed form and by the event simulation (0 when it fails).
+std::pair<double, double> closed_and_events(const simulator::sim_context& ctx, const config::plan& p) {
+  auto e = simulator::simulate(ctx, p);
+  auto ev = simulator::simulate_events(ctx, p);
+  return {e ? e->iteration_time_s : 0.0, ev ? ev->iteration_time_s : 0.0};
+}
+
+// Throughput of `p` with cross-zone links at half bandwidth over its throughput as planned.
+double half_bandwidth_ratio(const planner::problem& prob, const config::plan& p) {
+  planner::problem half = prob;
+  if (half.network) half.network = half_cross_zone(*half.network);
+  half.cluster = half_cross_zone(half.cluster);
+  auto a = planner::make_context(prob);
+  auto b = planner::make_context(half);
+  if (!a || !b) return 0;
+  auto ea = simulator::simulate(*a, p);
+  auto eb = simulator::simulate(*b, p);
+  return ea && eb && eb->iteration_time_s > 0 ? ea->iteration_time_s / eb->iteration_time_s : 0;
+}
+
+// The best plan with one zone removed, when it beats the full pool's by the planner's own
+// estimate: what the search over zone sets missed (0 when nothing beats it).
+double missed_by_zone_sets(const planner::problem& prob, double full_value) {
+  if (prob.cluster.zones.size() < 2) return 0;
+  double missed = 0;
+  for (size_t z = 0; z < prob.cluster.zones.size(); ++z) {
+    planner::problem fewer = prob;
+    fewer.cluster.zones[z].gpus.clear();
+    auto r = planner::plan_job(fewer);
+    if (!r) continue;
+    const double v = planner::objective_value(prob.job, *r->plan.estimate);
+    missed = std::max(missed, full_value / v - 1);
+  }
+  return missed;
+}
+
 void part1(const std::string& root, bool quick, const std::vector<int>& only_sizes, int only_zones) {
   std::printf("== Part 1: search time and plan by pool size, GPU types, zones (one core) ==\n");
   std::printf("%-12s %6s %5s %5s | %9s %9s %7s | %6s %8s %8s %9s | %s\n", "model", "gpus", "types", "zones",
@@ -137,6 +201,61 @@ void part1(const std::string& root, bool quick, const std::vector<int>& only_siz
         std::fflush(stdout);
       }
     }
+  }
+}
+
+// Zones named like a cloud's: regions of three zones each.
+config::cluster many_zones(const config::sailor_data& data, int zones, int gpus) {
+  config::cluster c;
+  c.name = "zones";
+  c.gpus = data.gpus;
+  const int per = std::max(4, gpus / zones);
+  for (int z = 0; z < zones; ++z) {
+    const std::string region = "region" + std::to_string(z / 3);
+    const std::string name = region + "-" + char('a' + z % 3);
+    c.zones.push_back({name, region, {{"A100-40", per}}});
+    if (z % 3 == 0) c.regions.push_back({region, {}});
+    c.regions.back().zones.push_back(name);
+  }
+  return c;
+}
+
+void part3(const std::string& root, const std::vector<int>& series) {
+  std::printf("\n== Part 3: planner time by number of zones (1200 A100-40 in all, regions of 3 zones, OPT-350, "
+              "gbs 1024; issue 19 item 13) ==\n");
+  std::printf("%6s %6s | %9s %9s | %7s %8s %8s | %s\n", "zones", "gpus", "cpu_ms", "wall_ms", "configs", "it/s",
+              "$/iter", "plan");
+  auto data = config::load_sailor_data(root, "OPT-350");
+  if (!data) {
+    std::printf("OPT-350: %s\n", data.error().to_string().c_str());
+    return;
+  }
+  for (int zones : series) {
+    timer t;
+    planner::problem prob;
+    prob.model = data->model;
+    prob.profile = data->profile;
+    prob.job.global_batch = 1024;
+    prob.job.optimizer = data->optimizer;
+    prob.cluster = many_zones(*data, zones, 1200);
+    auto r = planner::plan_job(prob);
+    const double cpu = t.cpu_s(), wall = t.wall_s();
+    if (!r) {
+      std::printf("%6d %6d | %s\n", zones, prob.cluster.total_gpus(), r.error().to_string().c_str());
+      continue;
+    }
+    std::set<std::string> used_zones, used_regions;
+    for (const auto& st : r->plan.stages)
+      for (const auto& rep : st.replicas) {
+        used_zones.insert(rep.zone);
+        used_regions.insert(rep.zone.substr(0, rep.zone.rfind('-')));
+      }
+    std::printf("%6d %6d | %9.1f %9.1f | %7d %8.4f %8.4f | %d stages, mbs %d, %d GPUs in %zu zones of %zu regions\n",
+                zones, prob.cluster.total_gpus(), cpu * 1e3, wall * 1e3, r->configurations,
+                r->plan.estimate->throughput_iters_per_s, r->plan.estimate->cost_per_iteration_usd,
+                r->plan.num_stages(), r->plan.micro_batch, r->plan.total_gpus(), used_zones.size(),
+                used_regions.size());
+    std::fflush(stdout);
   }
 }
 
@@ -205,7 +324,7 @@ void part2(const std::string& root, const std::string& results) {
       if (e) {
         thr_s = e->throughput_iters_per_s;
         cost_s = e->cost_per_iteration_usd;
-        if (!e->fits_memory) note += " Sailor's plan does not fit memory;";
+        if (!e->fits_memory) note += " Sailor's plan by our memory check: " + e->memory_verdict + ";";
         if (cost && min_thr > 0 && thr_s < min_thr) note += " Sailor's plan misses the throughput floor;";
       } else {
         note = " Sailor's plan: " + e.error().to_string();
@@ -229,6 +348,24 @@ void part2(const std::string& root, const std::string& results) {
       std::snprintf(ratio, sizeof ratio, "%.3f", thr_s > 0 ? est.throughput_iters_per_s / thr_s : 0.0);
     std::printf("%-34s | %8.1f %8.1f %9.2f | %7.0fx %8.4f %8.4f | %s%s\n", name.c_str(), wall * 1e3, cpu * 1e3,
                 sailor_s, sailor_s / std::max(cpu, 1e-6), est.throughput_iters_per_s, thr_s, ratio, note.c_str());
+    // Both plans by the closed form and by the event simulation, the sensitivity of ours to
+    // cross-zone links at half their bandwidth, and what one zone fewer would have found.
+    if (ctx) {
+      auto [ours_cf, ours_ev] = closed_and_events(*ctx, r->plan);
+      std::pair<double, double> theirs{0, 0};
+      if (sp) {
+        auto plan = sp->value;
+        if (plan.global_batch <= 0) plan.global_batch = gbs;
+        theirs = closed_and_events(*ctx, plan);
+      }
+      const double missed = missed_by_zone_sets(prob, planner::objective_value(prob.job, est));
+      std::printf("%-34s |   s/iter ours: closed %.4f events %.4f (%+.2f%%); Sailor's: closed %.4f events %.4f "
+                  "(%+.2f%%) | half cross-zone bandwidth: %.3fx throughput | one zone fewer: %s\n",
+                  "", ours_cf, ours_ev, 100 * (ours_cf / std::max(ours_ev, 1e-12) - 1), theirs.first, theirs.second,
+                  100 * (theirs.first / std::max(theirs.second, 1e-12) - 1), half_bandwidth_ratio(prob, r->plan),
+                  missed > 1e-9 ? ("better by " + std::to_string(100 * missed).substr(0, 5) + "%").c_str()
+                                : "no better");
+    }
     std::fflush(stdout);
     fs::remove(qpath);
     fs::remove(ppath);
@@ -247,10 +384,16 @@ int main(int argc, char** argv) {
   std::string data_dir = SAILOR_DATA_DIR;
   bool quick = false;
   int part = 0, zones = 0;
-  std::vector<int> sizes;
+  std::vector<int> sizes, zone_series = {10, 50, 100, 300};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick") quick = true;
+    else if (a == "--zone-series" && i + 1 < argc) {
+      zone_series.clear();
+      std::stringstream ss(argv[++i]);
+      std::string x;
+      while (std::getline(ss, x, ',')) zone_series.push_back(std::atoi(x.c_str()));
+    }
     else if (a == "--part" && i + 1 < argc) part = std::atoi(argv[++i]);
     else if (a == "--zones" && i + 1 < argc) zones = std::atoi(argv[++i]);
     else if (a == "--sizes" && i + 1 < argc) {
@@ -265,14 +408,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "planner_search: no Sailor data at %s\n", root.c_str());
     return 1;
   }
-  if (part != 1) part2(root, results);
+  if (part == 0 || part == 2) part2(root, results);
   if (part == 0) std::printf("\n");
-  if (part != 2) part1(root, quick, sizes, zones);
+  if (part == 0 || part == 1) part1(root, quick, sizes, zones);
+  if (part == 0 || part == 3) part3(root, zone_series);
   std::printf("\nrecorded before the local search and pruning of 2026-11-22 (this machine, loaded, cpu ms): "
               "4096 GPUs / 4 types / 8 zones: OPT-350 7928, GPT-Neo-2.7 10851; 2048 / 4 / 8: 5634 and 4542; "
               "128 A100 + 384 V100: 73; throughput ratio against Sailor's plans 1.000-1.308 (b_het 128+384: 1.209)\n");
   std::printf("recorded before the planner speed-up of 2026-11-22 (same plans; this machine, loaded, min of 5 "
               "interleaved runs, cpu ms): 4096 GPUs / 4 types / 8 zones: OPT-350 1125 -> 850, "
               "GPT-Neo-2.7 1217 -> 894\n");
+  std::printf("recorded before the zone-set pruning of 2026-11-24 (part 3, this machine, loaded, cpu ms): 10 zones "
+              "428, 50 zones 2380 (configurations 815 and 2211; issue 19 measured `sailor plan` at 0.27 s, 12.5 s, "
+              "55 s for 10, 50, 100 zones); after: 423, 824, 1377 and 1544 ms for 10, 50, 100, 300 zones\n");
   return 0;
 }

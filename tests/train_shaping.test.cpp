@@ -274,6 +274,9 @@ TEST_CASE("train: the shaped all-reduce's model is the simulator's for a cluster
   in.cluster = &cluster;
   simulator::sim_options o;
   o.collective_latency_s = 0;
+  // The shaper holds an all-reduce for the better of the ring and the hierarchical scheme, so
+  // the simulator is asked to price that scheme too (off by default: the runtime runs a ring).
+  o.hierarchical_allreduce = true;
   auto ctx = simulator::sim_context::make(in, o);
   REQUIRE(ctx);
   const double params = bytes / o.grad_bytes_per_param;

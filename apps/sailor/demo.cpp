@@ -275,6 +275,7 @@ int run_demo(const demo_args& args) {
     simulator::sim_options sim;
     sim.framework_overhead_bytes = 0;
     sim.overlap_p2p = true;
+    sim.p2p_partitioned = false;  // every receiving TP rank gets a full copy (executor.cpp)
     auto predict = [&](const config::model_profile* profile) -> result<simulator::estimate> {
       in.profile = profile;
       auto ctx = simulator::sim_context::make(in, sim);

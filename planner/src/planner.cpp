@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <sstream>
+#include <tuple>
 
 #include "search.hpp"
 
@@ -162,25 +164,80 @@ scorer effective_scorer(const options& opts, const simulator::sim_context& ctx) 
   return {};
 }
 
-// Re-ranks the feasible candidates with the scorer; returns the index chosen.
+// Re-ranks the feasible candidates with the scorer (their closed-form value without one) and
+// returns the index chosen: among those within `tolerance` of the best, the most robust
+// (robustness_of): inside regions first, then the least rounding waste, then the value.
 size_t rerank(const problem& prob, std::vector<detail::candidate>& cands, const scorer& score,
-              size_t limit) {
-  if (!score) return 0;
-  size_t best = 0;
+              size_t limit, double tolerance) {
+  std::vector<double> value(cands.size(), INFINITY);
   double best_value = INFINITY;
+  size_t best = 0;
   for (size_t i = 0; i < cands.size() && i < limit; ++i) {
     if (!cands[i].feasible) continue;
-    auto e = score(cands[i].plan);
-    if (!e) continue;
-    if (!meets_constraints(prob.job, *e)) continue;
-    double v = objective_value(prob.job, *e);
-    cands[i].plan.estimate = *e;
+    double v = cands[i].value;
+    if (score) {
+      auto e = score(cands[i].plan);
+      if (!e) continue;
+      if (!meets_constraints(prob.job, *e)) continue;
+      v = objective_value(prob.job, *e);
+      cands[i].plan.estimate = *e;
+    }
+    value[i] = v;
     if (v < best_value * (1 - 1e-12)) best_value = v, best = i;
   }
-  return best;
+  if (!(tolerance > 0) || !std::isfinite(best_value)) return best;
+  struct key {
+    bool crosses_regions;
+    double adjusted;  // the value as if the rounding waste were lost once more
+    size_t index;
+    bool operator<(const key& o) const {
+      return std::tie(crosses_regions, adjusted, index) < std::tie(o.crosses_regions, o.adjusted, o.index);
+    }
+  };
+  std::optional<key> pick;
+  for (size_t i = 0; i < cands.size() && i < limit; ++i) {
+    if (!(value[i] <= best_value * (1 + tolerance))) continue;
+    const robustness r = robustness_of(prob.cluster, prob.model, cands[i].plan);
+    const key k{r.cross_region_bytes > 0, value[i] * (1 + r.rounding_waste), i};
+    if (!pick || k < *pick) pick = k;
+  }
+  return pick ? pick->index : best;
 }
 
 }  // namespace
+
+robustness robustness_of(const config::cluster& cluster, const config::model_shape& model, const config::plan& p) {
+  robustness r;
+  auto region = [&](const std::string& zone) -> const std::string& {
+    const auto* z = cluster.find_zone(zone);
+    return z ? z->region : zone;
+  };
+  const double act = double(model.sequence) * model.hidden * config::bytes_of(model.precision) * p.micro_batch;
+  for (size_t s = 0; s < p.stages.size(); ++s) {
+    const auto& st = p.stages[s];
+    const int R = std::max<int>(1, int(st.replicas.size()));
+    const int per_replica = (p.global_batch + R - 1) / R;
+    const int m = std::max(1, (per_replica + p.micro_batch - 1) / p.micro_batch);
+    if (p.global_batch > 0)
+      r.rounding_waste = std::max(r.rounding_waste, double(m) * R * p.micro_batch / p.global_batch - 1.0);
+    // A ring over replicas in several regions crosses region links at least twice.
+    bool spread = false;
+    for (const auto& rep : st.replicas) spread = spread || region(rep.zone) != region(st.replicas[0].zone);
+    if (spread) {
+      double params = 0;
+      for (int l = st.first_layer; l < st.end_layer(); ++l) params += double(model.params_of_layer(l));
+      r.cross_region_bytes += 2.0 * 2.0 * (R - 1) / R * params * 4.0;
+    }
+    if (s + 1 < p.stages.size()) {
+      const auto& next = p.stages[s + 1];
+      const size_t n = std::max(st.replicas.size(), next.replicas.size());
+      for (size_t i = 0; i < n && !st.replicas.empty() && !next.replicas.empty(); ++i)
+        if (region(st.replicas[i % st.replicas.size()].zone) != region(next.replicas[i % next.replicas.size()].zone))
+          r.cross_region_bytes += 2.0 * act * m;
+    }
+  }
+  return r;
+}
 
 double state_kept(const problem& prob, const config::plan& before, const config::plan& after) {
   // Parameters of (layer, zone, GPU type) the old plan held: moving them inside a zone is cheap,
@@ -223,7 +280,7 @@ result<plan_result> plan_job(const problem& prob, const options& opts) {
     return explain_constraints(prob, tab, net, opts);
   }
   const scorer score = effective_scorer(opts, *ctx);
-  size_t pick = rerank(prob, cands, score, size_t(keep));
+  size_t pick = rerank(prob, cands, score, size_t(keep), opts.robust_tolerance);
   plan_result out;
   out.plan = cands[pick].plan;
   if (auto full = detail::estimate_with(prob, tab, net, out.plan)) out.detail = std::move(*full);

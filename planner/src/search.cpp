@@ -201,42 +201,57 @@ private:
     return z ? z->region : zone_names_[zi];
   }
 
+  // Zone sets, pruned by region and bandwidth before any is searched (a cloud lists well over
+  // a hundred zones; the sets searched grow with the logarithm of the regions, not with them):
+  // all zones; the two largest zones alone; the largest multi-zone regions alone (the three
+  // with most GPUs, and the one with most of each GPU type); and regions added outwards from
+  // the largest in order of bandwidth (ties: capacity) at 2, 3, 4, 6, 9, 13, ... regions.
   void build_zone_sets() {
     const int Z = int(zone_names_.size());
     std::vector<int> all(Z);
     for (int z = 0; z < Z; ++z) all[z] = z;
     add_zone_set(all);
     if (!opts_.zone_subsets || Z == 1) return;
-    // Single zones: the two largest (a zone alone pays no egress and no slow rings).
     std::vector<int> by_size = all;
     std::stable_sort(by_size.begin(), by_size.end(), [&](int a, int b) { return zone_capacity(a) > zone_capacity(b); });
     for (int i = 0; i < std::min(Z, 2); ++i) add_zone_set({by_size[i]});
     std::map<std::string, std::vector<int>> regions;
     for (int z = 0; z < Z; ++z) regions[region_of(z)].push_back(z);
-    for (const auto& [r, zs] : regions)
-      if (zs.size() > 1) add_zone_set(zs);
-    if (regions.size() > 1) {
-      // Regions ordered by bandwidth from the largest one; data parallelism grows outwards.
-      std::vector<std::pair<std::string, std::vector<int>>> order(regions.begin(), regions.end());
-      auto cap = [&](const std::vector<int>& zs) {
-        int n = 0;
-        for (int z : zs) n += zone_capacity(z);
-        return n;
-      };
-      std::stable_sort(order.begin(), order.end(),
-                       [&](const auto& a, const auto& b) { return cap(a.second) > cap(b.second); });
-      const std::string& first_zone = zone_names_[order[0].second[0]];
-      std::stable_sort(order.begin() + 1, order.end(), [&](const auto& a, const auto& b) {
-        auto bw = [&](const auto& r) {
-          return 1.0 / std::max(1e-12, prob_.cluster.link(first_zone, zone_names_[r.second[0]]).transfer_s(1e9));
-        };
-        return bw(a) > bw(b);
-      });
-      std::vector<int> acc;
-      for (size_t i = 0; i + 1 < order.size(); ++i) {
-        acc.insert(acc.end(), order[i].second.begin(), order[i].second.end());
-        add_zone_set(acc);
-      }
+    std::vector<std::pair<std::string, std::vector<int>>> order(regions.begin(), regions.end());
+    auto cap = [&](const std::vector<int>& zs, int g) {
+      int n = 0;
+      for (int z : zs) n += g < 0 ? zone_capacity(z) : avail_[g][z];
+      return n;
+    };
+    std::stable_sort(order.begin(), order.end(),
+                     [&](const auto& a, const auto& b) { return cap(a.second, -1) > cap(b.second, -1); });
+    constexpr int largest_regions = 3;
+    for (int i = 0; i < int(order.size()) && i < largest_regions; ++i)
+      if (order[i].second.size() > 1) add_zone_set(order[i].second);
+    for (int g = 0; g < G_; ++g) {
+      const auto* most = &order[0];
+      for (const auto& r : order)
+        if (cap(r.second, g) > cap(most->second, g)) most = &r;
+      if (most->second.size() > 1 && cap(most->second, g) > 0) add_zone_set(most->second);
+    }
+    if (order.size() < 2) return;
+    // Outwards from the largest region, the best-connected first.
+    const std::string& first_zone = zone_names_[order[0].second[0]];
+    std::vector<double> bw_of(order.size(), 0);
+    for (size_t i = 1; i < order.size(); ++i)
+      bw_of[i] = 1.0 / std::max(1e-12, prob_.cluster.link(first_zone, zone_names_[order[i].second[0]]).transfer_s(1e9));
+    std::vector<size_t> rest;
+    for (size_t i = 1; i < order.size(); ++i) rest.push_back(i);
+    std::stable_sort(rest.begin(), rest.end(), [&](size_t a, size_t b) { return bw_of[a] > bw_of[b]; });
+    std::vector<int> acc = order[0].second;
+    size_t next_size = 2;
+    for (size_t k = 0; k + 1 < rest.size(); ++k) {  // the last step is `all`, added above
+      const auto& zs = order[rest[k]].second;
+      acc.insert(acc.end(), zs.begin(), zs.end());
+      const size_t regions_in = k + 2;
+      if (regions_in < next_size) continue;
+      add_zone_set(acc);
+      next_size = regions_in < 4 ? regions_in + 1 : regions_in + regions_in / 2;
     }
   }
 
@@ -416,7 +431,7 @@ private:
             // the simulator's finer accounting (sends, the drain of later stages).
             const double bound = 0.97 * ((m - 1) * max_t + sum_t);
             if (bound > time_cap) continue;
-            if (!cost_goal_ && key >= thr) continue;
+            if (!cost_goal_ && 0.98 * key >= thr) continue;
             double usd_s = 0;
             if (need_usd) {
               for (int g = 0; g < G_; ++g) usd_s += (x.use[g] + (g == c.gpu ? c.tp : 0)) * tab_.usd_per_gpu_s(g);
@@ -839,10 +854,36 @@ private:
     }
   }
 
+  // Zones a local move may go to: every zone of a small pool; in a large one, the zones of the
+  // regions the plan already uses and the two largest zones (a move to a far, small zone is
+  // what the zone sets already judged).
+  std::vector<int> move_zones(const config::plan& p) const {
+    const int Z = int(zone_names_.size());
+    std::vector<int> out;
+    if (Z <= 16) {
+      for (int z = 0; z < Z; ++z) out.push_back(z);
+      return out;
+    }
+    std::set<std::string> regions;
+    for (const auto& st : p.stages)
+      for (const auto& r : st.replicas)
+        if (const auto* zone = prob_.cluster.find_zone(r.zone)) regions.insert(zone->region);
+    std::vector<int> by_size;
+    for (int z = 0; z < Z; ++z) {
+      if (regions.count(region_of(z))) out.push_back(z);
+      else by_size.push_back(z);
+    }
+    std::partial_sort(by_size.begin(), by_size.begin() + std::min<size_t>(2, by_size.size()), by_size.end(),
+                      [&](int a, int b) { return zone_capacity(a) > zone_capacity(b); });
+    for (size_t i = 0; i < by_size.size() && i < 2; ++i) out.push_back(by_size[i]);
+    return out;
+  }
+
   template <class Out>
   void neighbours_into(const config::plan& p, Out& out) const {
     const int S = p.num_stages();
     const int b = p.micro_batch;
+    const std::vector<int> zones = move_zones(p);
     auto with_kind = [&](std::vector<config::replica> reps, int g, int t, int zone) {
       for (auto& r : reps) {
         r.gpu_type = tab_.gpu_names()[g];
@@ -871,7 +912,7 @@ private:
           q.stages[s].replicas = with_kind(st.replicas, g, t, -1);
           out.push_back(std::move(q));
         }
-      for (int z = 0; z < int(zone_names_.size()); ++z) {
+      for (int z : zones) {
         config::plan q = p;
         for (auto& r : q.stages[s].replicas) r.zone = zone_names_[z];
         out.push_back(std::move(q));
@@ -890,7 +931,7 @@ private:
       if (opts_.per_stage_replicas) {
         if (int(st.replicas.size()) < simulator::resolved_plan::max_replicas &&
             int(st.replicas.size()) < gbs_ / std::max(1, b))
-          for (int z = 0; z < int(zone_names_.size()); ++z) {
+          for (int z : zones) {
             config::plan q = p;
             auto r = st.replicas.back();
             r.zone = zone_names_[z];
@@ -930,7 +971,8 @@ private:
         for (int t0 : tab_.tps(g0, b))
           for (int g = 0; g < G_; ++g)
             for (int t : tab_.tps(g, b))
-              for (int z = -1; z < int(zone_names_.size()); ++z) {
+              for (int zi = -1; zi < int(zones.size()); ++zi) {
+                const int z = zi < 0 ? -1 : zones[size_t(zi)];
                 config::plan q = p;
                 auto& a = q.stages[s];
                 config::stage_plan c = a;

@@ -31,6 +31,10 @@ std::string fmt_gb(double bytes) {
 namespace {
 bool same_kind(const endpoint& a, const endpoint& b) { return a.gpu == b.gpu && a.tp == b.tp; }
 bool same_place(const endpoint& a, const endpoint& b) { return same_kind(a, b) && a.zone == b.zone; }
+// Copies of one activation that cross from replica x to replica y (sim_options::p2p_partitioned).
+double p2p_copies(const sim_context& ctx, const endpoint& x, const endpoint& y) {
+  return ctx.options().p2p_partitioned ? 1.0 : double(std::max(1, y.tp));
+}
 }  // namespace
 
 int micro_batches_of(const resolved_plan& p, int s) {
@@ -339,7 +343,8 @@ quick_estimate closed_form(const sim_context& ctx, const resolved_plan& p) {
         q.worst_memory_replica = r;
       }
     }
-    // Egress: activations forward and gradients back, one copy per TP rank, every micro-batch.
+    // Egress: activations forward and gradients back, every micro-batch: one copy when the TP
+    // ranks send parts of it, else one per receiving TP rank.
     if (s + 1 < S) {
       const auto& b = p.stages[s + 1];
       const int n = std::max(st.num_replicas, b.num_replicas);
@@ -348,7 +353,7 @@ quick_estimate closed_form(const sim_context& ctx, const resolved_plan& p) {
         const endpoint& y = b.replicas[i % b.num_replicas];
         if (x.zone == y.zone) continue;
         const double price = ctx.egress_usd_per_gb(x.zone, y.zone) + ctx.egress_usd_per_gb(y.zone, x.zone);
-        if (price > 0) q.egress_usd_per_iteration += price * act * std::min(x.tp, y.tp) * t[s].micro_batches / 1e9;
+        if (price > 0) q.egress_usd_per_iteration += price * act * p2p_copies(ctx, x, y) * t[s].micro_batches / 1e9;
       }
     }
     bool multi_zone = false;
@@ -437,7 +442,7 @@ result<estimate> simulate(const sim_context& ctx, const config::plan& plan) {
       for (int i = 0; i < n; ++i) {
         const endpoint& x = a.replicas[i % a.num_replicas];
         const endpoint& y = b.replicas[i % b.num_replicas];
-        if (x.zone != y.zone) bytes += 2.0 * act * std::min(x.tp, y.tp) * t[s].micro_batches;
+        if (x.zone != y.zone) bytes += 2.0 * act * p2p_copies(ctx, x, y) * t[s].micro_batches;
       }
     }
     for (int s = 0; s < S; ++s) {

@@ -21,6 +21,8 @@ const entry entries[] = {
     {"grad_bytes_per_param", &sim_options::grad_bytes_per_param, nullptr},
     {"overlap_p2p", nullptr, &sim_options::overlap_p2p},
     {"receiver_blocks", nullptr, &sim_options::receiver_blocks},
+    {"p2p_partitioned", nullptr, &sim_options::p2p_partitioned},
+    {"hierarchical_allreduce", nullptr, &sim_options::hierarchical_allreduce},
     {"profile_layer_overhead_s", &sim_options::profile_layer_overhead_s, nullptr},
     {"profile_smoothing_octaves", &sim_options::profile_smoothing_octaves, nullptr},
     {"network_efficiency", &sim_options::network_efficiency, nullptr},

@@ -17,7 +17,12 @@
 /// per type, stages after, bottleneck, sum of stage times, slowest gradient sync); stage times are
 /// O(1) from prefix sums memoized per (GPU type, TP, micro-batch). The best few complete pipelines
 /// are placed on zones (data parallelism kept inside a zone, then a region, regions ordered by
-/// bandwidth), scored by the closed form, and the best few re-ranked by the `scorer`.
+/// bandwidth), scored by the closed form, and the best few re-ranked by the `scorer`; among those
+/// within `robust_tolerance` of the best, the most robust is chosen.
+///
+/// What the plans may rely on is what the runtime runs: a data-parallel group spanning zones
+/// or regions is priced as one flat ring bounded by its slowest link (the simulator's default;
+/// no hierarchical all-reduce until the runtime has one).
 
 #include <functional>
 #include <map>
@@ -102,8 +107,11 @@ struct options {
   /// global batch over each stage's own replicas). Explored by the hill climbing only: the
   /// program keeps one degree for all stages.
   bool per_stage_replicas = true;
-  /// Zones are considered as subsets: each zone, each region, then regions added in order of
-  /// bandwidth. Set to false to consider only all zones together.
+  /// Zones are considered as subsets, pruned by region and bandwidth before the search: all
+  /// zones, the two largest zones, the largest regions (three, and the largest for each GPU
+  /// type), and regions added outwards from the largest in order of bandwidth at 2, 3, 4, 6, 9,
+  /// ... regions (hundreds of zones plan in about a second). Set to false to consider only all
+  /// zones together.
   bool zone_subsets = true;
   /// Re-rank the best `candidates_to_rerank` plans by the simulator's event-driven 1F1B
   /// schedule (iteration time from the events; cost: GPU dollars for that time plus egress),
@@ -114,8 +122,23 @@ struct options {
   /// boundaries, a stage's TP, type or zone, a replica's zone, merge, split), in replicas
   /// scored: a plan of R replicas costs R per evaluation. 0 turns it off.
   long long polish_work = 12000;
+  /// Plans whose objective is within this fraction of the best are taken as equal (the
+  /// simulator's error on measured plans is about 3% mean): among them the most robust wins,
+  /// first the one whose traffic stays inside regions, then the one that loses the least to
+  /// micro-batch counts that round up (see `robustness`). 0: the best objective, as scored.
+  double robust_tolerance = 0.03;
   scorer score;  ///< empty: the closed form
 };
+
+/// What makes a plan fragile, for choosing among near-equal plans: bytes per iteration that
+/// cross regions (slow, priced links whose bandwidth varies most) and the fraction of
+/// micro-batch slots wasted because the global batch does not split evenly (the busiest replica
+/// of a stage runs ceil(gbs / replicas / mbs) micro-batches; the slowest stage's waste counts).
+struct robustness {
+  double cross_region_bytes = 0;
+  double rounding_waste = 0;
+};
+robustness robustness_of(const config::cluster& cluster, const config::model_shape& model, const config::plan& p);
 
 /// What the search found, and how hard it looked.
 struct plan_result {

@@ -41,6 +41,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "sailor/config/cluster.hpp"
@@ -77,6 +78,19 @@ struct sim_options {
   /// With blocking sends: whether the receiver's stream is held for the transfer too
   /// (synchronous recv, as DeepSpeed's pipeline engine does).
   bool receiver_blocks = true;
+  /// What a TP replica sends to the next stage. true: the activation (and its gradient) is split
+  /// over the TP ranks, each sends its 1/k part (k: the smaller TP degree of the two stages) and
+  /// the receiver gathers it inside its node: one copy crosses the network (DeepSpeed's
+  /// `pipe_partitioned` / `grad_partitioned`, on by default, and Megatron's scatter-gather;
+  /// Sailor's measurements). false: every TP rank of the receiving replica gets a full copy
+  /// (our runtime, actors/train/executor.cpp): tp copies cross.
+  bool p2p_partitioned = true;
+  /// Data-parallel groups that span zones all-reduce hierarchically (reduce-scatter inside each
+  /// zone, all-reduce across zones, all-gather inside each zone), when that is faster than the
+  /// flat ring. Off: a flat ring over all replicas, bounded by its slowest link, which is what
+  /// the runtime runs today (one Gloo ring all-reduce per data-parallel group). The runtime
+  /// does not run the hierarchical scheme yet (issue 13 item 1); turn this on only to price it.
+  bool hierarchical_allreduce = false;
   /// Per layer and pass, time a profile measured in isolation includes but a training step
   /// does not (a synchronisation after each layer, launch latency not hidden), seconds.
   double profile_layer_overhead_s = 50e-6;
@@ -208,8 +222,11 @@ public:
   /// Bytes of the activation (or its gradient) between two stages for one micro-batch.
   double activation_bytes(int mbs) const { return act_bytes_per_sample_ * mbs; }
 
-  /// Seconds to send `bytes` from one replica to another (each of the tp GPUs sends its
-  /// copy; the node's aggregate bandwidth for tp GPUs is used). Negative when no link is known.
+  /// Seconds to send one activation (or its gradient) of `bytes` from replica a to replica b.
+  /// The network fit is the one of the node pair with min(tp, GPUs per node) GPUs taking part
+  /// on each side (each side its own count); those flows share it. Partitioned (the default):
+  /// the TP ranks each send 1/min(tp_a, tp_b) of it, one copy crosses; otherwise each of b's TP
+  /// ranks receives a full copy (see sim_options::p2p_partitioned). Negative: no link known.
   double transfer_s(const endpoint& a, const endpoint& b, double bytes) const;
   /// Per-GPU bandwidth (bytes/s) between two endpoints for messages of `bytes`; <= 0: no link.
   double gpu_bytes_per_s(const endpoint& a, const endpoint& b, double bytes) const;
@@ -236,13 +253,15 @@ private:
     bool analytic = false;
   };
   const table* find_table(int gpu, int tp, int mbs) const;
-  double link_gbytes_per_s(const endpoint& a, const endpoint& b, double bytes, int n) const;
+  /// Aggregate GB/s of the node pair when na GPUs of a's node and nb of b's take part.
+  double link_gbytes_per_s(const endpoint& a, const endpoint& b, double bytes, int na, int nb) const;
 
   sim_options options_;
   config::model_shape model_;
   config::job job_;
   int num_layers_ = 0;
   std::vector<std::string> gpu_names_, zone_names_;
+  std::unordered_map<std::string, int> zone_index_;  // zone_names_ by name (clouds list hundreds)
   std::vector<double> gpu_memory_, gpu_price_, gpu_mem_bw_;
   std::vector<char> has_profile_;
   std::vector<int> gpus_per_node_;

@@ -1,0 +1,77 @@
+// Plans on Sailor's pools that the independent judge exposed (issue 13): the data-parallel
+// all-reduce priced as the runtime's ring, and kept inside a region.
+#include "sailor/planner/planner.hpp"
+
+#include <algorithm>
+#include <iterator>
+#include <string>
+
+#include <doctest/doctest.h>
+
+#include "sailor/config/sailor_format.hpp"
+
+using namespace sailor;
+using namespace sailor::planner;
+
+namespace {
+
+problem sailor_pool(const std::string& model, const availability& gpus, int gbs) {
+  auto d = config::load_sailor_data(std::string(SAILOR_DATA_DIR) + "/sailor", model);
+  REQUIRE(d.ok());
+  problem prob;
+  prob.model = d->model;
+  prob.profile = d->profile;
+  prob.job.optimizer = d->optimizer;
+  prob.job.global_batch = gbs;
+  config::cluster c;
+  c.gpus = d->gpus;
+  for (const auto& [type, zones] : gpus)
+    for (const auto& [zone, n] : zones) {
+      auto z = std::find_if(c.zones.begin(), c.zones.end(), [&](const config::zone& x) { return x.name == zone; });
+      if (z == c.zones.end()) {
+        c.zones.push_back({zone, zone.substr(0, zone.rfind('-')), {}});
+        z = std::prev(c.zones.end());
+      }
+      z->gpus[type] = n;
+    }
+  prob.cluster = c;
+  prob.network = d->network;
+  return prob;
+}
+
+}  // namespace
+
+TEST_CASE("GPT-Neo-2.7 on 128 A100-40: no stage all-reduces unsharded weights over 32 replicas") {
+  auto prob = sailor_pool("GPT-Neo-2.7", {{"A100-40", {{"us-central1-a", 128}}}}, 2048);
+  auto r = plan_job(prob);
+  REQUIRE(r.ok());
+  CAPTURE(summary(r->plan));
+  for (const auto& st : r->plan.stages)
+    CHECK_FALSE((st.replicas.size() >= 32 && st.replicas.front().tp == 1));
+  // The gradient sync is under a fifth of the iteration (the judge priced it at 3.4 s of 14,
+  // 24%, for the TP-1 stages over 32 replicas the planner chose before).
+  CHECK(r->detail.sync_s < 0.2 * r->plan.estimate->iteration_time_s);
+}
+
+TEST_CASE("five zones over two regions: every stage's data parallelism stays in one region") {
+  availability a;
+  for (const char* z : {"us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f", "us-west1-b"})
+    a["A100-40"][z] = 80;
+  auto prob = sailor_pool("OPT-350", a, 1024);
+  auto r = plan_job(prob);
+  REQUIRE(r.ok());
+  CAPTURE(summary(r->plan));
+  for (const auto& st : r->plan.stages) {
+    const std::string region = st.replicas.front().zone.substr(0, st.replicas.front().zone.rfind('-'));
+    for (const auto& rep : st.replicas) CHECK(rep.zone.substr(0, rep.zone.rfind('-')) == region);
+  }
+  // One zone fewer finds nothing better: the zone sets searched cover what matters.
+  const double full = objective_value(prob.job, *r->plan.estimate);
+  for (size_t z = 0; z < prob.cluster.zones.size(); ++z) {
+    auto fewer = prob;
+    fewer.cluster.zones[z].gpus.clear();
+    auto f = plan_job(fewer);
+    REQUIRE(f.ok());
+    CHECK(objective_value(prob.job, *f->plan.estimate) >= full * (1 - 1e-9));
+  }
+}
