@@ -1,6 +1,7 @@
 #include "dashboard.hpp"
 
 #include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <set>
@@ -14,9 +15,21 @@
 
 namespace sailor::app {
 
+namespace {
+
+// httplib 0.11 (as Debian builds it) listens with a backlog of 5: a burst of pages polling at
+// once overflows it and their connections wait for SYN retries (1 s, 3 s...). Linux takes a
+// second listen() on the bound socket as a new backlog.
+class http_server : public httplib::Server {
+public:
+  void widen_backlog(int backlog) { ::listen(svr_sock_, backlog); }
+};
+
+}  // namespace
+
 struct dashboard::impl {
   dashboard_options options;
-  httplib::Server server;
+  http_server server;
   std::thread thread;
   std::uint16_t port = 0;
 };
@@ -152,8 +165,12 @@ result<std::unique_ptr<dashboard>> dashboard::start(dashboard_options options) {
   auto& d = *state;
   const int threads = std::max(1, d.options.threads);
   d.server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  // A browser that stops reading is dropped after these; it never holds more than a copy.
-  d.server.set_keep_alive_timeout(2);
+  // One request per connection: a kept-alive connection holds a worker thread while it is
+  // open, and pages poll more often than any useful keep-alive timeout, so a few open pages
+  // would hold every worker and the others would queue. A new loopback connection per
+  // request costs far less. A browser that stops reading is dropped after the timeouts; it
+  // never holds more than its copy of the answer.
+  d.server.set_keep_alive_max_count(1);
   d.server.set_read_timeout(5, 0);
   d.server.set_write_timeout(5, 0);
   d.server.set_payload_max_length(64 * 1024);
@@ -172,6 +189,7 @@ result<std::unique_ptr<dashboard>> dashboard::start(dashboard_options options) {
                            "", 0, "--dashboard"};
     d.port = d.options.port;
   }
+  d.server.widen_backlog(256);
   d.thread = std::thread([&d] { d.server.listen_after_bind(); });
   // stop() only reaches a server that is listening: wait for it (bounded) so that the
   // destructor can always stop it.
