@@ -2,7 +2,8 @@
 // measured and predicted times, the re-plan with its recovery time, the trace of the ranks'
 // phases; and the page in headless Chromium (when chromium-headless-shell is installed:
 // scripts/install-deps.sh installs it), which must draw the loss curve and every stage of the
-// plan and list the loss. Its screenshot is kept in build/artifacts/dashboard.png.
+// plan and list the loss. Its screenshots are kept in build/artifacts/: dashboard-training.png
+// (while the first plan trains) and dashboard.png (after the re-plan).
 
 // Built only with LibTorch (the demo's nodes train).
 #if __has_include(<sailor/models/shapes.hpp>)
@@ -31,11 +32,16 @@ constexpr int iterations = 12;
 constexpr int preempt_at = 5;
 
 // Loads the page until the loss chart has at least `points` points and the plan grid shows
-// `stages` stages (bounded); returns the last DOM.
-std::string page_until(const std::string& url, int points, int stages,
+// every stage of the plan the API serves at that moment (bounded); returns the last DOM and,
+// in `stages`, that plan's stage count.
+std::string page_until(dashboard_client& web, const std::string& url, int points, int& stages,
                        const std::string& screenshot = "") {
   std::string dom;
   eventually(90s, [&] {
+    auto plan = web.json("/api/plan");
+    stages = plan.is_null() || !plan["plan"].is_object()
+               ? -1
+               : static_cast<int>(plan["plan"]["stages"].size());
     dom = chromium_dom(url, 3000);
     auto shown = dom_attribute(dom, "loss-chart", "data-points");
     auto rows = dom_attribute(dom, "plan-grid", "data-stages");
@@ -78,11 +84,15 @@ TEST_CASE("dashboard: during a demo with a killed node, the API and the page sho
   REQUIRE(eventually(120s, [&] {
     auto m = web.json("/api/metrics?since=0");
     plan = web.json("/api/plan");
-    return !m.is_null() && !m["points"].empty() && plan["plan"].is_object();
+    return running(demo) && !m.is_null() && !m["points"].empty() && plan["plan"].is_object();
   }));
+  REQUIRE(running(demo));
+  const auto artifacts = std::filesystem::path{SAILOR_BIN_DIR}.parent_path() / "artifacts";
+  std::filesystem::create_directories(artifacts);
   if (browser) {
-    const auto stages = static_cast<int>(plan["plan"]["stages"].size());
-    auto dom = page_until(url, 1, stages);
+    int stages = 0;
+    auto dom = page_until(web, url, 1, stages, (artifacts / "dashboard-training.png").string());
+    REQUIRE(stages > 0);
     CHECK(dom_attribute(dom, "plan-grid", "data-stages") == std::to_string(stages));
     CHECK(count_of(dom, "data-stage=\"") == stages);
     CHECK(std::stoi("0" + dom_attribute(dom, "loss-chart", "data-points")) >= 1);
@@ -92,8 +102,9 @@ TEST_CASE("dashboard: during a demo with a killed node, the API and the page sho
   json metrics;
   REQUIRE(eventually(240s, [&] {
     metrics = web.json("/api/metrics?since=0");
-    return !metrics.is_null() && metrics["newest"] == iterations - 1;
+    return !running(demo) || (!metrics.is_null() && metrics["newest"] == iterations - 1);
   }));
+  REQUIRE(running(demo));
   auto& points = metrics["points"];
   REQUIRE(points.size() == iterations);
   for (int k = 0; k < iterations; ++k) {
@@ -146,12 +157,10 @@ TEST_CASE("dashboard: during a demo with a killed node, the API and the page sho
 
   if (browser) {
     // The page after the loss: all the points, every stage of the new plan, the loss listed.
-    const auto stages = static_cast<int>(web.json("/api/plan")["plan"]["stages"].size());
-    const auto artifacts = std::filesystem::path{SAILOR_BIN_DIR}.parent_path() / "artifacts";
-    std::filesystem::create_directories(artifacts);
+    int stages = 0;
     const auto shot = (artifacts / "dashboard.png").string();
     std::filesystem::remove(shot);
-    auto dom = page_until(url, iterations, stages, shot);
+    auto dom = page_until(web, url, iterations, stages, shot);
     std::ofstream{artifacts / "dashboard.html"} << dom;
     CHECK(dom_attribute(dom, "loss-chart", "data-points") == std::to_string(iterations));
     CHECK(dom_attribute(dom, "plan-grid", "data-stages") == std::to_string(stages));

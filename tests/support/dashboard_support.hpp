@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <regex>
 #include <string>
@@ -64,6 +65,14 @@ inline int dashboard_port(const child& c, std::chrono::milliseconds limit) {
       }))
     return 0;
   return std::stoi(m[1]);
+}
+
+/// False once the child has exited (a zombie not yet reaped counts as exited).
+inline bool running(const child& c) {
+  std::ifstream stat("/proc/" + std::to_string(c.pid()) + "/stat");
+  std::string pid, name, state;
+  stat >> pid >> name >> state;
+  return stat && state != "Z";
 }
 
 inline std::string chromium_binary() {
