@@ -148,11 +148,13 @@ json trace_metadata(const char* what, int pid, int tid, const std::string& name)
 
 nlohmann::json trace_json(const std::vector<actors::board_rank_report>& reports) {
   json events = json::array();
+  // An iteration's start (µs since the epoch): its end is when the report arrived.
+  const auto start_us = [](const actors::board_rank_report& r) {
+    return r.arrival_unix_ms * 1000 - static_cast<std::int64_t>(r.report.total_s * 1e6);
+  };
   std::int64_t base_us = 0;
-  for (const auto& r : reports) {
-    auto start = r.arrival_unix_ms * 1000 - static_cast<std::int64_t>(r.report.total_s * 1e6);
-    base_us = base_us == 0 ? start : std::min(base_us, start);
-  }
+  for (const auto& r : reports)
+    base_us = base_us == 0 ? start_us(r) : std::min(base_us, start_us(r));
   std::map<int, bool> stages_named;
   std::map<int, bool> ranks_named;
   for (const auto& r : reports) {
@@ -167,7 +169,7 @@ nlohmann::json trace_json(const std::vector<actors::board_rank_report>& reports)
                                         std::to_string(x.replica) + ", tp " +
                                         std::to_string(x.tp_rank) + ") on " + x.node));
     ranks_named[x.rank] = true;
-    double at = static_cast<double>(r.arrival_unix_ms * 1000 - base_us) - x.total_s * 1e6;
+    double at = static_cast<double>(start_us(r) - base_us);
     json args{{"iteration", x.iteration}, {"plan_version", x.plan_version}, {"loss", x.loss}};
     events.push_back({{"ph", "X"}, {"name", "iteration " + std::to_string(x.iteration)},
                       {"cat", "iteration"}, {"pid", pid}, {"tid", x.rank}, {"ts", at},

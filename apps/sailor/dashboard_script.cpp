@@ -141,7 +141,9 @@ function renderPlan(plan) {
     grid.append(row);
   }
   grid.dataset.stages = String(p.stages.length);
-  $('plan-summary').textContent = p.stages.length + ' stages on ' + plan.gpus + ' devices, ' +
+  const plural = (n, word) => n + ' ' + word + (n === 1 ? '' : 's');
+  $('plan-summary').textContent = plural(p.stages.length, 'stage') + ' on ' +
+    plural(plan.gpus, 'device') + ', ' +
     'micro-batch ' + p.micro_batch + ', global batch ' + p.global_batch + '; predicted ' +
     (plan.predicted_iteration_s > 0 ? fmt(plan.predicted_iteration_s, 4) + ' s/iteration, ' +
       fmtInt(plan.predicted_tokens_per_s) + ' tokens/s' : 'time: none yet') +
@@ -187,6 +189,18 @@ function chart(id, series, marks) {
   }
 }
 
+// A prediction holds for its plan: drawn as steps that change where the plan changed.
+function steps(pts, value) {
+  const out = [];
+  for (const p of pts) {
+    if (!(p.predicted_s > 0)) continue;
+    const y = value(p);
+    if (out.length && out[out.length - 1].y !== y) out.push({ x: p.iteration, y: out[out.length - 1].y });
+    out.push({ x: p.iteration, y });
+  }
+  return out;
+}
+
 function renderTraining(status, metrics) {
   const pts = state.points;
   const marks = state.replans.filter((m) => m.plan_version > 1 || m.first_iteration > 0)
@@ -194,11 +208,11 @@ function renderTraining(status, metrics) {
   chart('loss-chart', [{ cls: 'loss', dots: true, values: pts.map((p) => ({ x: p.iteration, y: p.loss })) }], marks);
   chart('time-chart', [
     { cls: 'measured', dots: true, values: pts.map((p) => ({ x: p.iteration, y: p.measured_s })) },
-    { cls: 'predicted', values: pts.filter((p) => p.predicted_s > 0).map((p) => ({ x: p.iteration, y: p.predicted_s })) }],
+    { cls: 'predicted', values: steps(pts, (p) => p.predicted_s) }],
   marks);
   chart('tps-chart', [
     { cls: 'measured', dots: true, values: pts.map((p) => ({ x: p.iteration, y: p.tokens_per_s })) },
-    { cls: 'predicted', values: pts.filter((p) => p.predicted_s > 0).map((p) => ({ x: p.iteration, y: p.tokens / p.predicted_s })) }],
+    { cls: 'predicted', values: steps(pts, (p) => p.tokens / p.predicted_s) }],
   marks);
   $('validation-note').textContent = metrics.validation_loss === null
     ? 'No validation loss: the runtime does not run a validation pass yet.' : '';
