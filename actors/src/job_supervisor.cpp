@@ -436,9 +436,11 @@ caf::message_handler common(supervisor* self) {
     },
     [self](train_check_atom, std::int64_t version) {
       // A rank of plan `version` failed a grace time ago: if that plan still runs, no node loss
-      // explained the failure.
+      // explained the failure. A re-plan still being made (a loss noticed, the next plan not
+      // yet assigned: on a loaded machine, profiling it can outlast the grace) explains it too.
       auto& st = self->state;
-      if (st.training.plan_version() != version || st.training.error().empty())
+      if (st.training.plan_version() != version || st.training.error().empty() ||
+          st.phase == "planning")
         return;
       log::get("actors")->error("[supervisor] training failed: {}", st.training.error());
       record(self, "training failed: " + st.training.error());
