@@ -58,6 +58,26 @@ json find_event(const json& events, const std::string& kind, const std::string& 
   return nullptr;
 }
 
+// Unknown paths, malformed or unknown query parameters and writes are refused with a reason.
+void check_bad_requests(dashboard_client& web) {
+  auto missing = web.get("/api/nothing");
+  CHECK(missing.status == 404);
+  CHECK(missing.json()["error"].get<std::string>().find("/api/nothing") != std::string::npos);
+  CHECK(web.get("/index.php").status == 404);
+  for (const char* bad : {"/api/metrics?since=abc", "/api/metrics?since=-1",
+                          "/api/metrics?limit=0", "/api/metrics?since=1&colour=red",
+                          "/api/events?x=1"}) {
+    auto r = web.get(bad);
+    INFO(bad);
+    CHECK(r.status == 400);
+    CHECK(!r.json()["error"].get<std::string>().empty());
+  }
+  CHECK(web.get("/api/metrics?since=abc").json()["error"].get<std::string>().find("since") !=
+        std::string::npos);
+  CHECK(web.post("/api/status").status == 405);
+
+}
+
 int coordinator_port(const child& c) {
   static const std::regex listening{R"(listening on 127\.0\.0\.1:([0-9]+))"};
   std::smatch m;
@@ -165,22 +185,7 @@ TEST_CASE("dashboard: the JSON API of a coordinator with nodes, bad requests, an
   CHECK(first["plan_version"] == 1);
   CHECK(first["reason"].get<std::string>().find("quorum") != std::string::npos);
 
-  // Bad requests.
-  auto missing = web.get("/api/nothing");
-  CHECK(missing.status == 404);
-  CHECK(missing.json()["error"].get<std::string>().find("/api/nothing") != std::string::npos);
-  CHECK(web.get("/index.php").status == 404);
-  for (const char* bad : {"/api/metrics?since=abc", "/api/metrics?since=-1",
-                          "/api/metrics?limit=0", "/api/metrics?since=1&colour=red",
-                          "/api/events?x=1"}) {
-    auto r = web.get(bad);
-    INFO(bad);
-    CHECK(r.status == 400);
-    CHECK(!r.json()["error"].get<std::string>().empty());
-  }
-  CHECK(web.get("/api/metrics?since=abc").json()["error"].get<std::string>().find("since") !=
-        std::string::npos);
-  CHECK(web.post("/api/status").status == 405);
+  check_bad_requests(web);
 
   // A preemption notice (SIGTERM) shows up as such, then the re-plan that followed it.
   nodes[2]->signal(SIGTERM);
