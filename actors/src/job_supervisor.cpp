@@ -20,11 +20,19 @@ std::int64_t to_ms(caf::timespan t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t).count();
 }
 
+using board_tick_atom = caf::atom_constant<caf::atom("brdtick")>;
+
+void publish_board(supervisor* self);
+
 void record(supervisor* self, std::string event) {
   auto& st = self->state;
+  if (st.options.board)
+    st.options.board->add_event(event, st.plan_version);
   st.events.push_back(std::move(event));
   while (st.events.size() > st.options.max_events)
     st.events.pop_front();
+  if (st.options.board)
+    publish_board(self);
 }
 
 // A peer refused at the door: kept (bounded) for `sailor status` and in the event log.
@@ -279,6 +287,10 @@ void start_planning(supervisor* self, std::string reason) {
   }
   st.phase = "planning";
   st.capacity_changed = false;
+  if (st.options.board) {
+    st.options.board->planning(reason);
+    publish_board(self);
+  }
   plan_request request;
   request.request_id = st.next_request++;
   request.reason = reason;
@@ -349,6 +361,16 @@ cluster_status snapshot(supervisor* self) {
   return out;
 }
 
+// The dashboard's view: what `sailor status` shows, the plan and its prediction.
+void publish_board(supervisor* self) {
+  auto& st = self->state;
+  board_snapshot s;
+  s.status = snapshot(self);
+  s.plan = st.current;
+  s.predicted_s = st.training.predicted_s();
+  st.options.board->publish(std::move(s));
+}
+
 // Handlers every state shares.
 caf::message_handler common(supervisor* self) {
   return {
@@ -381,11 +403,17 @@ caf::message_handler common(supervisor* self) {
       log::get("actors")->debug("[supervisor] {} stage {} replica {}: iteration {} in {:.3f} s",
                                 x.node, x.stage, x.replica, x.iteration, x.iteration_s);
     },
+    [self](board_tick_atom) {
+      publish_board(self);
+      self->delayed_send(self, self->state.options.board_interval, board_tick_atom::value);
+    },
     [self](const train_report& x) {
       auto& st = self->state;
       if (!x.checkpoint_file.empty())
         if (auto n = st.nodes.find(x.node); n != st.nodes.end())
           st.holdings.add(x.checkpoint_file, n->second.inventory.address);
+      if (st.options.board)
+        st.options.board->add_report(x);
       bool had_error = !st.training.error().empty();
       auto done = st.training.add(x);
       if (!had_error && !st.training.error().empty()) {
@@ -403,6 +431,11 @@ caf::message_handler common(supervisor* self) {
                                done->iteration, done->loss, done->measured_s,
                                st.training.predicted_s(), done->compute_s, done->recv_wait_s,
                                done->send_wait_s, done->all_reduce_s);
+      if (st.options.board) {
+        st.options.board->add_iteration(*done, st.training.plan_version(),
+                                        st.training.predicted_s());
+        publish_board(self);
+      }
       if (st.training.finished())
         record(self, "training finished: " + std::to_string(st.training.completed().size()) +
                        " iterations of plan v" + std::to_string(st.training.plan_version()));
@@ -411,9 +444,11 @@ caf::message_handler common(supervisor* self) {
     },
     [self](train_check_atom, std::int64_t version) {
       // A rank of plan `version` failed a grace time ago: if that plan still runs, no node loss
-      // explained the failure.
+      // explained the failure. A re-plan still being made (a loss noticed, the next plan not
+      // yet assigned: on a loaded machine, profiling it can outlast the grace) explains it too.
       auto& st = self->state;
-      if (st.training.plan_version() != version || st.training.error().empty())
+      if (st.training.plan_version() != version || st.training.error().empty() ||
+          st.phase == "planning")
         return;
       log::get("actors")->error("[supervisor] training failed: {}", st.training.error());
       record(self, "training failed: " + st.training.error());
@@ -517,6 +552,8 @@ caf::behavior job_supervisor(supervisor* self, supervisor_options options) {
     clear_roles(self);
     self->quit(msg.reason);
   });
+  if (st.options.board)
+    self->send(self, board_tick_atom::value);
   log::get("actors")->info("[supervisor] collecting nodes: quorum {}, settle {} ms, heartbeat "
                            "{}/{} ms",
                            st.options.quorum, to_ms(st.options.settle),

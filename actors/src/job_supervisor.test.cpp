@@ -330,3 +330,36 @@ TEST_CASE_FIXTURE(deterministic, "supervisor: a user's actor can be the schedule
   CHECK(state().current->num_stages() == 2);
   caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
 }
+
+TEST_CASE_FIXTURE(deterministic, "supervisor: with a status board, it publishes its state, the plan and classified events") {
+  auto board = std::make_shared<status_board>();
+  auto o = options();
+  o.board = board;
+  start(o);
+  join_four();
+  auto snap = board->snapshot();
+  CHECK(snap->status.phase == "running");
+  CHECK(snap->status.nodes.size() == 4);
+  REQUIRE(snap->plan.has_value());
+  CHECK(snap->plan->num_stages() == snap->status.stages);
+  int joins = 0;
+  for (auto& e : board->events())
+    joins += e.kind == "join" ? 1 : 0;
+  CHECK(joins == 4);
+
+  caf::anon_send(fakes["n3"], preempt_atom::value);
+  sched.run();
+  auto events = board->events();
+  bool preempted = false, replanned = false;
+  for (auto& e : events) {
+    preempted = preempted || (e.kind == "preempted" && e.node == "n3");
+    if (e.kind == "plan" && e.plan_version == 2) {
+      replanned = true;
+      CHECK(e.reason == "node n3 lost");
+    }
+  }
+  CHECK(preempted);
+  CHECK(replanned);
+  CHECK(board->snapshot()->status.nodes.size() == 3);
+  CHECK(board->snapshot()->status.plan_version == 2);
+}

@@ -17,6 +17,7 @@
 
 #include "commands.hpp"
 #include "run_summary.hpp"
+#include "dashboard.hpp"
 #include "training_setup.hpp"
 #include "sailor/actors/placement.hpp"
 #include "sailor/actors/runtime.hpp"
@@ -45,6 +46,7 @@ struct coordinator_args {
   bool exit_when_done = false;
   bool emulate_links = false;
   std::string summary_json;  ///< empty: none
+  dashboard_args dashboard;
 };
 
 int run_coordinator(const coordinator_args& args) {
@@ -217,19 +219,29 @@ int run_coordinator(const coordinator_args& args) {
     std::fprintf(stderr, "sailor coordinator: --exit-when-done needs --train-dir\n");
     return 2;
   }
+  auto board = std::make_shared<actors::status_board>();
+  options.supervisor.board = board;
   auto coordinator = actors::coordinator::start(system, std::move(options));
   if (!coordinator) {
     std::fprintf(stderr, "sailor coordinator: %s\n", coordinator.error().message.c_str());
     return 1;
   }
+  auto dashboard = start_dashboard(args.dashboard, board, *cluster, *model);
+  if (!dashboard) {
+    std::fprintf(stderr, "sailor coordinator: %s\n", dashboard.error().message.c_str());
+    return 2;
+  }
   std::printf("sailor coordinator: listening on %s:%u over %s (cluster %s: %zu zones; model %s)\n",
               where->first.c_str(), static_cast<unsigned>((*coordinator)->port()),
               args.transport.c_str(), cluster->name.c_str(), cluster->zones.size(),
               model->name.c_str());
+  if (*dashboard)
+    std::printf("sailor coordinator: dashboard on %s\n", (*dashboard)->url().c_str());
   std::fflush(stdout);
   int sig = 0;
   sigwait(&signals, &sig);
   log::get("actors")->info("[coordinator] signal {}: shutting down", sig);
+  dashboard->reset();
   coordinator->reset();
   if (!args.summary_json.empty() && !args.train_dir.empty())
     if (auto err = summary.write(args.summary_json)) {
@@ -291,6 +303,7 @@ void add_coordinator(CLI::App& app, command_set& commands) {
   sub->add_option("--transport", args->transport,
                   "ucx or tcp (the comm transports) or socket (the bridge's own TCP)")
     ->capture_default_str();
+  add_dashboard_options(sub, args->dashboard);
   sub->callback([&commands, args] {
     commands.selected = [args] { return run_coordinator(*args); };
   });

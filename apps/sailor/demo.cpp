@@ -52,6 +52,7 @@
 
 #include "child_process.hpp"
 #include "commands.hpp"
+#include "dashboard.hpp"
 #include "demo_profile.hpp"
 #include "training_setup.hpp"
 #include "sailor/actors/placement.hpp"
@@ -85,6 +86,8 @@ struct demo_args {
   bool keep_logs = false;
   int preempt_at = 0;        ///< kill one node (SIGKILL) after this many iterations; 0: never
   int checkpoint_every = 1;  ///< 0: no checkpoints (a re-plan starts training afresh)
+  dashboard_args dashboard;
+  double dashboard_hold_s = 0;  ///< keep serving the dashboard this long after training
 };
 
 // What the actors tell the main thread.
@@ -226,9 +229,11 @@ int run_demo(const demo_args& args) {
   caf::actor_system system{cfg};
   std::vector<child> children;
   std::unique_ptr<actors::coordinator> coordinator;
+  std::unique_ptr<dashboard> web;
   // Every exit goes through here: the coordinator tells the nodes to shut down, then the
   // children get a bounded time to leave before they are killed.
   auto cleanup = [&](int code) {
+    web.reset();
     coordinator.reset();
     stop_children(children, std::chrono::seconds{3});
     if (code == 0 && !args.keep_logs) {
@@ -377,10 +382,16 @@ int run_demo(const demo_args& args) {
       events.error = why;
     events.cv.notify_all();
   };
+  auto board = std::make_shared<actors::status_board>();
+  options.supervisor.board = board;
   auto started = actors::coordinator::start(system, std::move(options));
   if (!started)
     return cleanup(fail("coordinator: " + started.error().message));
   coordinator = std::move(*started);
+  auto served = start_dashboard(args.dashboard, board, cluster, shape);
+  if (!served)
+    return cleanup(fail(served.error().message));
+  web = std::move(*served);
   const auto port = coordinator->port();
   const caf::actor supervisor = coordinator->supervisor();
 
@@ -390,6 +401,8 @@ int run_demo(const demo_args& args) {
               args.zones, cluster.name.c_str(), args.iterations);
   std::printf("  coordinator on 127.0.0.1:%u; node logs in %s\n", static_cast<unsigned>(port),
               work.c_str());
+  if (web)
+    std::printf("  dashboard on %s\n", web->url().c_str());
   std::fflush(stdout);
   for (int k = 0; k < args.nodes; ++k) {
     child c;
@@ -643,6 +656,16 @@ int run_demo(const demo_args& args) {
     if (!out)
       return cleanup(fail("cannot write " + args.summary_json));
   }
+  if (web && args.dashboard_hold_s > 0) {
+    std::printf("  dashboard on %s for %.0f s more (Ctrl-C ends it)\n", web->url().c_str(),
+                args.dashboard_hold_s);
+    std::fflush(stdout);
+    const auto hold = std::chrono::duration<double>(args.dashboard_hold_s);
+    timespec wait{static_cast<time_t>(args.dashboard_hold_s),
+                  static_cast<long>((hold - std::chrono::floor<std::chrono::seconds>(hold)) /
+                                    std::chrono::nanoseconds{1})};
+    sigtimedwait(&signals, nullptr, &wait);  // returns early on SIGINT/SIGTERM
+  }
   return cleanup(0);
 }
 
@@ -681,6 +704,11 @@ void add_demo(CLI::App& app, command_set& commands) {
   sub->add_option("--checkpoint-every", args->checkpoint_every,
                   "checkpoint every this many iterations (asynchronously; 0: never, and a "
                   "re-plan starts afresh)")
+    ->capture_default_str();
+  add_dashboard_options(sub, args->dashboard);
+  sub->add_option("--dashboard-hold", args->dashboard_hold_s,
+                  "keep serving the dashboard this many seconds after training ends")
+    ->check(CLI::NonNegativeNumber)
     ->capture_default_str();
   sub->add_flag("--verbose", args->verbose, "log the supervisor's events");
   sub->add_flag("--keep-logs", args->keep_logs, "keep the node logs after a success");

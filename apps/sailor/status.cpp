@@ -4,9 +4,8 @@
 #include <ctime>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "commands.hpp"
+#include "status_json.hpp"
 #include "sailor/actors/runtime.hpp"
 
 namespace sailor::app {
@@ -21,53 +20,6 @@ std::string utc_time(std::int64_t unix_ms) {
   std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &parts);
   char out[48];
   std::snprintf(out, sizeof(out), "%s.%03dZ", text, static_cast<int>(unix_ms % 1000));
-  return out;
-}
-
-nlohmann::json to_json(const actors::cluster_status& s) {
-  nlohmann::json out;
-  out["phase"] = s.phase;
-  out["plan_version"] = s.plan_version;
-  out["quorum"] = s.quorum;
-  out["stages"] = s.stages;
-  out["replicas"] = s.replicas;
-  out["roles_total"] = s.roles_total;
-  out["roles_ready"] = s.roles_ready;
-  out["all_roles_assigned"] = s.phase == "running" && s.roles_total > 0 &&
-                              s.roles_ready == s.roles_total;
-  out["plan"] = s.plan_summary;
-  if (s.training_total > 0)
-    out["training"] = {{"completed", s.training_completed},
-                       {"total", s.training_total},
-                       {"loss", s.training_loss},
-                       {"summary", s.training_summary}};
-  out["zones"] = s.zones;
-  out["events"] = s.events;
-  out["refusals"] = nlohmann::json::array();
-  for (auto& r : s.refusals)
-    out["refusals"].push_back({{"peer", r.peer}, {"reason", r.reason}, {"unix_ms", r.unix_ms}});
-  out["nodes"] = nlohmann::json::array();
-  for (auto& n : s.nodes) {
-    nlohmann::json node;
-    node["name"] = n.inventory.name;
-    node["zone"] = n.inventory.zone;
-    node["gpu_type"] = n.inventory.gpu_type;
-    node["host"] = n.inventory.host;
-    node["devices"] = n.inventory.devices.size();
-    node["state"] = n.state;
-    node["heartbeat_age_ms"] = n.heartbeat_age_ms;
-    node["ready_roles"] = n.ready_roles;
-    node["roles"] = nlohmann::json::array();
-    for (auto& r : n.roles)
-      node["roles"].push_back({{"stage", r.stage},
-                               {"replica", r.replica},
-                               {"tp_rank", r.tp_rank},
-                               {"tp", r.tp},
-                               {"device", r.device},
-                               {"first_layer", r.first_layer},
-                               {"num_layers", r.num_layers}});
-    out["nodes"].push_back(std::move(node));
-  }
   return out;
 }
 
@@ -137,7 +89,7 @@ int run_status(const status_args& args) {
     return 1;
   }
   if (args.json)
-    std::printf("%s\n", to_json(*status).dump(2).c_str());
+    std::printf("%s\n", status_json(*status).dump(2).c_str());
   else
     print_text(*status);
   return 0;

@@ -26,6 +26,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +39,7 @@
 #include "sailor/actors/messages.hpp"
 #include "sailor/actors/scheduler_api.hpp"
 #include "sailor/actors/train/holdings.hpp"
+#include "sailor/actors/status_board.hpp"
 #include "sailor/actors/train/progress.hpp"
 
 namespace sailor::actors {
@@ -65,6 +67,10 @@ struct supervisor_options {
   /// loss is noticed; the re-plan then resumes training and the failure is forgotten).
   std::function<void(const std::string&)> on_training_error;
   caf::timespan training_failure_grace = std::chrono::seconds{5};
+  /// When set, the supervisor publishes its state, events and training reports here (for the
+  /// dashboard), at every event and iteration and at least every `board_interval`.
+  std::shared_ptr<status_board> board;
+  caf::timespan board_interval = std::chrono::milliseconds{200};
 };
 
 struct supervised_node {

@@ -1,0 +1,221 @@
+// The coordinator's web dashboard, from outside: its JSON API against a real coordinator with
+// sailor-node processes (the fields a page or a script reads, errors for bad requests, a
+// preemption in the event list), and during `sailor demo` the training curve, the re-plan
+// after a killed node, the trace, and the page itself in headless Chromium.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "child_process.hpp"
+#include "dashboard_support.hpp"
+#include "run_command.hpp"
+
+using namespace std::chrono;
+using nlohmann::json;
+using sailor::testing::child;
+using sailor::testing::dashboard_client;
+using sailor::testing::dashboard_port;
+using sailor::testing::eventually;
+using sailor::testing::run_command;
+using sailor::testing::sailor_bin;
+using sailor::testing::temp_dir;
+
+namespace {
+
+const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+
+std::vector<std::string> coordinator_argv(int quorum) {
+  return {sailor_bin(), "coordinator", "--listen", "127.0.0.1:0", "--cluster",
+          configs + "/clusters/local-2-zones.yaml", "--model", configs + "/models/tiny.yaml",
+          "--job", configs + "/jobs/tiny.yaml", "--quorum", std::to_string(quorum),
+          "--settle-s", "30", "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "800",
+          "--transport", "socket"};
+}
+
+std::unique_ptr<child> start_node(temp_dir& dir, int port, const std::string& name,
+                                  const std::string& zone) {
+  auto c = std::make_unique<child>(
+    std::vector<std::string>{sailor_bin("sailor-node"), "--join",
+                             "127.0.0.1:" + std::to_string(port), "--zone", zone, "--devices",
+                             "cpu:1", "--name", name, "--transport", "socket"},
+    dir.path(name + ".out"), dir.path(name + ".err"));
+  REQUIRE(c->pid() > 0);
+  return c;
+}
+
+// The event of `kind` about `node` (or any node when empty); null when there is none.
+json find_event(const json& events, const std::string& kind, const std::string& node = "") {
+  for (const auto& e : events["events"])
+    if (e["kind"] == kind && (node.empty() || e.value("node", "") == node))
+      return e;
+  return nullptr;
+}
+
+// Unknown paths, malformed or unknown query parameters and writes are refused with a reason.
+void check_bad_requests(dashboard_client& web) {
+  auto missing = web.get("/api/nothing");
+  CHECK(missing.status == 404);
+  CHECK(missing.json()["error"].get<std::string>().find("/api/nothing") != std::string::npos);
+  CHECK(web.get("/index.php").status == 404);
+  for (const char* bad : {"/api/metrics?since=abc", "/api/metrics?since=-1",
+                          "/api/metrics?limit=0", "/api/metrics?since=1&colour=red",
+                          "/api/events?x=1"}) {
+    auto r = web.get(bad);
+    INFO(bad);
+    CHECK(r.status == 400);
+    CHECK(!r.json()["error"].get<std::string>().empty());
+  }
+  CHECK(web.get("/api/metrics?since=abc").json()["error"].get<std::string>().find("since") !=
+        std::string::npos);
+  CHECK(web.post("/api/status").status == 405);
+
+}
+
+int coordinator_port(const child& c) {
+  static const std::regex listening{R"(listening on 127\.0\.0\.1:([0-9]+))"};
+  std::smatch m;
+  std::string out;
+  if (!eventually(10s, [&] {
+        out = c.out();
+        return std::regex_search(out, m, listening);
+      }))
+    return 0;
+  return std::stoi(m[1]);
+}
+
+}  // namespace
+
+TEST_CASE("dashboard: the JSON API of a coordinator with nodes, bad requests, and a "
+          "preemption in the event list") {
+  temp_dir dir;
+  child coordinator{coordinator_argv(3), dir.path("coordinator.out"),
+                    dir.path("coordinator.err")};
+  const int web_port = dashboard_port(coordinator, 10s);
+  INFO(coordinator.out());
+  INFO(coordinator.err());
+  REQUIRE(web_port > 0);
+  const int port = coordinator_port(coordinator);
+  REQUIRE(port > 0);
+  dashboard_client web{web_port};
+
+  // Before any node: the page and an empty API.
+  auto page = web.get("/");
+  CHECK(page.status == 200);
+  CHECK(page.content_type.find("text/html") == 0);
+  CHECK(page.body.find("id=\"plan-grid\"") != std::string::npos);
+  CHECK(page.body.find("src=\"/dashboard.js\"") != std::string::npos);
+  CHECK(web.get("/dashboard.js").content_type.find("text/javascript") == 0);
+  CHECK(web.get("/dashboard.css").status == 200);
+  CHECK(web.json("/api/plan")["plan"].is_null());
+
+  std::vector<std::unique_ptr<child>> nodes;
+  nodes.push_back(start_node(dir, port, "n1", "local-a"));
+  nodes.push_back(start_node(dir, port, "n2", "local-a"));
+  nodes.push_back(start_node(dir, port, "n3", "local-b"));
+  json status;
+  REQUIRE(eventually(30s, [&] {
+    status = web.json("/api/status");
+    return !status.is_null() && status["all_roles_assigned"] == true &&
+           status["nodes"].size() == 3;
+  }));
+
+  // /api/status is what `sailor status --json` prints.
+  auto cli = run_command(sailor_bin() + " status 127.0.0.1:" + std::to_string(port) +
+                           " --json --transport socket",
+                         30);
+  REQUIRE(cli.exit_code == 0);
+  auto printed = json::parse(cli.out);
+  std::set<std::string> api_keys, cli_keys;
+  for (auto& [k, v] : status.items()) api_keys.insert(k);
+  for (auto& [k, v] : printed.items()) cli_keys.insert(k);
+  CHECK(api_keys == cli_keys);
+  CHECK(status["plan_version"] == printed["plan_version"]);
+  CHECK(status["plan"] == printed["plan"]);
+  CHECK(status["zones"] == json::array({"local-a", "local-b"}));
+  for (auto& n : status["nodes"]) {
+    CHECK(n["state"] == "ready");
+    CHECK(n["gpu_type"] == "CPU");
+    CHECK(n["devices"] == 1);
+    CHECK(n["heartbeat_age_ms"].get<int>() <= 800);
+  }
+
+  // /api/plan: every stage with its replicas, on the nodes that joined, priced.
+  auto plan = web.json("/api/plan");
+  REQUIRE(plan["plan"].is_object());
+  CHECK(plan["plan_version"] == 1);
+  CHECK(plan["plan"]["stages"].size() == status["stages"].get<std::size_t>());
+  int devices = 0;
+  for (auto& st : plan["plan"]["stages"])
+    for (auto& r : st["replicas"]) {
+      CHECK(r["gpu_type"] == "CPU");
+      CHECK((r["zone"] == "local-a" || r["zone"] == "local-b"));
+      CHECK(r["nodes"].size() == r["tp"].get<std::size_t>());
+      devices += r["tp"].get<int>();
+    }
+  CHECK(plan["gpus"] == devices);
+  CHECK(plan["usd_per_hour"].get<double>() == doctest::Approx(0.05 * devices));
+
+  // /api/info: the zones, the link and where the dashboard listens.
+  auto info = web.json("/api/info");
+  CHECK(info["zones"].size() == 2);
+  REQUIRE(info["links"].size() == 1);
+  CHECK(info["links"][0]["latency_ms"].get<double>() == doctest::Approx(2));
+  CHECK(info["links"][0]["egress_usd_per_gb"].get<double>() == doctest::Approx(0.01));
+  CHECK(info["dashboard"]["loopback_only"] == true);
+
+  // No training: an empty curve and trace.
+  auto metrics = web.json("/api/metrics?since=0");
+  CHECK(metrics["points"].empty());
+  CHECK(metrics["newest"] == -1);
+  CHECK(web.json("/api/trace")["traceEvents"].empty());
+
+  // The events so far: three joins and plan v1 with its reason.
+  auto events = web.json("/api/events");
+  for (const char* n : {"n1", "n2", "n3"})
+    CHECK(!find_event(events, "join", n).is_null());
+  auto first = find_event(events, "plan");
+  REQUIRE(!first.is_null());
+  CHECK(first["plan_version"] == 1);
+  CHECK(first["reason"].get<std::string>().find("quorum") != std::string::npos);
+
+  check_bad_requests(web);
+
+  // A preemption notice (SIGTERM) shows up as such, then the re-plan that followed it.
+  nodes[2]->signal(SIGTERM);
+  json after;
+  REQUIRE(eventually(20s, [&] {
+    after = web.json("/api/events");
+    auto replan = find_event(after, "plan");
+    for (auto& e : after["events"])
+      if (e["kind"] == "plan" && e["plan_version"] == 2)
+        replan = e;
+    return !find_event(after, "preempted", "n3").is_null() && replan["plan_version"] == 2;
+  }));
+  for (auto& e : after["events"])
+    if (e["kind"] == "plan" && e["plan_version"] == 2)
+      CHECK(e["reason"].get<std::string>().find("n3") != std::string::npos);
+  REQUIRE(eventually(20s, [&] {
+    auto s = web.json("/api/status");
+    return !s.is_null() && s["nodes"].size() == 2 && s["all_roles_assigned"] == true;
+  }));
+  CHECK(web.json("/api/plan")["plan_version"] == 2);
+}
+
+TEST_CASE("dashboard: an address other than loopback needs an explicit flag") {
+  auto args = coordinator_argv(1);
+  std::string line;
+  for (auto& a : args) line += a + " ";
+  auto r = run_command(line + "--dashboard 0.0.0.0:0", 30);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--dashboard-allow-remote") != std::string::npos);
+  auto bad = run_command(line + "--dashboard nonsense", 30);
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--dashboard") != std::string::npos);
+}
