@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libcaf-dev libtorch-dev libucx-dev ucx-utils capnproto libcapnp-dev
   libspdlog-dev doctest-dev libgloo-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
-  libopenblas0-pthread python3-torch
+  libopenblas0-pthread python3-torch libssl-dev zlib1g-dev
 )
 
 missing=()

@@ -20,6 +20,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include "sailor/actors/runtime.hpp"
+#include "sailor/comm/auth.hpp"
 #include "sailor/config/log.hpp"
 #ifdef SAILOR_WITH_TRAIN
 #include "sailor/actors/train/node_training.hpp"
@@ -44,7 +45,8 @@ struct node_args {
   std::string devices = "cpu:1";
   std::string gpu_type;
   std::string name;
-  std::string transport = "ucx";
+  std::string transport = "tcp";
+  std::string token_file;
 };
 
 // Devices from "cpu:N" or "cuda:all" / "cuda:N".
@@ -136,8 +138,13 @@ int run(const node_args& args) {
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
 
-  auto transport =
-    actors::make_transport(args.transport, options.inventory.name, options.inventory.zone);
+  auto token = comm::load_job_token(args.token_file);
+  if (!token) {
+    std::fprintf(stderr, "sailor-node: %s\n", token.error().to_string().c_str());
+    return 2;
+  }
+  auto transport = actors::make_transport(args.transport, options.inventory.name,
+                                          options.inventory.zone, *token);
   if (!transport) {
     std::fprintf(stderr, "sailor-node: %s\n", transport.error().message.c_str());
     return 2;
@@ -209,8 +216,11 @@ int main(int argc, char** argv) {
   app.add_option("--gpu-type", args.gpu_type, "GPU type as the cluster names it (default: CPU "
                                               "for cpu devices)");
   app.add_option("--name", args.name, "node name (default: HOST-PID)");
-  app.add_option("--transport", args.transport, "ucx, tcp or socket (as the coordinator)")
+  app.add_option("--transport", args.transport, "tcp, ucx or socket (as the coordinator)")
     ->capture_default_str();
+  app.add_option("--token-file", args.token_file,
+                 "file whose first line is the job token (default: the SAILOR_TOKEN environment "
+                 "variable)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

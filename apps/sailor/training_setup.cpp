@@ -21,7 +21,7 @@ resume_point find_resume_point(const std::string& root) {
     const auto name = i->path().filename().string();
     if (name.size() < 2 || name[0] != 'v')
       continue;
-    const int n = train::latest_checkpoint(i->path().string());
+    const int n = train::latest_verified_checkpoint(i->path().string());
     if (n > best.iterations)
       best = {n, i->path().string()};
   }

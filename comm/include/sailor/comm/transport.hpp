@@ -94,6 +94,9 @@ struct peer_info {
   std::string name;  ///< the peer's transport_options::local_name
   std::string zone;  ///< the peer's transport_options::local_zone (may be empty)
   address remote;    ///< its address as seen from here (best effort)
+  /// The peer proved the job token in the handshake (comm/auth.hpp): `name` is then the
+  /// name it authenticated as (bound into its proof). False when neither side has a token.
+  bool authenticated = false;
 };
 
 /// Called exactly once per send with the outcome.
@@ -167,6 +170,19 @@ struct transport_options {
   std::uint32_t announced_version = protocol_version;
   /// Bound on the handshake of connect(): after it the connection fails with timed_out.
   double connect_timeout_s = 10.0;
+  /// The job token (comm/auth.hpp), proven in every handshake by challenge and HMAC, never
+  /// sent. Empty: no authentication, and peers that have a token refuse this side.
+  std::string token;
+  /// Bound on an accepted peer's handshake (hello and proof): later, it is refused and closed.
+  double handshake_timeout_s = 5.0;
+  /// Accepted connections whose handshake has not finished, at most, per transport; a
+  /// listener closes further ones at once (logged once per burst).
+  std::size_t max_unauthenticated = 64;
+  /// Largest control message accepted after the handshake; a larger announced length closes
+  /// the connection before anything is allocated for it.
+  std::size_t max_control_bytes = std::size_t{16} << 20;
+  /// Largest tensor payload accepted; likewise checked before allocating.
+  std::uint64_t max_tensor_bytes = std::uint64_t{4} << 30;
 };
 
 /// A transport: makes listeners and connections, owns the progress thread.

@@ -21,4 +21,9 @@ std::string checkpoint_path(const std::string& dir, int iterations);
 /// it holds none (or does not exist).
 int latest_checkpoint(const std::string& dir);
 
+/// Like latest_checkpoint, but only a checkpoint whose every file verifies (its header and
+/// each tensor's checksum); a newer one that does not is skipped with a warning that names
+/// the file, so a re-plan falls back to the previous complete checkpoint.
+int latest_verified_checkpoint(const std::string& dir);
+
 }  // namespace sailor::train
