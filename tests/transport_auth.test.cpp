@@ -88,8 +88,8 @@ TEST_CASE("transport auth: the job token is proven both ways; a wrong or missing
     auto where = server.lst->local_address();
 
     // The right token: accepted, and each side knows the other by the name it proved.
+    client_log good, wrong, none;  // outlive the client transports that call them
     auto good_t = b.make(with_token("node-1", "job-secret"));
-    client_log good;
     auto conn = good_t->connect(where, good.handlers());
     REQUIRE(conn.ok());
     REQUIRE(good.outcome());
@@ -106,7 +106,6 @@ TEST_CASE("transport auth: the job token is proven both ways; a wrong or missing
 
     // Another token: the client finds the server cannot prove its own, and gives up.
     auto wrong_t = b.make(with_token("node-2", "guessed"));
-    client_log wrong;
     REQUIRE(wrong_t->connect(where, wrong.handlers()).ok());
     CHECK_FALSE(wrong.outcome());
     {
@@ -117,7 +116,6 @@ TEST_CASE("transport auth: the job token is proven both ways; a wrong or missing
     }
     // No token: the server refuses with the reason.
     auto none_t = b.make(with_token("node-3", ""));
-    client_log none;
     REQUIRE(none_t->connect(where, none.handlers()).ok());
     CHECK_FALSE(none.outcome());
     {
@@ -141,8 +139,8 @@ TEST_CASE("transport auth: a control message over the receiver's limit closes th
     auto server_t = b.make(limited);
     server.listen(*server_t);
     auto where = server.lst->local_address();
+    client_log big, next;  // outlive the client transport that calls them
     auto client_t = b.make(with_token("node-1", "job-secret"));
-    client_log big;
     auto conn = client_t->connect(where, big.handlers());
     REQUIRE(big.outcome());
     (*conn)->send_control(std::vector<std::byte>(256 * 1024, std::byte{7}), nullptr);
@@ -150,7 +148,6 @@ TEST_CASE("transport auth: a control message over the receiver's limit closes th
     CHECK(big.box.wait_for([&] { return !big.errors.empty(); }, wait_s));
     CHECK(server.box.wait_for([&] { return !server.errors.empty(); }, wait_s));
     // Another peer is still served.
-    client_log next;
     auto other = client_t->connect(where, next.handlers());
     REQUIRE(next.outcome());
     (*other)->send_control(hello_message("node-1"), nullptr);
@@ -170,4 +167,34 @@ TEST_CASE("transport auth: names are printable UTF-8, tokens load from a file or
   CHECK(fresh.size() == 64);
   CHECK(fresh != generate_job_token());
   CHECK_FALSE(load_job_token("/nonexistent/token").ok());
+}
+
+TEST_CASE("transport auth: a receive handler that throws closes its connection only") {
+  for (const auto& b : sailor::test::all_backends()) {
+    CAPTURE(b.name);
+    auto server_t = b.make(with_token("coordinator", "job-secret"));
+    event_box box;
+    int received = 0;
+    auto l = server_t->listen(address{"127.0.0.1", 0}, [&](const connection_ptr&) {
+      connection_handlers h;
+      h.on_control = [&](std::vector<std::byte> bytes) {
+        if (bytes.size() == 3) throw std::runtime_error("a handler's bug");
+        box.update([&] { ++received; });
+      };
+      return h;
+    });
+    REQUIRE(l.ok());
+    auto where = (*l)->local_address();
+    client_log first, second;  // outlive the client transport that calls them
+    auto client_t = b.make(with_token("node-1", "job-secret"));
+    auto conn = client_t->connect(where, first.handlers());
+    REQUIRE(first.outcome());
+    (*conn)->send_control(std::vector<std::byte>(3), nullptr);
+    CHECK(first.box.wait_for([&] { return !first.errors.empty(); }, wait_s));
+    auto other = client_t->connect(where, second.handlers());
+    REQUIRE(second.outcome());
+    (*other)->send_control(hello_message("node-1"), nullptr);
+    CHECK(box.wait_for([&] { return received == 1; }, wait_s));
+    server_t.reset();  // before the handlers' captures go
+  }
 }

@@ -232,10 +232,17 @@ void ucx_core::deliver(const std::shared_ptr<ucx_connection>& c) {
     auto slot = std::move(c->recvs_.begin()->second);
     c->recvs_.erase(c->recvs_.begin());
     ++c->deliver_seq_;
-    if (slot->tensor) {
-      if (c->handlers_.on_tensor) c->handlers_.on_tensor(std::move(slot->desc), std::move(slot->payload));
-    } else {
-      if (c->handlers_.on_control) c->handlers_.on_control(std::move(slot->control));
+    // A handler that throws closes its connection; the progress thread goes on.
+    try {
+      if (slot->tensor) {
+        if (c->handlers_.on_tensor) c->handlers_.on_tensor(std::move(slot->desc), std::move(slot->payload));
+      } else {
+        if (c->handlers_.on_control) c->handlers_.on_control(std::move(slot->control));
+      }
+    } catch (const std::exception& e) {
+      log_->error("[ucx] connection {}: a receive handler threw: {}", c->id_, e.what());
+      fail(c, {errc::transport_failure, std::string("a receive handler threw: ") + e.what()});
+      return;
     }
   }
 }

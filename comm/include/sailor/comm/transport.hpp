@@ -10,11 +10,17 @@
 ///    time, so callbacks of one transport never race each other. Keep them short (hand work to
 ///    an actor); they may call send_*(), close(), connect() and listen() re-entrantly.
 /// 2. Server: `listen(address, on_accept)`. For each peer that completes the handshake
-///    (matching protocol version), `on_accept(conn)` is called with an open connection and
-///    returns the handlers for it; no message of that connection is delivered before
-///    on_accept returns. Peers with another protocol version or garbage bytes are refused
-///    with a logged reason, told to the listener's `on_refused` (peer address and reason);
-///    the listener keeps serving others.
+///    (matching protocol version, and the job token proven when one is set: auth.hpp),
+///    `on_accept(conn)` is called with an open connection and returns the handlers for it; no
+///    message of that connection is delivered before on_accept returns. Peers with another
+///    protocol version, no or another token, names that are not printable UTF-8, or garbage
+///    bytes are refused with a logged reason, told to the listener's `on_refused` (peer
+///    address and reason); the listener keeps serving others. Before its handshake a peer can
+///    make this side hold only a handshake message (4 KiB), for `handshake_timeout_s`, and at
+///    most `max_unauthenticated` peers wait at once; after it, every message is checked against
+///    the limit of its kind (`max_control_bytes`, `max_tensor_bytes`) before anything is
+///    allocated for it, and one over it closes that connection. A handler that throws closes
+///    its connection (logged); no exception reaches the progress thread.
 /// 3. Client: `connect(address, handlers)` returns a connection in state `connecting` at once
 ///    (or an error for a malformed address). Sends may be issued right away: they are queued
 ///    and go out in order. `on_open` fires when the server accepted the handshake;
