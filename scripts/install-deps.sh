@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libcaf-dev libtorch-dev libucx-dev ucx-utils capnproto libcapnp-dev
   libspdlog-dev doctest-dev libgloo-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
-  libopenblas0-pthread python3-torch iproute2 util-linux libcpp-httplib-dev
+  libopenblas0-pthread python3-torch iproute2 util-linux libcpp-httplib-dev libssl-dev zlib1g-dev
   # the dashboard's browser test (headless Chromium: about 25 s and 280 MB)
   chromium-headless-shell
 )

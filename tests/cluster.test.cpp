@@ -50,6 +50,9 @@ constexpr int heartbeat_timeout_ms = 800;
 
 struct cluster_fixture {
   temp_dir dir;
+  // Every process of the job proves this token in the transport handshake.
+  std::string token = "cluster-test-token-5f1c";
+  std::string token_file = dir.write("token", token + "\n");
   std::string transport_kind = "ucx";
   std::unique_ptr<sailor::comm::transport> transport;
   sailor::actors::runtime_config cfg;
@@ -61,7 +64,7 @@ struct cluster_fixture {
   // Everything (coordinator, nodes, status queries) over `kind`: ucx, tcp or socket.
   void use_transport(const std::string& kind) {
     transport_kind = kind;
-    auto t = sailor::actors::make_transport(kind, "test", "");
+    auto t = sailor::actors::make_transport(kind, "test", "", token);
     REQUIRE(t.ok());
     transport = std::move(*t);
   }
@@ -80,7 +83,7 @@ struct cluster_fixture {
                                "--settle-s", "30", "--heartbeat-ms",
                                std::to_string(heartbeat_ms), "--heartbeat-timeout-ms",
                                std::to_string(heartbeat_timeout_ms), "--transport",
-                               transport_kind};
+                               transport_kind, "--token-file", token_file};
     argv.insert(argv.end(), extra.begin(), extra.end());
     coordinator = std::make_unique<child>(argv, dir.path("coordinator.out"),
                                           dir.path("coordinator.err"));
@@ -103,7 +106,7 @@ struct cluster_fixture {
       std::vector<std::string>{sailor_bin("sailor-node"), "--join",
                                "127.0.0.1:" + std::to_string(port), "--zone", zone, "--devices",
                                devices, "--gpu-type", gpu_type, "--name", name, "--transport",
-                               transport_kind},
+                               transport_kind, "--token-file", token_file},
       dir.path(name + ".out"), dir.path(name + ".err")));
     REQUIRE(nodes.back()->pid() > 0);
     return *nodes.back();
@@ -158,7 +161,8 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: 4 nodes in 2 zones get roles, and a
   nlohmann::json json;
   bool ages_known = eventually(5s, [&] {
     auto cli = run_command(sailor_bin() + " status 127.0.0.1:" + std::to_string(port) +
-                           " --json --transport " + transport_kind, 30);
+                           " --json --transport " + transport_kind + " --token-file " + token_file,
+                           30);
     if (cli.exit_code != 0)
       return false;
     json = nlohmann::json::parse(cli.out);
@@ -255,7 +259,7 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: over UCX, a peer of another protoco
   }
   // `sailor status` prints them.
   auto printed = run_command(sailor_bin() + " status 127.0.0.1:" + std::to_string(port) +
-                              " --transport ucx", 30);
+                              " --transport ucx --token-file " + token_file, 30);
   CHECK(printed.exit_code == 0);
   CHECK(printed.out.find("refused at the door") != std::string::npos);
   CHECK(printed.out.find("unknown zone 'moon-base'") != std::string::npos);

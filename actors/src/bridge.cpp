@@ -3,6 +3,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include <caf/actor_proxy.hpp>
@@ -10,6 +11,7 @@
 #include <caf/make_actor.hpp>
 #include <caf/mailbox_element.hpp>
 
+#include "peer_checks.hpp"
 #include "sailor/actors/wire.hpp"
 #include "sailor/config/log.hpp"
 
@@ -48,6 +50,7 @@ struct bridge::core : std::enable_shared_from_this<bridge::core> {
   void on_frame(peer_id peer, std::vector<char>&& frame);
   void on_closed(peer_id peer, const std::string& reason);
   void refuse(peer_id peer, const std::string& reason);
+  std::optional<std::string> speaks_for_another(peer_id peer, const caf::message& body);
 };
 
 namespace {
@@ -171,10 +174,36 @@ void bridge::core::refuse(peer_id peer, const std::string& reason) {
   connection->close("refused: " + reason);
 }
 
+// A message about a node is taken only from the link that node's name came in on (the name
+// it announced, and proved the job token under, in the transport's handshake): no peer may
+// speak for another node, e.g. evict it with a forged preemption or end its training.
+std::optional<std::string> bridge::core::speaks_for_another(peer_id peer,
+                                                            const caf::message& body) {
+  auto claimed = detail::node_spoken_for(body);
+  if (!claimed)
+    return std::nullopt;
+  std::shared_ptr<link> connection;
+  {
+    std::lock_guard<std::mutex> guard{mutex};
+    auto i = peers.find(peer);
+    if (i != peers.end())
+      connection = i->second.connection;
+  }
+  auto name = connection ? connection->peer_name() : std::string{};
+  if (name.empty() || name == *claimed)
+    return std::nullopt;
+  return "a message for node '" + detail::printable(*claimed) + "' from the connection of '" +
+         detail::printable(name) + "'";
+}
+
 void bridge::core::on_frame(peer_id peer, std::vector<char>&& frame) {
   auto decoded = decode_envelope(system, frame);
   if (!decoded) {
     refuse(peer, decoded.error().message);
+    return;
+  }
+  if (auto forged = speaks_for_another(peer, decoded->body)) {
+    refuse(peer, *forged);
     return;
   }
   caf::actor destination;

@@ -6,6 +6,7 @@
 
 #include <caf/message_handler.hpp>
 
+#include "peer_checks.hpp"
 #include "sailor/actors/placement.hpp"
 #include "sailor/actors/replica_group.hpp"
 #include "sailor/actors/zone_coordinator.hpp"
@@ -129,19 +130,39 @@ void lose_node(supervisor* self, const std::string& name, const std::string& rea
   capacity_changed(self, "node " + name + " lost");
 }
 
+// Whether a message about node `name` came from the endpoint that node joined with: no peer
+// speaks for another node (a forged preemption would evict it, forged reports end training).
+bool from_the_node(supervisor* self, const std::string& name, const char* what) {
+  auto i = self->state.nodes.find(name);
+  auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+  if (i != self->state.nodes.end() && sender && sender == i->second.endpoint)
+    return true;
+  if (i == self->state.nodes.end())
+    return false;  // a node already gone: its late messages are void
+  auto who = detail::printable(name);
+  log::get("actors")->warn("[supervisor] refused a {} for node {} from another sender", what, who);
+  record(self, std::string("refused a ") + what + " for node " + who + " from another sender");
+  return false;
+}
+
 void admit(supervisor* self, const join_request& request) {
   auto& st = self->state;
   auto sender = caf::actor_cast<caf::actor>(self->current_sender());
   auto& inv = request.inventory;
   auto refuse = [&](const std::string& reason) {
-    log::get("actors")->warn("[supervisor] refused node '{}' (zone '{}'): {}", inv.name, inv.zone,
-                             reason);
-    record(self, "refused node '" + inv.name + "': " + reason);
-    refused(self, peer_refused{inv.host.empty() ? inv.name : inv.name + "@" + inv.host, reason, 0},
-            false);
+    auto name = detail::printable(inv.name);
+    auto host = detail::printable(inv.host);
+    log::get("actors")->warn("[supervisor] refused node '{}' (zone '{}'): {}", name,
+                             detail::printable(inv.zone), reason);
+    record(self, "refused node '" + name + "': " + reason);
+    refused(self, peer_refused{host.empty() ? name : name + "@" + host, reason, 0}, false);
     if (sender)
       self->send(sender, join_refused{reason});
   };
+  if (auto bad_text = detail::inventory_refusal(inv)) {
+    refuse(*bad_text);
+    return;
+  }
   if (request.version != protocol_version) {
     refuse("protocol version " + std::to_string(request.version) + ", expected " +
            std::to_string(protocol_version));
@@ -396,7 +417,8 @@ caf::message_handler common(supervisor* self) {
     },
     [self](const node_lost& x) { lose_node(self, x.node, x.reason); },
     [self](const preemption_notice& x) {
-      lose_node(self, x.node, "preempted (" + x.reason + ")");
+      if (from_the_node(self, x.node, "preemption notice"))
+        lose_node(self, x.node, "preempted (" + detail::printable(x.reason, 1024) + ")");
     },
     [self](const peer_refused& x) { refused(self, x); },
     [self](const telemetry& x) {
@@ -409,6 +431,8 @@ caf::message_handler common(supervisor* self) {
     },
     [self](const train_report& x) {
       auto& st = self->state;
+      if (!from_the_node(self, x.node, "train report"))
+        return;
       if (!x.checkpoint_file.empty())
         if (auto n = st.nodes.find(x.node); n != st.nodes.end())
           st.holdings.add(x.checkpoint_file, n->second.inventory.address);
@@ -456,7 +480,8 @@ caf::message_handler common(supervisor* self) {
         st.options.on_training_error(st.training.error());
     },
     [self](const stage_failed& x) {
-      if (x.role.plan_version != self->state.plan_version)
+      if (x.role.plan_version != self->state.plan_version ||
+          !from_the_node(self, x.node, "stage failure"))
         return;
       record(self, "stage " + std::to_string(x.role.stage) + " replica " +
                      std::to_string(x.role.replica) + " failed on " + x.node + ": " + x.reason);
@@ -492,7 +517,7 @@ caf::behavior running(supervisor* self) {
   caf::message_handler specific{
     [self](const stage_ready& x) {
       auto& st = self->state;
-      if (x.role.plan_version != st.plan_version)
+      if (x.role.plan_version != st.plan_version || !from_the_node(self, x.node, "stage report"))
         return;
       auto i = st.nodes.find(x.node);
       if (i == st.nodes.end())

@@ -150,10 +150,12 @@ namespace sailor::actors {
 
 result<std::unique_ptr<comm::transport>> make_transport(const std::string& kind,
                                                         const std::string& name,
-                                                        const std::string& zone) {
+                                                        const std::string& zone,
+                                                        const std::string& token) {
   comm::transport_options common;
   common.local_name = name;
   common.local_zone = zone;
+  common.token = token;
   if (kind == "ucx") {
     comm::ucx_options options;
     options.common = common;

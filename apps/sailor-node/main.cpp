@@ -25,6 +25,8 @@
 #include <caf/scoped_actor.hpp>
 
 #include "sailor/actors/runtime.hpp"
+#include "sailor/actors/train/checkpoint.hpp"
+#include "sailor/comm/auth.hpp"
 #include "sailor/config/log.hpp"
 #ifdef SAILOR_WITH_TRAIN
 #include "sailor/actors/train/node_training.hpp"
@@ -50,7 +52,8 @@ struct node_args {
   std::string devices = "cpu:1";
   std::string gpu_type;
   std::string name;
-  std::string transport = "ucx";
+  std::string transport = "tcp";
+  std::string token_file;
   std::string advertise;  ///< empty: the address of the interface that reaches the coordinator
   std::string state_dir;  ///< empty: $XDG_CACHE_HOME/sailor/<name> or ~/.cache/sailor/<name>
 };
@@ -101,9 +104,16 @@ std::vector<std::string> held_shards(const std::string& state_dir, std::size_t l
   for (fs::recursive_directory_iterator i{root, ec}, end; !ec && i != end && out.size() < limit;
        i.increment(ec)) {
     const auto name = i->path().filename().string();
-    if (i->is_regular_file(ec) && name.rfind("shard-", 0) == 0 && name.size() > 5 &&
-        name.substr(name.size() - 5) == ".ckpt")
-      out.push_back(i->path().lexically_relative(state_dir).string());
+    if (!i->is_regular_file(ec) || name.rfind("shard-", 0) != 0 || name.size() <= 5 ||
+        name.substr(name.size() - 5) != ".ckpt")
+      continue;
+    // A corrupt shard is not offered: the job resumes from an older checkpoint instead.
+    if (auto bad = train::verify_checkpoint_shard(i->path().string())) {
+      log::get("train")->warn("[state {}] skipping checkpoint shard {}: {}", state_dir,
+                              i->path().string(), *bad);
+      continue;
+    }
+    out.push_back(i->path().lexically_relative(state_dir).string());
   }
   return out;
 }
@@ -208,8 +218,13 @@ int run(const node_args& args) {
     std::fprintf(stderr, "sailor-node: --state-dir %s\n", state_dir.error().message.c_str());
     return 2;
   }
-  auto transport =
-    actors::make_transport(args.transport, options.inventory.name, options.inventory.zone);
+  auto token = comm::load_job_token(args.token_file);
+  if (!token) {
+    std::fprintf(stderr, "sailor-node: %s\n", token.error().to_string().c_str());
+    return 2;
+  }
+  auto transport = actors::make_transport(args.transport, options.inventory.name,
+                                          options.inventory.zone, *token);
   if (!transport) {
     std::fprintf(stderr, "sailor-node: %s\n", transport.error().message.c_str());
     return 2;
@@ -218,7 +233,8 @@ int run(const node_args& args) {
   std::unique_ptr<comm::transport> own_transport;
   comm::transport* data = transport->get();
   if (!data) {
-    auto tcp = actors::make_transport("tcp", options.inventory.name, options.inventory.zone);
+    auto tcp =
+      actors::make_transport("tcp", options.inventory.name, options.inventory.zone, *token);
     if (!tcp) {
       std::fprintf(stderr, "sailor-node: %s\n", tcp.error().message.c_str());
       return 1;
@@ -328,7 +344,7 @@ int main(int argc, char** argv) {
   app.add_option("--gpu-type", args.gpu_type, "GPU type as the cluster names it (default: CPU "
                                               "for cpu devices)");
   app.add_option("--name", args.name, "node name (default: HOST-PID)");
-  app.add_option("--transport", args.transport, "ucx, tcp or socket (as the coordinator)")
+  app.add_option("--transport", args.transport, "tcp, ucx or socket (as the coordinator)")
     ->capture_default_str();
   app.add_option("--advertise", args.advertise,
                  "the address peers reach this node on; its collectives listen there "
@@ -336,6 +352,9 @@ int main(int argc, char** argv) {
   app.add_option("--state-dir", args.state_dir,
                  "this node's own folder for checkpoint shards (default: "
                  "~/.cache/sailor/NAME); nothing is shared with other nodes");
+  app.add_option("--token-file", args.token_file,
+                 "file whose first line is the job token (default: the SAILOR_TOKEN environment "
+                 "variable)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -18,6 +18,7 @@
 #include "commands.hpp"
 #include "run_summary.hpp"
 #include "dashboard.hpp"
+#include "job_token.hpp"
 #include "training_setup.hpp"
 #include "sailor/actors/placement.hpp"
 #include "sailor/actors/runtime.hpp"
@@ -36,7 +37,8 @@ struct coordinator_args {
   double settle_s = 5;
   int heartbeat_ms = 500;
   int heartbeat_timeout_ms = 2000;
-  std::string transport = "ucx";
+  std::string transport = "tcp";
+  std::string token_file;
   std::string planner = "even";
   std::string sailor_data;
   std::string train_dir;     ///< empty: control plane only
@@ -83,7 +85,12 @@ int run_coordinator(const coordinator_args& args) {
   sigaddset(&signals, SIGUSR1);  // training finished or failed (--exit-when-done)
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto transport = actors::make_transport(args.transport, "coordinator", "");
+  auto token = job_token(args.token_file, args.transport, true, "sailor coordinator");
+  if (!token) {
+    std::fprintf(stderr, "sailor coordinator: %s\n", token.error().to_string().c_str());
+    return 2;
+  }
+  auto transport = actors::make_transport(args.transport, "coordinator", "", *token);
   if (!transport) {
     std::fprintf(stderr, "sailor coordinator: %s\n", transport.error().message.c_str());
     return 2;
@@ -301,9 +308,11 @@ void add_coordinator(CLI::App& app, command_set& commands) {
   sub->add_flag("--exit-when-done", args->exit_when_done,
                 "exit once training finished (code 0) or failed (code 1)");
   sub->add_option("--transport", args->transport,
-                  "ucx or tcp (the comm transports) or socket (the bridge's own TCP)")
+                  "tcp or ucx (the comm transports; UCX ports must not face untrusted networks, "
+                  "see the README) or socket (the bridge's own TCP, unauthenticated)")
     ->capture_default_str();
   add_dashboard_options(sub, args->dashboard);
+  add_token_option(sub, args->token_file);
   sub->callback([&commands, args] {
     commands.selected = [args] { return run_coordinator(*args); };
   });

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "job_token.hpp"
 #include "status_json.hpp"
 #include "sailor/actors/runtime.hpp"
 
@@ -65,7 +66,8 @@ struct status_args {
   std::string where;
   bool json = false;
   int timeout_ms = 5000;
-  std::string transport = "ucx";
+  std::string transport = "tcp";
+  std::string token_file;
 };
 
 int run_status(const status_args& args) {
@@ -74,7 +76,12 @@ int run_status(const status_args& args) {
     std::fprintf(stderr, "sailor status: %s\n", where.error().message.c_str());
     return 2;
   }
-  auto transport = actors::make_transport(args.transport, "sailor-status", "");
+  auto token = job_token(args.token_file, args.transport, false, "sailor status");
+  if (!token) {
+    std::fprintf(stderr, "sailor status: %s\n", token.error().to_string().c_str());
+    return 2;
+  }
+  auto transport = actors::make_transport(args.transport, "sailor-status", "", *token);
   if (!transport) {
     std::fprintf(stderr, "sailor status: %s\n", transport.error().message.c_str());
     return 2;
@@ -88,8 +95,11 @@ int run_status(const status_args& args) {
     std::fprintf(stderr, "sailor status: %s\n", status.error().message.c_str());
     return 1;
   }
+  // Text from peers that is not UTF-8 is replaced, never a reason to abort.
   if (args.json)
-    std::printf("%s\n", status_json(*status).dump(2).c_str());
+    std::printf("%s\n", status_json(*status)
+                          .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+                          .c_str());
   else
     print_text(*status);
   return 0;
@@ -105,8 +115,9 @@ void add_status(CLI::App& app, command_set& commands) {
   sub->add_flag("--json", args->json, "print JSON");
   sub->add_option("--timeout-ms", args->timeout_ms, "give up after this long")
     ->capture_default_str();
-  sub->add_option("--transport", args->transport, "ucx, tcp or socket (as the coordinator)")
+  sub->add_option("--transport", args->transport, "tcp, ucx or socket (as the coordinator)")
     ->capture_default_str();
+  add_token_option(sub, args->token_file);
   sub->callback([&commands, args] {
     commands.selected = [args] { return run_status(*args); };
   });

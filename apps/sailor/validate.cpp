@@ -44,8 +44,11 @@ void print_model(const config::model_shape& m) {
 }
 
 void print_cluster(const config::cluster& c) {
-  std::printf("  cluster %s: %zu regions, %zu zones, %d GPUs, %s prices\n", c.name.c_str(), c.regions.size(),
-              c.zones.size(), c.total_gpus(), c.use_spot_prices ? "spot" : "on-demand");
+  long long gpus = 0;  // 64 bits, whatever a file holds
+  for (const auto& z : c.zones)
+    for (const auto& [type, n] : z.gpus) gpus += n;
+  std::printf("  cluster %s: %zu regions, %zu zones, %lld GPUs, %s prices\n", c.name.c_str(), c.regions.size(),
+              c.zones.size(), gpus, c.use_spot_prices ? "spot" : "on-demand");
   for (const auto& z : c.zones) {
     std::printf("    %-16s (%s):", z.name.c_str(), z.region.c_str());
     for (const auto& [type, n] : z.gpus) std::printf(" %d x %s ($%.2f/h)", n, type.c_str(), c.usd_per_gpu_hour(type));

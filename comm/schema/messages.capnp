@@ -12,6 +12,7 @@ struct Hello {
   protocolVersion @1 :UInt32;
   name @2 :Text;
   zone @3 :Text;
+  nonce @4 :Data;            # the client's challenge (empty: no job token; see comm/auth.hpp)
 }
 
 struct HelloReply {
@@ -20,6 +21,8 @@ struct HelloReply {
   protocolVersion @2 :UInt32;
   name @3 :Text;
   zone @4 :Text;
+  nonce @5 :Data;            # the server's challenge (empty: no job token)
+  proof @6 :Data;            # HMAC of the job token over the transcript (comm/auth.hpp)
 }
 
 enum DType { f32 @0; f16 @1; bf16 @2; f64 @3; i64 @4; i32 @5; i8 @6; u8 @7; }

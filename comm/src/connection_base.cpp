@@ -10,37 +10,88 @@
 
 #include <spdlog/spdlog.h>
 
+#include "auth.hpp"
+
 namespace sailor::comm::detail {
+
+namespace {
+
+// Refuses the peer of a server connection at the door: logged once, the connection failed,
+// the listener told. Returns the reply that says why.
+hello_reply refuse_at_door(connection_base& c, const transport_error& why,
+                           const transport_options& opts, spdlog::logger& log,
+                           const char* backend, const std::string& claimed) {
+  auto remote = c.peer().remote;
+  log.warn("[{}] refused peer {} ({}): {}", backend, remote.to_string(),
+           is_printable_utf8(claimed) && claimed.size() <= max_peer_name_bytes ? claimed
+                                                                                : "<bad name>",
+           why.to_string());
+  c.state_ = connection_state::failed;
+  c.error_ = why;
+  c.awaiting_proof_ = false;
+  if (auto told = std::exchange(c.on_refused_, nullptr))
+    told(remote, why);
+  return hello_reply{false, why.message, protocol_version, opts.local_name, opts.local_zone, {},
+                     {}};
+}
+
+}  // namespace
+
+hello make_hello(connection_base& c, const transport_options& opts) {
+  hello h{opts.announced_version, opts.local_name, opts.local_zone, {}};
+  if (!opts.token.empty()) {
+    c.client_nonce_ = random_nonce();
+    h.nonce = c.client_nonce_;
+  }
+  return h;
+}
 
 hello_reply answer_hello(connection_base& c, std::span<const std::byte> bytes,
                          const transport_options& opts, spdlog::logger& log,
                          const char* backend) {
+  c.hello_seen_ = true;
   auto decoded = decode_hello(bytes);
-  std::optional<transport_error> refuse;
-  hello h;
-  if (auto* err = std::get_if<transport_error>(&decoded)) {
-    refuse = *err;
-  } else {
-    h = std::get<hello>(decoded);
-    refuse = check_hello(h);
-  }
-  hello_reply reply{!refuse, refuse ? refuse->message : "", protocol_version, opts.local_name,
-                    opts.local_zone};
-  auto remote = c.peer().remote;
-  if (refuse) {
-    log.warn("[{}] refused peer {} ({}): {}", backend, remote.to_string(), h.name,
-             refuse->to_string());
-    c.state_ = connection_state::failed;
-    c.error_ = refuse;
-    if (auto told = std::exchange(c.on_refused_, nullptr))
-      told(remote, *refuse);
+  if (auto* err = std::get_if<transport_error>(&decoded))
+    return refuse_at_door(c, *err, opts, log, backend, "");
+  auto& h = std::get<hello>(decoded);
+  if (auto refuse = check_hello(h, !opts.token.empty()))
+    return refuse_at_door(c, *refuse, opts, log, backend, h.name);
+  hello_reply reply{true, "", protocol_version, opts.local_name, opts.local_zone, {}, {}};
+  if (opts.token.empty()) {
+    c.set_identity(h.name, h.zone);
+    c.handshaken_ = true;
+    c.state_ = connection_state::open;
+    log.debug("[{}] accepted {} from {}", backend, h.name, c.peer().remote.to_string());
     return reply;
   }
-  c.set_identity(h.name, h.zone);
+  // Challenge the client and prove the token first; accepted once its proof is in.
+  c.client_nonce_ = h.nonce;
+  c.server_nonce_ = random_nonce();
+  reply.nonce = c.server_nonce_;
+  reply.proof = handshake_proof(opts.token, proof_role::server, c.client_nonce_, c.server_nonce_,
+                                h.name, h.zone, opts.local_name);
+  c.claimed_ = std::move(h);
+  c.awaiting_proof_ = true;
+  return reply;
+}
+
+hello_reply take_proof(connection_base& c, std::span<const std::byte> proof,
+                       const transport_options& opts, spdlog::logger& log, const char* backend) {
+  const auto& h = c.claimed_;
+  if (!c.awaiting_proof_)
+    return refuse_at_door(c, {errc::invalid_message, "a proof of the token out of turn"}, opts,
+                          log, backend, h.name);
+  auto expected = handshake_proof(opts.token, proof_role::client, c.client_nonce_,
+                                  c.server_nonce_, h.name, h.zone, opts.local_name);
+  if (!proofs_match(expected, proof))
+    return refuse_at_door(c, {errc::refused, "wrong job token"}, opts, log, backend, h.name);
+  c.awaiting_proof_ = false;
+  c.set_identity(h.name, h.zone, true);
   c.handshaken_ = true;
   c.state_ = connection_state::open;
-  log.debug("[{}] accepted {} from {}", backend, h.name, remote.to_string());
-  return reply;
+  log.debug("[{}] accepted {} from {} (job token proven)", backend, h.name,
+            c.peer().remote.to_string());
+  return hello_reply{true, "", protocol_version, opts.local_name, opts.local_zone, {}, {}};
 }
 
 void admit(connection_base& c, const connection_ptr& self) {
@@ -49,21 +100,39 @@ void admit(connection_base& c, const connection_ptr& self) {
     c.handlers_ = on_accept(self);
 }
 
-std::optional<transport_error> take_hello_reply(connection_base& c,
-                                                std::span<const std::byte> bytes,
-                                                const transport_options& opts) {
+reply_outcome take_hello_reply(connection_base& c, std::span<const std::byte> bytes,
+                               const transport_options& opts) {
   auto decoded = decode_hello_reply(bytes);
   if (auto* err = std::get_if<transport_error>(&decoded))
-    return *err;
+    return {*err, {}};
   auto& r = std::get<hello_reply>(decoded);
+  auto who = c.peer().remote.to_string();
   if (!r.accepted) {
     errc code = r.version != opts.announced_version ? errc::protocol_mismatch : errc::refused;
-    return transport_error{code, "refused by " + c.peer().remote.to_string() + ": " + r.reason};
+    return {transport_error{code, "refused by " + who + ": " + r.reason}, {}};
   }
-  c.set_identity(r.name, r.zone);
+  if (r.name.size() > max_peer_name_bytes || !is_printable_utf8(r.name) ||
+      r.zone.size() > max_peer_name_bytes || !is_printable_utf8(r.zone))
+    return {transport_error{errc::invalid_message, who + " announced a name that is not "
+                                                         "printable UTF-8"},
+            {}};
+  reply_outcome out;
+  if (!opts.token.empty()) {
+    auto expected = handshake_proof(opts.token, proof_role::server, c.client_nonce_, r.nonce,
+                                    opts.local_name, opts.local_zone, r.name);
+    if (r.nonce.size() != nonce_bytes || !proofs_match(expected, r.proof))
+      return {transport_error{errc::refused, who + " did not prove the job token (" +
+                                                 (r.proof.empty() ? "it holds none"
+                                                                  : "another token") +
+                                                 ")"},
+              {}};
+    out.proof = handshake_proof(opts.token, proof_role::client, c.client_nonce_, r.nonce,
+                                opts.local_name, opts.local_zone, r.name);
+  }
+  c.set_identity(r.name, r.zone, !opts.token.empty());
   c.handshaken_ = true;
   c.state_ = connection_state::open;
-  return std::nullopt;
+  return out;
 }
 
 std::function<void(const transport_error&)> mark_failed(connection_base& c, transport_error err,

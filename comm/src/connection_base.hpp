@@ -44,11 +44,12 @@ public:
     std::lock_guard lock(peer_mutex_);
     peer_.remote = std::move(remote);
   }
-  /// Who the peer is (from its handshake).
-  void set_identity(std::string name, std::string zone) {
+  /// Who the peer is (from its handshake); `authenticated` when it proved the job token.
+  void set_identity(std::string name, std::string zone, bool authenticated = false) {
     std::lock_guard lock(peer_mutex_);
     peer_.name = std::move(name);
     peer_.zone = std::move(zone);
+    peer_.authenticated = authenticated;
   }
 
   const std::uint64_t id_;
@@ -60,31 +61,54 @@ public:
   refusal_handler on_refused_;  ///< server side: told of a refusal at the door
   std::optional<transport_error> error_;
   std::chrono::steady_clock::time_point deadline_{};  ///< of the handshake
+  // The job token's challenge (comm/auth.hpp).
+  std::vector<std::byte> client_nonce_;
+  std::vector<std::byte> server_nonce_;
+  bool hello_seen_ = false;      ///< server: a hello arrived (a second one is garbage)
+  bool awaiting_proof_ = false;  ///< server: hello answered, the client's proof not yet in
+  hello claimed_;                ///< server: who the client says it is, until proven
 
 private:
   mutable std::mutex peer_mutex_;
   peer_info peer_;
 };
 
+/// The client's hello (with a fresh challenge, kept in `c`, when this side has a token).
+hello make_hello(connection_base& c, const transport_options& opts);
+
 /// The server's side of the handshake: judges the hello in `bytes` and returns the reply to
-/// send. Refused (garbage, wrong magic, another version): logged (warn, prefixed by
-/// `backend`), the connection is `failed` with the reason and its listener's refusal handler
-/// is told. Accepted: the connection is open and knows the peer; send the reply, then call
-/// `admit`.
+/// send. Refused (garbage, wrong magic, another version, bad names, no token where one is
+/// required): logged (warn, prefixed by `backend`), the connection is `failed` with the
+/// reason and its listener's refusal handler is told; send the reply, then close. Accepted
+/// without a token: the connection is open and knows the peer (`handshaken_`); send the
+/// reply, then call `admit`. Accepted with a token: the reply carries this side's challenge
+/// and proof; the connection waits (still `connecting`) for the client's proof.
 hello_reply answer_hello(connection_base& c, std::span<const std::byte> bytes,
                          const transport_options& opts, spdlog::logger& log,
                          const char* backend);
+
+/// The server takes the client's proof of the token. Accepted: the connection is open, knows
+/// the peer as authenticated; call `admit`. Refused (wrong proof): as in answer_hello, and
+/// the returned reply (accepted false) says why.
+hello_reply take_proof(connection_base& c, std::span<const std::byte> proof,
+                       const transport_options& opts, spdlog::logger& log, const char* backend);
 
 /// Hands an accepted connection to its listener's accept handler (once), which gives the
 /// connection its handlers.
 void admit(connection_base& c, const connection_ptr& self);
 
-/// The client's side: takes the server's reply. Returns the error to fail the connection with
-/// (garbage, or refused: protocol_mismatch when the versions differ), else the connection is
-/// open and knows the peer (the caller then runs on_open).
-std::optional<transport_error> take_hello_reply(connection_base& c,
-                                                std::span<const std::byte> bytes,
-                                                const transport_options& opts);
+/// What the client does with the server's reply: fail with `error`, or send `proof` (when
+/// not empty, as the handshake's third message) and then run on_open.
+struct reply_outcome {
+  std::optional<transport_error> error;
+  std::vector<std::byte> proof;
+};
+
+/// The client's side: takes the server's reply. Errors: garbage, refused (protocol_mismatch
+/// when the versions differ), or a server that does not prove the job token this side holds.
+/// Otherwise the connection is open and knows the peer.
+reply_outcome take_hello_reply(connection_base& c, std::span<const std::byte> bytes,
+                               const transport_options& opts);
 
 /// Marks `c` failed with `err` (the caller has checked it was neither closed nor failed) and
 /// returns the on_error handler to call, if the failure is the user's to hear: a client's, or

@@ -8,10 +8,22 @@
 
 #include <sailor/comm/schema/messages.capnp.h>
 
+#include "auth.hpp"
+
 namespace sailor::comm::detail {
 namespace {
 
 namespace s = sailor::comm::schema;
+
+capnp::Data::Reader data_of(const std::vector<std::byte>& v) {
+  return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(v.data()), v.size());
+}
+
+std::vector<std::byte> bytes_of(capnp::Data::Reader d) {
+  std::vector<std::byte> out(d.size());
+  if (d.size()) std::memcpy(out.data(), d.begin(), d.size());
+  return out;
+}
 
 std::vector<std::byte> to_bytes(capnp::MessageBuilder& mb) {
   auto words = capnp::messageToFlatArray(mb);
@@ -31,7 +43,8 @@ std::variant<R, transport_error> read(std::span<const std::byte> bytes, const ch
     auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
     std::memcpy(words.begin(), bytes.data(), bytes.size());
     capnp::ReaderOptions opts;
-    opts.traversalLimitInWords = 1024 * 1024;
+    opts.traversalLimitInWords = 64 * 1024;
+    opts.nestingLimit = 8;
     capnp::FlatArrayMessageReader reader(words, opts);
     return f(reader);
   } catch (const kj::Exception& e) {
@@ -49,6 +62,7 @@ std::vector<std::byte> encode_hello(const hello& h) {
   b.setProtocolVersion(h.version);
   b.setName(h.name);
   b.setZone(h.zone);
+  if (!h.nonce.empty()) b.setNonce(data_of(h.nonce));
   return to_bytes(mb);
 }
 
@@ -58,7 +72,7 @@ std::variant<hello, transport_error> decode_hello(std::span<const std::byte> byt
     auto r = reader.getRoot<s::Hello>();
     if (r.getMagic() != hello_magic)
       return transport_error{errc::invalid_message, "hello has a wrong magic number"};
-    return hello{r.getProtocolVersion(), r.getName(), r.getZone()};
+    return hello{r.getProtocolVersion(), r.getName(), r.getZone(), bytes_of(r.getNonce())};
   });
 }
 
@@ -70,6 +84,8 @@ std::vector<std::byte> encode_hello_reply(const hello_reply& h) {
   b.setProtocolVersion(h.version);
   b.setName(h.name);
   b.setZone(h.zone);
+  if (!h.nonce.empty()) b.setNonce(data_of(h.nonce));
+  if (!h.proof.empty()) b.setProof(data_of(h.proof));
   return to_bytes(mb);
 }
 
@@ -78,16 +94,25 @@ std::variant<hello_reply, transport_error> decode_hello_reply(std::span<const st
                                                      -> std::variant<hello_reply, transport_error> {
     auto r = reader.getRoot<s::HelloReply>();
     return hello_reply{r.getAccepted(), r.getReason(), r.getProtocolVersion(), r.getName(),
-                       r.getZone()};
+                       r.getZone(),     bytes_of(r.getNonce()), bytes_of(r.getProof())};
   });
 }
 
-std::optional<transport_error> check_hello(const hello& h) {
+std::optional<transport_error> check_hello(const hello& h, bool token_required) {
+  for (const std::string* field : {&h.name, &h.zone})
+    if (field->size() > max_peer_name_bytes || !is_printable_utf8(*field))
+      return transport_error{errc::invalid_message,
+                             "a peer announced a name or zone that is not printable UTF-8 of at "
+                             "most " + std::to_string(max_peer_name_bytes) + " bytes"};
   if (h.version != protocol_version)
     return transport_error{errc::protocol_mismatch,
                            "peer '" + h.name + "' speaks protocol version " +
                                std::to_string(h.version) + ", this side speaks " +
                                std::to_string(protocol_version)};
+  if (token_required && h.nonce.size() != nonce_bytes)
+    return transport_error{errc::refused, "peer '" + h.name +
+                                              "' holds no job token, and this side requires one "
+                                              "(--token-file or SAILOR_TOKEN)"};
   return std::nullopt;
 }
 

@@ -19,6 +19,7 @@ struct hello {
   std::uint32_t version = 0;
   std::string name;
   std::string zone;
+  std::vector<std::byte> nonce;  ///< empty: the client holds no job token
 };
 
 struct hello_reply {
@@ -27,6 +28,8 @@ struct hello_reply {
   std::uint32_t version = 0;
   std::string name;
   std::string zone;
+  std::vector<std::byte> nonce;  ///< the server's challenge (empty: no job token)
+  std::vector<std::byte> proof;  ///< the server's proof of the token
 };
 
 std::vector<std::byte> encode_hello(const hello& h);
@@ -36,7 +39,9 @@ std::vector<std::byte> encode_hello_reply(const hello_reply& r);
 std::variant<hello_reply, transport_error> decode_hello_reply(std::span<const std::byte> bytes);
 
 /// The server's verdict on a hello: empty if accepted, else the reason to log and send back.
-std::optional<transport_error> check_hello(const hello& h);
+/// Refuses another version, names that are not printable UTF-8 of at most 256 bytes, and a
+/// client without a token when this side has one (`token_required`).
+std::optional<transport_error> check_hello(const hello& h, bool token_required = false);
 
 /// Calls `done` (if set) at most once with `st`.
 inline void complete(completion& done, const op_status& st) {

@@ -13,6 +13,13 @@ using detail::join_path;
 using detail::load_failure;
 using detail::yaml_reader;
 
+// What the planner and simulator can represent (their tables grow with layers x zones x GPUs):
+// a file beyond these is refused at load, before anything is allocated for it. With both GPU
+// bounds, every GPU count and their sum fit in 32 bits.
+constexpr long long max_model_layers = 4096;
+constexpr std::size_t max_cluster_zones = 1024;
+constexpr long long max_gpus_per_zone = 1 << 20;
+
 namespace {
 
 template <class T, class F>
@@ -126,6 +133,10 @@ result<cluster> load_cluster(const std::string& path) {
     YAML::Node zones = r.required(root, "", "zones");
     r.expect_sequence(zones, "zones");
     if (zones.size() == 0) r.fail(zones, "zones", "expected at least one zone");
+    // Bounds the planner can represent, checked before anything is built from the file.
+    if (zones.size() > max_cluster_zones)
+      r.fail(zones, "zones", std::to_string(zones.size()) + " zones, more than the planner handles (at most " +
+                                 std::to_string(max_cluster_zones) + ")");
     for (std::size_t i = 0; i < zones.size(); ++i) {
       std::string zpath = index_path("zones", i);
       const YAML::Node& zn = zones[i];
@@ -146,6 +157,9 @@ result<cluster> load_cluster(const std::string& path) {
                                         " (or declare it under gpus:)", error_kind::not_found);
           long long count = r.get_int(kv.second, tpath);
           if (count < 0) r.fail(kv.second, tpath, "expected a non-negative GPU count, found " + std::to_string(count));
+          if (count > max_gpus_per_zone)
+            r.fail(kv.second, tpath, std::to_string(count) + " GPUs, more than the planner handles in one zone (at most " +
+                                         std::to_string(max_gpus_per_zone) + ")");
           z.gpus[type] = static_cast<int>(count);
         }
       }
@@ -208,6 +222,9 @@ result<model_shape> load_model(const std::string& path) {
     m.name = r.req_string(root, "", "name");
     m.sailor_name = r.opt_string(root, "", "sailor_name").value_or("");
     m.num_layers = static_cast<int>(r.req_count(root, "", "layers", true));
+    if (m.num_layers > max_model_layers)
+      r.fail(root["layers"], "layers", std::to_string(m.num_layers) + " layers, more than the planner handles (at most " +
+                                           std::to_string(max_model_layers) + ")");
     m.hidden = static_cast<int>(r.req_count(root, "", "hidden", true));
     m.heads = static_cast<int>(r.req_count(root, "", "heads", true));
     m.sequence = static_cast<int>(r.req_count(root, "", "sequence", true));

@@ -1,5 +1,8 @@
 #include "yaml_reader.hpp"
 
+#include <cstdint>
+#include <limits>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -180,6 +183,10 @@ long long yaml_reader::req_count(const YAML::Node& parent, const std::string& pa
   long long v = get_int(n, join_path(path, key));
   if (positive && v <= 0) fail(n, join_path(path, key), "expected a positive integer, found " + std::to_string(v));
   if (!positive && v < 0) fail(n, join_path(path, key), "expected a non-negative integer, found " + std::to_string(v));
+  // Counts are held in 32 bits: a larger one must not wrap around silently.
+  if (v > std::numeric_limits<std::int32_t>::max())
+    fail(n, join_path(path, key), "expected at most " + std::to_string(std::numeric_limits<std::int32_t>::max()) +
+                                      ", found " + std::to_string(v));
   return v;
 }
 

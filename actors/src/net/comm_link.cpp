@@ -105,6 +105,10 @@ public:
   }
 
   const std::string& peer() const override { return peer_; }
+  std::string peer_name() const override {
+    std::lock_guard<std::mutex> guard{mutex_};
+    return connection_ ? connection_->peer().name : std::string{};
+  }
 
 private:
   void opened(std::optional<std::string> error) {
@@ -135,7 +139,7 @@ private:
   }
 
   std::string peer_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable open_changed_;
   comm::connection_ptr connection_;
   link_handlers handlers_;

@@ -152,7 +152,8 @@ status write_shard(const std::string& folder, const shard_file& file, const json
                        {"shape", e.value.sizes().vec()},
                        {"dtype", dtype_name(e.value.scalar_type())},
                        {"offset", offset},
-                       {"bytes", bytes}});
+                       {"bytes", bytes},
+                       {"crc32", checkpoint_crc(0, e.value.data_ptr(), bytes)}});
     offset += bytes;
   }
   header["tensors"] = std::move(tensors);
@@ -198,6 +199,9 @@ struct shard_reader {
   status open(const shard_file& f, const config::model_shape& model, optimizer_kind optimizer,
               int iterations) {
     file = f;
+    // The whole file is checked (header, sizes, each tensor's checksum) before any of it is
+    // trusted, although only some of its rows may be read below.
+    if (auto bad = verify_shard(f.path)) return invalid(*bad);
     in.open(f.path, std::ios::binary);
     if (!in) return invalid("cannot open checkpoint file " + f.path);
     char head[magic_bytes + 8];

@@ -52,6 +52,13 @@ folder_state inspect_folder(const std::string& folder);
 /// The iteration counts of the checkpoint folders under `dir`, ascending.
 std::vector<int> checkpoint_iterations(const std::string& dir);
 
+/// CRC-32 of `bytes` at `data`, continuing `crc` (0 to start): the checksum of each tensor.
+std::uint32_t checkpoint_crc(std::uint32_t crc, const void* data, std::uint64_t bytes);
+
+/// Reads the whole shard file at `path` and checks its header and every tensor's checksum;
+/// the reason (naming the file) when it is truncated, padded or corrupt.
+std::optional<std::string> verify_shard(const std::string& path);
+
 /// Keeps the newest `keep` complete checkpoints under `dir` and removes every checkpoint
 /// folder older than the oldest of them (best effort; never a complete one among the newest
 /// `keep`, never a folder newer than it: such a folder may still be being written).

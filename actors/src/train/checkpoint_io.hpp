@@ -9,7 +9,8 @@
 //   header           JSON: format, iterations, model shape, optimizer, layer range, TP rank
 //                    and size, data_bytes, and one entry per tensor: parameter name,
 //                    state ("param", "exp_avg", "exp_avg_sq", "momentum_buffer"), shard_dim,
-//                    full_size, shape, dtype, offset and bytes in the data section;
+//                    full_size, shape, dtype, offset and bytes in the data section and the
+//                    CRC-32 of those bytes ("crc32", checked on restore: verify_shard);
 //                    "steps": AdamW's step count per parameter
 //   data             the tensors' bytes, row-major, back to back
 //

@@ -43,7 +43,7 @@ std::optional<sailor::error> ucx_core::start() {
   st = ucp_worker_create(context_, &wp, &worker_);
   if (st != UCS_OK) return failed("ucp_worker_create: " + status_text(st));
 
-  for (unsigned id = 0; id < 4; ++id) {
+  for (unsigned id = 0; id < am_count; ++id) {
     am_args_[id] = am_arg{this, id};
     ucp_am_handler_param_t hp{};
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
@@ -106,13 +106,13 @@ void ucx_core::loop() {
     bool stopping = false;
     auto tasks = tasks_.take(stopping);
     if (stopping) break;
-    for (auto& t : tasks) t();
+    for (auto& t : tasks) guarded("a task", t);
     while (ucp_worker_progress(worker_) != 0) {
     }
     while (!deferred_.empty()) {
       auto batch = std::move(deferred_);
       deferred_.clear();
-      for (auto& d : batch) d();
+      for (auto& d : batch) guarded("a callback", d);
       while (ucp_worker_progress(worker_) != 0) {
       }
     }
@@ -241,9 +241,8 @@ result<connection_ptr> ucx_core::connect(const address& to, connection_handlers 
       return;
     }
     by_ep_[conn->ep_] = conn;
-    detail::hello h{opts_.common.announced_version, opts_.common.local_name,
-                    opts_.common.local_zone};
-    send(conn, am_hello, {}, detail::encode_hello(h), {}, nullptr, false);
+    send(conn, am_hello, {}, detail::encode_hello(detail::make_hello(*conn, opts_.common)), {},
+         nullptr, false);
   });
   return connection_ptr(conn);
 }
@@ -251,11 +250,21 @@ result<connection_ptr> ucx_core::connect(const address& to, connection_handlers 
 void ucx_core::conn_request_callback(ucp_conn_request_h request, void* arg) {
   auto* state = static_cast<listener_state*>(arg);
   ucx_core* core = state->core;
+  // The cap on peers that have not finished their handshake.
+  std::size_t waiting = 0;
+  for (auto& [ep, c] : core->by_ep_)
+    if (c->server_ && !c->handshaken_ && c->state_ == connection_state::connecting) ++waiting;
+  if (waiting >= core->opts_.common.max_unauthenticated) {
+    core->log_->warn("[ucx] {} peers are waiting for their handshake: rejected a new one",
+                     waiting);
+    ucp_listener_reject(state->handle, request);
+    return;
+  }
   auto conn = std::make_shared<ucx_connection>(core->weak_from_this(), core->next_id_++, true);
   conn->on_accept_ = state->on_accept;
   conn->on_refused_ = state->on_refused;
   conn->deadline_ = clock_type::now() + std::chrono::milliseconds(static_cast<long>(
-                                            core->opts_.common.connect_timeout_s * 1000));
+                                            core->opts_.common.handshake_timeout_s * 1000));
   ucp_conn_request_attr_t attr{};
   attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
   if (ucp_conn_request_query(request, &attr) == UCS_OK)

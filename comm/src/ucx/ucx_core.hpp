@@ -5,6 +5,7 @@
 //
 // Wire: active messages with the REPLY flag (so the receiver knows the endpoint):
 //   am_hello (client->server, Hello), am_hello_reply (server->client, HelloReply),
+//   am_auth (client->server, the proof of the job token, comm/auth.hpp),
 //   am_control (data = envelope bytes), am_tensor (header = TensorHeader, data = payload).
 // Every control and tensor AM carries an 8-byte sequence number first in its header: UCX may
 // reorder the first messages of an endpoint (sent before wire-up finished) and receives
@@ -48,7 +49,10 @@ using clock_type = std::chrono::steady_clock;
 using detail::from_sockaddr;
 using detail::resolve;
 
-enum am_id : unsigned { am_hello = 0, am_hello_reply = 1, am_control = 2, am_tensor = 3 };
+enum am_id : unsigned { am_hello = 0, am_hello_reply = 1, am_control = 2, am_tensor = 3, am_auth = 4 };
+inline constexpr unsigned am_count = 5;
+/// Bytes of eager messages a connection may hold before its handshake finished.
+inline constexpr std::size_t max_held_bytes = std::size_t{1} << 20;
 
 class ucx_core;
 class ucx_connection;
@@ -103,6 +107,7 @@ public:
     std::shared_ptr<std::vector<std::byte>> copy;
   };
   std::vector<held_message> held_;
+  std::size_t held_bytes_ = 0;
   std::map<std::uint64_t, std::unique_ptr<pending_recv>> recvs_;
 };
 
@@ -146,6 +151,11 @@ public:
   void deliver(const std::shared_ptr<ucx_connection>& c);
   void on_hello(const std::shared_ptr<ucx_connection>& c, std::span<const std::byte> bytes);
   void on_hello_reply(const std::shared_ptr<ucx_connection>& c, std::span<const std::byte> bytes);
+  void on_auth(const std::shared_ptr<ucx_connection>& c, std::span<const std::byte> proof);
+  void refuse(const std::shared_ptr<ucx_connection>& c, const detail::hello_reply& reply);
+  // Runs `fn`, a step of the progress loop; an exception it throws is logged, not fatal.
+  template <class F>
+  void guarded(const char* what, F&& fn);
   enum class data_kind { transient, persistent, rndv };
   // Takes one incoming control or tensor; returns what the AM callback should return.
   ucs_status_t on_data(const std::shared_ptr<ucx_connection>& c, unsigned id,
@@ -188,8 +198,19 @@ public:
     ucx_core* core;
     unsigned id;
   };
-  am_arg am_args_[4];
+  am_arg am_args_[am_count];
 };
+
+template <class F>
+void ucx_core::guarded(const char* what, F&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    log_->error("[ucx] {} threw: {}", what, e.what());
+  } catch (...) {
+    log_->error("[ucx] {} threw", what);
+  }
+}
 
 template <class F>
 auto ucx_core::run_sync(F&& fn) -> decltype(fn()) {

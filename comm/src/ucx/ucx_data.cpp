@@ -6,16 +6,38 @@
 
 #include <spdlog/spdlog.h>
 
+#include "../auth.hpp"
 #include "sailor/comm/messages.hpp"
 
 namespace sailor::comm::ucx_backend {
 
 // ---------------------------------------------------------------- receive
 
+namespace {
+
+ucs_status_t handle_am(ucx_core* core, unsigned id, const void* header, size_t header_length,
+                       void* data, size_t length, const ucp_am_recv_param_t* param);
+
+}  // namespace
+
+// No exception may cross into UCX: a handler that throws drops the message, logged.
 ucs_status_t ucx_core::am_callback(void* arg, const void* header, size_t header_length,
                                    void* data, size_t length, const ucp_am_recv_param_t* param) {
   auto* a = static_cast<am_arg*>(arg);
-  ucx_core* core = a->core;
+  try {
+    return handle_am(a->core, a->id, header, header_length, data, length, param);
+  } catch (const std::exception& e) {
+    a->core->log_->error("[ucx] dropped an active message: its handling threw: {}", e.what());
+  } catch (...) {
+    a->core->log_->error("[ucx] dropped an active message: its handling threw");
+  }
+  return (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ? UCS_ERR_REJECTED : UCS_OK;
+}
+
+namespace {
+
+ucs_status_t handle_am(ucx_core* core, unsigned id, const void* header, size_t header_length,
+                       void* data, size_t length, const ucp_am_recv_param_t* param) {
   struct in_callback {
     ucx_core* core;
     explicit in_callback(ucx_core* c) : core(c) { core->on_callback_ = true; }
@@ -28,35 +50,38 @@ ucs_status_t ucx_core::am_callback(void* arg, const void* header, size_t header_
   }
   auto it = core->by_ep_.find(param->reply_ep);
   if (it == core->by_ep_.end()) {
-    core->log_->warn("[ucx] dropped active message {} from an unknown endpoint", a->id);
+    core->log_->warn("[ucx] dropped active message {} from an unknown endpoint", id);
     return rndv ? UCS_ERR_REJECTED : UCS_OK;
   }
   auto conn = it->second;
-  if (a->id == am_hello || a->id == am_hello_reply) {
-    if (rndv) {
+  if (id == am_hello || id == am_hello_reply || id == am_auth) {
+    if (rndv || length > detail::max_handshake_bytes) {
       core->deferred_.push_back([core, conn] {
         core->fail(conn, {errc::invalid_message, "oversized handshake"});
       });
-      return UCS_ERR_REJECTED;
+      return rndv ? UCS_ERR_REJECTED : UCS_OK;
     }
     std::vector<std::byte> bytes(length);
     if (length) std::memcpy(bytes.data(), data, length);
-    unsigned id = a->id;
     core->deferred_.push_back([core, conn, id, bytes = std::move(bytes)] {
       if (id == am_hello)
         core->on_hello(conn, bytes);
+      else if (id == am_auth)
+        core->on_auth(conn, bytes);
       else
         core->on_hello_reply(conn, bytes);
     });
     return UCS_OK;
   }
-  return core->on_data(conn, a->id,
+  return core->on_data(conn, id,
                        {static_cast<const std::byte*>(header), header ? header_length : 0}, data,
                        length,
-                       rndv ? data_kind::rndv
-                            : (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA ? data_kind::persistent
-                                                                            : data_kind::transient));
+                       rndv ? ucx_core::data_kind::rndv
+                            : (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA ? ucx_core::data_kind::persistent
+                                                                            : ucx_core::data_kind::transient));
 }
+
+}  // namespace
 
 ucs_status_t ucx_core::drop(void* data, data_kind kind) {
   // In the AM callback: REJECTED drops an rndv descriptor, OK releases eager data. In a
@@ -70,12 +95,14 @@ ucs_status_t ucx_core::on_data(const std::shared_ptr<ucx_connection>& c, unsigne
                                data_kind kind) {
   bool rndv = kind == data_kind::rndv;
   if (!c->handshaken_ && c->state_ == connection_state::connecting) {
-    if (c->held_.size() >= 4096) {
+    std::size_t eager = kind == data_kind::rndv ? 0 : length;
+    if (c->held_.size() >= 4096 || c->held_bytes_ + eager + header.size() > max_held_bytes) {
       deferred_.push_back([this, c] {
         fail(c, {errc::invalid_message, "too many messages before the handshake"});
       });
       return drop(data, kind);
     }
+    c->held_bytes_ += eager + header.size();
     ucx_connection::held_message h{id, {header.begin(), header.end()}, data, length,
                                    static_cast<int>(kind), nullptr};
     if (kind == data_kind::transient) {
@@ -106,6 +133,17 @@ ucs_status_t ucx_core::on_data(const std::shared_ptr<ucx_connection>& c, unsigne
     deferred_.push_back([this, c, seq] {
       fail(c, {errc::invalid_message, "duplicate sequence number " + std::to_string(seq)});
     });
+    return drop(data, kind);
+  }
+  const auto& limits = opts_.common;
+  if ((id == am_control && length > limits.max_control_bytes) ||
+      (id == am_tensor && (length > limits.max_tensor_bytes ||
+                           header.size() > detail::max_tensor_header_bytes)) ||
+      (id != am_control && id != am_tensor)) {
+    transport_error e{errc::invalid_message,
+                      "a message (active message " + std::to_string(id) + ") of " +
+                          std::to_string(length) + " bytes, over its limit"};
+    deferred_.push_back([this, c, e] { fail(c, e); });
     return drop(data, kind);
   }
   auto slot = std::make_unique<pending_recv>();
@@ -194,10 +232,17 @@ void ucx_core::deliver(const std::shared_ptr<ucx_connection>& c) {
     auto slot = std::move(c->recvs_.begin()->second);
     c->recvs_.erase(c->recvs_.begin());
     ++c->deliver_seq_;
-    if (slot->tensor) {
-      if (c->handlers_.on_tensor) c->handlers_.on_tensor(std::move(slot->desc), std::move(slot->payload));
-    } else {
-      if (c->handlers_.on_control) c->handlers_.on_control(std::move(slot->control));
+    // A handler that throws closes its connection; the progress thread goes on.
+    try {
+      if (slot->tensor) {
+        if (c->handlers_.on_tensor) c->handlers_.on_tensor(std::move(slot->desc), std::move(slot->payload));
+      } else {
+        if (c->handlers_.on_control) c->handlers_.on_control(std::move(slot->control));
+      }
+    } catch (const std::exception& e) {
+      log_->error("[ucx] connection {}: a receive handler threw: {}", c->id_, e.what());
+      fail(c, {errc::transport_failure, std::string("a receive handler threw: ") + e.what()});
+      return;
     }
   }
 }
@@ -207,7 +252,7 @@ void ucx_core::deliver(const std::shared_ptr<ucx_connection>& c) {
 void ucx_core::send(const std::shared_ptr<ucx_connection>& c, unsigned id,
                     std::vector<std::byte> header, std::vector<std::byte> owned,
                     std::span<const std::byte> data, completion done, bool force_rndv) {
-  bool handshake = id == am_hello || id == am_hello_reply;
+  bool handshake = id == am_hello || id == am_hello_reply || id == am_auth;
   if (c->ep_ == nullptr || (!handshake && (c->state_ == connection_state::failed ||
                                           c->state_ == connection_state::closed))) {
     transport_error e = c->error_.value_or(transport_error{errc::closed, "connection closed"});

@@ -1,4 +1,4 @@
-// The UCX backend: the handshake (see ucx_core.hpp).
+// The UCX backend: the handshake (see ucx_core.hpp and comm/auth.hpp).
 
 #include "ucx_core.hpp"
 
@@ -8,20 +8,40 @@ namespace sailor::comm::ucx_backend {
 
 // ---------------------------------------------------------------- handshake
 
+// Sends a refusal and closes once it left (or failed).
+void ucx_core::refuse(const std::shared_ptr<ucx_connection>& c, const detail::hello_reply& reply) {
+  release_held(c);
+  auto conn = c;
+  send(c, am_hello_reply, {}, detail::encode_hello_reply(reply), {},
+       [this, conn](const op_status&) { close_conn(conn, false); }, false);
+}
+
 void ucx_core::on_hello(const std::shared_ptr<ucx_connection>& c, std::span<const std::byte> bytes) {
-  if (!c->server_ || c->handshaken_) {
+  if (!c->server_ || c->hello_seen_) {
     fail(c, {errc::invalid_message, "unexpected hello"});
     return;
   }
   auto reply = detail::answer_hello(*c, bytes, opts_.common, *log_, "ucx");
   if (!reply.accepted) {
-    release_held(c);
-    auto conn = c;
-    send(c, am_hello_reply, {}, detail::encode_hello_reply(reply), {},
-         [this, conn](const op_status&) { close_conn(conn, false); }, false);
+    refuse(c, reply);
     return;
   }
   send(c, am_hello_reply, {}, detail::encode_hello_reply(reply), {}, nullptr, false);
+  if (!c->handshaken_) return;  // waits for the client's proof of the token
+  detail::admit(*c, c);
+  replay_held(c);
+}
+
+void ucx_core::on_auth(const std::shared_ptr<ucx_connection>& c, std::span<const std::byte> proof) {
+  if (!c->server_ || !c->awaiting_proof_) {
+    fail(c, {errc::invalid_message, "unexpected proof of the token"});
+    return;
+  }
+  auto verdict = detail::take_proof(*c, proof, opts_.common, *log_, "ucx");
+  if (!verdict.accepted) {
+    refuse(c, verdict);
+    return;
+  }
   detail::admit(*c, c);
   replay_held(c);
 }
@@ -29,6 +49,7 @@ void ucx_core::on_hello(const std::shared_ptr<ucx_connection>& c, std::span<cons
 void ucx_core::replay_held(const std::shared_ptr<ucx_connection>& c) {
   auto held = std::move(c->held_);
   c->held_.clear();
+  c->held_bytes_ = 0;
   for (auto& h : held)
     on_data(c, h.id, h.header, h.data, h.length, static_cast<data_kind>(h.kind));
   deliver(c);
@@ -39,15 +60,28 @@ void ucx_core::release_held(const std::shared_ptr<ucx_connection>& c) {
     if (static_cast<data_kind>(h.kind) != data_kind::transient)
       ucp_am_data_release(worker_, h.data);
   c->held_.clear();
+  c->held_bytes_ = 0;
 }
 
 void ucx_core::on_hello_reply(const std::shared_ptr<ucx_connection>& c,
                               std::span<const std::byte> bytes) {
-  if (c->server_ || c->state_ != connection_state::connecting) return;
-  if (auto err = detail::take_hello_reply(*c, bytes, opts_.common)) {
-    fail(c, *err);
+  if (c->server_) return;
+  if (c->state_ == connection_state::open) {
+    // The server refused the proof this side sent.
+    auto decoded = detail::decode_hello_reply(bytes);
+    auto* r = std::get_if<detail::hello_reply>(&decoded);
+    fail(c, {errc::refused, "refused by " + c->peer().remote.to_string() + ": " +
+                                (r ? r->reason : std::string("a reply that does not decode"))});
     return;
   }
+  if (c->state_ != connection_state::connecting) return;
+  auto outcome = detail::take_hello_reply(*c, bytes, opts_.common);
+  if (outcome.error) {
+    fail(c, *outcome.error);
+    return;
+  }
+  if (!outcome.proof.empty())
+    send(c, am_auth, {}, std::move(outcome.proof), {}, nullptr, false);
   if (c->handlers_.on_open) c->handlers_.on_open();
   replay_held(c);
 }

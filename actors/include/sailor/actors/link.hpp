@@ -39,6 +39,11 @@ public:
   virtual void close(const std::string& reason) = 0;
   /// The peer's address, for log lines.
   virtual const std::string& peer() const = 0;
+  /// The name the peer announced in the comm transport's handshake, bound to its proof of
+  /// the job token when the job has one (comm/auth.hpp); empty for links without a handshake
+  /// (the bridge's own sockets, in-process pairs). The bridge takes messages about a node only
+  /// from a link of that name.
+  virtual std::string peer_name() const { return {}; }
 };
 
 /// Accepts links. Destroying it stops accepting (links already accepted live on).

@@ -82,10 +82,12 @@ result<cluster_status> query_status(caf::actor_system& system, const std::string
 
 /// The transports a process can run the bridge over: "ucx" and "tcp" (the comm module's
 /// backends) or "socket" (the bridge's own framed TCP sockets, no comm transport: returns
-/// null). `name` and `zone` are told to peers in the comm handshake.
+/// null; no handshake, so no authentication). `name` and `zone` are told to peers in the comm
+/// handshake, and `token` (the job token, comm/auth.hpp; empty: none) proven there.
 result<std::unique_ptr<comm::transport>> make_transport(const std::string& kind,
                                                         const std::string& name,
-                                                        const std::string& zone);
+                                                        const std::string& zone,
+                                                        const std::string& token = {});
 
 /// A caf::actor_system_config with every Sailor message type registered.
 class runtime_config : public caf::actor_system_config {

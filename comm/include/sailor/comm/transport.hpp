@@ -10,11 +10,17 @@
 ///    time, so callbacks of one transport never race each other. Keep them short (hand work to
 ///    an actor); they may call send_*(), close(), connect() and listen() re-entrantly.
 /// 2. Server: `listen(address, on_accept)`. For each peer that completes the handshake
-///    (matching protocol version), `on_accept(conn)` is called with an open connection and
-///    returns the handlers for it; no message of that connection is delivered before
-///    on_accept returns. Peers with another protocol version or garbage bytes are refused
-///    with a logged reason, told to the listener's `on_refused` (peer address and reason);
-///    the listener keeps serving others.
+///    (matching protocol version, and the job token proven when one is set: auth.hpp),
+///    `on_accept(conn)` is called with an open connection and returns the handlers for it; no
+///    message of that connection is delivered before on_accept returns. Peers with another
+///    protocol version, no or another token, names that are not printable UTF-8, or garbage
+///    bytes are refused with a logged reason, told to the listener's `on_refused` (peer
+///    address and reason); the listener keeps serving others. Before its handshake a peer can
+///    make this side hold only a handshake message (4 KiB), for `handshake_timeout_s`, and at
+///    most `max_unauthenticated` peers wait at once; after it, every message is checked against
+///    the limit of its kind (`max_control_bytes`, `max_tensor_bytes`) before anything is
+///    allocated for it, and one over it closes that connection. A handler that throws closes
+///    its connection (logged); no exception reaches the progress thread.
 /// 3. Client: `connect(address, handlers)` returns a connection in state `connecting` at once
 ///    (or an error for a malformed address). Sends may be issued right away: they are queued
 ///    and go out in order. `on_open` fires when the server accepted the handshake;
@@ -95,6 +101,9 @@ struct peer_info {
   std::string name;  ///< the peer's transport_options::local_name
   std::string zone;  ///< the peer's transport_options::local_zone (may be empty)
   address remote;    ///< its address as seen from here (best effort)
+  /// The peer proved the job token in the handshake (comm/auth.hpp): `name` is then the
+  /// name it authenticated as (bound into its proof). False when neither side has a token.
+  bool authenticated = false;
 };
 
 /// Called exactly once per send with the outcome.
@@ -168,6 +177,19 @@ struct transport_options {
   std::uint32_t announced_version = protocol_version;
   /// Bound on the handshake of connect(): after it the connection fails with timed_out.
   double connect_timeout_s = 10.0;
+  /// The job token (comm/auth.hpp), proven in every handshake by challenge and HMAC, never
+  /// sent. Empty: no authentication, and peers that have a token refuse this side.
+  std::string token;
+  /// Bound on an accepted peer's handshake (hello and proof): later, it is refused and closed.
+  double handshake_timeout_s = 5.0;
+  /// Accepted connections whose handshake has not finished, at most, per transport; a
+  /// listener closes further ones at once (logged once per burst).
+  std::size_t max_unauthenticated = 64;
+  /// Largest control message accepted after the handshake; a larger announced length closes
+  /// the connection before anything is allocated for it.
+  std::size_t max_control_bytes = std::size_t{16} << 20;
+  /// Largest tensor payload accepted; likewise checked before allocating.
+  std::uint64_t max_tensor_bytes = std::uint64_t{4} << 30;
 };
 
 /// A transport: makes listeners and connections, owns the progress thread.

@@ -10,6 +10,7 @@
 /// place (each is renamed into place only after it is fully written), so a rank killed while
 /// writing leaves an incomplete checkpoint that `latest_checkpoint` skips.
 
+#include <optional>
 #include <string>
 
 namespace sailor::train {
@@ -20,5 +21,14 @@ std::string checkpoint_path(const std::string& dir, int iterations);
 /// The largest n for which `dir` holds a complete checkpoint taken after n iterations; 0 when
 /// it holds none (or does not exist).
 int latest_checkpoint(const std::string& dir);
+
+/// Like latest_checkpoint, but only a checkpoint whose every file verifies (its header and
+/// each tensor's checksum); a newer one that does not is skipped with a warning that names
+/// the file, so a re-plan falls back to the previous complete checkpoint.
+int latest_verified_checkpoint(const std::string& dir);
+
+/// Why the shard file at `path` does not verify (bad magic, truncated, a tensor's CRC-32),
+/// or nothing when it does. A node checks its shards before it reports them.
+std::optional<std::string> verify_checkpoint_shard(const std::string& path);
 
 }  // namespace sailor::train

@@ -86,8 +86,10 @@ public:
   }
 
   bool active() const { return world_ > 0; }
+  /// The last iteration is done. Those before the checkpoint a plan resumed from need not be
+  /// in completed(): a coordinator started again on a train folder never saw them.
   bool finished() const {
-    return world_ > 0 && static_cast<int>(completed_.size()) >= iterations_;
+    return world_ > 0 && !completed_.empty() && completed_.back().iteration + 1 >= iterations_;
   }
   const std::vector<iteration_record>& completed() const { return completed_; }
   std::vector<double> loss_curve() const {

@@ -1,0 +1,31 @@
+#pragma once
+// Private: what the bridge and the supervisor check of messages from other processes before
+// acting on them: who a message speaks for, and the text a node announces.
+
+#include <optional>
+#include <string>
+
+#include <caf/message.hpp>
+
+#include "sailor/actors/messages.hpp"
+
+namespace sailor::actors::detail {
+
+/// Longest node name, zone, GPU type or host a node may announce.
+inline constexpr std::size_t max_inventory_text = 256;
+/// Most devices a node may announce.
+inline constexpr std::size_t max_devices_per_node = 4096;
+
+/// The node a wire message speaks for (join, heartbeat, stage reports, telemetry,
+/// preemption, train reports); nullopt for messages that speak for no node.
+std::optional<std::string> node_spoken_for(const caf::message& body);
+
+/// Why a node's inventory is refused (a name, zone, GPU type or host that is not printable
+/// UTF-8 of at most max_inventory_text bytes, too many devices); nullopt when it is fine.
+std::optional<std::string> inventory_refusal(const node_inventory& inv);
+
+/// `text` with every byte that is not printable UTF-8 replaced by '?', cut to `max` bytes:
+/// for putting a peer's text into logs and the status.
+std::string printable(const std::string& text, std::size_t max = max_inventory_text);
+
+}  // namespace sailor::actors::detail

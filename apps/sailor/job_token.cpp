@@ -1,0 +1,36 @@
+#include "job_token.hpp"
+
+#include <cstdio>
+
+#include "sailor/comm/auth.hpp"
+
+namespace sailor::app {
+
+void add_token_option(CLI::App* sub, std::string& token_file) {
+  sub->add_option("--token-file", token_file,
+                  "file whose first line is the job token every process of the job proves in "
+                  "the transport handshake (default: the SAILOR_TOKEN environment variable; the "
+                  "coordinator generates and prints one when neither is given)");
+}
+
+result<std::string> job_token(const std::string& token_file, const std::string& transport,
+                              bool generate, const char* command) {
+  if (transport == "socket") {
+    std::fprintf(stderr,
+                 "%s: warning: the 'socket' transport has no handshake: peers are not "
+                 "authenticated; use it on a trusted network only\n",
+                 command);
+    return std::string{};
+  }
+  auto token = comm::load_job_token(token_file);
+  if (!token || !token->empty() || !generate)
+    return token;
+  auto fresh = comm::generate_job_token();
+  std::printf("%s: job token %s (give it to the nodes and to `sailor status` with "
+              "--token-file FILE or %s)\n",
+              command, fresh.c_str(), comm::token_environment_variable);
+  std::fflush(stdout);
+  return fresh;
+}
+
+}  // namespace sailor::app

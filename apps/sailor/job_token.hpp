@@ -1,0 +1,23 @@
+#pragma once
+// The job token of `sailor coordinator` and `sailor status` (comm/auth.hpp): one option for
+// both, read the same way as sailor-node reads it.
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "sailor/config/error.hpp"
+
+namespace sailor::app {
+
+/// Adds `--token-file FILE` to `sub`.
+void add_token_option(CLI::App* sub, std::string& token_file);
+
+/// The token for a process that talks over `transport`: from the file, else SAILOR_TOKEN,
+/// else (when `generate`) a fresh one that is printed on stdout for the nodes. The bridge's
+/// own "socket" transport has no handshake: no token, and a warning that nothing is
+/// authenticated.
+result<std::string> job_token(const std::string& token_file, const std::string& transport,
+                              bool generate, const char* command);
+
+}  // namespace sailor::app

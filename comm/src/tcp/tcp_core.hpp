@@ -1,0 +1,172 @@
+#pragma once
+// Private to the TCP backend: its connection, core and frame format (see tcp_transport.cpp).
+// Files: tcp_transport.cpp (life, progress loop, listen, accept, connect, the connection's
+// methods), tcp_frames.cpp (frames out and in, the handshake's frames, failure).
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../connection_base.hpp"
+#include "../handshake.hpp"
+#include "sailor/comm/tcp.hpp"
+#include "sailor/config/log.hpp"
+
+namespace sailor::comm::tcp_backend {
+
+using clock_type = std::chrono::steady_clock;
+using detail::from_sockaddr;
+using detail::resolve;
+
+constexpr std::uint32_t frame_magic = 0x524c4153;  // "SALR"
+enum frame_kind : std::uint8_t {
+  kind_hello = 0,
+  kind_hello_reply = 1,
+  kind_control = 2,
+  kind_tensor = 3,
+  kind_auth = 4,
+};
+
+struct frame_header {
+  std::uint32_t magic = frame_magic;
+  std::uint8_t kind = 0;
+  std::uint8_t pad[3] = {0, 0, 0};
+  std::uint32_t header_len = 0;
+  std::uint32_t reserved = 0;
+  std::uint64_t payload_len = 0;
+};
+static_assert(sizeof(frame_header) == 24);
+
+
+class tcp_core;
+
+struct out_frame {
+  frame_header fh;
+  std::vector<std::byte> header;
+  std::vector<std::byte> owned;
+  std::span<const std::byte> payload;
+  completion done;
+  std::size_t written = 0;
+  std::size_t total() const { return sizeof(fh) + header.size() + payload.size(); }
+};
+
+class tcp_connection final : public detail::connection_base,
+                             public std::enable_shared_from_this<tcp_connection> {
+public:
+  tcp_connection(std::weak_ptr<tcp_core> core, std::uint64_t id, bool server)
+      : connection_base(id, server), core_(std::move(core)) {}
+  ~tcp_connection() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  void send_control(std::vector<std::byte> bytes, completion done) override;
+  void send_tensor(tensor_descriptor desc, std::span<const std::byte> payload,
+                   completion done) override;
+  void close() override;
+
+  // ---- progress thread only ----
+  std::weak_ptr<tcp_core> core_;
+  int fd_ = -1;
+  bool connected_ = false;  // the TCP connect finished (client)
+  std::deque<out_frame> out_;
+  // receive state
+  frame_header in_fh_{};
+  std::size_t in_fh_got_ = 0;
+  std::vector<std::byte> in_header_;
+  std::size_t in_header_got_ = 0;
+  bool in_have_header_ = false;
+  tensor_descriptor in_desc_;
+  std::vector<std::byte> in_control_;
+  payload_buffer in_payload_;
+  std::byte* in_dest_ = nullptr;
+  std::size_t in_payload_got_ = 0;
+  bool in_payload_ready_ = false;
+};
+
+struct tcp_listener_state {
+  int fd = -1;
+  accept_handler on_accept;
+  refusal_handler on_refused;
+  address bound;
+};
+
+class tcp_core : public std::enable_shared_from_this<tcp_core> {
+public:
+  explicit tcp_core(transport_options opts) : opts_(std::move(opts)), log_(log::get("comm")) {}
+  ~tcp_core() { stop(); }
+
+  void start();
+  void stop();
+  void post(std::function<void()> fn);
+  bool on_thread() const { return std::this_thread::get_id() == thread_id_; }
+
+  result<std::unique_ptr<listener>> listen(const address& where, accept_handler on_accept,
+                                           refusal_handler on_refused);
+  result<connection_ptr> connect(const address& to, connection_handlers handlers);
+  void close_listener(int fd);
+  const transport_options& common_options() const { return opts_; }
+
+  void loop();
+  void queue_frame(const std::shared_ptr<tcp_connection>& c, std::uint8_t kind,
+                   std::vector<std::byte> header, std::vector<std::byte> owned,
+                   std::span<const std::byte> payload, completion done);
+  void flush(const std::shared_ptr<tcp_connection>& c);
+  void on_readable(const std::shared_ptr<tcp_connection>& c);
+  void on_frame(const std::shared_ptr<tcp_connection>& c);
+  bool start_payload(const std::shared_ptr<tcp_connection>& c);
+  void fail(const std::shared_ptr<tcp_connection>& c, transport_error err);
+  void drop(const std::shared_ptr<tcp_connection>& c, const op_status& st);
+  void accept_from(tcp_listener_state& l);
+  void make_room(const address& where);
+  void shed_connection(int listen_fd);
+  template <class F>
+  void guarded(const std::shared_ptr<tcp_connection>& c, const char* what, F&& f);
+  void run_tasks(std::vector<std::function<void()>>& tasks);
+  void check_deadlines(bool& any_connecting);
+  void on_hello_frame(const std::shared_ptr<tcp_connection>& c);
+  void on_auth_frame(const std::shared_ptr<tcp_connection>& c);
+  void on_reply_frame(const std::shared_ptr<tcp_connection>& c);
+
+  transport_options opts_;
+  std::shared_ptr<spdlog::logger> log_;
+  detail::task_queue tasks_;
+  std::thread thread_;
+  std::thread::id thread_id_;
+  std::atomic<bool> running_{false};
+  std::atomic<std::uint64_t> next_id_{1};
+  // progress thread only
+  std::map<std::uint64_t, std::shared_ptr<tcp_connection>> conns_;
+  std::map<int, std::unique_ptr<tcp_listener_state>> listeners_;
+  // Kept open so that, out of descriptors, a pending peer can still be accepted and closed
+  // (else the listening socket stays readable and poll() spins).
+  int spare_fd_ = -1;
+  bool shedding_ = false;  // logged that peers are being shed; reset once under the cap
+};
+
+using tcp_listener = detail::core_listener<tcp_core, int>;
+
+inline void set_socket_options(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+/// Why a frame header is refused before anything is allocated for its frame (nullopt: it
+/// is one this connection expects, within the limits of its kind).
+std::optional<std::string> frame_refusal(const tcp_connection& c, const frame_header& fh,
+                                         const transport_options& opts);
+
+}  // namespace sailor::comm::tcp_backend

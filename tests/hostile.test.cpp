@@ -1,0 +1,358 @@
+// The fuzz and fault suite: a real coordinator process on loopback (TCP transport, a job
+// token) with a real node, attacked the way a hostile peer on its network would: random and
+// truncated frames, oversized length prefixes, a slow-loris, 200 idle connections, forged
+// messages from an authenticated peer, bad tokens and names that are not UTF-8. After each,
+// the coordinator must still serve `sailor status` and real nodes, with its memory and
+// descriptors bounded. Every attack stops by itself within seconds.
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "child_process.hpp"
+#include "run_command.hpp"
+#include "sailor/actors/runtime.hpp"
+
+extern char** environ;
+
+using namespace std::chrono;
+using sailor::testing::child;
+using sailor::testing::eventually;
+using sailor::testing::run_command;
+using sailor::testing::sailor_bin;
+using sailor::testing::temp_dir;
+
+namespace {
+
+const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+
+// The TCP transport's frame header (comm/src/tcp/tcp_core.hpp), as an attacker writes it.
+struct frame_header {
+  std::uint32_t magic = 0x524c4153;
+  std::uint8_t kind = 0;
+  std::uint8_t pad[3] = {0, 0, 0};
+  std::uint32_t header_len = 0;
+  std::uint32_t reserved = 0;
+  std::uint64_t payload_len = 0;
+};
+static_assert(sizeof(frame_header) == 24);
+
+long rss_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0)
+      return std::stol(line.substr(6));
+  return -1;
+}
+
+long open_fds(pid_t pid) {
+  std::error_code ec;
+  long n = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    ++n;
+  return n;
+}
+
+// A raw TCP connection to the coordinator; closed on destruction.
+struct raw_peer {
+  int fd = -1;
+  explicit raw_peer(std::uint16_t port) {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ~raw_peer() {
+    if (fd >= 0) ::close(fd);
+  }
+  raw_peer(const raw_peer&) = delete;
+  raw_peer& operator=(const raw_peer&) = delete;
+  bool send(const void* data, std::size_t n) {
+    return fd >= 0 && ::send(fd, data, n, MSG_NOSIGNAL) == static_cast<ssize_t>(n);
+  }
+  // Whether the coordinator closes the connection within `limit` (what it sends is drained).
+  bool closed_within(milliseconds limit) {
+    auto deadline = steady_clock::now() + limit;
+    char buf[4096];
+    while (steady_clock::now() < deadline) {
+      pollfd p{fd, POLLIN, 0};
+      int left = static_cast<int>(duration_cast<milliseconds>(deadline - steady_clock::now()).count());
+      if (::poll(&p, 1, std::max(left, 1)) <= 0) continue;
+      if (::recv(fd, buf, sizeof buf, 0) <= 0) return true;
+    }
+    return false;
+  }
+};
+
+// Whether the coordinator closed every one of `peers` within `limit` (all waited on at once).
+bool all_closed(std::vector<std::unique_ptr<raw_peer>>& peers, milliseconds limit) {
+  auto deadline = steady_clock::now() + limit;
+  bool all = true;
+  for (auto& p : peers) {
+    auto left = duration_cast<milliseconds>(deadline - steady_clock::now());
+    all = p->closed_within(std::max(left, milliseconds{1})) && all;
+  }
+  return all;
+}
+
+struct hostile_fixture {
+  temp_dir dir;
+  std::string token = "hostile-test-token-7d2e";
+  std::string token_file = dir.write("token", token + "\n");
+  std::unique_ptr<sailor::comm::transport> transport;
+  sailor::actors::runtime_config cfg;
+  caf::actor_system system{cfg};
+  std::unique_ptr<child> coordinator;
+  std::vector<std::unique_ptr<child>> nodes;
+  std::uint16_t port = 0;
+
+  hostile_fixture() {
+    auto t = sailor::actors::make_transport("tcp", "test", "", token);
+    REQUIRE(t.ok());
+    transport = std::move(*t);
+    coordinator = std::make_unique<child>(
+      std::vector<std::string>{sailor_bin(), "coordinator", "--listen", "127.0.0.1:0",
+                               "--cluster", configs + "/clusters/local-2-zones.yaml", "--model",
+                               configs + "/models/tiny.yaml", "--job",
+                               configs + "/jobs/tiny.yaml", "--quorum", "1", "--settle-s", "30",
+                               "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1500",
+                               "--transport", "tcp", "--token-file", token_file},
+      dir.path("coordinator.out"), dir.path("coordinator.err"));
+    REQUIRE(coordinator->pid() > 0);
+    static const std::regex listening{R"(listening on 127\.0\.0\.1:([0-9]+))"};
+    std::smatch m;
+    std::string out;
+    bool up = eventually(10s, [&] {
+      out = coordinator->out();
+      return std::regex_search(out, m, listening);
+    });
+    INFO(coordinator->err());
+    REQUIRE(up);
+    port = static_cast<std::uint16_t>(std::stoi(m[1]));
+  }
+
+  child& start_node(const std::string& name, const std::string& zone,
+                    std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv{sailor_bin("sailor-node"), "--join",
+                                  "127.0.0.1:" + std::to_string(port), "--zone", zone,
+                                  "--devices", "cpu:1", "--transport", "tcp"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    if (std::find(extra.begin(), extra.end(), "--name") == extra.end()) {
+      argv.push_back("--name");
+      argv.push_back(name);
+    }
+    nodes.push_back(std::make_unique<child>(argv, dir.path(name + ".out"), dir.path(name + ".err")));
+    REQUIRE(nodes.back()->pid() > 0);
+    return *nodes.back();
+  }
+  child& start_good_node(const std::string& name, const std::string& zone = "local-a") {
+    return start_node(name, zone, {"--token-file", token_file});
+  }
+
+  sailor::result<sailor::actors::cluster_status> status() {
+    return sailor::actors::query_status(system, "127.0.0.1", port, 3s, transport.get());
+  }
+  bool ready(std::size_t n) {
+    auto s = status();
+    return s && s->phase == "running" && s->nodes.size() == n && s->roles_total > 0 &&
+           s->roles_ready == s->roles_total;
+  }
+  bool has_event(const std::string& text) {
+    auto s = status();
+    if (!s) return false;
+    for (auto& e : s->events)
+      if (e.find(text) != std::string::npos) return true;
+    return false;
+  }
+  // The coordinator is alive, answers `sailor status` (the command, as JSON) and runs `n` nodes.
+  void still_serves(std::size_t n) {
+    CHECK(::kill(coordinator->pid(), 0) == 0);
+    REQUIRE(eventually(10s, [&] { return ready(n); }));
+    auto cli = run_command(sailor_bin() + " status 127.0.0.1:" + std::to_string(port) +
+                             " --json --token-file " + token_file, 30);
+    INFO(cli.err);
+    REQUIRE(cli.exit_code == 0);
+    auto json = nlohmann::json::parse(cli.out);
+    CHECK(json["nodes"].size() == n);
+  }
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(hostile_fixture, "hostile: random, truncated and oversized frames on the TCP port are refused; memory stays flat") {
+  start_good_node("n1");
+  REQUIRE(eventually(20s, [&] { return ready(1); }));
+  long rss_before = rss_kib(coordinator->pid());
+  std::mt19937 rng(20);
+  // Random bytes, and random bytes behind a valid magic number (every kind, any lengths).
+  // Those that stop mid-frame are cut at the handshake deadline (5 s).
+  std::vector<std::unique_ptr<raw_peer>> peers;
+  for (int round = 0; round < 60; ++round) {
+    peers.push_back(std::make_unique<raw_peer>(port));
+    auto& p = *peers.back();
+    REQUIRE(p.fd >= 0);
+    std::vector<unsigned char> junk(1 + rng() % 4096);
+    for (auto& c : junk) c = static_cast<unsigned char>(rng());
+    if (round % 2) {
+      frame_header fh;
+      fh.kind = static_cast<std::uint8_t>(rng() % 6);
+      fh.header_len = rng();
+      fh.payload_len = (static_cast<std::uint64_t>(rng()) << 32) | rng();
+      std::memcpy(junk.data(), &fh, std::min(sizeof fh, junk.size()));
+    }
+    p.send(junk.data(), junk.size());
+  }
+  CHECK(all_closed(peers, 8s));
+  // Oversized length prefixes before any handshake: a hello with 64 MiB behind it, a
+  // 2^40-byte tensor, a 64 MiB control message, a 64 MiB hello header. The coordinator must
+  // not allocate for them (it once held 64 MiB per such hello until the peer went away).
+  std::vector<std::unique_ptr<raw_peer>> held;
+  for (int k = 0; k < 12; ++k) {
+    auto p = std::make_unique<raw_peer>(port);
+    frame_header fh;
+    fh.kind = static_cast<std::uint8_t>(k % 4 == 1 ? 3 : k % 4 == 2 ? 2 : 0);
+    fh.payload_len = k % 4 == 1 ? (std::uint64_t{1} << 40) : (std::uint64_t{64} << 20);
+    if (k % 4 == 3) {
+      fh.payload_len = 0;
+      fh.header_len = 64u << 20;
+    }
+    p->send(&fh, sizeof fh);
+    held.push_back(std::move(p));
+  }
+  CHECK(all_closed(held, 8s));
+  long rss_after = rss_kib(coordinator->pid());
+  MESSAGE("coordinator RSS " << rss_before / 1024 << " MiB -> " << rss_after / 1024 << " MiB");
+  CHECK(rss_after - rss_before < 64 * 1024);
+  auto log = coordinator->err();
+  CHECK(log.find("over its limit") != std::string::npos);
+  still_serves(1);
+  start_good_node("n2", "local-b");
+  still_serves(2);
+}
+
+TEST_CASE_FIXTURE(hostile_fixture, "hostile: a slow-loris is cut at the handshake deadline and 200 idle connections leave descriptors and memory flat") {
+  start_good_node("n1");
+  REQUIRE(eventually(20s, [&] { return ready(1); }));
+  long fds_before = open_fds(coordinator->pid());
+  long rss_before = rss_kib(coordinator->pid());
+  // Slow-loris: one byte of a frame header every 200 ms; cut at the handshake deadline (5 s).
+  {
+    raw_peer p(port);
+    frame_header fh;
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&fh);
+    auto start = steady_clock::now();
+    bool cut = false;
+    for (std::size_t i = 0; i < 20 && !cut; ++i) {  // never a whole frame header
+      p.send(bytes + i, 1);
+      cut = p.closed_within(200ms);
+    }
+    cut = cut || p.closed_within(8s);
+    CHECK(cut);
+    CHECK(steady_clock::now() - start < 9s);
+  }
+  // 200 idle connections: at most 64 wait for their handshake at a time (the longest waiting
+  // are refused), and a real node still joins in the middle of them.
+  std::vector<std::unique_ptr<raw_peer>> idle;
+  for (int k = 0; k < 200; ++k) {
+    idle.push_back(std::make_unique<raw_peer>(port));
+    REQUIRE(idle.back()->fd >= 0);
+  }
+  long fds_peak = 0;
+  REQUIRE(eventually(5s, [&] {
+    fds_peak = std::max(fds_peak, open_fds(coordinator->pid()));
+    return open_fds(coordinator->pid()) <= fds_before + 64 + 2;
+  }));
+  start_good_node("n2", "local-b");
+  still_serves(2);
+  long fds_during = open_fds(coordinator->pid());
+  long rss_during = rss_kib(coordinator->pid());
+  MESSAGE("coordinator descriptors " << fds_before << " -> " << fds_during << " with 200 idle peers"
+                                     << "; RSS " << rss_before / 1024 << " -> " << rss_during / 1024
+                                     << " MiB");
+  CHECK(fds_during <= fds_before + 64 + 8);  // + the new node's connection and its children
+  CHECK(rss_during - rss_before < 32 * 1024);
+  idle.clear();
+  // Every descriptor of the idle peers is released.
+  CHECK(eventually(8s, [&] { return open_fds(coordinator->pid()) <= fds_before + 4; }));
+}
+
+TEST_CASE_FIXTURE(hostile_fixture, "hostile: an authenticated peer cannot speak for another node") {
+  start_good_node("n1");
+  REQUIRE(eventually(20s, [&] { return ready(1); }));
+  // Mallory holds the token and connects under her own name: a preemption and a finished
+  // training report for n1 are refused, and her connection is closed.
+  {
+    auto t = sailor::actors::make_transport("tcp", "mallory", "local-a", token);
+    REQUIRE(t.ok());
+    sailor::actors::bridge links{system, t->get()};
+    auto peer = links.connect("127.0.0.1", port);
+    REQUIRE(peer.ok());
+    auto supervisor = links.remote_actor(*peer, "supervisor");
+    caf::anon_send(supervisor, sailor::actors::preemption_notice{"n1", "forged"});
+    REQUIRE(eventually(5s, [&] { return links.open_peers() == 0; }));
+  }
+  CHECK(eventually(5s, [&] { return has_event("a message for node 'n1' from the connection of 'mallory'"); }));
+  // A second connection under n1's own name: the supervisor takes messages about n1 only
+  // from the endpoint n1 joined with.
+  {
+    auto t = sailor::actors::make_transport("tcp", "n1", "local-a", token);
+    REQUIRE(t.ok());
+    sailor::actors::bridge links{system, t->get()};
+    auto peer = links.connect("127.0.0.1", port);
+    REQUIRE(peer.ok());
+    auto supervisor = links.remote_actor(*peer, "supervisor");
+    caf::anon_send(supervisor, sailor::actors::preemption_notice{"n1", "forged"});
+    sailor::actors::train_report fake;
+    fake.plan_version = 1;
+    fake.node = "n1";
+    fake.iteration = 199;
+    caf::anon_send(supervisor, fake);
+    CHECK(eventually(5s, [&] { return has_event("refused a preemption notice for node n1 from another sender"); }));
+  }
+  CHECK_FALSE(has_event("node n1 lost"));
+  still_serves(1);
+}
+
+TEST_CASE_FIXTURE(hostile_fixture, "hostile: a wrong or missing token is refused, and names that are not UTF-8 never reach the status") {
+  start_good_node("n1");
+  REQUIRE(eventually(20s, [&] { return ready(1); }));
+  auto wrong = dir.write("wrong-token", "not-the-job-token\n");
+  auto& w = start_node("w1", "local-a", {"--token-file", wrong});
+  CHECK(w.wait_exit(15s) != 0);
+  CHECK(w.err().find("job token") != std::string::npos);
+  auto& none = start_node("w2", "local-a");  // SAILOR_TOKEN is not set in the tests
+  CHECK(none.wait_exit(15s) != 0);
+  CHECK(none.err().find("job token") != std::string::npos);
+  // A node name that is not UTF-8 is refused by the handshake; a GPU type that is not, by
+  // the supervisor.
+  auto& bad_name = start_node("bad-name", "local-a",
+                              {"--token-file", token_file, "--name", "n\xff\xfe"});
+  CHECK(bad_name.wait_exit(15s) != 0);
+  auto& bad_type = start_node("bad-type", "local-a",
+                              {"--token-file", token_file, "--gpu-type", "CPU\xc3\x28"});
+  CHECK(bad_type.wait_exit(15s) == 3);
+  CHECK(bad_type.err().find("not printable UTF-8") != std::string::npos);
+  still_serves(1);
+}

@@ -1,0 +1,200 @@
+// The job token in the transport handshake, on every backend: a peer with the token is
+// accepted and known by the name it proved; a wrong or missing token is refused on both
+// sides with a reason; a message over its kind's limit closes that connection only.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "sailor/comm/auth.hpp"
+#include "sailor/comm/messages.hpp"
+#include "transport_support.hpp"
+
+using namespace sailor;
+using namespace sailor::comm;
+using sailor::test::event_box;
+
+namespace {
+
+constexpr double wait_s = 20.0;
+
+transport_options with_token(const std::string& name, const std::string& token) {
+  transport_options o;
+  o.local_name = name;
+  o.local_zone = "zone-a";
+  o.token = token;
+  return o;
+}
+
+struct server_log {
+  event_box box;
+  std::vector<peer_info> accepted;
+  std::vector<transport_error> refusals;
+  std::vector<transport_error> errors;
+  std::vector<std::vector<std::byte>> controls;
+  std::unique_ptr<listener> lst;
+
+  void listen(transport& t) {
+    auto l = t.listen(
+        address{"127.0.0.1", 0},
+        [this](const connection_ptr& c) {
+          box.update([&] { accepted.push_back(c->peer()); });
+          connection_handlers h;
+          h.on_control = [this](std::vector<std::byte> b) {
+            box.update([&] { controls.push_back(std::move(b)); });
+          };
+          h.on_error = [this](const transport_error& e) { box.update([&] { errors.push_back(e); }); };
+          return h;
+        },
+        [this](const address&, const transport_error& why) {
+          box.update([&] { refusals.push_back(why); });
+        });
+    REQUIRE(l.ok());
+    lst = std::move(*l);
+  }
+};
+
+struct client_log {
+  event_box box;
+  bool opened = false;
+  std::vector<transport_error> errors;
+  connection_handlers handlers() {
+    connection_handlers h;
+    h.on_open = [this] { box.update([&] { opened = true; }); };
+    h.on_error = [this](const transport_error& e) { box.update([&] { errors.push_back(e); }); };
+    return h;
+  }
+  // Waits until the connection opened or failed; returns whether it opened.
+  bool outcome() {
+    box.wait_for([&] { return opened || !errors.empty(); }, wait_s);
+    std::lock_guard lock(box.mutex());
+    return opened && errors.empty();
+  }
+};
+
+std::vector<std::byte> hello_message(const std::string& from) {
+  return encode(envelope{protocol_version, from, shutdown_notice{"hello"}, "x"});
+}
+
+}  // namespace
+
+TEST_CASE("transport auth: the job token is proven both ways; a wrong or missing token is refused") {
+  for (const auto& b : sailor::test::all_backends()) {
+    CAPTURE(b.name);
+    server_log server;
+    auto server_t = b.make(with_token("coordinator", "job-secret"));
+    REQUIRE(server_t);
+    server.listen(*server_t);
+    auto where = server.lst->local_address();
+
+    // The right token: accepted, and each side knows the other by the name it proved.
+    client_log good, wrong, none;  // outlive the client transports that call them
+    auto good_t = b.make(with_token("node-1", "job-secret"));
+    auto conn = good_t->connect(where, good.handlers());
+    REQUIRE(conn.ok());
+    REQUIRE(good.outcome());
+    CHECK((*conn)->peer().authenticated);
+    CHECK((*conn)->peer().name == "coordinator");
+    (*conn)->send_control(hello_message("node-1"), nullptr);
+    REQUIRE(server.box.wait_for([&] { return server.controls.size() == 1; }, wait_s));
+    {
+      std::lock_guard lock(server.box.mutex());
+      REQUIRE(server.accepted.size() == 1);
+      CHECK(server.accepted[0].authenticated);
+      CHECK(server.accepted[0].name == "node-1");
+    }
+
+    // Another token: the client finds the server cannot prove its own, and gives up.
+    auto wrong_t = b.make(with_token("node-2", "guessed"));
+    REQUIRE(wrong_t->connect(where, wrong.handlers()).ok());
+    CHECK_FALSE(wrong.outcome());
+    {
+      std::lock_guard lock(wrong.box.mutex());
+      REQUIRE(wrong.errors.size() == 1);
+      CHECK(wrong.errors[0].code == errc::refused);
+      CHECK(wrong.errors[0].message.find("did not prove the job token") != std::string::npos);
+    }
+    // No token: the server refuses with the reason.
+    auto none_t = b.make(with_token("node-3", ""));
+    REQUIRE(none_t->connect(where, none.handlers()).ok());
+    CHECK_FALSE(none.outcome());
+    {
+      std::lock_guard lock(none.box.mutex());
+      REQUIRE(none.errors.size() == 1);
+      CHECK(none.errors[0].message.find("holds no job token") != std::string::npos);
+    }
+    // Neither reached the accept handler; both were told to the listener.
+    CHECK(server.box.wait_for([&] { return server.refusals.size() >= 2; }, wait_s));
+    std::lock_guard lock(server.box.mutex());
+    CHECK(server.accepted.size() == 1);
+  }
+}
+
+TEST_CASE("transport auth: a control message over the receiver's limit closes that connection only") {
+  for (const auto& b : sailor::test::all_backends()) {
+    CAPTURE(b.name);
+    server_log server;
+    auto limited = with_token("coordinator", "job-secret");
+    limited.max_control_bytes = 64 * 1024;
+    auto server_t = b.make(limited);
+    server.listen(*server_t);
+    auto where = server.lst->local_address();
+    client_log big, next;  // outlive the client transport that calls them
+    auto client_t = b.make(with_token("node-1", "job-secret"));
+    auto conn = client_t->connect(where, big.handlers());
+    REQUIRE(big.outcome());
+    (*conn)->send_control(std::vector<std::byte>(256 * 1024, std::byte{7}), nullptr);
+    // The server drops that connection before taking the message; the client hears of it.
+    CHECK(big.box.wait_for([&] { return !big.errors.empty(); }, wait_s));
+    CHECK(server.box.wait_for([&] { return !server.errors.empty(); }, wait_s));
+    // Another peer is still served.
+    auto other = client_t->connect(where, next.handlers());
+    REQUIRE(next.outcome());
+    (*other)->send_control(hello_message("node-1"), nullptr);
+    CHECK(server.box.wait_for([&] { return server.controls.size() == 1; }, wait_s));
+  }
+}
+
+TEST_CASE("transport auth: names are printable UTF-8, tokens load from a file or the environment") {
+  CHECK(is_printable_utf8("node-1 zone \xc3\xa9"));
+  CHECK_FALSE(is_printable_utf8("n\xff\xfe"));
+  CHECK_FALSE(is_printable_utf8("CPU\xc3\x28"));
+  CHECK_FALSE(is_printable_utf8("a\nb"));
+  CHECK_FALSE(is_printable_utf8("\xc0\xaf"));          // overlong '/'
+  CHECK_FALSE(is_printable_utf8("\xed\xa0\x80"));      // a surrogate
+  CHECK_FALSE(is_printable_utf8("\xe2\x82"));          // cut short
+  auto fresh = generate_job_token();
+  CHECK(fresh.size() == 64);
+  CHECK(fresh != generate_job_token());
+  CHECK_FALSE(load_job_token("/nonexistent/token").ok());
+}
+
+TEST_CASE("transport auth: a receive handler that throws closes its connection only") {
+  for (const auto& b : sailor::test::all_backends()) {
+    CAPTURE(b.name);
+    auto server_t = b.make(with_token("coordinator", "job-secret"));
+    event_box box;
+    int received = 0;
+    auto l = server_t->listen(address{"127.0.0.1", 0}, [&](const connection_ptr&) {
+      connection_handlers h;
+      h.on_control = [&](std::vector<std::byte> bytes) {
+        if (bytes.size() == 3) throw std::runtime_error("a handler's bug");
+        box.update([&] { ++received; });
+      };
+      return h;
+    });
+    REQUIRE(l.ok());
+    auto where = (*l)->local_address();
+    client_log first, second;  // outlive the client transport that calls them
+    auto client_t = b.make(with_token("node-1", "job-secret"));
+    auto conn = client_t->connect(where, first.handlers());
+    REQUIRE(first.outcome());
+    (*conn)->send_control(std::vector<std::byte>(3), nullptr);
+    CHECK(first.box.wait_for([&] { return !first.errors.empty(); }, wait_s));
+    auto other = client_t->connect(where, second.handlers());
+    REQUIRE(second.outcome());
+    (*other)->send_control(hello_message("node-1"), nullptr);
+    CHECK(box.wait_for([&] { return received == 1; }, wait_s));
+    server_t.reset();  // before the handlers' captures go
+  }
+}
