@@ -10,6 +10,7 @@
 #include "sailor/actors/replica_group.hpp"
 #include "sailor/actors/zone_coordinator.hpp"
 #include "sailor/config/log.hpp"
+#include "sailor/config/text.hpp"
 
 namespace sailor::actors {
 namespace {
@@ -97,7 +98,7 @@ void capacity_changed(supervisor* self, const std::string& reason) {
   }
   // collecting: plan when quorum is reached (the settle timer handles the rest).
   if (st.options.quorum > 0 && static_cast<int>(st.nodes.size()) >= st.options.quorum)
-    start_planning(self, "quorum of " + std::to_string(st.options.quorum) + " nodes reached");
+    start_planning(self, "quorum of " + count_of(st.options.quorum, "node") + " reached");
 }
 
 void lose_node(supervisor* self, const std::string& name, const std::string& reason) {
@@ -237,9 +238,9 @@ void assign(supervisor* self, config::plan chosen) {
   st.phase = "assigning";
   log::get("actors")->info("[supervisor] plan v{}: {}", st.plan_version, describe_plan(chosen));
   record(self, "plan v" + std::to_string(st.plan_version) + ": " +
-                 std::to_string(chosen.num_stages()) + " stages, " +
-                 std::to_string(st.groups.size()) + " replicas, " +
-                 std::to_string(st.roles_total) + " roles");
+                 count_of(chosen.num_stages(), "stage") + ", " +
+                 count_of(static_cast<long long>(st.groups.size()), "replica") + ", " +
+                 count_of(st.roles_total, "role"));
   self->become(running(self));
 }
 
@@ -307,7 +308,7 @@ cluster_status snapshot(supervisor* self) {
   }
   if (st.training.active()) {
     const auto& done = st.training.completed();
-    out.training_completed = static_cast<int>(done.size());
+    out.training_completed = st.training.completed_count();
     out.training_total = st.training.iterations();
     out.training_loss = done.empty() ? 0 : done.back().loss;
     std::string line = st.training.finished() ? "finished: " : "training: ";
@@ -389,14 +390,19 @@ caf::message_handler common(supervisor* self) {
       }
       if (!done)
         return;
-      log::get("actors")->info("[supervisor] iteration {}: loss {:.4f}, measured {:.3f} s, "
-                               "predicted {:.3f} s (compute {:.3f}, recv wait {:.3f}, send wait "
-                               "{:.3f}, all-reduce {:.3f})",
-                               done->iteration, done->loss, done->measured_s,
-                               st.training.predicted_s(), done->compute_s, done->recv_wait_s,
-                               done->send_wait_s, done->all_reduce_s);
+      // Debug: the application prints one line per iteration (on_iteration); numbered from 1
+      // as there, and without a prediction when the plan came with none.
+      std::string predicted;
+      if (st.training.predicted_s() > 0)
+        predicted = fmt::format(", predicted {:.3f} s", st.training.predicted_s());
+      log::get("actors")->debug("[supervisor] iteration {}/{}: loss {:.4f}, measured {:.3f} s{} "
+                                "(compute {:.3f}, recv wait {:.3f}, send wait {:.3f}, all-reduce "
+                                "{:.3f})",
+                                done->iteration + 1, st.training.iterations(), done->loss,
+                                done->measured_s, predicted, done->compute_s, done->recv_wait_s,
+                                done->send_wait_s, done->all_reduce_s);
       if (st.training.finished())
-        record(self, "training finished: " + std::to_string(st.training.completed().size()) +
+        record(self, "training finished: " + std::to_string(st.training.completed_count()) +
                        " iterations of plan v" + std::to_string(st.training.plan_version()));
       if (st.options.on_iteration)
         st.options.on_iteration(*done, st.training);
@@ -434,7 +440,7 @@ caf::behavior collecting(supervisor* self) {
       st.settle_armed = false;
       if (st.phase != "collecting" || st.nodes.empty())
         return;
-      start_planning(self, "settle time over with " + std::to_string(st.nodes.size()) + " nodes");
+      start_planning(self, "settle time over with " + count_of(static_cast<long long>(st.nodes.size()), "node"));
     },
   };
   return specific.or_else(common(self));
@@ -509,6 +515,8 @@ caf::behavior job_supervisor(supervisor* self, supervisor_options options) {
     clear_roles(self);
     self->quit(msg.reason);
   });
+  if (!st.options.mode_note.empty())
+    record(self, st.options.mode_note);
   log::get("actors")->info("[supervisor] collecting nodes: quorum {}, settle {} ms, heartbeat "
                            "{}/{} ms",
                            st.options.quorum, to_ms(st.options.settle),

@@ -45,6 +45,7 @@ struct node_args {
   std::string gpu_type;
   std::string name;
   std::string transport = "ucx";
+  std::string log_dir = "sailor-logs";
 };
 
 // Devices from "cpu:N" or "cuda:all" / "cuda:N".
@@ -57,6 +58,13 @@ result<std::vector<actors::device_info>> parse_devices(const std::string& text,
                          "expected cpu:N, cuda:N or cuda:all, got '" + text + "'", "", 0,
                          "--devices"};
   std::string kind = m[1];
+#ifndef SAILOR_WITH_CUDA
+  if (kind == "cuda")
+    return sailor::error{error_kind::invalid_input,
+                         "this sailor-node was built without CUDA (its LibTorch is CPU only): it "
+                         "cannot run on '" + text + "'; give cpu:N, or use a build with CUDA",
+                         "", 0, "--devices"};
+#endif
   int count = 0;
   if (m[2] == "all") {
     if (kind == "cpu") {
@@ -109,6 +117,13 @@ int run(const node_args& args) {
                  devices.error().message.c_str());
     return 2;
   }
+  // CPU devices are planned by what they are: a GPU type would have the planner count on a GPU.
+  if (default_type == "CPU" && !args.gpu_type.empty() && args.gpu_type != "CPU") {
+    std::fprintf(stderr, "sailor-node: --gpu-type: '%s' names a GPU, but --devices %s are CPU "
+                         "cores (give --devices cuda:N on a GPU machine, or leave --gpu-type out)\n",
+                 args.gpu_type.c_str(), args.devices.c_str());
+    return 2;
+  }
   actors::node_agent_options options;
   options.inventory.host = host_name();
   options.inventory.name =
@@ -116,6 +131,14 @@ int run(const node_args& args) {
   options.inventory.zone = args.zone;
   options.inventory.gpu_type = args.gpu_type.empty() ? default_type : args.gpu_type;
   options.inventory.devices = std::move(*devices);
+  if (!args.log_dir.empty()) {
+    const auto file = (std::filesystem::path{args.log_dir} / (options.inventory.name + ".log")).string();
+    if (log::add_file(file))
+      log::get("actors")->info("[node {}] logging to {}", options.inventory.name, file);
+    else
+      std::fprintf(stderr, "sailor-node: --log-dir: cannot write %s; logging to stderr only\n",
+                   file.c_str());
+  }
 #ifdef SAILOR_WITH_TRAIN
   // Real training: each stage role becomes a rank of the executor on its own thread.
   auto trainer = std::make_shared<train::node_trainer>(options.inventory.name);
@@ -210,6 +233,9 @@ int main(int argc, char** argv) {
                                               "for cpu devices)");
   app.add_option("--name", args.name, "node name (default: HOST-PID)");
   app.add_option("--transport", args.transport, "ucx, tcp or socket (as the coordinator)")
+    ->capture_default_str();
+  app.add_option("--log-dir", args.log_dir, "also write the log to DIR/NAME.log (\"\": stderr "
+                                            "only)")
     ->capture_default_str();
   try {
     app.parse(argc, argv);

@@ -11,7 +11,7 @@ void add_not_built(CLI::App& app, command_set& commands, const char* name,
   sub->callback([&commands, name, issue] {
     commands.selected = [name, issue] {
       std::fprintf(stderr, "sailor %s: not built yet (%s)\n", name, issue);
-      return 3;
+      return 3;  // unavailable (exit_codes.hpp)
     };
   });
 }

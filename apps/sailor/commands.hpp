@@ -10,7 +10,7 @@ namespace sailor::app {
 /// The action of the subcommand that was chosen.
 struct command_set {
   std::function<int()> selected;
-  int run() const { return selected ? selected() : 2; }
+  int run() const { return selected ? selected() : 2; }  // 2: bad input (exit_codes.hpp)
 };
 
 void register_commands(CLI::App& app, command_set& commands);

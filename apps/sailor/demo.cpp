@@ -164,10 +164,15 @@ int fail(const std::string& why) {
 }
 
 int run_demo(const demo_args& args) {
-  if (args.nodes < 1 || args.zones < 1 || args.zones > 26 || args.zones > args.nodes)
-    return fail("--zones must be between 1 and min(--nodes, 26), --nodes at least 1");
-  if (args.iterations < 1)
-    return fail("--iterations must be at least 1");
+  // Bad input exits 2 (exit_codes.hpp).
+  if (args.nodes < 1 || args.zones < 1 || args.zones > 26 || args.zones > args.nodes) {
+    fail("--zones must be between 1 and min(--nodes, 26), --nodes at least 1");
+    return 2;
+  }
+  if (args.iterations < 1) {
+    fail("--iterations must be at least 1");
+    return 2;
+  }
   if (args.preempt_at < 0 || args.preempt_at >= args.iterations)
     return fail("--preempt-at must be between 0 (never) and --iterations - 1");
   if (args.preempt_at > 0 && args.nodes < 2)

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "exit_codes.hpp"
+#include "sailor/config/text.hpp"
 #include "sailor/actors/runtime.hpp"
 
 namespace sailor::app {
@@ -72,9 +74,9 @@ nlohmann::json to_json(const actors::cluster_status& s) {
 }
 
 void print_text(const actors::cluster_status& s) {
-  std::printf("phase %s, plan v%lld: %d stages, %d replicas, %d/%d stage actors ready\n",
-              s.phase.c_str(), static_cast<long long>(s.plan_version), s.stages, s.replicas,
-              s.roles_ready, s.roles_total);
+  std::printf("phase %s, plan v%lld: %s, %s, %d/%d stage actors ready\n", s.phase.c_str(),
+              static_cast<long long>(s.plan_version), count_of(s.stages, "stage").c_str(),
+              count_of(s.replicas, "replica").c_str(), s.roles_ready, s.roles_total);
   std::string zones;
   for (auto& z : s.zones)
     zones += (zones.empty() ? "" : ", ") + z;
@@ -120,12 +122,12 @@ int run_status(const status_args& args) {
   auto where = actors::parse_host_port(args.where);
   if (!where) {
     std::fprintf(stderr, "sailor status: %s\n", where.error().message.c_str());
-    return 2;
+    return exit_bad_input;
   }
   auto transport = actors::make_transport(args.transport, "sailor-status", "");
   if (!transport) {
     std::fprintf(stderr, "sailor status: %s\n", transport.error().message.c_str());
-    return 2;
+    return exit_bad_input;
   }
   actors::runtime_config cfg;
   caf::actor_system system{cfg};
@@ -134,7 +136,7 @@ int run_status(const status_args& args) {
                                      transport->get());
   if (!status) {
     std::fprintf(stderr, "sailor status: %s\n", status.error().message.c_str());
-    return 1;
+    return exit_unavailable;
   }
   if (args.json)
     std::printf("%s\n", to_json(*status).dump(2).c_str());
@@ -152,6 +154,7 @@ void add_status(CLI::App& app, command_set& commands) {
   sub->add_option("address", args->where, "HOST:PORT of the coordinator")->required();
   sub->add_flag("--json", args->json, "print JSON");
   sub->add_option("--timeout-ms", args->timeout_ms, "give up after this long")
+    ->check(CLI::PositiveNumber)
     ->capture_default_str();
   sub->add_option("--transport", args->transport, "ucx, tcp or socket (as the coordinator)")
     ->capture_default_str();

@@ -75,6 +75,10 @@ bool fill_training_job(actors::training_job& tj, const training_settings& s) {
   tj.torch_threads = s.torch_threads;
   tj.timeout_ms = s.timeout_ms;
   tj.links = s.links;
+  // The estimate the plan was chosen with, when its planner made one (0: none, and no
+  // prediction is printed rather than "predicted 0").
+  if (tj.plan.estimate && tj.plan.estimate->iteration_time_s > 0)
+    tj.predicted_iteration_s = tj.plan.estimate->iteration_time_s;
   if (s.checkpoint_every > 0) {
     const auto root = work / "checkpoints";
     auto from = find_resume_point(root.string());

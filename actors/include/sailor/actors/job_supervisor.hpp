@@ -52,6 +52,9 @@ struct supervisor_options {
   /// Makes an actor reachable by peers (bridge::publish); used for the zone coordinators.
   std::function<void(const std::string&, const caf::actor&)> publish;
   std::size_t max_events = 64;
+  /// What this supervisor does besides planning, in one line (e.g. that it trains nothing);
+  /// the first event, so that `sailor status` says it. Empty: none.
+  std::string mode_note;
   /// Training: when set, called for each new plan with a training_job holding the plan and
   /// its version; it fills the rest (model, store, iterations...) and returns true to train.
   /// The job goes to every node with roles, before its role_assignment.
