@@ -30,6 +30,9 @@ std::string tiny_plan(const std::string& stages) {
 const std::string tiny_model = configs + "/models/tiny.yaml";
 const std::string local_cluster = configs + "/clusters/local-2-zones.yaml";
 const std::string tiny_job = configs + "/jobs/tiny.yaml";
+// A plan that takes a fraction of a second: OPT-350M on the 5 GCP zones.
+const std::string opt_inputs = " --model " + configs + "/models/opt-350m.yaml --cluster " + configs +
+                               "/clusters/gcp-5-zones.yaml --job " + configs + "/jobs/max-throughput.yaml";
 }  // namespace
 
 TEST_CASE("sailor --help documents the exit codes, and --version answers") {
@@ -139,7 +142,7 @@ TEST_CASE("one model registry: a model by its file, its name or Sailor's name; a
   CHECK(contains(unknown.err, "tiny-gpt"));
   // The tiny model is not in Sailor's data: its YAML gives the whole shape.
   auto tiny = run_command(sailor_bin() + " plan --sailor-data " + sailor_data + " --model " + tiny_model + " --cluster " +
-                          local_cluster + " --job " + tiny_job);
+                          configs + "/clusters/gcp-5-zones.yaml --job " + tiny_job);
   INFO(tiny.err);
   CHECK(tiny.exit_code == 0);
   CHECK(contains(tiny.out, "estimated iteration time"));
@@ -148,8 +151,7 @@ TEST_CASE("one model registry: a model by its file, its name or Sailor's name; a
 TEST_CASE("a plan file records what it was made for: simulate needs nothing else") {
   temp_dir dir;
   auto out = dir.path("plan.yaml");
-  auto p = run_command(sailor_bin() + " plan --model " + tiny_model + " --cluster " + local_cluster + " --job " + tiny_job +
-                       " --out " + out);
+  auto p = run_command(sailor_bin() + " plan" + opt_inputs + " --out " + out);
   INFO(p.err);
   REQUIRE(p.exit_code == 0);
   std::ifstream in(out);
@@ -162,21 +164,25 @@ TEST_CASE("a plan file records what it was made for: simulate needs nothing else
   auto j = nlohmann::json::parse(s.out);
   CHECK(j["iteration_time_s"].get<double>() > 0);
   // The file stays a plan that validate reads.
-  auto v = run_command(sailor_bin() + " validate --model " + tiny_model + " --cluster " + local_cluster + " --plan " + out);
+  auto v = run_command(sailor_bin() + " validate" + opt_inputs + " --plan " + out);
   INFO(v.err);
   CHECK(v.exit_code == 0);
 }
 
 TEST_CASE("a profile written as `sailor profile` writes it is read by plan and simulate (--profile)") {
   temp_dir dir;
+  // Every GPU type of the pool, every micro-batch and TP degree the planner may pick.
   sailor::config::model_profile prof;
-  prof.model = "tiny-gpt";
-  auto& g = prof.by_gpu["CPU"];
-  g.gpu_type = "CPU";
-  for (int mb : {1, 2, 4, 8})
-    for (int tp : {1, 2}) g.times[mb][tp] = std::vector<sailor::config::layer_time>(6, {0.010 * mb / tp, 0.020 * mb / tp, 0.001});
+  prof.model = "OPT-350M";
+  for (const char* type : {"A100-40", "V100-16"}) {
+    auto& g = prof.by_gpu[type];
+    g.gpu_type = type;
+    for (int mb = 1; mb <= 16; mb *= 2)
+      for (int tp : {1, 2, 4, 8, 16})
+        g.times[mb][tp] = std::vector<sailor::config::layer_time>(26, {0.001 * mb / tp, 0.002 * mb / tp, 0.0001});
+  }
   auto file = dir.write("profile.json", sailor::config::to_profile_json(prof));
-  const std::string plan = sailor_bin() + " plan --model " + tiny_model + " --cluster " + local_cluster + " --job " + tiny_job;
+  const std::string plan = sailor_bin() + " plan" + opt_inputs;
   auto with = run_command(plan + " --profile " + file + " --json");
   auto without = run_command(plan + " --json");
   INFO(with.err);
@@ -190,14 +196,14 @@ TEST_CASE("a profile written as `sailor profile` writes it is read by plan and s
 }
 
 TEST_CASE("plan says when its estimate is analytic, and the efficiency it assumed") {
-  auto r = run_command(sailor_bin() + " plan --model " + tiny_model + " --cluster " + local_cluster + " --job " + tiny_job);
+  auto r = run_command(sailor_bin() + " plan" + opt_inputs);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK(std::regex_search(r.out, std::regex{R"(note: GPU type CPU: no profile[^\n]*efficiency 0\.1)"}));
+  CHECK(std::regex_search(r.out, std::regex{R"(note: GPU type [^:]+: no profile[^\n]*efficiency 0\.1)"}));
 }
 
 TEST_CASE("plan's bottleneck shows how its time adds up from the table") {
-  auto r = run_command(sailor_bin() + " plan --model " + tiny_model + " --cluster " + local_cluster + " --job " + tiny_job);
+  auto r = run_command(sailor_bin() + " plan" + opt_inputs);
   REQUIRE(r.exit_code == 0);
   std::smatch m;
   const bool stage_bottleneck = std::regex_search(

@@ -254,17 +254,17 @@ void add_coordinator(CLI::App& app, command_set& commands) {
   sub->add_option("--job", args->job, "job YAML")->required();
   sub->add_option("--quorum", args->quorum, "plan as soon as this many nodes joined (0: "
                                             "settle time only)")
-    ->check(CLI::NonNegativeNumber)
+    ->check(non_negative_number())
     ->capture_default_str();
   sub->add_option("--settle-s", args->settle_s, "plan this long after the first node joined")
-    ->check(CLI::NonNegativeNumber)
+    ->check(non_negative_number())
     ->capture_default_str();
   sub->add_option("--heartbeat-ms", args->heartbeat_ms, "heartbeat interval of the nodes")
-    ->check(CLI::PositiveNumber)
+    ->check(positive_number())
     ->capture_default_str();
   sub->add_option("--heartbeat-timeout-ms", args->heartbeat_timeout_ms,
                   "a node silent this long is lost")
-    ->check(CLI::PositiveNumber)
+    ->check(positive_number())
     ->capture_default_str();
   sub->add_option("--planner", args->planner,
                   "even (no profiles needed) or sailor (Sailor's planner; needs --sailor-data)")
@@ -277,14 +277,14 @@ void add_coordinator(CLI::App& app, command_set& commands) {
                   "a re-plan resumes from the newest complete checkpoint in it");
   sub->add_option("--iterations", args->iterations,
                   "training iterations (default: the job file's 'iterations')")
-    ->check(CLI::PositiveNumber);
+    ->check(positive_number());
   sub->add_option("--checkpoint-every", args->checkpoint_every,
                   "checkpoint every this many iterations (0: never; a re-plan then starts "
                   "afresh)")
     ->capture_default_str();
   sub->add_option("--peer-timeout-s", args->peer_timeout_s,
                   "bound on a rank's wait for a peer")
-    ->check(CLI::PositiveNumber)
+    ->check(positive_number())
     ->capture_default_str();
   sub->add_flag("--emulate-links", args->emulate_links,
                 "hold transfers and all-reduces that cross zones for the cluster's link "

@@ -294,15 +294,15 @@ void add_plan(CLI::App& app, command_set& commands) {
   sub->add_option("--quotas", opt->quotas, "GPUs available, {gpu_type: {zone: count}} (Sailor's format)");
   sub->add_option("--cluster", opt->cluster, "A cluster YAML file");
   sub->add_option("--job", opt->job, "A job YAML file");
-  sub->add_option("--gbs", opt->gbs, "Global batch size (overrides the job file)")->check(CLI::PositiveNumber);
+  sub->add_option("--gbs", opt->gbs, "Global batch size (overrides the job file)")->check(positive_number());
   sub->add_option("--objective", opt->objective, "throughput or cost (overrides the job file)");
   sub->add_option("--max-cost-per-iteration", opt->max_cost_per_iteration, "Constraint, $ per iteration")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--max-cost-per-hour", opt->max_cost_per_hour, "Constraint, $ per hour")->check(CLI::PositiveNumber);
+      ->check(positive_number());
+  sub->add_option("--max-cost-per-hour", opt->max_cost_per_hour, "Constraint, $ per hour")->check(positive_number());
   sub->add_option("--min-throughput", opt->min_throughput, "Constraint, iterations per second")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   sub->add_option("--max-micro-batch", opt->max_micro_batch, "Largest micro-batch size to consider")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   sub->add_option("--profile", opt->profile,
                   "A profile written by `sailor profile` (its GPU types replace Sailor's data's)");
   sub->add_option("--out", opt->out, "Write the plan: YAML, or Sailor's plan_config when it ends in .json");

@@ -154,7 +154,7 @@ void add_status(CLI::App& app, command_set& commands) {
   sub->add_option("address", args->where, "HOST:PORT of the coordinator")->required();
   sub->add_flag("--json", args->json, "print JSON");
   sub->add_option("--timeout-ms", args->timeout_ms, "give up after this long")
-    ->check(CLI::PositiveNumber)
+    ->check(positive_number())
     ->capture_default_str();
   sub->add_option("--transport", args->transport, "ucx, tcp or socket (as the coordinator)")
     ->capture_default_str();

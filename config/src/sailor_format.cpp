@@ -364,7 +364,8 @@ result<sailor_data> load_sailor_data(const std::string& root, const std::string&
   } catch (const json::exception& e) {
     return make_error(error_kind::invalid_input, root, "", std::string("unexpected JSON: ") + e.what());
   }
-  if (out.profile.by_gpu.empty() && out.profile.sizes_by_tp.empty())
+  // A shape given by the caller needs no profile: its times are then analytic (and said so).
+  if (out.profile.by_gpu.empty() && out.profile.sizes_by_tp.empty() && !shape)
     return make_error(error_kind::not_found, (base / profiles_tmp).string(), model_name,
                       "no profile and no llm_info entry for model '" + model_name + "'");
   return out;
