@@ -100,6 +100,12 @@ TEST_CASE("a coordinator restarted twice on an existing job trains what is left 
     CHECK(std::filesystem::exists(log));
     CHECK(slurp(log).find("node-" + name) != std::string::npos);
   }
+  // Once more with nothing left to train: it says so and exits instead of waiting.
+  auto again = train_until(dir, "run4", 6);
+  INFO("run4 stdout:\n" << again.out);
+  INFO("run4 stderr:\n" << again.err);
+  CHECK(again.coordinator_code == 0);
+  CHECK(again.out.find("training already complete (6 iterations)") != std::string::npos);
 }
 
 #endif  // __has_include(<sailor/models/shapes.hpp>)

@@ -170,11 +170,17 @@ int run_coordinator(const coordinator_args& args) {
     settings.timeout_ms = static_cast<std::int64_t>(args.peer_timeout_s * 1000);
     if (args.emulate_links)
       settings.links = cluster->links;
-    options.supervisor.prepare_training = [settings](actors::training_job& tj) {
+    const bool exit_when_done = args.exit_when_done;
+    options.supervisor.prepare_training = [settings, &outcome,
+                                           exit_when_done](actors::training_job& tj) {
       if (!fill_training_job(tj, settings)) {
         std::printf("plan v%lld: training already complete (%d iterations)\n",
                     static_cast<long long>(tj.plan_version), settings.iterations);
         std::fflush(stdout);
+        // Nothing left to train is a finish: waiting for iterations would wait for ever.
+        outcome = 1;
+        if (exit_when_done)
+          kill(getpid(), SIGUSR1);
         return false;
       }
       std::printf("plan v%lld: %s; training iterations %d..%d%s\n",
@@ -184,7 +190,6 @@ int run_coordinator(const coordinator_args& args) {
       std::fflush(stdout);
       return true;
     };
-    const bool exit_when_done = args.exit_when_done;
     options.supervisor.on_iteration = [&outcome, exit_when_done](
                                         const actors::iteration_record& r,
                                         const actors::training_progress& p) {
