@@ -173,8 +173,9 @@ void admit(supervisor* self, const join_request& request) {
   self->send(st.zones[inv.zone], track_node{inv.name});
   if (st.options.scheduler)
     self->send(st.options.scheduler, availability_event{"joined", inv, ""});
-  log::get("actors")->info("[supervisor] node {} joined: zone {}, {} x {} ({} nodes)", inv.name,
-                           inv.zone, inv.devices.size(), inv.gpu_type, st.nodes.size());
+  log::get("actors")->info("[supervisor] node {} joined: zone {}, {} x {} ({})", inv.name,
+                           inv.zone, inv.devices.size(), inv.gpu_type,
+                           count_of(static_cast<long long>(st.nodes.size()), "node"));
   record(self, "node " + inv.name + " joined (" + inv.zone + ", " +
                  std::to_string(inv.devices.size()) + " x " + inv.gpu_type + ")");
   if (st.phase == "collecting" && !st.settle_armed) {
@@ -283,7 +284,8 @@ void start_planning(supervisor* self, std::string reason) {
   if (st.current)
     request.current = *st.current;
   st.pending_request = request.request_id;
-  log::get("actors")->info("[supervisor] planning over {} nodes: {}", request.nodes.size(), reason);
+  log::get("actors")->info("[supervisor] planning over {}: {}",
+                           count_of(static_cast<long long>(request.nodes.size()), "node"), reason);
   auto id = request.request_id;
   self->request(st.options.scheduler, st.options.plan_timeout, std::move(request))
     .then([self](plan_reply& reply) { on_plan(self, std::move(reply)); },
@@ -475,11 +477,11 @@ caf::behavior running(supervisor* self) {
       ++st.replicas_ready;
       if (st.replicas_ready == static_cast<int>(st.groups.size()) && st.phase == "assigning") {
         st.phase = "running";
-        log::get("actors")->info("[supervisor] all roles assigned: plan v{}, {} stage actors "
-                                 "ready on {} nodes",
-                                 st.plan_version, st.roles_ready, st.nodes.size());
+        log::get("actors")->info("[supervisor] all roles assigned: plan v{}, {} ready on {}",
+                                 st.plan_version, count_of(st.roles_ready, "stage actor"),
+                                 count_of(static_cast<long long>(st.nodes.size()), "node"));
         record(self, "all roles assigned and ready (plan v" + std::to_string(st.plan_version) +
-                       ", " + std::to_string(st.roles_ready) + " stage actors)");
+                       ", " + count_of(st.roles_ready, "stage actor") + ")");
       }
     },
   };

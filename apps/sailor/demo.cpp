@@ -399,7 +399,7 @@ int run_demo(const demo_args& args) {
     c.log = (work / (c.name + ".log")).string();
     c.pid = spawn({node_binary, "--join", "127.0.0.1:" + std::to_string(port), "--zone",
                    zone_name(k % args.zones), "--devices", "cpu:1", "--name", c.name,
-                   "--transport", "socket"},
+                   "--transport", "socket", "--log-dir", ""},  // its log is c.log already
                   c.log);
     if (c.pid < 0)
       return cleanup(fail("cannot start " + node_binary));
