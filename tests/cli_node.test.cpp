@@ -44,11 +44,11 @@ std::string start_control_plane(std::unique_ptr<child>& coordinator, const temp_
 
 TEST_CASE("sailor-node refuses a GPU type for CPU devices, and CUDA devices on a build without CUDA") {
   // Both are argument checks: the node exits before it tries to join.
-  auto gpu = run_command(sailor_bin("sailor-node") + " --join 127.0.0.1:1 --zone local-a --devices cpu:1 --gpu-type H100-80", 20);
+  auto gpu = run_command(sailor_bin("sailor-node") + " --join 127.0.0.1:1 --zone local-a --devices cpu:1 --gpu-type H100-80", 60);
   CHECK(gpu.exit_code == 2);
   CHECK(contains(gpu.err, "--gpu-type: 'H100-80' names a GPU, but --devices cpu:1 are CPU cores"));
 #ifndef SAILOR_WITH_CUDA
-  auto cuda = run_command(sailor_bin("sailor-node") + " --join 127.0.0.1:1 --zone local-a --devices cuda:1", 20);
+  auto cuda = run_command(sailor_bin("sailor-node") + " --join 127.0.0.1:1 --zone local-a --devices cuda:1", 60);
   CHECK(cuda.exit_code == 2);
   CHECK(contains(cuda.err, "--devices: this sailor-node was built without CUDA"));
 #endif
@@ -60,7 +60,7 @@ TEST_CASE("a coordinator without --train-dir says it trains nothing, and status 
   const std::string port = start_control_plane(coordinator, dir);
   CHECK(contains(coordinator->out(), "control plane only (no --train-dir)"));
   for (int k = 0; k < 3; ++k) {
-    auto st = run_command(sailor_bin() + " status 127.0.0.1:" + port + " --transport socket --json", 20);
+    auto st = run_command(sailor_bin() + " status 127.0.0.1:" + port + " --transport socket --json", 60);
     INFO(st.err);
     REQUIRE(st.exit_code == 0);
     CHECK(st.err.empty());  // no "link closed" of its own
@@ -76,6 +76,6 @@ TEST_CASE("a coordinator without --train-dir says it trains nothing, and status 
   CHECK_FALSE(contains(err, "link closed"));  // one per status call, before
   CHECK_FALSE(contains(err, "signal"));
   // A coordinator that does not answer: unavailable.
-  auto gone = run_command(sailor_bin() + " status 127.0.0.1:" + port + " --transport socket --timeout-ms 2000", 20);
+  auto gone = run_command(sailor_bin() + " status 127.0.0.1:" + port + " --transport socket --timeout-ms 2000", 60);
   CHECK(gone.exit_code == 3);
 }
