@@ -38,11 +38,11 @@ TEST_CASE("sailor validate accepts every shipped config") {
   CHECK(contains(r.out, "2 stages"));
 }
 
-TEST_CASE("sailor validate names file, line and field of a bad config, and exits 1") {
+TEST_CASE("sailor validate names file, line and field of a bad config, and exits 2 (bad input)") {
   temp_dir dir;
   auto cluster = dir.write("cluster.yaml", "name: c\nzones:\n  - {name: a, gpus: {A100-40: 4}}\nlinks:\n  - {from: a, to: mars, bandwidth_gbytes_per_s: 1}\n");
   auto r = run_command(sailor_bin() + " validate --cluster " + cluster);
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == 2);
   CHECK(contains(r.err, cluster + ":5: links[0].to: zone 'mars' is not declared"));
   CHECK(r.out.empty());
 
@@ -52,7 +52,7 @@ TEST_CASE("sailor validate names file, line and field of a bad config, and exits
                         "  - layers: {first: 0, count: 2}\n    replicas: [{gpu: A100-40, zone: a, tp: 1}]\n"
                         "  - layers: {first: 3, count: 1}\n    replicas: [{gpu: A100-40, zone: a, tp: 1}]\n");
   auto p = run_command(sailor_bin() + " validate --model " + model + " --plan " + plan);
-  CHECK(p.exit_code == 1);
+  CHECK(p.exit_code == 2);
   CHECK(contains(p.err, plan + ":6: stages[1].layers: gap: layers 2..2 belong to no stage"));
 }
 
@@ -78,6 +78,6 @@ TEST_CASE("sailor profile is built: its help names the model, the sizes and the 
   CHECK_FALSE(contains(r.out, "not built yet"));
   // A missing sailor-node (which holds LibTorch) is a clear error, not a hang.
   auto missing = run_command(sailor_bin() + " profile --node-binary /nonexistent/sailor-node");
-  CHECK(missing.exit_code == 1);
+  CHECK(missing.exit_code == 3);  // unavailable
   CHECK(contains(missing.err, "cannot run /nonexistent/sailor-node"));
 }

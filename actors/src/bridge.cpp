@@ -248,7 +248,9 @@ void bridge::core::on_closed(peer_id peer, const std::string& reason) {
       if (refusal_observer)
         refusal_observer(peer_refused{who, reason, unix_ms_now()});
     } else {
-      log::get("actors")->info("[bridge {}] link closed: {}", who, reason);
+      // Debug: every `sailor status` call closes its link (often as a reset), and a node's
+      // loss is reported by the supervisor, which knows what it means.
+      log::get("actors")->debug("[bridge {}] link closed: {}", who, reason);
     }
   }
   for (auto& proxy : proxies)

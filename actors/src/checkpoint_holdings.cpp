@@ -47,8 +47,10 @@ void checkpoint_holdings::forget(const std::string& holder) {
   }
 }
 
-held_checkpoint checkpoint_holdings::newest() const {
+held_checkpoint checkpoint_holdings::newest(const std::string& under) const {
   for (auto c = held_.rbegin(); c != held_.rend(); ++c) {
+    if (!under.empty() && c->first.folder.rfind(under, 0) != 0)
+      continue;
     // Files by writing layout (group): complete when every writer 0..writers-1 is held.
     std::map<std::string, std::map<int, std::string>> groups;
     std::map<std::string, int> needed;

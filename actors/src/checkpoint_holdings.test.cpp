@@ -60,3 +60,14 @@ TEST_CASE("holdings: paths that are not shard files are ignored") {
   held.add(shard("checkpoints/v1", 4, 0, 1), "");
   CHECK(held.files() == 0);
 }
+
+TEST_CASE("holdings: only the job's own folders count when a prefix is given") {
+  actors::checkpoint_holdings held;
+  held.add(shard("checkpoints/other-job/v1", 8, 0, 1), "a:1");
+  held.add(shard("checkpoints/my-job/v2", 4, 0, 1), "a:1");
+  CHECK(held.newest().iterations == 8);
+  auto mine = held.newest("checkpoints/my-job/");
+  CHECK(mine.iterations == 4);
+  CHECK(mine.folder == "checkpoints/my-job/v2");
+  CHECK(held.newest("checkpoints/third/").iterations == 0);
+}

@@ -11,6 +11,7 @@
 #include "sailor/actors/replica_group.hpp"
 #include "sailor/actors/zone_coordinator.hpp"
 #include "sailor/config/log.hpp"
+#include "sailor/config/text.hpp"
 
 namespace sailor::actors {
 namespace {
@@ -106,7 +107,7 @@ void capacity_changed(supervisor* self, const std::string& reason) {
   }
   // collecting: plan when quorum is reached (the settle timer handles the rest).
   if (st.options.quorum > 0 && static_cast<int>(st.nodes.size()) >= st.options.quorum)
-    start_planning(self, "quorum of " + std::to_string(st.options.quorum) + " nodes reached");
+    start_planning(self, "quorum of " + count_of(st.options.quorum, "node") + " reached");
 }
 
 void lose_node(supervisor* self, const std::string& name, const std::string& reason) {
@@ -206,8 +207,9 @@ void admit(supervisor* self, const join_request& request) {
   self->send(st.zones[inv.zone], track_node{inv.name});
   if (st.options.scheduler)
     self->send(st.options.scheduler, availability_event{"joined", inv, ""});
-  log::get("actors")->info("[supervisor] node {} joined: zone {}, {} x {} ({} nodes)", inv.name,
-                           inv.zone, inv.devices.size(), inv.gpu_type, st.nodes.size());
+  log::get("actors")->info("[supervisor] node {} joined: zone {}, {} x {} ({})", inv.name,
+                           inv.zone, inv.devices.size(), inv.gpu_type,
+                           count_of(static_cast<long long>(st.nodes.size()), "node"));
   record(self, "node " + inv.name + " joined (" + inv.zone + ", " +
                  std::to_string(inv.devices.size()) + " x " + inv.gpu_type + ")");
   if (st.phase == "collecting" && !st.settle_armed) {
@@ -271,9 +273,9 @@ void assign(supervisor* self, config::plan chosen) {
   st.phase = "assigning";
   log::get("actors")->info("[supervisor] plan v{}: {}", st.plan_version, describe_plan(chosen));
   record(self, "plan v" + std::to_string(st.plan_version) + ": " +
-                 std::to_string(chosen.num_stages()) + " stages, " +
-                 std::to_string(st.groups.size()) + " replicas, " +
-                 std::to_string(st.roles_total) + " roles");
+                 count_of(chosen.num_stages(), "stage") + ", " +
+                 count_of(static_cast<long long>(st.groups.size()), "replica") + ", " +
+                 count_of(st.roles_total, "role"));
   self->become(running(self));
 }
 
@@ -320,7 +322,8 @@ void start_planning(supervisor* self, std::string reason) {
   if (st.current)
     request.current = *st.current;
   st.pending_request = request.request_id;
-  log::get("actors")->info("[supervisor] planning over {} nodes: {}", request.nodes.size(), reason);
+  log::get("actors")->info("[supervisor] planning over {}: {}",
+                           count_of(static_cast<long long>(request.nodes.size()), "node"), reason);
   auto id = request.request_id;
   self->request(st.options.scheduler, st.options.plan_timeout, std::move(request))
     .then([self](plan_reply& reply) { on_plan(self, std::move(reply)); },
@@ -345,7 +348,7 @@ cluster_status snapshot(supervisor* self) {
   }
   if (st.training.active()) {
     const auto& done = st.training.completed();
-    out.training_completed = static_cast<int>(done.size());
+    out.training_completed = st.training.completed_count();
     out.training_total = st.training.iterations();
     out.training_loss = done.empty() ? 0 : done.back().loss;
     std::string line = st.training.finished() ? "finished: " : "training: ";
@@ -449,19 +452,24 @@ caf::message_handler common(supervisor* self) {
       }
       if (!done)
         return;
-      log::get("actors")->info("[supervisor] iteration {}: loss {:.4f}, measured {:.3f} s, "
-                               "predicted {:.3f} s (compute {:.3f}, recv wait {:.3f}, send wait "
-                               "{:.3f}, all-reduce {:.3f})",
-                               done->iteration, done->loss, done->measured_s,
-                               st.training.predicted_s(), done->compute_s, done->recv_wait_s,
-                               done->send_wait_s, done->all_reduce_s);
+      // Debug: the application prints one line per iteration (on_iteration); numbered from 1
+      // as there, and without a prediction when the plan came with none.
+      std::string predicted;
+      if (st.training.predicted_s() > 0)
+        predicted = fmt::format(", predicted {:.3f} s", st.training.predicted_s());
+      log::get("actors")->debug("[supervisor] iteration {}/{}: loss {:.4f}, measured {:.3f} s{} "
+                                "(compute {:.3f}, recv wait {:.3f}, send wait {:.3f}, all-reduce "
+                                "{:.3f})",
+                                done->iteration + 1, st.training.iterations(), done->loss,
+                                done->measured_s, predicted, done->compute_s, done->recv_wait_s,
+                                done->send_wait_s, done->all_reduce_s);
       if (st.options.board) {
         st.options.board->add_iteration(*done, st.training.plan_version(),
                                         st.training.predicted_s());
         publish_board(self);
       }
       if (st.training.finished())
-        record(self, "training finished: " + std::to_string(st.training.completed().size()) +
+        record(self, "training finished: " + std::to_string(st.training.completed_count()) +
                        " iterations of plan v" + std::to_string(st.training.plan_version()));
       if (st.options.on_iteration)
         st.options.on_iteration(*done, st.training);
@@ -502,7 +510,7 @@ caf::behavior collecting(supervisor* self) {
       st.settle_armed = false;
       if (st.phase != "collecting" || st.nodes.empty())
         return;
-      start_planning(self, "settle time over with " + std::to_string(st.nodes.size()) + " nodes");
+      start_planning(self, "settle time over with " + count_of(static_cast<long long>(st.nodes.size()), "node"));
     },
   };
   return specific.or_else(common(self));
@@ -537,11 +545,11 @@ caf::behavior running(supervisor* self) {
       ++st.replicas_ready;
       if (st.replicas_ready == static_cast<int>(st.groups.size()) && st.phase == "assigning") {
         st.phase = "running";
-        log::get("actors")->info("[supervisor] all roles assigned: plan v{}, {} stage actors "
-                                 "ready on {} nodes",
-                                 st.plan_version, st.roles_ready, st.nodes.size());
+        log::get("actors")->info("[supervisor] all roles assigned: plan v{}, {} ready on {}",
+                                 st.plan_version, count_of(st.roles_ready, "stage actor"),
+                                 count_of(static_cast<long long>(st.nodes.size()), "node"));
         record(self, "all roles assigned and ready (plan v" + std::to_string(st.plan_version) +
-                       ", " + std::to_string(st.roles_ready) + " stage actors)");
+                       ", " + count_of(st.roles_ready, "stage actor") + ")");
       }
     },
   };
@@ -579,6 +587,8 @@ caf::behavior job_supervisor(supervisor* self, supervisor_options options) {
   });
   if (st.options.board)
     self->send(self, board_tick_atom::value);
+  if (!st.options.mode_note.empty())
+    record(self, st.options.mode_note);
   log::get("actors")->info("[supervisor] collecting nodes: quorum {}, settle {} ms, heartbeat "
                            "{}/{} ms",
                            st.options.quorum, to_ms(st.options.settle),

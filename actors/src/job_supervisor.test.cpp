@@ -363,3 +363,41 @@ TEST_CASE_FIXTURE(deterministic, "supervisor: with a status board, it publishes 
   CHECK(board->snapshot()->status.nodes.size() == 3);
   CHECK(board->snapshot()->status.plan_version == 2);
 }
+
+TEST_CASE("training progress: a plan resumed from a checkpoint finishes after the iterations left") {
+  // A coordinator restarted on a job that checkpointed 10 of 15 iterations has no records of
+  // those 10: the count comes from the checkpoint (start_iteration), not from the records.
+  training_progress fresh{7, 2, 15, 1, 0.0, 10, {}};
+  CHECK(fresh.completed_count() == 10);
+  CHECK_FALSE(fresh.finished());
+  for (std::int64_t it = 10; it < 15; ++it)
+    for (int rank = 0; rank < 2; ++rank) {
+      train_report r;
+      r.plan_version = 7;
+      r.rank = rank;
+      r.stage = rank;
+      r.iteration = it;
+      r.loss = 1.0;
+      auto done = fresh.add(r);
+      CHECK(done.has_value() == (rank == 1));
+    }
+  CHECK(fresh.completed_count() == 15);
+  CHECK(fresh.finished());
+
+  // Within one coordinator, a re-plan that resumes at 4 keeps the records before 4 for the
+  // loss curve; a record the old plan never completed (iteration 2 here) does not hold the
+  // count back.
+  std::vector<iteration_record> earlier(5);
+  for (int k = 0; k < 5; ++k) earlier[k].iteration = k;
+  earlier.erase(earlier.begin() + 2);
+  training_progress resumed{8, 1, 6, 0, 0.0, 4, earlier};
+  CHECK(resumed.completed_count() == 4);
+  CHECK(resumed.loss_curve().size() == 3);
+  for (std::int64_t it = 4; it < 6; ++it) {
+    train_report r;
+    r.plan_version = 8;
+    r.iteration = it;
+    resumed.add(r);
+  }
+  CHECK(resumed.finished());
+}

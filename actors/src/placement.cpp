@@ -4,6 +4,8 @@
 #include <set>
 #include <sstream>
 
+#include "sailor/config/text.hpp"
+
 namespace sailor::actors {
 namespace {
 
@@ -168,12 +170,12 @@ result<config::plan> even_plan(const std::vector<node_inventory>& nodes, int num
 
 std::string describe_plan(const config::plan& p) {
   std::ostringstream out;
-  out << p.num_stages() << " stages, micro-batch " << p.micro_batch << ", global batch "
+  out << count_of(p.num_stages(), "stage") << ", micro-batch " << p.micro_batch << ", global batch "
       << p.global_batch;
   for (std::size_t s = 0; s < p.stages.size(); ++s) {
     auto& stage = p.stages[s];
     out << "\n  stage " << s << ": layers " << stage.first_layer << ".." << stage.end_layer() - 1
-        << ", " << stage.replicas.size() << " replicas:";
+        << ", " << count_of(static_cast<long long>(stage.replicas.size()), "replica") << ":";
     for (auto& rep : stage.replicas) {
       out << " [" << rep.gpu_type << "@" << rep.zone << " tp" << rep.tp;
       for (std::size_t k = 0; k < rep.nodes.size(); ++k)

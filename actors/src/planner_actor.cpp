@@ -1,6 +1,7 @@
 #include "sailor/actors/planner_actor.hpp"
 
 #include "sailor/config/log.hpp"
+#include "sailor/config/text.hpp"
 
 namespace sailor::actors {
 
@@ -19,9 +20,9 @@ caf::behavior planner_actor(caf::stateful_actor<planner_state>* self, planning_f
           return plan_reply::failure(request.request_id, chosen.error().message);
         }
         ++self->state.plans_made;
-        log->info("[planner] request {} ({}): plan with {} stages over {} nodes",
-                  request.request_id, request.reason, chosen->num_stages(),
-                  request.nodes.size());
+        log->info("[planner] request {} ({}): plan with {} over {}", request.request_id,
+                  request.reason, count_of(chosen->num_stages(), "stage"),
+                  count_of(static_cast<long long>(request.nodes.size()), "node"));
         return plan_reply::success(request.request_id, std::move(*chosen));
       } catch (const std::exception& e) {
         ++self->state.plans_failed;

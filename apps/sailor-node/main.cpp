@@ -56,6 +56,7 @@ struct node_args {
   std::string token_file;
   std::string advertise;  ///< empty: the address of the interface that reaches the coordinator
   std::string state_dir;  ///< empty: $XDG_CACHE_HOME/sailor/<name> or ~/.cache/sailor/<name>
+  std::string log_dir = "sailor-logs";
 };
 
 // The address of this machine's interface that routes to host:port (a UDP socket connected
@@ -149,6 +150,13 @@ result<std::vector<actors::device_info>> parse_devices(const std::string& text,
                          "expected cpu:N, cuda:N or cuda:all, got '" + text + "'", "", 0,
                          "--devices"};
   std::string kind = m[1];
+#ifndef SAILOR_WITH_CUDA
+  if (kind == "cuda")
+    return sailor::error{error_kind::invalid_input,
+                         "this sailor-node was built without CUDA (its LibTorch is CPU only): it "
+                         "cannot run on '" + text + "'; give cpu:N, or use a build with CUDA",
+                         "", 0, "--devices"};
+#endif
   int count = 0;
   if (m[2] == "all") {
     if (kind == "cpu") {
@@ -201,6 +209,13 @@ int run(const node_args& args) {
                  devices.error().message.c_str());
     return 2;
   }
+  // CPU devices are planned by what they are: a GPU type would have the planner count on a GPU.
+  if (default_type == "CPU" && !args.gpu_type.empty() && args.gpu_type != "CPU") {
+    std::fprintf(stderr, "sailor-node: --gpu-type: '%s' names a GPU, but --devices %s are CPU "
+                         "cores (give --devices cuda:N on a GPU machine, or leave --gpu-type out)\n",
+                 args.gpu_type.c_str(), args.devices.c_str());
+    return 2;
+  }
   actors::node_agent_options options;
   options.inventory.host = host_name();
   options.inventory.name =
@@ -208,6 +223,14 @@ int run(const node_args& args) {
   options.inventory.zone = args.zone;
   options.inventory.gpu_type = args.gpu_type.empty() ? default_type : args.gpu_type;
   options.inventory.devices = std::move(*devices);
+  if (!args.log_dir.empty()) {
+    const auto file = (std::filesystem::path{args.log_dir} / (options.inventory.name + ".log")).string();
+    if (log::add_file(file))
+      log::get("actors")->info("[node {}] logging to {}", options.inventory.name, file);
+    else
+      std::fprintf(stderr, "sailor-node: --log-dir: cannot write %s; logging to stderr only\n",
+                   file.c_str());
+  }
   auto advertise = advertised_address(args, where->first, where->second);
   if (!advertise) {
     std::fprintf(stderr, "sailor-node: %s\n", advertise.error().message.c_str());
@@ -355,6 +378,9 @@ int main(int argc, char** argv) {
   app.add_option("--token-file", args.token_file,
                  "file whose first line is the job token (default: the SAILOR_TOKEN environment "
                  "variable)");
+  app.add_option("--log-dir", args.log_dir, "also write the log to DIR/NAME.log (\"\": stderr "
+                                            "only)")
+    ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

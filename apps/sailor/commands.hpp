@@ -10,10 +10,15 @@ namespace sailor::app {
 /// The action of the subcommand that was chosen.
 struct command_set {
   std::function<int()> selected;
-  int run() const { return selected ? selected() : 2; }
+  int run() const { return selected ? selected() : 2; }  // 2: bad input (exit_codes.hpp)
 };
 
 void register_commands(CLI::App& app, command_set& commands);
+
+/// Checks for numbers on the command line, with the messages the job file's checks give
+/// ("--gbs: expected a positive number, got '0'"); a failed check exits 2 (bad input).
+CLI::Validator positive_number();
+CLI::Validator non_negative_number();
 
 // One function per subcommand, each in its own file.
 void add_validate(CLI::App& app, command_set& commands);

@@ -19,6 +19,8 @@
 #include "run_summary.hpp"
 #include "dashboard.hpp"
 #include "job_token.hpp"
+#include "exit_codes.hpp"
+#include "sailor/config/text.hpp"
 #include "training_setup.hpp"
 #include "sailor/actors/placement.hpp"
 #include "sailor/actors/runtime.hpp"
@@ -55,27 +57,27 @@ int run_coordinator(const coordinator_args& args) {
   auto where = actors::parse_host_port(args.listen);
   if (!where) {
     std::fprintf(stderr, "sailor coordinator: --listen: %s\n", where.error().message.c_str());
-    return 2;
+    return exit_bad_input;
   }
   auto cluster = config::load_cluster(args.cluster);
   if (!cluster) {
     std::fprintf(stderr, "sailor coordinator: %s\n", cluster.error().to_string().c_str());
-    return 2;
+    return exit_bad_input;
   }
   auto model = config::load_model(args.model);
   if (!model) {
     std::fprintf(stderr, "sailor coordinator: %s\n", model.error().to_string().c_str());
-    return 2;
+    return exit_bad_input;
   }
   auto job = config::load_job(args.job);
   if (!job) {
     std::fprintf(stderr, "sailor coordinator: %s\n", job.error().to_string().c_str());
-    return 2;
+    return exit_bad_input;
   }
   if (args.heartbeat_ms <= 0 || args.heartbeat_timeout_ms <= args.heartbeat_ms) {
     std::fprintf(stderr, "sailor coordinator: --heartbeat-timeout-ms must exceed "
                          "--heartbeat-ms > 0\n");
-    return 2;
+    return exit_bad_input;
   }
   // Signals are taken by sigwait below, not by handlers: block them before any thread starts.
   sigset_t signals;
@@ -93,7 +95,7 @@ int run_coordinator(const coordinator_args& args) {
   auto transport = actors::make_transport(args.transport, "coordinator", "", *token);
   if (!transport) {
     std::fprintf(stderr, "sailor coordinator: %s\n", transport.error().message.c_str());
-    return 2;
+    return exit_bad_input;
   }
   actors::runtime_config cfg;
   caf::actor_system system{cfg};
@@ -112,13 +114,13 @@ int run_coordinator(const coordinator_args& args) {
     // Sailor's planner needs per-layer profiles of the GPU types that join.
     if (args.sailor_data.empty()) {
       std::fprintf(stderr, "sailor coordinator: --planner sailor needs --sailor-data DIR\n");
-      return 2;
+      return exit_bad_input;
     }
     auto name = model->sailor_name.empty() ? model->name : model->sailor_name;
     auto data = config::load_sailor_data(args.sailor_data, name);
     if (!data) {
       std::fprintf(stderr, "sailor coordinator: %s\n", data.error().to_string().c_str());
-      return 2;
+      return exit_bad_input;
     }
     planner::problem prob;
     prob.model = *model;
@@ -147,7 +149,7 @@ int run_coordinator(const coordinator_args& args) {
   } else {
     std::fprintf(stderr, "sailor coordinator: --planner: expected even or sailor, got '%s'\n",
                  args.planner.c_str());
-    return 2;
+    return exit_bad_input;
   }
   std::atomic<int> outcome{0};  // 0 running, 1 finished, 2 failed
   run_summary summary;
@@ -155,21 +157,21 @@ int run_coordinator(const coordinator_args& args) {
     if (args.checkpoint_every < 0 || args.peer_timeout_s <= 0) {
       std::fprintf(stderr, "sailor coordinator: --checkpoint-every must be 0 (never) or more and "
                            "--peer-timeout-s positive\n");
-      return 2;
+      return exit_bad_input;
     }
     const int iterations = args.iterations > 0 ? args.iterations : job->iterations;
     if (iterations <= 0) {
       std::fprintf(stderr, "sailor coordinator: --train-dir needs --iterations N or "
                            "'iterations' in the job file %s\n",
                    args.job.c_str());
-      return 2;
+      return exit_bad_input;
     }
     std::error_code ec;
     std::filesystem::create_directories(args.train_dir, ec);
     if (ec) {
       std::fprintf(stderr, "sailor coordinator: --train-dir %s: %s\n", args.train_dir.c_str(),
                    ec.message().c_str());
-      return 2;
+      return exit_bad_input;
     }
     training_settings settings;
     settings.model = *model;
@@ -180,13 +182,18 @@ int run_coordinator(const coordinator_args& args) {
     settings.timeout_ms = static_cast<std::int64_t>(args.peer_timeout_s * 1000);
     if (args.emulate_links)
       settings.links = cluster->links;
-    options.supervisor.prepare_training = [settings, &summary](
+    const bool exit_when_done = args.exit_when_done;
+    options.supervisor.prepare_training = [settings, &summary, &outcome, exit_when_done](
                                             actors::training_job& tj,
                                             const actors::checkpoint_holdings& held) {
       if (!fill_training_job(tj, settings, held)) {
         std::printf("plan v%lld: training already complete (%d iterations)\n",
                     static_cast<long long>(tj.plan_version), settings.iterations);
         std::fflush(stdout);
+        // Nothing left to train is a finish: waiting for iterations would wait for ever.
+        outcome = 1;
+        if (exit_when_done)
+          kill(getpid(), SIGUSR1);
         return false;
       }
       std::printf("plan v%lld: %s; training iterations %d..%d%s\n",
@@ -197,17 +204,19 @@ int run_coordinator(const coordinator_args& args) {
       summary.on_plan(tj.plan_version, tj.start_iteration, tj.predicted_iteration_s);
       return true;
     };
-    const bool exit_when_done = args.exit_when_done;
     options.supervisor.on_iteration = [&outcome, &summary, exit_when_done](
                                         const actors::iteration_record& r,
                                         const actors::training_progress& p) {
       summary.on_iteration(r, p);
-      std::printf("iteration %lld/%d  loss %.6f  measured %.4f s  tokens/s %.0f\n",
+      std::printf("iteration %lld/%d  loss %.6f  measured %.4f s  tokens/s %.0f",
                   static_cast<long long>(r.iteration + 1), p.iterations(), r.loss, r.measured_s,
                   r.measured_s > 0 ? static_cast<double>(r.tokens) / r.measured_s : 0.0);
+      if (p.predicted_s() > 0)
+        std::printf("  predicted %.4f s", p.predicted_s());
+      std::printf("\n");
       if (p.finished()) {
         auto curve = p.loss_curve();
-        std::printf("training finished: %zu iterations, loss %.6f -> %.6f\n", curve.size(),
+        std::printf("training finished: %d iterations, loss %.6f -> %.6f\n", p.completed_count(),
                     curve.front(), curve.back());
         outcome = 1;
         if (exit_when_done)
@@ -224,38 +233,47 @@ int run_coordinator(const coordinator_args& args) {
     };
   } else if (args.exit_when_done) {
     std::fprintf(stderr, "sailor coordinator: --exit-when-done needs --train-dir\n");
-    return 2;
+    return exit_bad_input;
+  } else {
+    options.supervisor.mode_note = "control plane only (no --train-dir): plans are made and "
+                                   "roles assigned, nothing is trained";
   }
   auto board = std::make_shared<actors::status_board>();
   options.supervisor.board = board;
+  const std::string options_note = options.supervisor.mode_note;
   auto coordinator = actors::coordinator::start(system, std::move(options));
   if (!coordinator) {
     std::fprintf(stderr, "sailor coordinator: %s\n", coordinator.error().message.c_str());
-    return 1;
+    return exit_unavailable;
   }
   auto dashboard = start_dashboard(args.dashboard, board, *cluster, *model);
   if (!dashboard) {
     std::fprintf(stderr, "sailor coordinator: %s\n", dashboard.error().message.c_str());
-    return 2;
+    return exit_bad_input;
   }
-  std::printf("sailor coordinator: listening on %s:%u over %s (cluster %s: %zu zones; model %s)\n",
+  std::printf("sailor coordinator: listening on %s:%u over %s (cluster %s: %s; model %s)\n",
               where->first.c_str(), static_cast<unsigned>((*coordinator)->port()),
-              args.transport.c_str(), cluster->name.c_str(), cluster->zones.size(),
+              args.transport.c_str(), cluster->name.c_str(),
+              count_of(static_cast<long long>(cluster->zones.size()), "zone").c_str(),
               model->name.c_str());
   if (*dashboard)
     std::printf("sailor coordinator: dashboard on %s\n", (*dashboard)->url().c_str());
+  if (args.train_dir.empty())
+    std::printf("sailor coordinator: %s\n", options_note.c_str());
   std::fflush(stdout);
   int sig = 0;
   sigwait(&signals, &sig);
-  log::get("actors")->info("[coordinator] signal {}: shutting down", sig);
+  // SIGUSR1 is our own: training finished or failed, which is already said.
+  if (sig != SIGUSR1)
+    log::get("actors")->info("[coordinator] {}: shutting down", sig == SIGINT ? "interrupted" : "terminated");
   dashboard->reset();
   coordinator->reset();
   if (!args.summary_json.empty() && !args.train_dir.empty())
     if (auto err = summary.write(args.summary_json)) {
       std::fprintf(stderr, "sailor coordinator: %s\n", err->message.c_str());
-      return 1;
+      return exit_failed;
     }
-  return outcome == 2 ? 1 : 0;
+  return outcome == 2 ? exit_failed : exit_done;
 }
 
 }  // namespace
@@ -271,13 +289,17 @@ void add_coordinator(CLI::App& app, command_set& commands) {
   sub->add_option("--job", args->job, "job YAML")->required();
   sub->add_option("--quorum", args->quorum, "plan as soon as this many nodes joined (0: "
                                             "settle time only)")
+    ->check(non_negative_number())
     ->capture_default_str();
   sub->add_option("--settle-s", args->settle_s, "plan this long after the first node joined")
+    ->check(non_negative_number())
     ->capture_default_str();
   sub->add_option("--heartbeat-ms", args->heartbeat_ms, "heartbeat interval of the nodes")
+    ->check(positive_number())
     ->capture_default_str();
   sub->add_option("--heartbeat-timeout-ms", args->heartbeat_timeout_ms,
                   "a node silent this long is lost")
+    ->check(positive_number())
     ->capture_default_str();
   sub->add_option("--planner", args->planner,
                   "even (no profiles needed) or sailor (Sailor's planner; needs --sailor-data)")
@@ -294,13 +316,15 @@ void add_coordinator(CLI::App& app, command_set& commands) {
                   "`sailor demo --summary-json`: iterations_completed, loss_curve, replans, "
                   "recovery_s, tokens_per_s, predicted_iteration_s, measured_iteration_s)");
   sub->add_option("--iterations", args->iterations,
-                  "training iterations (default: the job file's 'iterations')");
+                  "training iterations (default: the job file's 'iterations')")
+    ->check(positive_number());
   sub->add_option("--checkpoint-every", args->checkpoint_every,
                   "checkpoint every this many iterations (0: never; a re-plan then starts "
                   "afresh)")
     ->capture_default_str();
   sub->add_option("--peer-timeout-s", args->peer_timeout_s,
                   "bound on a rank's wait for a peer")
+    ->check(positive_number())
     ->capture_default_str();
   sub->add_flag("--emulate-links", args->emulate_links,
                 "hold transfers and all-reduces that cross zones for the cluster's link "

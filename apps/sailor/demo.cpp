@@ -167,10 +167,15 @@ int fail(const std::string& why) {
 }
 
 int run_demo(const demo_args& args) {
-  if (args.nodes < 1 || args.zones < 1 || args.zones > 26 || args.zones > args.nodes)
-    return fail("--zones must be between 1 and min(--nodes, 26), --nodes at least 1");
-  if (args.iterations < 1)
-    return fail("--iterations must be at least 1");
+  // Bad input exits 2 (exit_codes.hpp).
+  if (args.nodes < 1 || args.zones < 1 || args.zones > 26 || args.zones > args.nodes) {
+    fail("--zones must be between 1 and min(--nodes, 26), --nodes at least 1");
+    return 2;
+  }
+  if (args.iterations < 1) {
+    fail("--iterations must be at least 1");
+    return 2;
+  }
   if (args.preempt_at < 0 || args.preempt_at >= args.iterations)
     return fail("--preempt-at must be between 0 (never) and --iterations - 1");
   if (args.preempt_at > 0 && args.nodes < 2)
@@ -410,7 +415,8 @@ int run_demo(const demo_args& args) {
     c.log = (work / (c.name + ".log")).string();
     c.pid = spawn({node_binary, "--join", "127.0.0.1:" + std::to_string(port), "--zone",
                    zone_name(k % args.zones), "--devices", "cpu:1", "--name", c.name,
-                   "--transport", "socket", "--state-dir", work.string()},
+                   "--transport", "socket", "--state-dir", work.string(), "--log-dir",
+                   ""},  // its log is c.log already
                   c.log);
     if (c.pid < 0)
       return cleanup(fail("cannot start " + node_binary));

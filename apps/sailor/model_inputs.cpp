@@ -1,47 +1,134 @@
 #include "model_inputs.hpp"
 
+#include <cctype>
+#include <filesystem>
+#include <set>
+
 #include "sailor/config/load.hpp"
 
 namespace sailor::app {
 
 namespace {
+
 bool is_yaml(const std::string& path) {
   auto ends = [&](const std::string& e) {
     return path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0;
   };
   return ends(".yaml") || ends(".yml");
 }
+
+// Letters and digits, lower case: "OPT-350M" and "opt_350m" compare equal.
+std::string normalized(const std::string& s) {
+  std::string out;
+  for (char c : s)
+    if (std::isalnum(static_cast<unsigned char>(c))) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Folders of the registry: the working directory's configs/models, then the source tree's.
+std::vector<std::filesystem::path> registry_folders() {
+  std::vector<std::filesystem::path> out{"configs/models"};
+#ifdef SAILOR_SOURCE_DIR
+  out.emplace_back(std::string(SAILOR_SOURCE_DIR) + "/configs/models");
+#endif
+  return out;
+}
+
+sailor::error bad_model(std::string message) {
+  return sailor::error{error_kind::invalid_input, std::move(message), "", 0, "--model"};
+}
+
+// Adds --profile's GPU types to `out` (a type in both: the file's wins).
+status add_profile(model_inputs& out, const std::string& path) {
+  auto p = config::load_profile_json(path);
+  if (!p) {
+    // A file with several models: take this model's entry.
+    auto named = config::load_profile_json(path, out.model.sailor_name.empty() ? out.model.name : out.model.sailor_name);
+    if (!named) named = config::load_profile_json(path, out.model.name);
+    if (!named) return p.error();
+    p = std::move(named);
+  }
+  if (out.profile.model.empty()) out.profile.model = p->model;
+  for (auto& [gpu, prof] : p->by_gpu) out.profile.by_gpu[gpu] = prof;
+  for (auto& [tp, sizes] : p->sizes_by_tp) out.profile.sizes_by_tp.emplace(tp, sizes);
+  out.has_profile = true;
+  return std::nullopt;
+}
+
 }  // namespace
 
-result<model_inputs> load_model_inputs(const std::string& model, const std::string& sailor_data,
-                                       const std::string& job) {
+std::string find_model_file(const std::string& name, std::vector<std::string>* known) {
+  const std::string want = normalized(name);
+  std::set<std::string> names;
+  for (const auto& folder : registry_folders()) {
+    std::error_code ec;
+    for (std::filesystem::directory_iterator i{folder, ec}, end; !ec && i != end; i.increment(ec)) {
+      const auto path = i->path().string();
+      if (!is_yaml(path)) continue;
+      auto m = config::load_model(path);
+      if (!m) continue;
+      if (normalized(m->name) == want || (!m->sailor_name.empty() && normalized(m->sailor_name) == want) ||
+          normalized(i->path().stem().string()) == want)
+        return path;
+      names.insert(m->name);
+    }
+  }
+  if (known) known->assign(names.begin(), names.end());
+  return "";
+}
+
+result<model_inputs> load_model_inputs(const model_request& request) {
   model_inputs out;
-  if (model.empty()) return sailor::error{error_kind::invalid_input, "is required", "", 0, "--model"};
-  if (is_yaml(model)) {
-    auto m = config::load_model(model);
+  std::string file = request.model;
+  if (file.empty()) return bad_model("is required (a model YAML file or a model name)");
+  if (!is_yaml(file)) {
+    // A name: Sailor's data first (its shape and profiles), then the shipped files.
+    if (!request.sailor_data.empty()) {
+      auto d = config::load_sailor_data(request.sailor_data, file);
+      if (d) {
+        out.data = std::move(*d);
+        out.model = out.data->model;
+        file.clear();
+      } else if (d.error().kind != error_kind::not_found) {
+        return d.error();
+      }
+    }
+    if (!out.data) {
+      std::vector<std::string> known;
+      const std::string found = find_model_file(file, &known);
+      if (found.empty()) {
+        std::string list;
+        for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+        return bad_model("unknown model '" + file + "' (known: " + list +
+                         (request.sailor_data.empty() ? "; or give --sailor-data DIR for Sailor's models" : ", and Sailor's") +
+                         "; or give a model YAML file)");
+      }
+      file = found;
+    }
+  }
+  if (!file.empty()) {
+    auto m = config::load_model(file);
     if (!m) return m.error();
     out.model = *m;
-    if (!sailor_data.empty()) {
-      auto d = config::load_sailor_data(sailor_data, m->sailor_name.empty() ? m->name : m->sailor_name);
+    out.model_file = file;
+    if (!request.sailor_data.empty()) {
+      // A model Sailor's data lacks keeps the YAML's shape: no profiles, but the network,
+      // prices and catalog of the data.
+      auto d = config::load_sailor_data(request.sailor_data, m->sailor_name.empty() ? m->name : m->sailor_name, &*m);
       if (!d) return d.error();
       out.data = std::move(*d);
     }
-  } else {
-    if (sailor_data.empty())
-      return sailor::error{error_kind::invalid_input,
-                           "names a Sailor model (" + model + "): give --sailor-data DIR, or a model YAML file",
-                           "", 0, "--model"};
-    auto d = config::load_sailor_data(sailor_data, model);
-    if (!d) return d.error();
-    out.data = std::move(*d);
-    out.model = out.data->model;
   }
   if (out.data) {
+    out.profile = out.data->profile;
+    out.has_profile = !out.profile.by_gpu.empty();
     out.job.optimizer = out.data->optimizer;
     out.job.global_batch = out.data->default_global_batch;
   }
-  if (!job.empty()) {
-    auto j = config::load_job(job);
+  if (!request.profile.empty())
+    if (auto err = add_profile(out, request.profile)) return *err;
+  if (!request.job.empty()) {
+    auto j = config::load_job(request.job);
     if (!j) return j.error();
     out.job = *j;
   }

@@ -5,18 +5,23 @@
 //               --objective throughput|cost [--max-cost-per-iteration X] [--max-cost-per-hour X]
 //               [--min-throughput Y] [--json] [--out PLAN.json]
 //
-// Exit 0 with a plan; 1 on bad input (the message names the file and field); 2 when the job
-// cannot be satisfied (the message names the constraint and by how much it fails).
+// Exit codes as every subcommand (exit_codes.hpp): 0 with a plan; 2 on bad input (the message
+// names the file and field); 1 when the job cannot be satisfied (the message names the
+// constraint and by how much it fails).
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "exit_codes.hpp"
 #include "model_inputs.hpp"
 #include "sailor/config/load.hpp"
 #include "sailor/config/sailor_format.hpp"
@@ -30,7 +35,7 @@ namespace {
 using json = nlohmann::json;
 
 struct plan_options {
-  std::string sailor_data, model, quotas;
+  std::string sailor_data, model, quotas, profile;
   std::string cluster, job;
   std::string out;
   std::string objective;
@@ -46,13 +51,26 @@ bool ends_with(const std::string& s, const char* e) {
   return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
 }
 
-int fail(const sailor::error& e) {
-  std::fprintf(stderr, "sailor plan: %s\n", e.to_string().c_str());
-  return e.kind == error_kind::infeasible ? 2 : 1;
-}
+int fail(const sailor::error& e) { return report_error("plan", e); }
 
 sailor::error bad(std::string field, std::string message) {
   return sailor::error{error_kind::invalid_input, std::move(message), "", 0, std::move(field)};
+}
+
+// The bottleneck with its time split as the table shows it: a stage's compute_ms is forward
+// and backward only, the bottleneck's time of a stage also holds its p2p transfers.
+void print_bottleneck(const planner::estimate& d) {
+  const auto& b = d.bottleneck;
+  const auto at = b.what.rfind("stage ");
+  const int stage = at == std::string::npos ? -1 : std::atoi(b.what.c_str() + at + 6);
+  const bool per_micro_batch = b.what.rfind("compute", 0) == 0 || b.what.rfind("p2p", 0) == 0;
+  if (per_micro_batch && stage >= 0 && stage < static_cast<int>(d.stages.size())) {
+    const double compute = d.stages[stage].compute_per_micro_batch_s;
+    std::printf("bottleneck: %s, %.2f ms per micro-batch (compute_ms %.2f + p2p transfers %.2f)\n", b.what.c_str(),
+                b.seconds * 1e3, compute * 1e3, (b.seconds - compute) * 1e3);
+  } else {
+    std::printf("bottleneck: %s, %.2f ms per iteration\n", b.what.c_str(), b.seconds * 1e3);
+  }
 }
 
 void print_human(const planner::plan_result& r, const config::plan& p, double total_s) {
@@ -107,55 +125,128 @@ void print_human(const planner::plan_result& r, const config::plan& p, double to
               e.throughput_iters_per_s);
   std::printf("cost $%.4f per iteration, $%.2f per hour (egress $%.5f per iteration)\n", e.cost_per_iteration_usd,
               e.cost_per_hour_usd, d.egress_usd_per_iteration);
-  std::printf("bottleneck: %s (%.2f ms)\n", d.bottleneck.what.c_str(), d.bottleneck.seconds * 1e3);
+  print_bottleneck(d);
   std::printf("search %.1f ms (%d configurations, %lld partial pipelines); with reading inputs %.1f ms\n",
               r.search_s * 1e3, r.configurations, r.dp_states, total_s * 1e3);
 }
 
-int run_plan(const plan_options& opt) {
-  const auto t0 = std::chrono::steady_clock::now();
-  planner::problem prob;
-  auto inputs = load_model_inputs(opt.model, opt.sailor_data, opt.job);
-  if (!inputs) return fail(inputs.error());
-  std::optional<config::sailor_data>& data = inputs->data;
-  prob.model = inputs->model;
-  prob.job = inputs->job;
-  if (data) prob.profile = data->profile;
+// The planning problem from the options: model, pool, job, and flags over the job file.
+status load_problem(const plan_options& opt, planner::problem& prob, model_inputs& inputs) {
+  auto loaded = load_model_inputs({opt.model, opt.sailor_data, opt.job, opt.profile});
+  if (!loaded) return loaded.error();
+  inputs = std::move(*loaded);
+  std::optional<config::sailor_data>& data = inputs.data;
+  prob.model = inputs.model;
+  prob.job = inputs.job;
+  prob.profile = inputs.profile;
   if (!opt.cluster.empty()) {
+    if (!opt.quotas.empty()) return bad("--quotas", "give --cluster or --quotas, not both");
     auto c = config::load_cluster(opt.cluster);
-    if (!c) return fail(c.error());
+    if (!c) return c.error();
     prob.cluster = std::move(*c);
-    if (!opt.quotas.empty()) return fail(bad("--quotas", "give --cluster or --quotas, not both"));
   } else if (!opt.quotas.empty()) {
-    if (!data) return fail(bad("--quotas", "needs --sailor-data DIR (for network fits and prices)"));
+    if (!data) return bad("--quotas", "needs --sailor-data DIR (for network fits and prices)");
     auto q = config::load_sailor_quotas(opt.quotas);
-    if (!q) return fail(q.error());
+    if (!q) return q.error();
     int total = 0;
     for (const auto& [g, zones] : *q)
       for (const auto& [z, n] : zones) total += n;
     if (total == 0) {
       sailor::error e = bad("", "the quotas file lists no GPUs (expected {gpu_type: {zone: count}})");
       e.file = opt.quotas;
-      return fail(e);
+      return e;
     }
+    if (auto err = config::check_quotas(*q, *data, opt.quotas)) return err;
     prob.cluster = config::cluster_from_quotas(*q, *data);
     prob.network = data->network;
   } else {
-    return fail(bad("--cluster", "a pool is required: --cluster C.yaml or --quotas QUOTAS.json"));
+    return bad("--cluster", "a pool is required: --cluster C.yaml or --quotas QUOTAS.json");
   }
-
-  // Flags override the job file.
+  // Flags override the job file (their ranges are checked by the parser).
   if (opt.gbs > 0) prob.job.global_batch = opt.gbs;
   if (!opt.objective.empty()) {
     if (opt.objective == "throughput") prob.job.goal = config::objective::max_throughput;
     else if (opt.objective == "cost" || opt.objective == "iteration_cost") prob.job.goal = config::objective::min_cost;
-    else return fail(bad("--objective", "expected throughput or cost, got '" + opt.objective + "'"));
+    else return bad("--objective", "expected throughput or cost, got '" + opt.objective + "'");
   }
   if (opt.max_cost_per_iteration > 0) prob.job.limits.max_cost_per_iteration_usd = opt.max_cost_per_iteration;
   if (opt.max_cost_per_hour > 0) prob.job.limits.max_cost_per_hour_usd = opt.max_cost_per_hour;
   if (opt.min_throughput > 0) prob.job.limits.min_iterations_per_s = opt.min_throughput;
   if (opt.max_micro_batch > 0) prob.job.max_micro_batch = opt.max_micro_batch;
-  if (prob.job.global_batch <= 0) return fail(bad("--gbs", "a global batch size is required (--gbs or the job file)"));
+  if (prob.job.global_batch <= 0) return bad("--gbs", "a global batch size is required (--gbs or the job file)");
+  return std::nullopt;
+}
+
+std::string absolute(const std::string& path) {
+  if (path.empty()) return path;
+  std::error_code ec;
+  auto p = std::filesystem::absolute(path, ec);
+  return ec ? path : p.lexically_normal().string();
+}
+
+// What the plan was made for, so that `simulate --plan` needs nothing else.
+config::plan_origin origin_of(const plan_options& opt, const model_inputs& inputs) {
+  config::plan_origin o;
+  o.model = inputs.model_file.empty() ? opt.model : absolute(inputs.model_file);
+  o.cluster = absolute(opt.cluster);
+  o.job = absolute(opt.job);
+  o.sailor_data = absolute(opt.sailor_data);
+  o.quotas = absolute(opt.quotas);
+  o.profile = absolute(opt.profile);
+  return o;
+}
+
+// Where the times come from when a GPU type has no profile: the simulator's notes on the
+// chosen plan (the catalog's peak FLOP/s and the efficiency assumed).
+std::vector<std::string> estimate_notes(const planner::problem& prob, const config::plan& p) {
+  auto ctx = planner::make_context(prob);
+  if (!ctx) return {};
+  auto sim = simulator::simulate(*ctx, p);
+  return sim ? sim->notes : std::vector<std::string>{};
+}
+
+void print_json(const planner::plan_result& r, const config::plan& p, double total_s, bool closed_form,
+                const std::vector<std::string>& notes) {
+  const auto& e = *p.estimate;
+  json j;
+  j["search_time_s"] = total_s;
+  j["planner_search_s"] = r.search_s;
+  j["iteration_time_s"] = e.iteration_time_s;
+  j["estimate_from"] = closed_form ? "closed_form" : "events";
+  j["closed_form_iteration_time_s"] = r.detail.totals.iteration_time_s;
+  j["throughput_iters_per_s"] = e.throughput_iters_per_s;
+  j["cost_per_iteration_usd"] = e.cost_per_iteration_usd;
+  j["cost_per_hour_usd"] = e.cost_per_hour_usd;
+  j["gpus_used"] = p.gpus_by_type();
+  j["num_stages"] = p.num_stages();
+  j["micro_batch"] = p.micro_batch;
+  j["bottleneck"] = r.detail.bottleneck.what;
+  j["configurations"] = r.configurations;
+  j["dp_states"] = r.dp_states;
+  j["notes"] = notes;
+  j["plan"] = json::parse(config::to_sailor_plan_json(p));
+  json stages = json::array();
+  for (int s = 0; s < p.num_stages(); ++s) {
+    const auto& st = p.stages[s];
+    const auto& sr = r.detail.stages[s];
+    stages.push_back({{"first_layer", st.first_layer},
+                      {"num_layers", st.num_layers},
+                      {"recompute", st.recompute},
+                      {"replicas", st.replicas.size()},
+                      {"compute_per_micro_batch_s", sr.compute_per_micro_batch_s},
+                      {"sync_s", sr.sync_s},
+                      {"peak_memory_bytes", sr.peak_memory_bytes},
+                      {"memory_capacity_bytes", sr.memory_capacity_bytes}});
+  }
+  j["stages"] = stages;
+  std::printf("%s\n", j.dump(2).c_str());
+}
+
+int run_plan(const plan_options& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  planner::problem prob;
+  model_inputs inputs;
+  if (auto err = load_problem(opt, prob, inputs)) return fail(*err);
 
   planner::options popts;
   popts.rerank_with_events = !opt.no_rerank_events;
@@ -163,50 +254,22 @@ int run_plan(const plan_options& opt) {
   if (!r) return fail(r.error());
   config::plan p = r->plan;
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto notes = estimate_notes(prob, p);
 
   if (!opt.out.empty()) {
     std::ofstream out(opt.out);
     if (!out) return fail({error_kind::failed, "cannot write the plan", opt.out, 0, "--out"});
-    out << (ends_with(opt.out, ".json") ? config::to_sailor_plan_json(p) : config::to_yaml(p));
+    if (ends_with(opt.out, ".json")) out << config::to_sailor_plan_json(p);
+    else out << config::to_yaml(p) << config::to_yaml(origin_of(opt, inputs));
   }
   if (opt.as_json) {
-    const auto& e = *p.estimate;
-    json j;
-    j["search_time_s"] = total_s;
-    j["planner_search_s"] = r->search_s;
-    j["iteration_time_s"] = e.iteration_time_s;
-    j["estimate_from"] = opt.no_rerank_events ? "closed_form" : "events";
-    j["closed_form_iteration_time_s"] = r->detail.totals.iteration_time_s;
-    j["throughput_iters_per_s"] = e.throughput_iters_per_s;
-    j["cost_per_iteration_usd"] = e.cost_per_iteration_usd;
-    j["cost_per_hour_usd"] = e.cost_per_hour_usd;
-    j["gpus_used"] = p.gpus_by_type();
-    j["num_stages"] = p.num_stages();
-    j["micro_batch"] = p.micro_batch;
-    j["bottleneck"] = r->detail.bottleneck.what;
-    j["configurations"] = r->configurations;
-    j["dp_states"] = r->dp_states;
-    j["plan"] = json::parse(config::to_sailor_plan_json(p));
-    json stages = json::array();
-    for (int s = 0; s < p.num_stages(); ++s) {
-      const auto& st = p.stages[s];
-      const auto& sr = r->detail.stages[s];
-      stages.push_back({{"first_layer", st.first_layer},
-                        {"num_layers", st.num_layers},
-                        {"recompute", st.recompute},
-                        {"replicas", st.replicas.size()},
-                        {"compute_per_micro_batch_s", sr.compute_per_micro_batch_s},
-                        {"sync_s", sr.sync_s},
-                        {"peak_memory_bytes", sr.peak_memory_bytes},
-                        {"memory_capacity_bytes", sr.memory_capacity_bytes}});
-    }
-    j["stages"] = stages;
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(*r, p, total_s, opt.no_rerank_events, notes);
   } else {
     print_human(*r, p, total_s);
     std::printf("estimate from the %s (closed form: %.4f s per iteration)\n",
                 opt.no_rerank_events ? "closed form" : "event-driven simulation of the best candidates",
                 r->detail.totals.iteration_time_s);
+    for (const auto& n : notes) std::printf("note: %s\n", n.c_str());
     if (!opt.out.empty()) std::printf("written to %s\n", opt.out.c_str());
   }
   return 0;
@@ -222,18 +285,26 @@ void add_plan(CLI::App& app, command_set& commands) {
       "                  (add --sailor-data DIR to use Sailor's profiles for the model's sailor_name)\n"
       "Sailor's format:  sailor plan --sailor-data DIR --model OPT-350 --quotas Q.json --gbs 1024\n"
       "                  --objective throughput|cost [--min-throughput Y] [--max-cost-per-iteration X] --json\n"
-      "Exit 2 when no plan satisfies the job (the message names the constraint and by how much).");
+      "Exit 1 when no plan satisfies the job (the message names the constraint and by how much),\n"
+      "2 on bad input. The plan file records the inputs it was made for (made_for), so that\n"
+      "`sailor simulate --plan PLAN.yaml` needs no other option.");
   sub->add_option("--sailor-data", opt->sailor_data, "A folder with the layout of a Sailor checkout");
-  sub->add_option("--model", opt->model, "Sailor model name (with --sailor-data) or a model YAML file");
+  sub->add_option("--model", opt->model,
+                  "A model YAML file, or a model's name (a shipped model file's name, or Sailor's with --sailor-data)");
   sub->add_option("--quotas", opt->quotas, "GPUs available, {gpu_type: {zone: count}} (Sailor's format)");
   sub->add_option("--cluster", opt->cluster, "A cluster YAML file");
   sub->add_option("--job", opt->job, "A job YAML file");
-  sub->add_option("--gbs", opt->gbs, "Global batch size (overrides the job file)");
+  sub->add_option("--gbs", opt->gbs, "Global batch size (overrides the job file)")->check(positive_number());
   sub->add_option("--objective", opt->objective, "throughput or cost (overrides the job file)");
-  sub->add_option("--max-cost-per-iteration", opt->max_cost_per_iteration, "Constraint, $ per iteration");
-  sub->add_option("--max-cost-per-hour", opt->max_cost_per_hour, "Constraint, $ per hour");
-  sub->add_option("--min-throughput", opt->min_throughput, "Constraint, iterations per second");
-  sub->add_option("--max-micro-batch", opt->max_micro_batch, "Largest micro-batch size to consider");
+  sub->add_option("--max-cost-per-iteration", opt->max_cost_per_iteration, "Constraint, $ per iteration")
+      ->check(positive_number());
+  sub->add_option("--max-cost-per-hour", opt->max_cost_per_hour, "Constraint, $ per hour")->check(positive_number());
+  sub->add_option("--min-throughput", opt->min_throughput, "Constraint, iterations per second")
+      ->check(positive_number());
+  sub->add_option("--max-micro-batch", opt->max_micro_batch, "Largest micro-batch size to consider")
+      ->check(positive_number());
+  sub->add_option("--profile", opt->profile,
+                  "A profile written by `sailor profile` (its GPU types replace Sailor's data's)");
   sub->add_option("--out", opt->out, "Write the plan: YAML, or Sailor's plan_config when it ends in .json");
   sub->add_flag("--json", opt->as_json, "Print one JSON object");
   sub->add_flag("--no-rerank-events", opt->no_rerank_events,

@@ -39,7 +39,7 @@ int run_profile(const profile_args& a) {
   if (access(node.c_str(), X_OK) != 0) {
     std::fprintf(stderr, "sailor profile: error: cannot run %s (build it, or give --node-binary)\n",
                  node.c_str());
-    return 1;
+    return 3;  // unavailable (exit_codes.hpp)
   }
   std::vector<std::string> args = {node,
                                    "profile",
@@ -69,7 +69,7 @@ int run_profile(const profile_args& a) {
   std::fflush(stdout);
   execv(node.c_str(), argv.data());
   std::fprintf(stderr, "sailor profile: error: cannot run %s\n", node.c_str());
-  return 1;
+  return 3;  // unavailable (exit_codes.hpp)
 }
 
 }  // namespace

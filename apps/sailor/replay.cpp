@@ -35,7 +35,7 @@ std::vector<std::string> split(const std::string& line) {
 int run_replay(const replay_options& opt) {
   auto fail = [](const std::string& msg) {
     std::fprintf(stderr, "sailor replay: %s\n", msg.c_str());
-    return 1;
+    return 2;  // every failure here is bad input: options, Sailor's data, the trace (exit_codes.hpp)
   };
   if (opt.sailor_data.empty() || opt.model.empty() || opt.trace.empty())
     return fail("--sailor-data, --model and --trace are required");

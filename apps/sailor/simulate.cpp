@@ -6,7 +6,7 @@
 // Inputs in Sailor's format use its profiles and network fits; inputs in ours use the cluster's
 // links and prices, and Sailor's profiles too when --sailor-data is given (by the model's
 // sailor_name). A plan that does not fit memory is a result (exit 0, "fits_memory": false);
-// bad input is an error (exit 1, the message names what is missing).
+// bad input is an error (exit 2, the message names what is missing; exit_codes.hpp).
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "exit_codes.hpp"
 #include "model_inputs.hpp"
 #include "sailor/config/load.hpp"
 #include "sailor/config/sailor_format.hpp"
@@ -28,17 +29,14 @@ namespace {
 using json = nlohmann::json;
 
 struct simulate_options {
-  std::string sailor_data, model, sailor_plan;
+  std::string sailor_data, model, sailor_plan, profile, quotas;
   std::string cluster, job, plan;
   std::string trace;
   std::string set;
   bool as_json = false;
 };
 
-int fail(const sailor::error& e) {
-  std::fprintf(stderr, "sailor simulate: %s\n", e.to_string().c_str());
-  return 1;
-}
+int fail(const sailor::error& e) { return report_error("simulate", e); }
 
 json memory_json(const simulator::memory_breakdown& m) {
   return {{"parameters", m.parameters},
@@ -136,13 +134,66 @@ void print_human(const simulator::estimate& e, const simulator::event_result& ev
   for (const auto& n : e.notes) std::printf("note: %s\n", n.c_str());
 }
 
-int run_simulate(const simulate_options& opt) {
+// Inputs a plan file records (made_for) fill the options that were not given.
+status fill_from_plan_file(simulate_options& opt) {
+  if (opt.plan.empty()) return std::nullopt;
+  auto origin = config::load_plan_origin(opt.plan);
+  if (!origin) return origin.error();
+  auto fill = [](std::string& option, const std::string& recorded) {
+    if (option.empty()) option = recorded;
+  };
+  const bool own_pool = !opt.cluster.empty() || !opt.quotas.empty();
+  fill(opt.model, origin->model);
+  fill(opt.job, origin->job);
+  fill(opt.sailor_data, origin->sailor_data);
+  fill(opt.profile, origin->profile);
+  if (!own_pool) {
+    opt.cluster = origin->cluster;
+    opt.quotas = origin->quotas;
+  }
+  if (opt.model.empty())
+    return sailor::error{error_kind::invalid_input,
+                         "is required: the plan file records no model (made_for.model); give --model",
+                         opt.plan, 0, "--model"};
+  return std::nullopt;
+}
+
+// Everything the simulation reads besides the plan.
+struct loaded_inputs {
+  model_inputs model;
+  std::optional<config::cluster> cluster;
+};
+
+status load_pool(const simulate_options& opt, loaded_inputs& loaded, simulator::sim_inputs& in) {
+  auto& data = loaded.model.data;
+  if (!opt.cluster.empty() && !opt.quotas.empty())
+    return sailor::error{error_kind::invalid_input, "give --cluster or --quotas, not both", "", 0, "--quotas"};
+  if (!opt.cluster.empty()) {
+    auto c = config::load_cluster(opt.cluster);
+    if (!c) return c.error();
+    loaded.cluster = std::move(*c);
+    in.cluster = &*loaded.cluster;
+    // The cluster's links decide; Sailor's fits are used only without a cluster.
+    in.network = nullptr;
+    in.gpus = loaded.cluster->gpus;
+  } else if (!opt.quotas.empty()) {
+    if (!data) return sailor::error{error_kind::invalid_input, "needs --sailor-data DIR", "", 0, "--quotas"};
+    auto q = config::load_sailor_quotas(opt.quotas);
+    if (!q) return q.error();
+    if (auto err = config::check_quotas(*q, *data, opt.quotas)) return err;
+    loaded.cluster = config::cluster_from_quotas(*q, *data);
+    in.cluster = &*loaded.cluster;  // zones and prices; Sailor's fits win for bandwidth
+  }
+  if (!in.cluster && !in.network)
+    return sailor::error{error_kind::invalid_input, "no network: give --cluster C.yaml or --sailor-data DIR", "", 0, ""};
+  return std::nullopt;
+}
+
+int run_simulate(simulate_options opt) {
   simulator::sim_options options;
   if (!opt.set.empty())
     if (auto err = simulator::set_options(options, opt.set)) return fail(*err);
 
-  std::optional<config::sailor_data> data;
-  std::optional<config::cluster> cluster;
   config::plan plan;
   config::job job;
   simulator::sim_inputs in;
@@ -152,29 +203,22 @@ int run_simulate(const simulate_options& opt) {
     return fail({error_kind::invalid_input, "give --sailor-plan or --plan, not both", "", 0, ""});
   if (opt.sailor_plan.empty() && opt.plan.empty())
     return fail({error_kind::invalid_input, "a plan is required: --sailor-plan PLAN.json or --plan P.yaml", "", 0, ""});
+  if (auto err = fill_from_plan_file(opt)) return fail(*err);
 
-  auto inputs = load_model_inputs(opt.model, opt.sailor_data, opt.job);
+  loaded_inputs loaded;
+  auto inputs = load_model_inputs({opt.model, opt.sailor_data, opt.job, opt.profile});
   if (!inputs) return fail(inputs.error());
-  data = std::move(inputs->data);
-  in.model = inputs->model;
-  job = inputs->job;
+  loaded.model = std::move(*inputs);
+  const auto& data = loaded.model.data;
+  in.model = loaded.model.model;
+  job = loaded.model.job;
+  if (loaded.model.has_profile) in.profile = &loaded.model.profile;
   if (data) {
-    in.profile = &data->profile;
     in.gpus = data->gpus;
     in.network = &data->network;
   }
   in.job = job;
-  if (!opt.cluster.empty()) {
-    auto c = config::load_cluster(opt.cluster);
-    if (!c) return fail(c.error());
-    cluster = std::move(*c);
-    in.cluster = &*cluster;
-    // The cluster's links decide; Sailor's fits are used only without a cluster.
-    in.network = nullptr;
-    in.gpus = cluster->gpus;
-  }
-  if (!in.cluster && !in.network)
-    return fail({error_kind::invalid_input, "no network: give --cluster C.yaml or --sailor-data DIR", "", 0, ""});
+  if (auto err = load_pool(opt, loaded, in)) return fail(*err);
 
   if (!opt.sailor_plan.empty()) {
     auto p = config::load_sailor_plan(opt.sailor_plan);
@@ -183,11 +227,16 @@ int run_simulate(const simulate_options& opt) {
     measured_time = p->measured_iteration_s;
     measured_mem = p->measured_peak_memory_bytes;
   } else {
-    auto p = config::load_plan(opt.plan);
+    auto p = config::load_plan(opt.plan, in.model);
     if (!p) return fail(p.error());
     plan = *p;
   }
   if (plan.global_batch <= 0) plan.global_batch = job.global_batch;
+  // A plan must fit the pool it is priced on: GPU types and zones it has, no more GPUs than
+  // a zone holds.
+  if (in.cluster)
+    if (auto bad = config::validate_plan(plan, in.model, in.cluster, opt.plan.empty() ? opt.sailor_plan : opt.plan))
+      return fail(*bad);
 
   auto ctx = simulator::sim_context::make(in, options);
   if (!ctx) return fail(ctx.error());
@@ -237,11 +286,16 @@ void add_simulate(CLI::App& app, command_set& commands) {
       "A plan that does not fit memory is reported (which GPU, by how much), exit 0.\n"
       "Simulator options (--set key=value,...): see `describe` in simulator.hpp.");
   sub->add_option("--sailor-data", opt->sailor_data, "A folder with the layout of a Sailor checkout");
-  sub->add_option("--model", opt->model, "Sailor model name (with --sailor-data) or a model YAML file");
+  sub->add_option("--model", opt->model,
+                  "A model YAML file, or a model's name (a shipped model file's name, or Sailor's with --sailor-data)");
+  sub->add_option("--profile", opt->profile,
+                  "A profile written by `sailor profile` (its GPU types replace Sailor's data's)");
+  sub->add_option("--quotas", opt->quotas, "GPUs available, {gpu_type: {zone: count}} (with --sailor-data)");
   sub->add_option("--sailor-plan", opt->sailor_plan, "A plan in Sailor's plan_config JSON format");
   sub->add_option("--cluster", opt->cluster, "A cluster YAML file");
   sub->add_option("--job", opt->job, "A job YAML file");
-  sub->add_option("--plan", opt->plan, "A plan YAML file");
+  sub->add_option("--plan", opt->plan,
+                  "A plan YAML file; the inputs it was made for (made_for) fill the options not given");
   sub->add_option("--trace", opt->trace, "Write the event simulation's timeline as Chrome trace JSON");
   sub->add_option("--set", opt->set, "Simulator options, key=value,... (e.g. overlap_p2p=1)");
   sub->add_flag("--json", opt->as_json, "Print one JSON object");

@@ -7,6 +7,8 @@
 #include "commands.hpp"
 #include "job_token.hpp"
 #include "status_json.hpp"
+#include "exit_codes.hpp"
+#include "sailor/config/text.hpp"
 #include "sailor/actors/runtime.hpp"
 
 namespace sailor::app {
@@ -25,9 +27,9 @@ std::string utc_time(std::int64_t unix_ms) {
 }
 
 void print_text(const actors::cluster_status& s) {
-  std::printf("phase %s, plan v%lld: %d stages, %d replicas, %d/%d stage actors ready\n",
-              s.phase.c_str(), static_cast<long long>(s.plan_version), s.stages, s.replicas,
-              s.roles_ready, s.roles_total);
+  std::printf("phase %s, plan v%lld: %s, %s, %d/%d stage actors ready\n", s.phase.c_str(),
+              static_cast<long long>(s.plan_version), count_of(s.stages, "stage").c_str(),
+              count_of(s.replicas, "replica").c_str(), s.roles_ready, s.roles_total);
   std::string zones;
   for (auto& z : s.zones)
     zones += (zones.empty() ? "" : ", ") + z;
@@ -74,7 +76,7 @@ int run_status(const status_args& args) {
   auto where = actors::parse_host_port(args.where);
   if (!where) {
     std::fprintf(stderr, "sailor status: %s\n", where.error().message.c_str());
-    return 2;
+    return exit_bad_input;
   }
   auto token = job_token(args.token_file, args.transport, false, "sailor status");
   if (!token) {
@@ -84,7 +86,7 @@ int run_status(const status_args& args) {
   auto transport = actors::make_transport(args.transport, "sailor-status", "", *token);
   if (!transport) {
     std::fprintf(stderr, "sailor status: %s\n", transport.error().message.c_str());
-    return 2;
+    return exit_bad_input;
   }
   actors::runtime_config cfg;
   caf::actor_system system{cfg};
@@ -93,7 +95,7 @@ int run_status(const status_args& args) {
                                      transport->get());
   if (!status) {
     std::fprintf(stderr, "sailor status: %s\n", status.error().message.c_str());
-    return 1;
+    return exit_unavailable;
   }
   // Text from peers that is not UTF-8 is replaced, never a reason to abort.
   if (args.json)
@@ -114,6 +116,7 @@ void add_status(CLI::App& app, command_set& commands) {
   sub->add_option("address", args->where, "HOST:PORT of the coordinator")->required();
   sub->add_flag("--json", args->json, "print JSON");
   sub->add_option("--timeout-ms", args->timeout_ms, "give up after this long")
+    ->check(positive_number())
     ->capture_default_str();
   sub->add_option("--transport", args->transport, "tcp, ucx or socket (as the coordinator)")
     ->capture_default_str();

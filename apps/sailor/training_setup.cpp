@@ -49,6 +49,18 @@ std::string memory_refusal(const config::model_shape& model, const config::plan&
   return {};
 }
 
+std::string job_key(const training_settings& s) {
+  // FNV-1a: stable across processes and builds, unlike std::hash.
+  std::uint64_t h = 1469598103934665603ull;
+  for (char c : fs::absolute(s.work_dir).lexically_normal().string() + "|" + s.model.name) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+
 bool fill_training_job(actors::training_job& tj, const training_settings& s,
                        const actors::checkpoint_holdings& held) {
   tj.model = s.model;
@@ -58,17 +70,24 @@ bool fill_training_job(actors::training_job& tj, const training_settings& s,
   tj.torch_threads = s.torch_threads;
   tj.timeout_ms = s.timeout_ms;
   tj.links = s.links;
+  // The estimate the plan was chosen with, when its planner made one (0: none, and no
+  // prediction is printed rather than "predicted 0").
+  if (tj.plan.estimate && tj.plan.estimate->iteration_time_s > 0)
+    tj.predicted_iteration_s = tj.plan.estimate->iteration_time_s;
   if (s.checkpoint_every > 0) {
     // The newest checkpoint the nodes still in the job hold (they report their shards), in
     // folders relative to each node's state folder (sailor-node --state-dir).
-    auto from = held.newest();
+    // Scoped by the job (its train folder and model), so that shards a node kept from another
+    // job in the same state folder are never resumed from.
+    const std::string mine = "checkpoints/" + job_key(s) + "/";
+    auto from = held.newest(mine);
     tj.start_iteration = std::min(from.iterations, s.iterations);
     if (from.iterations > 0) {
       tj.restore_dir = from.folder;
       tj.restore_files = from.files;
       tj.restore_holders = from.holders;
     }
-    tj.checkpoint_dir = (fs::path{"checkpoints"} / ("v" + std::to_string(tj.plan_version))).string();
+    tj.checkpoint_dir = mine + "v" + std::to_string(tj.plan_version);
     tj.checkpoint_every = s.checkpoint_every;
   }
   return tj.start_iteration < tj.iterations;

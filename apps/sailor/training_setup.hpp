@@ -36,6 +36,11 @@ struct training_settings {
 std::string memory_refusal(const config::model_shape& model, const config::plan& plan,
                            const config::cluster& cluster, const config::job& job);
 
+/// The job's name in the nodes' state folders (checkpoints/<key>/v<plan>/): a hash of the
+/// coordinator's train folder and the model, so that a coordinator started again on its
+/// folder resumes, and another job never does from these shards.
+std::string job_key(const training_settings& s);
+
 /// Fills `tj` (its plan and version set by the supervisor) from `s`, resuming from the
 /// newest complete checkpoint of an earlier plan that the nodes in the job hold (`held`).
 /// Returns false when there is nothing left to train (the checkpoint already holds every

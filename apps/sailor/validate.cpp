@@ -3,13 +3,14 @@
 // guessed from its top-level fields.
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include <yaml-cpp/yaml.h>
-
 #include "commands.hpp"
+#include "exit_codes.hpp"
 #include "sailor/config/load.hpp"
+#include "sailor/config/text.hpp"
 
 namespace sailor::app {
 
@@ -19,20 +20,6 @@ struct validate_options {
   std::vector<std::string> files;
   std::string cluster, model, job, plan;
 };
-
-// Guesses a file's kind from its top-level keys; empty when it cannot tell.
-std::string guess_kind(const std::string& path) {
-  try {
-    YAML::Node root = YAML::LoadFile(path);
-    if (!root.IsMap()) return "";
-    if (root["stages"]) return "plan";
-    if (root["zones"]) return "cluster";
-    if (root["layers"] || root["hidden"]) return "model";
-    if (root["global_batch"]) return "job";
-  } catch (const YAML::Exception&) {
-  }
-  return "";
-}
 
 void print_model(const config::model_shape& m) {
   std::printf("  model %s: %d blocks (+ embedding and head = %d layers), hidden %d, %d heads, ffn %d, "
@@ -44,11 +31,10 @@ void print_model(const config::model_shape& m) {
 }
 
 void print_cluster(const config::cluster& c) {
-  long long gpus = 0;  // 64 bits, whatever a file holds
-  for (const auto& z : c.zones)
-    for (const auto& [type, n] : z.gpus) gpus += n;
-  std::printf("  cluster %s: %zu regions, %zu zones, %lld GPUs, %s prices\n", c.name.c_str(), c.regions.size(),
-              c.zones.size(), gpus, c.use_spot_prices ? "spot" : "on-demand");
+  std::printf("  cluster %s: %s, %s, %s, %s prices\n", c.name.c_str(),
+              count_of(static_cast<long long>(c.regions.size()), "region").c_str(),
+              count_of(static_cast<long long>(c.zones.size()), "zone").c_str(), count_of(c.total_gpus(), "GPU").c_str(),
+              c.use_spot_prices ? "spot" : "on-demand");
   for (const auto& z : c.zones) {
     std::printf("    %-16s (%s):", z.name.c_str(), z.region.c_str());
     for (const auto& [type, n] : z.gpus) std::printf(" %d x %s ($%.2f/h)", n, type.c_str(), c.usd_per_gpu_hour(type));
@@ -70,11 +56,12 @@ void print_job(const config::job& j) {
 }
 
 void print_plan(const config::plan& p) {
-  std::printf("  plan: %d stages, micro-batch %d, global batch %d, %d GPUs\n", p.num_stages(), p.micro_batch,
-              p.global_batch, p.total_gpus());
+  std::printf("  plan: %s, micro-batch %d, global batch %d, %s\n", count_of(p.num_stages(), "stage").c_str(),
+              p.micro_batch, p.global_batch, count_of(p.total_gpus(), "GPU").c_str());
   for (int i = 0; i < p.num_stages(); ++i) {
     const auto& s = p.stages[i];
-    std::printf("    stage %d: layers %d..%d, %zu replicas:", i, s.first_layer, s.end_layer() - 1, s.replicas.size());
+    std::printf("    stage %d: layers %d..%d, %s:", i, s.first_layer, s.end_layer() - 1,
+                count_of(static_cast<long long>(s.replicas.size()), "replica").c_str());
     for (const auto& r : s.replicas) std::printf(" %s/%s/tp%d", r.gpu_type.c_str(), r.zone.c_str(), r.tp);
     std::printf("\n");
   }
@@ -88,11 +75,16 @@ int run_validate(const validate_options& opt) {
   if (!opt.cluster.empty()) items.push_back({"cluster", opt.cluster});
   if (!opt.model.empty()) items.push_back({"model", opt.model});
   if (!opt.job.empty()) items.push_back({"job", opt.job});
-  for (const auto& f : opt.files) items.push_back({guess_kind(f), f});
+  std::vector<sailor::error> unknown;  // files whose kind cannot be told (or that do not exist)
+  for (const auto& f : opt.files) {
+    auto kind = config::config_kind(f);
+    if (kind) items.push_back({*kind, f});
+    else unknown.push_back(kind.error());
+  }
   if (!opt.plan.empty()) items.push_back({"plan", opt.plan});
-  if (items.empty()) {
+  if (items.empty() && unknown.empty()) {
     std::fprintf(stderr, "sailor validate: no files given (see --help)\n");
-    return 2;
+    return exit_bad_input;
   }
   int failures = 0;
   std::optional<config::model_shape> model;
@@ -101,6 +93,7 @@ int run_validate(const validate_options& opt) {
     std::fprintf(stderr, "error: %s\n", e.to_string().c_str());
     ++failures;
   };
+  for (const auto& e : unknown) report(e);
   // Models and clusters first, so a plan can be checked against them.
   for (const auto& it : items) {
     if (it.kind == "model") {
@@ -134,15 +127,9 @@ int run_validate(const validate_options& opt) {
       }
       std::printf("%s: ok%s\n", it.path.c_str(), model ? "" : " (not checked against a model: give --model)");
       print_plan(*p);
-    } else if (it.kind.empty()) {
-      report(sailor::error{error_kind::invalid_input,
-                           "cannot tell what kind of config this is (no zones, layers, stages or global_batch "
-                           "field, or not valid YAML); name it with --cluster, --model, --job or --plan",
-                           it.path, 0, ""});
-      // Loading it as each kind would give a more precise message; try the most likely.
     }
   }
-  return failures == 0 ? 0 : 1;
+  return failures == 0 ? exit_done : exit_bad_input;
 }
 
 }  // namespace
@@ -153,8 +140,8 @@ void add_validate(CLI::App& app, command_set& commands) {
   sub->footer(
       "Each file's kind is guessed from its fields, or named with the options. A plan is checked\n"
       "against the model and cluster given with it (layers covered exactly once, known GPU types\n"
-      "and zones, TP within a node). Exits 1 and names file, line and field on the first error of\n"
-      "each file.\n\nExample: sailor validate configs/clusters/gcp-5-zones.yaml --model "
+      "and zones, TP within a node, no more GPUs in a zone than it has). Exits 2 and names file,\n"
+      "line and field on the first error of each file.\n\nExample: sailor validate configs/clusters/gcp-5-zones.yaml --model "
       "configs/models/opt-350m.yaml --plan configs/plans/opt-350m-2-stages.yaml");
   sub->add_option("files", opt->files, "Config files (cluster, model, job or plan)");
   sub->add_option("--cluster", opt->cluster, "A cluster file");

@@ -1,9 +1,12 @@
 #include "sailor/config/load.hpp"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
+#include <vector>
 
+#include "sailor/config/text.hpp"
 #include "yaml_reader.hpp"
 
 namespace sailor::config {
@@ -211,6 +214,38 @@ result<cluster> load_cluster(const std::string& path) {
   });
 }
 
+result<std::string> config_kind(const std::string& path) {
+  return guarded<std::string>([&] {
+    yaml_reader r(path);
+    YAML::Node root = r.parse();
+    // Top-level fields of each kind, as the loaders accept them; ties go to the first.
+    static const std::vector<std::pair<std::string, std::vector<std::string>>> kinds = {
+        {"cluster", {"name", "pricing", "zones", "links", "link_defaults", "gpus"}},
+        {"model", {"name", "sailor_name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated_mlp",
+                   "sequence", "vocabulary", "dtype", "tied_embeddings", "learned_positions"}},
+        {"job", {"global_batch", "objective", "constraints", "optimizer", "mixed_precision", "allow_recompute",
+                 "max_micro_batch", "seed", "iterations"}},
+        {"plan", {"micro_batch", "global_batch", "stages", "estimate", "made_for"}},
+    };
+    std::string best;
+    double best_score = 0;
+    for (const auto& [kind, fields] : kinds) {
+      double score = 0;
+      for (const auto& kv : root) {
+        const auto key = kv.first.as<std::string>();
+        if (std::find(fields.begin(), fields.end(), key) != fields.end()) score += key == "name" ? 0.25 : 1;
+        else if (!closest_name(key, fields).empty()) score += 0.5;
+      }
+      if (score > best_score) best_score = score, best = kind;
+    }
+    if (best.empty())
+      r.fail(root, "", "cannot tell what kind of config this is: none of its fields is one of a cluster (zones), "
+                       "model (layers, hidden), job (global_batch) or plan (stages); name its kind with --cluster, "
+                       "--model, --job or --plan");
+    return best;
+  });
+}
+
 result<model_shape> load_model(const std::string& path) {
   return guarded<model_shape>([&] {
     yaml_reader r(path);
@@ -304,7 +339,7 @@ result<plan> load_plan_impl(const std::string& path, const model_shape* model) {
   return guarded<plan>([&] {
     yaml_reader r(path);
     YAML::Node root = r.parse();
-    r.only_keys(root, "", {"micro_batch", "global_batch", "stages", "estimate"});
+    r.only_keys(root, "", {"micro_batch", "global_batch", "stages", "estimate", "made_for"});
     plan p;
     p.micro_batch = static_cast<int>(r.req_count(root, "", "micro_batch", true));
     p.global_batch = static_cast<int>(r.req_count(root, "", "global_batch", true));
@@ -397,6 +432,7 @@ status validate_plan(const plan& p, const model_shape& model, const cluster* c, 
   if (p.stages.empty()) return bad("stages", "expected at least one stage");
   const bool check_model = model.num_layers > 0;
   int expected_first = 0;
+  std::map<std::pair<std::string, std::string>, int> placed;  // (zone, GPU type) -> GPUs
   for (std::size_t i = 0; i < p.stages.size(); ++i) {
     const auto& s = p.stages[i];
     std::string spath = index_path("stages", i);
@@ -431,6 +467,16 @@ status validate_plan(const plan& p, const model_shape& model, const cluster* c, 
         if (!c->find_zone(rep.zone)) return bad(rpath + ".zone", "zone '" + rep.zone + "' is not in the cluster", error_kind::not_found);
         if (rep.tp > g->gpus_per_node)
           return bad(rpath + ".tp", "tp " + std::to_string(rep.tp) + " exceeds the " + std::to_string(g->gpus_per_node) + " GPUs of one " + rep.gpu_type + " node");
+        // The GPUs of every replica so far must exist in the zone.
+        const auto& zone_gpus = c->find_zone(rep.zone)->gpus;
+        const auto have = zone_gpus.find(rep.gpu_type);
+        const int available = have == zone_gpus.end() ? 0 : have->second;
+        const int used = placed[{rep.zone, rep.gpu_type}] += rep.tp;
+        if (available == 0)
+          return bad(rpath + ".zone", "zone '" + rep.zone + "' has no " + rep.gpu_type + " GPUs in the cluster");
+        if (used > available)
+          return bad(rpath + ".zone", "the plan places " + std::to_string(used) + " " + rep.gpu_type + " GPUs in zone '" + rep.zone +
+                                          "' up to here, but the cluster has " + std::to_string(available) + " there");
       }
     }
   }
@@ -480,6 +526,41 @@ std::string to_yaml(const plan& p) {
         << YAML::Key << "peak_memory_bytes" << YAML::Value << e.peak_memory_bytes << YAML::EndMap;
   }
   out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+result<plan_origin> load_plan_origin(const std::string& path) {
+  return guarded<plan_origin>([&] {
+    yaml_reader r(path);
+    YAML::Node root = r.parse();
+    plan_origin o;
+    YAML::Node m = root["made_for"];
+    if (!m.IsDefined() || m.IsNull()) return o;
+    r.expect_map(m, "made_for");
+    r.only_keys(m, "made_for", {"model", "cluster", "job", "sailor_data", "quotas", "profile"});
+    o.model = r.opt_string(m, "made_for", "model").value_or("");
+    o.cluster = r.opt_string(m, "made_for", "cluster").value_or("");
+    o.job = r.opt_string(m, "made_for", "job").value_or("");
+    o.sailor_data = r.opt_string(m, "made_for", "sailor_data").value_or("");
+    o.quotas = r.opt_string(m, "made_for", "quotas").value_or("");
+    o.profile = r.opt_string(m, "made_for", "profile").value_or("");
+    return o;
+  });
+}
+
+std::string to_yaml(const plan_origin& origin) {
+  YAML::Emitter out;
+  out << YAML::BeginMap << YAML::Key << "made_for" << YAML::Value << YAML::BeginMap;
+  auto field = [&](const char* key, const std::string& value) {
+    if (!value.empty()) out << YAML::Key << key << YAML::Value << value;
+  };
+  field("model", origin.model);
+  field("cluster", origin.cluster);
+  field("job", origin.job);
+  field("sailor_data", origin.sailor_data);
+  field("quotas", origin.quotas);
+  field("profile", origin.profile);
+  out << YAML::EndMap << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
 

@@ -222,4 +222,52 @@ TEST_CASE("a plan is checked against the cluster") {
   CHECK(bad->field == "stages[0].replicas[0].tp");
   p.stages[0].replicas[0] = {"A100-40", "a", 4, {}, {}};
   CHECK_FALSE(validate_plan(p, *m, &*c, "p.yaml"));
+  // Zone a has 8 A100-40: a third replica of TP 4 is one too many; zone a has no V100-16.
+  p.stages[0].replicas = {{"A100-40", "a", 4, {}, {}}, {"A100-40", "a", 4, {}, {}}};
+  CHECK_FALSE(validate_plan(p, *m, &*c, "p.yaml"));
+  p.stages[0].replicas.push_back({"A100-40", "a", 4, {}, {}});
+  p.global_batch = 3;
+  bad = validate_plan(p, *m, &*c, "p.yaml");
+  REQUIRE(bad);
+  CHECK(bad->field == "stages[0].replicas[2].zone");
+  CHECK(bad->message.find("places 12 A100-40 GPUs in zone 'a'") != std::string::npos);
+  p.global_batch = 4;
+  p.stages[0].replicas = {{"V100-16", "a", 1, {}, {}}};
+  bad = validate_plan(p, *m, &*c, "p.yaml");
+  REQUIRE(bad);
+  CHECK(bad->message.find("zone 'a' has no V100-16") != std::string::npos);
+}
+
+TEST_CASE("a file's kind is told by its fields, misspelt ones too; a missing file is not found") {
+  testing::temp_dir dir;
+  CHECK(*config_kind(dir.write("c.yaml", valid_cluster)) == "cluster");
+  CHECK(*config_kind(dir.write("m.yaml", valid_model)) == "model");
+  CHECK(*config_kind(dir.write("j.yaml", "global_bacth: 8\nobjective: max_throughput\n")) == "job");
+  CHECK(*config_kind(dir.write("p.yaml", "micro_batch: 1\nglobal_batch: 2\nstagse: []\n")) == "plan");
+  auto none = config_kind(dir.write("x.yaml", "colour: blue\n"));
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.error().message.find("cannot tell what kind") != std::string::npos);
+  auto missing = config_kind(dir.path("missing.yaml"));
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().kind == error_kind::not_found);
+}
+
+TEST_CASE("a plan file's made_for round-trips, and the plan loads with it") {
+  testing::temp_dir dir;
+  auto m = load_model(dir.write("m.yaml", valid_model));
+  REQUIRE(m.ok());
+  plan p;
+  p.micro_batch = 1;
+  p.global_batch = 4;
+  p.stages.push_back({0, 6, false, {{"A100-40", "a", 1, {}, {}}}});
+  plan_origin o;
+  o.model = "/models/m.yaml";
+  o.quotas = "/q.json";
+  auto path = dir.write("p.yaml", to_yaml(p) + to_yaml(o));
+  auto back = load_plan_origin(path);
+  REQUIRE(back.ok());
+  CHECK(back->model == o.model);
+  CHECK(back->quotas == o.quotas);
+  CHECK(back->cluster.empty());
+  CHECK(load_plan(path, *m).ok());
 }

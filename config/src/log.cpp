@@ -1,8 +1,10 @@
 #include "sailor/config/log.hpp"
 
+#include <filesystem>
 #include <mutex>
 
 #include <spdlog/cfg/env.h>
+#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -32,6 +34,22 @@ void setup() {
   std::lock_guard<std::mutex> lock(creation_mutex());
   for (const char* m : modules) make_locked(m);
   spdlog::cfg::load_env_levels();
+}
+
+bool add_file(const std::string& path) {
+  std::shared_ptr<spdlog::sinks::sink> sink;
+  try {
+    std::error_code ec;
+    const auto folder = std::filesystem::path(path).parent_path();
+    if (!folder.empty()) std::filesystem::create_directories(folder, ec);
+    sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, false);
+    sink->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%n] [%l] %v");
+  } catch (const spdlog::spdlog_ex&) {
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(creation_mutex());
+  for (const char* m : modules) make_locked(m)->sinks().push_back(sink);
+  return true;
 }
 
 std::shared_ptr<spdlog::logger> get(const std::string& module) {

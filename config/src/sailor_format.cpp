@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -181,7 +182,8 @@ const sailor_bandwidth_fit* sailor_network::find(const endpoint& a, const endpoi
   return it == fits.end() ? nullptr : &it->second;
 }
 
-result<sailor_data> load_sailor_data(const std::string& root, const std::string& model_name) {
+result<sailor_data> load_sailor_data(const std::string& root, const std::string& model_name,
+                                     const model_shape* shape) {
   sailor_data out;
   out.root = root;
   const fs::path base(root);
@@ -229,6 +231,7 @@ result<sailor_data> load_sailor_data(const std::string& root, const std::string&
     }
     if (!found_config) {
       auto m = known_shape(model_name);
+      if (!m && shape) m = *shape;
       if (!m)
         return make_error(error_kind::not_found, (cfg_dir / ("training_config_<model>.json")).string(),
                           "model", "no training config for model '" + model_name +
@@ -361,7 +364,8 @@ result<sailor_data> load_sailor_data(const std::string& root, const std::string&
   } catch (const json::exception& e) {
     return make_error(error_kind::invalid_input, root, "", std::string("unexpected JSON: ") + e.what());
   }
-  if (out.profile.by_gpu.empty() && out.profile.sizes_by_tp.empty())
+  // A shape given by the caller needs no profile: its times are then analytic (and said so).
+  if (out.profile.by_gpu.empty() && out.profile.sizes_by_tp.empty() && !shape)
     return make_error(error_kind::not_found, (base / profiles_tmp).string(), model_name,
                       "no profile and no llm_info entry for model '" + model_name + "'");
   return out;
@@ -506,6 +510,38 @@ result<std::map<std::string, std::map<std::string, int>>> load_sailor_quotas(con
     }
   }
   return out;
+}
+
+status check_quotas(const std::map<std::string, std::map<std::string, int>>& quotas,
+                    const sailor_data& data, const std::string& file) {
+  std::set<std::string> zones;
+  for (const auto& [ends, fit] : data.network.fits) {
+    zones.insert(ends.first.zone);
+    zones.insert(ends.second.zone);
+  }
+  for (const auto& [ends, price] : data.network.egress_usd_per_gb) {
+    zones.insert(ends.first);
+    zones.insert(ends.second);
+  }
+  auto listed = [](const auto& names) {
+    std::string out;
+    for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+  };
+  for (const auto& [gpu, counts] : quotas) {
+    if (!data.gpus.find(gpu)) {
+      std::vector<std::string> known;
+      for (const auto& g : data.gpus.gpus()) known.push_back(g.name);
+      return make_error(error_kind::invalid_input, file, gpu,
+                        "unknown GPU type '" + gpu + "' (known: " + listed(known) + ")");
+    }
+    for (const auto& [zone_name, count] : counts)
+      if (!zones.empty() && !zones.count(zone_name))
+        return make_error(error_kind::invalid_input, file, gpu + "." + zone_name,
+                          "unknown zone '" + zone_name + "': Sailor's data in " + data.root +
+                              " has no bandwidth or price for it (known: " + listed(zones) + ")");
+  }
+  return std::nullopt;
 }
 
 cluster cluster_from_quotas(const std::map<std::string, std::map<std::string, int>>& quotas,

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "sailor/config/text.hpp"
+
 namespace sailor::config::detail {
 
 namespace {
@@ -76,7 +78,10 @@ void yaml_reader::only_keys(const YAML::Node& map, const std::string& field,
     if (!known) {
       std::string list;
       for (const char* a : allowed) list += std::string(list.empty() ? "" : ", ") + a;
-      fail(kv.first, join_path(field, key), "unknown field; expected one of: " + list);
+      const std::string near = closest_name(key, allowed);
+      fail(kv.first, join_path(field, key),
+           "unknown field" + (near.empty() ? std::string() : " (did you mean '" + near + "'?)") +
+               "; expected one of: " + list);
     }
   }
 }

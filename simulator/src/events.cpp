@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <queue>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -283,15 +284,21 @@ std::string to_chrome_trace(const event_result& r) {
   using json = nlohmann::json;
   json events = json::array();
   int stages = 0, lanes = 2;
+  // Tracks that hold events, and compute tracks that also hold sends (sends that block the
+  // sender's stream, without overlap_p2p): only those are named, so no track is empty.
+  std::set<std::pair<int, int>> used, blocking_sends;
   for (const auto& e : r.events) {
     stages = std::max(stages, e.stage + 1);
     lanes = std::max(lanes, e.lane + 1 + (e.lane % 2 == 0 ? 1 : 0));
+    used.insert({e.stage, e.lane});
+    if (e.lane % 2 == 0 && e.name.rfind("send", 0) == 0) blocking_sends.insert({e.stage, e.lane});
   }
   for (int s = 0; s < stages; ++s) {
     events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", s}, {"args", {{"name", "stage " + std::to_string(s)}}}});
     // lane 2r: compute stream of replica r (of the representative pipeline when r = 0), 2r+1: its sends
     for (int l = 0; l < lanes; ++l) {
-      std::string name = l % 2 == 0 ? "compute" : "sends";
+      if (!used.count({s, l})) continue;
+      std::string name = l % 2 == 0 ? (blocking_sends.count({s, l}) ? "compute and sends" : "compute") : "sends";
       if (lanes > 2) name = "replica " + std::to_string(l / 2) + " " + name;
       events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", s}, {"tid", l}, {"args", {{"name", name}}}});
     }

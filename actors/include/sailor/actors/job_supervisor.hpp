@@ -55,6 +55,9 @@ struct supervisor_options {
   /// Makes an actor reachable by peers (bridge::publish); used for the zone coordinators.
   std::function<void(const std::string&, const caf::actor&)> publish;
   std::size_t max_events = 64;
+  /// What this supervisor does besides planning, in one line (e.g. that it trains nothing);
+  /// the first event, so that `sailor status` says it. Empty: none.
+  std::string mode_note;
   /// Training: when set, called for each new plan with a training_job holding the plan and
   /// its version, and the checkpoints the nodes still in the job hold; it fills the rest
   /// (model, iterations, where to resume from...) and returns true to train. The job goes to

@@ -13,6 +13,11 @@ namespace sailor::log {
 /// safe to call again.
 void setup();
 
+/// Also writes every module's lines to `path` (appending; the folder is created). Call after
+/// setup() and before other threads log. Returns false (and logs nothing there) when the
+/// file cannot be opened.
+bool add_file(const std::string& path);
+
 /// The logger of `module`, created on first use if setup() was not called (tests).
 std::shared_ptr<spdlog::logger> get(const std::string& module);
 

@@ -53,8 +53,11 @@ struct sailor_data {
 };
 
 /// Reads a Sailor checkout (or a folder with its layout) for model `name` (OPT-350,
-/// GPT-Neo-2.7, LLAMA-3-8, OPT-30).
-result<sailor_data> load_sailor_data(const std::string& root, const std::string& model_name);
+/// GPT-Neo-2.7, LLAMA-3-8, OPT-30). A model the checkout has no training config for takes
+/// `shape` when given (a model YAML's full shape: its profiles, if any, are still read, and the
+/// network, prices and catalog are the checkout's); without `shape` it is an error.
+result<sailor_data> load_sailor_data(const std::string& root, const std::string& model_name,
+                                     const model_shape* shape = nullptr);
 
 /// Reads a Sailor plan_config JSON file. Also returns the measured "real" iteration time and
 /// "max_mem" when present (0 otherwise).
@@ -70,6 +73,12 @@ std::string to_sailor_plan_json(const plan& p);
 
 /// Reads a quotas file: {gpu_type: {zone: count}}.
 result<std::map<std::string, std::map<std::string, int>>> load_sailor_quotas(const std::string& path);
+
+/// Checks that every GPU type of `quotas` (read from `file`) is in `data`'s catalog and every
+/// zone is one `data`'s network knows (a bandwidth fit or an egress price names it): a type
+/// or zone the data lacks would otherwise be dropped from the pool without a word.
+status check_quotas(const std::map<std::string, std::map<std::string, int>>& quotas,
+                    const sailor_data& data, const std::string& file);
 
 /// A cluster built from quotas and Sailor's network and prices (zones named like GCP's,
 /// regions taken from the zone name without its last `-x`).

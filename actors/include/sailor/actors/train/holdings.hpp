@@ -32,8 +32,9 @@ public:
   void add(const std::string& file, const std::string& holder);
   /// Forgets everything `holder` had (its node is gone).
   void forget(const std::string& holder);
-  /// The complete checkpoint after the most iterations (iterations 0 when none).
-  held_checkpoint newest() const;
+  /// The complete checkpoint after the most iterations among folders under `under` (a job's
+  /// own, e.g. checkpoints/<job>/; empty: any); iterations 0 when none.
+  held_checkpoint newest(const std::string& under = {}) const;
   /// Keeps only checkpoints at least as new as `iterations` of any folder (bounded memory).
   void prune_older_than(int iterations);
   std::size_t files() const;

@@ -86,11 +86,18 @@ public:
   }
 
   bool active() const { return world_ > 0; }
-  /// The last iteration is done. Those before the checkpoint a plan resumed from need not be
-  /// in completed(): a coordinator started again on a train folder never saw them.
-  bool finished() const {
-    return world_ > 0 && !completed_.empty() && completed_.back().iteration + 1 >= iterations_;
+  /// Iterations the job has done: those before the checkpoint this plan resumed from (the
+  /// job's own record, whichever plan or coordinator process ran them) and those completed
+  /// since. Not completed().size(): a coordinator restarted on an existing job has no records
+  /// of the iterations before its checkpoint.
+  int completed_count() const {
+    int n = start_iteration_;
+    for (const auto& c : completed_)
+      if (c.iteration >= start_iteration_)
+        ++n;
+    return n;
   }
+  bool finished() const { return world_ > 0 && completed_count() >= iterations_; }
   const std::vector<iteration_record>& completed() const { return completed_; }
   std::vector<double> loss_curve() const {
     std::vector<double> out;

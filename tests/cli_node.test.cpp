@@ -1,0 +1,81 @@
+// What an operator meets (issue 19): sailor-node refuses devices and GPU types it cannot be,
+// a coordinator that trains nothing says so, and `sailor status` leaves the coordinator's log
+// clean. No LibTorch needed: the nodes here never train.
+#include <doctest/doctest.h>
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "child_process.hpp"
+#include "run_command.hpp"
+
+using namespace std::chrono;
+using sailor::testing::child;
+using sailor::testing::eventually;
+using sailor::testing::run_command;
+using sailor::testing::sailor_bin;
+using sailor::testing::temp_dir;
+
+namespace {
+const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+// `sailor coordinator` without --train-dir on port 0 over sockets; returns its port.
+std::string start_control_plane(std::unique_ptr<child>& coordinator, const temp_dir& dir) {
+  coordinator = std::make_unique<child>(
+      std::vector<std::string>{sailor_bin(), "coordinator", "--listen", "127.0.0.1:0", "--cluster",
+                               configs + "/clusters/local-2-zones.yaml", "--model", configs + "/models/tiny.yaml",
+                               "--job", configs + "/jobs/tiny.yaml", "--transport", "socket"},
+      dir.path("coordinator.out"), dir.path("coordinator.err"));
+  REQUIRE(coordinator->pid() > 0);
+  std::smatch m;
+  static const std::regex listening{R"(listening on 127\.0\.0\.1:([0-9]+))"};
+  std::string out;
+  REQUIRE(eventually(10s, [&] {
+    out = coordinator->out();
+    return std::regex_search(out, m, listening);
+  }));
+  return m[1];
+}
+}  // namespace
+
+TEST_CASE("sailor-node refuses a GPU type for CPU devices, and CUDA devices on a build without CUDA") {
+  // Both are argument checks: the node exits before it tries to join.
+  auto gpu = run_command(sailor_bin("sailor-node") + " --join 127.0.0.1:1 --zone local-a --devices cpu:1 --gpu-type H100-80", 60);
+  CHECK(gpu.exit_code == 2);
+  CHECK(contains(gpu.err, "--gpu-type: 'H100-80' names a GPU, but --devices cpu:1 are CPU cores"));
+#ifndef SAILOR_WITH_CUDA
+  auto cuda = run_command(sailor_bin("sailor-node") + " --join 127.0.0.1:1 --zone local-a --devices cuda:1", 60);
+  CHECK(cuda.exit_code == 2);
+  CHECK(contains(cuda.err, "--devices: this sailor-node was built without CUDA"));
+#endif
+}
+
+TEST_CASE("a coordinator without --train-dir says it trains nothing, and status calls leave its log clean") {
+  temp_dir dir;
+  std::unique_ptr<child> coordinator;
+  const std::string port = start_control_plane(coordinator, dir);
+  CHECK(contains(coordinator->out(), "control plane only (no --train-dir)"));
+  for (int k = 0; k < 3; ++k) {
+    auto st = run_command(sailor_bin() + " status 127.0.0.1:" + port + " --transport socket --json", 60);
+    INFO(st.err);
+    REQUIRE(st.exit_code == 0);
+    CHECK(st.err.empty());  // no "link closed" of its own
+    auto status = nlohmann::json::parse(st.out);
+    bool said = false;
+    for (const auto& e : status["events"]) said = said || contains(e.get<std::string>(), "nothing is trained");
+    CHECK(said);
+  }
+  coordinator->signal(SIGTERM);
+  CHECK(coordinator->wait_exit(10s) == 0);
+  const std::string err = coordinator->err();
+  INFO(err);
+  CHECK_FALSE(contains(err, "link closed"));  // one per status call, before
+  CHECK_FALSE(contains(err, "signal"));
+  // A coordinator that does not answer: unavailable.
+  auto gone = run_command(sailor_bin() + " status 127.0.0.1:" + port + " --transport socket --timeout-ms 2000", 60);
+  CHECK(gone.exit_code == 3);
+}
