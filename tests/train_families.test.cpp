@@ -63,16 +63,15 @@ const std::vector<double>& reference(const std::string& family) {
 
 // The largest relative difference from the single-process curve (reported, and held to 1e-4).
 void check_plan(const config::plan& plan, const char* what) {
-  for (const char* family : {"gpt2", "opt", "llama"}) {
+  for (std::string family : {"gpt2", "opt", "llama"}) {
     CAPTURE(family);
-    CAPTURE(what);
     const auto& want = reference(family);
     auto got = curve(family, plan);
     REQUIRE(got.size() == want.size());
     double worst = 0;
     for (std::size_t i = 0; i < want.size(); ++i)
       worst = std::max(worst, std::abs(got[i] - want[i]) / std::abs(want[i]));
-    MESSAGE(family << " " << what << ": largest relative loss difference " << worst);
+    MESSAGE(family + " " + what + ": largest relative loss difference " + std::to_string(worst));
     CHECK(worst < 1e-4);
   }
 }

@@ -183,7 +183,8 @@ std::string token_dataset::decode(const std::vector<std::int64_t>& ids) const {
 }
 
 std::string vocabulary_json(const std::vector<std::string>& symbols) {
-  return nlohmann::json(symbols).dump();
+  // A malformed byte of the text stands for itself: written as U+FFFD rather than refused.
+  return nlohmann::json(symbols).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 result<std::vector<std::string>> parse_vocabulary_json(const std::string& text) {

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <condition_variable>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <mutex>
@@ -15,6 +17,7 @@
 
 #include <torch/torch.h>
 
+#include <sailor/actors/train/export.hpp>
 #include <sailor/actors/train/shaped_p2p.hpp>
 #include <sailor/config/log.hpp>
 #include <sailor/models/gpt.hpp>
@@ -649,6 +652,12 @@ result<std::unique_ptr<stage_executor>> stage_executor::create(
       auto opened = models::token_dataset::open(*options.data, model.vocabulary, model.sequence);
       if (!opened) return opened.error();
       st->file_data = *opened;
+      // A text job's vocabulary goes next to its checkpoints (sailor generate reads it).
+      if (!options.checkpoint_dir.empty() && rank == 0 && !st->file_data->symbols().empty()) {
+        std::filesystem::create_directories(options.checkpoint_dir);
+        std::ofstream(options.checkpoint_dir + "/" + vocabulary_file_name())
+            << models::vocabulary_json(st->file_data->symbols()) << "\n";
+      }
     }
     const auto& sp = plan.stages[role.stage];
     // The module first (the DP slices depend on its parameters); TP group set after connect.
