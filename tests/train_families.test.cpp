@@ -71,7 +71,7 @@ void check_plan(const config::plan& plan, const char* what) {
     double worst = 0;
     for (std::size_t i = 0; i < want.size(); ++i)
       worst = std::max(worst, std::abs(got[i] - want[i]) / std::abs(want[i]));
-    MESSAGE(family + " " + what + ": largest relative loss difference " + std::to_string(worst));
+    MESSAGE((family + " " + what + ": largest relative loss difference " + std::to_string(worst)));
     CHECK(worst < 1e-4);
   }
 }
