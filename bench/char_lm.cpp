@@ -118,6 +118,7 @@ int main(int argc, char** argv) {
   app.add_option("--iterations", iterations, "iterations (default: the job's)");
   app.add_option("--threads", threads, "torch threads (default: 2 for single, 1 per rank otherwise)");
   CLI11_PARSE(app, argc, argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines as they come, also into a file
 
   auto model = config::load_model(model_path);
   if (!model) return std::fprintf(stderr, "%s\n", model.error().to_string().c_str()), 2;
