@@ -18,6 +18,7 @@
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -98,6 +99,48 @@ TEST_CASE("export: a Llama with grouped-query attention reads back as LlamaForCa
   auto model = models::tiny_llama_shape();
   // embed_tokens, norm, lm_head; 9 per block.
   check_family(model, "llama", 3 + 9 * model.num_layers);
+}
+
+// The command line: a text job writes its vocabulary next to its checkpoints; `sailor
+// generate` continues a prompt from it and `sailor export` writes the file.
+TEST_CASE("export: sailor export and sailor generate on a text job's checkpoint") {
+  sailor::testing::temp_dir dir;
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "to be or not to be, ";
+  auto options = sailor::testing::options_for(train::optimizer_kind::adamw);
+  options.checkpoint_dir = dir.path("ckpt");
+  options.checkpoint_every = 3;
+  config::data_source data;
+  data.path = dir.write("corpus.txt", text);
+  options.data = data;
+  auto model = models::tiny_gpt_shape();
+  auto errors = sailor::testing::run_rank_threads(
+      model, make_plan({stage(0, 6, {1})}), options, [](int, train::stage_executor& exec) -> std::string {
+        for (int it = 0; it < 3; ++it)
+          if (auto tel = exec.run_iteration(it); !tel) return tel.error().to_string();
+        auto st = exec.flush_checkpoints();
+        return st ? st->to_string() : std::string();
+      });
+  for (const auto& e : errors) REQUIRE_MESSAGE(e.empty(), e);
+  const std::string model_file = dir.write("tiny.yaml",
+      "name: tiny-gpt\nlayers: 4\nhidden: 32\nheads: 4\nsequence: 16\nvocabulary: 64\ndtype: fp32\n");
+  auto gen = sailor::testing::run_command(sailor::testing::sailor_bin() + " generate --checkpoint " +
+                                              dir.path("ckpt") + " --model " + model_file +
+                                              " --prompt 'to be' --tokens 30 --seed 3");
+  REQUIRE_MESSAGE(gen.exit_code == 0, gen.err);
+  REQUIRE(gen.out.size() == std::string("to be").size() + 30 + 1);
+  CHECK(gen.out.rfind("to be", 0) == 0);
+  for (char c : gen.out.substr(5, 30)) CHECK(std::string("to ber,n").find(c) != std::string::npos);
+  auto bad = sailor::testing::run_command(sailor::testing::sailor_bin() + " generate --checkpoint " +
+                                              dir.path("ckpt") + " --model " + model_file + " --prompt 'xyz'");
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.err.find("'x' is not in") != std::string::npos);
+  auto ex = sailor::testing::run_command(sailor::testing::sailor_bin() + " export --checkpoint " +
+                                             dir.path("ckpt") + " --model " + model_file + " --out " +
+                                             dir.path("out.safetensors"));
+  REQUIRE_MESSAGE(ex.exit_code == 0, ex.err);
+  CHECK(ex.out.find("wrote 53 tensors") != std::string::npos);
+  CHECK(std::filesystem::file_size(dir.path("out.safetensors")) > 4 * static_cast<std::uintmax_t>(model.total_params()));
 }
 
 TEST_CASE("export: a folder without a checkpoint is refused, naming it") {

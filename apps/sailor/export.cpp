@@ -72,7 +72,9 @@ int run_generate(const export_options& o) {
     prompt.push_back(it->second);
     i += n;
   }
-  auto ids = train::generate_tokens(*model, o.checkpoint, o.iteration, prompt, o.generation);
+  auto generation = o.generation;
+  generation.vocabulary_limit = static_cast<int>(symbols->size());
+  auto ids = train::generate_tokens(*model, o.checkpoint, o.iteration, prompt, generation);
   if (!ids) return fail("generate", ids.error().to_string());
   std::string out = o.prompt;
   for (auto id : *ids)

@@ -230,6 +230,8 @@ result<std::vector<std::int64_t>> generate_tokens(const config::model_shape& mod
       auto x = context;
       for (int layer = 0; layer <= model.num_layers; ++layer) x = (*module)->forward_layer(layer, x);
       auto logits = (*module)->logits(x).index({0, -1});
+      if (options.vocabulary_limit > 0 && options.vocabulary_limit < logits.size(0))
+        logits = logits.narrow(0, 0, options.vocabulary_limit);
       std::int64_t next;
       if (options.temperature <= 0) {
         next = logits.argmax().item<std::int64_t>();

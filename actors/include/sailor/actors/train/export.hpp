@@ -27,6 +27,8 @@ struct generation_options {
   double temperature = 0.8;  ///< 0: greedy
   int top_k = 0;             ///< 0: every token
   std::uint64_t seed = 1;
+  /// > 0: only ids below it are drawn (a character vocabulary smaller than the model's).
+  int vocabulary_limit = 0;
 };
 
 /// Samples `options.tokens` ids after `prompt` from the model of checkpoint `iterations`
