@@ -49,6 +49,7 @@ void register_commands(CLI::App& app, command_set& commands) {
   add_demo(app, commands);
   add_replay(app, commands);
   add_validate(app, commands);
+  add_export(app, commands);
 }
 
 }  // namespace sailor::app

@@ -29,6 +29,7 @@ void add_coordinator(CLI::App& app, command_set& commands);
 void add_status(CLI::App& app, command_set& commands);
 void add_demo(CLI::App& app, command_set& commands);
 void add_replay(CLI::App& app, command_set& commands);
+void add_export(CLI::App& app, command_set& commands);  ///< export and generate
 
 /// A subcommand that is not built yet: says so plainly and exits non-zero.
 void add_not_built(CLI::App& app, command_set& commands, const char* name,

@@ -51,7 +51,9 @@ int main(int argc, char** argv) {
                            "  status       show the nodes, zones, roles and heartbeats of a coordinator\n"
                            "  demo         plan and train a tiny model on this machine in emulated zones\n"
                            "  replay       replay an availability trace through the planner\n"
-                           "  validate     check config files and print what they hold\n\n") +
+                           "  validate     check config files and print what they hold\n"
+                           "  export       write a checkpoint's model as safetensors with Hugging Face names\n"
+                           "  generate     sample text from a checkpoint on the CPU\n\n") +
                    sailor::app::exit_codes_help,
                "sailor"};
   app.require_subcommand(1);

@@ -15,4 +15,13 @@ const char* to_string(optimizer_kind o) {
   return "?";
 }
 
+const char* to_string(data_format f) {
+  switch (f) {
+    case data_format::text: return "text";
+    case data_format::tokens_u16: return "tokens-u16";
+    case data_format::tokens_u32: return "tokens-u32";
+  }
+  return "?";
+}
+
 }  // namespace sailor::config

@@ -252,7 +252,7 @@ result<model_shape> load_model(const std::string& path) {
     YAML::Node root = r.parse();
     r.only_keys(root, "", {"name", "sailor_name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden",
                            "gated_mlp", "sequence", "vocabulary", "dtype", "tied_embeddings",
-                           "learned_positions"});
+                           "learned_positions", "architecture", "bias", "norm_eps", "rope_theta"});
     model_shape m;
     m.name = r.req_string(root, "", "name");
     m.sailor_name = r.opt_string(root, "", "sailor_name").value_or("");
@@ -274,9 +274,27 @@ result<model_shape> load_model(const std::string& path) {
       if (*f <= 0) r.fail(root["ffn_hidden"], "ffn_hidden", "expected a positive integer");
       m.ffn_hidden = static_cast<int>(*f);
     }
-    m.gated_mlp = r.opt_bool(root, "", "gated_mlp").value_or(false);
+    if (auto a = r.opt_string(root, "", "architecture")) {
+      if (*a == "gpt2") m.arch = architecture::gpt2;
+      else if (*a == "opt") m.arch = architecture::opt;
+      else if (*a == "llama") m.arch = architecture::llama;
+      else r.fail(root["architecture"], "architecture", "expected gpt2, opt or llama, found '" + *a + "'");
+    }
+    const bool llama = m.arch == architecture::llama;
+    // Each family's defaults; a value that contradicts the family is kept and refused by the
+    // training runtime (naming the field), the planner and simulator accept it.
+    m.gated_mlp = r.opt_bool(root, "", "gated_mlp").value_or(llama);
     m.tied_embeddings = r.opt_bool(root, "", "tied_embeddings").value_or(false);
-    m.learned_positions = r.opt_bool(root, "", "learned_positions").value_or(!m.gated_mlp);
+    m.learned_positions = r.opt_bool(root, "", "learned_positions").value_or(!m.gated_mlp && !llama);
+    m.bias = r.opt_bool(root, "", "bias").value_or(!llama);
+    if (auto v = r.opt_double(root, "", "norm_eps")) {
+      if (*v <= 0 || *v >= 1) r.fail(root["norm_eps"], "norm_eps", "expected a small positive number");
+      m.norm_eps = *v;
+    }
+    if (auto v = r.opt_double(root, "", "rope_theta")) {
+      if (*v <= 1) r.fail(root["rope_theta"], "rope_theta", "expected a number above 1");
+      m.rope_theta = *v;
+    }
     if (auto d = r.opt_string(root, "", "dtype")) {
       if (*d == "fp32") m.precision = dtype::fp32;
       else if (*d == "fp16") m.precision = dtype::fp16;
@@ -287,12 +305,70 @@ result<model_shape> load_model(const std::string& path) {
   });
 }
 
+namespace {
+
+void read_schedule(const yaml_reader& r, const YAML::Node& root, optimizer_schedule& s) {
+  auto positive = [&](const char* key, double& out, bool zero_ok) {
+    if (auto v = r.opt_double(root, "", key)) {
+      if (*v < 0 || (!zero_ok && *v == 0))
+        r.fail(root[key], key, zero_ok ? "expected a non-negative number" : "expected a positive number");
+      out = *v;
+    }
+  };
+  positive("lr", s.lr, false);
+  positive("min_lr", s.min_lr, true);
+  positive("weight_decay", s.weight_decay, true);
+  positive("grad_clip", s.grad_clip, true);
+  if (s.min_lr > s.lr) r.fail(root["min_lr"], "min_lr", "expected at most lr (" + std::to_string(s.lr) + ")");
+  auto count = [&](const char* key, int& out) {
+    if (auto v = r.opt_int(root, "", key)) {
+      if (*v < 0) r.fail(root[key], key, "expected a non-negative integer");
+      out = static_cast<int>(*v);
+    }
+  };
+  count("warmup_iterations", s.warmup_iterations);
+  count("decay_iterations", s.decay_iterations);
+  if (s.decay_iterations > 0 && s.decay_iterations < s.warmup_iterations)
+    r.fail(root["decay_iterations"], "decay_iterations", "expected at least warmup_iterations");
+  if (YAML::Node b = root["betas"]; b.IsDefined() && !b.IsNull()) {
+    if (!b.IsSequence() || b.size() != 2) r.fail(b, "betas", "expected [beta1, beta2]");
+    s.beta1 = r.get_double(b[0], "betas[0]");
+    s.beta2 = r.get_double(b[1], "betas[1]");
+    for (int i = 0; i < 2; ++i) {
+      double v = i == 0 ? s.beta1 : s.beta2;
+      if (v < 0 || v >= 1) r.fail(b[i], index_path("betas", i), "expected a number in [0, 1)");
+    }
+  }
+}
+
+data_source read_data(const yaml_reader& r, const YAML::Node& d) {
+  r.expect_map(d, "data");
+  r.only_keys(d, "data", {"path", "format", "validation_fraction"});
+  data_source out;
+  out.path = r.req_string(d, "data", "path");
+  if (auto f = r.opt_string(d, "data", "format")) {
+    if (*f == "text") out.format = data_format::text;
+    else if (*f == "tokens-u16") out.format = data_format::tokens_u16;
+    else if (*f == "tokens-u32") out.format = data_format::tokens_u32;
+    else r.fail(d["format"], "data.format", "expected text, tokens-u16 or tokens-u32, found '" + *f + "'");
+  }
+  if (auto v = r.opt_double(d, "data", "validation_fraction")) {
+    if (*v < 0 || *v >= 1) r.fail(d["validation_fraction"], "data.validation_fraction", "expected a number in [0, 1)");
+    out.validation_fraction = *v;
+  }
+  return out;
+}
+
+}  // namespace
+
 result<job> load_job(const std::string& path) {
   return guarded<job>([&] {
     yaml_reader r(path);
     YAML::Node root = r.parse();
     r.only_keys(root, "", {"global_batch", "objective", "constraints", "optimizer", "mixed_precision",
-                           "allow_recompute", "max_micro_batch", "seed", "iterations"});
+                           "allow_recompute", "max_micro_batch", "seed", "iterations", "data",
+                           "eval_every", "eval_batches", "lr", "min_lr", "warmup_iterations",
+                           "decay_iterations", "betas", "weight_decay", "grad_clip"});
     job j;
     j.global_batch = static_cast<int>(r.req_count(root, "", "global_batch", true));
     if (auto o = r.opt_string(root, "", "objective")) {
@@ -329,6 +405,18 @@ result<job> load_job(const std::string& path) {
       if (*v < 0) r.fail(root["iterations"], "iterations", "expected a non-negative integer");
       j.iterations = static_cast<int>(*v);
     }
+    read_schedule(r, root, j.schedule);
+    if (YAML::Node d = root["data"]; d.IsDefined() && !d.IsNull()) j.data = read_data(r, d);
+    if (auto v = r.opt_int(root, "", "eval_every")) {
+      if (*v < 0) r.fail(root["eval_every"], "eval_every", "expected a non-negative integer (0: never)");
+      j.eval_every = static_cast<int>(*v);
+    }
+    if (auto v = r.opt_int(root, "", "eval_batches")) {
+      if (*v < 1) r.fail(root["eval_batches"], "eval_batches", "expected a positive integer");
+      j.eval_batches = static_cast<int>(*v);
+    }
+    if (j.eval_every > 0 && !j.data)
+      r.fail(root["eval_every"], "eval_every", "a validation loss needs a data: block to hold out from");
     return j;
   });
 }

@@ -11,6 +11,15 @@ const char* to_string(dtype type) {
   return "?";
 }
 
+const char* to_string(architecture a) {
+  switch (a) {
+    case architecture::gpt2: return "gpt2";
+    case architecture::opt: return "opt";
+    case architecture::llama: return "llama";
+  }
+  return "?";
+}
+
 int bytes_of(dtype type) { return type == dtype::fp32 ? 4 : 2; }
 
 layer_kind model_shape::kind_of(int layer) const {
@@ -19,21 +28,24 @@ layer_kind model_shape::kind_of(int layer) const {
   return layer_kind::block;
 }
 
+std::int64_t model_shape::params_of_norm() const {
+  return arch == architecture::llama || !bias ? hidden : 2 * std::int64_t(hidden);
+}
+
 std::int64_t model_shape::params_of_block() const {
-  const std::int64_t h = hidden, f = ffn();
+  const std::int64_t h = hidden, f = ffn(), b = bias ? 1 : 0;
   const std::int64_t kv_width = h / heads * kv();
-  std::int64_t attention = (h * h + h) * 2 + (h * kv_width + kv_width) * 2;  // Q, O, K, V
-  std::int64_t mlp = gated_mlp ? 3 * h * f : 2 * h * f + f + h;
-  std::int64_t norms = 4 * h;
-  return attention + mlp + norms;
+  std::int64_t attention = (h * h + b * h) * 2 + (h * kv_width + b * kv_width) * 2;  // Q, O, K, V
+  std::int64_t mlp = gated_mlp ? 3 * h * f + b * (2 * f + h) : 2 * h * f + b * (f + h);
+  return attention + mlp + 2 * params_of_norm();
 }
 
 std::int64_t model_shape::params_of_layer(int layer) const {
   const std::int64_t h = hidden, v = vocabulary;
   switch (kind_of(layer)) {
-    case layer_kind::embedding: return v * h + (learned_positions ? std::int64_t(sequence) * h : 0);
+    case layer_kind::embedding: return v * h + std::int64_t(position_rows()) * h;
     case layer_kind::block: return params_of_block();
-    case layer_kind::head: return 2 * h + (tied_embeddings ? 0 : v * h);
+    case layer_kind::head: return params_of_norm() + (tied_embeddings ? 0 : v * h);
   }
   return 0;
 }

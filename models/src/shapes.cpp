@@ -14,6 +14,25 @@ config::model_shape tiny_gpt_shape() {
   return m;
 }
 
+config::model_shape tiny_opt_shape() {
+  auto m = tiny_gpt_shape();
+  m.name = "tiny-opt";
+  m.arch = config::architecture::opt;
+  return m;
+}
+
+config::model_shape tiny_llama_shape() {
+  auto m = tiny_gpt_shape();
+  m.name = "tiny-llama";
+  m.arch = config::architecture::llama;
+  m.kv_heads = 2;
+  m.ffn_hidden = 64;
+  m.gated_mlp = true;
+  m.learned_positions = false;
+  m.bias = false;
+  return m;
+}
+
 config::model_shape opt_350m_shape(config::dtype precision) {
   config::model_shape m;
   m.name = "OPT-350M";

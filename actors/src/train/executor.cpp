@@ -7,6 +7,8 @@
 #include <sstream>
 #include <condition_variable>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <mutex>
@@ -15,12 +17,16 @@
 
 #include <torch/torch.h>
 
+#include <sailor/actors/train/export.hpp>
 #include <sailor/actors/train/shaped_p2p.hpp>
 #include <sailor/config/log.hpp>
 #include <sailor/models/gpt.hpp>
 #include <sailor/models/synthetic_data.hpp>
+#include <sailor/models/token_data.hpp>
 
 #include "checkpoint_io.hpp"
+#include "evaluation.hpp"
+#include "tied_embeddings.hpp"
 #include "fused_adamw.hpp"
 #include "schedule.hpp"
 #include "threads.hpp"
@@ -188,6 +194,8 @@ struct stage_executor::impl {
   std::unique_ptr<models::stage_module> module;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<models::markov_dataset> data;
+  std::shared_ptr<const models::token_dataset> file_data;  // the job's data, if any
+  std::uint64_t evaluations = 0;
   std::vector<schedule_op> ops;
 
   int tp_of(int stage, int replica) const {
@@ -196,15 +204,21 @@ struct stage_executor::impl {
   bool first_stage() const { return role.stage == 0; }
   bool last_stage() const { return role.stage == stages - 1; }
 
-  // Token rows of micro-batch m of `iteration`: [mb, seq + 1].
-  torch::Tensor tokens_of(int iteration, int m) const {
+  // Token rows of micro-batch m of `iteration`: [mb, seq + 1]. Sample indices follow the
+  // global batch, not the plan: every plan reads the same samples.
+  torch::Tensor tokens_of(int iteration, int m,
+                          models::data_split split = models::data_split::train) const {
     const int mb = plan.micro_batch;
     auto t = torch::empty({mb, model.sequence + 1}, torch::kLong);
     std::int64_t first = static_cast<std::int64_t>(iteration) * plan.global_batch +
                          static_cast<std::int64_t>(m) * mb;
-    data->fill(first, mb, t.data_ptr<std::int64_t>());
+    if (file_data)
+      file_data->fill(split, options.seed, first, mb, t.data_ptr<std::int64_t>());
+    else
+      data->fill(first, mb, t.data_ptr<std::int64_t>());
     return t.to(device);
   }
+  void set_learning_rate(int iteration);
 
   status connect(comm::communicator_factory& factory);
   void plan_dp_slices(const group_spec& spec, dp_group& group) const;
@@ -557,6 +571,7 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
   // The backward accumulates into the bound gradients in place; anything else would have
   // left reduced buffers unread.
   TORCH_CHECK(flat_bound(), "gradients are no longer views into the flat buffer");
+  detail::sum_tied_gradients(plan, role, *module, *world);
 
   // Loss and squared gradient norm over the whole plan in one all-reduce. Each piece of
   // every parameter counts once: replica 0 of each stage; replicated tensors on TP rank 0.
@@ -570,6 +585,9 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
       for (const auto& p : module->parameters())
         if (p.shard_dim >= 0) norm_sq += sum_of_squares(p.tensor.grad());
     }
+    // A tied head's copy holds the embedding's gradient, which stage 0 counts.
+    if (int copy = module->tied_head_copy(); copy >= 0)
+      norm_sq -= sum_of_squares(module->parameters()[copy].tensor.grad());
   }
   auto totals = torch::tensor({last_stage() && role.tp_rank == 0 ? loss_sum : 0.0, norm_sq},
                               torch::kDouble).to(device);
@@ -589,6 +607,7 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
       if (coef < 1.0 && flat.buffer.defined()) flat.buffer.mul_(coef);
     }
   }
+  set_learning_rate(iteration);
   if (!fused_adamw_step(*optimizer)) optimizer->step();
   tel.optimizer_s = seconds_since(opt_start) - world_seconds;
   tel.all_reduce_s = tp_seconds + dp_seconds + world_seconds;
@@ -629,6 +648,17 @@ result<std::unique_ptr<stage_executor>> stage_executor::create(
               " tp " + std::to_string(role.tp_rank) + "]";
     st->data = std::make_unique<models::markov_dataset>(model.vocabulary, model.sequence,
                                                         options.seed, options.dataset_samples);
+    if (options.data) {
+      auto opened = models::token_dataset::open(*options.data, model.vocabulary, model.sequence);
+      if (!opened) return opened.error();
+      st->file_data = *opened;
+      // A text job's vocabulary goes next to its checkpoints (sailor generate reads it).
+      if (!options.checkpoint_dir.empty() && rank == 0 && !st->file_data->symbols().empty()) {
+        std::filesystem::create_directories(options.checkpoint_dir);
+        std::ofstream(options.checkpoint_dir + "/" + vocabulary_file_name())
+            << models::vocabulary_json(st->file_data->symbols()) << "\n";
+      }
+    }
     const auto& sp = plan.stages[role.stage];
     // The module first (the DP slices depend on its parameters); TP group set after connect.
     models::tp_group tp;
@@ -697,6 +727,64 @@ result<iteration_telemetry> stage_executor::run_iteration(int iteration) {
   } catch (const std::exception& e) {
     log::get("train")->error("{} iteration {} failed: {}", impl_->who, iteration, e.what());
     return failed(impl_->who + " iteration " + std::to_string(iteration) + ": " + e.what());
+  }
+}
+
+train_options options_from(const config::job& job) {
+  train_options o;
+  o.seed = static_cast<std::uint64_t>(job.seed);
+  o.optimizer = job.optimizer == config::optimizer_kind::sgd ? optimizer_kind::sgd : optimizer_kind::adamw;
+  const auto& s = job.schedule;
+  o.learning_rate = s.lr;
+  o.min_learning_rate = s.min_lr;
+  o.warmup_iterations = s.warmup_iterations;
+  o.decay_iterations = s.decay_iterations;
+  o.beta1 = s.beta1;
+  o.beta2 = s.beta2;
+  o.weight_decay = s.weight_decay;
+  o.clip_norm = s.grad_clip;
+  o.data = job.data;
+  o.eval_batches = job.eval_batches;
+  return o;
+}
+
+double learning_rate_at(const train_options& o, int iteration) {
+  const double lr = o.learning_rate;
+  if (o.warmup_iterations > 0 && iteration < o.warmup_iterations)
+    return lr * (iteration + 1) / (o.warmup_iterations + 1);
+  if (o.min_learning_rate < 0 || o.decay_iterations <= o.warmup_iterations) return lr;
+  if (iteration > o.decay_iterations) return o.min_learning_rate;
+  const double ratio = double(iteration - o.warmup_iterations) / (o.decay_iterations - o.warmup_iterations);
+  return o.min_learning_rate + 0.5 * (1.0 + std::cos(M_PI * ratio)) * (lr - o.min_learning_rate);
+}
+
+void stage_executor::impl::set_learning_rate(int iteration) {
+  const double lr = learning_rate_at(options, iteration);
+  for (auto& group : optimizer->param_groups()) {
+    if (auto* adamw = dynamic_cast<torch::optim::AdamWOptions*>(&group.options())) adamw->lr(lr);
+    else if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&group.options())) sgd->lr(lr);
+  }
+}
+
+result<double> stage_executor::validation_loss() {
+  auto& st = *impl_;
+  if (!st.file_data || st.file_data->tokens(models::data_split::validation) == 0)
+    return failed(st.who + " validation loss: the job has no data with a validation part",
+                  error_kind::invalid_input);
+  try {
+    detail::evaluation_context ctx;
+    ctx.plan = &st.plan;
+    ctx.role = st.role;
+    ctx.micro_batches = st.micro_batches;
+    ctx.world = st.world.get();
+    ctx.module = st.module.get();
+    ctx.device = st.device;
+    ctx.timeout = st.options.timeout;
+    ctx.tokens = [&st](int b, int m) { return st.tokens_of(b, m, models::data_split::validation); };
+    return detail::evaluate_loss(ctx, std::max(1, st.options.eval_batches), st.evaluations++);
+  } catch (const std::exception& e) {
+    log::get("train")->error("{} validation loss failed: {}", st.who, e.what());
+    return failed(st.who + " validation loss: " + e.what());
   }
 }
 

@@ -158,6 +158,35 @@ std::vector<group_spec> groups_of(const config::plan& p) {
   return groups;
 }
 
+status validate_architecture(const config::model_shape& model) {
+  auto bad = [](std::string field, std::string message) {
+    error e;
+    e.kind = error_kind::unimplemented;
+    e.field = std::move(field);
+    e.message = std::move(message);
+    return status(std::move(e));
+  };
+  const std::string family = config::to_string(model.arch);
+  const bool llama = model.arch == config::architecture::llama;
+  if (llama && model.learned_positions)
+    return bad("learned_positions", "llama uses rotary positions; learned positions are implemented "
+                                    "for gpt2 and opt");
+  if (!llama && !model.learned_positions)
+    return bad("learned_positions", "rotary positions are implemented for llama only (architecture: " +
+                                        family + ")");
+  if (llama != model.gated_mlp)
+    return bad("gated_mlp", llama ? "llama's MLP is SwiGLU (gated_mlp: true)"
+                                  : "a gated MLP is implemented for llama only (architecture: " + family + ")");
+  if (llama && model.bias) return bad("bias", "llama has no biases (bias: false)");
+  if (!llama && model.kv() != model.heads)
+    return bad("kv_heads", "grouped-query attention is implemented for llama only (architecture: " +
+                               family + ")");
+  if (llama && (model.hidden / model.heads) % 2)
+    return bad("heads", "rotary positions need an even head size (hidden / heads)");
+  if (model.heads % model.kv()) return bad("kv_heads", "must divide heads");
+  return {};
+}
+
 status validate_for_training(const config::model_shape& model, const config::plan& plan) {
   auto bad = [](std::string field, std::string message) {
     error e;
@@ -166,6 +195,7 @@ status validate_for_training(const config::model_shape& model, const config::pla
     e.message = std::move(message);
     return status(std::move(e));
   };
+  if (auto st = validate_architecture(model)) return st;
   if (plan.stages.empty()) return bad("stages", "a plan needs at least one stage");
   if (plan.micro_batch <= 0 || plan.global_batch <= 0 || plan.global_batch % plan.micro_batch)
     return bad("global_batch", "must be a positive multiple of micro_batch");
@@ -187,8 +217,12 @@ status validate_for_training(const config::model_shape& model, const config::pla
       if (tp < 1) return bad(rw, "must be at least 1");
       if (model.heads % tp || model.vocabulary % tp || model.ffn() % tp || model.hidden % tp)
         return bad(rw, "must divide heads, hidden, ffn and vocabulary");
+      if (model.kv() % tp)
+        return bad(rw, "must divide kv_heads (" + std::to_string(model.kv()) +
+                           "): each TP rank holds whole KV heads");
     }
-    if (model.vocabulary % units || model.ffn() % units || model.hidden % units)
+    const int kv_width = model.hidden / model.heads * model.kv();
+    if (model.vocabulary % units || model.ffn() % units || model.hidden % units || kv_width % units)
       return bad(where + ".replicas", "the lcm of the replicas' TP degrees must divide hidden, "
                                       "ffn and vocabulary");
   }

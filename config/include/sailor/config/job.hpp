@@ -18,6 +18,32 @@ struct constraints {
   std::optional<double> max_cost_per_hour_usd;
 };
 
+/// Where the training tokens come from (the `data:` block of a job file). Without one the
+/// runtime trains on its built-in synthetic Markov stream.
+enum class data_format { text, tokens_u16, tokens_u32 };
+const char* to_string(data_format f);
+
+struct data_source {
+  /// A path as written in the job file: relative paths are relative to the working
+  /// directory, as a shell reads them (the recipes are run from the repository root).
+  std::string path;
+  /// text: UTF-8 read with a character-level tokenizer built from the file; tokens-u16 /
+  /// tokens-u32: a flat little-endian array of token ids.
+  data_format format = data_format::text;
+  double validation_fraction = 0.1;  ///< the last part of the file, held out
+};
+
+/// The optimizer's schedule and hyper-parameters (AdamW unless `optimizer` says otherwise).
+struct optimizer_schedule {
+  double lr = 1e-3;             ///< peak learning rate
+  double min_lr = -1;           ///< floor of the cosine decay; < 0: lr (no decay)
+  int warmup_iterations = 0;    ///< linear warm-up from lr / warmup to lr
+  int decay_iterations = 0;     ///< the cosine reaches min_lr here; 0: no decay
+  double beta1 = 0.9, beta2 = 0.999;
+  double weight_decay = 0.0;    ///< on matrices only (not on norms and biases)
+  double grad_clip = 1.0;       ///< global gradient-norm bound; 0 disables clipping
+};
+
 struct job {
   int global_batch = 0;  ///< sequences per iteration
   objective goal = objective::max_throughput;
@@ -28,6 +54,10 @@ struct job {
   int max_micro_batch = 0;      ///< 0: no limit beyond memory
   int seed = 1234;
   int iterations = 0;           ///< 0: run until stopped
+  optimizer_schedule schedule;
+  std::optional<data_source> data;
+  int eval_every = 0;    ///< validation loss every this many iterations (0: never)
+  int eval_batches = 1;  ///< batches of global_batch sequences averaged per evaluation
 };
 
 }  // namespace sailor::config

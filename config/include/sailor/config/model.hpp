@@ -15,6 +15,14 @@ int bytes_of(dtype type);
 
 enum class layer_kind { embedding, block, head };
 
+/// The block family a model is built from (models/ trains each):
+/// - gpt2: LayerNorm, learned positions, GELU MLP, biases unless `bias: false`;
+/// - opt: LayerNorm, learned positions indexed from OPT's offset of 2, ReLU MLP, biases;
+/// - llama: RMSNorm, rotary position embedding, SwiGLU MLP (gated_mlp), grouped-query
+///   attention (kv_heads), no biases.
+enum class architecture { gpt2, opt, llama };
+const char* to_string(architecture a);
+
 struct model_shape {
   std::string name;         ///< our name, e.g. OPT-350M
   std::string sailor_name;  ///< Sailor's name for profiles, e.g. OPT-350 (may be empty)
@@ -29,11 +37,21 @@ struct model_shape {
   dtype precision = dtype::fp16;
   bool tied_embeddings = false;
   bool learned_positions = true;  ///< a position-embedding table (GPT/OPT); false for RoPE (Llama)
+  architecture arch = architecture::gpt2;
+  bool bias = true;          ///< biases in linear layers and layer norms (Llama: none)
+  double norm_eps = 1e-5;    ///< epsilon of LayerNorm / RMSNorm
+  double rope_theta = 10000; ///< base of the rotary frequencies (Llama 3: 500000)
 
   int num_all_layers() const { return num_layers + 2; }
   layer_kind kind_of(int layer) const;
   int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
   int kv() const { return kv_heads > 0 ? kv_heads : heads; }
+  /// OPT's learned positions start at row 2 of the table (rows 0 and 1 are never read).
+  int position_offset() const { return arch == architecture::opt ? 2 : 0; }
+  /// Rows of the learned position table (0 without one).
+  int position_rows() const { return learned_positions ? sequence + position_offset() : 0; }
+  /// Parameters of one norm (RMSNorm and bias-free LayerNorm: a gain only).
+  std::int64_t params_of_norm() const;
 
   /// Parameters of one layer (numbered as above).
   std::int64_t params_of_layer(int layer) const;

@@ -1,14 +1,21 @@
 #pragma once
-/// A GPT-style decoder built from tensor-parallel layers (as Megatron-LM builds it), cut into
-/// stage modules by layer range.
+/// A decoder of one of the block families of config::architecture (GPT-2, OPT, Llama) built
+/// from tensor-parallel layers (as Megatron-LM builds it), cut into stage modules by layer
+/// range.
 ///
 /// Includes LibTorch: only the training executor (actors/src/train/) includes this header;
 /// everything else talks to the executor through its torch-free header.
 ///
 /// Layers as in config/model.hpp: 0 = token embedding (vocabulary-parallel) + learned
-/// positions, 1..L = pre-norm blocks (causal self-attention with column-parallel q, k, v and
-/// a row-parallel output projection; MLP with a column-parallel fc1 and a row-parallel fc2),
-/// L+1 = final layer norm, vocabulary-parallel head and vocabulary-parallel cross-entropy.
+/// positions (GPT-2, OPT with its offset of 2), 1..L = pre-norm blocks (causal self-attention
+/// with column-parallel q, k, v and a row-parallel output projection, rotary positions and
+/// grouped-query attention for Llama; MLP with a column-parallel fc1 (and gate for SwiGLU) and
+/// a row-parallel fc2), L+1 = final norm, vocabulary-parallel head (the embedding's matrix
+/// when tied) and vocabulary-parallel cross-entropy.
+///
+/// Parameter names are the same in every family ("layer<N>.attn.q.weight", "mlp.gate",
+/// "mlp.fc1" = Llama's up projection, "mlp.fc2" = its down projection); export maps them to
+/// each family's Hugging Face names.
 ///
 /// Weights: every parameter's full tensor is drawn from a generator seeded by (seed, layer,
 /// parameter name), then the shard of this TP rank is sliced out, so any partition and any
@@ -95,14 +102,33 @@ public:
   void to(torch::Device device);
   /// Elements of this shard's parameters.
   std::int64_t num_parameters() const;
+  /// The head's logits [mb, seq, V/tp] for hidden states `x` (the stage holds the head):
+  /// generation and evaluation read them instead of the loss.
+  torch::Tensor logits(const torch::Tensor& x);
+  const config::model_shape& model() const { return model_; }
+  /// With tied embeddings, a stage that holds the head but not the embedding keeps a copy of
+  /// the embedding's matrix: its index in parameters(); -1 otherwise. Its gradient must be
+  /// summed with the embedding's before the step (the runtime does).
+  int tied_head_copy() const;
 
 private:
+  /// Draws the parameter from (seed, layer, name), or from (seed, seed_layer, seed_name)
+  /// when seed_name is given (a tied head's copy of the embedding).
   torch::Tensor add(const std::string& name, int layer, std::vector<std::int64_t> full_shape,
-                     int shard_dim, const std::string& init);
+                    int shard_dim, const std::string& init, int seed_layer = 0,
+                    const std::string& seed_name = {});
   torch::Tensor embed(const torch::Tensor& tokens);
   torch::Tensor block(int layer, const torch::Tensor& x);
   torch::Tensor head_loss(const torch::Tensor& x, const torch::Tensor& targets);
+  torch::Tensor norm(const std::string& prefix, const torch::Tensor& x) const;
+  torch::Tensor linear(const std::string& prefix, const torch::Tensor& x) const;
+  torch::Tensor row_parallel_residual(const std::string& prefix, const torch::Tensor& x,
+                                      const torch::Tensor& in) const;
+  torch::Tensor rotary(const torch::Tensor& x) const;
+  torch::Tensor attention(const std::string& layer_prefix, const torch::Tensor& a) const;
+  const torch::Tensor& head_matrix() const;
   const torch::Tensor& param(const std::string& name) const;
+  torch::Tensor optional_param(const std::string& name) const;  ///< undefined when absent
 
   config::model_shape model_;
   int first_layer_;

@@ -8,6 +8,11 @@ namespace sailor::models {
 /// A GPT that trains on one CPU core in seconds: 4 blocks, hidden 32, 4 heads, sequence 16,
 /// vocabulary 64, fp32.
 config::model_shape tiny_gpt_shape();
+/// The tiny GPT's sizes as an OPT (ReLU, positions from OPT's offset).
+config::model_shape tiny_opt_shape();
+/// The tiny GPT's sizes as a Llama: RMSNorm, rotary positions, SwiGLU (ffn 64), 4 query heads
+/// sharing 2 KV heads, no biases.
+config::model_shape tiny_llama_shape();
 
 /// OPT-350M's shape (24 blocks, hidden 1024, 16 heads, sequence 2048, vocabulary 50272) in
 /// the given precision; our decoder has no project-in/out of OPT's 512-wide embedding.

@@ -33,7 +33,9 @@
 #include <sailor/comm/collective.hpp>
 #include <sailor/config/cluster.hpp>
 #include <sailor/config/error.hpp>
+#include <sailor/config/job.hpp>
 #include <sailor/config/model.hpp>
+#include <optional>
 #include <sailor/config/plan.hpp>
 
 namespace sailor::train {
@@ -59,8 +61,13 @@ enum class optimizer_kind { adamw, sgd };
 struct train_options {
   std::uint64_t seed = 1;  ///< weights and data
   optimizer_kind optimizer = optimizer_kind::adamw;
-  double learning_rate = 1e-3;
-  double weight_decay = 0.0;
+  double learning_rate = 1e-3;  ///< peak of the schedule (learning_rate_at)
+  /// Schedule: linear warm-up over `warmup_iterations`, then cosine decay to
+  /// `min_learning_rate` at `decay_iterations` (< 0: no decay, the rate stays at its peak).
+  double min_learning_rate = -1;
+  int warmup_iterations = 0;
+  int decay_iterations = 0;
+  double weight_decay = 0.0;  ///< on matrices only (models::decays)
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  ///< AdamW
   double momentum = 0.0;                          ///< SGD
   double clip_norm = 1.0;  ///< global gradient norm bound; <= 0 disables clipping
@@ -75,6 +82,10 @@ struct train_options {
   std::chrono::milliseconds timeout{60000};
   /// Synthetic data set: number of distinct samples (an epoch), 0 = unbounded.
   std::int64_t dataset_samples = 0;
+  /// The user's data (models/token_data.hpp); without it, the synthetic Markov stream.
+  std::optional<config::data_source> data;
+  /// Batches of global_batch sequences each validation_loss() averages.
+  int eval_batches = 1;
   /// Emulated links between the plan's zones (the cluster's): activations and gradients
   /// between ranks whose replicas are in different zones take the link's latency and
   /// bandwidth (shaped_p2p.hpp). Empty: no shaping.
@@ -85,6 +96,15 @@ struct train_options {
   std::string checkpoint_dir;
   int checkpoint_every = 1;
 };
+
+/// The executor options a job file asks for: seed, optimizer and its schedule, betas, weight
+/// decay, clipping, data and validation batches (the rest keeps its defaults).
+train_options options_from(const config::job& job);
+
+/// The learning rate of `iteration` (0-based) under the options' schedule, as nanoGPT computes
+/// it: lr * (it + 1) / (warmup + 1) during warm-up, then a cosine from lr at the end of warm-up
+/// to min_learning_rate at decay_iterations, min_learning_rate after.
+double learning_rate_at(const train_options& options, int iteration);
 
 /// What one rank measured in one iteration (seconds).
 struct iteration_telemetry {
@@ -126,6 +146,11 @@ public:
   /// ranks of the plan must call it with the same number.
   result<iteration_telemetry> run_iteration(int iteration);
 
+  /// The mean loss over options.eval_batches held-out batches (forward only, no change to
+  /// the weights); the same on every rank. All ranks of the plan call it together, between
+  /// iterations. An error when the job has no data with a validation part.
+  result<double> validation_loss();
+
   /// Loads the checkpoint taken after `iterations` completed iterations from `dir` (written by
   /// any plan of the same model and optimizer): this rank's slices of parameters and
   /// optimizer state. The next iteration to run is then `iterations`.
@@ -153,5 +178,8 @@ private:
 /// Validates that `plan` can be executed for `model`: stages cover layers 0..L+1 in order,
 /// each TP degree divides heads, vocabulary and ffn, micro-batches divide evenly.
 status validate_for_training(const config::model_shape& model, const config::plan& plan);
+/// Refuses a model whose architecture or options models/ does not implement (a Llama without
+/// rotary positions, a gated MLP on GPT-2, ...), naming the field.
+status validate_architecture(const config::model_shape& model);
 
 }  // namespace sailor::train

@@ -1,0 +1,151 @@
+// The reference recipe: a character-level GPT on tiny Shakespeare (configs/models/
+// char-gpt-4x128.yaml, configs/jobs/tinyshakespeare-char.yaml), printing the validation loss
+// every eval_every iterations (250, 500, ..., 2000) and the wall time. A reference PyTorch
+// implementation reaches 1.89 at iteration 2000 in about 2.5 minutes on a 2-core machine.
+//
+//   char_lm [--model FILE] [--job FILE] [--layout single|dp2|dp4|pp2|pp2dp2]
+//           [--iterations N] [--threads T]
+//
+// Run from the repository root (the job's data path is relative to it). Layouts run their
+// ranks as threads of this process meeting through an in-memory Gloo store: `single` is one
+// rank with every layer; dpN is N data-parallel replicas; pp2 two pipeline stages (the
+// tied head's gradient summed with the embedding's across them); pp2dp2 both. The ranks
+// share this process's cores (no emulated zones here).
+
+#include <sailor/actors/train/executor.hpp>
+#include <sailor/comm/collective.hpp>
+#include <sailor/config/load.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <latch>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace sailor;
+using clock_type = std::chrono::steady_clock;
+
+// single: one rank; dpN: N replicas of every layer; pp2: two stages (the embedding and 2
+// blocks, then 2 blocks and the tied head); pp2dp2: two stages of two replicas each.
+config::plan plan_for(const std::string& layout, const config::model_shape& model, const config::job& job) {
+  const int replicas = layout == "dp2" || layout == "pp2dp2" ? 2 : layout == "dp4" ? 4 : 1;
+  const bool pipeline = layout.rfind("pp2", 0) == 0;
+  auto stage = [&](int first, int count) {
+    config::stage_plan s;
+    s.first_layer = first;
+    s.num_layers = count;
+    for (int r = 0; r < replicas; ++r) {
+      config::replica rep;
+      rep.gpu_type = "cpu";
+      rep.tp = 1;
+      s.replicas.push_back(rep);
+    }
+    return s;
+  };
+  config::plan p;
+  p.global_batch = job.global_batch;
+  const int layers = model.num_all_layers();
+  if (pipeline) {
+    p.stages = {stage(0, layers / 2), stage(layers / 2, layers - layers / 2)};
+    p.micro_batch = job.global_batch / (2 * replicas);  // 1F1B needs several micro-batches
+  } else {
+    p.stages = {stage(0, layers)};
+    p.micro_batch = job.global_batch / replicas;
+  }
+  return p;
+}
+
+struct report {
+  std::mutex mu;
+  clock_type::time_point start = clock_type::now();
+  double seconds() const { return std::chrono::duration<double>(clock_type::now() - start).count(); }
+};
+
+// One rank: trains `iterations` iterations, rank 0 prints the validation loss every
+// eval_every iterations (and at the end).
+std::string run_rank(int rank, const config::model_shape& model, const config::plan& plan,
+                     const config::job& job, train::train_options options, int iterations,
+                     const comm::gloo_options& gopts, report& out, std::latch& done) {
+  std::unique_ptr<comm::communicator_factory> factory;
+  std::unique_ptr<train::stage_executor> exec;
+  struct arrive {
+    std::latch& l;
+    ~arrive() { l.arrive_and_wait(); }
+  } guard{done};
+  auto made_factory = comm::make_gloo_factory(rank, gopts);
+  if (!made_factory) return made_factory.error().to_string();
+  factory = std::move(*made_factory);
+  auto made = train::stage_executor::create(model, plan, train::role_of(plan, rank), *factory, options);
+  if (!made) return made.error().to_string();
+  exec = std::move(*made);
+  double train_loss = 0;
+  for (int it = 1; it <= iterations; ++it) {
+    auto tel = exec->run_iteration(it - 1);
+    if (!tel) return tel.error().to_string();
+    train_loss = tel->loss;
+    if ((job.eval_every > 0 && it % job.eval_every == 0) || it == iterations) {
+      auto v = exec->validation_loss();
+      if (!v) return v.error().to_string();
+      if (rank == 0) {
+        std::lock_guard<std::mutex> lock(out.mu);
+        std::printf("iteration %5d  train loss %.4f  validation loss %.4f  lr %.2e  %.1f s\n", it,
+                    train_loss, *v, train::learning_rate_at(options, it - 1), out.seconds());
+        std::fflush(stdout);
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"char_lm: the tiny-Shakespeare character-level reference recipe"};
+  std::string model_path = "configs/models/char-gpt-4x128.yaml";
+  std::string job_path = "configs/jobs/tinyshakespeare-char.yaml";
+  std::string layout = "single";
+  int iterations = 0, threads = 0;
+  app.add_option("--model", model_path, "model file");
+  app.add_option("--job", job_path, "job file");
+  app.add_option("--layout", layout, "single, dp2, dp4, pp2 or pp2dp2")->check(CLI::IsMember({"single", "dp2", "dp4", "pp2", "pp2dp2"}));
+  app.add_option("--iterations", iterations, "iterations (default: the job's)");
+  app.add_option("--threads", threads, "torch threads (default: 2 for single, 1 per rank otherwise)");
+  CLI11_PARSE(app, argc, argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines as they come, also into a file
+
+  auto model = config::load_model(model_path);
+  if (!model) return std::fprintf(stderr, "%s\n", model.error().to_string().c_str()), 2;
+  auto job = config::load_job(job_path);
+  if (!job) return std::fprintf(stderr, "%s\n", job.error().to_string().c_str()), 2;
+  if (iterations <= 0) iterations = job->iterations;
+  auto plan = plan_for(layout, *model, *job);
+  if (auto st = train::validate_for_training(*model, plan))
+    return std::fprintf(stderr, "%s\n", st->to_string().c_str()), 2;
+  auto options = train::options_from(*job);
+  options.torch_threads = threads > 0 ? threads : layout == "single" ? 2 : 1;
+  const int n = train::world_size(plan);
+  std::printf("char_lm: %s (%s, %lld parameters), %s, %d iterations, layout %s (%d ranks)\n",
+              model->name.c_str(), config::to_string(model->arch),
+              static_cast<long long>(model->total_params()), job->data ? job->data->path.c_str() : "synthetic",
+              iterations, layout.c_str(), n);
+  comm::gloo_options gopts;
+  gopts.in_process_store = comm::make_in_process_store();
+  report out;
+  std::latch done(n);
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r)
+    ranks.emplace_back([&, r] { errors[r] = run_rank(r, *model, plan, *job, options, iterations, gopts, out, done); });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < n; ++r)
+    if (!errors[r].empty()) return std::fprintf(stderr, "rank %d: %s\n", r, errors[r].c_str()), 1;
+  std::printf("wall time %.1f s (reference: validation loss 1.89 at 2000 in about 150 s)\n", out.seconds());
+  return 0;
+}

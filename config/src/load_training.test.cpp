@@ -1,0 +1,93 @@
+// The training fields of model and job files: the block family, the data, the schedule.
+#include "sailor/config/load.hpp"
+
+#include <doctest/doctest.h>
+
+#include "temp_file.hpp"
+
+using namespace sailor;
+using namespace sailor::config;
+
+namespace {
+
+const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+
+template <class T>
+sailor::error error_of(const result<T>& r) {
+  REQUIRE_FALSE(r.ok());
+  return r.error();
+}
+
+}  // namespace
+
+TEST_CASE("models: the architecture sets its family's defaults") {
+  testing::temp_dir dir;
+  const std::string base = "name: m\nlayers: 2\nhidden: 64\nheads: 4\nsequence: 32\nvocabulary: 100\n";
+  auto gpt = load_model(dir.write("gpt.yaml", base));
+  REQUIRE(gpt);
+  CHECK(gpt->arch == architecture::gpt2);
+  CHECK(gpt->bias);
+  CHECK(gpt->learned_positions);
+  auto llama = load_model(dir.write("llama.yaml", base + "architecture: llama\nkv_heads: 2\nrope_theta: 500000\n"));
+  REQUIRE(llama);
+  CHECK(llama->arch == architecture::llama);
+  CHECK_FALSE(llama->bias);
+  CHECK(llama->gated_mlp);
+  CHECK_FALSE(llama->learned_positions);
+  CHECK(llama->rope_theta == 500000);
+  auto opt = load_model(dir.write("opt.yaml", base + "architecture: opt\n"));
+  REQUIRE(opt);
+  CHECK(opt->position_rows() == 34);
+  auto bad = error_of(load_model(dir.write("bad.yaml", base + "architecture: mamba\n")));
+  CHECK(bad.field == "architecture");
+  CHECK(bad.line == 7);
+  auto shipped = load_model(configs + "/models/llama-3-8b.yaml");
+  REQUIRE(shipped);
+  CHECK(shipped->arch == architecture::llama);
+  CHECK_FALSE(shipped->bias);
+}
+
+TEST_CASE("jobs: data, validation and the optimizer schedule") {
+  testing::temp_dir dir;
+  const std::string base = "global_batch: 12\n";
+  auto plain = load_job(dir.write("plain.yaml", base));
+  REQUIRE(plain);
+  CHECK_FALSE(plain->data);
+  CHECK(plain->schedule.lr == 1e-3);
+  auto full = load_job(dir.write("full.yaml", base + R"(data: {path: corpus.txt, format: tokens-u16, validation_fraction: 0.05}
+eval_every: 250
+eval_batches: 20
+lr: 1.0e-3
+min_lr: 1.0e-4
+warmup_iterations: 100
+decay_iterations: 2000
+betas: [0.9, 0.99]
+weight_decay: 0.1
+grad_clip: 1.0
+)"));
+  REQUIRE_MESSAGE(full, (full ? "" : full.error().to_string()));
+  REQUIRE(full->data);
+  CHECK(full->data->path == "corpus.txt");
+  CHECK(full->data->format == data_format::tokens_u16);
+  CHECK(full->data->validation_fraction == 0.05);
+  CHECK(full->eval_every == 250);
+  CHECK(full->eval_batches == 20);
+  CHECK(full->schedule.min_lr == 1e-4);
+  CHECK(full->schedule.warmup_iterations == 100);
+  CHECK(full->schedule.decay_iterations == 2000);
+  CHECK(full->schedule.beta2 == 0.99);
+  CHECK(full->schedule.weight_decay == 0.1);
+
+  auto format = error_of(load_job(dir.write("f.yaml", base + "data: {path: x, format: csv}\n")));
+  CHECK(format.field == "data.format");
+  auto fraction = error_of(load_job(dir.write("v.yaml", base + "data: {path: x, validation_fraction: 1.5}\n")));
+  CHECK(fraction.field == "data.validation_fraction");
+  auto nopath = error_of(load_job(dir.write("p.yaml", base + "data: {format: text}\n")));
+  CHECK(nopath.field == "data.path");
+  auto eval = error_of(load_job(dir.write("e.yaml", base + "eval_every: 10\n")));
+  CHECK(eval.field == "eval_every");
+  auto floor = error_of(load_job(dir.write("m.yaml", base + "lr: 1.0e-4\nmin_lr: 1.0e-3\n")));
+  CHECK(floor.field == "min_lr");
+  auto betas = error_of(load_job(dir.write("b.yaml", base + "betas: [0.9, 1.2]\n")));
+  CHECK(betas.field == "betas[1]");
+}
