@@ -1,7 +1,8 @@
 // Broken state on disk: a job trained by a coordinator and a node (TCP, a job token) leaves
-// its checkpoints; random bytes are written into the newest one's shard. A coordinator started
-// again on the same folder must not resume from it: it names the file, falls back to the
-// previous complete checkpoint, and the loss curve is still the undisturbed one.
+// its checkpoints in the node's state folder; random bytes are written into the newest one's
+// shard. When the job is started again the node must not offer it (it names the file), the
+// coordinator falls back to the previous complete checkpoint, and the loss curve is still the
+// undisturbed one.
 
 // Built only with LibTorch (the reference run needs the training executor).
 #if __has_include(<sailor/models/shapes.hpp>)
@@ -55,12 +56,14 @@ std::string train(const temp_dir& dir, const std::string& token_file, int iterat
   child node(std::vector<std::string>{sailor_bin("sailor-node"), "--join",
                                       "127.0.0.1:" + std::string(m[1]), "--zone", "local-a",
                                       "--devices", "cpu:1", "--name", "n1", "--transport", "tcp",
-                                      "--token-file", token_file},
+                                      "--token-file", token_file, "--state-dir",
+                                      dir.path("state")},
              dir.path(run + "-node.out"), dir.path(run + "-node.err"));
   const int code = coordinator.wait_exit(120s);
   // The node finishes its last checkpoint write and leaves once the coordinator is gone.
   CHECK(node.wait_exit(30s) >= 0);
-  *log = coordinator.err();
+  // The node checks its shards before it offers them (the coordinator reads no disk).
+  *log = coordinator.err() + node.err();
   INFO(coordinator.out());
   INFO(*log);
   REQUIRE(code == 0);
@@ -83,12 +86,16 @@ TEST_CASE("hostile: a corrupt checkpoint shard is named and skipped; training re
   std::string log;
   train(dir, token_file, 4, "first", &log);
   // The newest complete checkpoint (after iteration 4): 4 KiB of random bytes in its shard.
-  const auto folder = fs::path(dir.path("train")) / "checkpoints" / "v1" / "iter-00000004";
+  // In the node's state folder: checkpoints/<job>/v1/iter-00000004.
+  fs::path folder;
+  for (auto& e : fs::recursive_directory_iterator(fs::path(dir.path("state")) / "checkpoints"))
+    if (e.is_directory() && e.path().filename() == "iter-00000004") folder = e.path();
+  REQUIRE(!folder.empty());
   std::vector<fs::path> shards;
   for (auto& e : fs::directory_iterator(folder))
     if (e.path().extension() == ".ckpt") shards.push_back(e.path());
   REQUIRE(shards.size() == 1);
-  REQUIRE(fs::exists(fs::path(dir.path("train")) / "checkpoints" / "v1" / "iter-00000003"));
+  REQUIRE(fs::exists(folder.parent_path() / "iter-00000003"));
   {
     const auto size = fs::file_size(shards[0]);
     REQUIRE(size > 8192);

@@ -44,9 +44,11 @@ void skip_without_namespaces(const netns_lab& lab) {
   std::exit(77);
 }
 
-// The environment of every process in the lab: UCX on the veth only.
+// The environment of every process in the lab: UCX on the veth only,
+// and the job token every process of the job proves in the transport handshake.
 std::vector<std::string> lab_env() {
-  return {"UCX_NET_DEVICES=sl0", "UCX_TLS=tcp,self", "SPDLOG_LEVEL=info"};
+  return {"UCX_NET_DEVICES=sl0", "UCX_TLS=tcp,self", "SPDLOG_LEVEL=info",
+          "SAILOR_TOKEN=netns-test-token-8d2e"};
 }
 
 // The loss printed last for each iteration (iterations after a re-plan may run again).
