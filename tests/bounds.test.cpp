@@ -19,7 +19,7 @@ TEST_CASE("bounds: 10^10 GPUs in a zone are refused, not printed as 1410065408")
   temp_dir dir;
   auto cluster = dir.write("cluster.yaml", "name: c\nzones:\n  - {name: a, gpus: {A100-40: 10000000000}}\n");
   auto r = run_command(sailor_bin() + " validate --cluster " + cluster, 30);
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == 2);  // bad input (exit_codes.hpp)
   CHECK(contains(r.err, cluster + ":3: zones[0].gpus.A100-40:"));
   CHECK(contains(r.err, "10000000000"));
   CHECK_FALSE(contains(r.out, "1410065408"));
@@ -37,7 +37,7 @@ TEST_CASE("bounds: a model of 10^6 layers is refused before planning allocates f
   auto model = dir.write("model.yaml", "name: huge\nlayers: 1000000\nhidden: 64\nheads: 4\nsequence: 8\n"
                                        "vocabulary: 10\n");
   auto v = run_command(sailor_bin() + " validate --model " + model, 30);
-  CHECK(v.exit_code == 1);
+  CHECK(v.exit_code == 2);  // bad input (exit_codes.hpp)
   CHECK(contains(v.err, model + ":2: layers: 1000000 layers, more than the planner handles"));
   auto p = run_command(sailor_bin() + " plan --cluster " + configs + "/clusters/gcp-5-zones.yaml --model " + model +
                          " --job " + configs + "/jobs/max-throughput.yaml", 30);
@@ -48,7 +48,7 @@ TEST_CASE("bounds: a model of 10^6 layers is refused before planning allocates f
   auto wrapped = dir.write("wrapped.yaml", "name: w\nlayers: 4294967300\nhidden: 64\nheads: 4\nsequence: 8\n"
                                            "vocabulary: 10\n");
   auto w = run_command(sailor_bin() + " validate --model " + wrapped, 30);
-  CHECK(w.exit_code == 1);
+  CHECK(w.exit_code == 2);  // bad input (exit_codes.hpp)
   CHECK(contains(w.err, "expected at most 2147483647"));
 }
 
@@ -58,6 +58,6 @@ TEST_CASE("bounds: a cluster of 50000 zones is refused at once (610000 once took
   for (int k = 0; k < 50000; ++k) text += "  - {name: z" + std::to_string(k) + "}\n";
   auto cluster = dir.write("cluster.yaml", text);
   auto r = run_command(sailor_bin() + " validate --cluster " + cluster, 60);
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == 2);  // bad input (exit_codes.hpp)
   CHECK(contains(r.err, "50000 zones, more than the planner handles"));
 }

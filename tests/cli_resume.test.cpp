@@ -52,7 +52,9 @@ run_output train_until(const temp_dir& dir, const std::string& run, int iteratio
     return std::regex_search(out, m, listening);
   }));
   child node{{sailor_bin("sailor-node"), "--join", "127.0.0.1:" + std::string(m[1]), "--zone", "local-a", "--devices",
-              "cpu:1", "--name", "node-" + run, "--transport", "socket", "--log-dir", dir.path("logs")},
+              "cpu:1", "--name", "node-" + run, "--transport", "socket", "--log-dir", dir.path("logs"),
+              // the same machine's folder each run: the checkpoints the job resumes from
+              "--state-dir", dir.path("state")},
              dir.path(run + "-node.out"), dir.path(run + "-node.err")};
   REQUIRE(node.pid() > 0);
   run_output r;

@@ -105,7 +105,7 @@ struct cluster_fixture {
     nodes.push_back(std::make_unique<child>(
       std::vector<std::string>{sailor_bin("sailor-node"), "--join",
                                "127.0.0.1:" + std::to_string(port), "--zone", zone, "--devices",
-                               devices, "--gpu-type", gpu_type, "--name", name, "--transport",
+                               devices, "--gpu-type", gpu_type, "--emulate-gpu", "--name", name, "--transport",
                                transport_kind, "--token-file", token_file},
       dir.path(name + ".out"), dir.path(name + ".err")));
     REQUIRE(nodes.back()->pid() > 0);

@@ -57,6 +57,7 @@ struct node_args {
   std::string advertise;  ///< empty: the address of the interface that reaches the coordinator
   std::string state_dir;  ///< empty: $XDG_CACHE_HOME/sailor/<name> or ~/.cache/sailor/<name>
   std::string log_dir = "sailor-logs";
+  bool emulate_gpu = false;  ///< CPU cores planned as --gpu-type (tests, demos)
 };
 
 // The address of this machine's interface that routes to host:port (a UDP socket connected
@@ -210,9 +211,11 @@ int run(const node_args& args) {
     return 2;
   }
   // CPU devices are planned by what they are: a GPU type would have the planner count on a GPU.
-  if (default_type == "CPU" && !args.gpu_type.empty() && args.gpu_type != "CPU") {
+  if (default_type == "CPU" && !args.gpu_type.empty() && args.gpu_type != "CPU" &&
+      !args.emulate_gpu) {
     std::fprintf(stderr, "sailor-node: --gpu-type: '%s' names a GPU, but --devices %s are CPU "
-                         "cores (give --devices cuda:N on a GPU machine, or leave --gpu-type out)\n",
+                         "cores (give --devices cuda:N on a GPU machine, leave --gpu-type out, or say "
+                         "--emulate-gpu)\n",
                  args.gpu_type.c_str(), args.devices.c_str());
     return 2;
   }
@@ -378,6 +381,9 @@ int main(int argc, char** argv) {
   app.add_option("--token-file", args.token_file,
                  "file whose first line is the job token (default: the SAILOR_TOKEN environment "
                  "variable)");
+  app.add_flag("--emulate-gpu", args.emulate_gpu,
+               "plan these CPU cores as the --gpu-type named (to try heterogeneous plans on a "
+               "machine without GPUs; the times are the CPU's)");
   app.add_option("--log-dir", args.log_dir, "also write the log to DIR/NAME.log (\"\": stderr "
                                             "only)")
     ->capture_default_str();
