@@ -130,7 +130,16 @@ namespace {
 struct fetch_call {
   std::mutex mutex;
   std::condition_variable done;
+  bool open = false;
   std::optional<result<std::vector<std::byte>>> outcome;
+
+  void opened() {
+    {
+      std::lock_guard lock{mutex};
+      open = true;
+    }
+    done.notify_all();
+  }
 
   void finish(result<std::vector<std::byte>> r) {
     {
@@ -158,12 +167,25 @@ result<std::vector<std::byte>> fetch_one(comm::transport& transport, const shard
     call->finish(failure(text_of(bytes)));
   };
   h.on_error = [call](const comm::transport_error& e) { call->finish(failure(e.to_string())); };
+  h.on_open = [call] { call->opened(); };
   auto conn = transport.connect(*where, h);
   if (!conn)
     return conn.error();
-  (*conn)->send_control(bytes_of(std::string{get_prefix} + src.path), {});
+  // The request goes once the handshake (the job token) is through: a frame before it is
+  // refused by the serving side.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::unique_lock lock{call->mutex};
-  const bool answered = call->done.wait_for(lock, timeout, [&] { return call->outcome.has_value(); });
+  if (!call->done.wait_until(lock, deadline, [&] { return call->open || call->outcome.has_value(); })) {
+    lock.unlock();
+    (*conn)->close();
+    return failure("no handshake within " + std::to_string(timeout.count()) + " ms");
+  }
+  const bool failed_early = call->outcome.has_value();
+  lock.unlock();
+  if (!failed_early)
+    (*conn)->send_control(bytes_of(std::string{get_prefix} + src.path), {});
+  lock.lock();
+  const bool answered = call->done.wait_until(lock, deadline, [&] { return call->outcome.has_value(); });
   lock.unlock();
   (*conn)->close();
   if (!answered)
