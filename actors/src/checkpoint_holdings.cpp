@@ -9,29 +9,12 @@ namespace sailor::actors {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// "iter-00000012" -> 12; -1 for anything else.
-int iterations_of(const std::string& folder_name) {
-  const std::string prefix = "iter-";
-  if (folder_name.size() <= prefix.size() || folder_name.rfind(prefix, 0) != 0)
-    return -1;
-  int n = 0;
-  for (std::size_t i = prefix.size(); i < folder_name.size(); ++i) {
-    if (folder_name[i] < '0' || folder_name[i] > '9' || n > 100'000'000)
-      return -1;
-    n = n * 10 + (folder_name[i] - '0');
-  }
-  return n;
-}
-
-}  // namespace
 
 void checkpoint_holdings::add(const std::string& file, const std::string& holder) {
   const fs::path p{file};
   if (!train::detail::parse_shard_file_name(p.filename().string()) || holder.empty())
     return;
-  const int n = iterations_of(p.parent_path().filename().string());
+  const int n = train::detail::iterations_of_folder(p.parent_path().filename().string());
   if (n <= 0)
     return;
   held_[key{p.parent_path().parent_path().string(), n}][p.filename().string()].insert(holder);

@@ -19,19 +19,6 @@ namespace {
 
 constexpr const char* folder_prefix = "iter-";
 
-// The n of a folder named iter-<digits>; -1 otherwise.
-int iterations_of_folder(const std::string& name) {
-  const std::string prefix = folder_prefix;
-  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return -1;
-  long long n = 0;
-  for (std::size_t i = prefix.size(); i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9') return -1;
-    n = n * 10 + (name[i] - '0');
-    if (n > 1'000'000'000) return -1;
-  }
-  return static_cast<int>(n);
-}
-
 }  // namespace
 
 std::string checkpoint_path(const std::string& dir, int iterations) {
@@ -48,6 +35,19 @@ int latest_checkpoint(const std::string& dir) {
 }
 
 namespace detail {
+
+// The n of a folder named iter-<digits>; -1 otherwise.
+int iterations_of_folder(const std::string& name) {
+  const std::string prefix = folder_prefix;
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return -1;
+  long long n = 0;
+  for (std::size_t i = prefix.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    n = n * 10 + (name[i] - '0');
+    if (n > 1'000'000'000) return -1;
+  }
+  return static_cast<int>(n);
+}
 
 std::string shard_file_name(const shard_file& f) {
   char name[160];

@@ -32,6 +32,9 @@ struct shard_file {
   bool holds_layer(int layer) const { return first_layer <= layer && layer < end_layer; }
 };
 
+/// The n of a folder named iter-<n> (checkpoint_path); -1 for any other name.
+int iterations_of_folder(const std::string& name);
+
 /// The file name (no folder) of `f`.
 std::string shard_file_name(const shard_file& f);
 /// Parses a file name written by shard_file_name; nullopt for anything else (temporary files).
