@@ -60,7 +60,7 @@ TEST_CASE("a coordinator without --train-dir says it trains nothing, and status 
   const std::string port = start_control_plane(coordinator, dir);
   CHECK(contains(coordinator->out(), "control plane only (no --train-dir)"));
   for (int k = 0; k < 3; ++k) {
-    auto st = run_command(sailor_bin() + " status 127.0.0.1:" + port + " --transport socket --json", 60);
+    auto st = run_command(sailor_bin() + " status 127.0.0.1:" + port + " --transport socket --json --timeout-ms 20000", 60);
     INFO(st.err);
     REQUIRE(st.exit_code == 0);
     // No "link closed" of its own; only the warning that `socket` authenticates no one.

@@ -128,8 +128,8 @@ TEST_CASE("dashboard: the JSON API of a coordinator with nodes, bad requests, an
 
   // /api/status is what `sailor status --json` prints.
   auto cli = run_command(sailor_bin() + " status 127.0.0.1:" + std::to_string(port) +
-                           " --json --transport socket",
-                         30);
+                           " --json --transport socket --timeout-ms 20000",
+                         60);
   REQUIRE(cli.exit_code == 0);
   auto printed = json::parse(cli.out);
   std::set<std::string> api_keys, cli_keys;

@@ -191,7 +191,7 @@ struct hostile_fixture {
     CHECK(::kill(coordinator->pid(), 0) == 0);
     REQUIRE(eventually(10s, [&] { return ready(n); }));
     auto cli = run_command(sailor_bin() + " status 127.0.0.1:" + std::to_string(port) +
-                             " --json --token-file " + token_file, 30);
+                             " --json --timeout-ms 20000 --token-file " + token_file, 60);
     INFO(cli.err);
     REQUIRE(cli.exit_code == 0);
     auto json = nlohmann::json::parse(cli.out);

@@ -120,7 +120,7 @@ TEST_CASE("elastic: sailor coordinator --train-dir trains the nodes that join an
   INFO(coordinator.err());
   REQUIRE(trained);
   // `sailor status` shows the training's progress.
-  auto st = run_command(sailor_bin() + " status 127.0.0.1:" + port + " --transport socket --json", 20);
+  auto st = run_command(sailor_bin() + " status 127.0.0.1:" + port + " --transport socket --json --timeout-ms 30000", 60);
   INFO(st.out);
   INFO(st.err);
   REQUIRE(st.exit_code == 0);
