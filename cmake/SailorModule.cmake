@@ -44,6 +44,7 @@ function(sailor_module name)
     set_target_properties(${ARG_TARGET}_tests PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
     doctest_discover_tests(${ARG_TARGET}_tests TEST_PREFIX "${name}: "
       WORKING_DIRECTORY ${CMAKE_BINARY_DIR}
-      PROPERTIES TIMEOUT ${ARG_TEST_TIMEOUT} LABELS unit)
+      PROPERTIES TIMEOUT ${ARG_TEST_TIMEOUT} LABELS unit
+                 FAIL_REGULAR_EXPRESSION "test cases: 0 [|]")
   endif()
 endfunction()

@@ -129,7 +129,7 @@ TEST_CASE("a plan that places GPUs a zone does not have fails validate and simul
   CHECK(contains(n.err, "zone 'local-a' has no A100-40 GPUs in the cluster"));
 }
 
-TEST_CASE("one model registry: a model by its file, its name or Sailor's name; a YAML shape with Sailor's data") {
+TEST_CASE("one model registry: a model by its file, its name or Sailor's name, a YAML shape with Sailor's data") {
   const std::string pool = " --cluster " + configs + "/clusters/gcp-5-zones.yaml --job " + configs + "/jobs/max-throughput.yaml";
   for (const char* name : {"OPT-350M", "opt-350", "opt-350m"}) {
     auto r = run_command(sailor_bin() + " plan --model " + name + pool + " --json");

@@ -201,7 +201,7 @@ struct hostile_fixture {
 
 }  // namespace
 
-TEST_CASE_FIXTURE(hostile_fixture, "hostile: random, truncated and oversized frames on the TCP port are refused; memory stays flat") {
+TEST_CASE_FIXTURE(hostile_fixture, "hostile: random, truncated and oversized frames on the TCP port are refused, memory stays flat") {
   start_good_node("n1");
   REQUIRE(eventually(20s, [&] { return ready(1); }));
   long rss_before = rss_kib(coordinator->pid());

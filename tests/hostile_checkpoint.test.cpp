@@ -80,7 +80,7 @@ std::map<int, double> losses(const std::string& out, int iterations) {
 
 }  // namespace
 
-TEST_CASE("hostile: a corrupt checkpoint shard is named and skipped; training resumes from the previous one with the same loss curve") {
+TEST_CASE("hostile: a corrupt checkpoint shard is named and skipped, training resumes from the previous one with the same loss curve") {
   temp_dir dir;
   auto token_file = dir.write("token", "checkpoint-test-token\n");
   std::string log;

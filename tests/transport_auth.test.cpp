@@ -78,7 +78,7 @@ std::vector<std::byte> hello_message(const std::string& from) {
 
 }  // namespace
 
-TEST_CASE("transport auth: the job token is proven both ways; a wrong or missing token is refused") {
+TEST_CASE("transport auth: the job token is proven both ways, a wrong or missing token is refused") {
   for (const auto& b : sailor::test::all_backends()) {
     CAPTURE(b.name);
     server_log server;

@@ -38,7 +38,7 @@ TEST_CASE("holdings: the newest checkpoint whose every writer's file is held win
   CHECK(held.newest().iterations == 6);
 }
 
-TEST_CASE("holdings: a lost node takes its files; an older complete checkpoint remains") {
+TEST_CASE("holdings: a lost node takes its files, an older complete checkpoint remains") {
   actors::checkpoint_holdings held;
   held.add(shard("checkpoints/v2", 2, 0, 1), "a:1");
   held.add(shard("checkpoints/v2", 2, 0, 1), "b:1");  // fetched by b after a re-plan

@@ -233,7 +233,7 @@ TEST_CASE("messages: tensor descriptors round-trip as the payload header") {
   CHECK(std::get<tensor_descriptor>(decode_tensor_header(encode_tensor_header(scalar))) == scalar);
 }
 
-TEST_CASE("handshake: hello round-trips; wrong magic and version are refused") {
+TEST_CASE("handshake: hello round-trips, wrong magic and version are refused") {
   detail::hello h{protocol_version, "node-1", "zone-a"};
   auto out = detail::decode_hello(detail::encode_hello(h));
   REQUIRE(std::holds_alternative<detail::hello>(out));

@@ -238,7 +238,7 @@ TEST_CASE("a plan is checked against the cluster") {
   CHECK(bad->message.find("zone 'a' has no V100-16") != std::string::npos);
 }
 
-TEST_CASE("a file's kind is told by its fields, misspelt ones too; a missing file is not found") {
+TEST_CASE("a file's kind is told by its fields, misspelt ones too, a missing file is not found") {
   testing::temp_dir dir;
   CHECK(*config_kind(dir.write("c.yaml", valid_cluster)) == "cluster");
   CHECK(*config_kind(dir.write("m.yaml", valid_model)) == "model");

@@ -75,7 +75,7 @@ TEST_CASE("data: text is read with a character-level tokenizer built from the fi
   CHECK(*vocab == data.symbols());
 }
 
-TEST_CASE("data: token files are little-endian ids; validation samples come from the tail") {
+TEST_CASE("data: token files are little-endian ids, validation samples come from the tail") {
   temp_data f("tokens.u16");
   std::vector<int> ids;
   for (int i = 0; i < 1000; ++i) ids.push_back(i < 900 ? i % 300 : 300 + i % 50);  // tail: 300..349

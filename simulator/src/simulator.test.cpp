@@ -169,7 +169,7 @@ TEST_CASE("two stages across zones: 1F1B with a known transfer") {
   CHECK(aev->pipeline_s == doctest::Approx(ae->pipeline_s).epsilon(0.02));
 }
 
-TEST_CASE("a straggler replica sets its stage's pace; data-parallel sync is charged") {
+TEST_CASE("a straggler replica sets its stage's pace, data-parallel sync is charged") {
   fixture f;
   auto ctx = f.make();
   auto even = make_plan(1, 8, {{4, {rep("fast", "a"), rep("fast", "a")}}});
