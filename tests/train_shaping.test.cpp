@@ -1,17 +1,16 @@
-// Transfers between zones obey the emulated link: with a 100 ms link between the zones of two
-// stages, the iteration grows by the link's latency on every round trip of the 1F1B schedule,
-// the receive waits grow with it, and the loss curve does not change. With a 50 ms link
-// between two data-parallel replicas, every gradient all-reduce (one per layer) and the loss
-// all-reduce take at least what the links imply (the simulator's model), and the loss curve
-// does not change.
+// Transfers between zones obey the emulated link, which holds the real bytes of every
+// transfer (comm's link shaper under the data plane's channel): with a 100 ms link between
+// the zones of two stages, the iteration grows by the link's latency on every round trip of
+// the 1F1B schedule and the receive waits grow with it; with a 50 ms link between two
+// data-parallel replicas, every hierarchical gradient all-reduce (one per layer) and the loss
+// all-reduce cross it twice. The loss curve does not change.
 
 // Built only with LibTorch (the training executor).
 #if __has_include(<sailor/models/shapes.hpp>)
 
 #include <sailor/actors/train/executor.hpp>
-#include <sailor/actors/train/shaped_p2p.hpp>
+#include <sailor/actors/train/data_plane.hpp>
 #include <sailor/models/shapes.hpp>
-#include <sailor/simulator/simulator.hpp>
 
 #include <doctest/doctest.h>
 
@@ -129,8 +128,8 @@ TEST_CASE("train: a 100 ms link between two stages' zones delays each pipeline r
   // 1F1B on 2 stages keeps 2 micro-batches in flight, so 4 micro-batches make 2 round trips
   // over the link, each forward and back: 4 latencies per iteration when the latency is far
   // above the compute (here a few ms per micro-batch; compute hides a little of it). The loss
-  // and norm all-reduce at the end crosses the link too: 2 more.
-  const double expected = 4 * latency + train::shaped_all_reduce_s({"zone-a", "zone-b"}, {link}, 16);
+  // and norm all-reduce at the end crosses the link too: a ring of 2 zones, 2 steps.
+  const double expected = 4 * latency + 2 * latency;
   auto total = [](const train::iteration_telemetry& t) { return t.total_s; };
   auto recv = [](const train::iteration_telemetry& t) { return t.recv_wait_s; };
   const double grew = mean_after_first(shaped, 0, total) - mean_after_first(plain, 0, total);
@@ -177,135 +176,22 @@ TEST_CASE("train: ranks in one zone, or without a link between their zones, are 
   CHECK(got.telemetry[0][1].total_s < 0.5);
 }
 
-TEST_CASE("train: the shaped all-reduce returns on every member at the last arrival plus the links' time") {
-  // Two members in two zones, 40 ms and 1 MB/s between them; member 1 arrives 60 ms late.
-  const auto link = link_of("a", "b", 0.040, 0.001);
-  const std::vector<std::string> zones = {"a", "b"};
-  const std::size_t count = 5000;  // 20 kB: 10 kB per ring step, 10 ms at 1 MB/s
-  const double model = train::shaped_all_reduce_s(zones, {link}, count * 4.0);
-  CHECK(model == doctest::Approx(2 * (0.040 + 0.010)).epsilon(1e-9));
-  comm::gloo_options gopts;
-  gopts.in_process_store = comm::make_in_process_store();
-  gopts.timeout = 10s;
-  using clock_type = std::chrono::steady_clock;
-  std::vector<clock_type::time_point> arrived(2), returned(2);
-  std::vector<std::vector<float>> data(2);
-  std::vector<std::string> errors(2);
-  std::latch created(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] {
-      auto factory = comm::make_gloo_factory(r, gopts);
-      if (!factory) {
-        errors[r] = factory.error().to_string();
-        created.count_down();
-        return;
-      }
-      auto c = (*factory)->create("dp", {0, 1});
-      created.count_down();
-      if (!c) {
-        errors[r] = c.error().to_string();
-        return;
-      }
-      auto shaped = train::make_shaped_group(std::move(*c), zones, {link});
-      created.wait();
-      if (r == 1) std::this_thread::sleep_for(60ms);  // sleep override: the late member whose arrival the test measures
-      data[r].assign(count, static_cast<float>(r + 1));
-      arrived[r] = clock_type::now();
-      auto st = shaped->all_reduce({data[r].data(), count, comm::element_type::f32});
-      returned[r] = clock_type::now();
-      if (st) errors[r] = st->to_string();
-    });
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors) CHECK_MESSAGE(e.empty(), e);
-  for (int r = 0; r < 2; ++r) {
-    CHECK(data[r].front() == 3.0f);
-    CHECK(data[r].back() == 3.0f);
-  }
-  auto seconds = [](clock_type::duration d) { return std::chrono::duration<double>(d).count(); };
-  const auto last = std::max(arrived[0], arrived[1]);
-  for (int r = 0; r < 2; ++r) {
-    std::printf("member %d: arrived %+.4f s, returned %.4f s after the last arrival (model %.4f s)\n", r,
-                seconds(arrived[r] - last), seconds(returned[r] - last), model);
-    // Never early: not before the last arrival plus the model (1 ms of clock rounding).
-    CHECK(seconds(returned[r] - last) >= model - 1e-3);
-  }
-  // The early member is held for the late one, as a real link would hold it, and both are
-  // released together (a shared machine's scheduling gets 30 ms).
-  CHECK(seconds(returned[0] - returned[1]) < 0.030);
-  CHECK(seconds(returned[1] - returned[0]) < 0.030);
-}
-
-TEST_CASE("train: the shaped all-reduce's model is the simulator's for a cluster's links") {
-  // n members in Z zones: a ring over all, or a ring across zones of each zone's share.
-  const auto ab = link_of("a", "b", 0.002, 0.1), bc = link_of("b", "c", 0.005, 0.05),
-             ca = link_of("c", "a", 0.003, 0.2);
-  const double bytes = 4e5;
-  CHECK(train::shaped_all_reduce_s({"a", "a"}, {ab}, bytes) == 0.0);
-  CHECK(train::shaped_all_reduce_s({"a", "c"}, {ab}, bytes) == 0.0);
-  // 2 members: 2 steps of latency + bytes/2 over the link.
-  CHECK(train::shaped_all_reduce_s({"a", "b"}, {ab}, bytes) ==
-        doctest::Approx(2 * (0.002 + 2e5 / 1e8)));
-  // 4 members, 2 per zone: hierarchical, 2 steps of bytes/4 across.
-  CHECK(train::shaped_all_reduce_s({"a", "b", "a", "b"}, {ab}, bytes) ==
-        doctest::Approx(2 * (0.002 + 1e5 / 1e8)));
-  // 3 zones: the worst latency and the least bandwidth of the three crossed links.
-  CHECK(train::shaped_all_reduce_s({"a", "b", "c"}, {ab, bc, ca}, bytes) ==
-        doctest::Approx(4 * (0.005 + bytes / 3 / 5e7)));
-
-  // The simulator charges the same for a stage of these replicas on a cluster with these links
-  // (its ring also pays a collective's fixed cost per step; no bucketing at these sizes).
-  config::cluster cluster;
-  for (const char* z : {"a", "b", "c"}) {
-    config::zone zone;
-    zone.name = z;
-    zone.region = "r";
-    zone.gpus["CPU"] = 4;
-    cluster.zones.push_back(zone);
-  }
-  cluster.links = {ab, bc, ca};
-  config::gpu_spec cpu;
-  cpu.name = "CPU";
-  cpu.peak_fp16_tflops = 0.05;
-  cpu.memory_bytes = std::uint64_t{2} << 30;
-  cluster.gpus.upsert(cpu);
-  simulator::sim_inputs in;
-  in.model = models::tiny_gpt_shape();
-  in.cluster = &cluster;
-  simulator::sim_options o;
-  o.collective_latency_s = 0;
-  // The shaper holds an all-reduce for the better of the ring and the hierarchical scheme, so
-  // the simulator is asked to price that scheme too (off by default: the runtime runs a ring).
-  o.hierarchical_allreduce = true;
-  auto ctx = simulator::sim_context::make(in, o);
-  REQUIRE(ctx);
-  const double params = bytes / o.grad_bytes_per_param;
-  auto sim = [&](const std::vector<std::string>& zones) {
-    std::vector<simulator::endpoint> eps;
-    for (const auto& z : zones) eps.push_back({ctx->zone_id(z), ctx->gpu_id("CPU"), 1});
-    return ctx->allreduce_s(eps.data(), static_cast<int>(eps.size()), params);
-  };
-  for (const std::vector<std::string> zones :
-       {std::vector<std::string>{"a", "b"}, {"a", "b", "a", "b"}, {"a", "b", "c"}}) {
-    CAPTURE(zones.size());
-    // The simulator adds the in-zone phases of the hierarchical scheme (fast links).
-    CHECK(sim(zones) == doctest::Approx(train::shaped_all_reduce_s(zones, {ab, bc, ca}, bytes)).epsilon(0.02));
-  }
-}
-
 TEST_CASE("train: a 50 ms link between two data-parallel replicas holds every all-reduce for it") {
-  // DP 2 over one stage of the 6 layers: one gradient all-reduce per layer, then the loss and
-  // norm all-reduce, each over the link: 7 x 2 latencies and the gradients' bytes.
+  // DP 2 over one stage of the 6 layers: one hierarchical gradient all-reduce per layer, then
+  // the loss and norm all-reduce, each a ring of two zones: 2 steps over the link, each the
+  // latency and half the buffer at the link's bandwidth (what the shaper holds those bytes).
   config::plan plan;
   plan.micro_batch = 2;
   plan.global_batch = 8;  // 2 micro-batches per replica
   plan.stages = {stage(0, 6, "zone-a", "zone-b")};
   const auto link = link_of("zone-a", "zone-b", 0.050, 0.1);
   const auto model = models::tiny_gpt_shape();
-  const std::vector<std::string> zones = {"zone-a", "zone-b"};
-  double expected = train::shaped_all_reduce_s(zones, {link}, 2 * 8.0);  // loss and norm
+  auto ring_of_two = [&](double bytes) {
+    return 2 * (link.latency_s + bytes / 2 / (link.bandwidth_gbytes_per_s * 1e9));
+  };
+  double expected = ring_of_two(2 * 8.0);  // loss and norm
   for (int l = 0; l < model.num_all_layers(); ++l)
-    expected += train::shaped_all_reduce_s(zones, {link}, 4.0 * static_cast<double>(model.params_of_layer(l)));
+    expected += ring_of_two(4.0 * static_cast<double>(model.params_of_layer(l)));
 
   const int iterations = 3;
   auto plain = train_plan(plan, iterations, options());

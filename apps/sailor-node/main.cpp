@@ -27,6 +27,8 @@
 #include "sailor/actors/runtime.hpp"
 #include "sailor/actors/train/checkpoint.hpp"
 #include "sailor/comm/auth.hpp"
+#include "sailor/comm/tcp.hpp"
+#include "sailor/comm/ucx.hpp"
 #include "sailor/config/log.hpp"
 #ifdef SAILOR_WITH_TRAIN
 #include "sailor/actors/train/node_training.hpp"
@@ -46,6 +48,9 @@ extern "C" void on_stop_signal(int sig) {
   (void)!::write(signal_pipe[1], &byte, 1);
 }
 
+struct node_args;
+comm::transport_maker data_transport_maker(const node_args& args);
+
 struct node_args {
   std::string join;
   std::string zone;
@@ -53,12 +58,27 @@ struct node_args {
   std::string gpu_type;
   std::string name;
   std::string transport = "tcp";
+  std::string data_transport;  ///< empty: as --transport (tcp under socket)
   std::string token_file;
   std::string advertise;  ///< empty: the address of the interface that reaches the coordinator
   std::string state_dir;  ///< empty: $XDG_CACHE_HOME/sailor/<name> or ~/.cache/sailor/<name>
   std::string log_dir = "sailor-logs";
   bool emulate_gpu = false;  ///< CPU cores planned as --gpu-type (tests, demos)
 };
+
+// Each rank's data-plane transport: UCX or comm's TCP (--data-transport, else --transport).
+comm::transport_maker data_transport_maker(const node_args& args) {
+  std::string kind = args.data_transport;
+  if (kind.empty()) kind = args.transport == "ucx" ? "ucx" : "tcp";
+  return [kind](const comm::transport_options& o) -> result<std::unique_ptr<comm::transport>> {
+    if (kind == "ucx") {
+      comm::ucx_options u;
+      u.common = o;
+      return comm::make_ucx_transport(u);
+    }
+    return comm::make_tcp_transport(o);
+  };
+}
 
 // The address of this machine's interface that routes to host:port (a UDP socket connected
 // there: nothing is sent). Empty when the host does not resolve or no route exists.
@@ -284,8 +304,13 @@ int run(const node_args& args) {
                            options.inventory.checkpoints.size());
 #ifdef SAILOR_WITH_TRAIN
   // Real training: each stage role becomes a rank of the executor on its own thread.
-  auto trainer = std::make_shared<train::node_trainer>(
-    train::node_training_options{options.inventory.name, *advertise, *state_dir, data});
+  train::node_training_options training;
+  training.node_name = options.inventory.name;
+  training.advertise = *advertise;
+  training.state_dir = *state_dir;
+  training.transport = data;
+  training.make_data_transport = data_transport_maker(args);
+  auto trainer = std::make_shared<train::node_trainer>(std::move(training));
   options.hook = [trainer](const actors::stage_role& role) { return trainer->on_role(role); };
   options.on_training_job = [trainer](const actors::training_job& job) { trainer->on_job(job); };
 #endif
@@ -372,6 +397,10 @@ int main(int argc, char** argv) {
   app.add_option("--name", args.name, "node name (default: HOST-PID)");
   app.add_option("--transport", args.transport, "tcp, ucx or socket (as the coordinator)")
     ->capture_default_str();
+  app.add_option("--data-transport", args.data_transport,
+                 "tcp or ucx: what activations and gradients travel over (default: as "
+                 "--transport; tcp under socket)")
+    ->check(CLI::IsMember({"tcp", "ucx"}));
   app.add_option("--advertise", args.advertise,
                  "the address peers reach this node on; its collectives listen there "
                  "(default: the address of the interface that reaches the coordinator)");

@@ -15,10 +15,10 @@
 // any other plan can load: train/checkpoint.hpp) and go on from there. The loss curve is the
 // one an undisturbed run gives.
 //
-// Activations, gradients and all-reduces travel over Gloo TCP on loopback; what crosses
-// emulated zones is held for the link's latency and bandwidth (train/shaped_p2p.hpp):
-// activations and gradients between stages, and all-reduces of groups that span zones (the
-// data-parallel gradient sums and the loss/norm sum), by the simulator's all-reduce model.
+// Activations and gradients travel over comm's transport (the data plane's channel); all-reduces
+// inside a zone over Gloo, and across zones hierarchically, their cross-zone phase over the
+// channel too. What crosses emulated zones passes comm's link shaper, which holds the real
+// bytes for the link's latency and bandwidth (train/data_plane.hpp).
 //
 // The prediction: once a plan is chosen (and fits the devices' memory by the simulator's
 // analytic estimate), the demo measures the model's per-layer times on this machine with

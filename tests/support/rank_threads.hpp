@@ -1,5 +1,7 @@
 #pragma once
-// Every rank of a plan as a thread of this process, meeting through one in-process Gloo store.
+// Every rank of a plan as a thread of this process, meeting through in-process stores: Gloo
+// for collectives, comm's TCP transport on loopback for activations and gradients (behind the
+// link shaper when the options name links).
 // Needs LibTorch (include only from tests built with it).
 
 #include <chrono>
@@ -9,7 +11,9 @@
 #include <thread>
 #include <vector>
 
+#include <sailor/actors/train/data_plane.hpp>
 #include <sailor/actors/train/executor.hpp>
+#include <sailor/comm/channel.hpp>
 #include <sailor/comm/collective.hpp>
 
 namespace sailor::testing {
@@ -27,6 +31,7 @@ std::vector<std::string> run_rank_threads(const config::model_shape& model, cons
   comm::gloo_options gopts;
   gopts.in_process_store = comm::make_in_process_store();
   gopts.timeout = timeout;
+  auto p2p_store = comm::make_memory_store();
   std::vector<std::string> errors(n);
   std::latch finished(n);
   struct arrive_on_exit {
@@ -45,7 +50,13 @@ std::vector<std::string> run_rank_threads(const config::model_shape& model, cons
         return;
       }
       factory = std::move(*made_factory);
-      auto made = train::stage_executor::create(model, plan, train::role_of(plan, r), *factory, options);
+      comm::transport_channel_options copts;
+      copts.store = p2p_store;
+      copts.timeout = timeout;
+      copts = train::data_plane_options(plan, train::role_of(plan, r), options.links, copts);
+      auto p2p = comm::make_transport_channel_factory(r, copts);
+      auto made = train::stage_executor::create(model, plan, train::role_of(plan, r), *factory,
+                                                options, p2p.get());
       if (!made) {
         errors[r] = made.error().to_string();
         return;

@@ -52,7 +52,7 @@ double evaluate_loss(const evaluation_context& ctx, int batches, std::uint64_t r
         const int prev = replica_of(plan, s - 1, m);
         const int src = global_rank_of(plan, {s - 1, prev, ctx.role.tp_rank % tp_of(plan, s - 1, prev)});
         input = torch::empty({plan.micro_batch, seq, hidden}, torch::TensorOptions().device(ctx.device));
-        auto st = ctx.world->irecv(view_of(input), src, tag)->wait(ctx.timeout);
+        auto st = ctx.p2p->irecv(view_of(input), src, tag)->wait(ctx.timeout);
         if (st) throw std::runtime_error("validation activations: " + st->to_string());
       }
       auto out = ctx.module->forward(input, targets);
@@ -65,7 +65,7 @@ double evaluate_loss(const evaluation_context& ctx, int batches, std::uint64_t r
       for (int k = 0; k < tp_of(plan, s + 1, next); ++k) {
         if (k % my_tp != ctx.role.tp_rank) continue;
         const int dst = global_rank_of(plan, {s + 1, next, k});
-        sends.push_back({ctx.world->isend(view_of(payload), dst, tag), payload});
+        sends.push_back({ctx.p2p->isend(view_of(payload), dst, tag), payload});
       }
     }
   }

@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include <sailor/actors/train/executor.hpp>
+#include <sailor/comm/channel.hpp>
 #include <sailor/comm/collective.hpp>
 #include <sailor/models/gpt.hpp>
 
@@ -24,7 +25,8 @@ struct evaluation_context {
   const config::plan* plan = nullptr;
   rank_role role;
   int micro_batches = 0;  // per batch (global_batch / micro_batch)
-  comm::communicator* world = nullptr;
+  comm::communicator* world = nullptr;  // the loss all-reduce
+  comm::channel* p2p = nullptr;         // activations between stages
   models::stage_module* module = nullptr;
   torch::Device device = torch::kCPU;
   std::chrono::milliseconds timeout{60000};

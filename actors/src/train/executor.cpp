@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <set>
 #include <sstream>
 #include <condition_variable>
 #include <exception>
@@ -18,7 +19,7 @@
 #include <torch/torch.h>
 
 #include <sailor/actors/train/export.hpp>
-#include <sailor/actors/train/shaped_p2p.hpp>
+#include <sailor/comm/hierarchical.hpp>
 #include <sailor/config/log.hpp>
 #include <sailor/models/gpt.hpp>
 #include <sailor/models/synthetic_data.hpp>
@@ -184,6 +185,10 @@ struct stage_executor::impl {
   torch::Device device = torch::kCPU;
 
   std::unique_ptr<comm::communicator> world;
+  std::unique_ptr<comm::channel> p2p;  // activations and gradients between stages
+  // The world all-reduces hierarchically when it spans zones (null when it does not).
+  std::unique_ptr<comm::communicator> world_zones;
+  comm::communicator& world_reduce() { return world_zones ? *world_zones : *world; }
   std::unique_ptr<comm::communicator> tp_comm;
   std::vector<dp_group> dp_groups;
   flat_gradients flat;
@@ -220,7 +225,8 @@ struct stage_executor::impl {
   }
   void set_learning_rate(int iteration);
 
-  status connect(comm::communicator_factory& factory);
+  status connect(comm::communicator_factory& factory, comm::channel_factory* p2p_factory);
+  status open_channel(comm::channel_factory* p2p_factory, const std::vector<int>& peers);
   void plan_dp_slices(const group_spec& spec, dp_group& group) const;
   iteration_telemetry run(int iteration);
   void reduce_layer(int layer);
@@ -231,41 +237,67 @@ struct stage_executor::impl {
   double take_checkpoint(int iteration);
 };
 
-status stage_executor::impl::connect(comm::communicator_factory& factory) {
-  // Groups whose members sit in zones joined by an emulated link are shaped: point to point
-  // on the world (activations, gradients), all-reduces on the world (loss and norm) and on
-  // the data-parallel groups that span zones (train/shaped_p2p.hpp).
-  auto zone_of_rank = [this](int global_rank) {
-    auto r = role_of(plan, global_rank);
-    return plan.stages[r.stage].replicas[r.replica].zone;
-  };
-  auto shaped = [&](std::unique_ptr<comm::communicator> c, const std::vector<int>& members) {
-    if (options.links.empty()) return c;
-    std::vector<std::string> zones;
-    bool any = false;
-    for (int m : members) {
-      zones.push_back(zone_of_rank(m));
-      for (const auto& z : zones) any = any || find_link(options.links, z, zones.back()).has_value();
+// The channel's peers: the ranks of adjacent stages, and the ring neighbours across zones in
+// every hierarchical group of this rank.
+std::vector<int> channel_peers(const config::plan& plan, const rank_role& role, int rank,
+                               const std::vector<group_spec>& groups) {
+  std::set<int> peers;
+  for (int p : p2p_peers(plan, role)) peers.insert(p);
+  for (const auto& spec : groups)
+    if (spec.hierarchical && std::count(spec.members.begin(), spec.members.end(), rank))
+      for (int p : comm::hierarchical_peers({spec.members, spec.zones}, rank)) peers.insert(p);
+  return {peers.begin(), peers.end()};
+}
+
+// Collectives from `factory`, in the global order of groups_of: the world first, then the
+// channel (activations, gradients, and the cross-zone phase of hierarchical all-reduces),
+// then tensor-parallel, zone and data-parallel groups.
+status stage_executor::impl::connect(comm::communicator_factory& factory,
+                                     comm::channel_factory* p2p_factory) {
+  const auto groups = groups_of(plan);
+  std::map<std::string, std::unique_ptr<comm::communicator>> zone_groups;
+  for (std::size_t index = 0; index < groups.size(); ++index) {
+    const auto& spec = groups[index];
+    if (std::find(spec.members.begin(), spec.members.end(), rank) == spec.members.end()) continue;
+    std::unique_ptr<comm::communicator> c;
+    if (spec.hierarchical) {
+      c = comm::make_hierarchical(spec.name, {spec.members, spec.zones}, rank,
+                                  std::move(zone_groups[spec.name]), *p2p,
+                                  static_cast<std::uint32_t>(index));
+    } else {
+      auto made = factory.create(spec.name, spec.members);
+      if (!made) return made.error();
+      c = std::move(*made);
     }
-    return any ? make_shaped_group(std::move(c), std::move(zones), options.links) : std::move(c);
-  };
-  for (const auto& spec : groups_of(plan)) {
-    if (std::find(spec.members.begin(), spec.members.end(), rank) == spec.members.end())
-      continue;
-    auto c = factory.create(spec.name, spec.members);
-    if (!c) return c.error();
     if (spec.name == "world") {
       // Members are every global rank in order: a world rank is a global rank.
-      world = shaped(std::move(*c), spec.members);
+      world = std::move(c);
+      if (auto err = open_channel(p2p_factory, channel_peers(plan, role, rank, groups))) return err;
+    } else if (spec.name == "world.zones") {
+      world_zones = std::move(c);
+    } else if (!spec.zone_group_of.empty()) {
+      zone_groups[spec.zone_group_of] = std::move(c);
     } else if (spec.stage < 0) {
-      tp_comm = std::move(*c);
+      tp_comm = std::move(c);
     } else {
       dp_group g;
-      g.comm = shaped(std::move(*c), spec.members);
+      g.comm = std::move(c);
       plan_dp_slices(spec, g);
       dp_groups.push_back(std::move(g));
     }
   }
+  return {};
+}
+
+status stage_executor::impl::open_channel(comm::channel_factory* p2p_factory,
+                                          const std::vector<int>& peers) {
+  if (!p2p_factory) {
+    p2p = comm::make_communicator_channel(*world);
+    return {};
+  }
+  auto channel = p2p_factory->create("p2p", peers);
+  if (!channel) return channel.error();
+  p2p = std::move(*channel);
   return {};
 }
 
@@ -425,7 +457,7 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
       int src = global_rank_of(plan, {s - 1, replica_of(plan, s - 1, m), role.tp_rank % from_tp});
       transfer t;
       t.buffer = torch::empty({mb, seq, hidden}, torch::TensorOptions().device(device));
-      t.request = world->irecv(view_of(t.buffer), src, tag_of(iteration, micro_batches, m, 0));
+      t.request = p2p->irecv(view_of(t.buffer), src, tag_of(iteration, micro_batches, m, 0));
       activations[m] = std::move(t);
     }
     if (!last_stage()) {
@@ -433,7 +465,7 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
       int src = global_rank_of(plan, {s + 1, replica_of(plan, s + 1, m), role.tp_rank % from_tp});
       transfer t;
       t.buffer = torch::empty({mb, seq, hidden}, torch::TensorOptions().device(device));
-      t.request = world->irecv(view_of(t.buffer), src, tag_of(iteration, micro_batches, m, 1));
+      t.request = p2p->irecv(view_of(t.buffer), src, tag_of(iteration, micro_batches, m, 1));
       gradients[m] = std::move(t);
     }
   }
@@ -501,7 +533,7 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
         for (int k = 0; k < tp_of(s + 1, next); ++k) {
           if (k % my_tp != role.tp_rank) continue;
           int dst = global_rank_of(plan, {s + 1, next, k});
-          sends.push_back({world->isend(view_of(payload), dst, tag_of(iteration, micro_batches, m, 0)),
+          sends.push_back({p2p->isend(view_of(payload), dst, tag_of(iteration, micro_batches, m, 0)),
                            payload});
         }
       }
@@ -541,7 +573,7 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
         for (int i = 0; i < tp_of(s - 1, prev); ++i) {
           if (i % my_tp != role.tp_rank) continue;
           int dst = global_rank_of(plan, {s - 1, prev, i});
-          sends.push_back({world->isend(view_of(payload), dst, tag_of(iteration, micro_batches, m, 1)),
+          sends.push_back({p2p->isend(view_of(payload), dst, tag_of(iteration, micro_batches, m, 1)),
                            payload});
         }
       }
@@ -571,7 +603,7 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
   // The backward accumulates into the bound gradients in place; anything else would have
   // left reduced buffers unread.
   TORCH_CHECK(flat_bound(), "gradients are no longer views into the flat buffer");
-  detail::sum_tied_gradients(plan, role, *module, *world);
+  detail::sum_tied_gradients(plan, role, *module, world_reduce());
 
   // Loss and squared gradient norm over the whole plan in one all-reduce. Each piece of
   // every parameter counts once: replica 0 of each stage; replicated tensors on TP rank 0.
@@ -592,7 +624,7 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
   auto totals = torch::tensor({last_stage() && role.tp_rank == 0 ? loss_sum : 0.0, norm_sq},
                               torch::kDouble).to(device);
   auto reduce_start = clock_type::now();
-  auto st = world->all_reduce(view_of(totals));
+  auto st = world_reduce().all_reduce(view_of(totals));
   double world_seconds = seconds_since(reduce_start);
   if (st) throw std::runtime_error(st->to_string());
   totals = totals.cpu();
@@ -621,7 +653,8 @@ stage_executor::~stage_executor() = default;
 
 result<std::unique_ptr<stage_executor>> stage_executor::create(
     const config::model_shape& model, const config::plan& plan, const rank_role& role,
-    comm::communicator_factory& factory, const train_options& options) {
+    comm::communicator_factory& factory, const train_options& options,
+    comm::channel_factory* p2p) {
   if (auto st = validate_for_training(model, plan)) return *st;
   int rank = global_rank_of(plan, role);
   if (rank < 0) return failed("role is not in the plan", error_kind::invalid_input);
@@ -671,7 +704,7 @@ result<std::unique_ptr<stage_executor>> stage_executor::create(
       st->device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(options.cuda_device));
       st->module->to(st->device);
     }
-    if (auto err = st->connect(factory)) return *err;
+    if (auto err = st->connect(factory, p2p)) return *err;
     if (st->tp_comm) {
       tp.group = st->tp_comm.get();
       // Rebuild the module view of the group (parameters are unchanged).
@@ -776,7 +809,8 @@ result<double> stage_executor::validation_loss() {
     ctx.plan = &st.plan;
     ctx.role = st.role;
     ctx.micro_batches = st.micro_batches;
-    ctx.world = st.world.get();
+    ctx.world = &st.world_reduce();
+    ctx.p2p = st.p2p.get();
     ctx.module = st.module.get();
     ctx.device = st.device;
     ctx.timeout = st.options.timeout;

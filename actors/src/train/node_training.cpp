@@ -12,6 +12,7 @@
 #include <caf/send.hpp>
 
 #include "sailor/comm/collective.hpp"
+#include "sailor/actors/train/data_plane.hpp"
 #include "sailor/actors/train/shard_service.hpp"
 #include "sailor/config/log.hpp"
 
@@ -81,6 +82,20 @@ struct node_trainer::impl {
                         std::chrono::milliseconds{job.timeout_ms});
   }
 
+  // The rank's data-plane channel: the node's transport kind and job token, the store and
+  // address of its collectives, shaped under link emulation.
+  comm::transport_channel_options data_plane(const actors::training_job& job, const rank_role& rr,
+                                             const comm::gloo_options& gopts) const {
+    comm::transport_channel_options c;
+    c.make_transport = options.make_data_transport;
+    if (options.transport) c.transport.token = options.transport->options().token;
+    c.store = gopts.store;
+    c.host = options.advertise;
+    c.timeout = gopts.timeout;
+    c.prefix = gopts.prefix;
+    return data_plane_options(job.plan, rr, job.links, std::move(c));
+  }
+
   void run(const actors::training_job& job, const actors::stage_role& role, int rank) {
     actors::train_report base;
     base.plan_version = job.plan_version;
@@ -119,7 +134,8 @@ struct node_trainer::impl {
     rank_role rr{role.stage, role.replica, role.tp_rank};
     auto topts = options_for(job);
     topts.checkpoint_dir = local_path(job.checkpoint_dir);
-    auto exec = stage_executor::create(job.model, job.plan, rr, **factory, topts);
+    auto p2p = comm::make_transport_channel_factory(rank, data_plane(job, rr, gopts));
+    auto exec = stage_executor::create(job.model, job.plan, rr, **factory, topts, p2p.get());
     if (!exec) {
       fail("executor: " + exec.error().to_string());
       return;

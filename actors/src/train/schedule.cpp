@@ -119,6 +119,42 @@ stage_pieces pieces_of(const config::plan& p, int stage) {
   return out;
 }
 
+namespace {
+
+// Marks the world and data-parallel groups whose members span zones hierarchical and puts
+// their zone groups before them; "world.zones" stays only when the world spans zones.
+std::vector<group_spec> by_zone(const config::plan& p, std::vector<group_spec> groups) {
+  auto zone_of = [&](int rank) {
+    auto r = role_of(p, rank);
+    return p.stages[r.stage].replicas[r.replica].zone;
+  };
+  std::vector<group_spec> out;
+  for (auto& g : groups) {
+    std::vector<std::string> zones;
+    for (int m : g.members) zones.push_back(zone_of(m));
+    const std::set<std::string> distinct(zones.begin(), zones.end());
+    const bool spans = distinct.size() > 1;
+    if (g.name == "world.zones" && !spans) continue;
+    if (!spans || g.name == "world" || g.name.rfind("tp.", 0) == 0) {
+      out.push_back(std::move(g));
+      continue;
+    }
+    for (const auto& z : distinct) {
+      group_spec zone_group{g.name + "@" + z, {}, g.stage, {}};
+      for (std::size_t i = 0; i < g.members.size(); ++i)
+        if (zones[i] == z) zone_group.members.push_back(g.members[i]);
+      zone_group.zone_group_of = g.name;
+      if (zone_group.members.size() > 1) out.push_back(std::move(zone_group));
+    }
+    g.hierarchical = true;
+    g.zones = std::move(zones);
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<group_spec> groups_of(const config::plan& p) {
   std::vector<group_spec> groups;
   group_spec world{"world", {}, -1, {}};
@@ -155,7 +191,9 @@ std::vector<group_spec> groups_of(const config::plan& p) {
       }
     }
   }
-  return groups;
+  group_spec world_zones{"world.zones", groups.front().members, -1, {}};
+  groups.push_back(std::move(world_zones));
+  return by_zone(p, std::move(groups));
 }
 
 status validate_architecture(const config::model_shape& model) {
@@ -230,6 +268,32 @@ status validate_for_training(const config::model_shape& model, const config::pla
     return bad("stages", "stages must end at layer " + std::to_string(model.num_all_layers()) +
                              " (the head), got " + std::to_string(next));
   return {};
+}
+
+std::vector<int> p2p_peers(const config::plan& p, const rank_role& role) {
+  // Mirrors the executor: activations go to every TP rank k of the next stage's replica
+  // with k % my_tp == tp_rank and come from the previous stage's rank tp_rank % its TP;
+  // gradients the other way round.
+  std::set<int> peers;
+  const int s = role.stage, stages = p.num_stages();
+  auto tp_of = [&](int stage, int replica) { return std::max(1, p.stages[stage].replicas[replica].tp); };
+  const int my_tp = tp_of(s, role.replica);
+  for (int m = 0; m < micro_batches_per_iteration(p); ++m) {
+    if (replica_of(p, s, m) != role.replica) continue;
+    if (s > 0) {
+      const int prev = replica_of(p, s - 1, m), prev_tp = tp_of(s - 1, prev);
+      peers.insert(global_rank_of(p, {s - 1, prev, role.tp_rank % prev_tp}));
+      for (int i = 0; i < prev_tp; ++i)
+        if (i % my_tp == role.tp_rank) peers.insert(global_rank_of(p, {s - 1, prev, i}));
+    }
+    if (s + 1 < stages) {
+      const int next = replica_of(p, s + 1, m), next_tp = tp_of(s + 1, next);
+      peers.insert(global_rank_of(p, {s + 1, next, role.tp_rank % next_tp}));
+      for (int k = 0; k < next_tp; ++k)
+        if (k % my_tp == role.tp_rank) peers.insert(global_rank_of(p, {s + 1, next, k}));
+    }
+  }
+  return {peers.begin(), peers.end()};
 }
 
 }  // namespace sailor::train

@@ -38,6 +38,14 @@ struct group_spec {
   std::vector<int> members;
   int stage = -1;            ///< for data-parallel groups
   std::vector<int> pieces;   ///< data-parallel groups: the piece indices reduced in it
+  /// Members in several zones: the group all-reduces hierarchically (comm/hierarchical.hpp)
+  /// and is made from its zone groups, which come right before it; `zones` holds each
+  /// member's zone.
+  bool hierarchical = false;
+  std::vector<std::string> zones;
+  /// A zone group (the members of one zone, two or more, in group order): the name of the
+  /// hierarchical group it belongs to.
+  std::string zone_group_of;
 };
 
 /// Data-parallel pieces of a stage: the full extent of every sharded dimension cut at every
@@ -48,8 +56,16 @@ struct stage_pieces {
 };
 stage_pieces pieces_of(const config::plan& p, int stage);
 
+/// The global ranks `role` exchanges activations and gradients with (both directions: a pair
+/// of ranks of adjacent stages with different TP degrees may move data one way only): the
+/// peers of its point-to-point channel, in rank order.
+std::vector<int> p2p_peers(const config::plan& p, const rank_role& role);
+
 /// Every group of a plan in the one global order in which ranks create them: world, then
-/// tensor-parallel groups of every replica, then data-parallel groups of every stage.
+/// tensor-parallel groups of every replica, then data-parallel groups of every stage, then,
+/// when the world spans zones, its zone groups and the hierarchical world ("world.zones",
+/// for the loss, norm and tied-embedding all-reduces). A data-parallel group that spans zones
+/// is hierarchical, preceded by its zone groups.
 std::vector<group_spec> groups_of(const config::plan& p);
 
 }  // namespace sailor::train

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include <sailor/comm/channel.hpp>
 #include <sailor/comm/collective.hpp>
 #include <sailor/config/cluster.hpp>
 #include <sailor/config/error.hpp>
@@ -86,9 +87,10 @@ struct train_options {
   std::optional<config::data_source> data;
   /// Batches of global_batch sequences each validation_loss() averages.
   int eval_batches = 1;
-  /// Emulated links between the plan's zones (the cluster's): activations and gradients
-  /// between ranks whose replicas are in different zones take the link's latency and
-  /// bandwidth (shaped_p2p.hpp). Empty: no shaping.
+  /// Emulated links between the plan's zones (the cluster's). The executor itself shapes
+  /// nothing: the transport of its channel does (data_plane.hpp), so activations, gradients
+  /// and the cross-zone phase of hierarchical all-reduces take the links' latency and
+  /// bandwidth for their real bytes. Empty: no shaping.
   std::vector<config::zone_link> links;
   /// Plan-independent checkpoints (checkpoint.hpp): after every `checkpoint_every`-th
   /// completed iteration, ranks of replica 0 write their shard of parameters and optimizer
@@ -129,15 +131,18 @@ struct iteration_telemetry {
 /// One rank of a plan. Resource type: not copyable, one owner, one thread drives it.
 class stage_executor {
 public:
-  /// Builds the stage module and the communicators of `role`: blocks until every rank of
-  /// the plan has called create (bounded by options.timeout). Errors for an invalid plan
-  /// (layers not covered, TP degree not dividing heads, vocabulary or ffn) or a failed
-  /// rendezvous.
+  /// Builds the stage module, the communicators and the point-to-point channel of `role`:
+  /// blocks until every rank of the plan has called create (bounded by options.timeout).
+  /// Collectives come from `factory`; activations and gradients travel over a channel from
+  /// `p2p` (comm/channel.hpp: comm's transport), or, when it is null, over the world
+  /// communicator's own pairs. Errors for an invalid plan (layers not covered, TP degree not
+  /// dividing heads, vocabulary or ffn) or a failed rendezvous.
   static result<std::unique_ptr<stage_executor>> create(const config::model_shape& model,
                                                         const config::plan& plan,
                                                         const rank_role& role,
                                                         comm::communicator_factory& factory,
-                                                        const train_options& options);
+                                                        const train_options& options,
+                                                        comm::channel_factory* p2p = nullptr);
   ~stage_executor();
   stage_executor(const stage_executor&) = delete;
   stage_executor& operator=(const stage_executor&) = delete;

@@ -3,7 +3,8 @@
 ///
 /// The supervisor sends a training_job (model, plan, iterations) before the role_assignment
 /// of its plan. For each role the hook starts a thread (training never runs inside a CAF
-/// message handler) that builds the rank's Gloo communicators, meeting its peers through the
+/// message handler) that builds the rank's Gloo communicators and its data-plane channel
+/// (comm's transport, shaped under link emulation), meeting its peers through the
 /// coordinator's rendezvous store and listening on the node's advertised address, builds the
 /// stage_executor and runs the iterations, sending one train_report per iteration to the
 /// node agent (which forwards it to the supervisor). Checkpoints go to the node's own state
@@ -19,6 +20,7 @@
 #include "sailor/actors/rendezvous.hpp"
 #include "sailor/actors/train/executor.hpp"
 #include "sailor/actors/train/messages.hpp"
+#include "sailor/comm/channel.hpp"
 #include "sailor/comm/transport.hpp"
 
 namespace sailor::train {
@@ -35,6 +37,9 @@ struct node_training_options {
   /// Fetches checkpoint shards other nodes hold (shard_service.hpp); must outlive the
   /// trainer. Null: restore only from the state folder.
   comm::transport* transport = nullptr;
+  /// Builds each rank's data-plane transport (activations and gradients, comm/channel.hpp);
+  /// empty: comm's TCP transport. Its options carry the job token of `transport`.
+  comm::transport_maker make_data_transport;
 };
 
 /// Owns the training threads of one node. Thread-safe.
