@@ -151,7 +151,8 @@ namespace sailor::actors {
 result<std::unique_ptr<comm::transport>> make_transport(const std::string& kind,
                                                         const std::string& name,
                                                         const std::string& zone,
-                                                        const std::string& token) {
+                                                        const std::string& token,
+                                                        const std::string& host) {
   comm::transport_options common;
   common.local_name = name;
   common.local_zone = zone;
@@ -159,6 +160,7 @@ result<std::unique_ptr<comm::transport>> make_transport(const std::string& kind,
   if (kind == "ucx") {
     comm::ucx_options options;
     options.common = common;
+    options.host = host;
     return comm::make_ucx_transport(options);
   }
   if (kind == "tcp")

@@ -49,7 +49,7 @@ extern "C" void on_stop_signal(int sig) {
 }
 
 struct node_args;
-comm::transport_maker data_transport_maker(const node_args& args);
+comm::transport_maker data_transport_maker(const node_args& args, const std::string& advertise);
 
 struct node_args {
   std::string join;
@@ -67,13 +67,15 @@ struct node_args {
 };
 
 // Each rank's data-plane transport: UCX or comm's TCP (--data-transport, else --transport).
-comm::transport_maker data_transport_maker(const node_args& args) {
+// UCX is limited to the interface of the advertised address unless UCX_NET_DEVICES says.
+comm::transport_maker data_transport_maker(const node_args& args, const std::string& advertise) {
   std::string kind = args.data_transport;
   if (kind.empty()) kind = args.transport == "ucx" ? "ucx" : "tcp";
-  return [kind](const comm::transport_options& o) -> result<std::unique_ptr<comm::transport>> {
+  return [kind, advertise](const comm::transport_options& o) -> result<std::unique_ptr<comm::transport>> {
     if (kind == "ucx") {
       comm::ucx_options u;
       u.common = o;
+      u.host = advertise;
       return comm::make_ucx_transport(u);
     }
     return comm::make_tcp_transport(o);
@@ -270,7 +272,7 @@ int run(const node_args& args) {
     return 2;
   }
   auto transport = actors::make_transport(args.transport, options.inventory.name,
-                                          options.inventory.zone, *token);
+                                          options.inventory.zone, *token, *advertise);
   if (!transport) {
     std::fprintf(stderr, "sailor-node: %s\n", transport.error().message.c_str());
     return 2;
@@ -309,7 +311,7 @@ int run(const node_args& args) {
   training.advertise = *advertise;
   training.state_dir = *state_dir;
   training.transport = data;
-  training.make_data_transport = data_transport_maker(args);
+  training.make_data_transport = data_transport_maker(args, *advertise);
   auto trainer = std::make_shared<train::node_trainer>(std::move(training));
   options.hook = [trainer](const actors::stage_role& role) { return trainer->on_role(role); };
   options.on_training_job = [trainer](const actors::training_job& job) { trainer->on_job(job); };

@@ -92,7 +92,7 @@ int run_coordinator(const coordinator_args& args) {
     std::fprintf(stderr, "sailor coordinator: %s\n", token.error().to_string().c_str());
     return 2;
   }
-  auto transport = actors::make_transport(args.transport, "coordinator", "", *token);
+  auto transport = actors::make_transport(args.transport, "coordinator", "", *token, where->first);
   if (!transport) {
     std::fprintf(stderr, "sailor coordinator: %s\n", transport.error().message.c_str());
     return exit_bad_input;

@@ -53,13 +53,16 @@ public:
   std::string address(int host) const { return subnet_ + std::to_string(host + 1); }
 
   /// The argv that runs `argv` in host `host`'s network namespace, in a mount namespace of its
-  /// own whose /tmp is an empty tmpfs, with `env` (NAME=VALUE) set.
+  /// own whose /tmp is an empty tmpfs, with `env` (NAME=VALUE) set and UCX_NET_DEVICES unset.
   std::vector<std::string> in_host(int host, const std::vector<std::string>& argv,
                                    const std::vector<std::string>& env = {}) const {
     std::string script = "mount -t tmpfs sailor-tmp /tmp && exec";
     for (auto& a : argv)
       script += " '" + a + "'";
-    std::vector<std::string> out{"/usr/sbin/ip", "netns", "exec", ns(host), "/usr/bin/env"};
+    // UCX_NET_DEVICES is dropped: the test harness limits UCX to loopback, which is not what
+    // a host of the lab has (its processes pick the interface of their own address).
+    std::vector<std::string> out{"/usr/sbin/ip", "netns", "exec", ns(host), "/usr/bin/env",
+                                 "-u", "UCX_NET_DEVICES"};
     out.insert(out.end(), env.begin(), env.end());
     out.insert(out.end(), {"/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
                            script});

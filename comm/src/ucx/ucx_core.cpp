@@ -2,6 +2,9 @@
 
 #include "ucx_core.hpp"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -17,11 +20,23 @@ using ucx_listener = detail::core_listener<ucx_core, std::uint64_t>;
 
 // ---------------------------------------------------------------- core: life
 
+// The UCX configuration entries to apply: the caller's, plus NET_DEVICES from the host's
+// interface when nobody chose the devices.
+static std::map<std::string, std::string> config_entries(const ucx_options& opts) {
+  auto out = opts.ucx_config;
+  const char* env = std::getenv("UCX_NET_DEVICES");
+  if (!opts.host.empty() && !out.count("NET_DEVICES") && (!env || !*env)) {
+    auto device = interface_holding(opts.host);
+    if (!device.empty()) out["NET_DEVICES"] = device;
+  }
+  return out;
+}
+
 std::optional<sailor::error> ucx_core::start() {
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return failed("ucp_config_read: " + status_text(st));
-  for (const auto& [key, value] : opts_.ucx_config) {
+  for (const auto& [key, value] : config_entries(opts_)) {
     st = ucp_config_modify(config, key.c_str(), value.c_str());
     if (st != UCS_OK) {
       ucp_config_release(config);
@@ -293,6 +308,20 @@ void ucx_core::conn_request_callback(ucp_conn_request_h request, void* arg) {
 namespace sailor::comm {
 
 using ucx_backend::ucx_core;
+
+std::string interface_holding(const std::string& host) {
+  in_addr wanted{};
+  if (::inet_pton(AF_INET, host.c_str(), &wanted) != 1) return {};
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return {};
+  std::string out;
+  for (auto* i = list; i && out.empty(); i = i->ifa_next)
+    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+        reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == wanted.s_addr)
+      out = i->ifa_name;
+  ::freeifaddrs(list);
+  return out;
+}
 
 result<std::unique_ptr<transport>> make_ucx_transport(const ucx_options& options) {
   auto core = std::make_shared<ucx_core>(options);

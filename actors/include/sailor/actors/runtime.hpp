@@ -87,7 +87,8 @@ result<cluster_status> query_status(caf::actor_system& system, const std::string
 result<std::unique_ptr<comm::transport>> make_transport(const std::string& kind,
                                                         const std::string& name,
                                                         const std::string& zone,
-                                                        const std::string& token = {});
+                                                        const std::string& token = {},
+                                                        const std::string& host = {});
 
 /// A caf::actor_system_config with every Sailor message type registered.
 class runtime_config : public caf::actor_system_config {

@@ -21,7 +21,16 @@ struct ucx_options {
   /// choose (it uses rendezvous for large payloads by itself, above its tuned threshold,
   /// which measured faster on loopback from 16 KiB to 1 MiB than forcing it at 64 KiB).
   std::size_t rndv_threshold_bytes = 0;
+  /// The IPv4 address this transport's peers reach it on (the node's advertised address).
+  /// When neither `ucx_config` nor the environment (UCX_NET_DEVICES) names the devices, UCX
+  /// is limited to the interface holding this address: left to itself it also offers peers
+  /// its other interfaces (loopback among them), which another host cannot reach.
+  std::string host;
 };
+
+/// The name of the network interface that holds IPv4 address `host` ("lo" for 127.0.0.1);
+/// empty when none does.
+std::string interface_holding(const std::string& host);
 
 /// Creates the UCX transport and starts its progress thread.
 result<std::unique_ptr<transport>> make_ucx_transport(const ucx_options& options);
