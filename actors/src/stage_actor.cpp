@@ -1,5 +1,7 @@
 #include "sailor/actors/stage_actor.hpp"
 
+#include <caf/send.hpp>
+
 #include "sailor/config/log.hpp"
 
 namespace sailor::actors {
@@ -11,28 +13,46 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, std::string no
   st.role = std::move(role);
   st.agent = std::move(agent);
   self->send(self, start_atom::value);
+  auto report_ready = [self] {
+    auto& st = self->state;
+    st.ready = true;
+    log::get("actors")->debug("[{} stage {} replica {} rank {}] ready on device {}", st.node,
+                              st.role.stage, st.role.replica, st.role.tp_rank, st.role.device);
+    self->send(st.agent, stage_ready{st.node, st.role});
+  };
   return {
-    [self, hook](start_atom) {
+    [self, hook, report_ready](start_atom) {
       auto& st = self->state;
-      status failed;
+      if (!hook)
+        return report_ready();
+      // The work tells this actor from its own thread; a weak handle, as the work may outlive
+      // the actor by the time its thread notices it should stop.
+      auto me = caf::actor_cast<caf::weak_actor_ptr>(self->ctrl());
+      stage_ready_fn ready = [me] {
+        if (auto strong = caf::actor_cast<caf::actor>(me.lock()))
+          caf::anon_send(strong, ready_atom::value);
+      };
+      result<std::unique_ptr<stage_work>> work = std::unique_ptr<stage_work>{};
       try {
-        if (hook)
-          failed = hook(st.role);
+        work = hook(st.role, std::move(ready));
       } catch (const std::exception& e) {
-        failed = sailor::error{error_kind::failed, e.what(), "", 0, ""};
+        work = sailor::error{error_kind::failed, e.what(), "", 0, ""};
       }
-      if (failed) {
+      if (!work) {
         log::get("actors")->error("[{} stage {} replica {} rank {}] cannot take the role: {}",
                                   st.node, st.role.stage, st.role.replica, st.role.tp_rank,
-                                  failed->message);
-        self->send(st.agent, stage_failed{st.node, st.role, failed->message});
+                                  work.error().message);
+        self->send(st.agent, stage_failed{st.node, st.role, work.error().message});
         self->quit();
         return;
       }
-      st.ready = true;
-      log::get("actors")->debug("[{} stage {} replica {} rank {}] ready on device {}", st.node,
-                                st.role.stage, st.role.replica, st.role.tp_rank, st.role.device);
-      self->send(st.agent, stage_ready{st.node, st.role});
+      st.work = std::move(*work);
+      if (!st.work)
+        report_ready();
+    },
+    [self, report_ready](ready_atom) {
+      if (!self->state.ready)
+        report_ready();
     },
   };
 }

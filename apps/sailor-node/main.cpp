@@ -313,7 +313,9 @@ int run(const node_args& args) {
   training.transport = data;
   training.make_data_transport = data_transport_maker(args, *advertise);
   auto trainer = std::make_shared<train::node_trainer>(std::move(training));
-  options.hook = [trainer](const actors::stage_role& role) { return trainer->on_role(role); };
+  options.hook = [trainer](const actors::stage_role& role, actors::stage_ready_fn ready) {
+    return trainer->on_role(role, std::move(ready));
+  };
   options.on_training_job = [trainer](const actors::training_job& job) { trainer->on_job(job); };
 #endif
 

@@ -42,7 +42,21 @@ struct node_trainer::impl {
   std::map<std::int64_t, actors::training_job> jobs;
   std::atomic<std::int64_t> current{0};
   std::atomic<bool> stopping{false};
-  std::vector<std::thread> threads;
+  struct rank_thread {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<rank_thread> threads;
+
+  // Joins the threads that have finished (those of past plans), so they do not pile up over
+  // re-plans. Holds `mu`.
+  void reap() {
+    std::erase_if(threads, [](rank_thread& t) {
+      if (!t.done->load()) return false;
+      t.thread.join();
+      return true;
+    });
+  }
 
   void send(actors::train_report r) {
     caf::actor to;
@@ -96,7 +110,14 @@ struct node_trainer::impl {
     return data_plane_options(job.plan, rr, job.links, std::move(c));
   }
 
-  void run(const actors::training_job& job, const actors::stage_role& role, int rank) {
+  // Tells a rank's thread to stop when its stage actor goes.
+  struct rank_work final : actors::stage_work {
+    std::shared_ptr<std::atomic<bool>> stop = std::make_shared<std::atomic<bool>>(false);
+    ~rank_work() override { *stop = true; }
+  };
+
+  void run(const actors::training_job& job, const actors::stage_role& role, int rank,
+           const actors::stage_ready_fn& ready, const std::atomic<bool>& released) {
     actors::train_report base;
     base.plan_version = job.plan_version;
     base.node = node;
@@ -157,8 +178,9 @@ struct node_trainer::impl {
       log::get("train")->info("[{} rank {}] resumed from the checkpoint after iteration {}",
                               node, rank, job.start_iteration);
     }
+    ready();
     for (int it = job.start_iteration; it < job.iterations; ++it) {
-      if (stopping || current.load() != job.plan_version)
+      if (stopping || released || current.load() != job.plan_version)
         return;
       auto tel = (*exec)->run_iteration(it);
       if (!tel) {
@@ -206,13 +228,14 @@ void node_trainer::on_job(const actors::training_job& job) {
     impl_->jobs.erase(impl_->jobs.begin());
 }
 
-status node_trainer::on_role(const actors::stage_role& role) {
+result<std::unique_ptr<actors::stage_work>> node_trainer::on_role(const actors::stage_role& role,
+                                                                  actors::stage_ready_fn ready) {
   std::lock_guard lock{impl_->mu};
   if (role.plan_version > impl_->current)
     impl_->current = role.plan_version;
   auto j = impl_->jobs.find(role.plan_version);
   if (j == impl_->jobs.end())
-    return {};  // control-plane only
+    return std::unique_ptr<actors::stage_work>{};  // control-plane only
   const auto& job = j->second;
   int rank = global_rank_of(job.plan, rank_role{role.stage, role.replica, role.tp_rank});
   if (rank < 0)
@@ -221,22 +244,30 @@ status node_trainer::on_role(const actors::stage_role& role) {
                            std::to_string(role.replica) + " is not in the plan",
                          "", 0, "role"};
   if (auto err = validate_for_training(job.model, job.plan))
-    return err;
+    return *err;
   auto state = impl_;
-  impl_->threads.emplace_back([state, job, role, rank] { state->run(job, role, rank); });
-  return {};
+  auto work = std::make_unique<impl::rank_work>();
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  impl_->reap();
+  impl_->threads.push_back({std::thread{[state, job, role, rank, ready = std::move(ready),
+                                         stop = work->stop, done] {
+                              state->run(job, role, rank, ready, *stop);
+                              *done = true;
+                            }},
+                            done});
+  return std::unique_ptr<actors::stage_work>{std::move(work)};
 }
 
 void node_trainer::stop() {
   impl_->stopping = true;
-  std::vector<std::thread> threads;
+  std::vector<impl::rank_thread> threads;
   {
     std::lock_guard lock{impl_->mu};
     threads.swap(impl_->threads);
   }
   for (auto& t : threads)
-    if (t.joinable())
-      t.join();
+    if (t.thread.joinable())
+      t.thread.join();
 }
 
 }  // namespace sailor::train

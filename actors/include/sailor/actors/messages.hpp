@@ -240,6 +240,8 @@ struct replica_ready {
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using settle_atom = caf::atom_constant<caf::atom("settle")>;
 using start_atom = caf::atom_constant<caf::atom("start")>;
+/// A stage's work (its training thread) is ready: its communicators are up.
+using ready_atom = caf::atom_constant<caf::atom("ready")>;
 /// Supervisor to itself: has the training failure of a plan version outlived its grace time?
 using train_check_atom = caf::atom_constant<caf::atom("trcheck")>;
 

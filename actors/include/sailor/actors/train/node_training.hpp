@@ -16,6 +16,7 @@
 
 #include <caf/actor.hpp>
 
+#include "sailor/actors/stage_actor.hpp"
 #include "sailor/actors/messages.hpp"
 #include "sailor/actors/rendezvous.hpp"
 #include "sailor/actors/train/executor.hpp"
@@ -57,8 +58,12 @@ public:
   /// Remembers the job; threads of older plan versions stop after their current iteration.
   void on_job(const actors::training_job& job);
   /// The stage hook: starts the role's training thread when a job exists for its plan
-  /// version (without one the role is control-only and ready at once).
-  status on_role(const actors::stage_role& role);
+  /// version (without one the role is control-only and ready at once: null work). The thread
+  /// calls `ready` once its communicators and channel are connected and its state restored;
+  /// destroying the returned work makes it stop after its current iteration (the thread is
+  /// joined by stop()).
+  result<std::unique_ptr<actors::stage_work>> on_role(const actors::stage_role& role,
+                                                      actors::stage_ready_fn ready);
   /// Asks every thread to stop after its current iteration and joins them. A thread blocked
   /// on a peer that is gone ends when its wait times out (the job's timeout).
   void stop();
