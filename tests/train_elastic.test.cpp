@@ -43,7 +43,8 @@ std::string start_coordinator(std::unique_ptr<child>& coordinator, const temp_di
                              "--quorum", std::to_string(quorum), "--settle-s", "30",
                              "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "3000",
                              "--transport", "socket", "--train-dir", dir.path("train"),
-                             "--iterations", std::to_string(iterations), "--exit-when-done"},
+                             "--iterations", std::to_string(iterations), "--exit-when-done",
+                             "--summary-json", dir.path("summary.json")},
     dir.path("coordinator.out"), dir.path("coordinator.err"));
   REQUIRE(coordinator->pid() > 0);
   std::smatch m;
@@ -150,6 +151,18 @@ TEST_CASE("elastic: sailor coordinator --train-dir trains the nodes that join an
   static const std::regex sizes{R"(micro-batch ([0-9]+), global batch ([0-9]+))"};
   REQUIRE(std::regex_search(out, batch, sizes));
   check_same_curve(curve, single_rank_losses(std::stoi(batch[1]), std::stoi(batch[2]), iterations));
+  // The summary for automation carries the same figures as the demo's.
+  std::ifstream in(dir.path("summary.json"));
+  REQUIRE(in);
+  auto j = nlohmann::json::parse(in);
+  CHECK(j["iterations_completed"].get<int>() == iterations);
+  CHECK(j["replans"].get<int>() == 1);
+  check_same_curve(j["loss_curve"].get<std::vector<double>>(),
+                   single_rank_losses(std::stoi(batch[1]), std::stoi(batch[2]), iterations));
+  CHECK(j["recovery_s"].get<double>() > 0);
+  CHECK(j["tokens_per_s"].get<double>() > 0);
+  CHECK(j["measured_iteration_s"].get<double>() > 0);
+  CHECK(j.contains("predicted_iteration_s"));
 }
 
 TEST_CASE("elastic: sailor coordinator --train-dir refuses a model that does not fit a device, before training") {
