@@ -1,0 +1,86 @@
+// The simulator's iteration time against the runtime's, end to end: `sailor demo` plans the
+// tiny model over N nodes in Z emulated zones (the link shaper between zones), predicts the
+// plan's iteration time with the simulator from a profile it measures, trains it as real
+// processes, and writes both figures to its summary. Printed per layout: the plan's shape,
+// predicted, measured (median iteration), and predicted / measured.
+//
+//   build/bench/sim_vs_runtime [--iterations N] [--layouts 2x1,4x2,3x3]
+//
+// Layout NxZ: N nodes (one CPU device each) in Z zones, round-robin. On this 2-core machine
+// more than 2 ranks share cores, which the profile accounts for (CPU per message and per
+// all-reduce, cores the ranks share) but noisily; run it on a quiet machine.
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct layout {
+  int nodes = 0;
+  int zones = 0;
+};
+
+std::vector<layout> parse_layouts(const std::string& text) {
+  std::vector<layout> out;
+  std::stringstream in{text};
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    layout l;
+    if (std::sscanf(item.c_str(), "%dx%d", &l.nodes, &l.zones) == 2 && l.nodes > 0 && l.zones > 0)
+      out.push_back(l);
+    else
+      std::fprintf(stderr, "sim_vs_runtime: --layouts: '%s' is not NxZ, skipped\n", item.c_str());
+  }
+  return out;
+}
+
+std::string shape_of(const nlohmann::json& plan) {
+  if (!plan.is_object()) return "?";
+  if (plan.contains("summary") && plan["summary"].is_string()) return plan["summary"];
+  return std::to_string(plan.value("stages", 0)) + " stage(s)";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"The simulator's predicted iteration time against the runtime's measured one"};
+  int iterations = 15;
+  std::string layouts_text = "2x1,4x2,3x3";
+  app.add_option("--iterations", iterations, "training iterations per layout");
+  app.add_option("--layouts", layouts_text, "NxZ,...: N nodes in Z emulated zones");
+  CLI11_PARSE(app, argc, argv);
+  const std::string sailor = std::string(SAILOR_BIN_DIR) + "/sailor";
+  const auto dir = std::filesystem::temp_directory_path() / ("sim_vs_runtime-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::printf("%-8s %12s %12s %10s   plan\n", "layout", "predicted", "measured", "pred/meas");
+  for (const auto& l : parse_layouts(layouts_text)) {
+    const auto summary = dir / ("summary-" + std::to_string(l.nodes) + "x" + std::to_string(l.zones) + ".json");
+    const std::string cmd = sailor + " demo --nodes " + std::to_string(l.nodes) + " --zones " +
+                            std::to_string(l.zones) + " --iterations " + std::to_string(iterations) +
+                            " --no-dashboard --summary-json " + summary.string() + " > " +
+                            (dir / "demo.out").string() + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    std::ifstream in(summary);
+    if (rc != 0 || !in) {
+      std::printf("%dx%-6d demo failed (exit %d); output in %s\n", l.nodes, l.zones, rc,
+                  (dir / "demo.out").c_str());
+      continue;
+    }
+    auto j = nlohmann::json::parse(in, nullptr, false);
+    const double predicted = j.value("predicted_iteration_s", 0.0);
+    const double measured = j.value("measured_iteration_s", 0.0);
+    std::printf("%dx%-6d %11.3fs %11.3fs %9.2fx   %s\n", l.nodes, l.zones, predicted, measured,
+                measured > 0 ? predicted / measured : 0.0,
+                shape_of(j.value("plan", nlohmann::json{})).c_str());
+  }
+  std::filesystem::remove_all(dir);
+  return 0;
+}
