@@ -205,6 +205,15 @@ TEST_CASE("dashboard: during a demo with a preempted node, the API and the page 
     CHECK(std::regex_search(dom, std::regex{"data-kind=\"preempted\"><td>[^<]*</td>"
                                              "<td>preempted</td><td>node-2</td>"}));
     CHECK(dom.find("class=\"replan\"") != std::string::npos);
+    // The zones as boxes with their nodes and states (node-2 preempted), and the link.
+    CHECK(count_of(dom, "class=\"zone\" data-zone=\"") == 2);
+    CHECK(dom.find("class=\"node preempted state-preempted\" data-node=\"node-2\"") !=
+          std::string::npos);
+    for (const char* survivor : {"node-0", "node-1"})
+      CHECK(std::regex_search(dom, std::regex{std::string{"class=\"node state-[a-z]+\" "
+                                                          "data-node=\""} + survivor + "\""}));
+    CHECK(std::regex_search(dom, std::regex{"<li>[^<]+ \u21c4 [^<]+: [0-9.]+ ms, [0-9.]+ GB/s, "
+                                            "egress \\$[0-9.]+/GB</li>"}));
     CHECK(std::filesystem::file_size(shot) > 10000);
     MESSAGE("screenshot: " << shot);
   }
