@@ -1,12 +1,15 @@
 // The coordinator's web dashboard, from outside: its JSON API against a real coordinator with
 // sailor-node processes (the fields a page or a script reads, errors for bad requests, a
-// preemption in the event list), and during `sailor demo` the training curve, the re-plan
-// after a killed node, the trace, and the page itself in headless Chromium.
+// preemption in the event list), and the page's validation-loss line in headless Chromium,
+// fed fixed metrics (the nodes do not report a validation loss yet). The demo's training, as
+// the API and the page show it, is in dashboard_demo.test.cpp.
 #include <doctest/doctest.h>
 
 #include <signal.h>
 
 #include <filesystem>
+#include <fstream>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -218,4 +221,101 @@ TEST_CASE("dashboard: an address other than loopback needs an explicit flag") {
   auto bad = run_command(line + "--dashboard nonsense", 30);
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--dashboard") != std::string::npos);
+}
+
+namespace {
+
+// The page as served, its script inlined after a stand-in for fetch() that answers the API
+// from `fixtures` (path -> JSON; "/api/metrics" for since=0, "/api/metrics tail" for later).
+std::string page_with_fixtures(dashboard_client& web, const json& fixtures) {
+  auto html = web.get("/").body;
+  const std::string tag = "<script src=\"/dashboard.js\"></script>";
+  const auto at = html.find(tag);
+  REQUIRE(at != std::string::npos);
+  const std::string stub = R"(<script>
+const fixtures = )" + fixtures.dump() + R"(;
+window.fetch = async (path) => {
+  const key = path.startsWith('/api/metrics') ? (path.endsWith('since=0') ? '/api/metrics'
+    : '/api/metrics tail') : path;
+  const body = fixtures[key];
+  return { ok: body !== undefined, status: body === undefined ? 404 : 200, json: async () => body };
+};
+</script>)";
+  return html.replace(at, tag.size(), stub + "<script>" + web.get("/dashboard.js").body + "</script>");
+}
+
+// Six iterations of a falling loss; `with_val` gives iterations 2 and 5 a validation loss.
+json metrics_fixture(bool with_val) {
+  json points = json::array();
+  for (int k = 0; k < 6; ++k) {
+    json p{{"iteration", k}, {"plan_version", 1}, {"unix_ms", 1700000000000 + 100 * k},
+           {"loss", 5.0 - 0.2 * k}, {"measured_s", 0.1}, {"predicted_s", 0.12},
+           {"compute_s", 0.08}, {"send_wait_s", 0}, {"recv_wait_s", 0}, {"all_reduce_s", 0.02},
+           {"tokens", 128}, {"tokens_per_s", 1280}};
+    if (with_val && (k == 2 || k == 5))
+      p["val_loss"] = 5.1 - 0.2 * k;
+    points.push_back(p);
+  }
+  json marks = json::array({{{"plan_version", 1}, {"first_iteration", 0},
+                             {"unix_ms", 1700000000000}, {"reason", "quorum"}}});
+  return {{"curve_id", 0}, {"newest", 5}, {"more", false}, {"points", points},
+          {"replans", marks}};
+}
+
+// The cx of every <circle class="CLS"> in a DOM dump, in order.
+std::vector<std::string> dot_xs(const std::string& dom, const std::string& cls) {
+  std::vector<std::string> out;
+  const std::regex dot{"<circle class=\"" + cls + "\" cx=\"([^\"]*)\""};
+  for (std::sregex_iterator m{dom.begin(), dom.end(), dot}, end; m != end; ++m)
+    out.push_back((*m)[1]);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("dashboard page: the validation loss is drawn at the iterations that carry one "
+          "(metrics points or the status's val_loss_curve), and nothing while none does") {
+  if (!sailor::testing::require_browser())
+    sailor::testing::end_as_skipped("the page's validation-loss line in a browser");
+  temp_dir dir;
+  child coordinator{coordinator_argv(1), dir.path("coordinator.out"),
+                    dir.path("coordinator.err")};
+  const int web_port = dashboard_port(coordinator, 10s);
+  INFO(coordinator.out());
+  INFO(coordinator.err());
+  REQUIRE(web_port > 0);
+  dashboard_client web{web_port};
+  json fixtures;
+  for (const char* path : {"/api/info", "/api/status", "/api/plan", "/api/events"}) {
+    fixtures[path] = web.json(path);
+    REQUIRE(!fixtures[path].is_null());
+  }
+  const json status = fixtures["/api/status"];
+  // Where the validation loss comes from: the metrics points (val_loss), the status's
+  // training.val_loss_curve ([iterations completed, loss]: the same iterations 2 and 5), or
+  // nowhere.
+  for (const std::string source : {"points", "status", "none"}) {
+    INFO("validation loss from: " << source);
+    const bool with_val = source != "none";
+    fixtures["/api/status"] = status;
+    if (source == "status")
+      fixtures["/api/status"]["training"] = {
+        {"completed", 6}, {"total", 6}, {"loss", 4.0}, {"summary", "training: 6/6"},
+        {"val_loss_curve", json::array({json::array({3, 4.7}), json::array({6, 4.1})})}};
+    fixtures["/api/metrics"] = metrics_fixture(source == "points");
+    fixtures["/api/metrics tail"] = metrics_fixture(false);
+    fixtures["/api/metrics tail"]["points"] = json::array();
+    const auto file = dir.path(source + ".html");
+    std::ofstream{file} << page_with_fixtures(web, fixtures);
+    const auto dom = sailor::testing::chromium_dom("file://" + file, 2000);
+    using sailor::testing::dom_attribute;
+    CHECK(dom_attribute(dom, "loss-chart", "data-points") == "6");
+    CHECK(dom_attribute(dom, "loss-chart", "data-val-points") == (with_val ? "2" : "0"));
+    // A validation dot at the x of the loss dots of iterations 2 and 5.
+    const auto loss_x = dot_xs(dom, "dot-loss"), val_x = dot_xs(dom, "dot-val-loss");
+    REQUIRE(loss_x.size() == 6);
+    CHECK(val_x == (with_val ? std::vector<std::string>{loss_x[2], loss_x[5]}
+                             : std::vector<std::string>{}));
+    CHECK((dom.find("class=\"series-val-loss\"") != std::string::npos) == with_val);
+  }
 }

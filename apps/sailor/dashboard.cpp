@@ -1,6 +1,8 @@
 #include "dashboard.hpp"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <chrono>
@@ -10,6 +12,7 @@
 #include <httplib.h>
 
 #include "dashboard_json.hpp"
+#include "dashboard_pool.hpp"
 #include "dashboard_page.hpp"
 #include "sailor/actors/link.hpp"
 
@@ -17,12 +20,19 @@ namespace sailor::app {
 
 namespace {
 
-// httplib 0.11 (as Debian builds it) listens with a backlog of 5: a burst of pages polling at
-// once overflows it and their connections wait for SYN retries (1 s, 3 s...). Linux takes a
-// second listen() on the bound socket as a new backlog.
 class http_server : public httplib::Server {
 public:
-  void widen_backlog(int backlog) { ::listen(svr_sock_, backlog); }
+  // httplib 0.11 (as Debian builds it) listens with a backlog of 5: a burst of pages polling
+  // at once overflows it and their connections wait for SYN retries (1 s, 3 s...). Linux
+  // takes a second listen() on the bound socket as a new backlog.
+  //
+  // TCP_DEFER_ACCEPT: a connection is handed over only once its request has arrived (or after
+  // `defer_s`). Browsers open spare connections ahead of need, and a client may connect and
+  // say nothing: neither then holds a worker waiting for a request.
+  void prepare_listener(int backlog, int defer_s) {
+    ::listen(svr_sock_, backlog);
+    ::setsockopt(svr_sock_, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof defer_s);
+  }
 };
 
 }  // namespace
@@ -163,16 +173,19 @@ result<std::unique_ptr<dashboard>> dashboard::start(dashboard_options options) {
   auto state = std::make_unique<impl>();
   state->options = std::move(options);
   auto& d = *state;
-  const int threads = std::max(1, d.options.threads);
-  d.server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  const auto threads = static_cast<std::size_t>(std::max(1, d.options.max_threads));
+  d.server.new_task_queue = [threads] { return new dashboard_pool(threads, 4 * threads); };
   // One request per connection: a kept-alive connection holds a worker thread while it is
   // open, and pages poll more often than any useful keep-alive timeout, so a few open pages
   // would hold every worker and the others would queue. A new loopback connection per
-  // request costs far less. A browser that stops reading is dropped after the timeouts; it
-  // never holds more than its copy of the answer.
+  // request costs far less. A connection holds a worker for at most a second waiting for
+  // its request, and a client that stops reading (or sending) is dropped when one read or
+  // write has waited 2 s: a stalled browser holds one worker for seconds, never the
+  // supervisor, and the pool grows past the workers it holds.
   d.server.set_keep_alive_max_count(1);
-  d.server.set_read_timeout(5, 0);
-  d.server.set_write_timeout(5, 0);
+  d.server.set_keep_alive_timeout(1);
+  d.server.set_read_timeout(2, 0);
+  d.server.set_write_timeout(2, 0);
   d.server.set_payload_max_length(64 * 1024);
   add_routes(d);
   if (d.options.port == 0) {
@@ -189,8 +202,11 @@ result<std::unique_ptr<dashboard>> dashboard::start(dashboard_options options) {
                            "", 0, "--dashboard"};
     d.port = d.options.port;
   }
-  d.server.widen_backlog(256);
-  d.thread = std::thread([&d] { d.server.listen_after_bind(); });
+  d.server.prepare_listener(256, 2);
+  d.thread = std::thread([&d] {
+    block_sigpipe_in_this_thread();  // and so in the workers it starts (dashboard_pool.hpp)
+    d.server.listen_after_bind();
+  });
   // stop() only reaches a server that is listening: wait for it (bounded) so that the
   // destructor can always stop it.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{5};

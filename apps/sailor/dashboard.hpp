@@ -33,7 +33,7 @@ struct dashboard_options {
   std::shared_ptr<const actors::status_board> board;
   config::cluster cluster;
   config::model_shape model;
-  int threads = 8;  ///< HTTP worker threads
+  int max_threads = 64;  ///< HTTP worker threads, started as connections wait (dashboard_pool)
 };
 
 class dashboard {

@@ -36,8 +36,10 @@ std::string_view dashboard_html() {
     <div id="training-summary" class="summary">no training reported yet</div>
     <div class="charts">
       <figure>
-        <figcaption>Loss <span class="muted">(dashed lines: re-plans)</span></figcaption>
-        <svg id="loss-chart" data-points="0" viewBox="0 0 560 220" role="img"
+        <figcaption><span class="loss">Loss</span><span id="val-legend" hidden> and
+          <span class="val-loss">validation loss</span></span>
+          <span class="muted">(dashed lines: re-plans)</span></figcaption>
+        <svg id="loss-chart" data-points="0" data-val-points="0" viewBox="0 0 560 220" role="img"
              aria-label="loss per iteration"></svg>
       </figure>
       <figure>
@@ -76,7 +78,8 @@ std::string_view dashboard_html() {
 std::string_view dashboard_css() {
   return R"SAILOR(
 :root { --bg: #f6f7f9; --card: #fff; --ink: #1d2330; --muted: #6b7280; --line: #d9dde3;
-        --measured: #1f6feb; --predicted: #d97706; --loss: #0f766e; --replan: #b91c1c; }
+        --measured: #1f6feb; --predicted: #d97706; --loss: #0f766e; --val-loss: #7c3aed;
+        --replan: #b91c1c; }
 * { box-sizing: border-box; }
 body { margin: 0; font: 14px/1.4 system-ui, sans-serif; background: var(--bg); color: var(--ink); }
 header { display: flex; gap: 1em; align-items: baseline; padding: .6em 1.2em;
@@ -121,7 +124,11 @@ svg .series-loss { stroke: var(--loss); fill: none; stroke-width: 2; }
 svg .series-measured { stroke: var(--measured); fill: none; stroke-width: 2; }
 svg .series-predicted { stroke: var(--predicted); fill: none; stroke-width: 2;
                         stroke-dasharray: 6 3; }
+svg .series-val-loss { stroke: var(--val-loss); fill: none; stroke-width: 1.5;
+                       stroke-dasharray: 2 2; }
 svg .dot-loss { fill: var(--loss); } svg .dot-measured { fill: var(--measured); }
+svg .dot-val-loss { fill: var(--val-loss); }
+.loss { color: var(--loss); } .val-loss { color: var(--val-loss); }
 svg .replan { stroke: var(--replan); stroke-dasharray: 4 3; }
 svg text.replan-label { fill: var(--replan); }
 .measured { color: var(--measured); } .predicted { color: var(--predicted); }

@@ -201,11 +201,32 @@ function steps(pts, value) {
   return out;
 }
 
-function renderTraining(status, metrics) {
+// The validation loss, one point per validation pass (the job's eval_every), joined by a
+// line; empty while there is none. From the status's training.val_loss_curve ([iterations
+// completed, loss] pairs: x is the 0-based iteration, as on the loss curve) where the
+// coordinator sends one, and from the metrics points that carry a val_loss.
+function validationCurve(status, pts) {
+  const byX = new Map();
+  const ok = (v) => typeof v === 'number' && isFinite(v);
+  for (const p of pts)
+    if (ok(p.val_loss)) byX.set(p.iteration, p.val_loss);
+  const curve = status.training && status.training.val_loss_curve;
+  if (Array.isArray(curve))
+    for (const c of curve)
+      if (Array.isArray(c) && ok(c[0]) && ok(c[1])) byX.set(c[0] - 1, c[1]);
+  return [...byX.entries()].sort((a, b) => a[0] - b[0]).map(([x, y]) => ({ x, y }));
+}
+
+function renderTraining(status) {
   const pts = state.points;
   const marks = state.replans.filter((m) => m.plan_version > 1 || m.first_iteration > 0)
     .map((m) => ({ x: m.first_iteration, label: 'v' + m.plan_version }));
-  chart('loss-chart', [{ cls: 'loss', dots: true, values: pts.map((p) => ({ x: p.iteration, y: p.loss })) }], marks);
+  const val = validationCurve(status, pts);
+  chart('loss-chart', [
+    { cls: 'loss', dots: true, values: pts.map((p) => ({ x: p.iteration, y: p.loss })) },
+    { cls: 'val-loss', dots: true, values: val }], marks);
+  $('loss-chart').dataset.valPoints = String(val.length);
+  $('val-legend').hidden = val.length === 0;
   chart('time-chart', [
     { cls: 'measured', dots: true, values: pts.map((p) => ({ x: p.iteration, y: p.measured_s })) },
     { cls: 'predicted', values: steps(pts, (p) => p.predicted_s) }],
@@ -214,8 +235,8 @@ function renderTraining(status, metrics) {
     { cls: 'measured', dots: true, values: pts.map((p) => ({ x: p.iteration, y: p.tokens_per_s })) },
     { cls: 'predicted', values: steps(pts, (p) => p.tokens / p.predicted_s) }],
   marks);
-  $('validation-note').textContent = metrics.validation_loss === null
-    ? 'No validation loss: the runtime does not run a validation pass yet.' : '';
+  $('validation-note').textContent = val.length ? ''
+    : 'No validation loss reported yet: it is drawn once iterations carry one.';
   if (!status.training) return;
   let text = status.training.summary;
   if (pts.length) {
@@ -259,12 +280,12 @@ async function refresh() {
       state.info = await getJson('/api/info');
       renderInfo(state.info);
     }
-    const [status, plan, events, metrics] = await Promise.all([getJson('/api/status'),
+    const [status, plan, events] = await Promise.all([getJson('/api/status'),
       getJson('/api/plan'), getJson('/api/events'), fetchMetrics()]);
     $('phase').textContent = status.phase;
     renderZones(status, events.events);
     renderPlan(plan);
-    renderTraining(status, metrics);
+    renderTraining(status);
     renderEvents(events.events);
     $('updated').textContent = 'updated ' + new Date().toISOString().substring(11, 19) + ' UTC';
   } catch (err) {

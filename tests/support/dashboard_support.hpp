@@ -3,7 +3,12 @@
 // a process printed, and headless Chromium (Debian's chromium-headless-shell) loading a page.
 
 #include <httplib.h>
+#include <unistd.h>
 
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
@@ -80,6 +85,58 @@ inline std::string chromium_binary() {
     if (::access(path, X_OK) == 0)
       return path;
   return {};
+}
+
+/// Whether the environment says to skip browser checks (SAILOR_SKIP_BROWSER=1): a browser
+/// test on a machine without Chromium is then reported skipped instead of failing.
+inline bool browser_skip_allowed() {
+  const char* v = std::getenv("SAILOR_SKIP_BROWSER");
+  return v != nullptr && std::string{v} == "1";
+}
+
+/// Counts the failed assertions of this test executable (a doctest listener), so that a
+/// test can end as skipped only when nothing it did check failed.
+struct failure_counter : doctest::IReporter {
+  explicit failure_counter(const doctest::ContextOptions&) {}
+  static std::atomic<int>& failed() {
+    static std::atomic<int> n{0};
+    return n;
+  }
+  void report_query(const doctest::QueryData&) override {}
+  void test_run_start() override {}
+  void test_run_end(const doctest::TestRunStats&) override {}
+  void test_case_start(const doctest::TestCaseData&) override {}
+  void test_case_reenter(const doctest::TestCaseData&) override {}
+  void test_case_end(const doctest::CurrentTestCaseStats&) override {}
+  void test_case_exception(const doctest::TestCaseException&) override { ++failed(); }
+  void subcase_start(const doctest::SubcaseSignature&) override {}
+  void subcase_end() override {}
+  void log_assert(const doctest::AssertData& a) override { failed() += a.m_failed ? 1 : 0; }
+  void log_message(const doctest::MessageData&) override {}
+  void test_case_skipped(const doctest::TestCaseData&) override {}
+};
+REGISTER_LISTENER("failure_counter", 1, failure_counter);
+
+/// The start of a browser test: true with Chromium. Without it the test fails, unless
+/// SAILOR_SKIP_BROWSER=1: then false, and the caller runs what needs no browser and ends with
+/// end_as_skipped().
+inline bool require_browser() {
+  if (!chromium_binary().empty())
+    return true;
+  if (!browser_skip_allowed())
+    FAIL("chromium-headless-shell is not installed (scripts/install-deps.sh installs it); "
+         "set SAILOR_SKIP_BROWSER=1 to report this test as skipped instead");
+  MESSAGE("no Chromium and SAILOR_SKIP_BROWSER=1: the browser checks are skipped");
+  return false;
+}
+
+/// Ends a browser test that ran without a browser: skipped (exit 77, see tests/CMakeLists.txt)
+/// when nothing else it checked failed; failed otherwise.
+inline void end_as_skipped(const std::string& what) {
+  REQUIRE(failure_counter::failed() == 0);
+  std::printf("skipped: %s (no Chromium, SAILOR_SKIP_BROWSER=1)\n", what.c_str());
+  std::fflush(stdout);
+  std::exit(77);
 }
 
 /// Loads `url` in headless Chromium, lets its scripts run for `budget_ms` of virtual time
