@@ -64,7 +64,9 @@ int count_of(const std::string& text, const std::string& what) {
 TEST_CASE("dashboard: during a demo with a killed node, the API and the page show the "
           "training, the re-plan and the trace") {
   temp_dir dir;
-  child demo{{sailor_bin(), "demo", "--nodes", "3", "--zones", "2", "--iterations",
+  const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+  child demo{{sailor_bin(), "demo", "--model", configs + "/models/tiny.yaml", "--job",
+              configs + "/jobs/tiny.yaml", "--nodes", "3", "--zones", "2", "--iterations",
               std::to_string(iterations), "--preempt-at", std::to_string(preempt_at),
               "--dashboard", "127.0.0.1:0", "--dashboard-hold", "120"},
              dir.path("demo.out"), dir.path("demo.err")};
