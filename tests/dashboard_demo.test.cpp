@@ -97,7 +97,9 @@ TEST_CASE("dashboard: during a demo with a preempted node, the API and the page 
           "training, the preemption, the re-plan and the trace") {
   const bool browser = require_browser();
   temp_dir dir;
-  child demo{{sailor_bin(), "demo", "--nodes", "3", "--zones", "2", "--iterations",
+  const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+  child demo{{sailor_bin(), "demo", "--model", configs + "/models/tiny.yaml", "--job",
+              configs + "/jobs/tiny.yaml", "--nodes", "3", "--zones", "2", "--iterations",
               std::to_string(iterations), "--dashboard", "127.0.0.1:0", "--dashboard-hold",
               "120"},
              dir.path("demo.out"), dir.path("demo.err")};

@@ -1,6 +1,7 @@
 // `sailor demo` end to end: a coordinator and sailor-node processes train the tiny model
 // through the actor runtime, and the loss curve must be the one the same model, seed and
-// data give on a single rank in this process.
+// data give on a single rank in this process; on its own defaults the demo trains a
+// character-level model on the fortunes-min quotes and prints a sample.
 
 // Built only with LibTorch (the reference run needs the training executor).
 #if __has_include(<sailor/models/shapes.hpp>)
@@ -8,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -31,13 +33,16 @@ namespace {
 
 using namespace sailor;
 const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+// The tiny model on the synthetic stream (the demo's own job trains on text: demo_text below).
+const std::string tiny_demo =
+  " demo --job " + configs + "/jobs/tiny.yaml --model " + configs + "/models/tiny.yaml";
 
 }  // namespace
 
 TEST_CASE("sailor demo trains over node processes and matches a single-rank run") {
   temp_dir dir;
   auto summary = dir.path("summary.json");
-  auto r = run_command(sailor_bin() + " demo --nodes 2 --zones 2 --iterations 10 --summary-json " +
+  auto r = run_command(sailor_bin() + tiny_demo + " --nodes 2 --zones 2 --iterations 10 --summary-json " +
                          summary,
                        90);
   INFO(r.out);
@@ -64,7 +69,7 @@ TEST_CASE("sailor demo trains over node processes and matches a single-rank run"
 }
 
 TEST_CASE("sailor demo refuses a model that does not fit a device, before training") {
-  auto r = run_command(sailor_bin() + " demo --nodes 2 --zones 2 --iterations 2 --model " +
+  auto r = run_command(sailor_bin() + " demo --job " + configs + "/jobs/tiny.yaml --nodes 2 --zones 2 --iterations 2 --model " +
                          configs + "/models/opt-350m.yaml --join-timeout-s 20",
                        60);
   INFO(r.out);
@@ -84,7 +89,7 @@ TEST_CASE("sailor demo refuses a plan that does not match the nodes that joined"
       "    replicas: [{gpu: CPU, zone: local-a, tp: 1}]\n"
       "  - layers: {first: 3, count: 3}\n"
       "    replicas: [{gpu: CPU, zone: local-a, tp: 1}]\n");
-  auto r = run_command(sailor_bin() + " demo --nodes 2 --zones 2 --iterations 2 --plan " + plan +
+  auto r = run_command(sailor_bin() + tiny_demo + " --nodes 2 --zones 2 --iterations 2 --plan " + plan +
                          " --join-timeout-s 20",
                        60);
   INFO(r.out);
@@ -96,7 +101,7 @@ TEST_CASE("sailor demo refuses a plan that does not match the nodes that joined"
 
 TEST_CASE("sailor demo ends with a clear error when a node cannot join") {
   // A "node" program that exits at once: the demo must say so, not wait for ever.
-  auto r = run_command(sailor_bin() + " demo --nodes 2 --zones 1 --iterations 2 --node-binary "
+  auto r = run_command(sailor_bin() + tiny_demo + " --nodes 2 --zones 1 --iterations 2 --node-binary "
                                       "/bin/false --join-timeout-s 10",
                        40);
   INFO(r.out);
@@ -126,7 +131,7 @@ TEST_CASE("sailor demo holds activations between zones for the cluster's link") 
       "  - layers: {first: 3, count: 3}\n"
       "    replicas: [{gpu: CPU, zone: local-b, tp: 1}]\n");
   auto summary = dir.path("summary.json");
-  auto r = run_command(sailor_bin() + " demo --nodes 2 --zones 2 --iterations 3 --cluster " + cluster +
+  auto r = run_command(sailor_bin() + tiny_demo + " --nodes 2 --zones 2 --iterations 3 --cluster " + cluster +
                            " --plan " + plan + " --summary-json " + summary,
                        90);
   INFO(r.out);
@@ -144,6 +149,47 @@ TEST_CASE("sailor demo holds activations between zones for the cluster's link") 
   auto reference = single_rank_losses(2, 8, 3);
   for (std::size_t k = 0; k < curve.size(); ++k)
     CHECK(std::abs(curve[k] - reference[k]) <= 1e-4 * std::abs(reference[k]));
+}
+
+TEST_CASE("sailor demo on its defaults trains on the fortunes-min quotes and ends with a sample") {
+  temp_dir dir;
+  auto summary = dir.path("summary.json");
+  auto r = run_command(sailor_bin() + " demo --nodes 2 --zones 2 --iterations 3 --summary-json " +
+                         summary,
+                       120);
+  INFO(r.out);
+  INFO(r.err);
+  bool installed = true;
+  for (const char* f : {"fortunes", "literature", "riddles"})
+    installed = installed && std::filesystem::exists(std::string("/usr/share/games/fortunes/") + f);
+  if (!installed) {
+    // Without the package: a clear error naming it, before any node starts.
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("fortunes-min") != std::string::npos);
+    CHECK(r.out.find("joined") == std::string::npos);
+    return;
+  }
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("model char-gpt-4x64 (gpt2,") != std::string::npos);
+  std::ifstream in(summary);
+  REQUIRE(in);
+  auto j = nlohmann::json::parse(in);
+  CHECK(j["model"] == "char-gpt-4x64");
+  REQUIRE(j["data"].is_string());
+  CHECK(j["data"].get<std::string>().find("fortunes.txt") != std::string::npos);
+  CHECK(j["loss_curve"].size() == 3);
+  // The job validates every 100 iterations and after the last.
+  REQUIRE(j["val_loss_curve"].size() == 1);
+  CHECK(j["val_loss_curve"][0][0].get<int>() == 3);
+  const double val = j["val_loss_curve"][0][1].get<double>();
+  CHECK(val > 0);
+  CHECK(val < 6);  // ln 96 = 4.56 for a uniform guess
+  // The sample continues the default prompt with characters of the quotes.
+  REQUIRE(j["sample"].is_string());
+  const auto sample = j["sample"].get<std::string>();
+  CHECK(sample.rfind("The ", 0) == 0);
+  CHECK(sample.size() >= 4 + 200);
+  CHECK(r.out.find("sample of the trained model") != std::string::npos);
 }
 
 #endif  // __has_include(<sailor/models/shapes.hpp>)

@@ -82,7 +82,8 @@ TEST_CASE("elastic: sailor demo loses a node after 3 iterations, re-plans and re
   temp_dir dir;
   auto summary = dir.path("summary.json");
   auto r = run_command(sailor_bin() + " demo --nodes 3 --zones 2 --iterations 8 --preempt-at 3 "
-                                      "--summary-json " + summary,
+                                      "--model " + configs + "/models/tiny.yaml --job " +
+                         configs + "/jobs/tiny.yaml --summary-json " + summary,
                        150);
   INFO(r.out);
   INFO(r.err);

@@ -359,6 +359,16 @@ cluster_status snapshot(supervisor* self) {
       std::snprintf(loss, sizeof loss, ", loss %.4f", out.training_loss);
       line += loss;
     }
+    for (const auto& v : st.training.val_loss_curve()) {
+      out.val_iterations.push_back(v.iteration);
+      out.val_losses.push_back(v.loss);
+    }
+    if (!out.val_losses.empty()) {
+      char val[64];
+      std::snprintf(val, sizeof val, ", validation loss %.4f after iteration %lld",
+                    out.val_losses.back(), static_cast<long long>(out.val_iterations.back()));
+      line += val;
+    }
     line += ", plan v" + std::to_string(st.training.plan_version());
     if (st.training.start_iteration() > 0)
       line += " (resumed from the checkpoint after iteration " +

@@ -401,3 +401,43 @@ TEST_CASE("training progress: a plan resumed from a checkpoint finishes after th
   }
   CHECK(resumed.finished());
 }
+
+TEST_CASE("training progress: the validation loss comes from the last stage's first rank and its curve survives a re-plan") {
+  // Two stages; the validation pass ran after iterations 2 and 4 (0-based 1 and 3).
+  training_progress first{3, 2, 6, 1, 0.0};
+  for (std::int64_t it = 0; it < 4; ++it)
+    for (int rank = 0; rank < 2; ++rank) {
+      train_report r;
+      r.plan_version = 3;
+      r.rank = rank;
+      r.stage = rank;
+      r.iteration = it;
+      r.loss = 3.0 - 0.1 * static_cast<double>(it);
+      r.has_val_loss = it % 2 == 1;
+      // Every rank computes the same number; the first stage's is off here to show which is
+      // taken.
+      r.val_loss = rank == 1 ? 2.5 - 0.1 * static_cast<double>(it) : 99;
+      first.add(r);
+    }
+  auto curve = first.val_loss_curve();
+  REQUIRE(curve.size() == 2);
+  CHECK(curve[0].iteration == 2);
+  CHECK(curve[0].loss == doctest::Approx(2.4));
+  CHECK(curve[1].iteration == 4);
+  CHECK(curve[1].loss == doctest::Approx(2.2));
+  REQUIRE(first.completed().size() == 4);
+  CHECK_FALSE(first.completed()[0].val_loss);
+  // A plan resuming from the checkpoint after 3 iterations keeps the pass after 2; the pass
+  // after 4 comes again from the new plan.
+  training_progress second{4, 1, 6, 0, 0.0, 3, first.completed()};
+  REQUIRE(second.val_loss_curve().size() == 1);
+  CHECK(second.val_loss_curve()[0].iteration == 2);
+  train_report r;
+  r.plan_version = 4;
+  r.iteration = 3;
+  r.has_val_loss = true;
+  r.val_loss = 2.2;
+  second.add(r);
+  REQUIRE(second.val_loss_curve().size() == 2);
+  CHECK(second.val_loss_curve()[1].iteration == 4);
+}

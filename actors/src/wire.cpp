@@ -149,6 +149,8 @@ std::optional<comm::message_body> to_comm_body(const caf::message& m, const std:
     out.training_total = x.training_total;
     out.training_loss = x.training_loss;
     out.training_summary = x.training_summary;
+    out.val_iterations = x.val_iterations;
+    out.val_losses = x.val_losses;
     for (auto& n : x.nodes) {
       comm::node_status ns{to_comm(n.inventory), n.state, n.heartbeat_age_ms, {}, n.ready_roles};
       for (auto& r : n.roles)
@@ -162,14 +164,27 @@ std::optional<comm::message_body> to_comm_body(const caf::message& m, const std:
   }
   if (m.match_elements<training_job>()) {
     auto& x = m.get_as<training_job>(0);
-    return comm::training_job{epoch(x.plan_version), x.plan,         x.model,
-                              x.iterations,          x.seed,
-                              x.optimizer,           x.learning_rate, x.torch_threads,
-                              x.timeout_ms,          x.predicted_iteration_s,
-                              x.links,               x.start_iteration,
-                              x.checkpoint_dir,      x.checkpoint_every,
-                              x.restore_dir,         x.restore_files,
-                              x.restore_holders};
+    comm::training_job out{epoch(x.plan_version), x.plan,         x.model,
+                           x.iterations,          x.seed,
+                           x.optimizer,           x.learning_rate, x.torch_threads,
+                           x.timeout_ms,          x.predicted_iteration_s,
+                           x.links,               x.start_iteration,
+                           x.checkpoint_dir,      x.checkpoint_every,
+                           x.restore_dir,         x.restore_files,
+                           x.restore_holders};
+    out.data_path = x.data.path;
+    out.data_format = x.data.format;
+    out.validation_fraction = x.data.validation_fraction;
+    out.min_learning_rate = x.min_learning_rate;
+    out.warmup_iterations = x.warmup_iterations;
+    out.decay_iterations = x.decay_iterations;
+    out.beta1 = x.beta1;
+    out.beta2 = x.beta2;
+    out.weight_decay = x.weight_decay;
+    out.grad_clip = x.grad_clip;
+    out.eval_every = x.eval_every;
+    out.eval_batches = x.eval_batches;
+    return out;
   }
   if (m.match_elements<comm::store_request>())
     return m.get_as<comm::store_request>(0);
@@ -189,7 +204,9 @@ std::optional<comm::message_body> to_comm_body(const caf::message& m, const std:
                               x.total_s,
                               x.tokens,
                               x.error,
-                              x.checkpoint_file};
+                              x.checkpoint_file,
+                              x.has_val_loss,
+                              x.val_loss};
   }
   return std::nullopt;
 }
@@ -264,6 +281,8 @@ struct from_comm_body {
     out.training_total = x.training_total;
     out.training_loss = x.training_loss;
     out.training_summary = x.training_summary;
+    out.val_iterations = x.val_iterations;
+    out.val_losses = x.val_losses;
     for (auto& n : x.nodes) {
       node_status ns{from_comm(n.inventory), n.state, n.heartbeat_age_ms, {}, n.ready_roles};
       for (auto& r : n.roles)
@@ -294,6 +313,18 @@ struct from_comm_body {
     out.restore_dir = std::move(x.restore_dir);
     out.restore_files = std::move(x.restore_files);
     out.restore_holders = std::move(x.restore_holders);
+    out.data.path = std::move(x.data_path);
+    out.data.format = x.data_format;
+    out.data.validation_fraction = x.validation_fraction;
+    out.min_learning_rate = x.min_learning_rate;
+    out.warmup_iterations = x.warmup_iterations;
+    out.decay_iterations = x.decay_iterations;
+    out.beta1 = x.beta1;
+    out.beta2 = x.beta2;
+    out.weight_decay = x.weight_decay;
+    out.grad_clip = x.grad_clip;
+    out.eval_every = x.eval_every;
+    out.eval_batches = x.eval_batches;
     return caf::make_message(std::move(out));
   }
   result<caf::message> operator()(comm::store_request& x) const {
@@ -320,6 +351,8 @@ struct from_comm_body {
     out.tokens = x.tokens;
     out.error = x.error;
     out.checkpoint_file = std::move(x.checkpoint_file);
+    out.has_val_loss = x.has_val_loss;
+    out.val_loss = x.val_loss;
     return caf::make_message(std::move(out));
   }
 };

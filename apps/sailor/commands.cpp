@@ -47,6 +47,7 @@ void register_commands(CLI::App& app, command_set& commands) {
   add_coordinator(app, commands);
   add_status(app, commands);
   add_demo(app, commands);
+  add_train(app, commands);
   add_replay(app, commands);
   add_validate(app, commands);
   add_export(app, commands);

@@ -28,6 +28,7 @@ void add_profile(CLI::App& app, command_set& commands);
 void add_coordinator(CLI::App& app, command_set& commands);
 void add_status(CLI::App& app, command_set& commands);
 void add_demo(CLI::App& app, command_set& commands);
+void add_train(CLI::App& app, command_set& commands);  ///< demo.cpp
 void add_replay(CLI::App& app, command_set& commands);
 void add_export(CLI::App& app, command_set& commands);  ///< export and generate
 

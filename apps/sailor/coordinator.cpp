@@ -166,6 +166,12 @@ int run_coordinator(const coordinator_args& args) {
                    args.job.c_str());
       return exit_bad_input;
     }
+    // The data file and the architecture, before anything is planned (the nodes read the
+    // file at the same path).
+    if (auto err = check_training_inputs(*model, *job, args.job)) {
+      std::fprintf(stderr, "sailor coordinator: %s\n", err->to_string().c_str());
+      return exit_bad_input;
+    }
     std::error_code ec;
     std::filesystem::create_directories(args.train_dir, ec);
     if (ec) {
@@ -213,6 +219,8 @@ int run_coordinator(const coordinator_args& args) {
                   r.measured_s > 0 ? static_cast<double>(r.tokens) / r.measured_s : 0.0);
       if (p.predicted_s() > 0)
         std::printf("  predicted %.4f s", p.predicted_s());
+      if (r.val_loss)
+        std::printf("  validation loss %.6f", *r.val_loss);
       std::printf("\n");
       if (p.finished()) {
         auto curve = p.loss_curve();

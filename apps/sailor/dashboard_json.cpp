@@ -88,7 +88,7 @@ nlohmann::json metrics_json(const actors::status_board::metrics_page& page) {
   out["points"] = json::array();
   for (const auto& p : page.points) {
     const auto& r = p.record;
-    out["points"].push_back({{"iteration", p.iteration},
+    json point{{"iteration", p.iteration},
                              {"plan_version", p.plan_version},
                              {"unix_ms", p.unix_ms},
                              {"loss", r.loss},
@@ -101,7 +101,11 @@ nlohmann::json metrics_json(const actors::status_board::metrics_page& page) {
                              {"tokens", r.tokens},
                              {"tokens_per_s", r.measured_s > 0
                                                 ? static_cast<double>(r.tokens) / r.measured_s
-                                                : 0.0}});
+                                                : 0.0}};
+    // Only where a validation pass ran after this iteration (the job's eval_every).
+    if (r.val_loss)
+      point["val_loss"] = *r.val_loss;
+    out["points"].push_back(std::move(point));
   }
   out["replans"] = json::array();
   for (const auto& m : page.plans) {
@@ -113,8 +117,14 @@ nlohmann::json metrics_json(const actors::status_board::metrics_page& page) {
       mark["recovery_s"] = m.recovery_s;
     out["replans"].push_back(std::move(mark));
   }
-  // The runtime has no validation pass yet: there is no validation loss to show.
+  // The newest validation loss on the curve (null: none yet, or a job without eval_every);
+  // each point that had a validation pass carries its own as `val_loss`.
   out["validation_loss"] = nullptr;
+  for (auto p = page.points.rbegin(); p != page.points.rend(); ++p)
+    if (p->record.val_loss) {
+      out["validation_loss"] = *p->record.val_loss;
+      break;
+    }
   return out;
 }
 

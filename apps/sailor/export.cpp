@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "sample_text.hpp"
 #include "sailor/config/load.hpp"
 
 #if defined(SAILOR_WITH_TRAIN)
@@ -27,6 +28,55 @@
 namespace sailor::app {
 
 #if defined(SAILOR_WITH_TRAIN)
+result<std::string> sample_text(const config::model_shape& model, const std::string& checkpoint_dir,
+                                const std::string& prompt, const text_sample_options& o) {
+  const std::string vocab_path = checkpoint_dir + "/" + train::vocabulary_file_name();
+  std::ifstream in(vocab_path);
+  if (!in)
+    return sailor::error{error_kind::invalid_input,
+                         "no vocabulary (written by jobs that train on text)", vocab_path, 0, ""};
+  std::stringstream text;
+  text << in.rdbuf();
+  auto symbols = models::parse_vocabulary_json(text.str());
+  if (!symbols) return sailor::error{error_kind::invalid_input, symbols.error().message, vocab_path, 0, ""};
+  std::map<std::string, std::int64_t> index;
+  for (std::size_t i = 0; i < symbols->size(); ++i) index[(*symbols)[i]] = static_cast<std::int64_t>(i);
+  std::vector<std::int64_t> ids;
+  std::string used;
+  for (std::size_t i = 0; i < prompt.size();) {
+    const unsigned char c = static_cast<unsigned char>(prompt[i]);
+    const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : 4;
+    auto it = index.find(prompt.substr(i, n));
+    if (it == index.end() && o.skip_unknown) {
+      i += n;
+      continue;
+    }
+    if (it == index.end())
+      return sailor::error{error_kind::invalid_input,
+                           "the prompt's character '" + prompt.substr(i, n) + "' is not in " + vocab_path,
+                           "", 0, "--prompt"};
+    ids.push_back(it->second);
+    used += prompt.substr(i, n);
+    i += n;
+  }
+  if (ids.empty() && o.skip_unknown && !symbols->empty()) {
+    ids.push_back(0);
+    used = (*symbols)[0];
+  }
+  train::generation_options generation;
+  generation.tokens = o.tokens;
+  generation.temperature = o.temperature;
+  generation.top_k = o.top_k;
+  generation.seed = o.seed;
+  generation.vocabulary_limit = static_cast<int>(symbols->size());
+  auto drawn = train::generate_tokens(model, checkpoint_dir, o.iteration, ids, generation);
+  if (!drawn) return drawn.error();
+  std::string out = used;
+  for (auto id : *drawn)
+    if (id >= 0 && id < static_cast<std::int64_t>(symbols->size())) out += (*symbols)[id];
+  return out;
+}
+
 namespace {
 
 struct export_options {
@@ -53,33 +103,15 @@ int run_export(const export_options& o) {
 int run_generate(const export_options& o) {
   auto model = config::load_model(o.model);
   if (!model) return fail("generate", model.error().to_string());
-  const std::string vocab_path = o.checkpoint + "/" + train::vocabulary_file_name();
-  std::ifstream in(vocab_path);
-  if (!in) return fail("generate", vocab_path + ": no vocabulary (written by jobs that train on text)");
-  std::stringstream text;
-  text << in.rdbuf();
-  auto symbols = models::parse_vocabulary_json(text.str());
-  if (!symbols) return fail("generate", vocab_path + ": " + symbols.error().message);
-  std::map<std::string, std::int64_t> index;
-  for (std::size_t i = 0; i < symbols->size(); ++i) index[(*symbols)[i]] = static_cast<std::int64_t>(i);
-  std::vector<std::int64_t> prompt;
-  for (std::size_t i = 0; i < o.prompt.size();) {
-    const unsigned char c = static_cast<unsigned char>(o.prompt[i]);
-    const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : 4;
-    auto it = index.find(o.prompt.substr(i, n));
-    if (it == index.end())
-      return fail("generate", "the prompt's character '" + o.prompt.substr(i, n) + "' is not in " + vocab_path);
-    prompt.push_back(it->second);
-    i += n;
-  }
-  auto generation = o.generation;
-  generation.vocabulary_limit = static_cast<int>(symbols->size());
-  auto ids = train::generate_tokens(*model, o.checkpoint, o.iteration, prompt, generation);
-  if (!ids) return fail("generate", ids.error().to_string());
-  std::string out = o.prompt;
-  for (auto id : *ids)
-    if (id >= 0 && id < static_cast<std::int64_t>(symbols->size())) out += (*symbols)[id];
-  std::printf("%s\n", out.c_str());
+  text_sample_options sample;
+  sample.tokens = o.generation.tokens;
+  sample.temperature = o.generation.temperature;
+  sample.top_k = o.generation.top_k;
+  sample.seed = o.generation.seed;
+  sample.iteration = o.iteration;
+  auto text = sample_text(*model, o.checkpoint, o.prompt, sample);
+  if (!text) return fail("generate", text.error().message);
+  std::printf("%s\n", text->c_str());
   return 0;
 }
 
@@ -106,6 +138,12 @@ void add_export(CLI::App& app, command_set& commands) {
   gen->callback([&commands, opts] { commands.selected = [opts] { return run_generate(*opts); }; });
 }
 #else
+result<std::string> sample_text(const config::model_shape&, const std::string&, const std::string&,
+                                const text_sample_options&) {
+  return sailor::error{error_kind::unimplemented, "this build has no LibTorch: no text is sampled", "",
+                       0, ""};
+}
+
 void add_export(CLI::App& app, command_set& commands) {
   add_not_built(app, commands, "export", "write a checkpoint's model as safetensors", "needs LibTorch");
   add_not_built(app, commands, "generate", "sample text from a checkpoint", "needs LibTorch");

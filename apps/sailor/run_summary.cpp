@@ -6,6 +6,13 @@
 
 namespace sailor::app {
 
+nlohmann::json val_loss_json(const std::vector<actors::validation_point>& curve) {
+  auto out = nlohmann::json::array();
+  for (const auto& v : curve)
+    out.push_back({v.iteration, v.loss});
+  return out;
+}
+
 void run_summary::on_plan(std::int64_t, int start_iteration, double predicted_s) {
   std::lock_guard lock{mutex_};
   ++plans_;
@@ -24,6 +31,7 @@ void run_summary::on_iteration(const actors::iteration_record& r,
     recovery_s_.push_back(std::chrono::duration<double>(clock::now() - plan_started_).count());
   awaiting_first_ = false;
   loss_curve_ = p.loss_curve();
+  val_loss_curve_ = p.val_loss_curve();
   measured_s_.push_back(r.measured_s);
   tokens_.push_back(r.tokens);
   first_of_plan_.push_back(first);
@@ -46,6 +54,7 @@ status run_summary::write(const std::string& path) const {
   nlohmann::json j;
   j["iterations_completed"] = loss_curve_.size();
   j["loss_curve"] = loss_curve_;
+  j["val_loss_curve"] = val_loss_json(val_loss_curve_);
   j["replans"] = plans_ > 0 ? plans_ - 1 : 0;
   j["resumed_at"] = resumed_at_;
   j["recovery_s"] = recovery_s_.empty() ? nlohmann::json(nullptr) : nlohmann::json(recovery_s_.back());

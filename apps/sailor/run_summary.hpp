@@ -10,10 +10,15 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "sailor/actors/train/progress.hpp"
 #include "sailor/config/error.hpp"
 
 namespace sailor::app {
+
+/// The validation curve as the summary JSON writes it: [[iterations completed, loss], ...].
+nlohmann::json val_loss_json(const std::vector<actors::validation_point>& curve);
 
 class run_summary {
 public:
@@ -31,6 +36,7 @@ private:
   int plans_ = 0;
   std::vector<int> resumed_at_;
   std::vector<double> loss_curve_;
+  std::vector<actors::validation_point> val_loss_curve_;
   std::vector<double> measured_s_;
   std::vector<std::int64_t> tokens_;
   std::vector<bool> first_of_plan_;

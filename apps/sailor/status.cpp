@@ -38,6 +38,15 @@ void print_text(const actors::cluster_status& s) {
     std::printf("plan: %s\n", s.plan_summary.c_str());
   if (!s.training_summary.empty())
     std::printf("%s\n", s.training_summary.c_str());
+  if (!s.val_losses.empty()) {
+    // The newest passes (all of them in --json).
+    constexpr std::size_t shown = 8;
+    const std::size_t first = s.val_losses.size() > shown ? s.val_losses.size() - shown : 0;
+    std::printf("validation loss after iteration:%s", first > 0 ? " ..." : "");
+    for (std::size_t k = first; k < s.val_losses.size() && k < s.val_iterations.size(); ++k)
+      std::printf(" %lld: %.4f", static_cast<long long>(s.val_iterations[k]), s.val_losses[k]);
+    std::printf("\n");
+  }
   std::printf("%-16s %-14s %-10s %7s %-9s %9s  %s\n", "node", "zone", "gpu", "devices", "state",
               "heartbeat", "roles (stage/replica/rank@device)");
   for (auto& n : s.nodes) {

@@ -16,11 +16,17 @@ nlohmann::json status_json(const actors::cluster_status& s) {
   out["all_roles_assigned"] = s.phase == "running" && s.roles_total > 0 &&
                               s.roles_ready == s.roles_total;
   out["plan"] = s.plan_summary;
-  if (s.training_total > 0)
+  if (s.training_total > 0) {
     out["training"] = {{"completed", s.training_completed},
                        {"total", s.training_total},
                        {"loss", s.training_loss},
                        {"summary", s.training_summary}};
+    // [iterations completed, validation loss] of every validation pass so far.
+    auto curve = nlohmann::json::array();
+    for (std::size_t k = 0; k < s.val_losses.size() && k < s.val_iterations.size(); ++k)
+      curve.push_back({s.val_iterations[k], s.val_losses[k]});
+    out["training"]["val_loss_curve"] = std::move(curve);
+  }
   out["zones"] = s.zones;
   out["events"] = s.events;
   out["refusals"] = nlohmann::json::array();

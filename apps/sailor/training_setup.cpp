@@ -8,6 +8,11 @@
 #include "sailor/actors/train/checkpoint.hpp"
 #include "sailor/simulator/simulator.hpp"
 
+#if defined(SAILOR_WITH_TRAIN)
+#include "sailor/actors/train/executor.hpp"
+#include "sailor/models/token_data.hpp"
+#endif
+
 namespace sailor::app {
 
 namespace fs = std::filesystem;
@@ -61,12 +66,66 @@ std::string job_key(const training_settings& s) {
   return out;
 }
 
+status check_training_inputs(const config::model_shape& model, const config::job& job,
+                             const std::string& job_file) {
+#if defined(SAILOR_WITH_TRAIN)
+  if (auto st = train::validate_architecture(model))
+    return st;
+  if (!job.data)
+    return {};
+  auto data = models::token_dataset::open(*job.data, model.vocabulary, model.sequence);
+  if (!data)
+    return data.error();
+  if (job.eval_every > 0 && (*data)->tokens(models::data_split::validation) <= model.sequence)
+    return sailor::error{error_kind::invalid_input,
+                         "eval_every " + std::to_string(job.eval_every) +
+                           " needs a validation part of at least " +
+                           std::to_string(model.sequence + 1) + " tokens, but data " +
+                           job.data->path + " holds out " +
+                           std::to_string((*data)->tokens(models::data_split::validation)) +
+                           " (data.validation_fraction)",
+                         job_file, 0, "eval_every"};
+#else
+  (void)model;
+  if (job.data)
+    return sailor::error{error_kind::invalid_input,
+                         "this build has no LibTorch: it cannot train on data " + job.data->path,
+                         job_file, 0, "data"};
+#endif
+  return {};
+}
+
+void fill_job_settings(actors::training_job& tj, const config::job& job) {
+  tj.seed = static_cast<std::uint64_t>(job.seed);
+  tj.optimizer = job.optimizer == config::optimizer_kind::sgd ? "sgd" : "adamw";
+  const auto& s = job.schedule;
+  tj.learning_rate = s.lr;
+  tj.min_learning_rate = s.min_lr;
+  tj.warmup_iterations = s.warmup_iterations;
+  tj.decay_iterations = s.decay_iterations;
+  tj.beta1 = s.beta1;
+  tj.beta2 = s.beta2;
+  tj.weight_decay = s.weight_decay;
+  tj.grad_clip = s.grad_clip;
+  tj.eval_every = job.eval_every;
+  tj.eval_batches = job.eval_batches;
+  tj.data = {};
+  if (job.data) {
+    tj.data = *job.data;
+    // The nodes of `sailor train` share this machine but not the working directory's
+    // meaning: they get the path the coordinator checked, made absolute.
+    std::error_code ec;
+    auto absolute = fs::absolute(job.data->path, ec);
+    if (!ec)
+      tj.data.path = absolute.lexically_normal().string();
+  }
+}
+
 bool fill_training_job(actors::training_job& tj, const training_settings& s,
                        const actors::checkpoint_holdings& held) {
   tj.model = s.model;
   tj.iterations = s.iterations;
-  tj.seed = static_cast<std::uint64_t>(s.job.seed);
-  tj.optimizer = s.job.optimizer == config::optimizer_kind::sgd ? "sgd" : "adamw";
+  fill_job_settings(tj, s.job);
   tj.torch_threads = s.torch_threads;
   tj.timeout_ms = s.timeout_ms;
   tj.links = s.links;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sailor/actors/train/holdings.hpp"
+#include "sailor/config/error.hpp"
 #include "sailor/actors/train/messages.hpp"
 #include "sailor/config/cluster.hpp"
 #include "sailor/config/plan.hpp"
@@ -40,6 +41,18 @@ std::string memory_refusal(const config::model_shape& model, const config::plan&
 /// coordinator's train folder and the model, so that a coordinator started again on its
 /// folder resumes, and another job never does from these shards.
 std::string job_key(const training_settings& s);
+
+/// Refuses, before anything is planned, what the nodes could not train: an architecture or
+/// option models/ does not implement, and a job's data file that is missing or unreadable,
+/// holds a token id at or above the model's vocabulary (or more text symbols than it), is too
+/// short for one sequence, or has no validation part while eval_every asks for one. The error
+/// names the file and the field (`job_file` for the job's own fields).
+status check_training_inputs(const config::model_shape& model, const config::job& job,
+                             const std::string& job_file);
+
+/// The job file's settings every rank needs: seed, optimizer and its schedule, data (its
+/// path made absolute), validation passes.
+void fill_job_settings(actors::training_job& tj, const config::job& job);
 
 /// Fills `tj` (its plan and version set by the supervisor) from `s`, resuming from the
 /// newest complete checkpoint of an earlier plan that the nodes in the job hold (`held`).

@@ -216,6 +216,8 @@ struct StatusReply {
   trainingTotal @13 :Int32;      # iterations asked for; 0: not training
   trainingLoss @14 :Float64;     # loss of the newest completed iteration
   trainingSummary @15 :Text;     # one line for people
+  valIterations @16 :List(Int64);  # the validation curve: iterations completed at each pass
+  valLosses @17 :List(Float64);    # and its loss
 }
 
 # ---- Training (coordinator -> node agents, and their per-iteration reports) ----
@@ -236,7 +238,14 @@ struct ModelShape {
   precision @10 :Precision;
   tiedEmbeddings @11 :Bool;
   learnedPositions @12 :Bool;
+  arch @13 :Architecture;     # the block family (config/model.hpp)
+  bias @14 :Bool = true;      # biases in linear layers and norms
+  normEps @15 :Float64 = 1e-5;
+  ropeTheta @16 :Float64 = 10000;
 }
+
+enum Architecture { gpt2 @0; opt @1; llama @2; }
+enum DataFormat { text @0; tokensU16 @1; tokensU32 @2; }
 
 struct TrainingJob {
   planEpoch @0 :UInt64;
@@ -257,6 +266,21 @@ struct TrainingJob {
   restoreDir @15 :Text;       # the folder holding the checkpoint to resume from
   restoreFiles @16 :List(Text);    # its shard files (relative to each node's state folder)
   restoreHolders @17 :List(Text);  # one per file: host:port of a node's shard server holding it
+  # The job's data (empty path: the built-in synthetic stream). Every node reads the file at
+  # this path: the coordinator sends the path, never the data.
+  dataPath @18 :Text;
+  dataFormat @19 :DataFormat;
+  validationFraction @20 :Float64 = 0.1;
+  # The schedule around learningRate (its peak) and AdamW's settings (config/job.hpp).
+  minLearningRate @21 :Float64 = -1;   # < 0: no decay
+  warmupIterations @22 :Int32;
+  decayIterations @23 :Int32;
+  beta1 @24 :Float64 = 0.9;
+  beta2 @25 :Float64 = 0.999;
+  weightDecay @26 :Float64;
+  gradClip @27 :Float64 = 1.0;         # 0: no clipping
+  evalEvery @28 :Int32;                # validation loss every this many iterations (0: never)
+  evalBatches @29 :Int32 = 1;
 }
 
 # A link between two zones as training carries it (constant bandwidth; a curve stays behind).
@@ -283,6 +307,8 @@ struct TrainReport {
   error @11 :Text;           # non-empty: the rank failed
   checkpointFile @12 :Text;   # newest shard this rank has in place (relative path), or empty;
                               # its node's shard server (inventory address) serves it
+  hasValLoss @13 :Bool;       # a validation pass ran after this iteration
+  valLoss @14 :Float64;
 }
 
 # The rendezvous store the coordinator serves to the ranks of every node (Gloo's and NCCL's

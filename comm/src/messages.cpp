@@ -78,6 +78,23 @@ void put_model(s::ModelShape::Builder b, const config::model_shape& m) {
   }
   b.setTiedEmbeddings(m.tied_embeddings);
   b.setLearnedPositions(m.learned_positions);
+  switch (m.arch) {
+    case config::architecture::gpt2: b.setArch(s::Architecture::GPT2); break;
+    case config::architecture::opt: b.setArch(s::Architecture::OPT); break;
+    case config::architecture::llama: b.setArch(s::Architecture::LLAMA); break;
+  }
+  b.setBias(m.bias);
+  b.setNormEps(m.norm_eps);
+  b.setRopeTheta(m.rope_theta);
+}
+
+s::DataFormat data_format_of(config::data_format f) {
+  switch (f) {
+    case config::data_format::tokens_u16: return s::DataFormat::TOKENS_U16;
+    case config::data_format::tokens_u32: return s::DataFormat::TOKENS_U32;
+    case config::data_format::text: break;
+  }
+  return s::DataFormat::TEXT;
 }
 
 void put_plan(s::Plan::Builder b, const config::plan& p) {
@@ -201,6 +218,10 @@ struct body_writer {
     r.setTrainingTotal(v.training_total);
     r.setTrainingLoss(v.training_loss);
     r.setTrainingSummary(v.training_summary);
+    auto val_iterations = r.initValIterations(static_cast<unsigned>(v.val_iterations.size()));
+    for (unsigned i = 0; i < v.val_iterations.size(); ++i) val_iterations.set(i, v.val_iterations[i]);
+    auto val_losses = r.initValLosses(static_cast<unsigned>(v.val_losses.size()));
+    for (unsigned i = 0; i < v.val_losses.size(); ++i) val_losses.set(i, v.val_losses[i]);
     auto zones = r.initZones(static_cast<unsigned>(v.zones.size()));
     for (unsigned i = 0; i < v.zones.size(); ++i) zones.set(i, v.zones[i]);
     auto nodes = r.initNodes(static_cast<unsigned>(v.nodes.size()));
@@ -253,6 +274,18 @@ struct body_writer {
     set_texts(j.initRestoreFiles(static_cast<unsigned>(v.restore_files.size())), v.restore_files);
     set_texts(j.initRestoreHolders(static_cast<unsigned>(v.restore_holders.size())),
               v.restore_holders);
+    j.setDataPath(v.data_path);
+    j.setDataFormat(data_format_of(v.data_format));
+    j.setValidationFraction(v.validation_fraction);
+    j.setMinLearningRate(v.min_learning_rate);
+    j.setWarmupIterations(v.warmup_iterations);
+    j.setDecayIterations(v.decay_iterations);
+    j.setBeta1(v.beta1);
+    j.setBeta2(v.beta2);
+    j.setWeightDecay(v.weight_decay);
+    j.setGradClip(v.grad_clip);
+    j.setEvalEvery(v.eval_every);
+    j.setEvalBatches(v.eval_batches);
   }
   void operator()(const train_report& v) {
     auto r = b.initTrainReport();
@@ -269,6 +302,8 @@ struct body_writer {
     r.setTokens(v.tokens);
     r.setError(v.error);
     r.setCheckpointFile(v.checkpoint_file);
+    r.setHasValLoss(v.has_val_loss);
+    r.setValLoss(v.val_loss);
   }
   void operator()(const iteration_telemetry& v) {
     auto t = b.initTelemetry();
@@ -359,6 +394,18 @@ std::variant<config::model_shape, transport_error> get_model(s::ModelShape::Read
   }
   m.tied_embeddings = r.getTiedEmbeddings();
   m.learned_positions = r.getLearnedPositions();
+  switch (r.getArch()) {
+    case s::Architecture::GPT2: m.arch = config::architecture::gpt2; break;
+    case s::Architecture::OPT: m.arch = config::architecture::opt; break;
+    case s::Architecture::LLAMA: m.arch = config::architecture::llama; break;
+    default:
+      return transport_error{errc::invalid_message,
+                             "model '" + m.name + "' has unknown architecture " +
+                                 std::to_string(static_cast<unsigned>(r.getArch()))};
+  }
+  m.bias = r.getBias();
+  m.norm_eps = r.getNormEps();
+  m.rope_theta = r.getRopeTheta();
   return m;
 }
 
@@ -540,6 +587,8 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
         v.training_total = r.getTrainingTotal();
         v.training_loss = r.getTrainingLoss();
         v.training_summary = r.getTrainingSummary();
+        for (auto x : r.getValIterations()) v.val_iterations.push_back(x);
+        for (auto x : r.getValLosses()) v.val_losses.push_back(x);
         for (auto z : r.getZones()) v.zones.emplace_back(z);
         for (auto n : r.getNodes()) {
           node_status ns;
@@ -587,6 +636,26 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
         v.restore_dir = j.getRestoreDir();
         for (auto f : j.getRestoreFiles()) v.restore_files.emplace_back(f);
         for (auto h : j.getRestoreHolders()) v.restore_holders.emplace_back(h);
+        v.data_path = j.getDataPath();
+        switch (j.getDataFormat()) {
+          case s::DataFormat::TEXT: v.data_format = config::data_format::text; break;
+          case s::DataFormat::TOKENS_U16: v.data_format = config::data_format::tokens_u16; break;
+          case s::DataFormat::TOKENS_U32: v.data_format = config::data_format::tokens_u32; break;
+          default:
+            return transport_error{errc::invalid_message,
+                                   "training job: unknown data format " +
+                                     std::to_string(static_cast<unsigned>(j.getDataFormat()))};
+        }
+        v.validation_fraction = j.getValidationFraction();
+        v.min_learning_rate = j.getMinLearningRate();
+        v.warmup_iterations = j.getWarmupIterations();
+        v.decay_iterations = j.getDecayIterations();
+        v.beta1 = j.getBeta1();
+        v.beta2 = j.getBeta2();
+        v.weight_decay = j.getWeightDecay();
+        v.grad_clip = j.getGradClip();
+        v.eval_every = j.getEvalEvery();
+        v.eval_batches = j.getEvalBatches();
         e.body = std::move(v);
         break;
       }
@@ -596,7 +665,7 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
                               r.getIteration(), r.getLoss(),    r.getComputeS(),
                               r.getSendWaitS(), r.getRecvWaitS(), r.getAllreduceS(),
                               r.getTotalS(),    r.getTokens(),  r.getError(),
-                              r.getCheckpointFile()};
+                              r.getCheckpointFile(), r.getHasValLoss(), r.getValLoss()};
         break;
       }
       case s::Envelope::Body::TELEMETRY: {

@@ -162,6 +162,9 @@ TEST_CASE("messages: version 2 variants and fields round-trip, destination inclu
   CHECK(jb.timeout_ms == 1000);
   train_report tr{4, 2, r, 10, 3.5, 0.1, 0.2, 0.3, 0.4, 1.0, 2048, ""};
   CHECK(round_trip(tr) == tr);
+  tr.has_val_loss = true;
+  tr.val_loss = 1.875;
+  CHECK(round_trip(tr) == tr);
 
   auto bytes = encode("agent", message_body{heartbeat{"n", 1, 2}}, "supervisor");
   auto e = decode(bytes);
@@ -270,4 +273,70 @@ TEST_CASE("errors map onto the project's error kinds") {
   CHECK(transport_error{errc::protocol_mismatch, "x"}.to_error().kind == error_kind::invalid_input);
   CHECK(transport_error{errc::timed_out, "x"}.to_error().kind == error_kind::failed);
   CHECK(transport_error{errc::refused, "peer said no"}.to_string() == "refused: peer said no");
+}
+
+TEST_CASE("messages: a training job carries the model's family and options, the data and the schedule") {
+  training_job j;
+  j.plan = sample_plan();
+  j.model.name = "tiny-llama";
+  j.model.num_layers = 2;
+  j.model.precision = config::dtype::fp32;
+  j.model.arch = config::architecture::llama;
+  j.model.bias = false;
+  j.model.norm_eps = 1e-6;
+  j.model.rope_theta = 500000;
+  j.data_path = "/data/tokens.bin";
+  j.data_format = config::data_format::tokens_u16;
+  j.validation_fraction = 0.05;
+  j.learning_rate = 6e-4;
+  j.min_learning_rate = 6e-5;
+  j.warmup_iterations = 100;
+  j.decay_iterations = 2000;
+  j.beta1 = 0.85;
+  j.beta2 = 0.95;
+  j.weight_decay = 0.1;
+  j.grad_clip = 0.5;
+  j.eval_every = 250;
+  j.eval_batches = 20;
+  auto b = round_trip(j);
+  CHECK(b.model.arch == config::architecture::llama);
+  CHECK_FALSE(b.model.bias);
+  CHECK(b.model.norm_eps == 1e-6);
+  CHECK(b.model.rope_theta == 500000);
+  CHECK(b.data_path == "/data/tokens.bin");
+  CHECK(b.data_format == config::data_format::tokens_u16);
+  CHECK(b.validation_fraction == 0.05);
+  CHECK(b.learning_rate == 6e-4);
+  CHECK(b.min_learning_rate == 6e-5);
+  CHECK(b.warmup_iterations == 100);
+  CHECK(b.decay_iterations == 2000);
+  CHECK(b.beta1 == 0.85);
+  CHECK(b.beta2 == 0.95);
+  CHECK(b.weight_decay == 0.1);
+  CHECK(b.grad_clip == 0.5);
+  CHECK(b.eval_every == 250);
+  CHECK(b.eval_batches == 20);
+  for (auto arch : {config::architecture::gpt2, config::architecture::opt}) {
+    j.model.arch = arch;
+    j.model.bias = true;
+    CHECK(round_trip(j).model.arch == arch);
+    CHECK(round_trip(j).model.bias);
+  }
+  // A job without data or schedule keeps the defaults the nodes would otherwise assume.
+  training_job plain;
+  auto p = round_trip(plain);
+  CHECK(p.data_path.empty());
+  CHECK(p.min_learning_rate == -1);
+  CHECK(p.grad_clip == 1.0);
+  CHECK(p.beta2 == 0.999);
+  CHECK(p.eval_batches == 1);
+}
+
+TEST_CASE("messages: the status reply carries the validation curve") {
+  status_reply st;
+  st.phase = "running";
+  st.training_total = 10;
+  st.val_iterations = {3, 6, 9, 10};
+  st.val_losses = {2.5, 2.25, 2.125, 2.0};
+  CHECK(round_trip(st) == st);
 }

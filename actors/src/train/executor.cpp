@@ -871,7 +871,9 @@ std::int64_t stage_executor::num_parameters() const { return impl_->module->num_
 const rank_role& stage_executor::role() const { return impl_->role; }
 
 double stage_executor::impl::take_checkpoint(int iteration) {
-  if (!checkpoints || (iteration + 1) % options.checkpoint_every != 0) return 0;
+  if (!checkpoints) return 0;
+  if ((iteration + 1) % options.checkpoint_every != 0 && iteration + 1 != options.checkpoint_final)
+    return 0;
   return checkpoints->take(iteration + 1, *module, *optimizer);
 }
 

@@ -23,11 +23,22 @@ train_options options_for(const actors::training_job& job) {
   o.seed = job.seed;
   o.optimizer = job.optimizer == "sgd" ? optimizer_kind::sgd : optimizer_kind::adamw;
   o.learning_rate = job.learning_rate;
+  o.min_learning_rate = job.min_learning_rate;
+  o.warmup_iterations = job.warmup_iterations;
+  o.decay_iterations = job.decay_iterations;
+  o.beta1 = job.beta1;
+  o.beta2 = job.beta2;
+  o.weight_decay = job.weight_decay;
+  o.clip_norm = job.grad_clip;
+  if (!job.data.path.empty())
+    o.data = job.data;
+  o.eval_batches = std::max(1, job.eval_batches);
   o.torch_threads = job.torch_threads;
   o.timeout = std::chrono::milliseconds{job.timeout_ms};
   o.links = job.links;
   o.checkpoint_dir = job.checkpoint_dir;
   o.checkpoint_every = std::max(1, job.checkpoint_every);
+  o.checkpoint_final = job.iterations;
   return o;
 }
 
@@ -197,6 +208,18 @@ struct node_trainer::impl {
       r.total_s = tel->total_s;
       r.tokens = tel->tokens;
       r.checkpoint_file = relative_path((*exec)->last_checkpoint_file());
+      // Every rank runs the pass (it is a collective of the plan) after the same iterations:
+      // every eval_every-th and the last (as bench/char_lm does).
+      if (job.eval_every > 0 && ((it + 1) % job.eval_every == 0 || it + 1 == job.iterations)) {
+        auto val = (*exec)->validation_loss();
+        if (!val) {
+          fail("validation after iteration " + std::to_string(it + 1) + ": " +
+               val.error().to_string());
+          return;
+        }
+        r.has_val_loss = true;
+        r.val_loss = *val;
+      }
       send(std::move(r));
     }
     if (auto err = (*exec)->flush_checkpoints())

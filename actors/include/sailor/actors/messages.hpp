@@ -204,6 +204,10 @@ struct cluster_status {
   int training_total = 0;      ///< iterations asked for; 0: not training
   double training_loss = 0;    ///< of the newest completed iteration
   std::string training_summary;
+  /// The validation curve (jobs with eval_every): iterations completed at each pass, and its
+  /// loss; the same length.
+  std::vector<std::int64_t> val_iterations;
+  std::vector<double> val_losses;
 };
 
 // -- local messages -----------------------------------------------------------------------
@@ -318,7 +322,7 @@ typename Inspector::result_type inspect(Inspector& f, cluster_status& x) {
   return f(caf::meta::type_name("cluster_status"), x.phase, x.plan_version, x.quorum,
            x.stages, x.replicas, x.roles_total, x.roles_ready, x.plan_summary, x.zones,
            x.nodes, x.events, x.refusals, x.training_completed, x.training_total,
-           x.training_loss, x.training_summary);
+           x.training_loss, x.training_summary, x.val_iterations, x.val_losses);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_lost& x) {

@@ -15,6 +15,7 @@
 #include "sailor/comm/tensor.hpp"
 #include "sailor/config/error.hpp"
 #include "sailor/config/cluster.hpp"
+#include "sailor/config/job.hpp"
 #include "sailor/config/model.hpp"
 #include "sailor/config/plan.hpp"
 
@@ -205,6 +206,9 @@ struct status_reply {
   int training_total = 0;                 ///< iterations asked for; 0: not training
   double training_loss = 0;               ///< of the newest completed iteration
   std::string training_summary;           ///< one line for people
+  /// The validation curve: iterations completed at each pass, and its loss.
+  std::vector<std::int64_t> val_iterations;
+  std::vector<double> val_losses;
   bool operator==(const status_reply&) const = default;
 };
 
@@ -227,6 +231,19 @@ struct training_job {
   std::string restore_dir;               ///< holds the checkpoint to resume from
   std::vector<std::string> restore_files;    ///< its shard files
   std::vector<std::string> restore_holders;  ///< one per file: a shard server's host:port
+  /// The job's data file (every node reads it at this path); empty: the synthetic stream.
+  std::string data_path;
+  config::data_format data_format = config::data_format::text;
+  double validation_fraction = 0.1;
+  /// The schedule around learning_rate (its peak) and the optimizer's settings.
+  double min_learning_rate = -1;  ///< < 0: no decay
+  int warmup_iterations = 0;
+  int decay_iterations = 0;
+  double beta1 = 0.9, beta2 = 0.999;
+  double weight_decay = 0;
+  double grad_clip = 1.0;  ///< 0: no clipping
+  int eval_every = 0;      ///< validation loss every this many iterations (0: never)
+  int eval_batches = 1;
 };
 
 /// One rank's measurements of one iteration, or its failure (`error` non-empty).
@@ -244,6 +261,8 @@ struct train_report {
   std::int64_t tokens = 0;
   std::string error;
   std::string checkpoint_file;  ///< newest shard in place (relative path), or empty
+  bool has_val_loss = false;    ///< a validation pass ran after this iteration
+  double val_loss = 0;
   bool operator==(const train_report&) const = default;
 };
 

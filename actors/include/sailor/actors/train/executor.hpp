@@ -97,6 +97,9 @@ struct train_options {
   /// state under this folder, asynchronously. Empty: no checkpoints.
   std::string checkpoint_dir;
   int checkpoint_every = 1;
+  /// Also a checkpoint after this many completed iterations (the job's last, so that export
+  /// and generate find the trained model); 0: none besides every checkpoint_every-th.
+  int checkpoint_final = 0;
 };
 
 /// The executor options a job file asks for: seed, optimizer and its schedule, betas, weight

@@ -19,6 +19,7 @@
 
 #include "sailor/actors/scheduler_api.hpp"
 #include "sailor/config/cluster.hpp"
+#include "sailor/config/job.hpp"
 #include "sailor/config/model.hpp"
 #include "sailor/config/plan.hpp"
 
@@ -53,6 +54,21 @@ struct training_job {
   /// one per file, the shard server holding it: a rank fetches the files its node lacks.
   std::vector<std::string> restore_files;
   std::vector<std::string> restore_holders;
+  /// The job's data (its path empty: the built-in synthetic stream). Every node reads the
+  /// file at this path; the coordinator checked it before planning.
+  config::data_source data;
+  /// The schedule around `learning_rate` (its peak) and the optimizer's settings, as the job
+  /// file gives them (config::optimizer_schedule; its lr is learning_rate).
+  double min_learning_rate = -1;  ///< < 0: no decay
+  int warmup_iterations = 0;
+  int decay_iterations = 0;
+  double beta1 = 0.9, beta2 = 0.999;
+  double weight_decay = 0;
+  double grad_clip = 1.0;  ///< 0: no clipping
+  /// Every rank runs the validation pass after every eval_every-th iteration (0: never),
+  /// averaged over eval_batches batches; the reports of that iteration carry its loss.
+  int eval_every = 0;
+  int eval_batches = 1;
 };
 
 /// One rank's measurements for one iteration (seconds), or its failure (`error` non-empty).
@@ -75,6 +91,9 @@ struct train_report {
   /// The newest checkpoint shard this rank has in place (relative to its node's state
   /// folder; empty: none). The node's shard server (its inventory address) serves it.
   std::string checkpoint_file;
+  /// The validation loss after this iteration, when a validation pass ran (eval_every).
+  bool has_val_loss = false;
+  double val_loss = 0;
 };
 
 template <class Inspector>
@@ -82,13 +101,16 @@ typename Inspector::result_type inspect(Inspector& f, training_job& x) {
   return f(caf::meta::type_name("training_job"), x.plan_version, x.plan, x.model, x.iterations,
            x.seed, x.optimizer, x.learning_rate, x.torch_threads, x.timeout_ms,
            x.predicted_iteration_s, x.links, x.start_iteration, x.checkpoint_dir,
-           x.checkpoint_every, x.restore_dir, x.restore_files, x.restore_holders);
+           x.checkpoint_every, x.restore_dir, x.restore_files, x.restore_holders, x.data,
+           x.min_learning_rate, x.warmup_iterations, x.decay_iterations, x.beta1, x.beta2,
+           x.weight_decay, x.grad_clip, x.eval_every, x.eval_batches);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_report& x) {
   return f(caf::meta::type_name("train_report"), x.plan_version, x.node, x.rank, x.stage,
            x.replica, x.tp_rank, x.iteration, x.loss, x.compute_s, x.send_wait_s, x.recv_wait_s,
-           x.all_reduce_s, x.total_s, x.tokens, x.error, x.checkpoint_file);
+           x.all_reduce_s, x.total_s, x.tokens, x.error, x.checkpoint_file, x.has_val_loss,
+           x.val_loss);
 }
 
 }  // namespace sailor::actors
@@ -106,13 +128,26 @@ typename Inspector::result_type inspect(Inspector& f, zone_link& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, model_shape& x) {
   int precision = static_cast<int>(x.precision);
+  int arch = static_cast<int>(x.arch);
   auto restore = caf::meta::load_callback([&]() -> caf::error {
     x.precision = static_cast<dtype>(precision);
+    x.arch = static_cast<architecture>(arch);
     return caf::none;
   });
   return f(caf::meta::type_name("model_shape"), x.name, x.sailor_name, x.num_layers, x.hidden,
            x.heads, x.kv_heads, x.ffn_hidden, x.gated_mlp, x.sequence, x.vocabulary, precision,
-           x.tied_embeddings, x.learned_positions, restore);
+           x.tied_embeddings, x.learned_positions, arch, x.bias, x.norm_eps, x.rope_theta,
+           restore);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, data_source& x) {
+  int format = static_cast<int>(x.format);
+  auto restore = caf::meta::load_callback([&]() -> caf::error {
+    x.format = static_cast<data_format>(format);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("data_source"), x.path, format, x.validation_fraction, restore);
 }
 
 }  // namespace sailor::config

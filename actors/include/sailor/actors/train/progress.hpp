@@ -33,6 +33,16 @@ struct iteration_record {
   double all_reduce_s = 0;
   std::int64_t tokens = 0;
   int reports = 0;
+  /// The validation loss after this iteration, when a validation pass ran (the job's
+  /// eval_every), from the same rank as `loss`.
+  std::optional<double> val_loss;
+};
+
+/// One point of the validation curve: iterations completed (1-based, as the progress line
+/// counts them) and the loss.
+struct validation_point {
+  std::int64_t iteration = 0;
+  double loss = 0;
 };
 
 class training_progress {
@@ -69,8 +79,11 @@ public:
     auto& rec = pending_[r.iteration];
     rec.iteration = r.iteration;
     ++rec.reports;
-    if (r.stage == last_stage_ && r.replica == 0 && r.tp_rank == 0)
+    if (r.stage == last_stage_ && r.replica == 0 && r.tp_rank == 0) {
       rec.loss = r.loss;
+      if (r.has_val_loss)
+        rec.val_loss = r.val_loss;
+    }
     rec.measured_s = std::max(rec.measured_s, r.total_s);
     rec.compute_s = std::max(rec.compute_s, r.compute_s);
     rec.send_wait_s = std::max(rec.send_wait_s, r.send_wait_s);
@@ -103,6 +116,15 @@ public:
     std::vector<double> out;
     for (auto& c : completed_)
       out.push_back(c.loss);
+    return out;
+  }
+  /// The validation passes of the completed iterations (kept across re-plans as the loss
+  /// curve is).
+  std::vector<validation_point> val_loss_curve() const {
+    std::vector<validation_point> out;
+    for (auto& c : completed_)
+      if (c.val_loss)
+        out.push_back({c.iteration + 1, *c.val_loss});
     return out;
   }
   const std::string& error() const { return error_; }

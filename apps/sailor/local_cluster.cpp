@@ -1,0 +1,217 @@
+// The processes of `sailor train` / `sailor demo` (see local_cluster.hpp).
+#include "local_cluster.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include <caf/scoped_actor.hpp>
+
+namespace sailor::app {
+
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+sailor::error failure(std::string message) {
+  return sailor::error{error_kind::failed, std::move(message), "", 0, ""};
+}
+}  // namespace
+
+std::string local_zone_name(int z) { return std::string("local-") + static_cast<char>('a' + z); }
+
+config::cluster local_zones_cluster(const config::cluster& base, int nodes, int zones) {
+  config::cluster c = base;
+  c.name = "local-" + std::to_string(zones) + "-zones";
+  c.zones.clear();
+  c.links.clear();
+  c.regions.clear();
+  config::region region{"local", {}};
+  for (int z = 0; z < zones; ++z) {
+    config::zone zone;
+    zone.name = local_zone_name(z);
+    zone.region = "local";
+    int count = 0;
+    for (int k = 0; k < nodes; ++k)
+      if (k % zones == z)
+        ++count;
+    zone.gpus["CPU"] = count;
+    c.zones.push_back(zone);
+    region.zones.push_back(zone.name);
+  }
+  c.regions.push_back(region);
+  config::zone_link tmpl;
+  tmpl.latency_s = 0.002;
+  tmpl.bandwidth_gbytes_per_s = 0.1;
+  if (!base.links.empty())
+    tmpl = base.links.front();
+  for (int a = 0; a < zones; ++a)
+    for (int b = a + 1; b < zones; ++b) {
+      auto l = tmpl;
+      l.from = local_zone_name(a);
+      l.to = local_zone_name(b);
+      c.links.push_back(l);
+    }
+  return c;
+}
+
+local_cluster::local_cluster(std::string command) : command_(std::move(command)) {
+  config_ = std::make_unique<actors::runtime_config>();
+  system_ = std::make_unique<caf::actor_system>(*config_);
+}
+
+local_cluster::~local_cluster() { cleanup(1, true); }
+
+status local_cluster::make_work_dir() {
+  const std::string prefix = "/tmp/sailor-" + command_ + "-XXXXXX";
+  std::vector<char> tmpl(prefix.begin(), prefix.end());
+  tmpl.push_back('\0');
+  if (!mkdtemp(tmpl.data()))
+    return failure("cannot create a temporary folder " + prefix);
+  work_ = tmpl.data();
+  return {};
+}
+
+void local_cluster::remove_work_dir() {
+  std::error_code ec;
+  if (!work_.empty())
+    fs::remove_all(work_, ec);
+  work_.clear();
+}
+
+void local_cluster::take_signals() {
+  sigemptyset(&signals_);
+  sigaddset(&signals_, SIGINT);
+  sigaddset(&signals_, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
+  signals_taken_ = true;
+}
+
+bool local_cluster::interrupted() {
+  if (!signals_taken_)
+    return false;
+  timespec zero{0, 0};
+  return sigtimedwait(&signals_, nullptr, &zero) > 0;
+}
+
+void local_cluster::hold(double seconds) {
+  const auto hold = std::chrono::duration<double>(seconds);
+  timespec wait{static_cast<time_t>(seconds),
+                static_cast<long>((hold - std::chrono::floor<std::chrono::seconds>(hold)) /
+                                  std::chrono::nanoseconds{1})};
+  if (signals_taken_)
+    sigtimedwait(&signals_, nullptr, &wait);  // returns early on SIGINT/SIGTERM
+  else
+    nanosleep(&wait, nullptr);
+}
+
+status local_cluster::start(actors::coordinator_options options, const dashboard_args& dashboard,
+                            const config::cluster& cluster, const config::model_shape& model) {
+  options.host = "127.0.0.1";
+  options.port = 0;
+  auto board = options.supervisor.board;
+  auto started = actors::coordinator::start(*system_, std::move(options));
+  if (!started)
+    return failure("coordinator: " + started.error().message);
+  coordinator_ = std::move(*started);
+  if (!board)
+    return {};
+  auto served = start_dashboard(dashboard, board, cluster, model);
+  if (!served)
+    return served.error();
+  web_ = std::move(*served);
+  return {};
+}
+
+std::uint16_t local_cluster::port() const { return coordinator_ ? coordinator_->port() : 0; }
+
+const caf::actor& local_cluster::supervisor() const { return coordinator_->supervisor(); }
+
+std::optional<actors::cluster_status> local_cluster::query() {
+  std::optional<actors::cluster_status> out;
+  if (!coordinator_)
+    return out;
+  caf::scoped_actor self{*system_};
+  self->request(coordinator_->supervisor(), std::chrono::seconds{2}, actors::status_request{})
+    .receive([&](actors::cluster_status& s) { out = std::move(s); }, [](caf::error&) {});
+  return out;
+}
+
+status local_cluster::spawn_nodes(const std::string& node_binary, int nodes, int zones) {
+  for (int k = 0; k < nodes; ++k) {
+    child c;
+    c.name = "node-" + std::to_string(k);
+    c.log = (work_ / (c.name + ".log")).string();
+    // One state folder for the nodes of this machine: the last plan's checkpoint is then
+    // whole in one place, for the sample at the end.
+    c.pid = spawn({node_binary, "--join", "127.0.0.1:" + std::to_string(port()), "--zone",
+                   local_zone_name(k % zones), "--devices", "cpu:1", "--name", c.name,
+                   "--transport", "socket", "--state-dir", work_.string(), "--log-dir",
+                   ""},  // its log is c.log already
+                  c.log);
+    if (c.pid < 0)
+      return failure("cannot start " + node_binary);
+    children_.push_back(c);
+  }
+  return {};
+}
+
+int local_cluster::live_children() const {
+  int n = 0;
+  for (const auto& c : children_)
+    n += c.exit_code == -1 ? 1 : 0;
+  return n;
+}
+
+std::string local_cluster::child_died() {
+  if (auto* c = reap(children_))
+    return c->name + " exited with code " + std::to_string(c->exit_code) + "; its log:\n" +
+           tail_of(c->log);
+  return {};
+}
+
+status local_cluster::wait_for_joins(int nodes, double timeout_s) {
+  const auto deadline =
+    clock_type::now() + std::chrono::milliseconds{static_cast<long>(timeout_s * 1000)};
+  while (true) {
+    if (interrupted())
+      return failure("interrupted");
+    if (auto why = child_died(); !why.empty())
+      return failure("before joining: " + why);
+    auto st = query();
+    const int joined = st ? static_cast<int>(st->nodes.size()) : 0;
+    if (joined >= nodes)
+      return {};
+    if (clock_type::now() > deadline)
+      return failure(std::to_string(joined) + " of " + std::to_string(nodes) +
+                     " nodes joined within " + std::to_string(timeout_s) + " s");
+    std::this_thread::sleep_for(std::chrono::milliseconds{50});  // polling the join count
+  }
+}
+
+void local_cluster::stop_processes() {
+  coordinator_.reset();
+  stop_children(children_, std::chrono::seconds{3});
+}
+
+int local_cluster::cleanup(int code, bool keep_logs) {
+  if (cleaned_)
+    return code;
+  cleaned_ = true;
+  web_.reset();
+  stop_processes();
+  if (work_.empty())
+    return code;
+  if (code == 0 && !keep_logs) {
+    std::error_code ec;
+    fs::remove_all(work_, ec);
+  } else {
+    std::fprintf(stderr, "sailor %s: node logs kept in %s\n", command_.c_str(), work_.c_str());
+  }
+  return code;
+}
+
+}  // namespace sailor::app

@@ -1,0 +1,132 @@
+#pragma once
+// `sailor train` and `sailor demo`: a job run on this machine, the coordinator in this process
+// and N sailor-node processes started by it (what `torchrun --standalone` is to PyTorch), in
+// Z emulated zones. `sailor demo` is `sailor train` on built-in defaults.
+//
+//   local_cluster      the processes: a work folder, the coordinator (supervisor, planner,
+//                      rendezvous store, dashboard), the node children, Ctrl-C; every exit
+//                      goes through cleanup(), which stops the children within a bound
+//   local_planning     the plan callback: the planner's plan (or a fixed one), refused when it
+//                      does not fit a device, predicted by the simulator on a measured profile
+//   local_progress     what the supervisor's callbacks tell the main thread, the progress lines,
+//                      the summary and its JSON
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+
+#include "child_process.hpp"
+#include "commands.hpp"
+#include "dashboard.hpp"
+#include "sailor/actors/runtime.hpp"
+#include "sailor/config/cluster.hpp"
+
+namespace sailor::app {
+
+/// What `sailor train` and `sailor demo` are asked.
+struct local_run_args {
+  std::string command = "train";  ///< the subcommand, for messages ("sailor train: ...")
+  int nodes = 4;
+  int zones = 2;
+  int iterations = 0;  ///< 0: the job file's
+  std::string model, job;
+  std::string cluster = SAILOR_SOURCE_DIR "/configs/clusters/local-2-zones.yaml";
+  std::string data;     ///< replaces the job's data path ("": the job's)
+  std::string plan;     ///< a fixed plan instead of the planner's
+  std::string profile;  ///< cached profile: read if it exists (and covers the plan), else written
+  std::string summary_json;
+  std::string node_binary;
+  double join_timeout_s = 30;
+  double stall_timeout_s = 60;
+  bool verbose = false;
+  bool keep_logs = false;
+  int preempt_at = 0;        ///< kill one node (SIGKILL) after this many iterations; 0: never
+  int checkpoint_every = 1;  ///< 0: no checkpoints (a re-plan starts training afresh)
+  dashboard_args dashboard;
+  double dashboard_hold_s = 0;  ///< keep serving the dashboard this long after training
+  /// `sailor demo` on its own job: train on the quotes of Debian's fortunes-min package,
+  /// joined into one corpus in the work folder (demo_corpus.hpp), in place of the job's data.
+  bool fortunes_corpus = false;
+  std::string sample_prompt = "The ";  ///< text jobs: the sample printed at the end starts so
+  int sample_tokens = 200;             ///< characters of that sample (0: none)
+};
+
+/// The options both subcommands take (defaults as `args` holds them).
+void add_local_run_options(CLI::App* sub, local_run_args& args);
+
+/// Runs the job: 0 done, 1 failed, 2 bad input (exit_codes.hpp).
+int run_local_training(const local_run_args& args);
+
+/// The processes of a local run. Not copyable; destroying it cleans up as cleanup(1) does.
+class local_cluster {
+public:
+  explicit local_cluster(std::string command);
+  ~local_cluster();
+  local_cluster(const local_cluster&) = delete;
+  local_cluster& operator=(const local_cluster&) = delete;
+
+  /// Makes the work folder (the coordinator's train folder and the nodes' state folder).
+  status make_work_dir();
+  const std::filesystem::path& work() const { return work_; }
+  /// Removes the work folder (bad input: nothing ran, nothing to keep).
+  void remove_work_dir();
+  /// Blocks Ctrl-C and SIGTERM: the main loop polls interrupted() instead.
+  void take_signals();
+  bool interrupted();
+  /// Waits up to `seconds` (less on Ctrl-C / SIGTERM).
+  void hold(double seconds);
+
+  caf::actor_system& system() { return *system_; }
+  /// Starts the coordinator on a free loopback port, and the dashboard on its board.
+  status start(actors::coordinator_options options, const dashboard_args& dashboard,
+               const config::cluster& cluster, const config::model_shape& model);
+  std::uint16_t port() const;
+  const caf::actor& supervisor() const;
+  const dashboard* web() const { return web_.get(); }
+  /// The supervisor's state (bounded wait; empty when it does not answer).
+  std::optional<actors::cluster_status> query();
+
+  /// Starts node k of `nodes` (one CPU device, zone k % zones) with `node_binary`.
+  status spawn_nodes(const std::string& node_binary, int nodes, int zones);
+  /// Waits until `nodes` joined (bounded); an error names a node that exited, or the count.
+  status wait_for_joins(int nodes, double timeout_s);
+  std::vector<child>& children() { return children_; }
+  int live_children() const;
+  /// "" or the first child that exited since the last call, with its log's tail.
+  std::string child_died();
+
+  /// Stops the coordinator (the nodes are told to shut down) and gives the children a bounded
+  /// time to leave (a node flushes its checkpoints first); the dashboard goes on serving.
+  void stop_processes();
+  /// stop_processes(), stops the dashboard, removes the work folder when `code` is 0 and logs
+  /// are not kept; returns `code`.
+  int cleanup(int code, bool keep_logs);
+
+private:
+  std::string command_;
+  std::filesystem::path work_;
+  sigset_t signals_{};
+  bool signals_taken_ = false;
+  std::unique_ptr<actors::runtime_config> config_;
+  std::unique_ptr<caf::actor_system> system_;
+  std::unique_ptr<actors::coordinator> coordinator_;
+  std::unique_ptr<dashboard> web_;
+  std::vector<child> children_;
+  bool cleaned_ = false;
+};
+
+/// Zone names of local runs: local-a, local-b, ...
+std::string local_zone_name(int z);
+
+/// The base cluster's catalog and first link, with `zones` zones holding the `nodes` nodes'
+/// CPU devices round-robin.
+config::cluster local_zones_cluster(const config::cluster& base, int nodes, int zones);
+
+}  // namespace sailor::app

@@ -1,0 +1,36 @@
+#pragma once
+// The plan callback of `sailor train` / `sailor demo`: the planner's plan over the nodes that
+// joined (or a fixed one), refused when the model does not fit a device, and predicted by the
+// simulator, first from the catalog alone, then from the model's profile measured on this
+// machine (`sailor-node profile`, cached in --profile).
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "demo_profile.hpp"
+#include "local_progress.hpp"
+#include "sailor/actors/planner_actor.hpp"
+#include "sailor/config/cluster.hpp"
+#include "sailor/config/job.hpp"
+#include "sailor/config/model.hpp"
+#include "sailor/config/plan.hpp"
+
+namespace sailor::app {
+
+struct local_planning_inputs {
+  std::optional<config::plan> fixed;  ///< a plan file's plan instead of the planner's
+  config::cluster cluster;            ///< the local zones (local_zones_cluster)
+  config::model_shape model;
+  config::job job;
+  profile_request profile;            ///< the cache and the model file to profile
+  std::string node_binary;
+  std::filesystem::path work;
+};
+
+/// The planning function; every plan's prediction goes to `predicted` (on the planner's
+/// thread) before the plan is returned.
+actors::planning_function local_planner(local_planning_inputs in,
+                                        std::function<void(const plan_prediction&)> predicted);
+
+}  // namespace sailor::app

@@ -1,0 +1,168 @@
+#include "local_progress.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "run_summary.hpp"
+#include "sailor/actors/placement.hpp"
+
+namespace sailor::app {
+
+std::string progress_bar(int done, int total) {
+  constexpr int width = 20;
+  const int filled = total > 0 ? std::clamp(done * width / total, 0, width) : 0;
+  return "[" + std::string(static_cast<std::size_t>(filled), '#') +
+         std::string(static_cast<std::size_t>(width - filled), '-') + "]";
+}
+
+std::string local_progress::take(training_events& events, int live_nodes) {
+  std::deque<actors::iteration_record> fresh;
+  std::string error;
+  {
+    std::unique_lock lock{events.mu};
+    events.cv.wait_for(lock, std::chrono::milliseconds{100}, [&] {
+      return !events.iterations.empty() || events.finished || !events.error.empty();
+    });
+    fresh.swap(events.iterations);
+    finished_ = events.finished;
+    error = events.error;
+    loss_curve_ = events.loss_curve;
+    val_loss_curve_ = events.val_loss_curve;
+    prediction_ = events.prediction;
+    plan_ = events.plan;
+    plans_ = events.plans;
+    start_iteration_ = events.start_iteration;
+  }
+  live_nodes_ = live_nodes;
+  if (plan_ && plans_ != plans_shown_)
+    print_plan();
+  for (auto& r : fresh) {
+    if (r.iteration < static_cast<std::int64_t>(records_.size()))
+      records_.resize(static_cast<std::size_t>(r.iteration));  // run again after a resume
+    print_iteration(r);
+    records_.push_back(r);
+    last_progress_ = clock_type::now();
+    if (preempted_time_ && recovery_s_ < 0 && plans_ > 1)
+      recovery_s_ = std::chrono::duration<double>(last_progress_ - *preempted_time_).count();
+  }
+  std::fflush(stdout);
+  return error;
+}
+
+void local_progress::print_plan() {
+  if (plans_shown_ == 0) {
+    std::printf("  plan: %s\n  predicted iteration time %.4f s (%s)\n",
+                actors::describe_plan(*plan_).c_str(), prediction_.predicted_s,
+                prediction_.note.c_str());
+  } else {
+    resumed_at_.push_back(start_iteration_);
+    const std::string resumed =
+      start_iteration_ > 0
+        ? "resuming from the checkpoint after iteration " + std::to_string(start_iteration_)
+        : "no checkpoint: training starts afresh";
+    std::printf("  re-plan %d over %d nodes: %s\n  predicted iteration time %.4f s; %s\n",
+                plans_ - 1, live_nodes_, actors::describe_plan(*plan_).c_str(),
+                prediction_.predicted_s, resumed.c_str());
+  }
+  plans_shown_ = plans_;
+  warm_up_.insert(start_iteration_);
+  std::fflush(stdout);
+}
+
+void local_progress::print_iteration(const actors::iteration_record& r) const {
+  const double tps = r.measured_s > 0 ? static_cast<double>(r.tokens) / r.measured_s : 0;
+  std::printf("  %s iteration %3lld/%d  loss %.4f  tokens/s %8.0f  predicted %.4f s  "
+              "measured %.4f s (compute %.4f, recv wait %.4f, all-reduce %.4f)",
+              progress_bar(static_cast<int>(r.iteration + 1), iterations_).c_str(),
+              static_cast<long long>(r.iteration + 1), iterations_, r.loss, tps,
+              prediction_.predicted_s, r.measured_s, r.compute_s, r.recv_wait_s, r.all_reduce_s);
+  if (r.val_loss)
+    std::printf("  validation loss %.4f", *r.val_loss);
+  std::printf("\n");
+}
+
+void local_progress::means(double& measured_s, double& tokens_per_s, int& counted) const {
+  double sum = 0;
+  std::int64_t tokens = 0;
+  counted = 0;
+  for (const auto& r : records_) {
+    if (warm_up_.count(r.iteration) && records_.size() > warm_up_.size())
+      continue;
+    sum += r.measured_s;
+    tokens += r.tokens;
+    ++counted;
+  }
+  measured_s = counted ? sum / counted : 0;
+  tokens_per_s = sum > 0 ? static_cast<double>(tokens) / sum : 0;
+}
+
+void local_progress::print_summary(const std::string& command, double wall_s) const {
+  double measured = 0, tokens_per_s = 0;
+  int counted = 0;
+  means(measured, tokens_per_s, counted);
+  std::printf("\nsailor %s: done in %.1f s\n", command.c_str(), wall_s);
+  std::printf("  iterations completed   %zu of %d\n", records_.size(), iterations_);
+  if (!loss_curve_.empty())
+    std::printf("  loss                   %.4f -> %.4f\n", loss_curve_.front(),
+                loss_curve_.back());
+  if (!val_loss_curve_.empty()) {
+    std::printf("  validation loss       ");
+    for (const auto& v : val_loss_curve_)
+      std::printf(" %lld: %.4f", static_cast<long long>(v.iteration), v.loss);
+    std::printf("  (after iteration: loss)\n");
+  }
+  std::printf("  throughput             %.0f tokens/s (mean over %d iterations; each plan's "
+              "first is left out)\n",
+              tokens_per_s, counted);
+  std::printf("  iteration time         measured %.4f s, predicted %.4f s (%s)\n", measured,
+              prediction_.predicted_s, prediction_.note.c_str());
+  if (prediction_.analytic_s > 0 && prediction_.analytic_s != prediction_.predicted_s)
+    std::printf("                         (the catalog's analytic CPU model alone said %.4f s)\n",
+                prediction_.analytic_s);
+  std::printf("  re-plans               %d", plans_ > 0 ? plans_ - 1 : 0);
+  for (std::size_t k = 0; k < resumed_at_.size(); ++k)
+    std::printf("%s%d", k == 0 ? " (resumed from the checkpoint after iteration " : ", ",
+                resumed_at_[k]);
+  std::printf("%s\n", resumed_at_.empty() ? "" : ")");
+  if (!preempted_.empty())
+    std::printf("  preempted              %s; the next plan completed an iteration %.2f s later "
+                "(noticing, re-planning, profiling, rendezvous, restoring)\n",
+                preempted_.front().c_str(), recovery_s_);
+  std::printf("  note: transfers and all-reduces that cross emulated zones are held for the "
+              "link's latency and bandwidth.\n");
+  std::fflush(stdout);
+}
+
+nlohmann::json local_progress::summary_json(double wall_s) const {
+  double measured = 0, tokens_per_s = 0;
+  int counted = 0;
+  means(measured, tokens_per_s, counted);
+  nlohmann::json j;
+  j["iterations_completed"] = records_.size();
+  j["loss_curve"] = loss_curve_;
+  j["val_loss_curve"] = val_loss_json(val_loss_curve_);
+  j["tokens_per_s"] = tokens_per_s;
+  j["predicted_iteration_s"] = prediction_.predicted_s;
+  j["predicted_iteration_s_analytic"] = prediction_.analytic_s;
+  j["prediction_note"] = prediction_.note;
+  j["measured_iteration_s"] = measured;
+  j["replans"] = plans_ > 0 ? plans_ - 1 : 0;
+  j["resumed_at"] = resumed_at_;
+  j["preempted"] = preempted_;
+  if (recovery_s_ >= 0)
+    j["recovery_s"] = recovery_s_;
+  j["wall_s"] = wall_s;
+  if (plan_) {
+    j["plan"]["stages"] = plan_->num_stages();
+    j["plan"]["micro_batch"] = plan_->micro_batch;
+    j["plan"]["global_batch"] = plan_->global_batch;
+    j["plan"]["summary"] = actors::describe_plan(*plan_);
+  }
+  std::vector<double> times;
+  for (const auto& r : records_)
+    times.push_back(r.measured_s);
+  j["measured_iteration_s_each"] = times;
+  return j;
+}
+
+}  // namespace sailor::app

@@ -1,0 +1,98 @@
+#pragma once
+// What the supervisor's callbacks tell the main thread of `sailor train` / `sailor demo`, and
+// what the main thread makes of it: one progress line per iteration, the summary and its JSON.
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sailor/actors/train/progress.hpp"
+#include "sailor/config/plan.hpp"
+
+namespace sailor::app {
+
+/// The simulator's prediction of a plan (local_planning).
+struct plan_prediction {
+  double predicted_s = 0;
+  double analytic_s = 0;  ///< from the catalog, without a profile
+  std::string note;
+};
+
+/// Written by the supervisor's callbacks (its thread) and the planner, read by the main loop.
+struct training_events {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<actors::iteration_record> iterations;  ///< not yet taken by the main loop
+  std::vector<double> loss_curve;
+  std::vector<actors::validation_point> val_loss_curve;
+  bool finished = false;
+  std::string error;
+  plan_prediction prediction;
+  std::optional<config::plan> plan;
+  std::int64_t plan_version = 0;  ///< of the newest training plan
+  int plans = 0;
+  int start_iteration = 0;  ///< where the newest plan resumed
+};
+
+/// The main loop's record of the run.
+class local_progress {
+public:
+  using clock_type = std::chrono::steady_clock;
+  explicit local_progress(int iterations) : iterations_(iterations) {}
+
+  /// Takes what the callbacks wrote (waiting up to 100 ms for something); prints the plan
+  /// when a new one came, and one line per completed iteration. Returns the training error,
+  /// if any.
+  std::string take(training_events& events, int live_nodes);
+  bool finished() const { return finished_ && done() >= iterations_; }
+  int done() const { return static_cast<int>(records_.size()); }
+  clock_type::time_point last_progress() const { return last_progress_; }
+  /// Re-planning and profiling after a loss take their time: no stall meanwhile.
+  void touch() { last_progress_ = clock_type::now(); }
+  void preempted(const std::string& node) {
+    preempted_.push_back(node);
+    preempted_time_ = clock_type::now();
+  }
+  const std::vector<std::string>& preempted_nodes() const { return preempted_; }
+
+  /// The summary for people, after training.
+  void print_summary(const std::string& command, double wall_s) const;
+  /// The summary's JSON (`--summary-json`).
+  nlohmann::json summary_json(double wall_s) const;
+
+private:
+  void print_plan();
+  void print_iteration(const actors::iteration_record& r) const;
+  // Mean measured iteration time and tokens/s, each plan's first iteration (warm-up) left
+  // out when there are others.
+  void means(double& measured_s, double& tokens_per_s, int& counted) const;
+
+  int iterations_;
+  std::vector<actors::iteration_record> records_;
+  std::set<std::int64_t> warm_up_;  // the first iteration each plan ran
+  std::vector<double> loss_curve_;
+  std::vector<actors::validation_point> val_loss_curve_;
+  plan_prediction prediction_;
+  std::optional<config::plan> plan_;
+  int plans_ = 0, plans_shown_ = 0, start_iteration_ = 0, live_nodes_ = 0;
+  bool finished_ = false;
+  std::vector<int> resumed_at_;
+  std::vector<std::string> preempted_;
+  // From the preemption to the first iteration the next plan completed: noticing the loss,
+  // re-planning, profiling the new plan, rendezvous and restoring the checkpoint.
+  std::optional<clock_type::time_point> preempted_time_;
+  double recovery_s_ = -1;
+  clock_type::time_point last_progress_ = clock_type::now();
+};
+
+/// "[#####-----]": `done` of `total` in 20 characters.
+std::string progress_bar(int done, int total);
+
+}  // namespace sailor::app
