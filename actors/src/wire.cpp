@@ -169,7 +169,8 @@ std::optional<comm::message_body> to_comm_body(const caf::message& m, const std:
                               x.links,               x.start_iteration,
                               x.checkpoint_dir,      x.checkpoint_every,
                               x.restore_dir,         x.restore_files,
-                              x.restore_holders};
+                              x.restore_holders,     x.peer_nodes,
+                              x.peer_addresses,      x.keep_checkpoint_dirs};
   }
   if (m.match_elements<comm::store_request>())
     return m.get_as<comm::store_request>(0);
@@ -189,7 +190,10 @@ std::optional<comm::message_body> to_comm_body(const caf::message& m, const std:
                               x.total_s,
                               x.tokens,
                               x.error,
-                              x.checkpoint_file};
+                              x.checkpoint_file,
+                              x.kind,
+                              x.phase,
+                              x.blamed_node};
   }
   return std::nullopt;
 }
@@ -294,6 +298,9 @@ struct from_comm_body {
     out.restore_dir = std::move(x.restore_dir);
     out.restore_files = std::move(x.restore_files);
     out.restore_holders = std::move(x.restore_holders);
+    out.peer_nodes = std::move(x.peer_nodes);
+    out.peer_addresses = std::move(x.peer_addresses);
+    out.keep_checkpoint_dirs = std::move(x.keep_checkpoint_dirs);
     return caf::make_message(std::move(out));
   }
   result<caf::message> operator()(comm::store_request& x) const {
@@ -320,6 +327,9 @@ struct from_comm_body {
     out.tokens = x.tokens;
     out.error = x.error;
     out.checkpoint_file = std::move(x.checkpoint_file);
+    out.kind = x.kind;
+    out.phase = std::move(x.phase);
+    out.blamed_node = std::move(x.blamed_node);
     return caf::make_message(std::move(out));
   }
 };

@@ -257,6 +257,9 @@ struct TrainingJob {
   restoreDir @15 :Text;       # the folder holding the checkpoint to resume from
   restoreFiles @16 :List(Text);    # its shard files (relative to each node's state folder)
   restoreHolders @17 :List(Text);  # one per file: host:port of a node's shard server holding it
+  peerNodes @18 :List(Text);       # every node with a role in the plan
+  peerAddresses @19 :List(Text);   # one per node: its shard server's host:port (reachability check)
+  keepCheckpointDirs @20 :List(Text);  # the job's checkpoint folders still needed; others go
 }
 
 # A link between two zones as training carries it (constant bandwidth; a curve stays behind).
@@ -283,6 +286,16 @@ struct TrainReport {
   error @11 :Text;           # non-empty: the rank failed
   checkpointFile @12 :Text;   # newest shard this rank has in place (relative path), or empty;
                               # its node's shard server (inventory address) serves it
+  kind @13 :TrainReportKind;  # what the report says (a failure whatever its iteration)
+  phase @14 :Text;            # failed: the step ("setup", "restore", "iteration"); reached: the step done
+  blamedNode @15 :Text;       # failed: the peer node the rank could not reach, or empty
+}
+
+enum TrainReportKind {
+  iteration @0;         # an iteration completed (measurements)
+  failed @1;            # the rank stopped (error, phase)
+  checkpointFailed @2;  # writing its checkpoint shard failed (error); it trains on
+  reached @3;           # a start-up step (phase) is done
 }
 
 # The rendezvous store the coordinator serves to the ranks of every node (Gloo's and NCCL's
@@ -294,6 +307,7 @@ struct StoreRequest {
   set @3 :Bool;              # true: set key to value; false: get key (waiting up to timeoutMs)
   value @4 :Data;
   timeoutMs @5 :Int64;
+  node @6 :Text;             # the node whose rank asks (checked against the connection's node)
 }
 
 struct StoreReply {

@@ -253,6 +253,11 @@ struct body_writer {
     set_texts(j.initRestoreFiles(static_cast<unsigned>(v.restore_files.size())), v.restore_files);
     set_texts(j.initRestoreHolders(static_cast<unsigned>(v.restore_holders.size())),
               v.restore_holders);
+    set_texts(j.initPeerNodes(static_cast<unsigned>(v.peer_nodes.size())), v.peer_nodes);
+    set_texts(j.initPeerAddresses(static_cast<unsigned>(v.peer_addresses.size())),
+              v.peer_addresses);
+    set_texts(j.initKeepCheckpointDirs(static_cast<unsigned>(v.keep_checkpoint_dirs.size())),
+              v.keep_checkpoint_dirs);
   }
   void operator()(const train_report& v) {
     auto r = b.initTrainReport();
@@ -269,6 +274,9 @@ struct body_writer {
     r.setTokens(v.tokens);
     r.setError(v.error);
     r.setCheckpointFile(v.checkpoint_file);
+    r.setKind(static_cast<s::TrainReportKind>(v.kind));
+    r.setPhase(v.phase);
+    r.setBlamedNode(v.blamed_node);
   }
   void operator()(const iteration_telemetry& v) {
     auto t = b.initTelemetry();
@@ -297,6 +305,7 @@ struct body_writer {
     r.setSet(v.set);
     r.setValue(data_of(v.value));
     r.setTimeoutMs(v.timeout_ms);
+    r.setNode(v.node);
   }
   void operator()(const store_reply& v) {
     auto r = b.initStoreReply();
@@ -587,6 +596,9 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
         v.restore_dir = j.getRestoreDir();
         for (auto f : j.getRestoreFiles()) v.restore_files.emplace_back(f);
         for (auto h : j.getRestoreHolders()) v.restore_holders.emplace_back(h);
+        for (auto n : j.getPeerNodes()) v.peer_nodes.emplace_back(n);
+        for (auto a : j.getPeerAddresses()) v.peer_addresses.emplace_back(a);
+        for (auto d : j.getKeepCheckpointDirs()) v.keep_checkpoint_dirs.emplace_back(d);
         e.body = std::move(v);
         break;
       }
@@ -596,7 +608,10 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
                               r.getIteration(), r.getLoss(),    r.getComputeS(),
                               r.getSendWaitS(), r.getRecvWaitS(), r.getAllreduceS(),
                               r.getTotalS(),    r.getTokens(),  r.getError(),
-                              r.getCheckpointFile()};
+                              r.getCheckpointFile(),
+                              static_cast<std::int32_t>(r.getKind()),
+                              r.getPhase(),
+                              r.getBlamedNode()};
         break;
       }
       case s::Envelope::Body::TELEMETRY: {
@@ -617,7 +632,7 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
       case s::Envelope::Body::STORE_REQUEST: {
         auto r = b.getStoreRequest();
         e.body = store_request{r.getRequestId(), r.getPlanEpoch(), r.getKey(), r.getSet(),
-                               chars_of(r.getValue()), r.getTimeoutMs()};
+                               chars_of(r.getValue()), r.getTimeoutMs(), r.getNode()};
         break;
       }
       case s::Envelope::Body::STORE_REPLY: {

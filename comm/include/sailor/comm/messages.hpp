@@ -227,6 +227,9 @@ struct training_job {
   std::string restore_dir;               ///< holds the checkpoint to resume from
   std::vector<std::string> restore_files;    ///< its shard files
   std::vector<std::string> restore_holders;  ///< one per file: a shard server's host:port
+  std::vector<std::string> peer_nodes;       ///< every node with a role in the plan
+  std::vector<std::string> peer_addresses;   ///< one per node: its shard server's host:port
+  std::vector<std::string> keep_checkpoint_dirs;  ///< the job's checkpoint folders still needed
 };
 
 /// One rank's measurements of one iteration, or its failure (`error` non-empty).
@@ -244,6 +247,11 @@ struct train_report {
   std::int64_t tokens = 0;
   std::string error;
   std::string checkpoint_file;  ///< newest shard in place (relative path), or empty
+  /// 0 iteration, 1 failed, 2 checkpoint write failed, 3 start-up step reached
+  /// (messages.capnp TrainReportKind; the runtime's report_kind).
+  std::int32_t kind = 0;
+  std::string phase;        ///< failed: where; reached: the step done
+  std::string blamed_node;  ///< failed: the peer node it could not reach, or empty
   bool operator==(const train_report&) const = default;
 };
 
@@ -256,6 +264,7 @@ struct store_request {
   bool set = false;  ///< true: set `key` to `value`; false: get `key`, waiting up to timeout_ms
   std::vector<char> value;
   std::int64_t timeout_ms = 0;
+  std::string node;  ///< the node whose rank asks; the bridge checks it is the connection's
   bool operator==(const store_request&) const = default;
 };
 

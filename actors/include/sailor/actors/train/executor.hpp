@@ -26,6 +26,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -95,6 +96,9 @@ struct train_options {
   /// state under this folder, asynchronously. Empty: no checkpoints.
   std::string checkpoint_dir;
   int checkpoint_every = 1;
+  /// Says whether a checkpoint folder (checkpoint_path of it, lexically normal) must be kept
+  /// when the writer prunes its older shards: one a plan about to start restores. Empty: none.
+  std::function<bool(const std::string& folder)> keep_checkpoint;
 };
 
 /// The executor options a job file asks for: seed, optimizer and its schedule, betas, weight
@@ -159,6 +163,9 @@ public:
   status flush_checkpoints();
   /// The path of the newest checkpoint shard this rank has written in full (empty: none).
   std::string last_checkpoint_file() const;
+  /// Why this rank's newest checkpoint write failed, once (empty: no failure since the last
+  /// call). Training goes on; the caller tells the supervisor.
+  std::string take_checkpoint_failure();
 
   /// Parameters and optimizer state of this rank's shard, as bytes (for recovery).
   result<std::vector<char>> save_state() const;

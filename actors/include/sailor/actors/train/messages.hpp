@@ -53,9 +53,29 @@ struct training_job {
   /// one per file, the shard server holding it: a rank fetches the files its node lacks.
   std::vector<std::string> restore_files;
   std::vector<std::string> restore_holders;
+  /// Every node with a role in this plan and, in the same order, the host:port of its shard
+  /// server (which listens on the address the node advertised, as its collectives do): a rank
+  /// checks that it reaches each before the rendezvous, so that a node its peers cannot reach
+  /// is named instead of waited for.
+  std::vector<std::string> peer_nodes;
+  std::vector<std::string> peer_addresses;
+  /// The job's checkpoint folders (relative to the state folders) a plan may still restore
+  /// from: with a checkpoint_dir, a node removes the other plan folders beside it
+  /// (checkpoints/<job>/v<N>) when the job arrives. Empty: none is removed.
+  std::vector<std::string> keep_checkpoint_dirs;
 };
 
-/// One rank's measurements for one iteration (seconds), or its failure (`error` non-empty).
+/// What a train_report says (its `kind`).
+enum class report_kind : std::int32_t {
+  iteration = 0,          ///< the rank completed `iteration` (measurements)
+  failed = 1,             ///< the rank stopped: `error` says why, `phase` where
+  checkpoint_failed = 2,  ///< writing its checkpoint shard failed (`error`); it trains on
+  reached = 3,            ///< the rank finished the start-up step `phase` ("setup", "restore")
+};
+
+/// One rank's measurements for one iteration (seconds), or its failure (`error` non-empty),
+/// or a step of its start-up, by `kind`. A failure is its own kind, whatever its iteration:
+/// a rank of a resumed plan that fails before its first iteration is still a failure.
 struct train_report {
   std::int64_t plan_version = 0;
   std::string node;
@@ -75,6 +95,19 @@ struct train_report {
   /// The newest checkpoint shard this rank has in place (relative to its node's state
   /// folder; empty: none). The node's shard server (its inventory address) serves it.
   std::string checkpoint_file;
+  std::int32_t kind = static_cast<std::int32_t>(report_kind::iteration);  ///< a report_kind
+  /// failed: the step it failed in ("setup": reaching peers and the rendezvous, "restore":
+  /// fetching and loading the checkpoint, "iteration"); reached: the step done.
+  std::string phase;
+  /// failed: the node the failure is laid on (a peer this rank could not reach at its
+  /// advertised address), or empty when the rank cannot tell.
+  std::string blamed_node;
+
+  report_kind what() const {
+    if (kind == static_cast<std::int32_t>(report_kind::iteration) && !error.empty())
+      return report_kind::failed;  // a sender that predates `kind`
+    return static_cast<report_kind>(kind);  // a value not listed is ignored by readers
+  }
 };
 
 template <class Inspector>
@@ -82,13 +115,15 @@ typename Inspector::result_type inspect(Inspector& f, training_job& x) {
   return f(caf::meta::type_name("training_job"), x.plan_version, x.plan, x.model, x.iterations,
            x.seed, x.optimizer, x.learning_rate, x.torch_threads, x.timeout_ms,
            x.predicted_iteration_s, x.links, x.start_iteration, x.checkpoint_dir,
-           x.checkpoint_every, x.restore_dir, x.restore_files, x.restore_holders);
+           x.checkpoint_every, x.restore_dir, x.restore_files, x.restore_holders, x.peer_nodes,
+           x.peer_addresses, x.keep_checkpoint_dirs);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_report& x) {
   return f(caf::meta::type_name("train_report"), x.plan_version, x.node, x.rank, x.stage,
            x.replica, x.tp_rank, x.iteration, x.loss, x.compute_s, x.send_wait_s, x.recv_wait_s,
-           x.all_reduce_s, x.total_s, x.tokens, x.error, x.checkpoint_file);
+           x.all_reduce_s, x.total_s, x.tokens, x.error, x.checkpoint_file, x.kind, x.phase,
+           x.blamed_node);
 }
 
 }  // namespace sailor::actors
