@@ -26,6 +26,8 @@
 
 #include "child_process.hpp"
 #include "run_command.hpp"
+#include <caf/scoped_actor.hpp>
+
 #include "sailor/actors/runtime.hpp"
 
 extern char** environ;
@@ -332,6 +334,38 @@ TEST_CASE_FIXTURE(hostile_fixture, "hostile: an authenticated peer cannot speak 
     CHECK(eventually(5s, [&] { return has_event("refused a preemption notice for node n1 from another sender"); }));
   }
   CHECK_FALSE(has_event("node n1 lost"));
+  still_serves(1);
+}
+
+TEST_CASE_FIXTURE(hostile_fixture, "hostile: the rendezvous store answers a node only in the plans it has ranks in") {
+  start_good_node("n1");
+  REQUIRE(eventually(20s, [&] { return ready(1); }));
+  auto t = sailor::actors::make_transport("tcp", "mallory", "local-a", token);
+  REQUIRE(t.ok());
+  sailor::actors::bridge links{system, t->get()};
+  caf::scoped_actor self{system};
+  links.publish(sailor::actors::rendezvous_client::reply_name, caf::actor_cast<caf::actor>(self));
+  auto peer = links.connect("127.0.0.1", port);
+  REQUIRE(peer.ok());
+  auto store = links.remote_actor(*peer, "store");
+  // Under her own name, Mallory has no rank in plan 1: her keys are not stored, her reads
+  // answered with a refusal, and a plan version that does not exist is not made.
+  using sailor::comm::store_request;
+  caf::send_as(caf::actor_cast<caf::actor>(self), store,
+               store_request{0, 1, "sailor-v1/pp/0", true, {'x'}, 0, "mallory"});
+  caf::send_as(caf::actor_cast<caf::actor>(self), store,
+               store_request{0, 1000000, "k", true, {'x'}, 0, "mallory"});
+  caf::send_as(caf::actor_cast<caf::actor>(self), store,
+               store_request{7, 1, "sailor-v1/pp/0", false, {}, 1000, "mallory"});
+  std::string answer;
+  self->receive([&](const sailor::comm::store_reply& r) { answer = r.found ? "found" : r.error; },
+                caf::after(10s) >> [&] { answer = "no answer"; });
+  CHECK(answer == "node 'mallory' has no rank in plan version 1");
+  // Naming n1 instead: the bridge closes her connection.
+  caf::send_as(caf::actor_cast<caf::actor>(self), store,
+               store_request{8, 1, "sailor-v1/pp/0", true, {'x'}, 0, "n1"});
+  CHECK(eventually(5s, [&] { return links.open_peers() == 0; }));
+  CHECK(eventually(5s, [&] { return has_event("a message for node 'n1' from the connection of 'mallory'"); }));
   still_serves(1);
 }
 

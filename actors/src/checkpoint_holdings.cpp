@@ -17,7 +17,10 @@ void checkpoint_holdings::add(const std::string& file, const std::string& holder
   const int n = train::detail::iterations_of_folder(p.parent_path().filename().string());
   if (n <= 0)
     return;
-  held_[key{p.parent_path().parent_path().string(), n}][p.filename().string()].insert(holder);
+  key k{p.parent_path().parent_path().string(), n};
+  if (bad_.count(k))
+    return;
+  held_[k][p.filename().string()].insert(holder);
 }
 
 void checkpoint_holdings::forget(const std::string& holder) {
@@ -30,33 +33,41 @@ void checkpoint_holdings::forget(const std::string& holder) {
   }
 }
 
-held_checkpoint checkpoint_holdings::newest(const std::string& under) const {
+std::map<int, std::string> checkpoint_holdings::complete_files(const files_held& c) {
+  // Files by writing layout (group): complete when every writer 0..writers-1 is held.
+  std::map<std::string, std::map<int, std::string>> groups;
+  std::map<std::string, int> needed;
+  for (const auto& [name, holders] : c) {
+    auto f = train::detail::parse_shard_file_name(name);
+    groups[f->group][f->writer] = name;
+    needed[f->group] = f->writers;
+  }
+  for (auto& [group, writers] : groups)
+    if (static_cast<int>(writers.size()) == needed[group])
+      return std::move(writers);
+  return {};
+}
+
+held_checkpoint checkpoint_holdings::newest(const std::string& under, int below) const {
   for (auto c = held_.rbegin(); c != held_.rend(); ++c) {
     if (!under.empty() && c->first.folder.rfind(under, 0) != 0)
       continue;
-    // Files by writing layout (group): complete when every writer 0..writers-1 is held.
-    std::map<std::string, std::map<int, std::string>> groups;
-    std::map<std::string, int> needed;
-    for (const auto& [name, holders] : c->second) {
-      auto f = train::detail::parse_shard_file_name(name);
-      groups[f->group][f->writer] = name;
-      needed[f->group] = f->writers;
-    }
-    for (const auto& [group, writers] : groups) {
-      if (static_cast<int>(writers.size()) != needed[group])
-        continue;
-      held_checkpoint out;
-      out.iterations = c->first.iterations;
-      out.folder = c->first.folder;
-      const auto dir = fs::path{c->first.folder} / fs::path{train::checkpoint_path("", out.iterations)}.filename();
-      for (const auto& [writer, name] : writers) {
-        for (const auto& holder : c->second.at(name)) {
-          out.files.push_back((dir / name).string());
-          out.holders.push_back(holder);
-        }
+    if (below > 0 && c->first.iterations >= below)
+      continue;
+    auto writers = complete_files(c->second);
+    if (writers.empty())
+      continue;
+    held_checkpoint out;
+    out.iterations = c->first.iterations;
+    out.folder = c->first.folder;
+    const auto dir = fs::path{c->first.folder} / fs::path{train::checkpoint_path("", out.iterations)}.filename();
+    for (const auto& [writer, name] : writers) {
+      for (const auto& holder : c->second.at(name)) {
+        out.files.push_back((dir / name).string());
+        out.holders.push_back(holder);
       }
-      return out;
     }
+    return out;
   }
   return {};
 }
@@ -64,6 +75,27 @@ held_checkpoint checkpoint_holdings::newest(const std::string& under) const {
 void checkpoint_holdings::prune_older_than(int iterations) {
   for (auto c = held_.begin(); c != held_.end();)
     c = c->first.iterations < iterations ? held_.erase(c) : std::next(c);
+}
+
+void checkpoint_holdings::keep_newest(int keep) {
+  int complete = 0;
+  for (auto c = held_.rbegin(); c != held_.rend(); ++c) {
+    if (complete_files(c->second).empty() || ++complete < keep)
+      continue;
+    prune_older_than(c->first.iterations);
+    return;
+  }
+}
+
+void checkpoint_holdings::retain_folders(const std::set<std::string>& folders) {
+  for (auto c = held_.begin(); c != held_.end();)
+    c = folders.count(c->first.folder) ? std::next(c) : held_.erase(c);
+}
+
+void checkpoint_holdings::mark_bad(const std::string& folder, int iterations) {
+  key k{folder, iterations};
+  held_.erase(k);
+  bad_.insert(k);
 }
 
 std::size_t checkpoint_holdings::files() const {

@@ -71,3 +71,22 @@ TEST_CASE("holdings: only the job's own folders count when a prefix is given") {
   CHECK(mine.folder == "checkpoints/my-job/v2");
   CHECK(held.newest("checkpoints/third/").iterations == 0);
 }
+
+TEST_CASE("holdings: bounded to the newest complete checkpoints, the folders still needed, and never a bad one again") {
+  actors::checkpoint_holdings held;
+  for (int it = 1; it <= 50; ++it)
+    held.add(shard("checkpoints/j/v1", it, 0, 1), "a:1");
+  held.add(shard("checkpoints/j/v2", 51, 0, 2), "a:1");  // being written
+  held.keep_newest(2);
+  CHECK(held.files() == 3);
+  CHECK(held.newest().iterations == 50);
+  CHECK(held.newest("", 50).iterations == 49);
+  held.mark_bad("checkpoints/j/v1", 50);
+  CHECK(held.newest().iterations == 49);
+  held.add(shard("checkpoints/j/v1", 50, 0, 1), "b:1");  // reported again: still bad
+  CHECK(held.newest().iterations == 49);
+  held.add(shard("checkpoints/old/v9", 60, 0, 1), "a:1");
+  held.retain_folders({"checkpoints/j/v1", "checkpoints/j/v2"});
+  CHECK(held.newest().iterations == 49);
+  CHECK(held.newest("checkpoints/old/").iterations == 0);
+}

@@ -34,6 +34,37 @@ int latest_checkpoint(const std::string& dir) {
   return 0;
 }
 
+std::vector<std::string> remove_plan_folders(const std::string& job_dir,
+                                             const std::vector<std::string>& keep) {
+  // Lexically normal, without a trailing separator ("a/v4/" is "a/v4").
+  auto normal = [](const fs::path& p) {
+    auto n = p.lexically_normal();
+    return (n.has_filename() ? n : n.parent_path()).string();
+  };
+  std::set<std::string> kept;
+  for (const auto& k : keep)
+    kept.insert(normal(k));
+  std::vector<fs::path> doomed;  // listed first: no removal under a running iterator
+  std::error_code ec;
+  for (fs::directory_iterator i{job_dir, ec}, end; !ec && i != end; i.increment(ec)) {
+    const auto name = i->path().filename().string();
+    std::error_code kind;
+    if (name.size() < 2 || name[0] != 'v' ||
+        name.find_first_not_of("0123456789", 1) != std::string::npos || !i->is_directory(kind))
+      continue;
+    if (!kept.count(normal(i->path())))
+      doomed.push_back(i->path());
+  }
+  std::vector<std::string> removed;
+  for (const auto& path : doomed) {
+    std::error_code gone;
+    fs::remove_all(path, gone);
+    if (!gone)
+      removed.push_back(path.lexically_normal().string());
+  }
+  return removed;
+}
+
 namespace detail {
 
 // The n of a folder named iter-<digits>; -1 otherwise.
@@ -144,7 +175,8 @@ void prune_checkpoints(const std::string& dir, int keep) {
   }
 }
 
-void prune_writer_files(const std::string& dir, const shard_file& mine, int keep) {
+void prune_writer_files(const std::string& dir, const shard_file& mine, int keep,
+                        const std::function<bool(const std::string& folder)>& pinned) {
   if (keep < 1) keep = 1;
   const auto name = shard_file_name(mine);
   auto all = checkpoint_iterations(dir);
@@ -157,6 +189,7 @@ void prune_writer_files(const std::string& dir, const shard_file& mine, int keep
       ++kept;
       continue;
     }
+    if (pinned && pinned(folder.lexically_normal().string())) continue;
     fs::remove(folder / name, ec);
     if (fs::is_empty(folder, ec)) fs::remove(folder, ec);  // the last writer's file went
   }

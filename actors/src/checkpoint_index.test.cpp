@@ -111,3 +111,34 @@ TEST_CASE("checkpoint index: pruning keeps the newest complete checkpoints and n
   CHECK(train::detail::checkpoint_iterations(d) == std::vector<int>{3, 4, 5});
   CHECK(train::latest_checkpoint(d) == 4);
 }
+
+TEST_CASE("checkpoint index: a writer never prunes the checkpoint a pending plan restores") {
+  testing::temp_dir dir;
+  const auto d = (dir.root() / "v3").string();
+  const std::string g = "0000000000000001";
+  for (int n = 1; n <= 4; ++n)
+    make_checkpoint(d, n, g, 1);
+  const auto pinned = fs::path{train::checkpoint_path(d, 1)}.lexically_normal().string();
+  train::detail::prune_writer_files(d, shard(g, 0, 1), 2,
+                                    [&](const std::string& folder) { return folder == pinned; });
+  CHECK(train::detail::checkpoint_iterations(d) == std::vector<int>{1, 3, 4});
+  train::detail::prune_writer_files(d, shard(g, 0, 1), 2);
+  CHECK(train::detail::checkpoint_iterations(d) == std::vector<int>{3, 4});
+}
+
+TEST_CASE("checkpoint index: the plan folders no plan restores from are removed") {
+  testing::temp_dir dir;
+  const auto job = dir.root() / "checkpoints" / "job";
+  const std::string g = "0000000000000001";
+  for (auto v : {"v1", "v2", "v3", "v4"})
+    make_checkpoint((job / v).string(), 2, g, 1);
+  fs::create_directories(job / "notes");
+  auto removed = train::remove_plan_folders(
+    job.string(), {(job / "v2").string(), (job / "v4/").string()});
+  CHECK(removed.size() == 2);
+  CHECK_FALSE(fs::exists(job / "v1"));
+  CHECK(fs::exists(job / "v2"));
+  CHECK_FALSE(fs::exists(job / "v3"));
+  CHECK(fs::exists(job / "v4"));
+  CHECK(fs::exists(job / "notes"));  // not a plan folder
+}

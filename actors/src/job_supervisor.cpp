@@ -3,28 +3,23 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <set>
 
 #include <caf/message_handler.hpp>
 
 #include "peer_checks.hpp"
+#include "supervisor_internal.hpp"
 #include "sailor/actors/placement.hpp"
+#include "sailor/actors/rendezvous.hpp"
 #include "sailor/actors/replica_group.hpp"
 #include "sailor/actors/zone_coordinator.hpp"
 #include "sailor/config/log.hpp"
 #include "sailor/config/text.hpp"
 
 namespace sailor::actors {
-namespace {
-
-using supervisor = caf::stateful_actor<supervisor_state>;
-
-std::int64_t to_ms(caf::timespan t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t).count();
-}
+namespace supervision {
 
 using board_tick_atom = caf::atom_constant<caf::atom("brdtick")>;
-
-void publish_board(supervisor* self);
 
 void record(supervisor* self, std::string event) {
   auto& st = self->state;
@@ -61,7 +56,6 @@ std::vector<node_inventory> inventory(supervisor* self) {
 caf::behavior collecting(supervisor* self);
 caf::behavior planning(supervisor* self);
 caf::behavior running(supervisor* self);
-void start_planning(supervisor* self, std::string reason);
 
 void clear_roles(supervisor* self) {
   auto& st = self->state;
@@ -69,6 +63,7 @@ void clear_roles(supervisor* self) {
     self->send_exit(group, caf::exit_reason::user_shutdown);
   st.groups.clear();
   st.roles_total = st.roles_ready = st.replicas_ready = 0;
+  st.startup_step.clear();
   for (auto& [name, node] : st.nodes) {
     node.roles.clear();
     node.ready_roles = 0;
@@ -219,6 +214,18 @@ void admit(supervisor* self, const join_request& request) {
   capacity_changed(self, "node " + inv.name + " joined");
 }
 
+// The plan's estimate, when it is not from a profile: what it assumed (the planner's notes).
+std::string estimate_note(const config::plan& p) {
+  if (!p.estimate || p.estimate->notes.empty())
+    return {};
+  std::string out = fmt::format("; predicted {:.3f} s per iteration from an analytic estimate, "
+                                "no profile: ",
+                                p.estimate->iteration_time_s);
+  for (std::size_t i = 0; i < p.estimate->notes.size(); ++i)
+    out += (i ? "; " : "") + p.estimate->notes[i];
+  return out;
+}
+
 void assign(supervisor* self, config::plan chosen) {
   auto& st = self->state;
   auto nodes = inventory(self);
@@ -239,11 +246,28 @@ void assign(supervisor* self, config::plan chosen) {
   // its checkpoint.
   auto earlier = st.training.completed();
   st.training = training_progress{};
+  st.restore_folder.clear();
+  st.restore_iterations = 0;
+  st.checkpoint_failures.clear();
   if (st.options.prepare_training) {
     training_job job;
     job.plan_version = st.plan_version;
     job.plan = chosen;
+    for (auto& [name, node] : st.nodes)
+      if (roles.count(name)) {
+        job.peer_nodes.push_back(name);
+        job.peer_addresses.push_back(node.inventory.address);
+      }
     if (st.options.prepare_training(job, st.holdings)) {
+      st.restore_folder = job.restore_dir;
+      st.restore_iterations = job.start_iteration;
+      // What no plan restores from any more is forgotten here, as the nodes remove it.
+      if (!job.checkpoint_dir.empty()) {
+        std::set<std::string> keep{job.keep_checkpoint_dirs.begin(),
+                                   job.keep_checkpoint_dirs.end()};
+        keep.insert(job.checkpoint_dir);
+        st.holdings.retain_folders(keep);
+      }
       st.training = training_progress{st.plan_version,          plan_world_size(chosen),
                                       job.iterations,            chosen.num_stages() - 1,
                                       job.predicted_iteration_s, job.start_iteration,
@@ -255,12 +279,20 @@ void assign(supervisor* self, config::plan chosen) {
       training = std::move(job);
     }
   }
+  if (st.options.store) {
+    store_scope scope{st.plan_version, {}};
+    for (auto& [name, node_roles] : roles)
+      scope.nodes.push_back(name);
+    self->send(st.options.store, std::move(scope));
+  }
   for (auto& [name, node] : st.nodes) {
     auto r = roles.find(name);
     node.roles = r == roles.end() ? std::vector<stage_role>{} : r->second;
     node.state = node.roles.empty() ? "idle" : "assigned";
     st.roles_total += static_cast<int>(node.roles.size());
-    if (training && !node.roles.empty())
+    // To every node, also those without a role: their ranks of older plans stop, keep the
+    // checkpoint the plan restores, and drop the folders no plan needs.
+    if (training)
       self->send(node.endpoint, *training);
     self->send(node.endpoint, role_assignment{st.plan_version, node.roles, chosen});
   }
@@ -271,12 +303,14 @@ void assign(supervisor* self, config::plan chosen) {
         self->spawn(replica_group, st.plan_version, static_cast<int>(s), static_cast<int>(r),
                     chosen.stages[s].replicas[r].tp, me);
   st.phase = "assigning";
-  log::get("actors")->info("[supervisor] plan v{}: {}", st.plan_version, describe_plan(chosen));
+  log::get("actors")->info("[supervisor] plan v{}: {}{}", st.plan_version, describe_plan(chosen),
+                           estimate_note(chosen));
   record(self, "plan v" + std::to_string(st.plan_version) + ": " +
                  count_of(chosen.num_stages(), "stage") + ", " +
                  count_of(static_cast<long long>(st.groups.size()), "replica") + ", " +
                  count_of(st.roles_total, "role"));
   self->become(running(self));
+  startup_begin(self);
 }
 
 void on_plan(supervisor* self, plan_reply reply) {
@@ -373,7 +407,7 @@ cluster_status snapshot(supervisor* self) {
     if (st.training.start_iteration() > 0)
       line += " (resumed from the checkpoint after iteration " +
               std::to_string(st.training.start_iteration()) + ")";
-    out.training_summary = std::move(line);
+    out.training_summary = std::move(line) + training_notes(self);
   }
   out.replicas = static_cast<int>(st.groups.size());
   out.roles_total = st.roles_total;
@@ -442,60 +476,10 @@ caf::message_handler common(supervisor* self) {
       publish_board(self);
       self->delayed_send(self, self->state.options.board_interval, board_tick_atom::value);
     },
-    [self](const train_report& x) {
-      auto& st = self->state;
-      if (!from_the_node(self, x.node, "train report"))
-        return;
-      if (!x.checkpoint_file.empty())
-        if (auto n = st.nodes.find(x.node); n != st.nodes.end())
-          st.holdings.add(x.checkpoint_file, n->second.inventory.address);
-      if (st.options.board)
-        st.options.board->add_report(x);
-      bool had_error = !st.training.error().empty();
-      auto done = st.training.add(x);
-      if (!had_error && !st.training.error().empty()) {
-        log::get("actors")->info("[supervisor] a rank failed: {} (a failure unless a node is "
-                                 "lost within {} ms)",
-                                 st.training.error(), to_ms(st.options.training_failure_grace));
-        self->delayed_send(self, st.options.training_failure_grace, train_check_atom::value,
-                           st.training.plan_version());
-      }
-      if (!done)
-        return;
-      // Debug: the application prints one line per iteration (on_iteration); numbered from 1
-      // as there, and without a prediction when the plan came with none.
-      std::string predicted;
-      if (st.training.predicted_s() > 0)
-        predicted = fmt::format(", predicted {:.3f} s", st.training.predicted_s());
-      log::get("actors")->debug("[supervisor] iteration {}/{}: loss {:.4f}, measured {:.3f} s{} "
-                                "(compute {:.3f}, recv wait {:.3f}, send wait {:.3f}, all-reduce "
-                                "{:.3f})",
-                                done->iteration + 1, st.training.iterations(), done->loss,
-                                done->measured_s, predicted, done->compute_s, done->recv_wait_s,
-                                done->send_wait_s, done->all_reduce_s);
-      if (st.options.board) {
-        st.options.board->add_iteration(*done, st.training.plan_version(),
-                                        st.training.predicted_s());
-        publish_board(self);
-      }
-      if (st.training.finished())
-        record(self, "training finished: " + std::to_string(st.training.completed_count()) +
-                       " iterations of plan v" + std::to_string(st.training.plan_version()));
-      if (st.options.on_iteration)
-        st.options.on_iteration(*done, st.training);
-    },
-    [self](train_check_atom, std::int64_t version) {
-      // A rank of plan `version` failed a grace time ago: if that plan still runs, no node loss
-      // explained the failure. A re-plan still being made (a loss noticed, the next plan not
-      // yet assigned: on a loaded machine, profiling it can outlast the grace) explains it too.
-      auto& st = self->state;
-      if (st.training.plan_version() != version || st.training.error().empty() ||
-          st.phase == "planning")
-        return;
-      log::get("actors")->error("[supervisor] training failed: {}", st.training.error());
-      record(self, "training failed: " + st.training.error());
-      if (st.options.on_training_error)
-        st.options.on_training_error(st.training.error());
+    [self](const train_report& x) { on_train_report(self, x); },
+    [self](train_check_atom, std::int64_t version) { on_train_check(self, version); },
+    [self](startup_deadline_atom, std::int64_t version, std::int64_t serial) {
+      on_startup_deadline(self, version, serial);
     },
     [self](const stage_failed& x) {
       if (x.role.plan_version != self->state.plan_version ||
@@ -560,15 +544,18 @@ caf::behavior running(supervisor* self) {
                                  count_of(static_cast<long long>(st.nodes.size()), "node"));
         record(self, "all roles assigned and ready (plan v" + std::to_string(st.plan_version) +
                        ", " + count_of(st.roles_ready, "stage actor") + ")");
+        startup_advance(self);
       }
     },
   };
   return specific.or_else(common(self));
 }
 
-}  // namespace
+}  // namespace supervision
 
-caf::behavior job_supervisor(supervisor* self, supervisor_options options) {
+caf::behavior job_supervisor(caf::stateful_actor<supervisor_state>* self,
+                             supervisor_options options) {
+  using namespace supervision;
   auto& st = self->state;
   st.options = std::move(options);
   auto me = caf::actor_cast<caf::actor>(self);

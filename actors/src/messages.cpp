@@ -35,7 +35,8 @@ void add_message_types(caf::actor_system_config& cfg) {
     .add_message_type<training_job>("sailor.training_job")
     .add_message_type<train_report>("sailor.train_report")
     .add_message_type<comm::store_request>("sailor.store_request")
-    .add_message_type<comm::store_reply>("sailor.store_reply");
+    .add_message_type<comm::store_reply>("sailor.store_reply")
+    .add_message_type<store_scope>("sailor.store_scope");
 }
 
 }  // namespace sailor::actors

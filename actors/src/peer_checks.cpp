@@ -1,5 +1,6 @@
 #include "peer_checks.hpp"
 
+#include "sailor/actors/rendezvous.hpp"
 #include "sailor/actors/train/messages.hpp"
 #include "sailor/comm/auth.hpp"
 
@@ -20,6 +21,10 @@ std::optional<std::string> node_spoken_for(const caf::message& m) {
     return m.get_as<preemption_notice>(0).node;
   if (m.match_elements<train_report>())
     return m.get_as<train_report>(0).node;
+  // A rank's request to the rendezvous store names its node: the store answers a node only in
+  // the scopes of plans it has ranks in (rendezvous.hpp says what is enforced).
+  if (m.match_elements<comm::store_request>())
+    return m.get_as<comm::store_request>(0).node;
   return std::nullopt;
 }
 

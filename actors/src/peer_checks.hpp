@@ -17,7 +17,8 @@ inline constexpr std::size_t max_inventory_text = 256;
 inline constexpr std::size_t max_devices_per_node = 4096;
 
 /// The node a wire message speaks for (join, heartbeat, stage reports, telemetry,
-/// preemption, train reports); nullopt for messages that speak for no node.
+/// preemption, train reports, rendezvous store requests); nullopt for messages that speak for
+/// no node.
 std::optional<std::string> node_spoken_for(const caf::message& body);
 
 /// Why a node's inventory is refused (a name, zone, GPU type or host that is not printable

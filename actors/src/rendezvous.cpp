@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -24,9 +25,15 @@ struct pending_get {
   std::string key;
 };
 
+struct stored_value {
+  std::vector<char> value;
+  std::string node;  // who set it first: only that node may set it again
+};
+
 struct server_state {
   rendezvous_limits limits;
-  std::map<std::uint64_t, std::map<std::string, std::vector<char>>> scopes;
+  std::map<std::uint64_t, std::map<std::string, stored_value>> scopes;
+  std::map<std::uint64_t, std::set<std::string>> members;  // by scope (require_scope)
   std::map<std::uint64_t, pending_get> waiting;  // by serial
   std::uint64_t next_serial = 1;
   static inline const char* name = "rendezvous_server";
@@ -45,6 +52,7 @@ void prune(server_actor* self) {
   while (static_cast<int>(st.scopes.size()) > st.limits.keep_versions) {
     const auto dropped = st.scopes.begin()->first;
     st.scopes.erase(st.scopes.begin());
+    st.members.erase(st.members.begin(), st.members.upper_bound(dropped));
     for (auto i = st.waiting.begin(); i != st.waiting.end();) {
       if (i->second.plan_epoch <= dropped) {
         answer(self, i->second.who,
@@ -67,6 +75,14 @@ std::string refusal(const server_state& st, const comm::store_request& r) {
            std::to_string(st.limits.max_value_bytes) + ")";
   if (!st.scopes.empty() && r.plan_epoch + st.limits.keep_versions <= st.scopes.rbegin()->first)
     return "plan version " + std::to_string(r.plan_epoch) + " is no longer current";
+  if (st.limits.require_scope) {
+    auto m = st.members.find(r.plan_epoch);
+    if (m == st.members.end())
+      return "plan version " + std::to_string(r.plan_epoch) + " has no rendezvous open";
+    if (!m->second.count(r.node))
+      return "node '" + r.node.substr(0, 256) + "' has no rank in plan version " +
+             std::to_string(r.plan_epoch);
+  }
   return {};
 }
 
@@ -78,6 +94,12 @@ void on_set(server_actor* self, comm::store_request& r) {
                              r.key, scope.size());
     return;
   }
+  if (auto old = scope.find(r.key); old != scope.end() && old->second.node != r.node) {
+    log::get("actors")->warn("[rendezvous v{}] set '{}' by node '{}' refused: node '{}' set it",
+                             r.plan_epoch, r.key.substr(0, 64), r.node.substr(0, 64),
+                             old->second.node);
+    return;
+  }
   for (auto i = st.waiting.begin(); i != st.waiting.end();) {
     if (i->second.plan_epoch == r.plan_epoch && i->second.key == r.key) {
       answer(self, i->second.who, {i->second.request_id, true, r.value, {}});
@@ -86,7 +108,7 @@ void on_set(server_actor* self, comm::store_request& r) {
       ++i;
     }
   }
-  scope[r.key] = std::move(r.value);
+  scope[r.key] = stored_value{std::move(r.value), r.node};
   prune(self);
 }
 
@@ -97,7 +119,7 @@ void on_get(server_actor* self, comm::store_request& r) {
   if (scope != st.scopes.end()) {
     auto v = scope->second.find(r.key);
     if (v != scope->second.end()) {
-      answer(self, who, {r.request_id, true, v->second, {}});
+      answer(self, who, {r.request_id, true, v->second.value, {}});
       return;
     }
   }
@@ -114,6 +136,14 @@ void on_get(server_actor* self, comm::store_request& r) {
 caf::behavior rendezvous_server(server_actor* self, rendezvous_limits limits) {
   self->state.limits = limits;
   return {
+    [self](const store_scope& x) {
+      // The supervisor opens the scope of a plan it assigns.
+      auto& st = self->state;
+      const auto version = static_cast<std::uint64_t>(x.plan_version);
+      st.members[version] = {x.nodes.begin(), x.nodes.end()};
+      st.scopes[version];
+      prune(self);
+    },
     [self](comm::store_request& r) {
       if (auto why = refusal(self->state, r); !why.empty()) {
         log::get("actors")->warn("[rendezvous v{}] request for '{}' refused: {}", r.plan_epoch,
@@ -163,6 +193,7 @@ caf::actor spawn_rendezvous_server(caf::actor_system& system, rendezvous_limits 
 
 struct rendezvous_client::impl {
   caf::actor server;
+  std::string node;
   caf::actor receiver;
   std::mutex mutex;
   std::condition_variable arrived;
@@ -173,10 +204,11 @@ struct rendezvous_client::impl {
 
 std::shared_ptr<rendezvous_client> rendezvous_client::start(
     caf::actor_system& system, caf::actor server,
-    const std::function<void(const std::string&, const caf::actor&)>& publish) {
+    const std::function<void(const std::string&, const caf::actor&)>& publish, std::string node) {
   std::shared_ptr<rendezvous_client> client{new rendezvous_client};
   client->impl_ = std::make_unique<impl>();
   client->impl_->server = std::move(server);
+  client->impl_->node = std::move(node);
   std::weak_ptr<rendezvous_client> weak = client;
   client->impl_->receiver = system.spawn([weak]() -> caf::behavior {
     return {[weak](comm::store_reply& r) {
@@ -215,7 +247,8 @@ status rendezvous_client::set(std::int64_t plan_version, const std::string& key,
   }
   if (!receiver)
     return sailor::error{error_kind::disconnected, "rendezvous: the node is stopping", "", 0, ""};
-  comm::store_request r{0, static_cast<std::uint64_t>(plan_version), key, true, value, 0};
+  comm::store_request r{0, static_cast<std::uint64_t>(plan_version), key, true, value, 0,
+                        impl_->node};
   caf::send_as(receiver, impl_->server, std::move(r));
   return {};
 }
@@ -234,7 +267,7 @@ result<std::vector<char>> rendezvous_client::get(std::int64_t plan_version,
   if (!receiver)
     return sailor::error{error_kind::disconnected, "rendezvous: the node is stopping", "", 0, ""};
   comm::store_request r{id, static_cast<std::uint64_t>(plan_version), key, false, {},
-                        timeout.count()};
+                        timeout.count(), impl_->node};
   caf::send_as(receiver, impl_->server, std::move(r));
   // The server answers by the deadline; the margin covers the round trip. Past it the
   // coordinator is unreachable.

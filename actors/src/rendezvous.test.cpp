@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <caf/exit_reason.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
 #include "sailor/actors/bridge.hpp"
@@ -109,4 +110,39 @@ TEST_CASE("rendezvous: an oversized key or value is refused and stored nowhere")
   auto key = lab.client->get(1, std::string(2000, 'k'), 1s);
   REQUIRE_FALSE(key);
   CHECK(key.error().message.find("key of 2000 bytes") != std::string::npos);
+}
+
+TEST_CASE("rendezvous: with scopes required, only a plan's nodes are answered and a key stays its setter's") {
+  runtime_config cfg;
+  caf::actor_system system{cfg};
+  rendezvous_limits limits;
+  limits.require_scope = true;
+  auto server = spawn_rendezvous_server(system, limits);
+  caf::scoped_actor self{system};
+  auto ask = [&](std::uint64_t version, const std::string& key, const std::string& node) {
+    self->send(server, sailor::comm::store_request{1, version, key, false, {}, 100, node});
+    std::string out;
+    self->receive([&](const sailor::comm::store_reply& r) { out = r.found ? text(r.value) : "!" + r.error; },
+                  caf::after(5s) >> [&] { out = "no answer"; });
+    return out;
+  };
+  auto put = [&](std::uint64_t version, const std::string& key, const std::string& value,
+                 const std::string& node) {
+    self->send(server, sailor::comm::store_request{0, version, key, true, chars(value), 0, node});
+  };
+  self->send(server, store_scope{5, {"a", "b"}});
+  put(5, "rank0", "10.0.0.1:1", "a");
+  CHECK(ask(5, "rank0", "b") == "10.0.0.1:1");
+  // Another member cannot overwrite it; a node outside the plan neither reads nor writes.
+  put(5, "rank0", "10.6.6.6:1", "b");
+  put(5, "rank1", "10.6.6.6:1", "c");
+  CHECK(ask(5, "rank0", "a") == "10.0.0.1:1");
+  CHECK(ask(5, "rank0", "c") == "!node 'c' has no rank in plan version 5");
+  CHECK(ask(5, "rank1", "a") == "!timed out");
+  // A plan version nobody opened is not made, so it cannot push plan 5 out.
+  for (std::uint64_t v = 100; v < 110; ++v)
+    put(v, "k", "x", "a");
+  CHECK(ask(100, "k", "a") == "!plan version 100 has no rendezvous open");
+  CHECK(ask(5, "rank0", "a") == "10.0.0.1:1");
+  caf::anon_send_exit(server, caf::exit_reason::user_shutdown);
 }

@@ -30,9 +30,12 @@ result<std::unique_ptr<coordinator>> coordinator::start(caf::actor_system& syste
   self->scheduler_ = sup.scheduler;
   auto* links = self->bridge_.get();
   sup.publish = [links](const std::string& name, const caf::actor& a) { links->publish(name, a); };
+  rendezvous_limits store_limits;
+  store_limits.require_scope = true;  // the supervisor opens each plan's scope
+  self->store_ = spawn_rendezvous_server(system, store_limits);
+  sup.store = self->store_;
   self->supervisor_ = system.spawn(job_supervisor, sup);
   self->bridge_->publish("supervisor", self->supervisor_);
-  self->store_ = spawn_rendezvous_server(system);
   self->bridge_->publish("store", self->store_);
   caf::actor supervisor = self->supervisor_;
   self->bridge_->on_refused([supervisor](const peer_refused& x) {
@@ -80,7 +83,8 @@ result<std::unique_ptr<node>> node::start(caf::actor_system& system, const std::
   options.resolve = [links, id](const std::string& name) { return links->remote_actor(id, name); };
   self->rendezvous_ = rendezvous_client::start(
     system, links->remote_actor(id, "store"),
-    [links](const std::string& name, const caf::actor& a) { links->publish(name, a); });
+    [links](const std::string& name, const caf::actor& a) { links->publish(name, a); },
+    options.inventory.name);
   if (!options.outcome)
     options.outcome = std::make_shared<agent_outcome>();
   self->outcome_ = options.outcome;

@@ -1,5 +1,7 @@
 #include "sailor/actors/sailor_planning.hpp"
 
+#include "sailor/simulator/simulator.hpp"
+
 namespace sailor::actors {
 
 planning_function sailor_planning(planner::problem base, planner::options options) {
@@ -28,8 +30,27 @@ planning_function sailor_planning(planner::problem base, planner::options option
         r.nodes.clear();
         r.devices.clear();
       }
+    if (plan.estimate)
+      plan.estimate->notes = estimate_notes(prob, plan);
     return plan;
   };
+}
+
+std::vector<std::string> estimate_notes(const planner::problem& prob, const config::plan& p) {
+  auto ctx = planner::make_context(prob);
+  if (!ctx)
+    return {};
+  auto sim = simulator::simulate(*ctx, p);
+  return sim ? sim->notes : std::vector<std::string>{};
+}
+
+std::string estimate_basis(const config::plan& p) {
+  if (!p.estimate || p.estimate->notes.empty())
+    return {};
+  std::string out = "analytic estimate (no profile): ";
+  for (std::size_t i = 0; i < p.estimate->notes.size(); ++i)
+    out += (i ? "; " : "") + p.estimate->notes[i];
+  return out;
 }
 
 }  // namespace sailor::actors

@@ -184,6 +184,9 @@ std::optional<comm::message_body> to_comm_body(const caf::message& m, const std:
     out.grad_clip = x.grad_clip;
     out.eval_every = x.eval_every;
     out.eval_batches = x.eval_batches;
+    out.peer_nodes = x.peer_nodes;
+    out.peer_addresses = x.peer_addresses;
+    out.keep_checkpoint_dirs = x.keep_checkpoint_dirs;
     return out;
   }
   if (m.match_elements<comm::store_request>())
@@ -206,7 +209,10 @@ std::optional<comm::message_body> to_comm_body(const caf::message& m, const std:
                               x.error,
                               x.checkpoint_file,
                               x.has_val_loss,
-                              x.val_loss};
+                              x.val_loss,
+                              x.kind,
+                              x.phase,
+                              x.blamed_node};
   }
   return std::nullopt;
 }
@@ -325,6 +331,9 @@ struct from_comm_body {
     out.grad_clip = x.grad_clip;
     out.eval_every = x.eval_every;
     out.eval_batches = x.eval_batches;
+    out.peer_nodes = std::move(x.peer_nodes);
+    out.peer_addresses = std::move(x.peer_addresses);
+    out.keep_checkpoint_dirs = std::move(x.keep_checkpoint_dirs);
     return caf::make_message(std::move(out));
   }
   result<caf::message> operator()(comm::store_request& x) const {
@@ -353,6 +362,9 @@ struct from_comm_body {
     out.checkpoint_file = std::move(x.checkpoint_file);
     out.has_val_loss = x.has_val_loss;
     out.val_loss = x.val_loss;
+    out.kind = x.kind;
+    out.phase = std::move(x.phase);
+    out.blamed_node = std::move(x.blamed_node);
     return caf::make_message(std::move(out));
   }
 };

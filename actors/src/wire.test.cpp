@@ -244,7 +244,13 @@ TEST_CASE_FIXTURE(fixture, "wire: every wire message survives encoding and decod
     j.checkpoint_dir = "/tmp/job/checkpoints";
     j.checkpoint_every = 3;
     j.restore_dir = "/tmp/job/checkpoints/v4";
+    j.peer_nodes = {"n1", "n2"};
+    j.peer_addresses = {"10.0.0.1:4001", "10.0.0.2:4002"};
+    j.keep_checkpoint_dirs = {"checkpoints/j/v4", "checkpoints/j/v5"};
     auto back = round_trip(j);
+    CHECK(back.peer_nodes == j.peer_nodes);
+    CHECK(back.peer_addresses == j.peer_addresses);
+    CHECK(back.keep_checkpoint_dirs == j.keep_checkpoint_dirs);
     CHECK(back.restore_dir == "/tmp/job/checkpoints/v4");
     CHECK(back.start_iteration == 7);
     CHECK(back.checkpoint_dir == "/tmp/job/checkpoints");
@@ -302,6 +308,20 @@ TEST_CASE_FIXTURE(fixture, "wire: every wire message survives encoding and decod
     auto with_val = round_trip(r);
     CHECK(with_val.has_val_loss);
     CHECK(with_val.val_loss == 1.75);
+    CHECK(back.what() == report_kind::failed);  // an error without a kind: a failure
+    r.kind = static_cast<std::int32_t>(report_kind::failed);
+    r.phase = "setup";
+    r.blamed_node = "n7";
+    auto failed = round_trip(r);
+    CHECK(failed.what() == report_kind::failed);
+    CHECK(failed.phase == "setup");
+    CHECK(failed.blamed_node == "n7");
+    r.kind = static_cast<std::int32_t>(report_kind::reached);
+    r.error.clear();
+    r.phase = "restore";
+    auto reached = round_trip(r);
+    CHECK(reached.what() == report_kind::reached);
+    CHECK(reached.phase == "restore");
   }
   SUBCASE("training_job: the model's family and options, the data and the schedule") {
     // What a Llama job needs on the node: without these a node trained a GPT-2 with biases

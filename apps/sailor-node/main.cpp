@@ -2,8 +2,10 @@
 // this machine's devices and runs the stage actors of the roles it is given.
 //
 // SIGTERM is a preemption notice (the coordinator re-plans without this node at once);
-// SIGINT leaves the same way. Exit codes: 0 shut down by the coordinator or preempted,
-// 1 lost the coordinator, 2 bad arguments, 3 refused by the coordinator.
+// SIGINT leaves the same way. A coordinator that is not up yet is waited for, and one whose
+// connection drops (it restarted) is joined again, each for up to --join-timeout. Exit codes:
+// 0 shut down by the coordinator or preempted, 1 no coordinator within --join-timeout,
+// 2 bad arguments, 3 refused by the coordinator.
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -15,7 +17,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
 #include <filesystem>
 #include <regex>
 #include <string>
@@ -64,6 +68,7 @@ struct node_args {
   std::string state_dir;  ///< empty: $XDG_CACHE_HOME/sailor/<name> or ~/.cache/sailor/<name>
   std::string log_dir = "sailor-logs";
   bool emulate_gpu = false;  ///< CPU cores planned as --gpu-type (tests, demos)
+  double join_timeout_s = 60;  ///< retry the join this long (at start, and after a drop)
 };
 
 // Each rank's data-plane transport: UCX or comm's TCP (--data-transport, else --transport).
@@ -219,6 +224,184 @@ std::string host_name() {
   return buf;
 }
 
+// A stop asked for by a signal: the agent of the session in progress is told (a preemption
+// notice to the coordinator), and a join still being retried gives up.
+class stop_watch {
+public:
+  void signal() {
+    std::lock_guard lock{mu_};
+    stopped_ = true;
+    if (agent_)
+      caf::anon_send(agent_, actors::preempt_atom::value);
+    woken_.notify_all();
+  }
+  bool stopped() const {
+    std::lock_guard lock{mu_};
+    return stopped_;
+  }
+  void set_agent(caf::actor agent) {
+    std::lock_guard lock{mu_};
+    agent_ = std::move(agent);
+    if (stopped_ && agent_)
+      caf::anon_send(agent_, actors::preempt_atom::value);
+  }
+  /// Waits up to `d`; false when stopped meanwhile.
+  bool wait(std::chrono::milliseconds d) {
+    std::unique_lock lock{mu_};
+    return !woken_.wait_for(lock, d, [this] { return stopped_; });
+  }
+
+private:
+  mutable std::mutex mu_;
+  std::condition_variable woken_;
+  bool stopped_ = false;
+  caf::actor agent_;
+};
+
+// What every session with a coordinator shares: the node's inventory and state, and the
+// transport its shard server and bridge run on.
+struct session_context {
+  const node_args& args;
+  std::pair<std::string, std::uint16_t> coordinator;
+  actors::node_agent_options options;
+  std::string state_dir;
+  std::string advertise;                 // where peers reach this node
+  comm::transport* data = nullptr;       // checkpoint shards (and probes of peers)
+  comm::transport* transport = nullptr;  // the bridge's (null: its own sockets)
+};
+
+// Joins the coordinator, retrying with backoff while it is not up, until `deadline`.
+result<std::unique_ptr<actors::node>> join_with_retry(
+  caf::actor_system& system, const session_context& ctx, actors::node_agent_options options,
+  std::chrono::steady_clock::time_point deadline, stop_watch& stop) {
+  auto backoff = std::chrono::milliseconds{200};
+  bool told = false;
+  for (;;) {
+    auto node = actors::node::start(system, ctx.coordinator.first, ctx.coordinator.second, options,
+                                    ctx.transport);
+    if (node || stop.stopped())
+      return node;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return sailor::error{error_kind::disconnected,
+                           "no coordinator at " + ctx.args.join + " within --join-timeout " +
+                             std::to_string(ctx.args.join_timeout_s) +
+                             " s: " + node.error().message,
+                           "", 0, "--join"};
+    if (!told)
+      log::get("actors")->info("[node {}] no coordinator at {} yet ({}); retrying for up to {} s",
+                               options.inventory.name, ctx.args.join, node.error().message,
+                               left.count() / 1000);
+    told = true;
+    if (!stop.wait(std::min(backoff, left)))
+      return node;
+    backoff = std::min(backoff * 2, std::chrono::milliseconds{2000});
+  }
+}
+
+// Sessions with the coordinator until the node is told to stop, is refused, or cannot reach
+// the coordinator within --join-timeout: a dropped connection (the coordinator restarted)
+// is followed by a new join, with the checkpoint shards the node holds by then.
+int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& stop) {
+  for (;;) {
+    auto options = ctx.options;
+    // An outcome of this session's own: the copy would share the last session's.
+    options.outcome = std::make_shared<actors::agent_outcome>();
+#ifdef SAILOR_WITH_TRAIN
+    options.inventory.checkpoints = held_shards(ctx.state_dir);
+    // Real training: each stage role becomes a rank of the executor on its own thread.
+    train::node_training_options training;
+    training.node_name = options.inventory.name;
+    training.advertise = ctx.advertise;
+    training.state_dir = ctx.state_dir;
+    training.transport = ctx.data;
+    training.make_data_transport = data_transport_maker(ctx.args, ctx.advertise);
+    auto trainer = std::make_shared<train::node_trainer>(std::move(training));
+    options.hook = [trainer](const actors::stage_role& role, actors::stage_ready_fn ready) {
+      return trainer->on_role(role, std::move(ready));
+    };
+    options.on_training_job = [trainer](const actors::training_job& job) { trainer->on_job(job); };
+#endif
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds{static_cast<std::int64_t>(ctx.args.join_timeout_s * 1000)};
+    auto node = join_with_retry(system, ctx, options, deadline, stop);
+    if (!node) {
+      std::fprintf(stderr, "sailor-node: %s\n", node.error().message.c_str());
+      return 1;
+    }
+    caf::actor agent = (*node)->agent();
+#ifdef SAILOR_WITH_TRAIN
+    trainer->set_agent(agent, (*node)->rendezvous());
+#endif
+    stop.set_agent(agent);
+    {
+      caf::scoped_actor self{system};
+      self->monitor(agent);
+      self->receive([](const caf::down_msg&) {});
+    }
+    stop.set_agent({});
+    auto outcome = (*node)->outcome();
+    node->reset();
+    using kind = actors::agent_outcome::kind;
+    const bool again = outcome.how == kind::coordinator_lost && !stop.stopped();
+#ifdef SAILOR_WITH_TRAIN
+    // Its ranks stop (at their next iteration, or when a peer wait times out) before the next
+    // join: what their writers still write and prune would change the shards it offers.
+    trainer->stop();
+#endif
+    if (again) {
+      log::get("actors")->warn("[node {}] lost the coordinator ({}); joining again for up to {} s",
+                               options.inventory.name, outcome.reason, ctx.args.join_timeout_s);
+      continue;
+    }
+    switch (outcome.how) {
+      case kind::shut_down:
+      case kind::preempted:
+        return 0;
+      case kind::refused:
+        std::fprintf(stderr, "sailor-node: refused by the coordinator: %s\n",
+                     outcome.reason.c_str());
+        return 3;
+      default:
+        std::fprintf(stderr, "sailor-node: lost the coordinator: %s\n", outcome.reason.c_str());
+        return 1;
+    }
+  }
+}
+
+// Runs the node's sessions with SIGTERM/SIGINT turned into a stop (a preemption notice).
+int run_until_stopped(session_context& ctx) {
+  // SIGTERM/SIGINT go through a self-pipe to a watcher thread. A handler, not a signal mask:
+  // libraries loaded before main() (OpenBLAS, LibTorch) start threads that would not block
+  // the signal, and one of them would take the default action and kill the process.
+  if (::pipe(signal_pipe) != 0) {
+    std::perror("sailor-node: pipe");
+    return 1;
+  }
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+
+  actors::runtime_config cfg;
+  caf::actor_system system{cfg};
+  stop_watch stop;
+  std::thread signal_thread([&stop] {
+    unsigned char sig = 0;
+    while (::read(signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+    }
+    if (sig == SIGTERM || sig == SIGINT)
+      stop.signal();
+  });
+  const int code = run_sessions(system, ctx, stop);
+  const unsigned char wake = 0;  // not a signal: only ends the watcher
+  (void)!::write(signal_pipe[1], &wake, 1);
+  signal_thread.join();
+  return code;
+}
+
 int run(const node_args& args) {
   auto where = actors::parse_host_port(args.join);
   if (!where) {
@@ -304,78 +487,8 @@ int run(const node_args& args) {
   log::get("actors")->info("[node {}] peers reach it on {}; state in {} ({} checkpoint shards)",
                            options.inventory.name, *advertise, *state_dir,
                            options.inventory.checkpoints.size());
-#ifdef SAILOR_WITH_TRAIN
-  // Real training: each stage role becomes a rank of the executor on its own thread.
-  train::node_training_options training;
-  training.node_name = options.inventory.name;
-  training.advertise = *advertise;
-  training.state_dir = *state_dir;
-  training.transport = data;
-  training.make_data_transport = data_transport_maker(args, *advertise);
-  auto trainer = std::make_shared<train::node_trainer>(std::move(training));
-  options.hook = [trainer](const actors::stage_role& role, actors::stage_ready_fn ready) {
-    return trainer->on_role(role, std::move(ready));
-  };
-  options.on_training_job = [trainer](const actors::training_job& job) { trainer->on_job(job); };
-#endif
-
-  // SIGTERM/SIGINT go through a self-pipe to a watcher thread. A handler, not a signal mask:
-  // libraries loaded before main() (OpenBLAS, LibTorch) start threads that would not block
-  // the signal, and one of them would take the default action and kill the process.
-  if (::pipe(signal_pipe) != 0) {
-    std::perror("sailor-node: pipe");
-    return 1;
-  }
-  struct sigaction action {};
-  action.sa_handler = on_stop_signal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGINT, &action, nullptr);
-
-  actors::runtime_config cfg;
-  caf::actor_system system{cfg};
-  auto node = actors::node::start(system, where->first, where->second, std::move(options),
-                                  transport->get());
-  if (!node) {
-    std::fprintf(stderr, "sailor-node: %s\n", node.error().message.c_str());
-    return 1;
-  }
-  caf::actor agent = (*node)->agent();
-#ifdef SAILOR_WITH_TRAIN
-  trainer->set_agent(agent, (*node)->rendezvous());
-#endif
-  std::thread signal_thread([agent] {
-    unsigned char sig = 0;
-    while (::read(signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
-    }
-    if (sig == SIGTERM || sig == SIGINT)
-      caf::anon_send(agent, actors::preempt_atom::value);
-  });
-  {
-    caf::scoped_actor self{system};
-    self->monitor(agent);
-    self->receive([](const caf::down_msg&) {});
-  }
-  const unsigned char wake = 0;  // not a signal: only ends the watcher
-  (void)!::write(signal_pipe[1], &wake, 1);
-  signal_thread.join();
-  auto outcome = (*node)->outcome();
-#ifdef SAILOR_WITH_TRAIN
-  trainer->stop();
-#endif
-  node->reset();
-  using kind = actors::agent_outcome::kind;
-  switch (outcome.how) {
-    case kind::shut_down:
-    case kind::preempted:
-      return 0;
-    case kind::refused:
-      std::fprintf(stderr, "sailor-node: refused by the coordinator: %s\n", outcome.reason.c_str());
-      return 3;
-    default:
-      std::fprintf(stderr, "sailor-node: lost the coordinator: %s\n", outcome.reason.c_str());
-      return 1;
-  }
+  session_context ctx{args, *where, options, *state_dir, *advertise, data, transport->get()};
+  return run_until_stopped(ctx);
 }
 
 }  // namespace
@@ -417,6 +530,11 @@ int main(int argc, char** argv) {
   app.add_flag("--emulate-gpu", args.emulate_gpu,
                "plan these CPU cores as the --gpu-type named (to try heterogeneous plans on a "
                "machine without GPUs; the times are the CPU's)");
+  app.add_option("--join-timeout", args.join_timeout_s,
+                 "seconds to keep trying to join when the coordinator is not up yet, and to "
+                 "join again after the connection dropped (a coordinator restarted)")
+    ->check(CLI::PositiveNumber)
+    ->capture_default_str();
   app.add_option("--log-dir", args.log_dir, "also write the log to DIR/NAME.log (\"\": stderr "
                                             "only)")
     ->capture_default_str();

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -47,6 +48,7 @@ struct coordinator_args {
   int iterations = 0;        ///< 0: the job's
   int checkpoint_every = 1;
   double peer_timeout_s = 60;
+  double startup_deadline_s = 0;  ///< 0: twice --peer-timeout-s, at least 60 s
   bool exit_when_done = false;
   bool emulate_links = false;
   std::string summary_json;  ///< empty: none
@@ -186,6 +188,12 @@ int run_coordinator(const coordinator_args& args) {
     settings.iterations = iterations;
     settings.checkpoint_every = args.checkpoint_every;
     settings.timeout_ms = static_cast<std::int64_t>(args.peer_timeout_s * 1000);
+    const double deadline_s = args.startup_deadline_s > 0
+                                ? args.startup_deadline_s
+                                : std::max(60.0, 2 * args.peer_timeout_s);
+    options.supervisor.startup_deadline =
+      std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(deadline_s));
+    options.supervisor.assignment_deadline = options.supervisor.startup_deadline;
     if (args.emulate_links)
       settings.links = cluster->links;
     const bool exit_when_done = args.exit_when_done;
@@ -206,6 +214,11 @@ int run_coordinator(const coordinator_args& args) {
                   static_cast<long long>(tj.plan_version), actors::describe_plan(tj.plan).c_str(),
                   tj.start_iteration + 1, tj.iterations,
                   tj.start_iteration > 0 ? " (resumed from the checkpoint)" : "");
+      // A prediction without a profile is the catalog's peak FLOP/s times an efficiency: say so.
+      if (auto basis = actors::estimate_basis(tj.plan); !basis.empty())
+        std::printf("plan v%lld: predicted %.4f s per iteration, %s\n",
+                    static_cast<long long>(tj.plan_version), tj.predicted_iteration_s,
+                    basis.c_str());
       std::fflush(stdout);
       summary.on_plan(tj.plan_version, tj.start_iteration, tj.predicted_iteration_s);
       return true;
@@ -334,6 +347,11 @@ void add_coordinator(CLI::App& app, command_set& commands) {
                   "bound on a rank's wait for a peer")
     ->check(positive_number())
     ->capture_default_str();
+  sub->add_option("--startup-deadline-s", args->startup_deadline_s,
+                  "bound on each step of starting a plan (roles ready, rendezvous and model, "
+                  "restore, first iteration); a node that misses it is dropped and the job "
+                  "re-planned (default: twice --peer-timeout-s, at least 60)")
+    ->check(non_negative_number());
   sub->add_flag("--emulate-links", args->emulate_links,
                 "hold transfers and all-reduces that cross zones for the cluster's link "
                 "latency and bandwidth (for nodes that share one machine)");

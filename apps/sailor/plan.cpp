@@ -23,6 +23,7 @@
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "model_inputs.hpp"
+#include "sailor/actors/sailor_planning.hpp"
 #include "sailor/config/load.hpp"
 #include "sailor/config/sailor_format.hpp"
 #include "sailor/planner/planner.hpp"
@@ -196,15 +197,6 @@ config::plan_origin origin_of(const plan_options& opt, const model_inputs& input
   return o;
 }
 
-// Where the times come from when a GPU type has no profile: the simulator's notes on the
-// chosen plan (the catalog's peak FLOP/s and the efficiency assumed).
-std::vector<std::string> estimate_notes(const planner::problem& prob, const config::plan& p) {
-  auto ctx = planner::make_context(prob);
-  if (!ctx) return {};
-  auto sim = simulator::simulate(*ctx, p);
-  return sim ? sim->notes : std::vector<std::string>{};
-}
-
 void print_json(const planner::plan_result& r, const config::plan& p, double total_s, bool closed_form,
                 const std::vector<std::string>& notes) {
   const auto& e = *p.estimate;
@@ -254,7 +246,7 @@ int run_plan(const plan_options& opt) {
   if (!r) return fail(r.error());
   config::plan p = r->plan;
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const auto notes = estimate_notes(prob, p);
+  const auto notes = actors::estimate_notes(prob, p);
 
   if (!opt.out.empty()) {
     std::ofstream out(opt.out);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "sailor/actors/sailor_planning.hpp"
 #include "sailor/config/sailor_format.hpp"
 #include "sailor/planner/planner.hpp"
 
@@ -87,6 +88,10 @@ int run_replay(const replay_options& opt) {
                   r->plan.total_gpus(), r->plan.estimate->throughput_iters_per_s,
                   r->plan.estimate->cost_per_iteration_usd, r->search_s * 1e3,
                   current ? (", state kept " + std::to_string(int(kept * 100 + 0.5)) + "%").c_str() : "");
+      // Without a profile for a GPU type, the figures are the catalog's peak FLOP/s times an
+      // efficiency: say so, with the efficiency assumed.
+      for (const auto& note : actors::estimate_notes(prob, r->plan))
+        std::printf("  analytic estimate: %s\n", note.c_str());
       current = r->plan;
     }
     ++step;

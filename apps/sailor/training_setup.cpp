@@ -148,6 +148,14 @@ bool fill_training_job(actors::training_job& tj, const training_settings& s,
     }
     tj.checkpoint_dir = mine + "v" + std::to_string(tj.plan_version);
     tj.checkpoint_every = s.checkpoint_every;
+    // The folders a plan may still restore from: this one's checkpoint and, should it turn
+    // out corrupt or gone, the next older complete one. The nodes remove the job's others.
+    tj.keep_checkpoint_dirs.push_back(tj.checkpoint_dir);
+    if (from.iterations > 0) {
+      tj.keep_checkpoint_dirs.push_back(from.folder);
+      if (auto older = held.newest(mine, from.iterations); older.iterations > 0)
+        tj.keep_checkpoint_dirs.push_back(older.folder);
+    }
   }
   return tj.start_iteration < tj.iterations;
 }

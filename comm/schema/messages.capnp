@@ -281,6 +281,9 @@ struct TrainingJob {
   gradClip @27 :Float64 = 1.0;         # 0: no clipping
   evalEvery @28 :Int32;                # validation loss every this many iterations (0: never)
   evalBatches @29 :Int32 = 1;
+  peerNodes @30 :List(Text);       # every node with a role in the plan
+  peerAddresses @31 :List(Text);   # one per node: its shard server's host:port (reachability check)
+  keepCheckpointDirs @32 :List(Text);  # the job's checkpoint folders still needed; others go
 }
 
 # A link between two zones as training carries it (constant bandwidth; a curve stays behind).
@@ -309,6 +312,16 @@ struct TrainReport {
                               # its node's shard server (inventory address) serves it
   hasValLoss @13 :Bool;       # a validation pass ran after this iteration
   valLoss @14 :Float64;
+  kind @15 :TrainReportKind;  # what the report says (a failure whatever its iteration)
+  phase @16 :Text;            # failed: the step ("setup", "restore", "iteration"); reached: the step done
+  blamedNode @17 :Text;       # failed: the peer node the rank could not reach, or empty
+}
+
+enum TrainReportKind {
+  iteration @0;         # an iteration completed (measurements)
+  failed @1;            # the rank stopped (error, phase)
+  checkpointFailed @2;  # writing its checkpoint shard failed (error); it trains on
+  reached @3;           # a start-up step (phase) is done
 }
 
 # The rendezvous store the coordinator serves to the ranks of every node (Gloo's and NCCL's
@@ -320,6 +333,7 @@ struct StoreRequest {
   set @3 :Bool;              # true: set key to value; false: get key (waiting up to timeoutMs)
   value @4 :Data;
   timeoutMs @5 :Int64;
+  node @6 :Text;             # the node whose rank asks (checked against the connection's node)
 }
 
 struct StoreReply {

@@ -286,6 +286,11 @@ struct body_writer {
     j.setGradClip(v.grad_clip);
     j.setEvalEvery(v.eval_every);
     j.setEvalBatches(v.eval_batches);
+    set_texts(j.initPeerNodes(static_cast<unsigned>(v.peer_nodes.size())), v.peer_nodes);
+    set_texts(j.initPeerAddresses(static_cast<unsigned>(v.peer_addresses.size())),
+              v.peer_addresses);
+    set_texts(j.initKeepCheckpointDirs(static_cast<unsigned>(v.keep_checkpoint_dirs.size())),
+              v.keep_checkpoint_dirs);
   }
   void operator()(const train_report& v) {
     auto r = b.initTrainReport();
@@ -304,6 +309,9 @@ struct body_writer {
     r.setCheckpointFile(v.checkpoint_file);
     r.setHasValLoss(v.has_val_loss);
     r.setValLoss(v.val_loss);
+    r.setKind(static_cast<s::TrainReportKind>(v.kind));
+    r.setPhase(v.phase);
+    r.setBlamedNode(v.blamed_node);
   }
   void operator()(const iteration_telemetry& v) {
     auto t = b.initTelemetry();
@@ -332,6 +340,7 @@ struct body_writer {
     r.setSet(v.set);
     r.setValue(data_of(v.value));
     r.setTimeoutMs(v.timeout_ms);
+    r.setNode(v.node);
   }
   void operator()(const store_reply& v) {
     auto r = b.initStoreReply();
@@ -656,6 +665,9 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
         v.grad_clip = j.getGradClip();
         v.eval_every = j.getEvalEvery();
         v.eval_batches = j.getEvalBatches();
+        for (auto n : j.getPeerNodes()) v.peer_nodes.emplace_back(n);
+        for (auto a : j.getPeerAddresses()) v.peer_addresses.emplace_back(a);
+        for (auto d : j.getKeepCheckpointDirs()) v.keep_checkpoint_dirs.emplace_back(d);
         e.body = std::move(v);
         break;
       }
@@ -665,7 +677,9 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
                               r.getIteration(), r.getLoss(),    r.getComputeS(),
                               r.getSendWaitS(), r.getRecvWaitS(), r.getAllreduceS(),
                               r.getTotalS(),    r.getTokens(),  r.getError(),
-                              r.getCheckpointFile(), r.getHasValLoss(), r.getValLoss()};
+                              r.getCheckpointFile(), r.getHasValLoss(), r.getValLoss(),
+                              static_cast<std::int32_t>(r.getKind()), r.getPhase(),
+                              r.getBlamedNode()};
         break;
       }
       case s::Envelope::Body::TELEMETRY: {
@@ -686,7 +700,7 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
       case s::Envelope::Body::STORE_REQUEST: {
         auto r = b.getStoreRequest();
         e.body = store_request{r.getRequestId(), r.getPlanEpoch(), r.getKey(), r.getSet(),
-                               chars_of(r.getValue()), r.getTimeoutMs()};
+                               chars_of(r.getValue()), r.getTimeoutMs(), r.getNode()};
         break;
       }
       case s::Envelope::Body::STORE_REPLY: {

@@ -153,7 +153,13 @@ TEST_CASE("messages: version 2 variants and fields round-trip, destination inclu
   j.torch_threads = 2;
   j.timeout_ms = 1000;
   j.predicted_iteration_s = 0.5;
+  j.peer_nodes = {"a", "b"};
+  j.peer_addresses = {"10.1.0.1:1", "10.1.0.2:2"};
+  j.keep_checkpoint_dirs = {"checkpoints/k/v3"};
   auto jb = round_trip(j);
+  CHECK(jb.peer_nodes == j.peer_nodes);
+  CHECK(jb.peer_addresses == j.peer_addresses);
+  CHECK(jb.keep_checkpoint_dirs == j.keep_checkpoint_dirs);
   check_same(jb.plan, j.plan);
   CHECK(jb.model.name == "m");
   CHECK(jb.model.num_layers == 2);
@@ -165,6 +171,10 @@ TEST_CASE("messages: version 2 variants and fields round-trip, destination inclu
   tr.has_val_loss = true;
   tr.val_loss = 1.875;
   CHECK(round_trip(tr) == tr);
+  train_report failed{4, 2, r, 0, 0, 0, 0, 0, 0, 0, 0, "unreachable", "", false, 0, 1, "setup", "n9"};
+  CHECK(round_trip(failed) == failed);
+  store_request sr{7, 3, "k", true, {'v'}, 0, "n2"};
+  CHECK(round_trip(sr) == sr);
 
   auto bytes = encode("agent", message_body{heartbeat{"n", 1, 2}}, "supervisor");
   auto e = decode(bytes);

@@ -321,7 +321,8 @@ checkpoint_writer::checkpoint_writer(std::string dir, const config::model_shape&
       model_(model),
       optimizer_(options.optimizer),
       file_(file_of(plan, role)),
-      who_(std::move(who)) {}
+      who_(std::move(who)),
+      keep_(options.keep_checkpoint) {}
 
 checkpoint_writer::~checkpoint_writer() { wait_previous(); }
 
@@ -330,10 +331,35 @@ void checkpoint_writer::wait_previous() {
   thread_.join();
   last_write_s_ = write_s_;
   if (write_result_) {
-    log::get("train")->error("{} checkpoint write failed: {}", who_, write_result_->to_string());
-    if (!first_failure_) first_failure_ = write_result_;
+    // Once at error level: a read-only or full folder fails every checkpoint after it.
+    if (!first_failure_)
+      log::get("train")->error("{} checkpoint write failed: {}", who_, write_result_->to_string());
+    else
+      log::get("train")->debug("{} checkpoint write failed: {}", who_, write_result_->to_string());
+    note_failure(*write_result_);
   }
   write_result_.reset();
+}
+
+void checkpoint_writer::note_failure(const error& e) {
+  if (!first_failure_) first_failure_ = e;
+  std::lock_guard lock{written_mutex_};
+  unreported_failure_ = e.message;
+}
+
+std::string checkpoint_writer::take_failure() {
+  wait_previous_if_done();
+  std::lock_guard lock{written_mutex_};
+  return std::exchange(unreported_failure_, std::string{});
+}
+
+void checkpoint_writer::wait_previous_if_done() {
+  bool done = false;
+  {
+    std::lock_guard lock{written_mutex_};
+    done = write_done_;
+  }
+  if (done) wait_previous();
 }
 
 double checkpoint_writer::take(int iterations, const models::stage_module& module,
@@ -376,10 +402,14 @@ double checkpoint_writer::take(int iterations, const models::stage_module& modul
   } catch (const std::exception& e) {
     auto err = failure(who_ + " checkpoint " + std::to_string(iterations) + ": copying the state: " + e.what());
     log::get("train")->error("{}", err.message);
-    if (!first_failure_) first_failure_ = err;
+    note_failure(err);
     return seconds_since(start);
   }
   const double spent = seconds_since(start);
+  {
+    std::lock_guard lock{written_mutex_};
+    write_done_ = false;
+  }
   thread_ = std::thread([this, snap, model = model_json(model_)] {
     auto begin = clock_type::now();
     const auto folder = checkpoint_path(dir_, snap->iterations);
@@ -388,12 +418,13 @@ double checkpoint_writer::take(int iterations, const models::stage_module& modul
     } catch (const std::exception& e) {
       write_result_ = failure(std::string("writing ") + folder + ": " + e.what());
     }
-    if (!write_result_) {
-      prune_writer_files(dir_, file_, 2);
-      std::lock_guard lock{written_mutex_};
-      last_written_ = (std::filesystem::path{folder} / shard_file_name(file_)).string();
-    }
+    if (!write_result_)
+      prune_writer_files(dir_, file_, 2, keep_);
     write_s_ = seconds_since(begin);
+    std::lock_guard lock{written_mutex_};
+    if (!write_result_)
+      last_written_ = (std::filesystem::path{folder} / shard_file_name(file_)).string();
+    write_done_ = true;
   });
   return spent;
 }

@@ -16,6 +16,7 @@
 // group) are ignored.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -70,7 +71,10 @@ void prune_checkpoints(const std::string& dir, int keep);
 /// Keeps this writer's files (named after `mine`) in the newest `keep` folders under `dir`
 /// that hold one, and removes its older ones (and folders left empty). Nodes keep only their
 /// own shards, so this is what bounds a node's state folder; a checkpoint stays complete as
-/// long as every writer keeps it (writers write in order, one write in flight each).
-void prune_writer_files(const std::string& dir, const shard_file& mine, int keep);
+/// long as every writer keeps it (writers write in order, one write in flight each). A folder
+/// for which `pinned` (may be empty) says true is kept whatever its age: a plan about to
+/// start was told to restore it.
+void prune_writer_files(const std::string& dir, const shard_file& mine, int keep,
+                        const std::function<bool(const std::string& folder)>& pinned = {});
 
 }  // namespace sailor::train::detail

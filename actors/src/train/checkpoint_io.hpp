@@ -17,6 +17,7 @@
 // so that a reader seeks to just the tensors (and, for tensors split along dimension 0, just
 // the rows) it needs.
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -52,6 +53,9 @@ public:
               torch::optim::Optimizer& optimizer);
   /// Waits for the write in flight; the first failure of any write so far.
   status flush();
+  /// The newest failure (of a write that is over) not taken yet; empty: none. Does not wait
+  /// for a write in flight.
+  std::string take_failure();
 
   /// Seconds the last completed background write took (0 before any).
   double last_write_seconds() const { return last_write_s_; }
@@ -63,6 +67,8 @@ public:
 
 private:
   void wait_previous();
+  void wait_previous_if_done();
+  void note_failure(const error& e);
 
   std::string dir_;
   config::model_shape model_;
@@ -77,8 +83,12 @@ private:
   // Host copies of the state, reused from one checkpoint to the next (in the order take()
   // visits the tensors): one extra copy of this rank's parameters and optimizer state.
   std::vector<torch::Tensor> buffers_;
+  // A folder the writer must not prune (train_options::keep_checkpoint); may be empty.
+  std::function<bool(const std::string&)> keep_;
   mutable std::mutex written_mutex_;
   std::string last_written_;
+  std::string unreported_failure_;  // guarded by written_mutex_
+  bool write_done_ = true;          // the write thread_ runs is over; guarded likewise
 };
 
 /// Loads the slices of checkpoint `iterations` under `dir` that `module` holds into it, and

@@ -892,6 +892,10 @@ std::string stage_executor::last_checkpoint_file() const {
   return impl_->checkpoints ? impl_->checkpoints->last_written() : std::string{};
 }
 
+std::string stage_executor::take_checkpoint_failure() {
+  return impl_->checkpoints ? impl_->checkpoints->take_failure() : std::string{};
+}
+
 status stage_executor::flush_checkpoints() {
   if (!impl_->checkpoints) return {};
   return impl_->checkpoints->flush();

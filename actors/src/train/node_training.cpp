@@ -13,6 +13,7 @@
 
 #include "sailor/comm/collective.hpp"
 #include "sailor/actors/train/data_plane.hpp"
+#include "sailor/actors/train/checkpoint.hpp"
 #include "sailor/actors/train/shard_service.hpp"
 #include "sailor/config/log.hpp"
 
@@ -42,7 +43,7 @@ train_options options_for(const actors::training_job& job) {
   return o;
 }
 
-struct node_trainer::impl {
+struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
   std::string node;
   node_training_options options;
   std::mutex mu;
@@ -68,6 +69,7 @@ struct node_trainer::impl {
       return true;
     });
   }
+  std::string pinned;  // the checkpoint folder the newest job restores (guarded by mu)
 
   void send(actors::train_report r) {
     caf::actor to;
@@ -127,6 +129,25 @@ struct node_trainer::impl {
     ~rank_work() override { *stop = true; }
   };
 
+  // The first peer of the job this node cannot reach at its advertised address (the node's
+  // name and why), before the rendezvous would wait for it.
+  std::optional<std::pair<std::string, std::string>> unreachable_peer(
+    const actors::training_job& job) const {
+    if (!options.transport)
+      return std::nullopt;
+    for (std::size_t i = 0; i < job.peer_nodes.size() && i < job.peer_addresses.size(); ++i) {
+      if (job.peer_nodes[i] == node)
+        continue;
+      if (auto err = probe_shard_server(*options.transport, job.peer_addresses[i],
+                                        std::chrono::milliseconds{job.timeout_ms}))
+        return std::pair{job.peer_nodes[i], "node " + node + " cannot reach node " +
+                                              job.peer_nodes[i] + " at " +
+                                              job.peer_addresses[i] + " (the address it "
+                                              "advertised): " + err->message};
+    }
+    return std::nullopt;
+  }
+
   void run(const actors::training_job& job, const actors::stage_role& role, int rank,
            const actors::stage_ready_fn& ready, const std::atomic<bool>& released) {
     actors::train_report base;
@@ -136,10 +157,21 @@ struct node_trainer::impl {
     base.stage = role.stage;
     base.replica = role.replica;
     base.tp_rank = role.tp_rank;
-    auto fail = [&](const std::string& why) {
+    // A failure is its own kind of report, whatever the iteration (a resumed plan's ranks
+    // fail before their first one), with the step it happened in.
+    auto fail = [&](const char* phase, const std::string& why, const std::string& blamed = {}) {
       auto r = base;
+      r.kind = static_cast<std::int32_t>(actors::report_kind::failed);
+      r.phase = phase;
       r.error = why;
+      r.blamed_node = blamed;
       log::get("train")->error("[{} rank {}] {}", node, rank, why);
+      send(std::move(r));
+    };
+    auto reached = [&](const char* phase) {
+      auto r = base;
+      r.kind = static_cast<std::int32_t>(actors::report_kind::reached);
+      r.phase = phase;
       send(std::move(r));
     };
     comm::gloo_options gopts;
@@ -152,7 +184,11 @@ struct node_trainer::impl {
         gopts.store = store->scope(job.plan_version);
     }
     if (!gopts.store) {
-      fail("no rendezvous store: the node has not joined a coordinator");
+      fail("setup", "no rendezvous store: the node has not joined a coordinator");
+      return;
+    }
+    if (auto peer = unreachable_peer(job)) {
+      fail("setup", peer->second, peer->first);
       return;
     }
     gopts.hostname = options.advertise;
@@ -160,34 +196,44 @@ struct node_trainer::impl {
     gopts.prefix = "sailor-v" + std::to_string(job.plan_version);
     auto factory = comm::make_gloo_factory(rank, gopts);
     if (!factory) {
-      fail("communicators: " + factory.error().to_string());
+      fail("setup", "communicators: " + factory.error().to_string());
       return;
     }
     rank_role rr{role.stage, role.replica, role.tp_rank};
     auto topts = options_for(job);
     topts.checkpoint_dir = local_path(job.checkpoint_dir);
+    topts.keep_checkpoint = [weak = std::weak_ptr<impl>(shared_from_this())](
+                              const std::string& folder) {
+      auto self = weak.lock();
+      if (!self)
+        return false;
+      std::lock_guard lock{self->mu};
+      return folder == self->pinned;
+    };
     auto p2p = comm::make_transport_channel_factory(rank, data_plane(job, rr, gopts));
     auto exec = stage_executor::create(job.model, job.plan, rr, **factory, topts, p2p.get());
     if (!exec) {
-      fail("executor: " + exec.error().to_string());
+      fail("setup", "executor: " + exec.error().to_string());
       return;
     }
+    reached("setup");
     log::get("train")->info("[{} rank {}] stage {} replica {} tp rank {}: {} parameters", node,
                             rank, role.stage, role.replica, role.tp_rank,
                             (*exec)->num_parameters());
     if (job.start_iteration > 0) {
       if (auto err = fetch(job)) {
-        fail("fetching the checkpoint after iteration " + std::to_string(job.start_iteration) +
-             ": " + err->to_string());
+        fail("restore", "fetching the checkpoint after iteration " +
+                          std::to_string(job.start_iteration) + ": " + err->to_string());
         return;
       }
       if (auto err = (*exec)->restore(local_path(job.restore_dir), job.start_iteration)) {
-        fail("restoring the checkpoint after iteration " + std::to_string(job.start_iteration) +
-             ": " + err->to_string());
+        fail("restore", "restoring the checkpoint after iteration " +
+                          std::to_string(job.start_iteration) + ": " + err->to_string());
         return;
       }
       log::get("train")->info("[{} rank {}] resumed from the checkpoint after iteration {}",
                               node, rank, job.start_iteration);
+      reached("restore");
     }
     ready();
     for (int it = job.start_iteration; it < job.iterations; ++it) {
@@ -195,7 +241,7 @@ struct node_trainer::impl {
         return;
       auto tel = (*exec)->run_iteration(it);
       if (!tel) {
-        fail("iteration " + std::to_string(it) + ": " + tel.error().to_string());
+        fail("iteration", "iteration " + std::to_string(it) + ": " + tel.error().to_string());
         return;
       }
       auto r = base;
@@ -213,14 +259,21 @@ struct node_trainer::impl {
       if (job.eval_every > 0 && ((it + 1) % job.eval_every == 0 || it + 1 == job.iterations)) {
         auto val = (*exec)->validation_loss();
         if (!val) {
-          fail("validation after iteration " + std::to_string(it + 1) + ": " +
-               val.error().to_string());
+          fail("iteration", "validation after iteration " + std::to_string(it + 1) + ": " +
+                              val.error().to_string());
           return;
         }
         r.has_val_loss = true;
         r.val_loss = *val;
       }
       send(std::move(r));
+      if (auto why = (*exec)->take_checkpoint_failure(); !why.empty()) {
+        auto c = base;
+        c.kind = static_cast<std::int32_t>(actors::report_kind::checkpoint_failed);
+        c.iteration = it;
+        c.error = why;
+        send(std::move(c));
+      }
     }
     if (auto err = (*exec)->flush_checkpoints())
       log::get("train")->warn("[{} rank {}] last checkpoint: {}", node, rank, err->to_string());
@@ -249,6 +302,25 @@ void node_trainer::on_job(const actors::training_job& job) {
   // Older jobs are no longer needed.
   while (!impl_->jobs.empty() && impl_->jobs.begin()->first < job.plan_version)
     impl_->jobs.erase(impl_->jobs.begin());
+  if (job.plan_version < impl_->current)
+    return;
+  // The checkpoint this job restores stays, whatever an older plan's writers still write;
+  // the plan folders no plan needs any more go.
+  impl_->pinned.clear();
+  if (job.start_iteration > 0 && !job.restore_dir.empty())
+    impl_->pinned = std::filesystem::path{checkpoint_path(impl_->local_path(job.restore_dir),
+                                                          job.start_iteration)}
+                      .lexically_normal()
+                      .string();
+  if (job.checkpoint_dir.empty() || job.keep_checkpoint_dirs.empty())
+    return;
+  std::vector<std::string> keep{impl_->local_path(job.checkpoint_dir)};
+  for (const auto& dir : job.keep_checkpoint_dirs)
+    keep.push_back(impl_->local_path(dir));
+  const auto job_dir = std::filesystem::path{keep.front()}.parent_path().string();
+  for (const auto& gone : remove_plan_folders(job_dir, keep))
+    log::get("train")->info("[{}] removed {}: no plan restores from it any more", impl_->node,
+                            gone);
 }
 
 result<std::unique_ptr<actors::stage_work>> node_trainer::on_role(const actors::stage_role& role,

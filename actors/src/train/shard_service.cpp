@@ -194,6 +194,36 @@ result<std::vector<std::byte>> fetch_one(comm::transport& transport, const shard
   return std::move(*call->outcome);
 }
 
+}  // namespace
+
+status probe_shard_server(comm::transport& transport, const std::string& holder,
+                          std::chrono::milliseconds timeout) {
+  auto where = comm::address::parse(holder);
+  if (!where)
+    return where.error();
+  auto call = std::make_shared<fetch_call>();
+  comm::connection_handlers h;
+  h.on_error = [call](const comm::transport_error& e) { call->finish(failure(e.to_string())); };
+  h.on_open = [call] { call->opened(); };
+  auto conn = transport.connect(*where, h);
+  if (!conn)
+    return conn.error();
+  std::unique_lock lock{call->mutex};
+  const bool over = call->done.wait_for(lock, timeout, [&] { return call->open || call->outcome.has_value(); });
+  std::optional<sailor::error> why;
+  if (!over)
+    why = failure("no handshake within " + std::to_string(timeout.count()) + " ms");
+  else if (!call->open && call->outcome && !*call->outcome)
+    why = call->outcome->error();
+  lock.unlock();
+  (*conn)->close();
+  if (why)
+    return *why;
+  return {};
+}
+
+namespace {
+
 status write_atomically(const fs::path& target, const std::vector<std::byte>& bytes) {
   std::error_code ec;
   fs::create_directories(target.parent_path(), ec);

@@ -19,6 +19,20 @@
 /// on across re-plans.
 ///                --status_request--> cluster_status
 ///
+/// Start-up of a plan: no wait without a deadline. After the assignment, each step has one:
+///
+///   assignment --every role ready--> setup --every rank's communicators and model made-->
+///   restore (a resumed plan: every rank restored) --> first iteration --every rank
+///   reported it--> running
+///
+/// A node that misses a step's deadline is dropped (named, with the step, in the log, the
+/// events and the status) and the job re-planned without it. When every node of the plan
+/// missed it (there is no telling who held the others up), the same nodes get one more try,
+/// then the job fails clearly. A rank that fails its start-up says where: a peer it cannot
+/// reach at its advertised address is dropped; a checkpoint it cannot restore (corrupt, gone)
+/// is forgotten and the job re-planned from an older complete one. Checkpoint writes that
+/// fail are told in the events and the status while training goes on.
+///
 /// Every admitted node is monitored (its endpoint's death is a down_msg) and watched by the
 /// zone_coordinator of its zone (missed heartbeats). The supervisor spawns one zone
 /// coordinator per zone of the cluster.
@@ -52,6 +66,9 @@ struct supervisor_options {
   caf::timespan heartbeat_timeout = std::chrono::milliseconds{2000};
   caf::timespan plan_timeout = std::chrono::seconds{60};
   caf::actor scheduler;  ///< planner_actor or a user's scheduler (scheduler_api.hpp)
+  /// The rendezvous store (rendezvous.hpp): told the nodes of each plan it assigns
+  /// (store_scope). Empty: none.
+  caf::actor store;
   /// Makes an actor reachable by peers (bridge::publish); used for the zone coordinators.
   std::function<void(const std::string&, const caf::actor&)> publish;
   std::size_t max_events = 64;
@@ -70,6 +87,11 @@ struct supervisor_options {
   /// loss is noticed; the re-plan then resumes training and the failure is forgotten).
   std::function<void(const std::string&)> on_training_error;
   caf::timespan training_failure_grace = std::chrono::seconds{5};
+  /// Bound on the assignment of a plan: every role's stage actor ready.
+  caf::timespan assignment_deadline = std::chrono::seconds{60};
+  /// Bound on each later start-up step of a training plan: set-up (reaching the peers, the
+  /// rendezvous, the model), restore, and the first iteration.
+  caf::timespan startup_deadline = std::chrono::seconds{120};
   /// When set, the supervisor publishes its state, events and training reports here (for the
   /// dashboard), at every event and iteration and at least every `board_interval`.
   std::shared_ptr<status_board> board;
@@ -108,6 +130,17 @@ struct supervisor_state {
   std::int64_t nodes_lost = 0;
   training_progress training;  ///< iterations of the current plan's training (if any)
   checkpoint_holdings holdings;  ///< which node holds which checkpoint shard (from reports)
+  /// The start-up step the current plan is in ("assignment", "setup", "restore",
+  /// "first iteration"; empty: started, or no plan) and the serial of its deadline timer.
+  std::string startup_step;
+  std::int64_t startup_serial = 0;
+  /// The nodes of the last plan that every node of missed a step (the retry is spent).
+  std::string startup_retried;
+  /// The checkpoint the current plan restores (folder, iterations; 0: none).
+  std::string restore_folder;
+  int restore_iterations = 0;
+  /// Checkpoint writes that fail, by node, for the current plan (told once each).
+  std::map<std::string, std::string> checkpoint_failures;
   static inline const char* name = "job_supervisor";
 };
 

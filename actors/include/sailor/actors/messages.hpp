@@ -33,7 +33,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_plan& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, plan_estimate& x) {
   return f(caf::meta::type_name("plan_estimate"), x.iteration_time_s, x.throughput_iters_per_s,
-           x.cost_per_iteration_usd, x.cost_per_hour_usd, x.peak_memory_bytes);
+           x.cost_per_iteration_usd, x.cost_per_hour_usd, x.peak_memory_bytes, x.notes);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, plan& x) {

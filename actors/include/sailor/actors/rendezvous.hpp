@@ -19,6 +19,17 @@
 /// Bounds: keys of at most max_key_bytes, values of at most max_value_bytes, at most
 /// max_keys_per_scope keys and max_waiters pending gets; a request beyond them is answered
 /// with an error and changes nothing.
+///
+/// Who may use a scope (with `require_scope`, as the coordinator runs it): the supervisor
+/// opens the scope of each plan version it assigns (store_scope) with the nodes that have
+/// ranks in it. A request names its node (the bridge refuses one that names another node than
+/// the connection's authenticated one); the server answers a node only in a scope it is a
+/// member of, so a node can neither read nor write the rendezvous of a plan it has no rank
+/// in, nor make scopes of plan versions that do not exist (which would push the real ones
+/// out). Within a scope a key belongs to the node that set it first: another member cannot
+/// overwrite it. What is not enforced: which keys of the scope a member sets (Gloo's keys
+/// name communicator ranks, which the store does not map to nodes), so a member can still
+/// set keys meant for another member's ranks before that member does.
 
 #include <chrono>
 #include <cstddef>
@@ -26,6 +37,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
@@ -39,7 +51,7 @@ namespace sailor::comm {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, store_request& x) {
   return f(caf::meta::type_name("store_request"), x.request_id, x.plan_epoch, x.key, x.set,
-           x.value, x.timeout_ms);
+           x.value, x.timeout_ms, x.node);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, store_reply& x) {
@@ -50,7 +62,22 @@ typename Inspector::result_type inspect(Inspector& f, store_reply& x) {
 
 namespace sailor::actors {
 
+/// From the supervisor to the store: the nodes whose ranks meet in plan version
+/// `plan_version`'s scope (in-process only, never on the wire).
+struct store_scope {
+  std::int64_t plan_version = 0;
+  std::vector<std::string> nodes;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, store_scope& x) {
+  return f(caf::meta::type_name("store_scope"), x.plan_version, x.nodes);
+}
+
 struct rendezvous_limits {
+  /// Scopes exist only once the supervisor opened them (store_scope), and only their nodes
+  /// are answered. False: any request opens its scope (tests of the store alone).
+  bool require_scope = false;
   int keep_versions = 4;
   std::size_t max_key_bytes = 1024;
   std::size_t max_value_bytes = 1 << 20;
@@ -66,9 +93,11 @@ class rendezvous_client : public std::enable_shared_from_this<rendezvous_client>
 public:
   /// `server`: the coordinator's "store" actor (a bridge proxy). `publish` makes the client's
   /// reply actor reachable from the coordinator under the name `reply_name`.
+  /// `node`: this node's name, put in every request (checked against the connection).
   static std::shared_ptr<rendezvous_client> start(
       caf::actor_system& system, caf::actor server,
-      const std::function<void(const std::string&, const caf::actor&)>& publish);
+      const std::function<void(const std::string&, const caf::actor&)>& publish,
+      std::string node = {});
   ~rendezvous_client();
   rendezvous_client(const rendezvous_client&) = delete;
   rendezvous_client& operator=(const rendezvous_client&) = delete;

@@ -244,6 +244,9 @@ struct training_job {
   double grad_clip = 1.0;  ///< 0: no clipping
   int eval_every = 0;      ///< validation loss every this many iterations (0: never)
   int eval_batches = 1;
+  std::vector<std::string> peer_nodes;       ///< every node with a role in the plan
+  std::vector<std::string> peer_addresses;   ///< one per node: its shard server's host:port
+  std::vector<std::string> keep_checkpoint_dirs;  ///< the job's checkpoint folders still needed
 };
 
 /// One rank's measurements of one iteration, or its failure (`error` non-empty).
@@ -263,6 +266,11 @@ struct train_report {
   std::string checkpoint_file;  ///< newest shard in place (relative path), or empty
   bool has_val_loss = false;    ///< a validation pass ran after this iteration
   double val_loss = 0;
+  /// 0 iteration, 1 failed, 2 checkpoint write failed, 3 start-up step reached
+  /// (messages.capnp TrainReportKind; the runtime's report_kind).
+  std::int32_t kind = 0;
+  std::string phase;        ///< failed: where; reached: the step done
+  std::string blamed_node;  ///< failed: the peer node it could not reach, or empty
   bool operator==(const train_report&) const = default;
 };
 
@@ -275,6 +283,7 @@ struct store_request {
   bool set = false;  ///< true: set `key` to `value`; false: get `key`, waiting up to timeout_ms
   std::vector<char> value;
   std::int64_t timeout_ms = 0;
+  std::string node;  ///< the node whose rank asks; the bridge checks it is the connection's
   bool operator==(const store_request&) const = default;
 };
 

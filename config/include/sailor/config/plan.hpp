@@ -34,6 +34,10 @@ struct plan_estimate {
   double cost_per_iteration_usd = 0;
   double cost_per_hour_usd = 0;
   double peak_memory_bytes = 0;
+  /// Where the times do not come from a profile: the simulator's notes (the catalog's peak
+  /// FLOP/s and the efficiency assumed). Empty: profiled. Kept in the process that planned
+  /// (not in plan files nor on the wire).
+  std::vector<std::string> notes;
 };
 
 struct plan {

@@ -12,6 +12,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace sailor::train {
 
@@ -30,5 +31,12 @@ int latest_verified_checkpoint(const std::string& dir);
 /// Why the shard file at `path` does not verify (bad magic, truncated, a tensor's CRC-32),
 /// or nothing when it does. A node checks its shards before it reports them.
 std::optional<std::string> verify_checkpoint_shard(const std::string& path);
+
+/// Removes the plans' checkpoint folders under `job_dir` (its subfolders named v<N>) that are
+/// not in `keep` (paths compared lexically normal), with what they hold; best effort. Returns
+/// the folders removed. What bounds a node's state folder across re-plans: each plan writes a
+/// folder of its own, and the supervisor names the ones a plan may still restore from.
+std::vector<std::string> remove_plan_folders(const std::string& job_dir,
+                                             const std::vector<std::string>& keep);
 
 }  // namespace sailor::train

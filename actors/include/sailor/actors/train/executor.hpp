@@ -26,6 +26,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -100,6 +101,9 @@ struct train_options {
   /// Also a checkpoint after this many completed iterations (the job's last, so that export
   /// and generate find the trained model); 0: none besides every checkpoint_every-th.
   int checkpoint_final = 0;
+  /// Says whether a checkpoint folder (checkpoint_path of it, lexically normal) must be kept
+  /// when the writer prunes its older shards: one a plan about to start restores. Empty: none.
+  std::function<bool(const std::string& folder)> keep_checkpoint;
 };
 
 /// The executor options a job file asks for: seed, optimizer and its schedule, betas, weight
@@ -167,6 +171,9 @@ public:
   status flush_checkpoints();
   /// The path of the newest checkpoint shard this rank has written in full (empty: none).
   std::string last_checkpoint_file() const;
+  /// Why this rank's newest checkpoint write failed, once (empty: no failure since the last
+  /// call). Training goes on; the caller tells the supervisor.
+  std::string take_checkpoint_failure();
 
   /// Parameters and optimizer state of this rank's shard, as bytes (for recovery).
   result<std::vector<char>> save_state() const;

@@ -33,10 +33,19 @@ public:
   /// Forgets everything `holder` had (its node is gone).
   void forget(const std::string& holder);
   /// The complete checkpoint after the most iterations among folders under `under` (a job's
-  /// own, e.g. checkpoints/<job>/; empty: any); iterations 0 when none.
-  held_checkpoint newest(const std::string& under = {}) const;
+  /// own, e.g. checkpoints/<job>/; empty: any) and before `below` iterations (0: no bound);
+  /// iterations 0 when none.
+  held_checkpoint newest(const std::string& under = {}, int below = 0) const;
   /// Keeps only checkpoints at least as new as `iterations` of any folder (bounded memory).
   void prune_older_than(int iterations);
+  /// Keeps the newest `keep` complete checkpoints and everything newer (being written), and
+  /// forgets the older ones: the writers keep no more than that on their disks either.
+  void keep_newest(int keep);
+  /// Forgets every checkpoint outside `folders` (those no plan restores from any more).
+  void retain_folders(const std::set<std::string>& folders);
+  /// Forgets checkpoint `iterations` of `folder` for good (a restore of it failed: a shard is
+  /// corrupt or gone); later reports of its files are ignored.
+  void mark_bad(const std::string& folder, int iterations);
   std::size_t files() const;
 
 private:
@@ -47,8 +56,11 @@ private:
       return iterations != o.iterations ? iterations < o.iterations : folder < o.folder;
     }
   };
-  // checkpoint -> file name -> holders
-  std::map<key, std::map<std::string, std::set<std::string>>> held_;
+  using files_held = std::map<std::string, std::set<std::string>>;  // file name -> holders
+  /// The files of one complete writing layout of `c` (by writer), empty when none is.
+  static std::map<int, std::string> complete_files(const files_held& c);
+  std::map<key, files_held> held_;
+  std::set<key> bad_;  // bounded: one per failed restore
 };
 
 }  // namespace sailor::actors

@@ -69,9 +69,29 @@ struct training_job {
   /// averaged over eval_batches batches; the reports of that iteration carry its loss.
   int eval_every = 0;
   int eval_batches = 1;
+  /// Every node with a role in this plan and, in the same order, the host:port of its shard
+  /// server (which listens on the address the node advertised, as its collectives do): a rank
+  /// checks that it reaches each before the rendezvous, so that a node its peers cannot reach
+  /// is named instead of waited for.
+  std::vector<std::string> peer_nodes;
+  std::vector<std::string> peer_addresses;
+  /// The job's checkpoint folders (relative to the state folders) a plan may still restore
+  /// from: with a checkpoint_dir, a node removes the other plan folders beside it
+  /// (checkpoints/<job>/v<N>) when the job arrives. Empty: none is removed.
+  std::vector<std::string> keep_checkpoint_dirs;
 };
 
-/// One rank's measurements for one iteration (seconds), or its failure (`error` non-empty).
+/// What a train_report says (its `kind`).
+enum class report_kind : std::int32_t {
+  iteration = 0,          ///< the rank completed `iteration` (measurements)
+  failed = 1,             ///< the rank stopped: `error` says why, `phase` where
+  checkpoint_failed = 2,  ///< writing its checkpoint shard failed (`error`); it trains on
+  reached = 3,            ///< the rank finished the start-up step `phase` ("setup", "restore")
+};
+
+/// One rank's measurements for one iteration (seconds), or its failure (`error` non-empty),
+/// or a step of its start-up, by `kind`. A failure is its own kind, whatever its iteration:
+/// a rank of a resumed plan that fails before its first iteration is still a failure.
 struct train_report {
   std::int64_t plan_version = 0;
   std::string node;
@@ -94,6 +114,19 @@ struct train_report {
   /// The validation loss after this iteration, when a validation pass ran (eval_every).
   bool has_val_loss = false;
   double val_loss = 0;
+  std::int32_t kind = static_cast<std::int32_t>(report_kind::iteration);  ///< a report_kind
+  /// failed: the step it failed in ("setup": reaching peers and the rendezvous, "restore":
+  /// fetching and loading the checkpoint, "iteration"); reached: the step done.
+  std::string phase;
+  /// failed: the node the failure is laid on (a peer this rank could not reach at its
+  /// advertised address), or empty when the rank cannot tell.
+  std::string blamed_node;
+
+  report_kind what() const {
+    if (kind == static_cast<std::int32_t>(report_kind::iteration) && !error.empty())
+      return report_kind::failed;  // a sender that predates `kind`
+    return static_cast<report_kind>(kind);  // a value not listed is ignored by readers
+  }
 };
 
 template <class Inspector>
@@ -103,14 +136,15 @@ typename Inspector::result_type inspect(Inspector& f, training_job& x) {
            x.predicted_iteration_s, x.links, x.start_iteration, x.checkpoint_dir,
            x.checkpoint_every, x.restore_dir, x.restore_files, x.restore_holders, x.data,
            x.min_learning_rate, x.warmup_iterations, x.decay_iterations, x.beta1, x.beta2,
-           x.weight_decay, x.grad_clip, x.eval_every, x.eval_batches);
+           x.weight_decay, x.grad_clip, x.eval_every, x.eval_batches, x.peer_nodes,
+           x.peer_addresses, x.keep_checkpoint_dirs);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_report& x) {
   return f(caf::meta::type_name("train_report"), x.plan_version, x.node, x.rank, x.stage,
            x.replica, x.tp_rank, x.iteration, x.loss, x.compute_s, x.send_wait_s, x.recv_wait_s,
            x.all_reduce_s, x.total_s, x.tokens, x.error, x.checkpoint_file, x.has_val_loss,
-           x.val_loss);
+           x.val_loss, x.kind, x.phase, x.blamed_node);
 }
 
 }  // namespace sailor::actors

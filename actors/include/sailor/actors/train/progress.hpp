@@ -67,15 +67,35 @@ public:
   }
 
   /// Adds a report; returns the iteration it completes, if any. A report of another plan
-  /// version is ignored; an error report is kept (see error()).
+  /// version is ignored. A failure is kept (see error(), failure()) whatever its iteration:
+  /// the ranks of a resumed plan that fail before their first iteration must be heard. A
+  /// start-up step reached, and the first iteration, count towards reached(); a checkpoint
+  /// write failure is the supervisor's to tell (it changes nothing here). Iteration reports
+  /// before the resume point are old news and dropped.
   std::optional<iteration_record> add(const train_report& r) {
-    if (r.plan_version != plan_version_ || world_ == 0 || r.iteration < start_iteration_)
+    if (r.plan_version != plan_version_ || world_ == 0)
       return std::nullopt;
-    if (!r.error.empty()) {
-      if (error_.empty())
-        error_ = r.node + " rank " + std::to_string(r.rank) + ": " + r.error;
-      return std::nullopt;
+    switch (r.what()) {
+      case report_kind::failed:
+        if (error_.empty()) {
+          error_ = r.node + " rank " + std::to_string(r.rank) +
+                   (r.phase.empty() ? "" : " (" + r.phase + ")") + ": " + r.error;
+          failure_ = r;
+        }
+        return std::nullopt;
+      case report_kind::reached:
+        if (r.phase == "setup" || r.phase == "restore")  // the steps there are (bounded map)
+          ++reached_[r.phase][r.node];
+        return std::nullopt;
+      case report_kind::iteration:
+        break;
+      default:
+        return std::nullopt;  // checkpoint_failed, or a kind this build does not know
     }
+    if (r.iteration < start_iteration_)
+      return std::nullopt;
+    if (r.iteration == start_iteration_)
+      ++reached_[first_iteration_step][r.node];
     auto& rec = pending_[r.iteration];
     rec.iteration = r.iteration;
     ++rec.reports;
@@ -128,6 +148,27 @@ public:
     return out;
   }
   const std::string& error() const { return error_; }
+  /// The first failure report of this plan (meaningful when error() is not empty).
+  const train_report& failure() const { return failure_; }
+  /// The name reached() gives the first iteration of the plan (every rank reported it).
+  static constexpr const char* first_iteration_step = "first iteration";
+  /// How many ranks of `node` reported start-up step `step` ("setup", "restore", or
+  /// first_iteration_step).
+  int reached(const std::string& step, const std::string& node) const {
+    auto s = reached_.find(step);
+    if (s == reached_.end())
+      return 0;
+    auto n = s->second.find(node);
+    return n == s->second.end() ? 0 : n->second;
+  }
+  /// How many ranks in all reported start-up step `step`.
+  int reached(const std::string& step) const {
+    int n = 0;
+    if (auto s = reached_.find(step); s != reached_.end())
+      for (const auto& [node, count] : s->second)
+        n += count;
+    return n;
+  }
   std::int64_t plan_version() const { return plan_version_; }
   int world() const { return world_; }
   int iterations() const { return iterations_; }
@@ -145,6 +186,8 @@ private:
   std::map<std::int64_t, iteration_record> pending_;
   std::vector<iteration_record> completed_;
   std::string error_;
+  train_report failure_;
+  std::map<std::string, std::map<std::string, int>> reached_;  // step -> node -> ranks
 };
 
 }  // namespace sailor::actors

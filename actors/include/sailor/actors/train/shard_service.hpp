@@ -62,6 +62,13 @@ struct shard_source {
 status fetch_shards(comm::transport& transport, const std::string& state_dir,
                     const std::vector<shard_source>& sources, std::chrono::milliseconds timeout);
 
+/// Whether the shard server at `holder` (host:port) can be reached: the transport's handshake
+/// completes within `timeout`. A rank checks its plan's peers this way before the rendezvous:
+/// a server listens on the address the node advertised, as its collectives do, so a peer
+/// that cannot be reached here would stall the rendezvous; the error says why.
+status probe_shard_server(comm::transport& transport, const std::string& holder,
+                          std::chrono::milliseconds timeout);
+
 /// True when `path` is a relative path under checkpoints/ without `..` (what a server serves).
 bool servable_path(const std::string& path);
 

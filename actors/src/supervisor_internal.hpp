@@ -1,0 +1,46 @@
+#pragma once
+// Private to the job supervisor: what its two files share. job_supervisor.cpp holds the
+// states (collecting, planning, running), admission and assignment; supervisor_training.cpp
+// the training reports, the start-up steps of a plan with their deadlines, and what a
+// rank's failure leads to.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include <caf/atom.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "sailor/actors/job_supervisor.hpp"
+
+namespace sailor::actors::supervision {
+
+using supervisor = caf::stateful_actor<supervisor_state>;
+
+/// A start-up step's deadline: (plan version, serial of the timer).
+using startup_deadline_atom = caf::atom_constant<caf::atom("stdeadln")>;
+
+inline std::int64_t to_ms(caf::timespan t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t).count();
+}
+
+// job_supervisor.cpp
+void record(supervisor* self, std::string event);
+void publish_board(supervisor* self);
+void lose_node(supervisor* self, const std::string& name, const std::string& reason);
+void start_planning(supervisor* self, std::string reason);
+bool from_the_node(supervisor* self, const std::string& name, const char* what);
+
+// supervisor_training.cpp
+void on_train_report(supervisor* self, const train_report& x);
+/// A rank of plan `version` failed a grace time ago (train_check_atom).
+void on_train_check(supervisor* self, std::int64_t version);
+/// A new plan was assigned: its start-up begins with the assignment step.
+void startup_begin(supervisor* self);
+/// Moves the start-up on past every step already done, arming the next step's deadline.
+void startup_advance(supervisor* self);
+void on_startup_deadline(supervisor* self, std::int64_t version, std::int64_t serial);
+/// Text for the status line: a start-up step in progress, failing checkpoint writes.
+std::string training_notes(supervisor* self);
+
+}  // namespace sailor::actors::supervision

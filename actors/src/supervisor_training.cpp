@@ -1,0 +1,299 @@
+// The job supervisor's side of training: the ranks' reports, the start-up steps of a plan and
+// their deadlines, and what a rank's failure leads to (see job_supervisor.hpp).
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "peer_checks.hpp"
+#include "sailor/config/log.hpp"
+#include "sailor/config/text.hpp"
+#include "supervisor_internal.hpp"
+
+namespace sailor::actors::supervision {
+namespace {
+
+constexpr const char* step_assignment = "assignment";
+constexpr const char* step_setup = "setup";
+constexpr const char* step_restore = "restore";
+
+bool training(supervisor* self) {
+  return self->state.training.active() &&
+         self->state.training.plan_version() == self->state.plan_version;
+}
+
+// Whether every rank (role) of node `name` is through `step`.
+bool node_through(supervisor* self, const std::string& step, const supervised_node& node,
+                  const std::string& name) {
+  const int roles = static_cast<int>(node.roles.size());
+  if (step == step_assignment)
+    return node.ready_roles >= roles;
+  return self->state.training.reached(step, name) >= roles;
+}
+
+// Whether the current plan is through `step`.
+bool step_done(supervisor* self, const std::string& step) {
+  auto& st = self->state;
+  if (step == step_assignment)
+    return st.phase == "running";
+  if (step == step_restore && st.training.start_iteration() == 0)
+    return true;
+  return st.training.reached(step) >= st.training.world();
+}
+
+std::string next_step(supervisor* self, const std::string& step) {
+  if (step == step_assignment)
+    return training(self) ? step_setup : "";
+  if (step == step_setup)
+    return step_restore;
+  if (step == step_restore)
+    return training_progress::first_iteration_step;
+  return "";
+}
+
+double seconds(caf::timespan t) { return static_cast<double>(to_ms(t)) / 1000.0; }
+
+caf::timespan deadline_of(supervisor* self, const std::string& step) {
+  return step == step_assignment ? self->state.options.assignment_deadline
+                                 : self->state.options.startup_deadline;
+}
+
+void arm(supervisor* self, const std::string& step) {
+  auto& st = self->state;
+  st.startup_step = step;
+  ++st.startup_serial;
+  if (step.empty())
+    return;
+  self->delayed_send(self, deadline_of(self, step), startup_deadline_atom::value, st.plan_version,
+                     st.startup_serial);
+}
+
+void fail_training(supervisor* self, const std::string& why) {
+  log::get("actors")->error("[supervisor] training failed: {}", why);
+  record(self, "training failed: " + why);
+  if (self->state.options.on_training_error)
+    self->state.options.on_training_error(why);
+}
+
+// The restore of the plan's checkpoint failed: forget that checkpoint and plan again, from an
+// older complete one (or afresh when none is left).
+void restore_failed(supervisor* self, const train_report& x) {
+  auto& st = self->state;
+  const auto version = st.plan_version;
+  const auto why = detail::printable(x.error, 1024);
+  log::get("actors")->warn("[supervisor] plan v{}: {} rank {} could not restore the checkpoint "
+                           "after iteration {} ({}): {}; falling back to an older checkpoint",
+                           version, x.node, x.rank, st.restore_iterations, st.restore_folder, why);
+  record(self, "plan v" + std::to_string(version) + ": restoring the checkpoint after iteration " +
+                 std::to_string(st.restore_iterations) + " failed on " + x.node + " (" + why +
+                 "); re-planning from an older checkpoint");
+  st.holdings.mark_bad(st.restore_folder, st.restore_iterations);
+  start_planning(self, "the checkpoint after iteration " + std::to_string(st.restore_iterations) +
+                         " could not be restored");
+}
+
+// The current plan missed start-up step `step`: the nodes that are not through it are
+// dropped; when that is every node of the plan, they get one more try, then the job fails.
+void missed(supervisor* self, const std::string& step) {
+  auto& st = self->state;
+  std::vector<std::string> late, all;
+  for (auto& [name, node] : st.nodes) {
+    if (node.roles.empty())
+      continue;
+    all.push_back(name);
+    if (!node_through(self, step, node, name))
+      late.push_back(name);
+  }
+  std::string names;
+  for (auto& n : late)
+    names += (names.empty() ? "" : ", ") + n;
+  const auto what = "the " + step + " deadline of plan v" + std::to_string(st.plan_version) +
+                    " (" + fmt::format("{:.0f}", seconds(deadline_of(self, step))) + " s)";
+  if (late.empty())
+    return;  // a report and the timer crossed
+  if (late.size() < all.size()) {
+    log::get("actors")->warn("[supervisor] {} missed {}: re-planning without {}",
+                             count_of(static_cast<long long>(late.size()), "node"), what,
+                             late.size() == 1 ? "it" : "them");
+    for (auto& name : late)
+      lose_node(self, name, "missed " + what);
+    return;
+  }
+  // Every node is late: nobody can be told apart from who held the others up.
+  if (st.startup_retried != names) {
+    st.startup_retried = names;
+    log::get("actors")->warn("[supervisor] every node of the plan ({}) missed {}: trying them "
+                             "once more",
+                             names, what);
+    record(self, "every node of plan v" + std::to_string(st.plan_version) + " (" + names +
+                   ") missed " + what + "; trying once more");
+    start_planning(self, "every node missed " + what);
+    return;
+  }
+  st.last_error = "every node (" + names + ") missed " + what + " twice";
+  if (training(self)) {
+    fail_training(self, st.last_error);
+    return;
+  }
+  log::get("actors")->error("[supervisor] {}", st.last_error);
+  record(self, st.last_error);
+  for (auto& name : late)
+    lose_node(self, name, "missed " + what);
+}
+
+void checkpoint_failed(supervisor* self, const train_report& x) {
+  auto& st = self->state;
+  auto& told = st.checkpoint_failures[x.node];
+  const auto why = detail::printable(x.error, 512);
+  if (told == why)
+    return;
+  const bool first = told.empty();
+  told = why;
+  if (!first)
+    return;
+  const auto newest = st.holdings.newest().iterations;
+  log::get("actors")->warn("[supervisor] checkpoint writes fail on node {}: {} (training goes "
+                           "on; the newest complete checkpoint is after iteration {})",
+                           x.node, why, newest);
+  record(self, "checkpoint writes fail on node " + x.node + ": " + why +
+                 "; training goes on (newest complete checkpoint: after iteration " +
+                 std::to_string(newest) + ")");
+}
+
+void failed(supervisor* self, const train_report& x) {
+  auto& st = self->state;
+  if (x.plan_version != st.plan_version || !training(self))
+    return;
+  bool had_error = !st.training.error().empty();
+  st.training.add(x);
+  if (had_error)
+    return;  // the first failure decides; the others follow from it
+  if (x.phase == step_restore && st.restore_iterations > 0) {
+    restore_failed(self, x);
+    return;
+  }
+  // A peer this rank could not reach: the plan goes on without that node.
+  if (!x.blamed_node.empty() && x.blamed_node != x.node && st.nodes.count(x.blamed_node)) {
+    const auto why = detail::printable(x.error, 1024);
+    record(self, "plan v" + std::to_string(st.plan_version) + " setup: " + why);
+    lose_node(self, x.blamed_node, "unreachable by its peers: " + why);
+    return;
+  }
+  log::get("actors")->info("[supervisor] a rank failed: {} (a failure unless a node is lost "
+                           "within {} ms)",
+                           st.training.error(), to_ms(st.options.training_failure_grace));
+  self->delayed_send(self, st.options.training_failure_grace, train_check_atom::value,
+                     st.training.plan_version());
+}
+
+}  // namespace
+
+void on_train_report(supervisor* self, const train_report& x) {
+  auto& st = self->state;
+  if (!from_the_node(self, x.node, "train report"))
+    return;
+  if (!x.checkpoint_file.empty())
+    if (auto n = st.nodes.find(x.node); n != st.nodes.end()) {
+      st.holdings.add(x.checkpoint_file, n->second.inventory.address);
+      st.holdings.keep_newest(2);  // as the writers do on their disks
+    }
+  switch (x.what()) {
+    case report_kind::failed:
+      failed(self, x);
+      return;
+    case report_kind::checkpoint_failed:
+      if (x.plan_version == st.plan_version)
+        checkpoint_failed(self, x);
+      return;
+    case report_kind::reached:
+      st.training.add(x);
+      if (x.plan_version == st.plan_version)
+        startup_advance(self);
+      return;
+    case report_kind::iteration:
+      break;
+    default:
+      return;
+  }
+  if (st.options.board)
+    st.options.board->add_report(x);
+  auto done = st.training.add(x);
+  if (x.plan_version == st.plan_version && !st.startup_step.empty())
+    startup_advance(self);
+  if (!done)
+    return;
+  // Debug: the application prints one line per iteration (on_iteration); numbered from 1
+  // as there, and without a prediction when the plan came with none.
+  std::string predicted;
+  if (st.training.predicted_s() > 0)
+    predicted = fmt::format(", predicted {:.3f} s", st.training.predicted_s());
+  log::get("actors")->debug("[supervisor] iteration {}/{}: loss {:.4f}, measured {:.3f} s{} "
+                            "(compute {:.3f}, recv wait {:.3f}, send wait {:.3f}, all-reduce "
+                            "{:.3f})",
+                            done->iteration + 1, st.training.iterations(), done->loss,
+                            done->measured_s, predicted, done->compute_s, done->recv_wait_s,
+                            done->send_wait_s, done->all_reduce_s);
+  if (st.options.board) {
+    st.options.board->add_iteration(*done, st.training.plan_version(), st.training.predicted_s());
+    publish_board(self);
+  }
+  if (st.training.finished())
+    record(self, "training finished: " + std::to_string(st.training.completed_count()) +
+                   " iterations of plan v" + std::to_string(st.training.plan_version()));
+  if (st.options.on_iteration)
+    st.options.on_iteration(*done, st.training);
+}
+
+void on_train_check(supervisor* self, std::int64_t version) {
+  // A rank of plan `version` failed a grace time ago: if that plan still runs, no node loss
+  // explained the failure. A re-plan still being made (a loss noticed, the next plan not
+  // yet assigned: on a loaded machine, profiling it can outlast the grace) explains it too.
+  auto& st = self->state;
+  if (st.training.plan_version() != version || st.training.error().empty() ||
+      st.phase == "planning" || st.plan_version != version)
+    return;
+  fail_training(self, st.training.error());
+}
+
+void startup_begin(supervisor* self) {
+  arm(self, step_assignment);
+  startup_advance(self);
+}
+
+void startup_advance(supervisor* self) {
+  auto& st = self->state;
+  auto step = st.startup_step;
+  if (step.empty())
+    return;
+  while (!step.empty() && step_done(self, step))
+    step = next_step(self, step);
+  if (step == st.startup_step)
+    return;
+  if (step.empty()) {
+    st.startup_retried.clear();
+    log::get("actors")->info("[supervisor] plan v{} started", st.plan_version);
+  }
+  arm(self, step);
+}
+
+void on_startup_deadline(supervisor* self, std::int64_t version, std::int64_t serial) {
+  auto& st = self->state;
+  if (version != st.plan_version || serial != st.startup_serial || st.startup_step.empty() ||
+      st.phase == "planning")
+    return;
+  if (st.startup_step != step_assignment && !training(self))
+    return;
+  missed(self, st.startup_step);
+}
+
+std::string training_notes(supervisor* self) {
+  auto& st = self->state;
+  std::string out;
+  if (!st.startup_step.empty() && st.startup_step != step_assignment)
+    out += "; starting: " + st.startup_step;
+  for (auto& [node, why] : st.checkpoint_failures)
+    out += "; checkpoint writes fail on " + node + ": " + why;
+  return out;
+}
+
+}  // namespace sailor::actors::supervision
