@@ -253,6 +253,18 @@ private:
     bool analytic = false;
   };
   const table* find_table(int gpu, int tp, int mbs) const;
+  // The steps of make(), in order (context.cpp).
+  void init_gpus(const config::gpu_catalog& catalog, const config::cluster* cluster,
+                 const config::model_profile* profile);
+  void init_zones(const sim_inputs& in);
+  void init_layer_sizes(const config::model_profile* profile);
+  void init_time_tables(const config::gpu_catalog& catalog, const config::model_profile* profile);
+  /// From the profile of (tp, mbs), or the nearest profiled mbs at this tp; false if none.
+  bool init_profiled_table(table& t, const config::gpu_profile& gp, const config::gpu_spec* spec, int tp,
+                           int mbs) const;
+  /// From the catalog's peak FLOP/s (no profile for this type).
+  void init_analytic_table(table& t, const config::gpu_spec& spec, int tp, int mbs) const;
+  void init_network(const sim_inputs& in);
   /// Aggregate GB/s of the node pair when na GPUs of a's node and nb of b's take part.
   double link_gbytes_per_s(const endpoint& a, const endpoint& b, double bytes, int na, int nb) const;
 
@@ -272,7 +284,6 @@ private:
   std::vector<double> params_prefix_[max_tp_index];    // elements per GPU, by tp index
   std::vector<double> act_prefix_[max_tp_index];       // bytes per sample, by tp index
   double act_bytes_per_sample_ = 0;
-  double embedding_grad_bytes_ = 0;
   // network: fits by (zone, gpu, n index) pairs, dense, or the cluster's links by zone pair
   struct fit { double a = 0, b = 0, c = 0, max = 0; bool ok = false; };
   static constexpr int max_fit_n = 4;  // GPUs per node used: 1, 2, 4, 8
@@ -280,7 +291,6 @@ private:
   std::vector<config::zone_link> zone_links_;  // [za][zb] when no Sailor fits
   std::vector<char> zone_link_ok_;
   std::vector<double> egress_;  // [za][zb]
-  std::vector<double> intra_zone_latency_;
   bool use_fits_ = false;
 };
 
