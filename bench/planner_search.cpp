@@ -79,16 +79,10 @@ config::cluster synthetic_cluster(const config::sailor_data& data, const std::ve
   c.name = "bench";
   c.gpus = data.gpus;
   for (int z = 0; z < zones; ++z) {
-    const std::string& name = zone_names[z];
-    std::string region = name.substr(0, name.rfind('-'));
-    config::zone zn{name, region, {}};
+    config::zone& zn = c.add_zone(zone_names[z]);
     int per = gpus / zones / int(types.size());
     per -= per % 4;
     for (const auto& t : types) zn.gpus[t] = std::max(4, per);
-    c.zones.push_back(zn);
-    auto it = std::find_if(c.regions.begin(), c.regions.end(), [&](const config::region& r) { return r.name == region; });
-    if (it == c.regions.end()) c.regions.push_back({region, {name}});
-    else it->zones.push_back(name);
   }
   return c;
 }
@@ -248,7 +242,7 @@ void part3(const std::string& root, const std::vector<int>& series) {
     for (const auto& st : r->plan.stages)
       for (const auto& rep : st.replicas) {
         used_zones.insert(rep.zone);
-        used_regions.insert(rep.zone.substr(0, rep.zone.rfind('-')));
+        used_regions.insert(config::region_of_zone(rep.zone));
       }
     std::printf("%6d %6d | %9.1f %9.1f | %7d %8.4f %8.4f | %d stages, mbs %d, %d GPUs in %zu zones of %zu regions\n",
                 zones, prob.cluster.total_gpus(), cpu * 1e3, wall * 1e3, r->configurations,
