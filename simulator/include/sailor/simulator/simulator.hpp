@@ -85,12 +85,13 @@ struct sim_options {
   /// Sailor's measurements). false: every TP rank of the receiving replica gets a full copy
   /// (our runtime, actors/train/executor.cpp): tp copies cross.
   bool p2p_partitioned = true;
-  /// Data-parallel groups that span zones all-reduce hierarchically (reduce-scatter inside each
-  /// zone, all-reduce across zones, all-gather inside each zone), when that is faster than the
-  /// flat ring. Off: a flat ring over all replicas, bounded by its slowest link, which is what
-  /// the runtime runs today (one Gloo ring all-reduce per data-parallel group). The runtime
-  /// does not run the hierarchical scheme yet (issue 13 item 1); turn this on only to price it.
-  bool hierarchical_allreduce = false;
+  /// Data-parallel groups that span zones all-reduce hierarchically, as the runtime does
+  /// (comm::make_hierarchical): (1) an all-reduce inside each zone, (2) the buffer cut into P
+  /// shards (P: the fewest members of any zone), shard j ring-all-reduced across the zones by
+  /// their j-th members, the P rings side by side, (3) the shards back to every member inside
+  /// each zone. false: a flat ring over all replicas, bounded by its slowest link (for
+  /// comparison; the runtime does not run it across zones).
+  bool hierarchical_allreduce = true;
   /// Per layer and pass, time a profile measured in isolation includes but a training step
   /// does not (a synchronisation after each layer, launch latency not hidden), seconds.
   double profile_layer_overhead_s = 50e-6;
@@ -233,8 +234,8 @@ public:
   /// Egress $/GB from zone a to zone b.
   double egress_usd_per_gb(int zone_a, int zone_b) const;
   /// Data-parallel gradient all-reduce of a stage with `stage_params` parameters (whole, not
-  /// per GPU) among `n` replicas: per shard among the replicas holding it, ring or hierarchical
-  /// by zone (whichever is faster), in buckets. Negative when a link is missing.
+  /// per GPU) among `n` replicas: per shard among the replicas holding it, a ring inside one
+  /// zone, hierarchical across zones (sim_options::hierarchical_allreduce), in buckets. Negative when a link is missing.
   /// `calls` > 0: issued as that many collectives of equal size (one per layer) instead of
   /// buckets of `bucket_bytes`.
   double allreduce_s(const endpoint* replicas, int n, double stage_params, int calls = 0) const;
@@ -265,6 +266,11 @@ private:
   /// From the catalog's peak FLOP/s (no profile for this type).
   void init_analytic_table(table& t, const config::gpu_spec& spec, int tp, int mbs) const;
   void init_network(const sim_inputs& in);
+  // allreduce_s's two algorithms over replicas sorted by zone (network.cpp); negative: no link.
+  double ring_allreduce_s(const endpoint* ring, int k, double shard, double msg, double buckets) const;
+  double hierarchical_allreduce_s(const endpoint* ring, int k, double shard, double msg, double buckets) const;
+  /// The latency of the cluster's link between two zones (0 with Sailor's fits).
+  double zone_latency_s(int za, int zb) const;
   /// Aggregate GB/s of the node pair when na GPUs of a's node and nb of b's take part.
   double link_gbytes_per_s(const endpoint& a, const endpoint& b, double bytes, int na, int nb) const;
 
