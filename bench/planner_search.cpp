@@ -415,5 +415,11 @@ int main(int argc, char** argv) {
   std::printf("recorded before the zone-set pruning of 2026-11-24 (part 3, this machine, loaded, cpu ms): 10 zones "
               "428, 50 zones 2380 (configurations 815 and 2211; issue 19 measured `sailor plan` at 0.27 s, 12.5 s, "
               "55 s for 10, 50, 100 zones); after: 423, 824, 1377 and 1544 ms for 10, 50, 100, 300 zones\n");
+  std::printf("recorded before cross-zone groups were priced as the runtime's hierarchical all-reduce "
+              "(2026-11-24; part 2 by our simulator): geomean ours/Sailor's 1.064 with both plans as flat rings; "
+              "after, both priced hierarchically, 1.149 (c_geo5 128/32/80: 1.050 -> 1.793, 1.000 -> 1.035, "
+              "1.033 -> 1.590: Sailor's plans spread DP over zones and pay phases 1 and 3); ours against Sailor's "
+              "plans still priced as flat rings 1.062 (c_geo5_32 0.965: our plan there changed, 2.474 -> 2.564 s); "
+              "only the c_geo5 32 and 80 plans changed\n");
   return 0;
 }
