@@ -79,16 +79,10 @@ config::cluster synthetic_cluster(const config::sailor_data& data, const std::ve
   c.name = "bench";
   c.gpus = data.gpus;
   for (int z = 0; z < zones; ++z) {
-    const std::string& name = zone_names[z];
-    std::string region = name.substr(0, name.rfind('-'));
-    config::zone zn{name, region, {}};
+    config::zone& zn = c.add_zone(zone_names[z]);
     int per = gpus / zones / int(types.size());
     per -= per % 4;
     for (const auto& t : types) zn.gpus[t] = std::max(4, per);
-    c.zones.push_back(zn);
-    auto it = std::find_if(c.regions.begin(), c.regions.end(), [&](const config::region& r) { return r.name == region; });
-    if (it == c.regions.end()) c.regions.push_back({region, {name}});
-    else it->zones.push_back(name);
   }
   return c;
 }
@@ -248,7 +242,7 @@ void part3(const std::string& root, const std::vector<int>& series) {
     for (const auto& st : r->plan.stages)
       for (const auto& rep : st.replicas) {
         used_zones.insert(rep.zone);
-        used_regions.insert(rep.zone.substr(0, rep.zone.rfind('-')));
+        used_regions.insert(config::region_of_zone(rep.zone));
       }
     std::printf("%6d %6d | %9.1f %9.1f | %7d %8.4f %8.4f | %d stages, mbs %d, %d GPUs in %zu zones of %zu regions\n",
                 zones, prob.cluster.total_gpus(), cpu * 1e3, wall * 1e3, r->configurations,
@@ -421,5 +415,11 @@ int main(int argc, char** argv) {
   std::printf("recorded before the zone-set pruning of 2026-11-24 (part 3, this machine, loaded, cpu ms): 10 zones "
               "428, 50 zones 2380 (configurations 815 and 2211; issue 19 measured `sailor plan` at 0.27 s, 12.5 s, "
               "55 s for 10, 50, 100 zones); after: 423, 824, 1377 and 1544 ms for 10, 50, 100, 300 zones\n");
+  std::printf("recorded before cross-zone groups were priced as the runtime's hierarchical all-reduce "
+              "(2026-11-24; part 2 by our simulator): geomean ours/Sailor's 1.064 with both plans as flat rings; "
+              "after, both priced hierarchically, 1.149 (c_geo5 128/32/80: 1.050 -> 1.793, 1.000 -> 1.035, "
+              "1.033 -> 1.590: Sailor's plans spread DP over zones and pay phases 1 and 3); ours against Sailor's "
+              "plans still priced as flat rings 1.062 (c_geo5_32 0.965: our plan there changed, 2.474 -> 2.564 s); "
+              "only the c_geo5 32 and 80 plans changed\n");
   return 0;
 }

@@ -5,6 +5,11 @@
 
 namespace sailor::config {
 
+std::string region_of_zone(std::string_view zone) {
+  auto dash = zone.rfind('-');
+  return std::string(dash == std::string_view::npos ? zone : zone.substr(0, dash));
+}
+
 double bandwidth_curve::at(double bytes) const {
   if (points.empty()) return 0;
   if (bytes <= points.front().first) return points.front().second;
@@ -31,6 +36,16 @@ double zone_link::transfer_s(double bytes) const {
 const zone* cluster::find_zone(std::string_view name) const {
   auto it = std::find_if(zones.begin(), zones.end(), [name](const zone& z) { return z.name == name; });
   return it == zones.end() ? nullptr : &*it;
+}
+
+zone& cluster::add_zone(std::string_view name) {
+  auto it = std::find_if(zones.begin(), zones.end(), [name](const zone& z) { return z.name == name; });
+  if (it != zones.end()) return *it;
+  zone& z = zones.emplace_back(zone{std::string(name), region_of_zone(name), {}});
+  auto r = std::find_if(regions.begin(), regions.end(), [&](const region& x) { return x.name == z.region; });
+  if (r == regions.end()) regions.push_back(region{z.region, {z.name}});
+  else r->zones.push_back(z.name);
+  return z;
 }
 
 zone_link cluster::link(std::string_view a, std::string_view b) const {

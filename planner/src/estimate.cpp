@@ -22,23 +22,8 @@ availability availability_of(const config::cluster& c) {
 
 config::cluster with_availability(config::cluster c, const availability& a) {
   for (auto& z : c.zones) z.gpus.clear();
-  for (const auto& [g, zones] : a) {
-    for (const auto& [zn, n] : zones) {
-      auto it = std::find_if(c.zones.begin(), c.zones.end(),
-                             [&](const config::zone& z) { return z.name == zn; });
-      if (it == c.zones.end()) {
-        std::string region = zn;
-        if (auto pos = zn.rfind('-'); pos != std::string::npos) region = zn.substr(0, pos);
-        c.zones.push_back(config::zone{zn, region, {}});
-        it = c.zones.end() - 1;
-        auto rit = std::find_if(c.regions.begin(), c.regions.end(),
-                                [&](const config::region& r) { return r.name == region; });
-        if (rit == c.regions.end()) c.regions.push_back(config::region{region, {zn}});
-        else rit->zones.push_back(zn);
-      }
-      it->gpus[g] += n;
-    }
-  }
+  for (const auto& [g, zones] : a)
+    for (const auto& [zn, n] : zones) c.add_zone(zn).gpus[g] += n;
   return c;
 }
 

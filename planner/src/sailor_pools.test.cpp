@@ -26,14 +26,7 @@ problem sailor_pool(const std::string& model, const availability& gpus, int gbs)
   config::cluster c;
   c.gpus = d->gpus;
   for (const auto& [type, zones] : gpus)
-    for (const auto& [zone, n] : zones) {
-      auto z = std::find_if(c.zones.begin(), c.zones.end(), [&](const config::zone& x) { return x.name == zone; });
-      if (z == c.zones.end()) {
-        c.zones.push_back({zone, zone.substr(0, zone.rfind('-')), {}});
-        z = std::prev(c.zones.end());
-      }
-      z->gpus[type] = n;
-    }
+    for (const auto& [zone, n] : zones) c.add_zone(zone).gpus[type] = n;
   prob.cluster = c;
   prob.network = d->network;
   return prob;
@@ -62,8 +55,8 @@ TEST_CASE("five zones over two regions: every stage's data parallelism stays in 
   REQUIRE(r.ok());
   CAPTURE(summary(r->plan));
   for (const auto& st : r->plan.stages) {
-    const std::string region = st.replicas.front().zone.substr(0, st.replicas.front().zone.rfind('-'));
-    for (const auto& rep : st.replicas) CHECK(rep.zone.substr(0, rep.zone.rfind('-')) == region);
+    const std::string region = config::region_of_zone(st.replicas.front().zone);
+    for (const auto& rep : st.replicas) CHECK(config::region_of_zone(rep.zone) == region);
   }
   // One zone fewer finds nothing better: the zone sets searched cover what matters.
   const double full = objective_value(prob.job, *r->plan.estimate);

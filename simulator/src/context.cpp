@@ -34,6 +34,60 @@ double optimizer_state_bytes(config::optimizer_kind opt, bool mixed) {
 
 }  // namespace
 
+namespace {
+
+// Sailor profiles some models (Llama) with the final norm as a layer of its own, L+3 layers in
+// all; we count it with the head, so the last two layers fold into one.
+std::optional<config::model_profile> folded_profile(const config::model_profile* in, int L) {
+  if (!in) return std::nullopt;
+  config::model_profile folded = *in;
+  for (auto& [name, gp] : folded.by_gpu)
+    for (auto& [mbs, by_tp] : gp.times)
+      for (auto& [tp, v] : by_tp)
+        if (static_cast<int>(v.size()) == L + 1) {
+          v[L - 1].forward_s += v[L].forward_s;
+          v[L - 1].backward_s += v[L].backward_s;
+          v.pop_back();
+        }
+  for (auto& [tp, v] : folded.sizes_by_tp)
+    if (static_cast<int>(v.size()) == L + 1) {
+      v[L - 1].params_floats += v[L].params_floats;
+      v[L - 1].act_mem_floats += v[L].act_mem_floats;
+      v[L - 1].act_output_floats = v[L].act_output_floats;
+      v.pop_back();
+    }
+  return folded;
+}
+
+// A layer's profiled times at every profiled micro-batch of one TP degree.
+using profiled_points = std::vector<std::pair<int, const std::vector<config::layer_time>*>>;
+
+// Weighted least squares of t = a + b * mbs over the profiled sizes (weights: Gaussian in
+// octaves of width `sigma` over t^2, i.e. relative error), read at `mbs`; `raw` when it cannot
+// be fitted. A fit far from the data it smooths is not trusted beyond a factor of two.
+double smoothed_time(const profiled_points& points, int layer, bool forward, int mbs, double sigma, double raw) {
+  if (sigma <= 0 || points.size() < 2) return raw;
+  double S = 0, Sx = 0, Sy = 0, Sxx = 0, Sxy = 0;
+  for (const auto& [pm, v] : points) {
+    const double t = forward ? (*v)[layer].forward_s : (*v)[layer].backward_s;
+    if (!(t > 0)) continue;
+    const double d = std::log2(double(pm) / mbs);
+    const double w = std::exp(-d * d / (2 * sigma * sigma)) / (t * t);
+    S += w;
+    Sx += w * pm;
+    Sy += w * t;
+    Sxx += w * pm * pm;
+    Sxy += w * pm * t;
+  }
+  const double det = S * Sxx - Sx * Sx;
+  if (!(S > 0) || !(det > 1e-12 * S * Sxx)) return raw;
+  const double b = (S * Sxy - Sx * Sy) / det;
+  const double a = (Sy - b * Sx) / S;
+  return std::clamp(a + b * mbs, 0.5 * raw, 2.0 * raw);
+}
+
+}  // namespace
+
 result<sim_context> sim_context::make(const sim_inputs& in, sim_options options) {
   sim_context c;
   c.options_ = std::move(options);
@@ -45,62 +99,50 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
                       "model shape needs num_layers, hidden, heads, sequence and vocabulary > 0");
   if (!in.cluster && !in.network)
     return make_error(error_kind::invalid_input, "network", "neither a cluster nor Sailor's network fits given");
-  const int L = m.num_all_layers();
-  c.num_layers_ = L;
-
-  // Sailor profiles some models (Llama) with the final norm as a layer of its own, L+3 layers
-  // in all; we count it with the head, so fold the last two layers into one.
-  std::optional<config::model_profile> folded;
-  if (in.profile) {
-    folded = *in.profile;
-    for (auto& [name, gp] : folded->by_gpu)
-      for (auto& [mbs, by_tp] : gp.times)
-        for (auto& [tp, v] : by_tp)
-          if (static_cast<int>(v.size()) == L + 1) {
-            v[L - 1].forward_s += v[L].forward_s;
-            v[L - 1].backward_s += v[L].backward_s;
-            v.pop_back();
-          }
-    for (auto& [tp, v] : folded->sizes_by_tp)
-      if (static_cast<int>(v.size()) == L + 1) {
-        v[L - 1].params_floats += v[L].params_floats;
-        v[L - 1].act_mem_floats += v[L].act_mem_floats;
-        v[L - 1].act_output_floats = v[L].act_output_floats;
-        v.pop_back();
-      }
-  }
+  c.num_layers_ = m.num_all_layers();
+  const std::optional<config::model_profile> folded = folded_profile(in.profile, c.num_layers_);
   const config::model_profile* profile = folded ? &*folded : nullptr;
-
   // GPU types: the catalog's, plus any profiled type not in it.
   config::gpu_catalog catalog = in.cluster ? in.cluster->gpus : in.gpus;
   for (const auto& g : in.gpus.gpus())
     if (!catalog.find(g.name)) catalog.upsert(g);
+  c.init_gpus(catalog, in.cluster, profile);
+  c.init_zones(in);
+  c.init_layer_sizes(profile);
+  c.init_time_tables(catalog, profile);
+  c.init_network(in);
+  return c;
+}
+
+void sim_context::init_gpus(const config::gpu_catalog& catalog, const config::cluster* cluster,
+                            const config::model_profile* profile) {
   std::vector<std::string> names;
   for (const auto& g : catalog.gpus()) names.push_back(g.name);
   if (profile)
     for (const auto& [name, p] : profile->by_gpu)
       if (!catalog.find(name)) names.push_back(name);
-  c.gpu_names_ = names;
+  gpu_names_ = names;
   const int G = static_cast<int>(names.size());
-  c.gpu_memory_.assign(G, 0);
-  c.gpu_price_.assign(G, 0);
-  c.gpu_mem_bw_.assign(G, 0);
-  c.has_profile_.assign(G, 0);
-  c.gpus_per_node_.assign(G, 1);
-  c.gpu_nic_.assign(G, 0);
+  gpu_memory_.assign(G, 0);
+  gpu_price_.assign(G, 0);
+  gpu_mem_bw_.assign(G, 0);
+  has_profile_.assign(G, 0);
+  gpus_per_node_.assign(G, 1);
+  gpu_nic_.assign(G, 0);
   for (int g = 0; g < G; ++g) {
     if (const auto* spec = catalog.find(names[g])) {
-      c.gpu_memory_[g] = double(spec->memory_bytes);
-      c.gpu_price_[g] = in.cluster ? in.cluster->usd_per_gpu_hour(names[g])
-                                   : spec->on_demand_usd_per_hour;
-      c.gpu_mem_bw_[g] = spec->memory_bandwidth_gbytes_per_s * 1e9;
-      c.gpus_per_node_[g] = std::max(1, spec->gpus_per_node);
-      c.gpu_nic_[g] = spec->inter_node_gbytes_per_s * 1e9;
+      gpu_memory_[g] = double(spec->memory_bytes);
+      gpu_price_[g] = cluster ? cluster->usd_per_gpu_hour(names[g]) : spec->on_demand_usd_per_hour;
+      gpu_mem_bw_[g] = spec->memory_bandwidth_gbytes_per_s * 1e9;
+      gpus_per_node_[g] = std::max(1, spec->gpus_per_node);
+      gpu_nic_[g] = spec->inter_node_gbytes_per_s * 1e9;
     }
-    if (profile && profile->find(names[g])) c.has_profile_[g] = 1;
+    if (profile && profile->find(names[g])) has_profile_[g] = 1;
   }
+}
 
-  // Zones: the cluster's and the network's.
+// Zones: the cluster's and the network's.
+void sim_context::init_zones(const sim_inputs& in) {
   std::set<std::string> zone_set;
   if (in.cluster)
     for (const auto& z : in.cluster->zones) zone_set.insert(z.name);
@@ -114,18 +156,21 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
       zone_set.insert(k.second);
     }
   }
-  c.zone_names_.assign(zone_set.begin(), zone_set.end());
-  for (size_t z = 0; z < c.zone_names_.size(); ++z) c.zone_index_.emplace(c.zone_names_[z], int(z));
-  const int Z = static_cast<int>(c.zone_names_.size());
+  zone_names_.assign(zone_set.begin(), zone_set.end());
+  for (size_t z = 0; z < zone_names_.size(); ++z) zone_index_.emplace(zone_names_[z], int(z));
+}
 
-  // Sizes per layer (per GPU) by TP degree: llm_info where the profile has it, otherwise the
-  // shape's formulas (Korthikanti et al. for activations, TP without sequence parallelism).
+// Sizes per layer (per GPU) by TP degree: llm_info where the profile has it, otherwise the
+// shape's formulas (Korthikanti et al. for activations, TP without sequence parallelism).
+void sim_context::init_layer_sizes(const config::model_profile* profile) {
+  const auto& m = model_;
+  const int L = num_layers_;
   const double act_elem_bytes = config::bytes_of(m.precision);
-  c.act_bytes_per_sample_ = double(m.sequence) * m.hidden * act_elem_bytes;
+  act_bytes_per_sample_ = double(m.sequence) * m.hidden * act_elem_bytes;
   for (int ti = 0; ti < max_tp_index; ++ti) {
     const int tp = 1 << ti;
-    auto& pp = c.params_prefix_[ti];
-    auto& ap = c.act_prefix_[ti];
+    auto& pp = params_prefix_[ti];
+    auto& ap = act_prefix_[ti];
     pp.assign(L + 1, 0);
     ap.assign(L + 1, 0);
     const std::vector<config::layer_size>* sizes = nullptr;
@@ -146,7 +191,7 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
             act = s * h * act_elem_bytes;
             break;
           case config::layer_kind::head:
-            params = double(m.params_of_layer(l)) / tp + (m.tied_embeddings ? 0 : 0);
+            params = double(m.params_of_layer(l)) / tp;
             // logits in half precision, their fp32 softmax and its gradient
             act = s * v * (act_elem_bytes + 4.0) / tp + s * h * act_elem_bytes;
             break;
@@ -160,148 +205,129 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
       ap[l + 1] = ap[l] + act;
     }
   }
+}
 
-  // Time tables.
-  std::set<int> mbs_set(c.options_.micro_batches.begin(), c.options_.micro_batches.end());
-  std::set<int> tp_set(c.options_.tp_degrees.begin(), c.options_.tp_degrees.end());
+void sim_context::init_time_tables(const config::gpu_catalog& catalog, const config::model_profile* profile) {
+  std::set<int> mbs_set(options_.micro_batches.begin(), options_.micro_batches.end());
+  std::set<int> tp_set(options_.tp_degrees.begin(), options_.tp_degrees.end());
   if (profile)
     for (const auto& [name, gp] : profile->by_gpu)
       for (const auto& [mbs, by_tp] : gp.times) {
         mbs_set.insert(mbs);
         for (const auto& [tp, t] : by_tp) tp_set.insert(tp);
       }
-  c.tables_.assign(size_t(G) * max_tp_index * max_mbs_index, table{});
-  const double opt_bytes = c.options_.optimizer_bytes_per_param;
+  const int G = num_gpu_types();
+  tables_.assign(size_t(G) * max_tp_index * max_mbs_index, table{});
   for (int g = 0; g < G; ++g) {
-    const config::gpu_profile* gp = profile ? profile->find(names[g]) : nullptr;
-    const config::gpu_spec* spec = catalog.find(names[g]);
+    const config::gpu_profile* gp = profile ? profile->find(gpu_names_[g]) : nullptr;
+    const config::gpu_spec* spec = catalog.find(gpu_names_[g]);
     for (int tp : tp_set) {
       const int ti = log2_index(tp);
       if (ti < 0 || ti >= max_tp_index) continue;
       for (int mbs : mbs_set) {
         const int mi = log2_index(mbs);
         if (mi < 0 || mi >= max_mbs_index) continue;
-        table& t = c.tables_[(size_t(g) * max_tp_index + ti) * max_mbs_index + mi];
-        // Profile: exact (mbs, tp), or the nearest profiled mbs at this tp scaled linearly;
-        // with smoothing, every profiled mbs at this tp (see profile_smoothing_octaves).
-        const std::vector<config::layer_time>* times = nullptr;
-        double scale = 1.0;
-        std::vector<std::pair<int, const std::vector<config::layer_time>*>> points;
-        if (gp)
-          for (const auto& [pm, by_tp] : gp->times) {
-            auto it = by_tp.find(tp);
-            if (it != by_tp.end() && static_cast<int>(it->second.size()) == L) points.push_back({pm, &it->second});
-          }
-        const double sigma = c.options_.profile_smoothing_octaves;
-        // Weighted least squares of t = a + b * mbs over the profiled sizes (weights: Gaussian
-        // in octaves over t^2, i.e. relative error); `raw` when it cannot be fitted.
-        auto smoothed = [&](int l, bool forward, double raw) {
-          if (sigma <= 0 || points.size() < 2) return raw;
-          double S = 0, Sx = 0, Sy = 0, Sxx = 0, Sxy = 0;
-          for (const auto& [pm, v] : points) {
-            const double t = forward ? (*v)[l].forward_s : (*v)[l].backward_s;
-            if (!(t > 0)) continue;
-            const double d = std::log2(double(pm) / mbs);
-            const double w = std::exp(-d * d / (2 * sigma * sigma)) / (t * t);
-            S += w;
-            Sx += w * pm;
-            Sy += w * t;
-            Sxx += w * pm * pm;
-            Sxy += w * pm * t;
-          }
-          const double det = S * Sxx - Sx * Sx;
-          if (!(S > 0) || !(det > 1e-12 * S * Sxx)) return raw;
-          const double b = (S * Sxy - Sx * Sy) / det;
-          const double a = (Sy - b * Sx) / S;
-          const double v = a + b * mbs;
-          // A fit far from the data it smooths is not trusted beyond a factor of two.
-          return std::clamp(v, 0.5 * raw, 2.0 * raw);
-        };
-        if (gp) {
-          times = gp->find(mbs, tp);
-          if (times && static_cast<int>(times->size()) != L) times = nullptr;
-          if (!times) {
-            int best = 0;
-            for (const auto& [pm, by_tp] : gp->times) {
-              auto it = by_tp.find(tp);
-              if (it == by_tp.end() || static_cast<int>(it->second.size()) != L) continue;
-              if (best == 0 || std::abs(std::log2(double(pm) / mbs)) < std::abs(std::log2(double(best) / mbs))) best = pm;
-            }
-            if (best > 0) {
-              times = gp->find(best, tp);
-              scale = double(mbs) / best;
-            }
-          }
-        }
-        t.fwd.assign(L + 1, 0);
-        t.bwd.assign(L + 1, 0);
-        t.upd.assign(L + 1, 0);
-        if (times) {
-          // update_s is the step of the profiled one-block model repeated on every layer:
-          // scale it by each layer's parameters over a block's.
-          const double block_params = c.params_prefix_[ti][2] - c.params_prefix_[ti][1];
-          for (int l = 0; l < L; ++l) {
-            const auto& lt = (*times)[l];
-            const double lp = c.params_prefix_[ti][l + 1] - c.params_prefix_[ti][l];
-            // Remove the per-layer overhead of profiling in isolation (never below a quarter).
-            const double d = c.options_.profile_layer_overhead_s;
-            const double fs = smoothed(l, true, lt.forward_s * scale);
-            const double bs = smoothed(l, false, lt.backward_s * scale);
-            const double f = std::max(fs - d, 0.25 * fs);
-            const double b = std::max(bs - d, 0.25 * bs);
-            t.fwd[l + 1] = t.fwd[l] + f * c.options_.compute_scale;
-            t.bwd[l + 1] = t.bwd[l] + b * c.options_.compute_scale;
-            // The profiled update_s is the step of the small profiled model, not of this
-            // layer: the step is memory bound, so it is modelled from bytes moved per
-            // parameter over the device's memory bandwidth.
-            (void)block_params;
-            t.upd[l + 1] = t.upd[l] + (spec && spec->memory_bandwidth_gbytes_per_s > 0
-                                           ? lp * opt_bytes / (spec->memory_bandwidth_gbytes_per_s * 1e9 *
-                                                               c.options_.memory_bandwidth_efficiency)
-                                           : lt.update_s * (block_params > 0 ? lp / block_params : 1.0));
-          }
-        } else if (spec && spec->peak_fp16_tflops > 0) {
-          // Analytic: FLOPs over an efficiency of peak, plus TP all-reduces inside the node
-          // (two per block forward, two backward, of the block's output).
-          t.analytic = true;
-          const double flops_per_s = spec->peak_fp16_tflops * 1e12 * c.options_.analytic_efficiency;
-          const double intra = std::max(1.0, spec->intra_node_gbytes_per_s) * 1e9;
-          const double ar_bytes = double(mbs) * c.act_bytes_per_sample_;
-          const double tp_comm = tp > 1 ? 2.0 * (tp - 1) / tp * ar_bytes / intra : 0.0;
-          const double mem_bw = std::max(1.0, spec->memory_bandwidth_gbytes_per_s) * 1e9 *
-                                c.options_.memory_bandwidth_efficiency;
-          for (int l = 0; l < L; ++l) {
-            const double flops = m.forward_flops_of_layer(l, mbs) / tp;
-            const bool block = m.kind_of(l) == config::layer_kind::block;
-            const double lp = c.params_prefix_[ti][l + 1] - c.params_prefix_[ti][l];
-            double f = flops / flops_per_s + (block ? 2 * tp_comm : 0.0);
-            // embedding lookups are memory bound
-            if (m.kind_of(l) == config::layer_kind::embedding) f = 2.0 * mbs * c.act_bytes_per_sample_ / mem_bw;
-            t.fwd[l + 1] = t.fwd[l] + f;
-            t.bwd[l + 1] = t.bwd[l] + 2.0 * (f - (block ? 2 * tp_comm : 0.0)) + (block ? 2 * tp_comm : 0.0);
-            t.upd[l + 1] = t.upd[l] + lp * opt_bytes / mem_bw;
-          }
-        } else {
-          t.fwd.clear();
-        }
+        table& t = tables_[(size_t(g) * max_tp_index + ti) * max_mbs_index + mi];
+        t.fwd.assign(num_layers_ + 1, 0);
+        t.bwd.assign(num_layers_ + 1, 0);
+        t.upd.assign(num_layers_ + 1, 0);
+        if (gp && init_profiled_table(t, *gp, spec, tp, mbs)) continue;
+        if (spec && spec->peak_fp16_tflops > 0) init_analytic_table(t, *spec, tp, mbs);
+        else t.fwd.clear();
       }
     }
   }
+}
 
-  // Network.
-  c.egress_.assign(size_t(Z) * Z, 0);
-  c.intra_zone_latency_.assign(Z, 0);
+bool sim_context::init_profiled_table(table& t, const config::gpu_profile& gp, const config::gpu_spec* spec,
+                                      int tp, int mbs) const {
+  const int L = num_layers_;
+  const int ti = log2_index(tp);
+  // The exact (mbs, tp), or the nearest profiled mbs at this tp scaled linearly; with
+  // smoothing, every profiled mbs at this tp (see profile_smoothing_octaves).
+  profiled_points points;
+  for (const auto& [pm, by_tp] : gp.times) {
+    auto it = by_tp.find(tp);
+    if (it != by_tp.end() && static_cast<int>(it->second.size()) == L) points.push_back({pm, &it->second});
+  }
+  double scale = 1.0;
+  const std::vector<config::layer_time>* times = gp.find(mbs, tp);
+  if (times && static_cast<int>(times->size()) != L) times = nullptr;
+  if (!times) {
+    int best = 0;
+    for (const auto& [pm, v] : points)
+      if (best == 0 || std::abs(std::log2(double(pm) / mbs)) < std::abs(std::log2(double(best) / mbs))) best = pm;
+    if (best == 0) return false;
+    times = gp.find(best, tp);
+    scale = double(mbs) / best;
+  }
+  const double sigma = options_.profile_smoothing_octaves;
+  const double opt_bytes = options_.optimizer_bytes_per_param;
+  // update_s is the step of the profiled one-block model repeated on every layer: without the
+  // device's memory bandwidth, it is scaled by each layer's parameters over a block's.
+  const double block_params = params_prefix_[ti][2] - params_prefix_[ti][1];
+  for (int l = 0; l < L; ++l) {
+    const auto& lt = (*times)[l];
+    const double lp = params_prefix_[ti][l + 1] - params_prefix_[ti][l];
+    // Remove the per-layer overhead of profiling in isolation (never below a quarter).
+    const double d = options_.profile_layer_overhead_s;
+    const double fs = smoothed_time(points, l, true, mbs, sigma, lt.forward_s * scale);
+    const double bs = smoothed_time(points, l, false, mbs, sigma, lt.backward_s * scale);
+    const double f = std::max(fs - d, 0.25 * fs);
+    const double b = std::max(bs - d, 0.25 * bs);
+    t.fwd[l + 1] = t.fwd[l] + f * options_.compute_scale;
+    t.bwd[l + 1] = t.bwd[l] + b * options_.compute_scale;
+    // The step is memory bound: bytes moved per parameter over the device's memory bandwidth.
+    t.upd[l + 1] = t.upd[l] + (spec && spec->memory_bandwidth_gbytes_per_s > 0
+                                   ? lp * opt_bytes / (spec->memory_bandwidth_gbytes_per_s * 1e9 *
+                                                       options_.memory_bandwidth_efficiency)
+                                   : lt.update_s * (block_params > 0 ? lp / block_params : 1.0));
+  }
+  return true;
+}
+
+// FLOPs over an efficiency of peak, plus TP all-reduces inside the node (two per block
+// forward, two backward, of the block's output).
+void sim_context::init_analytic_table(table& t, const config::gpu_spec& spec, int tp, int mbs) const {
+  const auto& m = model_;
+  const int ti = log2_index(tp);
+  t.analytic = true;
+  const double flops_per_s = spec.peak_fp16_tflops * 1e12 * options_.analytic_efficiency;
+  const double intra = std::max(1.0, spec.intra_node_gbytes_per_s) * 1e9;
+  const double ar_bytes = double(mbs) * act_bytes_per_sample_;
+  const double tp_comm = tp > 1 ? 2.0 * (tp - 1) / tp * ar_bytes / intra : 0.0;
+  const double mem_bw = std::max(1.0, spec.memory_bandwidth_gbytes_per_s) * 1e9 * options_.memory_bandwidth_efficiency;
+  const double opt_bytes = options_.optimizer_bytes_per_param;
+  for (int l = 0; l < num_layers_; ++l) {
+    const double flops = m.forward_flops_of_layer(l, mbs) / tp;
+    const bool block = m.kind_of(l) == config::layer_kind::block;
+    const double lp = params_prefix_[ti][l + 1] - params_prefix_[ti][l];
+    double f = flops / flops_per_s + (block ? 2 * tp_comm : 0.0);
+    // embedding lookups are memory bound
+    if (m.kind_of(l) == config::layer_kind::embedding) f = 2.0 * mbs * act_bytes_per_sample_ / mem_bw;
+    t.fwd[l + 1] = t.fwd[l] + f;
+    t.bwd[l + 1] = t.bwd[l] + 2.0 * (f - (block ? 2 * tp_comm : 0.0)) + (block ? 2 * tp_comm : 0.0);
+    t.upd[l + 1] = t.upd[l] + lp * opt_bytes / mem_bw;
+  }
+}
+
+// Sailor's fits by (zone, GPU type, GPUs per node) pair (either direction), egress prices,
+// and the cluster's links by zone pair.
+void sim_context::init_network(const sim_inputs& in) {
+  const int Z = num_zones(), G = num_gpu_types();
+  egress_.assign(size_t(Z) * Z, 0);
+  auto slot = [&](int za, int ga, int na, int zb, int gb, int nb) -> fit& {
+    return fits_[((((size_t(za) * G + ga) * max_fit_n + na) * Z + zb) * G + gb) * max_fit_n + nb];
+  };
   if (in.network) {
-    c.use_fits_ = true;
-    c.fits_.assign(size_t(Z) * G * max_fit_n * Z * G * max_fit_n, fit{});
-    auto zid = [&](const std::string& z) { return c.zone_id(z); };
+    use_fits_ = true;
+    fits_.assign(size_t(Z) * G * max_fit_n * Z * G * max_fit_n, fit{});
     for (const auto& [k, f] : in.network->fits) {
-      int za = zid(k.first.zone), zb = zid(k.second.zone);
-      int ga = c.gpu_id(k.first.gpu_type), gb = c.gpu_id(k.second.gpu_type);
+      int za = zone_id(k.first.zone), zb = zone_id(k.second.zone);
+      int ga = gpu_id(k.first.gpu_type), gb = gpu_id(k.second.gpu_type);
       int na = log2_index(k.first.gpus_per_node), nb = log2_index(k.second.gpus_per_node);
       if (za < 0 || zb < 0 || ga < 0 || gb < 0 || na < 0 || nb < 0 || na >= max_fit_n || nb >= max_fit_n) continue;
-      fit& slot = c.fits_[((((size_t(za) * G + ga) * max_fit_n + na) * Z + zb) * G + gb) * max_fit_n + nb];
-      slot = fit{f.a, f.b, f.c, f.max_gbytes_per_s, true};
+      slot(za, ga, na, zb, gb, nb) = fit{f.a, f.b, f.c, f.max_gbytes_per_s, true};
     }
     // Symmetric fill where only one direction is listed.
     for (int za = 0; za < Z; ++za)
@@ -310,29 +336,28 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
           for (int zb = 0; zb < Z; ++zb)
             for (int gb = 0; gb < G; ++gb)
               for (int nb = 0; nb < max_fit_n; ++nb) {
-                fit& f = c.fits_[((((size_t(za) * G + ga) * max_fit_n + na) * Z + zb) * G + gb) * max_fit_n + nb];
-                const fit& r = c.fits_[((((size_t(zb) * G + gb) * max_fit_n + nb) * Z + za) * G + ga) * max_fit_n + na];
+                fit& f = slot(za, ga, na, zb, gb, nb);
+                const fit& r = slot(zb, gb, nb, za, ga, na);
                 if (!f.ok && r.ok) f = r;
               }
     for (const auto& [k, p] : in.network->egress_usd_per_gb) {
-      int za = zid(k.first), zb = zid(k.second);
-      if (za >= 0 && zb >= 0) c.egress_[size_t(za) * Z + zb] = p;
+      int za = zone_id(k.first), zb = zone_id(k.second);
+      if (za >= 0 && zb >= 0) egress_[size_t(za) * Z + zb] = p;
     }
   }
   if (in.cluster) {
-    c.zone_links_.assign(size_t(Z) * Z, config::zone_link{});
-    c.zone_link_ok_.assign(size_t(Z) * Z, 0);
+    zone_links_.assign(size_t(Z) * Z, config::zone_link{});
+    zone_link_ok_.assign(size_t(Z) * Z, 0);
     for (int a = 0; a < Z; ++a)
       for (int b = 0; b < Z; ++b) {
-        const bool known = in.cluster->find_zone(c.zone_names_[a]) && in.cluster->find_zone(c.zone_names_[b]);
+        const bool known = in.cluster->find_zone(zone_names_[a]) && in.cluster->find_zone(zone_names_[b]);
         if (!known) continue;
-        config::zone_link l = in.cluster->link(c.zone_names_[a], c.zone_names_[b]);
-        c.zone_links_[size_t(a) * Z + b] = l;
-        c.zone_link_ok_[size_t(a) * Z + b] = 1;
-        if (!in.network) c.egress_[size_t(a) * Z + b] = l.egress_usd_per_gb;
+        config::zone_link l = in.cluster->link(zone_names_[a], zone_names_[b]);
+        zone_links_[size_t(a) * Z + b] = l;
+        zone_link_ok_[size_t(a) * Z + b] = 1;
+        if (!in.network) egress_[size_t(a) * Z + b] = l.egress_usd_per_gb;
       }
   }
-  return c;
 }
 
 int sim_context::gpu_id(std::string_view type) const {

@@ -124,14 +124,98 @@ endpoint* ring_scratch(unsigned char* stack_storage, int n) {
 }
 }  // namespace
 
+double sim_context::zone_latency_s(int za, int zb) const {
+  return use_fits_ ? 0.0 : zone_links_[size_t(za) * num_zones() + zb].latency_s;
+}
+
+double sim_context::ring_allreduce_s(const endpoint* ring, int k, double shard, double msg, double buckets) const {
+  // Per GPU, each member sends and receives 2(k-1)/k of its shard in 2(k-1) steps of 1/k of a
+  // bucket (the fits are read at that size); the slowest ring edge sets the pace.
+  const double step_msg = msg / k;
+  double ring_bw = 1e300, worst_latency = 0;
+  for (int i = 0; i < k; ++i) {
+    const endpoint& x = ring[i];
+    const endpoint& y = ring[(i + 1) % k];
+    worst_latency = std::max(worst_latency, zone_latency_s(x.zone, y.zone));
+    if (i > 0 && same(x, ring[i - 1]) && same(y, ring[i])) continue;  // same edge as before
+    double bw = gpu_bytes_per_s(x, y, step_msg);
+    if (bw <= 0) return -1;
+    ring_bw = std::min(ring_bw, bw);
+  }
+  const double steps = 2.0 * (k - 1);
+  return steps / k * shard / ring_bw + buckets * steps * (options_.collective_latency_s + worst_latency);
+}
+
+double sim_context::hierarchical_allreduce_s(const endpoint* ring, int k, double shard, double msg,
+                                             double buckets) const {
+  // Zones of the group (ring is sorted by zone id, which is name order, the runtime's order):
+  // [begin, end) of each.
+  thread_local std::vector<std::pair<int, int>> zones;
+  zones.clear();
+  for (int i = 0; i < k;) {
+    int j = i;
+    while (j < k && ring[j].zone == ring[i].zone) ++j;
+    zones.emplace_back(i, j);
+    i = j;
+  }
+  const int Z = int(zones.size());
+  int P = k;
+  bool equal = true;
+  for (auto [b, e] : zones) {
+    P = std::min(P, e - b);
+    equal = equal && e - b == zones.front().second - zones.front().first;
+  }
+  // Shards: at most one element each (comm::hierarchical caps P by the element count).
+  P = std::max(1, std::min(P, int(std::floor(msg / std::max(1.0, options_.grad_bytes_per_param)))));
+  const double lat = options_.collective_latency_s;
+  // Phases 1 and 3, inside each zone in parallel: an all-reduce of the whole buffer (ring), then
+  // the P reduced shards back to every member: one all-gather (ring) when every zone has exactly
+  // P members, else one broadcast per shard (binomial tree: ceil(log2 g) rounds).
+  double inside_s = 0;
+  for (auto [b, e] : zones) {
+    const int g = e - b;
+    if (g <= 1) continue;
+    const double reduce = ring_allreduce_s(ring + b, g, shard, msg, buckets);
+    if (reduce < 0) return -1;
+    double spread;
+    if (equal && g == P) {
+      double bw = 1e300;
+      for (int x = b; x < e; ++x) bw = std::min(bw, gpu_bytes_per_s(ring[x], ring[b + (x - b + 1) % g], msg / P));
+      if (bw <= 0) return -1;
+      spread = double(g - 1) / g * shard / bw + buckets * (g - 1) * lat;
+    } else {
+      double bw = 1e300;
+      for (int x = b + 1; x < e; ++x) bw = std::min(bw, gpu_bytes_per_s(ring[b], ring[x], msg / P));
+      if (bw <= 0) return -1;
+      const double rounds = std::ceil(std::log2(double(g)));
+      spread = rounds * shard / bw + buckets * P * rounds * lat;
+    }
+    inside_s = std::max(inside_s, reduce + spread);
+  }
+  // Phase 2: shard j (1/P of the buffer) ring-all-reduced among the j-th members of the Z zones,
+  // the P rings side by side: 2(Z-1) steps of shard/(P Z) over each zone pair in name order. The
+  // P rings' GPUs of one node share its links: P members of TP t are P t GPUs (at most a node's).
+  double cross_bw = 1e300, cross_latency = 0;
+  for (int z = 0; z < Z; ++z) {
+    endpoint x = ring[zones[z].first], y = ring[zones[(z + 1) % Z].first];
+    x.tp = std::max(1, x.tp) * P;
+    y.tp = std::max(1, y.tp) * P;
+    const double bw = gpu_bytes_per_s(x, y, msg / (double(P) * Z));
+    if (bw <= 0) return -1;
+    cross_bw = std::min(cross_bw, bw);
+    cross_latency = std::max(cross_latency, zone_latency_s(x.zone, y.zone));
+  }
+  const double cross_s = 2.0 * (Z - 1) / Z * (shard / P) / cross_bw + buckets * 2.0 * (Z - 1) * (lat + cross_latency);
+  return inside_s + cross_s;
+}
+
 double sim_context::allreduce_s(const endpoint* reps, int n, double stage_params, int calls) const {
   if (n <= 1) return 0;
-  // Ring ordered by zone (so that it crosses each zone boundary once): per GPU, each replica
-  // sends and receives 2(n-1)/n of its shard; the slowest GPU and slowest ring edge set the pace.
   const int k = n;
   auto by_zone = [](const endpoint& x, const endpoint& y) { return x.zone < y.zone; };
-  // Sorted copies only when needed: raw stack storage (not initialised) for small stages, a
-  // per-thread scratch that keeps its capacity for large ones.
+  // Sorted by zone (a ring crosses each zone boundary once; the hierarchical scheme groups by
+  // zone). Sorted copies only when needed: raw stack storage (not initialised) for small
+  // stages, a per-thread scratch that keeps its capacity for large ones.
   alignas(endpoint) unsigned char storage[sizeof(endpoint) * small_ring];
   const endpoint* ring = reps;
   if (!std::is_sorted(reps, reps + k, by_zone)) {
@@ -140,69 +224,16 @@ double sim_context::allreduce_s(const endpoint* reps, int n, double stage_params
     std::sort(buf, buf + k, by_zone);
     ring = buf;
   }
-  double max_shard = 0;  // bytes per GPU
-  int min_tp = ring[0].tp;
-  for (int i = 0; i < k; ++i) {
+  double max_shard = 0;  // bytes per GPU: the replica of the smallest TP degree carries most
+  for (int i = 0; i < k; ++i)
     max_shard = std::max(max_shard, stage_params / std::max(1, ring[i].tp) * options_.grad_bytes_per_param);
-    min_tp = std::min(min_tp, ring[i].tp);
-  }
   const double msg = calls > 0 ? max_shard / calls : std::min(options_.bucket_bytes, max_shard);
   const double buckets = calls > 0 ? double(calls) : std::ceil(max_shard / options_.bucket_bytes);
-  // Each step of a ring sends 1/k of a bucket to the next member: the fits are read at that
-  // size (small messages reach a fraction of the bandwidth of large ones).
-  const double step_msg = msg / k;
-  double ring_bw = 1e300;
-  int zones = 1;
-  for (int i = 0; i < k; ++i) {
-    const endpoint& x = ring[i];
-    const endpoint& y = ring[(i + 1) % k];
-    if (i > 0 && ring[i].zone != ring[i - 1].zone) ++zones;
-    if (i > 0 && same(x, ring[i - 1]) && same(y, ring[i])) continue;  // same edge as before
-    double bw = gpu_bytes_per_s(x, y, step_msg);
-    if (bw <= 0) return -1;
-    ring_bw = std::min(ring_bw, bw);
-  }
-  const double steps = 2.0 * (k - 1);
-  double latency = options_.collective_latency_s;
-  if (!use_fits_) {
-    double worst = 0;
-    for (int i = 0; i < k; ++i)
-      worst = std::max(worst, zone_links_[size_t(ring[i].zone) * num_zones() + ring[(i + 1) % k].zone].latency_s);
-    latency += worst;
-  }
-  const double ring_s = steps / k * max_shard / ring_bw + buckets * steps * latency;
-  // The runtime runs this ring whatever the zones (one Gloo all-reduce per group); the
-  // hierarchical scheme below only when asked for (sim_options::hierarchical_allreduce).
-  if (zones <= 1 || !options_.hierarchical_allreduce) return ring_s;
-  // Hierarchical: reduce-scatter inside each zone, all-reduce of 1/k_z across zones, all-gather
-  // inside each zone.
-  double intra_s = 0, cross_bw = 1e300, cross_latency = options_.collective_latency_s;
-  int min_group = k;
-  for (int i = 0; i < k;) {
-    int j = i;
-    double bw = 1e300;
-    const int g0 = i;
-    while (j < k && ring[j].zone == ring[g0].zone) ++j;
-    const int g = j - i;
-    for (int x = i; x + 1 < j; ++x) bw = std::min(bw, gpu_bytes_per_s(ring[x], ring[x + 1], msg / g));
-    min_group = std::min(min_group, g);
-    if (g > 1) intra_s = std::max(intra_s, 2.0 * (g - 1) / g * max_shard / bw + buckets * 2.0 * (g - 1) * options_.collective_latency_s);
-    if (j < k) {
-      double cb = gpu_bytes_per_s(ring[i], ring[j], step_msg);
-      if (cb <= 0) return -1;
-      cross_bw = std::min(cross_bw, cb);
-      if (!use_fits_) cross_latency = std::max(cross_latency, options_.collective_latency_s + zone_links_[size_t(ring[i].zone) * num_zones() + ring[j].zone].latency_s);
-    }
-    i = j;
-  }
-  {
-    double cb = gpu_bytes_per_s(ring[k - 1], ring[0], step_msg);
-    if (cb <= 0) return -1;
-    cross_bw = std::min(cross_bw, cb);
-  }
-  const double cross_s = 2.0 * (zones - 1) / zones * (max_shard / min_group) / cross_bw +
-                         buckets * 2.0 * (zones - 1) * cross_latency;
-  return std::min(ring_s, intra_s + cross_s);
+  // The runtime (comm::make_hierarchical) runs the hierarchical scheme for every group that spans
+  // zones; sim_options::hierarchical_allreduce = false prices a flat ring instead, to compare.
+  const bool spans_zones = ring[0].zone != ring[k - 1].zone;
+  if (spans_zones && options_.hierarchical_allreduce) return hierarchical_allreduce_s(ring, k, max_shard, msg, buckets);
+  return ring_allreduce_s(ring, k, max_shard, msg, buckets);
 }
 
 double sim_context::allreduce_egress_usd(const endpoint* reps, int n, double stage_params) const {
@@ -212,9 +243,20 @@ double sim_context::allreduce_egress_usd(const endpoint* reps, int n, double sta
   endpoint* ring = ring_scratch(storage, k);
   std::uninitialized_copy(reps, reps + k, ring);
   std::sort(ring, ring + k, [](const endpoint& x, const endpoint& y) { return x.zone < y.zone; });
-  // Each replica (all its GPUs) sends 2(k-1)/k of the stage's gradients to its ring successor.
-  const double bytes = 2.0 * (k - 1) / k * stage_params * options_.grad_bytes_per_param;
+  int zones = 1;
+  for (int i = 1; i < k; ++i) zones += ring[i].zone != ring[i - 1].zone;
+  const double buffer = stage_params * options_.grad_bytes_per_param;
   double usd = 0;
+  if (zones > 1 && options_.hierarchical_allreduce) {
+    // Only phase 2 crosses zones: the P members of each zone together send 2(Z-1)/Z of the
+    // buffer to the next zone in name order.
+    const double bytes = 2.0 * (zones - 1) / zones * buffer;
+    for (int i = 0; i < k; ++i)
+      if (ring[i].zone != ring[(i + 1) % k].zone) usd += bytes / 1e9 * egress_usd_per_gb(ring[i].zone, ring[(i + 1) % k].zone);
+    return usd;
+  }
+  // Flat ring: each replica (all its GPUs) sends 2(k-1)/k of the stage's gradients to its successor.
+  const double bytes = 2.0 * (k - 1) / k * buffer;
   for (int i = 0; i < k; ++i) usd += bytes / 1e9 * egress_usd_per_gb(ring[i].zone, ring[(i + 1) % k].zone);
   return usd;
 }

@@ -82,28 +82,38 @@ TEST_CASE("a pipeline transfer reads each side's own GPU count: TP 4 sender, TP 
         doctest::Approx(ctx.options().p2p_latency_s + bytes / (fit * 1e9)).epsilon(1e-9));
 }
 
-TEST_CASE("a data-parallel ring across regions is bounded by its slowest link, hierarchical only when asked") {
+TEST_CASE("a data-parallel group across regions: hierarchical by default, the flat ring at its slowest link to compare") {
   auto s = load();
-  auto ring = s.make();
-  sim_options h;
-  h.hierarchical_allreduce = true;
-  auto hier = s.make(h);
+  sim_options flat;
+  flat.hierarchical_allreduce = false;
+  auto ring = s.make(flat);
+  auto hier = s.make();
   const int a100 = ring.gpu_id("A100-40");
   const endpoint central{ring.zone_id("us-central1-a"), a100, 1}, west{ring.zone_id("us-west1-b"), a100, 1};
   std::vector<endpoint> local(8, central), spread(8, central);
   for (int i = 4; i < 8; ++i) spread[i] = west;
-  const double params = 2e8;
+  const double params = 2e8, bytes = params * 4;
+  const double lat = ring.options().collective_latency_s;
+  const double buckets = std::ceil(bytes / 25e6);
   const double t_local = ring.allreduce_s(local.data(), 8, params);
   const double t_spread = ring.allreduce_s(spread.data(), 8, params);
   // The ring's step sends 1/8 of a 25 MB bucket: read the cross-region fit at that size.
   const double step = 25e6 / 8;
   const double slowest = std::min(ring.gpu_bytes_per_s(central, west, step), ring.gpu_bytes_per_s(west, central, step));
-  const double buckets = std::ceil(params * 4 / 25e6);
-  CHECK(t_spread == doctest::Approx(2.0 * 7 / 8 * params * 4 / slowest +
-                                    buckets * 14 * ring.options().collective_latency_s).epsilon(1e-6));
+  CHECK(t_spread == doctest::Approx(2.0 * 7 / 8 * bytes / slowest + buckets * 14 * lat).epsilon(1e-6));
   CHECK(t_spread > 2 * t_local);
-  // The hierarchical scheme (not run by the runtime yet) would cross the slow link with half
-  // the bytes per GPU.
+  // Hierarchical, as the runtime runs it: in each zone a ring all-reduce of 4 (steps of 1/4 of
+  // a bucket), then 4 shards, each ring-all-reduced across the 2 zones by the j-th members, the
+  // 4 rings side by side (their 4 GPUs per node share the node pair's fit, read at 1/8 of a
+  // bucket), then an all-gather of the 4 shards inside each zone.
+  const double in_zone = std::min(hier.gpu_bytes_per_s(central, central, 25e6 / 4), hier.gpu_bytes_per_s(west, west, 25e6 / 4));
+  const endpoint central4{central.zone, a100, 4}, west4{west.zone, a100, 4};
+  const double across = std::min(hier.gpu_bytes_per_s(central4, west4, 25e6 / 8), hier.gpu_bytes_per_s(west4, central4, 25e6 / 8));
+  const double expected = 2.0 * 3 / 4 * bytes / in_zone + buckets * 6 * lat +  // phase 1
+                          2.0 * 1 / 2 * (bytes / 4) / across + buckets * 2 * lat +  // phase 2
+                          3.0 / 4 * bytes / in_zone + buckets * 3 * lat;           // phase 3
+  CHECK(hier.allreduce_s(spread.data(), 8, params) == doctest::Approx(expected).epsilon(1e-6));
   CHECK(hier.allreduce_s(spread.data(), 8, params) < 0.8 * t_spread);
+  // Inside one zone both price the same ring.
   CHECK(hier.allreduce_s(local.data(), 8, params) == doctest::Approx(t_local));
 }

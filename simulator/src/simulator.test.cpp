@@ -406,11 +406,9 @@ TEST_CASE("Sailor's data end to end: a measured GH200 plan is predicted closely"
   CHECK(ev->iteration_time_s == doctest::Approx(e->iteration_time_s).epsilon(0.02));
 }
 
-TEST_CASE("all-reduce: shard by shard across TP degrees, hierarchical across zones when asked") {
+TEST_CASE("all-reduce: shard by shard across TP degrees, hierarchical across zones as the runtime runs it") {
   fixture f;
-  sim_options hierarchical;
-  hierarchical.hierarchical_allreduce = true;
-  auto ctx = f.make(hierarchical);
+  auto ctx = f.make();
   const int fast = ctx.gpu_id("fast"), a = ctx.zone_id("a"), b = ctx.zone_id("b");
   const double params = 1e9;
   endpoint tp1{a, fast, 1}, tp2{a, fast, 2};
@@ -430,11 +428,27 @@ TEST_CASE("all-reduce: shard by shard across TP degrees, hierarchical across zon
   const double bytes = params * 4;
   const double flat_ring = 2.0 * 3 / 4 * bytes / 1e9;  // over the 1 GB/s cross-zone edge
   CHECK(t_spread < flat_ring);
-  // hierarchical: 2x(1/2) of the shard inside each zone at the NIC's 10 GB/s, then 2x(1/2) of half the
-  // shard across at 1 GB/s; each of the 160 buckets pays 2 steps of latency in each phase
-  // (20 us, plus the link's 1 ms across zones)
+  // Hierarchical (comm::make_hierarchical): (1) a 2-member ring all-reduce of the whole shard
+  // inside each zone, 2x(1/2) of it at the NIC's 10 GB/s, 2 steps; (2) P = 2 shards, each
+  // ring-all-reduced across the two zones by one member: 2x(1/2) of half the shard over the
+  // 1 GB/s link (each of the 2 flows gets the link's 1 GB/s, under the NIC's 10/2), 2 steps
+  // of 20 us plus the link's 1 ms; (3) one all-gather inside each zone, 1/2 of the shard, 1 step.
+  // Each of the 160 buckets pays those latencies.
   const double lat = ctx.options().collective_latency_s;
-  CHECK(t_spread == doctest::Approx(bytes / 10e9 + 160 * 2 * lat + bytes / 2 / 1e9 + 160 * 2 * (1e-3 + lat)).epsilon(1e-6));
+  CHECK(t_spread == doctest::Approx(bytes / 10e9 + 160 * 2 * lat + bytes / 2 / 1e9 + 160 * 2 * (1e-3 + lat) +
+                                    bytes / 2 / 10e9 + 160 * lat).epsilon(1e-6));
+  // The flat ring (sim_options::hierarchical_allreduce = false, kept to compare): 2x(3/4) of
+  // the shard over the slowest edge, the 1 GB/s link.
+  sim_options ring_only;
+  ring_only.hierarchical_allreduce = false;
+  auto ring_ctx = f.make(ring_only);
+  CHECK(ring_ctx.allreduce_s(spread, 4, params) ==
+        doctest::Approx(flat_ring + 160 * 6 * (1e-3 + lat)).epsilon(1e-6));
+  CHECK(ring_ctx.allreduce_s(local, 4, params) == doctest::Approx(t_local));
+  // Egress: only phase 2 crosses, 2x(1/2) of the buffer from each zone to the other, against
+  // 2x(3/4) per crossing edge for the ring.
+  CHECK(ctx.allreduce_egress_usd(spread, 4, params) ==
+        doctest::Approx(ring_ctx.allreduce_egress_usd(spread, 4, params) * (1.0 / 1.5)));
   CHECK(ctx.allreduce_egress_usd(spread, 4, params) > 0);
   CHECK(ctx.allreduce_egress_usd(local, 4, params) == 0);
 }
@@ -680,9 +694,11 @@ TEST_CASE("our runtime's communication: an all-reduce per layer, a final all-red
   // Per rank: 4 micro-batches x 2 layers x 3 ms, 2 messages each, the update, 2 + 1 collectives.
   const double update = oe->stages[0].update_s;
   const double rank_work = 4 * (2 * 3e-3 + 2 * 2e-3) + update + 3 * 1e-3;
-  // The final all-reduce over the 4 ranks, two per zone, is the runtime's flat ring: 2 x 3
-  // steps, each held by the link's latency (a hierarchical scheme would cross it twice).
-  const double tail = se->stages[0].allreduce_s + 6 * step + 16.0 / 1e9;
+  // The final all-reduce over the 4 ranks, two per zone, is the runtime's hierarchical one: a
+  // 2-member ring inside each zone (2 steps), the 2 shards' rings across the link (2 steps,
+  // each held by the link's latency), the shards gathered back inside each zone (1 step).
+  const double lat = o.collective_latency_s;
+  const double tail = se->stages[0].allreduce_s + 2 * step + 3 * lat + 8.0 / 1e9;
   CHECK(se->iteration_time_s == doctest::Approx(4 * rank_work + tail).epsilon(1e-3));
   auto sev = simulate_events(sctx, pipeline);
   REQUIRE(sev.ok());

@@ -33,6 +33,10 @@ struct zone_link {
   double transfer_s(double bytes) const;
 };
 
+/// The region of a zone named as the clouds name them (`us-central1-a` -> `us-central1`): the
+/// name without its last `-x`; a name without a dash is its own region.
+std::string region_of_zone(std::string_view zone);
+
 struct zone {
   std::string name;
   std::string region;
@@ -61,6 +65,9 @@ struct cluster {
   bool use_spot_prices = false;
 
   const zone* find_zone(std::string_view name) const;
+  /// The zone `name`; when the cluster has none, a new one without GPUs, in the region its name
+  /// implies (region_of_zone), which is added too when the cluster lacks it.
+  zone& add_zone(std::string_view name);
   /// The link from `a` to `b`: the explicit one if listed (in either direction), otherwise the
   /// default for their relation. Both zones must exist.
   zone_link link(std::string_view a, std::string_view b) const;

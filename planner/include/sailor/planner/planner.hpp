@@ -21,8 +21,8 @@
 /// within `robust_tolerance` of the best, the most robust is chosen.
 ///
 /// What the plans may rely on is what the runtime runs: a data-parallel group spanning zones
-/// or regions is priced as one flat ring bounded by its slowest link (the simulator's default;
-/// no hierarchical all-reduce until the runtime has one).
+/// or regions is priced as the runtime's hierarchical all-reduce (comm::make_hierarchical: in
+/// each zone, sharded rings across zones, back in each zone; the simulator's default).
 
 #include <functional>
 #include <map>

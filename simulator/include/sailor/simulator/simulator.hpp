@@ -85,12 +85,13 @@ struct sim_options {
   /// Sailor's measurements). false: every TP rank of the receiving replica gets a full copy
   /// (our runtime, actors/train/executor.cpp): tp copies cross.
   bool p2p_partitioned = true;
-  /// Data-parallel groups that span zones all-reduce hierarchically (reduce-scatter inside each
-  /// zone, all-reduce across zones, all-gather inside each zone), when that is faster than the
-  /// flat ring. Off: a flat ring over all replicas, bounded by its slowest link, which is what
-  /// the runtime runs today (one Gloo ring all-reduce per data-parallel group). The runtime
-  /// does not run the hierarchical scheme yet (issue 13 item 1); turn this on only to price it.
-  bool hierarchical_allreduce = false;
+  /// Data-parallel groups that span zones all-reduce hierarchically, as the runtime does
+  /// (comm::make_hierarchical): (1) an all-reduce inside each zone, (2) the buffer cut into P
+  /// shards (P: the fewest members of any zone), shard j ring-all-reduced across the zones by
+  /// their j-th members, the P rings side by side, (3) the shards back to every member inside
+  /// each zone. false: a flat ring over all replicas, bounded by its slowest link (for
+  /// comparison; the runtime does not run it across zones).
+  bool hierarchical_allreduce = true;
   /// Per layer and pass, time a profile measured in isolation includes but a training step
   /// does not (a synchronisation after each layer, launch latency not hidden), seconds.
   double profile_layer_overhead_s = 50e-6;
@@ -233,8 +234,8 @@ public:
   /// Egress $/GB from zone a to zone b.
   double egress_usd_per_gb(int zone_a, int zone_b) const;
   /// Data-parallel gradient all-reduce of a stage with `stage_params` parameters (whole, not
-  /// per GPU) among `n` replicas: per shard among the replicas holding it, ring or hierarchical
-  /// by zone (whichever is faster), in buckets. Negative when a link is missing.
+  /// per GPU) among `n` replicas: per shard among the replicas holding it, a ring inside one
+  /// zone, hierarchical across zones (sim_options::hierarchical_allreduce), in buckets. Negative when a link is missing.
   /// `calls` > 0: issued as that many collectives of equal size (one per layer) instead of
   /// buckets of `bucket_bytes`.
   double allreduce_s(const endpoint* replicas, int n, double stage_params, int calls = 0) const;
@@ -253,6 +254,23 @@ private:
     bool analytic = false;
   };
   const table* find_table(int gpu, int tp, int mbs) const;
+  // The steps of make(), in order (context.cpp).
+  void init_gpus(const config::gpu_catalog& catalog, const config::cluster* cluster,
+                 const config::model_profile* profile);
+  void init_zones(const sim_inputs& in);
+  void init_layer_sizes(const config::model_profile* profile);
+  void init_time_tables(const config::gpu_catalog& catalog, const config::model_profile* profile);
+  /// From the profile of (tp, mbs), or the nearest profiled mbs at this tp; false if none.
+  bool init_profiled_table(table& t, const config::gpu_profile& gp, const config::gpu_spec* spec, int tp,
+                           int mbs) const;
+  /// From the catalog's peak FLOP/s (no profile for this type).
+  void init_analytic_table(table& t, const config::gpu_spec& spec, int tp, int mbs) const;
+  void init_network(const sim_inputs& in);
+  // allreduce_s's two algorithms over replicas sorted by zone (network.cpp); negative: no link.
+  double ring_allreduce_s(const endpoint* ring, int k, double shard, double msg, double buckets) const;
+  double hierarchical_allreduce_s(const endpoint* ring, int k, double shard, double msg, double buckets) const;
+  /// The latency of the cluster's link between two zones (0 with Sailor's fits).
+  double zone_latency_s(int za, int zb) const;
   /// Aggregate GB/s of the node pair when na GPUs of a's node and nb of b's take part.
   double link_gbytes_per_s(const endpoint& a, const endpoint& b, double bytes, int na, int nb) const;
 
@@ -272,7 +290,6 @@ private:
   std::vector<double> params_prefix_[max_tp_index];    // elements per GPU, by tp index
   std::vector<double> act_prefix_[max_tp_index];       // bytes per sample, by tp index
   double act_bytes_per_sample_ = 0;
-  double embedding_grad_bytes_ = 0;
   // network: fits by (zone, gpu, n index) pairs, dense, or the cluster's links by zone pair
   struct fit { double a = 0, b = 0, c = 0, max = 0; bool ok = false; };
   static constexpr int max_fit_n = 4;  // GPUs per node used: 1, 2, 4, 8
@@ -280,7 +297,6 @@ private:
   std::vector<config::zone_link> zone_links_;  // [za][zb] when no Sailor fits
   std::vector<char> zone_link_ok_;
   std::vector<double> egress_;  // [za][zb]
-  std::vector<double> intra_zone_latency_;
   bool use_fits_ = false;
 };
 
