@@ -11,11 +11,12 @@
 // devices in /sys, which a thread's namespace switch does not change).
 //
 // Part 2, data-parallel all-reduce across emulated zones (the link shaper between zones, a
-// 20 ms / 200 MB/s link): the hierarchical all-reduce (zone all-reduce, shards' ring across
-// zones, zone all-gather) against one flat ring over all members on the same shaped links,
-// for 2 zones x 2 ranks and 3 zones x 2 ranks, with the time the cross-zone bytes need on the
-// link (the floor). Ranks are threads of this process (2 cores: compute-bound phases are
-// slowed by the other threads; the cross-zone phase is link-bound).
+// 20 ms / 200 MB/s link): the hierarchical all-reduce (zone reduce-scatter or all-reduce,
+// shards' ring across zones, zone all-gather) against one flat ring over all members on the
+// same shaped links, for 1, 2 and 3 zones, with the time the cross-zone bytes need on the link
+// (the floor) and the simulator's price of the same group (sim_context::allreduce_s, links
+// inside a zone at the rate part 1 measured). Ranks are threads of this process (2 cores:
+// compute-bound phases are slowed by the other threads; the cross-zone phase is link-bound).
 //
 //   build/bench/data_plane [--quick] [--no-netns] [--skip-allreduce]
 //
@@ -32,6 +33,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <set>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -44,6 +48,8 @@
 #include "sailor/comm/shaping.hpp"
 #include "sailor/comm/tcp.hpp"
 #include "sailor/comm/ucx.hpp"
+#include "sailor/config/load.hpp"
+#include "sailor/simulator/simulator.hpp"
 
 using namespace sailor;
 using namespace std::chrono_literals;
@@ -199,7 +205,8 @@ p2p_run run_p2p(const p2p_backend& b, const std::vector<std::size_t>& sizes, int
   return out;
 }
 
-void print_p2p(const std::vector<std::size_t>& sizes, int rounds, bool netns) {
+// Returns Gloo pairs' GB/s at the largest size up to 4 MiB (0 when it failed).
+double print_p2p(const std::vector<std::size_t>& sizes, int rounds, bool netns) {
   std::printf("\n== point to point, %s: GB/s per size (receiver's view, 4 in flight)\n",
               netns ? "across two network namespaces (veth)" : "loopback");
   std::printf("%-12s", "backend");
@@ -234,6 +241,10 @@ void print_p2p(const std::vector<std::size_t>& sizes, int rounds, bool netns) {
     for (std::size_t s = 0; s < sizes.size(); ++s) std::printf(" %9.2fx", rates[0][s] / rates[2][s]);
     std::printf("\n");
   }
+  double gloo = 0;
+  for (std::size_t s = 0; s < sizes.size() && rates.size() == 3 && !rates[2].empty(); ++s)
+    if (sizes[s] <= (4u << 20)) gloo = rates[2][s];
+  return gloo;
 }
 
 // ---- part 2: all-reduce across emulated zones ----
@@ -319,7 +330,48 @@ double link_floor(const allreduce_case& c, std::size_t bytes, const config::zone
   return 2 * (n - 1) * (link.latency_s + bytes / n / per_s);
 }
 
-void print_allreduce(bool quick) {
+// The simulator's price of the same all-reduce: a cluster of the layout's zones joined by
+// `link`, CPU "devices" whose links inside a zone run at `local_gbytes_per_s` (what part 1
+// measured for Gloo pairs on loopback), the tiny model's shape (only the group matters here).
+std::optional<double> predicted_allreduce(const std::vector<std::string>& zones, std::size_t count,
+                                          const config::zone_link& link, double local_gbytes_per_s,
+                                          bool hierarchical, std::string& error) {
+  std::set<std::string> names(zones.begin(), zones.end());
+  std::string yaml = "name: bench-zones\npricing: on_demand\ngpus:\n  - {name: CPU, peak_fp16_tflops: 0.05, "
+                     "peak_fp32_tflops: 0.05, memory_gib: 2, gpus_per_node: 1, intra_node_gbytes_per_s: " +
+                     std::to_string(local_gbytes_per_s) + ", inter_node_gbytes_per_s: " +
+                     std::to_string(local_gbytes_per_s) +
+                     ", on_demand_usd_per_hour: 0.05, spot_usd_per_hour: 0.02}\nzones:\n";
+  for (const auto& z : names) yaml += "  - {name: " + z + ", region: local, gpus: {CPU: 8}}\n";
+  yaml += "links:\n";
+  for (const auto& a : names)
+    for (const auto& b : names)
+      if (a < b)
+        yaml += "  - {from: " + a + ", to: " + b + ", latency_ms: " + std::to_string(link.latency_s * 1e3) +
+                ", bandwidth_gbytes_per_s: " + std::to_string(link.bandwidth_gbytes_per_s) +
+                ", egress_usd_per_gb: 0.01}\n";
+  const auto path = std::filesystem::temp_directory_path() / ("data_plane-" + std::to_string(::getpid()) + ".yaml");
+  { std::ofstream(path) << yaml; }
+  auto cluster = config::load_cluster(path.string());
+  std::filesystem::remove(path);
+  auto model = config::load_model(std::string(SAILOR_SOURCE_DIR) + "/configs/models/tiny.yaml");
+  if (!cluster || !model) return error = "cannot load the bench's cluster or the tiny model", std::nullopt;
+  simulator::sim_inputs in;
+  in.model = *model;
+  in.cluster = &*cluster;
+  simulator::sim_options o;
+  o.hierarchical_allreduce = hierarchical;
+  o.grad_bytes_per_param = 4;
+  auto ctx = simulator::sim_context::make(in, o);
+  if (!ctx) return error = ctx.error().to_string(), std::nullopt;
+  std::vector<simulator::endpoint> eps;
+  for (const auto& z : zones) eps.push_back({ctx->zone_id(z), ctx->gpu_id("CPU"), 1});
+  const double t = ctx->allreduce_s(eps.data(), static_cast<int>(eps.size()), static_cast<double>(count));
+  if (t < 0) return error = "the simulator found no link", std::nullopt;
+  return t;
+}
+
+void print_allreduce(bool quick, double local_gbytes_per_s) {
   config::zone_link link;
   link.latency_s = 0.020;
   link.bandwidth_gbytes_per_s = 0.2;
@@ -327,9 +379,15 @@ void print_allreduce(bool quick) {
   const int reps = quick ? 2 : 3;
   std::printf("\n== data-parallel all-reduce of %zu MB across emulated zones (20 ms, 200 MB/s links)\n",
               count * 4 / 1000000);
-  std::printf("%-22s %-13s %10s %10s %8s\n", "layout", "scheme", "measured", "link floor", "ratio");
+  std::printf("(simulator: links inside a zone at %.2f GB/s, Gloo pairs on loopback as measured above)\n",
+              local_gbytes_per_s);
+  std::printf("%-22s %-13s %10s %10s %10s %10s\n", "layout", "scheme", "measured", "link floor", "simulator",
+              "sim/meas");
   const std::vector<std::pair<std::string, std::vector<std::string>>> layouts{
-      {"2 zones x 2 ranks", {"a", "b", "a", "b"}}, {"3 zones x 2 ranks", {"a", "b", "c", "a", "b", "c"}}};
+      {"1 zone x 4 ranks", {"a", "a", "a", "a"}},
+      {"2 zones x 2 ranks", {"a", "b", "a", "b"}},
+      {"3 zones x 2 ranks", {"a", "b", "c", "a", "b", "c"}},
+      {"2 zones, 1 + 3 ranks", {"a", "b", "b", "b"}}};
   for (const auto& [label, zones] : layouts) {
     std::optional<double> times[2];
     for (int h = 1; h >= 0; --h) {
@@ -341,8 +399,10 @@ void print_allreduce(bool quick) {
         std::printf("%-22s %-13s failed: %s\n", label.c_str(), h ? "hierarchical" : "flat ring", error.c_str());
         continue;
       }
-      std::printf("%-22s %-13s %9.3fs %9.3fs %7.2fx\n", label.c_str(), h ? "hierarchical" : "flat ring",
-                  *times[h], floor, *times[h] / floor);
+      auto predicted = predicted_allreduce(zones, count, link, local_gbytes_per_s, h == 1, error);
+      std::printf("%-22s %-13s %9.3fs %9.3fs %9.3fs %9.2fx%s\n", label.c_str(), h ? "hierarchical" : "flat ring",
+                  *times[h], floor, predicted.value_or(0), predicted.value_or(0) / *times[h],
+                  predicted ? "" : (" (" + error + ")").c_str());
     }
     if (times[0] && times[1])
       std::printf("%-22s flat ring / hierarchical: %.2fx\n", label.c_str(), *times[0] / *times[1]);
@@ -361,7 +421,7 @@ int main(int argc, char** argv) {
   std::vector<std::size_t> sizes;
   for (std::size_t s = 64 << 10; s <= (quick ? 4u << 20 : 64u << 20); s *= 4) sizes.push_back(s);
   const int rounds = quick ? 64 : 256;
-  print_p2p(sizes, rounds, false);
+  const double local_rate = print_p2p(sizes, rounds, false);
   if (!no_netns) {
     if (::geteuid() != 0 || !make_namespaces())
       std::printf("\n(network namespaces unavailable: needs root and `ip`; skipped)\n");
@@ -370,6 +430,6 @@ int main(int argc, char** argv) {
       remove_namespaces();
     }
   }
-  if (!skip_allreduce) print_allreduce(quick);
+  if (!skip_allreduce) print_allreduce(quick, local_rate > 0 ? local_rate : 1.0);
   return 0;
 }

@@ -91,10 +91,16 @@ public:
 
   status all_reduce(buffer_view buf, reduce_op op) override {
     ++calls_;
-    if (zone_group_)
-      if (auto st = zone_group_->all_reduce(buf, op)) return st;
     const std::size_t shards = std::min<std::size_t>(layout_.min_zone_size(), buf.count);
     if (shards == 0) return {};
+    // Phase 1: where every zone has exactly `shards` members, a reduce-scatter leaves each
+    // member its own shard reduced over the zone (what phase 2 needs, a ring's bytes); else the
+    // whole buffer is all-reduced in the zone.
+    if (zone_group_) {
+      const bool scatter = equal_zones_ && zone_members_[me_.zone].size() == shards;
+      if (auto st = scatter ? reduce_scatter_in_zone(buf, shards, op) : zone_group_->all_reduce(buf, op))
+        return st;
+    }
     auto bounds = [&](std::size_t j) { return std::pair{j * buf.count / shards, (j + 1) * buf.count / shards}; };
     if (static_cast<std::size_t>(me_.local) < shards) {
       auto [lo, hi] = bounds(static_cast<std::size_t>(me_.local));
@@ -123,6 +129,7 @@ public:
 private:
   std::unique_ptr<request> refused();
   status ring_across_zones(buffer_view shard, reduce_op op);
+  status reduce_scatter_in_zone(buffer_view buf, std::size_t shards, reduce_op op);
   status spread_shards(buffer_view buf, std::size_t shards);
   std::uint64_t tag_of(int step) const {
     return (std::uint64_t{1} << 62) | (std::uint64_t{tag_space_ & 0xffff} << 44) |
@@ -181,6 +188,31 @@ status hierarchical_communicator::ring_across_zones(buffer_view shard, reduce_op
   }
   for (int step = 0; step < k - 1; ++step)  // all-gather: chunk i+1 is complete here
     if (auto st = exchange(k - 1 + step, chunk(i + 1 - step), chunk(i - step))) return st;
+  return {};
+}
+
+// Phase 1 with equal zones: a ring reduce-scatter over the zone group's point to point, on the
+// shard bounds of phase 2; member j ends with shard j reduced over its zone.
+status hierarchical_communicator::reduce_scatter_in_zone(buffer_view buf, std::size_t shards,
+                                                         reduce_op op) {
+  const int g = static_cast<int>(shards), me = me_.local;
+  auto chunk = [&](int c) {
+    const auto j = static_cast<std::size_t>(((c % g) + g) % g);
+    const std::size_t lo = j * buf.count / shards, hi = (j + 1) * buf.count / shards;
+    return slice(buf, lo, hi - lo);
+  };
+  const int next = (me + 1) % g, prev = (me + g - 1) % g;
+  for (int step = 0; step < g - 1; ++step) {
+    buffer_view target = chunk(me - step - 2);
+    incoming_.resize(target.bytes());
+    buffer_view in{incoming_.data(), target.count, target.type};
+    const std::uint64_t tag = ((calls_ & 0xffffffff) << 16) | static_cast<std::uint64_t>(step);
+    auto r = zone_group_->irecv(in, prev, tag);
+    auto s = zone_group_->isend(chunk(me - step - 1), next, tag);
+    if (auto st = r->wait(zone_group_->timeout())) return st;
+    if (auto st = s->wait(zone_group_->timeout())) return st;
+    if (auto st = combine(target, incoming_.data(), op)) return st;
+  }
   return {};
 }
 

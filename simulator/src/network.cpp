@@ -168,28 +168,29 @@ double sim_context::hierarchical_allreduce_s(const endpoint* ring, int k, double
   // Shards: at most one element each (comm::hierarchical caps P by the element count).
   P = std::max(1, std::min(P, int(std::floor(msg / std::max(1.0, options_.grad_bytes_per_param)))));
   const double lat = options_.collective_latency_s;
-  // Phases 1 and 3, inside each zone in parallel: an all-reduce of the whole buffer (ring), then
-  // the P reduced shards back to every member: one all-gather (ring) when every zone has exactly
-  // P members, else one broadcast per shard (binomial tree: ceil(log2 g) rounds).
+  // Phases 1 and 3, inside each zone in parallel. When every zone has exactly P members: a ring
+  // reduce-scatter leaves member j its shard reduced over the zone, and a ring all-gather brings
+  // the P reduced shards back ((g-1)/g of the buffer each). Otherwise an all-reduce of the
+  // whole buffer (ring), then one broadcast per shard (binomial tree: ceil(log2 g) rounds).
   double inside_s = 0;
   for (auto [b, e] : zones) {
     const int g = e - b;
     if (g <= 1) continue;
-    const double reduce = ring_allreduce_s(ring + b, g, shard, msg, buckets);
-    if (reduce < 0) return -1;
-    double spread;
     if (equal && g == P) {
       double bw = 1e300;
       for (int x = b; x < e; ++x) bw = std::min(bw, gpu_bytes_per_s(ring[x], ring[b + (x - b + 1) % g], msg / P));
       if (bw <= 0) return -1;
-      spread = double(g - 1) / g * shard / bw + buckets * (g - 1) * lat;
-    } else {
-      double bw = 1e300;
-      for (int x = b + 1; x < e; ++x) bw = std::min(bw, gpu_bytes_per_s(ring[b], ring[x], msg / P));
-      if (bw <= 0) return -1;
-      const double rounds = std::ceil(std::log2(double(g)));
-      spread = rounds * shard / bw + buckets * P * rounds * lat;
+      const double half = double(g - 1) / g * shard / bw + buckets * (g - 1) * lat;
+      inside_s = std::max(inside_s, 2 * half);
+      continue;
     }
+    const double reduce = ring_allreduce_s(ring + b, g, shard, msg, buckets);
+    if (reduce < 0) return -1;
+    double bw = 1e300;
+    for (int x = b + 1; x < e; ++x) bw = std::min(bw, gpu_bytes_per_s(ring[b], ring[x], msg / P));
+    if (bw <= 0) return -1;
+    const double rounds = std::ceil(std::log2(double(g)));
+    const double spread = rounds * shard / bw + buckets * P * rounds * lat;
     inside_s = std::max(inside_s, reduce + spread);
   }
   // Phase 2: shard j (1/P of the buffer) ring-all-reduced among the j-th members of the Z zones,

@@ -102,14 +102,14 @@ TEST_CASE("a data-parallel group across regions: hierarchical by default, the fl
   const double slowest = std::min(ring.gpu_bytes_per_s(central, west, step), ring.gpu_bytes_per_s(west, central, step));
   CHECK(t_spread == doctest::Approx(2.0 * 7 / 8 * bytes / slowest + buckets * 14 * lat).epsilon(1e-6));
   CHECK(t_spread > 2 * t_local);
-  // Hierarchical, as the runtime runs it: in each zone a ring all-reduce of 4 (steps of 1/4 of
-  // a bucket), then 4 shards, each ring-all-reduced across the 2 zones by the j-th members, the
-  // 4 rings side by side (their 4 GPUs per node share the node pair's fit, read at 1/8 of a
-  // bucket), then an all-gather of the 4 shards inside each zone.
+  // Hierarchical, as the runtime runs it: in each zone a ring reduce-scatter over 4 (steps of
+  // 1/4 of a bucket), then 4 shards, each ring-all-reduced across the 2 zones by the j-th
+  // members, the 4 rings side by side (their 4 GPUs per node share the node pair's fit, read at
+  // 1/8 of a bucket), then an all-gather of the 4 shards inside each zone.
   const double in_zone = std::min(hier.gpu_bytes_per_s(central, central, 25e6 / 4), hier.gpu_bytes_per_s(west, west, 25e6 / 4));
   const endpoint central4{central.zone, a100, 4}, west4{west.zone, a100, 4};
   const double across = std::min(hier.gpu_bytes_per_s(central4, west4, 25e6 / 8), hier.gpu_bytes_per_s(west4, central4, 25e6 / 8));
-  const double expected = 2.0 * 3 / 4 * bytes / in_zone + buckets * 6 * lat +  // phase 1
+  const double expected = 3.0 / 4 * bytes / in_zone + buckets * 3 * lat +  // phase 1
                           2.0 * 1 / 2 * (bytes / 4) / across + buckets * 2 * lat +  // phase 2
                           3.0 / 4 * bytes / in_zone + buckets * 3 * lat;           // phase 3
   CHECK(hier.allreduce_s(spread.data(), 8, params) == doctest::Approx(expected).epsilon(1e-6));

@@ -428,14 +428,14 @@ TEST_CASE("all-reduce: shard by shard across TP degrees, hierarchical across zon
   const double bytes = params * 4;
   const double flat_ring = 2.0 * 3 / 4 * bytes / 1e9;  // over the 1 GB/s cross-zone edge
   CHECK(t_spread < flat_ring);
-  // Hierarchical (comm::make_hierarchical): (1) a 2-member ring all-reduce of the whole shard
-  // inside each zone, 2x(1/2) of it at the NIC's 10 GB/s, 2 steps; (2) P = 2 shards, each
+  // Hierarchical (comm::make_hierarchical): (1) a 2-member ring reduce-scatter inside each
+  // zone, 1/2 of the shard at the NIC's 10 GB/s, 1 step; (2) P = 2 shards, each
   // ring-all-reduced across the two zones by one member: 2x(1/2) of half the shard over the
   // 1 GB/s link (each of the 2 flows gets the link's 1 GB/s, under the NIC's 10/2), 2 steps
   // of 20 us plus the link's 1 ms; (3) one all-gather inside each zone, 1/2 of the shard, 1 step.
   // Each of the 160 buckets pays those latencies.
   const double lat = ctx.options().collective_latency_s;
-  CHECK(t_spread == doctest::Approx(bytes / 10e9 + 160 * 2 * lat + bytes / 2 / 1e9 + 160 * 2 * (1e-3 + lat) +
+  CHECK(t_spread == doctest::Approx(bytes / 2 / 10e9 + 160 * lat + bytes / 2 / 1e9 + 160 * 2 * (1e-3 + lat) +
                                     bytes / 2 / 10e9 + 160 * lat).epsilon(1e-6));
   // The flat ring (sim_options::hierarchical_allreduce = false, kept to compare): 2x(3/4) of
   // the shard over the slowest edge, the 1 GB/s link.
@@ -695,7 +695,7 @@ TEST_CASE("our runtime's communication: an all-reduce per layer, a final all-red
   const double update = oe->stages[0].update_s;
   const double rank_work = 4 * (2 * 3e-3 + 2 * 2e-3) + update + 3 * 1e-3;
   // The final all-reduce over the 4 ranks, two per zone, is the runtime's hierarchical one: a
-  // 2-member ring inside each zone (2 steps), the 2 shards' rings across the link (2 steps,
+  // 2-member reduce-scatter inside each zone (1 step), the 2 shards' rings across the link (2 steps,
   // each held by the link's latency), the shards gathered back inside each zone (1 step).
   const double lat = o.collective_latency_s;
   const double tail = se->stages[0].allreduce_s + 2 * step + 3 * lat + 8.0 / 1e9;

@@ -5,8 +5,10 @@
 /// the smallest number of members of any zone (and at most the buffer's element count). An
 /// all-reduce of a buffer runs in three phases:
 ///
-///   1. inside each zone, an all-reduce of the whole buffer on the zone's own communicator
-///      (Gloo on CPU, NCCL on CUDA); skipped in a zone of one member;
+///   1. inside each zone, on the zone's own communicator (Gloo on CPU, NCCL on CUDA): when
+///      every zone has exactly P members, a ring reduce-scatter over its point to point, so
+///      that member j holds shard j reduced over its zone ((P-1)/P of the buffer sent per
+///      member); otherwise an all-reduce of the whole buffer. Skipped in a zone of one member;
 ///   2. across zones, the buffer cut into P shards: the j-th member of every zone (j < P) runs
 ///      a ring all-reduce of shard j with the j-th members of the other zones, over the
 ///      channel (comm's transport: the only bytes that cross zone links). With k zones: k-1

@@ -86,7 +86,8 @@ struct sim_options {
   /// (our runtime, actors/train/executor.cpp): tp copies cross.
   bool p2p_partitioned = true;
   /// Data-parallel groups that span zones all-reduce hierarchically, as the runtime does
-  /// (comm::make_hierarchical): (1) an all-reduce inside each zone, (2) the buffer cut into P
+  /// (comm::make_hierarchical): (1) inside each zone a reduce-scatter (equal zones) or an
+  /// all-reduce, (2) the buffer cut into P
   /// shards (P: the fewest members of any zone), shard j ring-all-reduced across the zones by
   /// their j-th members, the P rings side by side, (3) the shards back to every member inside
   /// each zone. false: a flat ring over all replicas, bounded by its slowest link (for
