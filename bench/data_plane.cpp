@@ -320,6 +320,7 @@ double link_floor(const allreduce_case& c, std::size_t bytes, const config::zone
   for (std::size_t r = 0; r < c.zones.size(); ++r) layout.members.push_back(static_cast<int>(r));
   const double zones = static_cast<double>(layout.zone_names().size());
   const double per_s = link.bandwidth_gbytes_per_s * 1e9;
+  if (zones < 2) return 0;  // nothing crosses a zone link
   if (c.hierarchical) {
     const double shard = bytes / double(layout.min_zone_size());
     return 2 * (zones - 1) * (link.latency_s + shard / zones / per_s);

@@ -9,6 +9,10 @@
 // Layout NxZ: N nodes (one CPU device each) in Z zones, round-robin. On this 2-core machine
 // more than 2 ranks share cores, which the profile accounts for (CPU per message and per
 // all-reduce, cores the ranks share) but noisily; run it on a quiet machine.
+//
+// Measured on the quiet 2-core machine, Nov 2026, 12 iterations: predicted / measured 0.90
+// (2x1: PP=2 in one zone), 0.79 (4x2: PP=2 x DP=2 across zones, hierarchical all-reduce),
+// 0.85 (3x3: DP=3 over three zones, a ring of shards across them).
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
