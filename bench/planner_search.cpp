@@ -421,5 +421,9 @@ int main(int argc, char** argv) {
               "1.033 -> 1.590: Sailor's plans spread DP over zones and pay phases 1 and 3); ours against Sailor's "
               "plans still priced as flat rings 1.062 (c_geo5_32 0.965: our plan there changed, 2.474 -> 2.564 s); "
               "only the c_geo5 32 and 80 plans changed\n");
+  std::printf("recorded after the runtime's phase 1 became a reduce-scatter with equal zones (2026-11-24, "
+              "priced so): geomean 1.147; c_geo5 128/32/80: 1.824, 1.000, 1.579; without those two geo pools "
+              "whose DP Sailor spreads over zones, 1.068 over the other 11; e_gptneo27 0.967 (Sailor's plan out "
+              "of memory by our check)\n");
   return 0;
 }
