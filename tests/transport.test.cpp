@@ -278,8 +278,15 @@ TEST_CASE("transport conformance: a receiver's allocator chooses where payloads 
       return h;
     });
     REQUIRE(l.ok());
-    auto conn = client_t->connect((*l)->local_address(), {});
+    // Sent once the connection is open (what the data plane's channel does). Sending right
+    // after connect(), before the handshake ends, sometimes loses a payload over UCX under
+    // load: an open bug, README "Known problem (UCX)".
+    bool opened = false;
+    connection_handlers client_handlers;
+    client_handlers.on_open = [&] { box.update([&] { opened = true; }); };
+    auto conn = client_t->connect((*l)->local_address(), client_handlers);
     REQUIRE(conn.ok());
+    REQUIRE(box.wait_for([&] { return opened; }, wait_s));
     auto small = patterned(1000, 5);
     auto large = patterned(1 << 20, 6);
     completions done;  // the payloads must outlive their sends
