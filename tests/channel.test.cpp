@@ -62,6 +62,17 @@ std::vector<float> pattern(std::size_t n, float seed) {
 
 comm::buffer_view view(std::vector<float>& v) { return {v.data(), v.size(), comm::element_type::f32}; }
 
+// Ranks 0 and 1 joined by channels of backend `b` (created concurrently, as ranks do).
+std::pair<result<std::unique_ptr<comm::channel>>, result<std::unique_ptr<comm::channel>>> open_pair(
+    const channel_backend& b) {
+  auto store = comm::make_memory_store();
+  auto f1 = std::async(std::launch::async, [&] {
+    return comm::make_transport_channel_factory(1, options_for(b, store))->create("p2p", {0});
+  });
+  auto c0 = comm::make_transport_channel_factory(0, options_for(b, store))->create("p2p", {1});
+  return {std::move(c0), f1.get()};
+}
+
 }  // namespace
 
 TEST_CASE("channel conformance: tensors arrive intact, matched by tag whether the receive comes before or after the bytes") {
@@ -131,12 +142,7 @@ TEST_CASE("channel conformance: tensors arrive intact, matched by tag whether th
 TEST_CASE("channel conformance: a receive of another size is an error of that request only") {
   for (const auto& b : channel_backends()) {
     INFO(b.name);
-    auto store = comm::make_memory_store();
-    auto f1 = std::async(std::launch::async, [&] {
-      return comm::make_transport_channel_factory(1, options_for(b, store))->create("p2p", {0});
-    });
-    auto c0 = comm::make_transport_channel_factory(0, options_for(b, store))->create("p2p", {1});
-    auto c1 = f1.get();
+    auto [c0, c1] = open_pair(b);
     REQUIRE(c0);
     REQUIRE(c1);
     std::vector<float> four(4, 1.0f), two(2, 0.0f), again(4, 0.0f);
@@ -156,12 +162,7 @@ TEST_CASE("channel conformance: a receive of another size is an error of that re
 TEST_CASE("channel conformance: a peer whose channel goes away fails the receives pending with it") {
   for (const auto& b : channel_backends()) {
     INFO(b.name);
-    auto store = comm::make_memory_store();
-    auto f1 = std::async(std::launch::async, [&] {
-      return comm::make_transport_channel_factory(1, options_for(b, store))->create("p2p", {0});
-    });
-    auto c0 = comm::make_transport_channel_factory(0, options_for(b, store))->create("p2p", {1});
-    auto c1 = f1.get();
+    auto [c0, c1] = open_pair(b);
     REQUIRE(c0);
     REQUIRE(c1);
     std::vector<float> buf(1024);

@@ -23,6 +23,21 @@ static_assert(comm::protocol_version == protocol_version,
 
 namespace {
 
+// The optimizer schedule and evaluation settings of a training job, named alike on both sides
+// of the wire (actors::training_job and comm::training_job), in either direction.
+template <class From, class To>
+void copy_schedule(const From& x, To& out) {
+  out.min_learning_rate = x.min_learning_rate;
+  out.warmup_iterations = x.warmup_iterations;
+  out.decay_iterations = x.decay_iterations;
+  out.beta1 = x.beta1;
+  out.beta2 = x.beta2;
+  out.weight_decay = x.weight_decay;
+  out.grad_clip = x.grad_clip;
+  out.eval_every = x.eval_every;
+  out.eval_batches = x.eval_batches;
+}
+
 sailor::error bad(std::string message) {
   return sailor::error{error_kind::invalid_input, std::move(message), "", 0, ""};
 }
@@ -175,15 +190,7 @@ std::optional<comm::message_body> to_comm_body(const caf::message& m, const std:
     out.data_path = x.data.path;
     out.data_format = x.data.format;
     out.validation_fraction = x.data.validation_fraction;
-    out.min_learning_rate = x.min_learning_rate;
-    out.warmup_iterations = x.warmup_iterations;
-    out.decay_iterations = x.decay_iterations;
-    out.beta1 = x.beta1;
-    out.beta2 = x.beta2;
-    out.weight_decay = x.weight_decay;
-    out.grad_clip = x.grad_clip;
-    out.eval_every = x.eval_every;
-    out.eval_batches = x.eval_batches;
+    copy_schedule(x, out);
     out.peer_nodes = x.peer_nodes;
     out.peer_addresses = x.peer_addresses;
     out.keep_checkpoint_dirs = x.keep_checkpoint_dirs;
@@ -322,15 +329,7 @@ struct from_comm_body {
     out.data.path = std::move(x.data_path);
     out.data.format = x.data_format;
     out.data.validation_fraction = x.validation_fraction;
-    out.min_learning_rate = x.min_learning_rate;
-    out.warmup_iterations = x.warmup_iterations;
-    out.decay_iterations = x.decay_iterations;
-    out.beta1 = x.beta1;
-    out.beta2 = x.beta2;
-    out.weight_decay = x.weight_decay;
-    out.grad_clip = x.grad_clip;
-    out.eval_every = x.eval_every;
-    out.eval_batches = x.eval_batches;
+    copy_schedule(x, out);
     out.peer_nodes = std::move(x.peer_nodes);
     out.peer_addresses = std::move(x.peer_addresses);
     out.keep_checkpoint_dirs = std::move(x.keep_checkpoint_dirs);

@@ -123,6 +123,23 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
     return data_plane_options(job.plan, rr, job.links, std::move(c));
   }
 
+  // The report of a completed iteration: its measurements and the newest checkpoint shard.
+  actors::train_report iteration_report(const actors::train_report& base,
+                                        const iteration_telemetry& tel,
+                                        const stage_executor& exec) const {
+    auto r = base;
+    r.iteration = tel.iteration;
+    r.loss = tel.loss;
+    r.compute_s = tel.compute_s;
+    r.send_wait_s = tel.send_wait_s;
+    r.recv_wait_s = tel.recv_wait_s;
+    r.all_reduce_s = tel.all_reduce_s;
+    r.total_s = tel.total_s;
+    r.tokens = tel.tokens;
+    r.checkpoint_file = relative_path(exec.last_checkpoint_file());
+    return r;
+  }
+
   // Tells a rank's thread to stop when its stage actor goes.
   struct rank_work final : actors::stage_work {
     std::shared_ptr<std::atomic<bool>> stop = std::make_shared<std::atomic<bool>>(false);
@@ -244,16 +261,7 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
         fail("iteration", "iteration " + std::to_string(it) + ": " + tel.error().to_string());
         return;
       }
-      auto r = base;
-      r.iteration = it;
-      r.loss = tel->loss;
-      r.compute_s = tel->compute_s;
-      r.send_wait_s = tel->send_wait_s;
-      r.recv_wait_s = tel->recv_wait_s;
-      r.all_reduce_s = tel->all_reduce_s;
-      r.total_s = tel->total_s;
-      r.tokens = tel->tokens;
-      r.checkpoint_file = relative_path((*exec)->last_checkpoint_file());
+      auto r = iteration_report(base, *tel, **exec);
       // Every rank runs the pass (it is a collective of the plan) after the same iterations:
       // every eval_every-th and the last (as bench/char_lm does).
       if (job.eval_every > 0 && ((it + 1) % job.eval_every == 0 || it + 1 == job.iterations)) {
