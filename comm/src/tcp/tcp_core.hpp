@@ -82,6 +82,9 @@ public:
   int fd_ = -1;
   bool connected_ = false;  // the TCP connect finished (client)
   std::deque<out_frame> out_;
+  // Client: the user's frames issued before the handshake ended; they go out right after the
+  // proof of the token (or the hello's reply), so that the server reads them once open.
+  std::deque<out_frame> early_;
   // receive state
   frame_header in_fh_{};
   std::size_t in_fh_got_ = 0;

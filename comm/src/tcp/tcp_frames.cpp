@@ -35,6 +35,10 @@ void tcp_core::queue_frame(const std::shared_ptr<tcp_connection>& c, std::uint8_
   f.payload = f.owned.empty() ? payload : std::span<const std::byte>(f.owned);
   f.fh.payload_len = f.payload.size();
   f.done = std::move(done);
+  if (!handshake && !c->server_ && c->state_ == connection_state::connecting) {
+    c->early_.push_back(std::move(f));
+    return;
+  }
   c->out_.push_back(std::move(f));
   if (c->connected_) flush(c);
 }
@@ -247,6 +251,10 @@ void tcp_core::on_reply_frame(const std::shared_ptr<tcp_connection>& c) {
   }
   if (!outcome.proof.empty())
     queue_frame(c, kind_auth, std::move(outcome.proof), {}, {}, nullptr);
+  for (auto& f : c->early_) c->out_.push_back(std::move(f));
+  c->early_.clear();
+  flush(c);
+  if (c->fd_ < 0) return;  // the flush failed the connection
   if (c->handlers_.on_open) c->handlers_.on_open();
 }
 
@@ -274,6 +282,8 @@ void tcp_core::on_frame(const std::shared_ptr<tcp_connection>& c) {
 void tcp_core::drop(const std::shared_ptr<tcp_connection>& c, const op_status& st) {
   auto out = std::move(c->out_);
   c->out_.clear();
+  for (auto& f : c->early_) out.push_back(std::move(f));
+  c->early_.clear();
   if (c->fd_ >= 0) ::close(c->fd_);
   c->fd_ = -1;
   conns_.erase(c->id_);

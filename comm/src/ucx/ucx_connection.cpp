@@ -33,6 +33,7 @@ void ucx_core::fail(const std::shared_ptr<ucx_connection>& c, transport_error er
   auto on_error = detail::mark_failed(*c, err, *log_, "ucx");
   c->recvs_.clear();
   release_held(c);
+  flush_queued(c);  // completes the user's queued sends with the error
   close_conn(c, true);
   if (on_error) on_error(err);
 }
@@ -99,6 +100,7 @@ void ucx_connection::close() {
     self->error_ = transport_error{errc::closed, "connection closed locally"};
     self->recvs_.clear();
     core->release_held(self);
+    core->flush_queued(self);  // completes the user's queued sends: closed
     self->handlers_ = {};
     core->close_conn(self, false);
   });

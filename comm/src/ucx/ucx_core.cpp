@@ -153,6 +153,7 @@ void ucx_core::loop() {
       c->error_ = transport_error{errc::closed, "transport shut down"};
     }
     release_held(c);
+    flush_queued(c);  // completes the user's queued sends: closed
     // Handlers may hold their connection (decorators do): let go of them.
     c->handlers_ = {};
     c->on_accept_ = nullptr;

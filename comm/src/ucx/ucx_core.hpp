@@ -12,6 +12,13 @@
 // complete out of order (rendezvous vs eager), so each connection delivers them by sequence
 // number through `recvs_`. Messages that arrive before the handshake was handled are held.
 //
+// Nothing but the handshake travels before both sides know each other: a client queues the
+// user's sends (`queued_`) until it is open, and with a job token it is open only once the
+// server's verdict on its proof came back (hello, reply with the server's proof, the client's
+// proof, the server's verdict), so that the server has admitted it before any data arrives.
+// What a server holds before the handshake is then only what a peer that does not follow the
+// protocol sent, and that is bounded (`max_held_bytes`).
+//
 // Files: ucx_core.cpp (worker, progress thread, listen, connect), ucx_handshake.cpp (hello and
 // its reply, through the shared detail::connection_base), ucx_data.cpp (active messages in
 // and out, ordered by sequence number), ucx_connection.cpp (failure, close, user calls).
@@ -108,6 +115,16 @@ public:
   };
   std::vector<held_message> held_;
   std::size_t held_bytes_ = 0;
+  // Client: the user's sends before the connection is open, sent in order once it is.
+  struct queued_send {
+    unsigned id;
+    std::vector<std::byte> header;
+    std::vector<std::byte> owned;
+    std::span<const std::byte> data;
+    completion done;
+  };
+  std::vector<queued_send> queued_;
+  bool awaiting_verdict_ = false;  // client: proof sent, the server's verdict not yet in
   std::map<std::uint64_t, std::unique_ptr<pending_recv>> recvs_;
 };
 
@@ -163,6 +180,11 @@ public:
                        data_kind kind);
   ucs_status_t drop(void* data, data_kind kind);
   void replay_held(const std::shared_ptr<ucx_connection>& c);
+  // Sends (or, once the connection failed or closed, completes with its error) what the
+  // user queued before the connection was open.
+  void flush_queued(const std::shared_ptr<ucx_connection>& c);
+  // The client is open: tells the user, then sends its queue and takes what was held.
+  void open_client(const std::shared_ptr<ucx_connection>& c);
   void release_held(const std::shared_ptr<ucx_connection>& c);
 
   static ucs_status_t am_callback(void* arg, const void* header, size_t header_length, void* data,

@@ -94,9 +94,12 @@ ucs_status_t ucx_core::on_data(const std::shared_ptr<ucx_connection>& c, unsigne
                                std::span<const std::byte> header, void* data, size_t length,
                                data_kind kind) {
   bool rndv = kind == data_kind::rndv;
-  if (!c->handshaken_ && c->state_ == connection_state::connecting) {
+  if (c->state_ == connection_state::connecting) {
+    // Before the peer proved who it is, what it may make this side hold is bounded; a server
+    // that proved the job token (the client waits for its verdict) is not.
     std::size_t eager = kind == data_kind::rndv ? 0 : length;
-    if (c->held_.size() >= 4096 || c->held_bytes_ + eager + header.size() > max_held_bytes) {
+    if (!c->handshaken_ && (c->held_.size() >= 4096 ||
+                            c->held_bytes_ + eager + header.size() > max_held_bytes)) {
       deferred_.push_back([this, c] {
         fail(c, {errc::invalid_message, "too many messages before the handshake"});
       });
@@ -257,6 +260,10 @@ void ucx_core::send(const std::shared_ptr<ucx_connection>& c, unsigned id,
                                           c->state_ == connection_state::closed))) {
     transport_error e = c->error_.value_or(transport_error{errc::closed, "connection closed"});
     detail::complete(done, e);
+    return;
+  }
+  if (!handshake && !c->server_ && c->state_ == connection_state::connecting) {
+    c->queued_.push_back({id, std::move(header), std::move(owned), data, std::move(done)});
     return;
   }
   if (!handshake) {

@@ -42,6 +42,9 @@ void ucx_core::on_auth(const std::shared_ptr<ucx_connection>& c, std::span<const
     refuse(c, verdict);
     return;
   }
+  // The verdict goes first: the client sends nothing before it, and the server's own data
+  // (once the user has the connection) follows it.
+  send(c, am_hello_reply, {}, detail::encode_hello_reply(verdict), {}, nullptr, false);
   detail::admit(*c, c);
   replay_held(c);
 }
@@ -65,25 +68,47 @@ void ucx_core::release_held(const std::shared_ptr<ucx_connection>& c) {
 
 void ucx_core::on_hello_reply(const std::shared_ptr<ucx_connection>& c,
                               std::span<const std::byte> bytes) {
-  if (c->server_) return;
-  if (c->state_ == connection_state::open) {
-    // The server refused the proof this side sent.
+  if (c->server_ || c->state_ != connection_state::connecting) return;
+  if (c->awaiting_verdict_) {
+    // The server's verdict on this side's proof of the token.
     auto decoded = detail::decode_hello_reply(bytes);
     auto* r = std::get_if<detail::hello_reply>(&decoded);
-    fail(c, {errc::refused, "refused by " + c->peer().remote.to_string() + ": " +
-                                (r ? r->reason : std::string("a reply that does not decode"))});
+    if (!r || !r->accepted) {
+      fail(c, {errc::refused, "refused by " + c->peer().remote.to_string() + ": " +
+                                  (r ? r->reason : std::string("a reply that does not decode"))});
+      return;
+    }
+    c->awaiting_verdict_ = false;
+    c->state_ = connection_state::open;
+    open_client(c);
     return;
   }
-  if (c->state_ != connection_state::connecting) return;
   auto outcome = detail::take_hello_reply(*c, bytes, opts_.common);
   if (outcome.error) {
     fail(c, *outcome.error);
     return;
   }
-  if (!outcome.proof.empty())
+  if (!outcome.proof.empty()) {
+    // Open once the server accepted the proof (its verdict), not before.
+    c->state_ = connection_state::connecting;
+    c->awaiting_verdict_ = true;
     send(c, am_auth, {}, std::move(outcome.proof), {}, nullptr, false);
+    return;
+  }
+  open_client(c);
+}
+
+void ucx_core::open_client(const std::shared_ptr<ucx_connection>& c) {
   if (c->handlers_.on_open) c->handlers_.on_open();
+  flush_queued(c);
   replay_held(c);
+}
+
+void ucx_core::flush_queued(const std::shared_ptr<ucx_connection>& c) {
+  auto queued = std::move(c->queued_);
+  c->queued_.clear();
+  for (auto& q : queued)
+    send(c, q.id, std::move(q.header), std::move(q.owned), q.data, std::move(q.done), true);
 }
 
 }  // namespace sailor::comm::ucx_backend
