@@ -1,8 +1,12 @@
 #pragma once
 // Shared by the transport tests: the backends under test and bounded waits.
 
+#include <unistd.h>
+
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -72,7 +76,57 @@ inline config::zone_link fast_link() {
   return l;
 }
 
+/// A job's TLS files made once per test process with scripts/make-tls-certs.sh (a CA and the
+/// certificates `server` and `client`), in a folder removed at exit. `other_ca` makes a second,
+/// unrelated CA and certificate `stranger`.
+struct tls_test_files {
+  std::string dir;
+  comm::transport_options::tls_files as(const std::string& name) const {
+    return {dir + "/" + name + ".pem", dir + "/" + name + ".key", dir + "/ca.pem"};
+  }
+};
+
+inline const tls_test_files& tls_files(bool other_ca = false) {
+  struct made {
+    tls_test_files files;
+    bool owned = true;
+    explicit made(const std::string& names) {
+      // A peer process of a test uses its parent's files (same CA), told by the environment.
+      const char* inherited = names == "server client" ? std::getenv("SAILOR_TEST_TLS_DIR") : nullptr;
+      if (inherited) {
+        files.dir = inherited;
+        owned = false;
+        return;
+      }
+      auto dir = std::filesystem::temp_directory_path() /
+                 ("sailor-tls-" + std::to_string(::getpid()) + "-" + names.substr(0, names.find(' ')));
+      files.dir = dir.string();
+      std::string cmd = std::string(SAILOR_SOURCE_DIR) + "/scripts/make-tls-certs.sh " +
+                        files.dir + " --days 2 " + names + " > /dev/null";
+      if (std::system(cmd.c_str()) != 0) files.dir.clear();
+      if (names == "server client" && !files.dir.empty())
+        ::setenv("SAILOR_TEST_TLS_DIR", files.dir.c_str(), 1);
+    }
+    ~made() {
+      std::error_code ec;
+      if (owned && !files.dir.empty()) std::filesystem::remove_all(files.dir, ec);
+    }
+  };
+  static made job("server client");
+  static made other("stranger");
+  return other_ca ? other.files : job.files;
+}
+
+inline std::unique_ptr<comm::transport> make_tls(const comm::transport_options& common) {
+  auto o = common;
+  o.tls = tls_files().as(common.local_name == "server" ? "server" : "client");
+  auto t = comm::make_tcp_transport(o);
+  if (!t) return nullptr;
+  return std::move(*t);
+}
+
 inline std::vector<backend> all_backends() {
+  tls_files();  // made now, so that peer processes spawned later share the CA
   return {
       {"ucx", make_ucx},
       {"ucx(rndv from 64 KiB)",
@@ -84,6 +138,7 @@ inline std::vector<backend> all_backends() {
          return std::move(*t);
        }},
       {"tcp", make_tcp},
+      {"tcp+tls", make_tls},
       {"shaped(ucx)",
        [](const comm::transport_options& o) -> std::unique_ptr<comm::transport> {
          auto inner = make_ucx(o);

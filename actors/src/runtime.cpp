@@ -156,11 +156,17 @@ result<std::unique_ptr<comm::transport>> make_transport(const std::string& kind,
                                                         const std::string& name,
                                                         const std::string& zone,
                                                         const std::string& token,
-                                                        const std::string& host) {
+                                                        const std::string& host,
+                                                        const comm::transport_options::tls_files& tls) {
   comm::transport_options common;
   common.local_name = name;
   common.local_zone = zone;
   common.token = token;
+  common.tls = tls;
+  if (tls.enabled() && kind == "socket")
+    return sailor::error{error_kind::invalid_input,
+                         "TLS (--tls-cert/--tls-key/--tls-ca) needs --transport tcp", "", 0,
+                         "--transport"};
   if (kind == "ucx") {
     comm::ucx_options options;
     options.common = common;

@@ -64,6 +64,7 @@ struct node_args {
   std::string transport = "tcp";
   std::string data_transport;  ///< empty: as --transport (tcp under socket)
   std::string token_file;
+  comm::transport_options::tls_files tls;
   std::string advertise;  ///< empty: the address of the interface that reaches the coordinator
   std::string state_dir;  ///< empty: $XDG_CACHE_HOME/sailor/<name> or ~/.cache/sailor/<name>
   std::string log_dir = "sailor-logs";
@@ -454,8 +455,14 @@ int run(const node_args& args) {
     std::fprintf(stderr, "sailor-node: %s\n", token.error().to_string().c_str());
     return 2;
   }
+  auto data_kind = args.data_transport.empty() ? args.transport : args.data_transport;
+  if (args.tls.enabled() && data_kind == "ucx") {
+    std::fprintf(stderr, "sailor-node: TLS (--tls-cert/--tls-key/--tls-ca) needs --transport tcp "
+                         "and --data-transport tcp: UCX does not encrypt\n");
+    return 2;
+  }
   auto transport = actors::make_transport(args.transport, options.inventory.name,
-                                          options.inventory.zone, *token, *advertise);
+                                          options.inventory.zone, *token, *advertise, args.tls);
   if (!transport) {
     std::fprintf(stderr, "sailor-node: %s\n", transport.error().message.c_str());
     return 2;
@@ -465,7 +472,8 @@ int run(const node_args& args) {
   comm::transport* data = transport->get();
   if (!data) {
     auto tcp =
-      actors::make_transport("tcp", options.inventory.name, options.inventory.zone, *token);
+      actors::make_transport("tcp", options.inventory.name, options.inventory.zone, *token, {},
+                             args.tls);
     if (!tcp) {
       std::fprintf(stderr, "sailor-node: %s\n", tcp.error().message.c_str());
       return 1;
@@ -527,6 +535,14 @@ int main(int argc, char** argv) {
   app.add_option("--token-file", args.token_file,
                  "file whose first line is the job token (default: the SAILOR_TOKEN environment "
                  "variable)");
+  app.add_option("--tls-cert", args.tls.cert,
+                 "TLS over --transport tcp: this node's certificate (PEM; with --tls-key and "
+                 "--tls-ca); tensors between ranks are encrypted too")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-key", args.tls.key, "the private key of --tls-cert (PEM)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-ca", args.tls.ca, "the CA that signed every process's certificate (PEM)")
+      ->check(CLI::ExistingFile);
   app.add_flag("--emulate-gpu", args.emulate_gpu,
                "plan these CPU cores as the --gpu-type named (to try heterogeneous plans on a "
                "machine without GPUs; the times are the CPU's)");

@@ -42,6 +42,7 @@ struct coordinator_args {
   int heartbeat_timeout_ms = 2000;
   std::string transport = "tcp";
   std::string token_file;
+  comm::transport_options::tls_files tls;
   std::string planner = "even";
   std::string sailor_data;
   std::string train_dir;     ///< empty: control plane only
@@ -94,7 +95,8 @@ int run_coordinator(const coordinator_args& args) {
     std::fprintf(stderr, "sailor coordinator: %s\n", token.error().to_string().c_str());
     return 2;
   }
-  auto transport = actors::make_transport(args.transport, "coordinator", "", *token, where->first);
+  auto transport = actors::make_transport(args.transport, "coordinator", "", *token, where->first,
+                                          args.tls);
   if (!transport) {
     std::fprintf(stderr, "sailor coordinator: %s\n", transport.error().message.c_str());
     return exit_bad_input;
@@ -363,6 +365,7 @@ void add_coordinator(CLI::App& app, command_set& commands) {
     ->capture_default_str();
   add_dashboard_options(sub, args->dashboard);
   add_token_option(sub, args->token_file);
+  add_tls_options(sub, args->tls);
   sub->callback([&commands, args] {
     commands.selected = [args] { return run_coordinator(*args); };
   });

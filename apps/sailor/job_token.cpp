@@ -13,6 +13,18 @@ void add_token_option(CLI::App* sub, std::string& token_file) {
                   "coordinator generates and prints one when neither is given)");
 }
 
+void add_tls_options(CLI::App* sub, comm::transport_options::tls_files& tls) {
+  sub->add_option("--tls-cert", tls.cert,
+                  "TLS over --transport tcp: this process's certificate (PEM; with --tls-key and "
+                  "--tls-ca). Every connection is then TLS 1.3 and both ends present a certificate "
+                  "signed by the CA; scripts/make-tls-certs.sh makes a job's files")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--tls-key", tls.key, "the private key of --tls-cert (PEM)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--tls-ca", tls.ca, "the CA that signed every process's certificate (PEM)")
+      ->check(CLI::ExistingFile);
+}
+
 result<std::string> job_token(const std::string& token_file, const std::string& transport,
                               bool generate, const char* command) {
   if (transport == "socket") {

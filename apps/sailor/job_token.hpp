@@ -6,12 +6,16 @@
 
 #include <CLI/CLI.hpp>
 
+#include "sailor/comm/transport.hpp"
 #include "sailor/config/error.hpp"
 
 namespace sailor::app {
 
 /// Adds `--token-file FILE` to `sub`.
 void add_token_option(CLI::App* sub, std::string& token_file);
+
+/// Adds `--tls-cert`, `--tls-key` and `--tls-ca` (PEM files; all three or none) to `sub`.
+void add_tls_options(CLI::App* sub, comm::transport_options::tls_files& tls);
 
 /// The token for a process that talks over `transport`: from the file, else SAILOR_TOKEN,
 /// else (when `generate`) a fresh one that is printed on stdout for the nodes. The bridge's

@@ -79,6 +79,7 @@ struct status_args {
   int timeout_ms = 5000;
   std::string transport = "tcp";
   std::string token_file;
+  comm::transport_options::tls_files tls;
 };
 
 int run_status(const status_args& args) {
@@ -92,7 +93,7 @@ int run_status(const status_args& args) {
     std::fprintf(stderr, "sailor status: %s\n", token.error().to_string().c_str());
     return 2;
   }
-  auto transport = actors::make_transport(args.transport, "sailor-status", "", *token);
+  auto transport = actors::make_transport(args.transport, "sailor-status", "", *token, {}, args.tls);
   if (!transport) {
     std::fprintf(stderr, "sailor status: %s\n", transport.error().message.c_str());
     return exit_bad_input;
@@ -130,6 +131,7 @@ void add_status(CLI::App& app, command_set& commands) {
   sub->add_option("--transport", args->transport, "tcp, ucx or socket (as the coordinator)")
     ->capture_default_str();
   add_token_option(sub, args->token_file);
+  add_tls_options(sub, args->tls);
   sub->callback([&commands, args] {
     commands.selected = [args] { return run_status(*args); };
   });

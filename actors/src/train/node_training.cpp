@@ -115,7 +115,10 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
                                              const comm::gloo_options& gopts) const {
     comm::transport_channel_options c;
     c.make_transport = options.make_data_transport;
-    if (options.transport) c.transport.token = options.transport->options().token;
+    if (options.transport) {
+      c.transport.token = options.transport->options().token;
+      c.transport.tls = options.transport->options().tls;
+    }
     c.store = gopts.store;
     c.host = options.advertise;
     c.timeout = gopts.timeout;

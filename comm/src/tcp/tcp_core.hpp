@@ -24,6 +24,7 @@
 #include "../handshake.hpp"
 #include "sailor/comm/tcp.hpp"
 #include "sailor/config/log.hpp"
+#include "tcp_tls.hpp"
 
 namespace sailor::comm::tcp_backend {
 
@@ -69,6 +70,7 @@ public:
   tcp_connection(std::weak_ptr<tcp_core> core, std::uint64_t id, bool server)
       : connection_base(id, server), core_(std::move(core)) {}
   ~tcp_connection() override {
+    if (ssl_) SSL_free(ssl_);
     if (fd_ >= 0) ::close(fd_);
   }
 
@@ -81,6 +83,13 @@ public:
   std::weak_ptr<tcp_core> core_;
   int fd_ = -1;
   bool connected_ = false;  // the TCP connect finished (client)
+  // TLS (tcp_tls.hpp): the session, whether its handshake is done, and whether the session
+  // waits for the socket to be writable.
+  SSL* ssl_ = nullptr;
+  bool tls_done_ = false;
+  bool tls_want_write_ = false;
+  /// Frames may move: connected and, under TLS, past the TLS handshake.
+  bool stream_ready() const { return connected_ && fd_ >= 0 && (!ssl_ || tls_done_); }
   std::deque<out_frame> out_;
   // Client: the user's frames issued before the handshake ended; they go out right after the
   // proof of the token (or the hello's reply), so that the server reads them once open.
@@ -143,8 +152,11 @@ public:
   void on_auth_frame(const std::shared_ptr<tcp_connection>& c);
   void on_reply_frame(const std::shared_ptr<tcp_connection>& c);
 
+  void on_socket_event(const std::shared_ptr<tcp_connection>& c, short revents);
+
   transport_options opts_;
   std::shared_ptr<spdlog::logger> log_;
+  tls_context tls_;  // null: plain TCP
   detail::task_queue tasks_;
   std::thread thread_;
   std::thread::id thread_id_;

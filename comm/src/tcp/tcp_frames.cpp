@@ -40,11 +40,11 @@ void tcp_core::queue_frame(const std::shared_ptr<tcp_connection>& c, std::uint8_
     return;
   }
   c->out_.push_back(std::move(f));
-  if (c->connected_) flush(c);
+  if (c->stream_ready()) flush(c);
 }
 
 void tcp_core::flush(const std::shared_ptr<tcp_connection>& c) {
-  while (!c->out_.empty() && c->fd_ >= 0) {
+  while (!c->out_.empty() && c->stream_ready()) {
     auto& f = c->out_.front();
     // The frame's three parts from where the last write stopped.
     iovec iov[3];
@@ -63,17 +63,14 @@ void tcp_core::flush(const std::shared_ptr<tcp_connection>& c) {
     add(&f.fh, sizeof(f.fh));
     add(f.header.data(), f.header.size());
     add(f.payload.data(), f.payload.size());
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<std::size_t>(n);
-    ssize_t w = n == 0 ? 0 : ::sendmsg(c->fd_, &msg, MSG_NOSIGNAL);
-    if (w < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
-      fail(c, {errc::disconnected, "send to " + c->peer().remote.to_string() + " failed: " +
-                                       std::strerror(errno)});
+    auto io = stream_write(*c, iov, n);
+    if (io.blocked) return;
+    if (!io.error.empty() || io.closed) {
+      fail(c, {errc::disconnected, "send to " + c->peer().remote.to_string() + ": " +
+                                       (io.closed ? std::string("peer closed") : io.error)});
       return;
     }
-    f.written += static_cast<std::size_t>(w);
+    f.written += static_cast<std::size_t>(io.bytes);
     if (f.written < f.total()) continue;
     auto done = std::move(f.done);
     bool refuse_close = f.fh.kind == kind_hello_reply && c->state_ == connection_state::failed;
@@ -139,20 +136,21 @@ void tcp_core::on_readable(const std::shared_ptr<tcp_connection>& c) {
       dest = c->in_dest_ + c->in_payload_got_;
       want = c->in_fh_.payload_len - c->in_payload_got_;
     }
-    ssize_t r = want == 0 ? 0 : ::recv(c->fd_, dest, want, 0);
+    stream_io io;
     if (want != 0) {
-      if (r == 0) {
+      io = stream_read(*c, dest, want);
+      if (io.closed) {
         fail(c, {errc::disconnected, "peer " + c->peer().remote.to_string() + " closed the connection"});
         return;
       }
-      if (r < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
-        fail(c, {errc::disconnected, "receive from " + c->peer().remote.to_string() + " failed: " +
-                                         std::strerror(errno)});
+      if (io.blocked) return;
+      if (!io.error.empty()) {
+        fail(c, {errc::disconnected, "receive from " + c->peer().remote.to_string() + ": " +
+                                         io.error});
         return;
       }
     }
-    std::size_t got = static_cast<std::size_t>(std::max<ssize_t>(r, 0));
+    std::size_t got = static_cast<std::size_t>(io.bytes);
     if (c->in_fh_got_ < sizeof(frame_header)) {
       c->in_fh_got_ += got;
       if (c->in_fh_got_ < sizeof(frame_header)) continue;
@@ -284,6 +282,7 @@ void tcp_core::drop(const std::shared_ptr<tcp_connection>& c, const op_status& s
   c->out_.clear();
   for (auto& f : c->early_) out.push_back(std::move(f));
   c->early_.clear();
+  if (c->ssl_) SSL_free(std::exchange(c->ssl_, nullptr));
   if (c->fd_ >= 0) ::close(c->fd_);
   c->fd_ = -1;
   conns_.erase(c->id_);

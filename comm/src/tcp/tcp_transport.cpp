@@ -16,6 +16,8 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -38,6 +40,12 @@ void tcp_core::start() {
   std::promise<void> ready;
   auto f = ready.get_future();
   thread_ = std::thread([this, &ready] {
+    // OpenSSL writes with write(), not send(MSG_NOSIGNAL): a peer that went away must be
+    // an EPIPE on this thread, not a SIGPIPE that ends the process.
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
     thread_id_ = std::this_thread::get_id();
     ready.set_value();
     loop();
@@ -131,15 +139,17 @@ void tcp_core::loop() {
       fds.push_back({fd, POLLIN, 0});
       polled_listeners.push_back(l.get());
     }
+    bool tls_buffered = false;  // decrypted bytes wait in a session: do not sleep
     for (auto& [id, c] : conns_) {
       short ev = POLLIN;
-      if (!c->connected_ || !c->out_.empty()) ev |= POLLOUT;
+      if (!c->connected_ || !c->out_.empty() || c->tls_want_write_) ev |= POLLOUT;
       fds.push_back({c->fd_, ev, 0});
       polled.push_back(c);
+      tls_buffered = tls_buffered || tls_pending(*c);
     }
-    int n = ::poll(fds.data(), fds.size(), any_connecting ? 20 : 500);
+    int n = ::poll(fds.data(), fds.size(), tls_buffered ? 0 : any_connecting ? 20 : 500);
     if (n < 0 && errno != EINTR) break;
-    if (n <= 0) continue;
+    if (n < 0 || (n == 0 && !tls_buffered)) continue;
     if (fds[0].revents & POLLIN) tasks_.clear_wakeups();
     std::size_t k = 1;
     for (auto* l : polled_listeners) {
@@ -148,22 +158,9 @@ void tcp_core::loop() {
     }
     for (auto& c : polled) {
       short re = fds[k++].revents;
+      if (tls_pending(*c)) re |= POLLIN;
       if (c->fd_ < 0 || re == 0) continue;
-      guarded(c, "a receive or send", [&] {
-        if (!c->connected_ && (re & (POLLOUT | POLLERR | POLLHUP))) {
-          int err = 0;
-          socklen_t len = sizeof(err);
-          ::getsockopt(c->fd_, SOL_SOCKET, SO_ERROR, &err, &len);
-          if (err != 0) {
-            fail(c, {errc::disconnected, "cannot reach " + c->peer().remote.to_string() + ": " +
-                                             std::strerror(err)});
-            return;
-          }
-          c->connected_ = true;
-        }
-        if (re & (POLLIN | POLLHUP | POLLERR)) on_readable(c);
-        if (c->fd_ >= 0 && (re & POLLOUT)) flush(c);
-      });
+      guarded(c, "a receive or send", [&] { on_socket_event(c, re); });
     }
   }
   // Shut down: every connection completes its sends with errc::closed.
@@ -181,6 +178,34 @@ void tcp_core::loop() {
   listeners_.clear();
   if (spare_fd_ >= 0) ::close(spare_fd_);
   spare_fd_ = -1;
+}
+
+// One connection's socket is ready: finish the TCP connect, then the TLS handshake (when the
+// transport has TLS), then read and write frames.
+void tcp_core::on_socket_event(const std::shared_ptr<tcp_connection>& c, short re) {
+  if (!c->connected_ && (re & (POLLOUT | POLLERR | POLLHUP))) {
+    int err = 0;
+    socklen_t len = sizeof(err);
+    ::getsockopt(c->fd_, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) {
+      fail(c, {errc::disconnected, "cannot reach " + c->peer().remote.to_string() + ": " +
+                                       std::strerror(err)});
+      return;
+    }
+    c->connected_ = true;
+  }
+  if (!c->connected_) return;
+  if (c->ssl_ && !c->tls_done_) {
+    std::string error;
+    if (!advance_tls(*c, error)) {
+      if (!error.empty()) fail(c, {errc::refused, error});
+      return;
+    }
+    flush(c);  // the hello waits for the TLS handshake
+    if (c->fd_ < 0) return;
+  }
+  if (re & (POLLIN | POLLHUP | POLLERR)) on_readable(c);
+  if (c->fd_ >= 0 && (re & POLLOUT || c->tls_want_write_)) flush(c);
 }
 
 // ---------------------------------------------------------------- listen / accept / connect
@@ -276,6 +301,7 @@ void tcp_core::accept_from(tcp_listener_state& l) {
     auto c = std::make_shared<tcp_connection>(weak_from_this(), next_id_++, true);
     c->fd_ = fd;
     c->connected_ = true;
+    if (tls_) start_tls(*c, tls_.get());
     c->on_accept_ = l.on_accept;
     c->on_refused_ = l.on_refused;
     c->set_remote(from_sockaddr(sa));
@@ -300,6 +326,7 @@ result<connection_ptr> tcp_core::connect(const address& to, connection_handlers 
     set_socket_options(c->fd_);
     int rc = ::connect(c->fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
     conns_.emplace(c->id_, c);
+    if (tls_) start_tls(*c, tls_.get());
     if (rc == 0) {
       c->connected_ = true;
     } else if (errno != EINPROGRESS) {
@@ -359,6 +386,11 @@ namespace sailor::comm {
 result<std::unique_ptr<transport>> make_tcp_transport(const transport_options& options) {
   using tcp_backend::tcp_core;
   auto core = std::make_shared<tcp_core>(options);
+  if (options.tls.enabled()) {
+    auto ctx = tcp_backend::make_tls_context(options.tls);
+    if (!ctx) return ctx.error();
+    core->tls_ = std::move(*ctx);
+  }
   core->start();
   return std::unique_ptr<transport>(new detail::core_transport<tcp_core>(std::move(core), "tcp"));
 }

@@ -325,6 +325,10 @@ std::string interface_holding(const std::string& host) {
 }
 
 result<std::unique_ptr<transport>> make_ucx_transport(const ucx_options& options) {
+  if (options.common.tls.enabled())
+    return sailor::error{error_kind::invalid_input,
+                         "TLS is available over the tcp transport only (UCX does not encrypt)",
+                         "", 0, "--transport"};
   auto core = std::make_shared<ucx_core>(options);
   if (auto err = core->start()) return *err;
   return std::unique_ptr<transport>(

@@ -83,12 +83,14 @@ result<cluster_status> query_status(caf::actor_system& system, const std::string
 /// The transports a process can run the bridge over: "ucx" and "tcp" (the comm module's
 /// backends) or "socket" (the bridge's own framed TCP sockets, no comm transport: returns
 /// null; no handshake, so no authentication). `name` and `zone` are told to peers in the comm
-/// handshake, and `token` (the job token, comm/auth.hpp; empty: none) proven there.
+/// handshake, and `token` (the job token, comm/auth.hpp; empty: none) proven there. `tls`:
+/// certificate, key and CA for TLS (tcp only; an error with ucx or socket).
 result<std::unique_ptr<comm::transport>> make_transport(const std::string& kind,
                                                         const std::string& name,
                                                         const std::string& zone,
                                                         const std::string& token = {},
-                                                        const std::string& host = {});
+                                                        const std::string& host = {},
+                                                        const comm::transport_options::tls_files& tls = {});
 
 /// A caf::actor_system_config with every Sailor message type registered.
 class runtime_config : public caf::actor_system_config {

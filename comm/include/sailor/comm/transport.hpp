@@ -190,6 +190,16 @@ struct transport_options {
   std::size_t max_control_bytes = std::size_t{16} << 20;
   /// Largest tensor payload accepted; likewise checked before allocating.
   std::uint64_t max_tensor_bytes = std::uint64_t{4} << 30;
+  /// TLS (TCP backend only): this side's certificate and key, and the CA that signed every
+  /// peer's (PEM files). All three, or none. Both sides of every connection present their
+  /// certificate and check the other's against the CA (TLS 1.3, mutual); the job token is
+  /// then proven inside the encrypted stream as without TLS.
+  struct tls_files {
+    std::string cert;
+    std::string key;
+    std::string ca;
+    bool enabled() const { return !cert.empty() || !key.empty() || !ca.empty(); }
+  } tls;
 };
 
 /// A transport: makes listeners and connections, owns the progress thread.
