@@ -57,6 +57,11 @@ struct spot_replayer::state {
 spot_replayer::spot_replayer(problem prob, availability_timeline timeline, recovery_model rec, options opts)
     : prob_(std::move(prob)), timeline_(std::move(timeline)), rec_(rec), opts_(std::move(opts)) {}
 
+void spot_replayer::set_recovery(const recovery_model& rec) {
+  if (rec.state_bytes_per_param != rec_.state_bytes_per_param) cache_.clear();  // shard sizes change
+  rec_ = rec;
+}
+
 bool spot_replayer::without_notice(int tick) const {
   if (rec_.no_notice_fraction <= 0) return false;
   if (rec_.no_notice_fraction >= 1) return true;
@@ -197,7 +202,10 @@ void spot_replayer::handle_preemption(state& s, int tick, spot_policy policy, sp
   const bool saved_in_notice = !nn && old->state_per_gpu_bytes / bw <= rec_.notice_s;
   bool rollback = false;
   double lost = 0;
-  if (policy == spot_policy::ours) {
+  if (policy == spot_policy::ours && !rec_.state_from_memory) {
+    rollback = true;
+    lost = old->throughput * s.since_checkpoint_s;
+  } else if (policy == spot_policy::ours) {
     rollback = nn ? !survivors_hold_every_layer(old->plan, timeline_.columns, s.held, counts) : !saved_in_notice;
     lost = rollback ? old->throughput * s.since_checkpoint_s : (nn ? 0.5 : 0.0);  // nn: the iteration in flight
   } else {
@@ -282,8 +290,17 @@ void spot_replayer::handle_growth(state& s, int tick, spot_policy policy, spot_o
     next = e;
     down = switch_s;
   }
+  double lost = 0;
+  if (s.cur && policy == spot_policy::ours && !rec_.state_from_memory) {
+    // The new plan restores the newest checkpoint: the work since it is run again.
+    lost = std::min(s.cur->throughput * s.since_checkpoint_s, s.totals.iterations);
+    s.totals.iterations -= lost;
+    s.totals.lost_iterations += lost;
+    s.since_checkpoint_s = 0;
+    down = rec_.restart_s + next->state_per_gpu_bytes / bw;
+  }
   s.totals.changes.push_back({t0, why, s.cur ? s.cur->plan.total_gpus() : 0, next->plan.total_gpus(),
-                              next->throughput, down, 0.0});
+                              next->throughput, down, lost});
   ++s.totals.replans;
   s.cur = next;
   s.held = next->held;

@@ -56,6 +56,10 @@ struct recovery_model {
   /// Fraction of the ticks with a drop whose preemptions come without notice (spread evenly
   /// over the trace, the same ticks for every policy).
   double no_notice_fraction = 0;
+  /// Ours takes state from the survivors' memory (the design). false: as the runtime runs
+  /// today (README "Preemption and growth"), every new plan restores the newest complete
+  /// checkpoint, so every change of plan, growth included, loses the work since it.
+  bool state_from_memory = true;
 };
 
 enum class spot_policy { ours, restart_from_checkpoint, static_plan, on_demand };
@@ -107,6 +111,9 @@ class spot_replayer {
 public:
   spot_replayer(problem prob, availability_timeline timeline, recovery_model rec, options opts = {});
   replay_totals run(spot_policy policy, spot_objective objective = spot_objective::throughput);
+  /// Another recovery model for the next runs; the plans cached stay (unless
+  /// `state_bytes_per_param` changes: the shard sizes are cached with them).
+  void set_recovery(const recovery_model& rec);
 
   int planner_calls() const { return planner_calls_; }
   double planner_s() const { return planner_s_; }
