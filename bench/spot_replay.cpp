@@ -3,11 +3,12 @@
 // and peak-throughput objectives) against restart-from-checkpoint, a static plan over the
 // capacity at the start and on-demand only. Printed per trace, with preemptions with notice
 // (AWS gives 2 minutes) and with half of them without: iterations per dollar, iterations in the
-// trace's span, lost iterations, wall time in recovery, and the targets (>= 1.5x the
-// iterations per dollar of restart-from-checkpoint, >= 2x of on-demand) stated as met or not.
+// trace's span, lost iterations, wall time in recovery, hours to a fixed number of iterations,
+// and the targets (>= 1.5x the iterations per dollar of restart-from-checkpoint, >= 2x
+// of on-demand) stated as met or not.
 //
 //   build/bench/spot_replay [--model OPT-350] [--checkpoint-interval-s 600] [--restart-s 3]
-//                           [--baseline-restart-s 3]
+//                           [--baseline-restart-s 3] [--target-iterations 10000]
 //
 // The recovery model's figures and where they come from: planner/spot_replay.hpp.
 #include <chrono>
@@ -29,13 +30,16 @@ namespace {
 struct bench_options {
   std::string model = "OPT-350";
   int gbs = 0;
+  double target_iterations = 10000;
   recovery_model rec;
 };
 
 void print_row(const char* name, const replay_totals& r) {
-  std::printf("  %-26s %12.0f %10.2f %9.2f %10.1f %11.1f %9.1f %7d %5d/%d\n", name, r.iterations, r.dollars,
+  char to_target[32] = "-";
+  if (r.time_to_target_s >= 0) std::snprintf(to_target, sizeof to_target, "%.1f", r.time_to_target_s / 3600);
+  std::printf("  %-26s %12.0f %10.2f %9.2f %10.1f %11.1f %9.1f %7d %5d/%-4d %9s\n", name, r.iterations, r.dollars,
               r.iterations_per_dollar(), r.lost_iterations, r.recovery_s_total, r.waiting_s / 3600, r.replans,
-              r.preemptions_with_notice, r.preemptions_without_notice);
+              r.preemptions_with_notice, r.preemptions_without_notice, to_target);
 }
 
 void target(const char* what, double ratio, double goal) {
@@ -91,6 +95,7 @@ int run_one(const std::string& name, const std::vector<std::string>& files, cons
   rec.no_notice_fraction = no_notice;
   const auto t0 = std::chrono::steady_clock::now();
   spot_replayer replay(prob, *t, rec);
+  replay.set_target_iterations(opt.target_iterations);
   const auto live = replay.run(spot_policy::ours, spot_objective::liveput);
   const auto peak = replay.run(spot_policy::ours, spot_objective::throughput);
   const auto restart = replay.run(spot_policy::restart_from_checkpoint);
@@ -100,8 +105,8 @@ int run_one(const std::string& name, const std::vector<std::string>& files, cons
   std::printf("\n%s: %d ticks, %.1f days (from tick %d, the first with capacity), %.0f%% of falls without notice\n",
               name.c_str(), t->ticks(), t->end_s / 86400, skipped, no_notice * 100);
   for (const auto& n : t->notes) std::printf("  %s\n", n.c_str());
-  std::printf("  %-26s %12s %10s %9s %10s %11s %9s %7s %s\n", "policy", "iterations", "dollars", "it/$", "lost it",
-              "recovery s", "waiting h", "replans", "hits n/nn");
+  std::printf("  %-26s %12s %10s %9s %10s %11s %9s %7s %10s %9s\n", "policy", "iterations", "dollars", "it/$", "lost it",
+              "recovery s", "waiting h", "replans", "hits n/nn", "h to N");
   print_row("ours (liveput)", live);
   print_row("ours (peak throughput)", peak);
   print_row("restart_from_checkpoint", restart);
@@ -137,6 +142,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Spot traces through the simulated replay: ours against the baselines"};
   app.add_option("--model", opt.model, "Sailor model name (profiles from Sailor's data)");
   app.add_option("--gbs", opt.gbs, "Global batch size (default: Sailor's training config)");
+  app.add_option("--target-iterations", opt.target_iterations, "N of the 'h to N' column: hours to N iterations");
   app.add_option("--checkpoint-interval-s", opt.rec.checkpoint_interval_s, "Seconds between checkpoints");
   app.add_option("--restart-s", opt.rec.restart_s, "Our stop-and-start of a plan, s");
   app.add_option("--baseline-restart-s", opt.rec.baseline_restart_s, "The baselines' full restart, s");

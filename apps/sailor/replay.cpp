@@ -130,6 +130,8 @@ void add_replay(CLI::App& app, command_set& commands) {
   sub->add_option("--objective", sp.objective, "How ours chooses plans: liveput (expected throughput under preemption) or throughput");
   sub->add_flag("--state-from-checkpoint", [&rec](std::int64_t) { rec.state_from_memory = false; },
                 "Ours restores the newest checkpoint on every change (the runtime today) instead of the survivors' memory");
+  sub->add_option("--target-iterations", sp.target_iterations, "Report when each policy has completed this many iterations")
+      ->check(positive_number());
   sub->add_flag("--skip-empty-start", sp.skip_empty_start, "Begin at the first tick with any GPU");
   sub->add_option("--no-notice-fraction", rec.no_notice_fraction, "Fraction of the falls that come without notice (default 0)")
       ->check(CLI::Range(0.0, 1.0));

@@ -66,6 +66,8 @@ void print_human(const std::vector<std::pair<std::string, planner::replay_totals
   for (const auto& [name, r] : rows)
     std::printf("%-24s %14.0f %12.2f %10.3f %12.1f %11.1f %9.1f %7d\n", name.c_str(), r.iterations, r.dollars,
                 r.iterations_per_dollar(), r.lost_iterations, r.recovery_s_total, r.waiting_s / 3600, r.replans);
+  for (const auto& [name, r] : rows)
+    if (r.time_to_target_s >= 0) std::printf("%s: the target iterations after %.1f h\n", name.c_str(), r.time_to_target_s / 3600);
   const auto& ours = rows[0].second;
   for (size_t i = 2; i < rows.size(); ++i)
     if (rows[i].second.iterations_per_dollar() > 0)
@@ -86,6 +88,7 @@ int run_spot_replay(const spot_replay_options& opt) {
   if (!prob) return fail(prob.error());
   planner::options popts;
   planner::spot_replayer replay(*prob, timeline, opt.recovery, popts);
+  replay.set_target_iterations(opt.target_iterations);
   const auto objective = opt.objective == "liveput" ? planner::spot_objective::liveput : planner::spot_objective::throughput;
   std::vector<std::pair<std::string, planner::replay_totals>> rows;
   rows.emplace_back("ours", replay.run(planner::spot_policy::ours, objective));
@@ -106,7 +109,10 @@ int run_spot_replay(const spot_replay_options& opt) {
   if (opt.as_json) {
     json out;
     out["estimate_notes"] = notes;
-    for (const auto& [name, r] : rows) out[name] = json::parse(planner::totals_json(r));
+    for (const auto& [name, r] : rows) {
+      out[name] = json::parse(planner::totals_json(r));
+      if (opt.target_iterations > 0 && r.time_to_target_s < 0) out[name]["time_to_target_s"] = nullptr;
+    }
     out["objective"] = opt.objective;
     out["trace"] = {{"ticks", timeline.ticks()}, {"span_s", timeline.end_s}, {"tick_s", timeline.tick_s},
                     {"columns", timeline.columns.size()}, {"notes", timeline.notes}};

@@ -13,6 +13,7 @@ struct spot_replay_options {
   std::string model, job, cluster, sailor_data, profile;
   std::string objective = "liveput";
   int gbs = 0;
+  double target_iterations = 0;
   bool as_json = false;
   bool skip_empty_start = false;
   planner::recovery_model recovery;

@@ -322,6 +322,7 @@ replay_totals spot_replayer::run(spot_policy policy, spot_objective objective) {
     out.waiting_s = 0;
     out.training_s = out.span_s;
     out.iterations = e.throughput * out.span_s;
+    if (target_iterations_ > 0 && out.iterations >= target_iterations_) out.time_to_target_s = target_iterations_ / e.throughput;
     out.dollars = (e.gpu_usd_per_s + e.egress_usd_per_iteration * e.throughput) * out.span_s;
     out.gpu_hours = e.plan.total_gpus() * out.span_s / 3600.0;
     out.changes.push_back({0, "start", 0, e.plan.total_gpus(), e.throughput, 0, 0});
@@ -350,7 +351,10 @@ replay_totals spot_replayer::run(spot_policy policy, spot_objective objective) {
       continue;
     }
     const double r = std::clamp(s.busy_until_s - t0, 0.0, d), train = d - r;
+    const double before = s.totals.iterations;
     s.totals.iterations += s.cur->throughput * train;
+    if (target_iterations_ > 0 && s.totals.time_to_target_s < 0 && s.totals.iterations >= target_iterations_)
+      s.totals.time_to_target_s = t0 + r + (target_iterations_ - before) / s.cur->throughput;
     s.totals.training_s += train;
     s.totals.recovery_s_total += r;
     s.since_checkpoint_s = std::fmod(s.since_checkpoint_s + train, std::max(rec_.checkpoint_interval_s, 1e-9));
@@ -375,6 +379,7 @@ std::string totals_json(const replay_totals& t) {
   j["span_s"] = t.span_s;
   j["gpu_hours"] = t.gpu_hours;
   j["replans"] = t.replans;
+  if (t.time_to_target_s >= 0) j["time_to_target_s"] = t.time_to_target_s;
   j["preemptions_with_notice"] = t.preemptions_with_notice;
   j["preemptions_without_notice"] = t.preemptions_without_notice;
   return j.dump();

@@ -87,6 +87,9 @@ struct replay_totals {
   int replans = 0;
   int preemptions_with_notice = 0, preemptions_without_notice = 0;  ///< those that hit the plan
   double span_s = 0;
+  /// When the kept iterations first reached the replayer's target (< 0: not in the span, or
+  /// no target set).
+  double time_to_target_s = -1;
   std::vector<replay_change> changes;
   double iterations_per_dollar() const { return dollars > 0 ? iterations / dollars : 0; }
 };
@@ -115,6 +118,8 @@ public:
   /// `state_bytes_per_param` changes: the shard sizes are cached with them).
   void set_recovery(const recovery_model& rec);
 
+  /// Iterations whose completion time `replay_totals::time_to_target_s` reports (0: none).
+  void set_target_iterations(double n) { target_iterations_ = n; }
   int planner_calls() const { return planner_calls_; }
   double planner_s() const { return planner_s_; }
 
@@ -147,6 +152,7 @@ private:
   std::map<std::pair<bool, std::vector<int>>, entry> cache_;
   int planner_calls_ = 0;
   double planner_s_ = 0;
+  double target_iterations_ = 0;
 };
 
 /// Whether every stage of `plan` keeps a replica when the columns it holds (`held`) fall to
