@@ -132,6 +132,7 @@ void add_replay(CLI::App& app, command_set& commands) {
                 "Ours restores the newest checkpoint on every change (the runtime today) instead of the survivors' memory");
   sub->add_option("--target-iterations", sp.target_iterations, "Report when each policy has completed this many iterations")
       ->check(positive_number());
+  sub->add_flag("--changes", sp.changes, "Every change of plan of ours (with --json: of every policy)");
   sub->add_flag("--skip-empty-start", sp.skip_empty_start, "Begin at the first tick with any GPU");
   sub->add_option("--no-notice-fraction", rec.no_notice_fraction, "Fraction of the falls that come without notice (default 0)")
       ->check(CLI::Range(0.0, 1.0));

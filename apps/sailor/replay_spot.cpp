@@ -76,6 +76,14 @@ void print_human(const std::vector<std::pair<std::string, planner::replay_totals
   std::printf("replayed in %.2f s (%d planner calls)\n", wall_s, planner_calls);
 }
 
+// Ours, change by change: when, why, the new plan, its throughput and price, the stop and the loss.
+void print_changes(const planner::replay_totals& r) {
+  for (const auto& c : r.changes)
+    std::printf("%9.0f s  %-22s %3d -> %3d GPUs  %.4f it/s  $%.2f/h  stop %.1f s  lost %.1f it  %s\n", c.at_s,
+                c.why.c_str(), c.gpus_before, c.gpus_after, c.throughput_after, c.usd_per_hour_after, c.downtime_s,
+                c.lost_iterations, c.plan_after.empty() ? "(waiting for capacity)" : c.plan_after.c_str());
+}
+
 }  // namespace
 
 int run_spot_replay(const spot_replay_options& opt) {
@@ -110,7 +118,7 @@ int run_spot_replay(const spot_replay_options& opt) {
     json out;
     out["estimate_notes"] = notes;
     for (const auto& [name, r] : rows) {
-      out[name] = json::parse(planner::totals_json(r));
+      out[name] = json::parse(planner::totals_json(r, opt.changes));
       if (opt.target_iterations > 0 && r.time_to_target_s < 0) out[name]["time_to_target_s"] = nullptr;
     }
     out["objective"] = opt.objective;
@@ -120,6 +128,7 @@ int run_spot_replay(const spot_replay_options& opt) {
     out["planner_calls"] = replay.planner_calls();
     std::printf("%s\n", out.dump(2).c_str());
   } else {
+    if (opt.changes) print_changes(rows[0].second);
     print_human(rows, timeline, wall_s, replay.planner_calls());
     for (const auto& n : notes) std::printf("analytic estimate: %s\n", n.c_str());
   }

@@ -15,6 +15,7 @@ struct spot_replay_options {
   int gbs = 0;
   double target_iterations = 0;
   bool as_json = false;
+  bool changes = false;  ///< every change of plan, with the plan
   bool skip_empty_start = false;
   planner::recovery_model recovery;
 };

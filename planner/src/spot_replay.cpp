@@ -44,6 +44,17 @@ double preemption_history::crossing_rate(size_t column, int level) const {
 
 // ---- the replay ------------------------------------------------------------------------
 
+namespace {
+
+// The new plan's price and summary on the change just recorded.
+void describe(std::vector<replay_change>& changes, const spot_replayer::entry* next) {
+  if (changes.empty() || !next) return;
+  changes.back().usd_per_hour_after = next->gpu_usd_per_s * 3600;
+  changes.back().plan_after = summary(next->plan);
+}
+
+}  // namespace
+
 struct spot_replayer::state {
   const entry* cur = nullptr;
   std::vector<int> held;
@@ -233,7 +244,8 @@ void spot_replayer::handle_preemption(state& s, int tick, spot_policy policy, sp
     }
   }
   s.totals.changes.push_back({t0, nn ? "preemption (no notice)" : "preemption (notice)", old->plan.total_gpus(),
-                              next ? next->plan.total_gpus() : 0, next ? next->throughput : 0.0, down, lost});
+                              next ? next->plan.total_gpus() : 0, next ? next->throughput : 0.0, down, lost, 0.0, {}});
+  describe(s.totals.changes, next);
   ++s.totals.replans;
   s.cur = next;
   s.held = next ? next->held : std::vector<int>(counts.size(), 0);
@@ -300,7 +312,8 @@ void spot_replayer::handle_growth(state& s, int tick, spot_policy policy, spot_o
     down = rec_.restart_s + next->state_per_gpu_bytes / bw;
   }
   s.totals.changes.push_back({t0, why, s.cur ? s.cur->plan.total_gpus() : 0, next->plan.total_gpus(),
-                              next->throughput, down, lost});
+                              next->throughput, down, lost, 0.0, {}});
+  describe(s.totals.changes, next);
   ++s.totals.replans;
   s.cur = next;
   s.held = next->held;
@@ -325,7 +338,8 @@ replay_totals spot_replayer::run(spot_policy policy, spot_objective objective) {
     if (target_iterations_ > 0 && out.iterations >= target_iterations_) out.time_to_target_s = target_iterations_ / e.throughput;
     out.dollars = (e.gpu_usd_per_s + e.egress_usd_per_iteration * e.throughput) * out.span_s;
     out.gpu_hours = e.plan.total_gpus() * out.span_s / 3600.0;
-    out.changes.push_back({0, "start", 0, e.plan.total_gpus(), e.throughput, 0, 0});
+    out.changes.push_back({0, "start", 0, e.plan.total_gpus(), e.throughput, 0, 0, 0, {}});
+    describe(out.changes, &e);
     return out;
   }
   state s(columns);
@@ -338,7 +352,8 @@ replay_totals spot_replayer::run(spot_policy policy, spot_objective objective) {
                                           : (plan_for(counts).ok ? &plan_for(counts) : nullptr);
       if (s.cur) {
         s.held = s.cur->held;
-        s.totals.changes.push_back({0, "start", 0, s.cur->plan.total_gpus(), s.cur->throughput, 0, 0});
+        s.totals.changes.push_back({0, "start", 0, s.cur->plan.total_gpus(), s.cur->throughput, 0, 0, 0, {}});
+        describe(s.totals.changes, s.cur);
       }
     } else {
       bool hit = false;
@@ -367,7 +382,7 @@ replay_totals spot_replayer::run(spot_policy policy, spot_objective objective) {
   return s.totals;
 }
 
-std::string totals_json(const replay_totals& t) {
+std::string totals_json(const replay_totals& t, bool with_changes) {
   nlohmann::json j;
   j["iterations"] = t.iterations;
   j["dollars"] = t.dollars;
@@ -380,6 +395,14 @@ std::string totals_json(const replay_totals& t) {
   j["gpu_hours"] = t.gpu_hours;
   j["replans"] = t.replans;
   if (t.time_to_target_s >= 0) j["time_to_target_s"] = t.time_to_target_s;
+  if (with_changes) {
+    j["changes"] = nlohmann::json::array();
+    for (const auto& c : t.changes)
+      j["changes"].push_back({{"at_s", c.at_s}, {"why", c.why}, {"gpus_before", c.gpus_before},
+                              {"gpus_after", c.gpus_after}, {"throughput_after", c.throughput_after},
+                              {"usd_per_hour_after", c.usd_per_hour_after}, {"downtime_s", c.downtime_s},
+                              {"lost_iterations", c.lost_iterations}, {"plan_after", c.plan_after}});
+  }
   j["preemptions_with_notice"] = t.preemptions_with_notice;
   j["preemptions_without_notice"] = t.preemptions_without_notice;
   return j.dump();

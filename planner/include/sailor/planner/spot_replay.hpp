@@ -75,6 +75,8 @@ struct replay_change {
   double throughput_after = 0;  ///< iterations/s of the new plan (0: waiting)
   double downtime_s = 0;        ///< modelled stop of training
   double lost_iterations = 0;
+  double usd_per_hour_after = 0;  ///< GPUs held by the new plan
+  std::string plan_after;       ///< summary() of the new plan ("" while waiting)
 };
 
 struct replay_totals {
@@ -161,7 +163,8 @@ private:
 bool survivors_hold_every_layer(const config::plan& plan, const std::vector<trace_column>& columns,
                                 const std::vector<int>& held, const std::vector<int>& counts);
 
-/// The replay's figures as the `--json` contract prints them (one policy).
-std::string totals_json(const replay_totals& t);
+/// The replay's figures as the `--json` contract prints them (one policy); with
+/// `with_changes`, also `changes`: every change of plan.
+std::string totals_json(const replay_totals& t, bool with_changes = false);
 
 }  // namespace sailor::planner
