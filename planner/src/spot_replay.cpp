@@ -134,17 +134,29 @@ double spot_replayer::transfer_s(const entry& from, const entry& to) const {
 }
 
 // Expected iterations/s under preemption: the plan is stopped by a fall of any column it uses
-// below what it holds, at the rate seen so far, for about the recovery time each time.
+// below what it holds, at the rate seen so far, for about the recovery time each time, and
+// loses the work since the newest checkpoint (half an interval on average) when the fall comes
+// without notice and a stage has all its replicas in one column (one zone's fall, frequent in
+// the traces, can take them all).
 double spot_replayer::liveput(const entry& e, const std::vector<int>& counts, const preemption_history& h) const {
   (void)counts;
   double rate = 0;
   for (size_t c = 0; c < e.held.size(); ++c)
     if (e.held[c] > 0) rate += h.crossing_rate(c, e.held[c]);
+  bool exposed = false;
+  for (const auto& st : e.plan.stages) {
+    bool one_column = true;
+    for (const auto& x : st.replicas)
+      one_column = one_column && x.zone == st.replicas.front().zone && x.gpu_type == st.replicas.front().gpu_type;
+    exposed = exposed || one_column;
+  }
   const double f = std::clamp(rec_.no_notice_fraction, 0.0, 1.0);
   const double xfer = e.state_per_gpu_bytes / (rec_.transfer_gbytes_per_s * 1e9);
+  const double redo_s = rec_.state_from_memory ? (exposed ? rec_.checkpoint_interval_s / 2 : 0.0) : rec_.checkpoint_interval_s / 2;
   const double down = rec_.restart_s + f * (rec_.detection_s + planning_s(e) + xfer) +
                       (1 - f) * std::max(0.0, planning_s(e) + xfer - rec_.notice_s) +
-                      f * 0.5 / std::max(e.throughput, 1e-12);  // the iteration in flight
+                      f * 0.5 / std::max(e.throughput, 1e-12) +  // the iteration in flight
+                      (rec_.state_from_memory ? f : 1.0) * redo_s;
   return e.throughput / (1.0 + rate * down);
 }
 
