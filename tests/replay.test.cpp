@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "run_command.hpp"
 
 using sailor::testing::run_command;
@@ -110,4 +112,65 @@ TEST_CASE("sailor replay refuses a bad trace with the place of the fault") {
   auto e = run_command(sailor_bin() + " replay --sailor-data " + sailor_data + " --model OPT-350 --trace " + empty);
   CHECK(e.exit_code != 0);
   CHECK(contains(e.err, "empty trace"));
+}
+
+TEST_CASE("sailor replay --json: a spot trace slice through the simulator, ours against the baselines") {
+  temp_dir dir;
+  // Six hours of one AWS zone in 5-minute ticks: falls with notice (the default), to zero once.
+  std::string data;
+  const int counts[] = {16, 16, 12, 12, 16, 16, 16, 8, 8, 16, 16, 16, 0, 0, 4, 16, 16, 16};
+  for (int rep = 0; rep < 4; ++rep)
+    for (int c : counts) data += (data.empty() ? "" : ", ") + std::to_string(c);
+  auto trace = dir.write("us-west-2a_v100_slice.json", R"({"metadata": {"gap_seconds": 300}, "data": [)" + data + "]}");
+  const std::string src = SAILOR_SOURCE_DIR;
+  const std::string common = sailor_bin() + " replay --trace " + trace + " --model " + src +
+                             "/configs/models/opt-350m.yaml --job " + src + "/configs/jobs/max-throughput.yaml --cluster " +
+                             src + "/configs/clusters/aws-v100-spot.yaml";
+  auto r = run_command(common + " --json", 120);
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"ours", "ours_peak_throughput", "restart_from_checkpoint", "static", "on_demand"}) {
+    CAPTURE(key);
+    REQUIRE(j.contains(key));
+    const auto& p = j[key];
+    for (const char* field : {"iterations", "dollars", "iterations_per_dollar", "lost_iterations", "recovery_s_total"})
+      REQUIRE(p.contains(field));
+    CHECK(p["iterations"].get<double>() > 0);
+    CHECK(p["dollars"].get<double>() > 0);
+    CHECK(p["iterations_per_dollar"].get<double>() ==
+          doctest::Approx(p["iterations"].get<double>() / p["dollars"].get<double>()));
+  }
+  // On demand: never preempted, at 3.06 $/GPU-hour instead of 0.918: fewer iterations per dollar.
+  CHECK(j["on_demand"]["lost_iterations"].get<double>() == 0);
+  CHECK(j["on_demand"]["recovery_s_total"].get<double>() == 0);
+  CHECK(j["ours"]["iterations_per_dollar"].get<double>() > 2 * j["on_demand"]["iterations_per_dollar"].get<double>());
+  // Every fall comes with notice: nothing lost, but the falls cost recovery time.
+  CHECK(j["ours"]["lost_iterations"].get<double>() == 0);
+  CHECK(j["ours"]["recovery_s_total"].get<double>() > 0);
+  // Without notice, restart-from-checkpoint rolls back to its checkpoints.
+  auto nn = run_command(common + " --json --no-notice-fraction 1 --checkpoint-interval-s 1200", 120);
+  REQUIRE(nn.exit_code == 0);
+  const auto k = nlohmann::json::parse(nn.out);
+  CHECK(k["restart_from_checkpoint"]["lost_iterations"].get<double>() > 0);
+  CHECK(k["restart_from_checkpoint"]["iterations"].get<double>() < j["restart_from_checkpoint"]["iterations"].get<double>());
+
+  // Bad input: a negative count, and no capacity at the start; named with the file and tick.
+  auto neg = dir.write("us-west-2a_v100_bad.json", R"({"metadata": {"gap_seconds": 300}, "data": [16, 8, -2]})");
+  auto b = run_command(sailor_bin() + " replay --trace " + neg + " --model " + src + "/configs/models/opt-350m.yaml --job " +
+                       src + "/configs/jobs/max-throughput.yaml --json");
+  CHECK(b.exit_code == 2);
+  CHECK(contains(b.err, neg));
+  CHECK(contains(b.err, "tick 2"));
+  CHECK(contains(b.err, "negative count"));
+  auto empty = dir.write("us-west-2c_v100_late.json", R"({"metadata": {"gap_seconds": 300}, "data": [0, 0, 8, 8]})");
+  const std::string late = sailor_bin() + " replay --trace " + empty + " --model " + src +
+                           "/configs/models/opt-350m.yaml --job " + src + "/configs/jobs/max-throughput.yaml --json";
+  auto e = run_command(late);
+  CHECK(e.exit_code == 2);
+  CHECK(contains(e.err, empty));
+  CHECK(contains(e.err, "no GPU available at the start"));
+  auto skipped = run_command(late + " --skip-empty-start");
+  CHECK(skipped.exit_code == 0);
 }

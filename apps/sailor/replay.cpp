@@ -1,9 +1,11 @@
-// `sailor replay`: an availability trace through the re-planner, one plan per step.
+// `sailor replay`: an availability trace through the re-planner.
 //
 //   sailor replay --sailor-data DIR --model OPT-350 --trace gpu_trace_multizone.csv [--gbs N]
-//
-// The trace is Sailor's: one row per time step, one column per `GPU_zone` (GPUs available).
-// Step 0 is planned from scratch; each later step re-plans from the previous plan.
+//     one plan per step of Sailor's trace (one row per time step, one column per `GPU_zone`):
+//     step 0 planned from scratch, each later step re-planned from the previous plan.
+//   sailor replay --trace T... --model M.yaml --job J.yaml [--cluster C.yaml] [--json]
+//     the whole timeline simulated: ours against restart-from-checkpoint, a static plan and
+//     on-demand only (replay_spot.cpp); also with a .json trace or several traces.
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "replay_spot.hpp"
 #include "sailor/actors/sailor_planning.hpp"
 #include "sailor/config/sailor_format.hpp"
 #include "sailor/planner/planner.hpp"
@@ -23,7 +26,16 @@ namespace {
 struct replay_options {
   std::string sailor_data, model, trace;
   int gbs = 0;
+  spot_replay_options spot;
 };
+
+// The simulated replay of a whole timeline is asked for by a job file, --json, a spot trace or
+// several traces; Sailor's step-by-step listing otherwise.
+bool wants_timeline(const replay_options& opt) {
+  if (!opt.spot.job.empty() || opt.spot.as_json || opt.spot.traces.size() > 1 || !opt.spot.cluster.empty()) return true;
+  const auto& t = opt.spot.traces.empty() ? std::string() : opt.spot.traces.front();
+  return t.size() >= 5 && t.compare(t.size() - 5, 5, ".json") == 0;
+}
 
 std::vector<std::string> split(const std::string& line) {
   std::vector<std::string> out;
@@ -104,11 +116,51 @@ int run_replay(const replay_options& opt) {
 void add_replay(CLI::App& app, command_set& commands) {
   auto opt = std::make_shared<replay_options>();
   auto* sub = app.add_subcommand("replay", "Replay an availability trace through the re-planner");
+  auto& sp = opt->spot;
+  auto& rec = sp.recovery;
   sub->add_option("--sailor-data", opt->sailor_data, "A folder with the layout of a Sailor checkout");
-  sub->add_option("--model", opt->model, "Sailor model name");
-  sub->add_option("--trace", opt->trace, "Sailor's gpu_trace_*.csv: one row per step, one column per GPU_zone");
-  sub->add_option("--gbs", opt->gbs, "Global batch size (default: the model's training config)");
-  sub->callback([&commands, opt] { commands.selected = [opt] { return run_replay(*opt); }; });
+  sub->add_option("--model", opt->model, "A model YAML file or a model name");
+  sub->add_option("--trace", sp.traces,
+                  "Trace files: Sailor's gpu_trace_*.csv or spot-traces JSON (<zone>_<gpu>_*.json); several combine");
+  sub->add_option("--gbs", opt->gbs, "Global batch size (default: the job file's or the model's training config)");
+  sub->add_option("--job", sp.job, "A job YAML file (the simulated replay of the whole timeline)");
+  sub->add_option("--cluster", sp.cluster, "A cluster YAML file: prices, GPU catalog, links (default: the trace's zones)");
+  sub->add_option("--profile", sp.profile, "A profile JSON file of `sailor profile`");
+  sub->add_flag("--json", sp.as_json, "Print one JSON object: ours, ours_peak_throughput, restart_from_checkpoint, static, on_demand");
+  sub->add_option("--objective", sp.objective, "How ours chooses plans: liveput (expected throughput under preemption) or throughput");
+  sub->add_flag("--state-from-checkpoint", [&rec](std::int64_t) { rec.state_from_memory = false; },
+                "Ours restores the newest checkpoint on every change (the runtime today) instead of the survivors' memory");
+  sub->add_option("--target-iterations", sp.target_iterations, "Report when each policy has completed this many iterations")
+      ->check(positive_number());
+  sub->add_flag("--changes", sp.changes, "Every change of plan of ours (with --json: of every policy)");
+  sub->add_flag("--skip-empty-start", sp.skip_empty_start, "Begin at the first tick with any GPU");
+  sub->add_option("--no-notice-fraction", rec.no_notice_fraction, "Fraction of the falls that come without notice (default 0)")
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--notice-s", rec.notice_s, "Preemption notice, s (default 120, AWS)")->check(non_negative_number());
+  sub->add_option("--detection-s", rec.detection_s, "Noticing a node lost without notice, s (default 2, the heartbeat timeout)")
+      ->check(non_negative_number());
+  sub->add_option("--restart-s", rec.restart_s, "Our stop-and-start of a new plan, s (default 3, measured)")
+      ->check(non_negative_number());
+  sub->add_option("--baseline-restart-s", rec.baseline_restart_s, "A full restart of the baselines, s (default 3)")
+      ->check(non_negative_number());
+  sub->add_option("--planning-s", rec.planning_s, "Planning time per change, s (default: the planner's measured search time)")
+      ->check(non_negative_number());
+  sub->add_option("--transfer-gbps", rec.transfer_gbytes_per_s, "State moved or loaded per GPU, GB/s (default 1.25)")
+      ->check(positive_number());
+  sub->add_option("--checkpoint-interval-s", rec.checkpoint_interval_s, "Seconds of training between checkpoints (default 600)")
+      ->check(positive_number());
+  sub->callback([&commands, opt] {
+    commands.selected = [opt] {
+      if (wants_timeline(*opt)) {
+        opt->spot.model = opt->model;
+        opt->spot.sailor_data = opt->sailor_data;
+        opt->spot.gbs = opt->gbs;
+        return run_spot_replay(opt->spot);
+      }
+      if (opt->spot.traces.size() == 1) opt->trace = opt->spot.traces.front();
+      return run_replay(*opt);
+    };
+  });
 }
 
 }  // namespace sailor::app

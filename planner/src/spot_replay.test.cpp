@@ -1,0 +1,135 @@
+// The simulated spot replay: what each policy trains, pays and loses over a small timeline.
+#include "sailor/planner/spot_replay.hpp"
+
+#include <doctest/doctest.h>
+
+#include "test_pools.hpp"
+
+using namespace sailor;
+using namespace sailor::planner;
+
+namespace {
+
+// Two zones of A100-40s, an hour per tick: 8+8, then zone b falls to 2, then back to 8+8.
+availability_timeline two_zone_timeline() {
+  availability_timeline t;
+  t.tick_s = 3600;
+  t.columns = {{"A100-40", "r1-a", "test"}, {"A100-40", "r1-b", "test"}};
+  t.start_s = {0, 3600, 7200};
+  t.counts = {{8, 8}, {8, 2}, {8, 8}};
+  t.end_s = 3 * 3600;
+  return t;
+}
+
+problem two_zone_problem() {
+  auto prob = testing::tiny_problem(8, 8, 0, 0, 32);
+  prob.cluster.use_spot_prices = true;
+  return prob;
+}
+
+recovery_model fixed_recovery(double no_notice) {
+  recovery_model rec;
+  rec.planning_s = 0.1;  // fixed, so the figures do not depend on the machine's speed
+  rec.no_notice_fraction = no_notice;
+  rec.checkpoint_interval_s = 1800;
+  return rec;
+}
+
+}  // namespace
+
+TEST_CASE("on-demand only: the trace's peak at on-demand prices, never preempted") {
+  spot_replayer replay(two_zone_problem(), two_zone_timeline(), fixed_recovery(0));
+  auto od = replay.run(spot_policy::on_demand);
+  const auto& e = replay.plan_for({8, 8}, true);
+  REQUIRE(e.ok);
+  CHECK(od.iterations == doctest::Approx(e.throughput * 3 * 3600));
+  CHECK(od.lost_iterations == 0);
+  CHECK(od.recovery_s_total == 0);
+  // 3.673 $/GPU-hour on demand (the catalog's A100-40) for the GPUs the plan holds.
+  CHECK(od.dollars >= e.plan.total_gpus() * 3.673 * 3);
+  const auto& spot = replay.plan_for({8, 8});
+  CHECK(spot.gpu_usd_per_s < e.gpu_usd_per_s);
+}
+
+TEST_CASE("survivors hold every layer while each stage keeps a replica") {
+  const std::vector<trace_column> columns{{"A100-40", "r1-a", ""}, {"A100-40", "r1-b", ""}};
+  config::plan p;
+  p.stages.resize(2);
+  p.stages[0].first_layer = 0;
+  p.stages[0].num_layers = 3;
+  p.stages[1].first_layer = 3;
+  p.stages[1].num_layers = 3;
+  // Stage 0: one replica in each zone; stage 1: one replica in zone b.
+  p.stages[0].replicas = {{"A100-40", "r1-a", 1, {}}, {"A100-40", "r1-b", 1, {}}};
+  p.stages[1].replicas = {{"A100-40", "r1-b", 1, {}}};
+  CHECK(survivors_hold_every_layer(p, columns, {1, 2}, {1, 2}));
+  CHECK(survivors_hold_every_layer(p, columns, {1, 2}, {0, 2}));   // stage 0 keeps zone b's
+  CHECK_FALSE(survivors_hold_every_layer(p, columns, {1, 2}, {1, 1}));  // stage 1's only replica
+  CHECK_FALSE(survivors_hold_every_layer(p, columns, {1, 2}, {1, 0}));
+}
+
+TEST_CASE("a fall without notice: ours loses the iteration in flight unless a stage is gone, restart its work since the checkpoint") {
+  // The fall comes 20 min after the checkpoint at 3600 s (every 30 min).
+  auto t = two_zone_timeline();
+  t.start_s = {0, 4800, 7200};
+  spot_replayer replay(two_zone_problem(), t, fixed_recovery(1.0));
+  auto ours = replay.run(spot_policy::ours);
+  auto restart = replay.run(spot_policy::restart_from_checkpoint);
+  const auto& full = replay.plan_for({8, 8});
+  REQUIRE(full.ok);
+  REQUIRE(full.held[1] > 2);  // the plan uses zone b beyond what is left of it
+  CHECK(ours.preemptions_without_notice == 1);
+  CHECK(restart.preemptions_without_notice == 1);
+  const double since_checkpoint = 4800 - 3600;
+  CHECK(restart.lost_iterations == doctest::Approx(full.throughput * since_checkpoint).epsilon(0.01));
+  if (survivors_hold_every_layer(full.plan, t.columns, full.held, {8, 2}))
+    CHECK(ours.lost_iterations == doctest::Approx(0.5));
+  else
+    CHECK(ours.lost_iterations == doctest::Approx(restart.lost_iterations));
+  CHECK(ours.iterations >= restart.iterations);
+  CHECK(ours.recovery_s_total > 0);
+  CHECK(restart.recovery_s_total >= ours.recovery_s_total);
+}
+
+TEST_CASE("preemptions with notice lose no iteration, and the job grows back") {
+  spot_replayer replay(two_zone_problem(), two_zone_timeline(), fixed_recovery(0));
+  for (auto objective : {spot_objective::throughput, spot_objective::liveput}) {
+    auto ours = replay.run(spot_policy::ours, objective);
+    CAPTURE(to_string(objective));
+    CHECK(ours.lost_iterations == 0);
+    CHECK(ours.waiting_s == 0);
+    CHECK(ours.iterations > 0);
+  }
+  auto peak = replay.run(spot_policy::ours, spot_objective::throughput);
+  CHECK(peak.preemptions_with_notice == 1);
+  REQUIRE(peak.changes.size() == 3);  // start, the fall, growth back to 16
+  CHECK(peak.changes[1].why == "preemption (notice)");
+  CHECK(peak.changes[2].why == "growth");
+  CHECK(peak.changes[2].gpus_after > peak.changes[1].gpus_after);
+  // Three ticks, two capacity vectors: the throughput objective plans each once.
+  CHECK(replay.planner_calls() >= 2);
+}
+
+TEST_CASE("static: the plan over the start's capacity waits while its GPUs are gone") {
+  spot_replayer replay(two_zone_problem(), two_zone_timeline(), fixed_recovery(0));
+  auto st = replay.run(spot_policy::static_plan);
+  const auto& first = replay.plan_for({8, 8});
+  if (first.held[1] > 2) {
+    CHECK(st.waiting_s == doctest::Approx(3600));
+    CHECK(st.changes.back().why == "capacity back");
+  }
+  CHECK(st.iterations < first.throughput * 3 * 3600);
+}
+
+TEST_CASE("preemption history: falls below a level, per second, from the past only") {
+  preemption_history h(1);
+  h.observe({16}, 0);
+  h.observe({10}, 3600);
+  h.observe({16}, 3600);
+  h.observe({4}, 3600);
+  // Falls below 12: two (16->10, 16->4); below 8: one; below 2: none.
+  const double prior = 12 * 3600.0;
+  CHECK(h.crossing_rate(0, 12) == doctest::Approx(3.0 / (3 * 3600 + prior)));
+  CHECK(h.crossing_rate(0, 8) == doctest::Approx(2.0 / (3 * 3600 + prior)));
+  CHECK(h.crossing_rate(0, 2) == doctest::Approx(1.0 / (3 * 3600 + prior)));
+}
