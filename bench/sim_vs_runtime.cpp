@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "sailor/simulator/correction.hpp"
+
 namespace {
 
 struct layout {
@@ -52,38 +54,78 @@ std::string shape_of(const nlohmann::json& plan) {
   return std::to_string(plan.value("stages", 0)) + " stage(s)";
 }
 
+// The loop's correction as the live job makes it: fed with the `learn` iterations after the
+// first (warm-up), then judged on the iterations after those (out of sample).
+struct corrected_figures {
+  double factor = 1, predicted_s = 0, measured_s = 0;
+  int judged = 0;
+};
+
+corrected_figures correct(double uncorrected_s, const std::vector<double>& each, int learn) {
+  sailor::simulator::speed_correction loop;
+  corrected_figures out;
+  for (int k = 1; k <= learn && k < static_cast<int>(each.size()); ++k)
+    loop.add("CPU", uncorrected_s, each[static_cast<std::size_t>(k)]);
+  out.factor = loop.factor("CPU");
+  out.predicted_s = uncorrected_s * out.factor;
+  double sum = 0;
+  for (std::size_t k = static_cast<std::size_t>(learn) + 1; k < each.size(); ++k, ++out.judged)
+    sum += each[k];
+  out.measured_s = out.judged ? sum / out.judged : 0;
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"The simulator's predicted iteration time against the runtime's measured one"};
   int iterations = 15;
+  int learn = 5;
   std::string layouts_text = "2x1,4x2,3x3";
+  std::string planners_text = "search,even";
   app.add_option("--iterations", iterations, "training iterations per layout");
   app.add_option("--layouts", layouts_text, "NxZ,...: N nodes in Z emulated zones");
+  app.add_option("--planners", planners_text, "search,even: the demo's --planner values to run");
+  app.add_option("--learn", learn, "iterations (after the first) the correction learns from");
   CLI11_PARSE(app, argc, argv);
   const std::string sailor = std::string(SAILOR_BIN_DIR) + "/sailor";
   const auto dir = std::filesystem::temp_directory_path() / ("sim_vs_runtime-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  std::printf("%-8s %12s %12s %10s   plan\n", "layout", "predicted", "measured", "pred/meas");
-  for (const auto& l : parse_layouts(layouts_text)) {
+  std::vector<std::string> planners;
+  {
+    std::stringstream in{planners_text};
+    std::string item;
+    while (std::getline(in, item, ','))
+      planners.push_back(item);
+  }
+  std::printf("%-7s %-7s %10s %10s %9s | %7s %10s %10s %9s   plan\n", "layout", "planner",
+              "predicted", "measured", "pred/meas", "factor", "corrected", "measured", "corr/meas");
+  for (const auto& l : parse_layouts(layouts_text))
+    for (const auto& planner : planners) {
     const auto summary = dir / ("summary-" + std::to_string(l.nodes) + "x" + std::to_string(l.zones) + ".json");
+    std::filesystem::remove(summary);
     const std::string cmd = sailor + " demo --nodes " + std::to_string(l.nodes) + " --zones " +
                             std::to_string(l.zones) + " --iterations " + std::to_string(iterations) +
+                            " --planner " + planner + " --profile-cache " + (dir / "profiles").string() +
                             " --no-dashboard --summary-json " + summary.string() + " > " +
                             (dir / "demo.out").string() + " 2>&1";
     const int rc = std::system(cmd.c_str());
     std::ifstream in(summary);
     if (rc != 0 || !in) {
-      std::printf("%dx%-6d demo failed (exit %d); output in %s\n", l.nodes, l.zones, rc,
-                  (dir / "demo.out").c_str());
+      std::printf("%dx%-5d %-7s demo failed (exit %d); output in %s\n", l.nodes, l.zones,
+                  planner.c_str(), rc, (dir / "demo.out").c_str());
       continue;
     }
     auto j = nlohmann::json::parse(in, nullptr, false);
-    const double predicted = j.value("predicted_iteration_s", 0.0);
+    const double predicted = j.value("predicted_iteration_s_uncorrected", j.value("predicted_iteration_s", 0.0));
     const double measured = j.value("measured_iteration_s", 0.0);
-    std::printf("%dx%-6d %11.3fs %11.3fs %9.2fx   %s\n", l.nodes, l.zones, predicted, measured,
-                measured > 0 ? predicted / measured : 0.0,
+    const auto each = j.value("measured_iteration_s_each", std::vector<double>{});
+    const auto c = correct(predicted, each, learn);
+    std::printf("%dx%-5d %-7s %9.3fs %9.3fs %8.2fx | %7.3f %9.3fs %9.3fs %8.2fx   %s\n", l.nodes,
+                l.zones, planner.c_str(), predicted, measured, measured > 0 ? predicted / measured : 0.0,
+                c.factor, c.predicted_s, c.measured_s, c.measured_s > 0 ? c.predicted_s / c.measured_s : 0.0,
                 shape_of(j.value("plan", nlohmann::json{})).c_str());
+    std::fflush(stdout);
   }
   std::filesystem::remove_all(dir);
   return 0;

@@ -56,6 +56,9 @@ struct local_run_args {
   bool fortunes_corpus = false;
   std::string sample_prompt = "The ";  ///< text jobs: the sample printed at the end starts so
   int sample_tokens = 200;             ///< characters of that sample (0: none)
+  std::string planner = "even";  ///< "search" (the planner on the live profile) or "even"
+  /// Folder of profiles cached by device type, model and build (when --profile is not given).
+  std::string profile_cache;
 };
 
 /// The options both subcommands take (defaults as `args` holds them).

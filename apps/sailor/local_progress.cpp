@@ -69,6 +69,18 @@ void local_progress::print_plan() {
   std::fflush(stdout);
 }
 
+void local_progress::print_stage_predictions() const {
+  if (prediction_.stages.empty())
+    return;
+  std::printf("  planner                %s; predicted per stage (compute + all-reduce, s):",
+              prediction_.planner.empty() ? "?" : prediction_.planner.c_str());
+  for (std::size_t k = 0; k < prediction_.stages.size(); ++k) {
+    const auto& st = prediction_.stages[k];
+    std::printf(" [%d,%d) %.4f+%.4f", st.first_layer, st.end_layer, st.compute_s, st.allreduce_s);
+  }
+  std::printf("\n");
+}
+
 void local_progress::print_iteration(const actors::iteration_record& r) const {
   const double tps = r.measured_s > 0 ? static_cast<double>(r.tokens) / r.measured_s : 0;
   std::printf("  %s iteration %3lld/%d  loss %.4f  tokens/s %8.0f  predicted %.4f s  "
@@ -119,6 +131,7 @@ void local_progress::print_summary(const std::string& command, double wall_s) co
   if (prediction_.analytic_s > 0 && prediction_.analytic_s != prediction_.predicted_s)
     std::printf("                         (the catalog's analytic CPU model alone said %.4f s)\n",
                 prediction_.analytic_s);
+  print_stage_predictions();
   std::printf("  re-plans               %d", plans_ > 0 ? plans_ - 1 : 0);
   for (std::size_t k = 0; k < resumed_at_.size(); ++k)
     std::printf("%s%d", k == 0 ? " (resumed from the checkpoint after iteration " : ", ",
@@ -145,6 +158,14 @@ nlohmann::json local_progress::summary_json(double wall_s) const {
   j["predicted_iteration_s"] = prediction_.predicted_s;
   j["predicted_iteration_s_analytic"] = prediction_.analytic_s;
   j["prediction_note"] = prediction_.note;
+  j["predicted_iteration_s_uncorrected"] = prediction_.uncorrected_s;
+  j["correction_factor"] = prediction_.correction_factor;
+  j["planner"] = prediction_.planner;
+  j["predicted_stage_s"] = nlohmann::json::array();
+  for (const auto& st : prediction_.stages)
+    j["predicted_stage_s"].push_back({{"layers", {st.first_layer, st.end_layer}},
+                                      {"compute_s", st.compute_s},
+                                      {"allreduce_s", st.allreduce_s}});
   j["measured_iteration_s"] = measured;
   j["replans"] = plans_ > 0 ? plans_ - 1 : 0;
   j["resumed_at"] = resumed_at_;

@@ -18,11 +18,24 @@
 
 namespace sailor::app {
 
+/// One stage's predicted time per iteration: its slowest replica's compute (forward and
+/// backward of every micro-batch, and the update) and its gradient all-reduce.
+struct stage_prediction {
+  int first_layer = 0, end_layer = 0;
+  double compute_s = 0;
+  double allreduce_s = 0;
+};
+
 /// The simulator's prediction of a plan (local_planning).
 struct plan_prediction {
-  double predicted_s = 0;
+  double predicted_s = 0;  ///< corrected by what the job measured (uncorrected_s x factor)
   double analytic_s = 0;  ///< from the catalog, without a profile
   std::string note;
+  double uncorrected_s = 0;        ///< the simulator's, before the loop's correction
+  double correction_factor = 1;    ///< measured over predicted, of the bottleneck's GPU type
+  std::string bottleneck_type;     ///< GPU type of the bottleneck stage
+  std::vector<stage_prediction> stages;
+  std::string planner;             ///< search, even or fixed
 };
 
 /// Written by the supervisor's callbacks (its thread) and the planner, read by the main loop.
@@ -70,6 +83,7 @@ public:
 private:
   void print_plan();
   void print_iteration(const actors::iteration_record& r) const;
+  void print_stage_predictions() const;
   // Mean measured iteration time and tokens/s, each plan's first iteration (warm-up) left
   // out when there are others.
   void means(double& measured_s, double& tokens_per_s, int& counted) const;

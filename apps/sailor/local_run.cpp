@@ -28,6 +28,7 @@
 
 #include "exit_codes.hpp"
 #include "demo_corpus.hpp"
+#include "live_planning.hpp"
 #include "local_cluster.hpp"
 #include "local_planning.hpp"
 #include "local_progress.hpp"
@@ -69,6 +70,8 @@ result<local_inputs> load_inputs(const local_run_args& args, const fs::path& wor
                "--preempt-at");
   if (args.checkpoint_every < 0)
     return bad("expected 0 (never) or more", "--checkpoint-every");
+  if (args.planner != "search" && args.planner != "even")
+    return bad("expected search or even, got '" + args.planner + "'", "--planner");
   local_inputs in;
   auto model = config::load_model(args.model);
   if (!model)
@@ -147,18 +150,31 @@ actors::coordinator_options coordinator_options_for(const local_inputs& in,
   // Generous: on a loaded 2-core machine a heartbeat can be late without the node being gone.
   options.supervisor.heartbeat_interval = std::chrono::milliseconds{500};
   options.supervisor.heartbeat_timeout = std::chrono::seconds{10};
+  auto loop = std::make_shared<live_loop>();
   local_planning_inputs planning{in.fixed,          in.cluster,     in.model, in.job,
-                                 {args.profile, args.model}, in.node_binary, work};
+                                 {args.profile, args.model,
+                                  // Within the run at least: a re-plan over as many ranks
+                                  // does not profile again.
+                                  args.profile_cache.empty() ? (work / "profiles").string()
+                                                             : args.profile_cache},
+                                 in.node_binary, work,
+                                 args.planner, loop};
   options.plan = local_planner(std::move(planning), [&events](const plan_prediction& p) {
     std::lock_guard lock{events.mu};
     events.prediction = p;
   });
-  options.supervisor.prepare_training = [&events, settings](
+  options.supervisor.prepare_training = [&events, settings, loop](
                                           actors::training_job& tj,
                                           const actors::checkpoint_holdings& held) {
     // Resumes from the newest complete checkpoint of an earlier plan, if any.
     if (!fill_training_job(tj, settings, held))
       return false;
+    plan_prediction prediction;
+    {
+      std::lock_guard lock{events.mu};
+      prediction = events.prediction;
+    }
+    loop->on_plan(tj.start_iteration, prediction.uncorrected_s, prediction.bottleneck_type);
     std::lock_guard lock{events.mu};
     tj.predicted_iteration_s = events.prediction.predicted_s;
     events.plan = tj.plan;
@@ -170,8 +186,9 @@ actors::coordinator_options coordinator_options_for(const local_inputs& in,
   };
   // A lost node's peers usually fail before the loss is noticed: give the supervisor time.
   options.supervisor.training_failure_grace = std::chrono::seconds{10};
-  options.supervisor.on_iteration = [&events](const actors::iteration_record& r,
-                                              const actors::training_progress& p) {
+  options.supervisor.on_iteration = [&events, loop](const actors::iteration_record& r,
+                                                    const actors::training_progress& p) {
+    loop->observe(r);
     std::lock_guard lock{events.mu};
     events.iterations.push_back(r);
     events.loss_curve = p.loss_curve();
