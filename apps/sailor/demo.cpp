@@ -60,6 +60,21 @@ void add_local_run_options(CLI::App* sub, local_run_args& args) {
                   "keep serving the dashboard this many seconds after training ends")
     ->check(CLI::NonNegativeNumber)
     ->capture_default_str();
+  sub->add_option("--straggler-at", args.straggler_at,
+                  "emulate a straggler: after this many iterations one node of the plan computes "
+                  "--straggler-slowdown times slower (sailor-node --slowdown-file and SIGUSR2); "
+                  "the job notices and re-plans around it when that pays (0: never)")
+    ->check(CLI::NonNegativeNumber)
+    ->capture_default_str();
+  sub->add_option("--straggler-slowdown", args.straggler_slowdown,
+                  "the straggler's compute stretched this many times")
+    ->check(CLI::Range(1.0, 1000.0))
+    ->capture_default_str();
+  sub->add_flag("--replan-on-drift", args.replan_on_drift,
+                "re-plan when a node's measured compute runs 1.5x over its own earlier figure "
+                "and the plan without it is predicted over 10% faster after the re-plan's cost "
+                "(on with --straggler-at; off otherwise: on a loaded machine, noise alone "
+                "reaches such factors)");
   sub->add_flag("--verbose", args.verbose, "log the supervisor's events");
   sub->add_flag("--keep-logs", args.keep_logs, "keep the node logs after a success");
 }

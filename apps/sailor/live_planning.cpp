@@ -28,7 +28,7 @@ simulator::sim_options cpu_sim_options(const measured_profile* profile) {
 void live_loop::observe(const actors::iteration_record& r) {
   std::lock_guard lock{mu};
   // Each plan's first iteration pays the warm-up (allocations, first connections).
-  if (r.iteration <= plan_start_iteration || bottleneck_type.empty())
+  if (r.iteration <= plan_start_iteration || bottleneck_type.empty() || suspect)
     return;
   auto why = correction.add(bottleneck_type, raw_predicted_s, r.measured_s);
   if (!why.empty()) {
@@ -43,6 +43,7 @@ void live_loop::observe(const actors::iteration_record& r) {
 void live_loop::on_plan(int start_iteration, double raw_s, const std::string& type) {
   std::lock_guard lock{mu};
   plan_start_iteration = start_iteration;
+  suspect = false;
   raw_predicted_s = raw_s;
   bottleneck_type = type;
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,10 @@ struct live_loop {
   std::string bottleneck_type;  ///< GPU type of the running plan's bottleneck stage
   std::int64_t plan_start_iteration = -1;  ///< its first iteration (warm-up: not a sample)
   std::vector<std::string> refused;  ///< why samples were not trusted (the last few)
+  std::set<std::string> excluded;    ///< nodes left out of plans (stragglers)
+  /// A node looks slow: its iterations are not folded into the type's correction (they say
+  /// something about the node, not the type) until a plan without it runs.
+  bool suspect = false;
 
   /// Folds one completed iteration into the correction.
   void observe(const actors::iteration_record& r);

@@ -125,68 +125,85 @@ result<config::plan> searched(const local_planning_inputs& in, const actors::pla
 
 }  // namespace
 
-actors::planning_function local_planner(local_planning_inputs in,
-                                        std::function<void(const plan_prediction&)> predicted) {
-  const int layers = in.model.num_all_layers();
-  return [in = std::move(in), predicted = std::move(predicted),
-          layers](const actors::plan_request& request) -> result<config::plan> {
-    config::plan p;
-    std::optional<result<measured_profile>> profile;
-    std::string used = in.fixed ? "fixed" : in.policy;
-    int profiled_ranks = 0;
-    if (in.fixed) {
-      p = *in.fixed;
-    } else {
-      auto made = actors::even_plan(request.nodes, layers, in.job.global_batch);
-      if (!made)
-        return made.error();
-      p = *made;
-      if (p.global_batch <= 0)
-        p.global_batch = in.job.global_batch;
-      // Memory first, from the catalog alone: no need to profile a model that cannot run even
-      // when every device holds a share of its layers.
-      if (auto why = memory_refusal(in.model, p, in.cluster, in.job);
-          !why.empty() && in.policy == "search")
-        return sailor::error{error_kind::invalid_input,
-                             "the model does not fit a device's memory: " + why, "", 0, "plan"};
-      if (in.policy == "search") {
-        // The profile is taken for the even plan's shape (micro-batch, TP 1, as many
-        // processes at once as devices joined): the search chooses among plans of that shape.
-        // A re-plan searches on the running plan's profile (cached): profiling again for
-        // another count of processes changes the host's figures, not the layers' order.
-        const config::plan& shape = request.has_current && !request.current.stages.empty()
-                                      ? request.current : p;
-        profile = obtain_profile(in.profile, in.node_binary, in.work, shape);
-        profiled_ranks = actors::plan_world_size(shape);
-        auto found = searched(in, request, *profile);
-        if (found)
-          p = std::move(*found);
-        else {
-          std::fprintf(stderr, "  warning: the search found no plan (%s): the even plan is used\n",
-                       found.error().message.c_str());
-          used = "even (the search found none)";
-        }
-      }
-    }
+result<planned> plan_and_predict(const local_planning_inputs& in,
+                                 const actors::plan_request& original, bool what_if) {
+  // Nodes the loop left out (stragglers) are not planned on.
+  actors::plan_request request = original;
+  if (in.loop) {
+    std::lock_guard lock{in.loop->mu};
+    std::erase_if(request.nodes, [&](const actors::node_inventory& n) {
+      return in.loop->excluded.count(n.name) > 0;
+    });
+  }
+  config::plan p;
+  std::optional<result<measured_profile>> profile;
+  std::string used = in.fixed ? "fixed" : in.policy;
+  int profiled_ranks = 0;
+  if (in.fixed) {
+    p = *in.fixed;
+  } else {
+    auto made = actors::even_plan(request.nodes, in.model.num_all_layers(), in.job.global_batch);
+    if (!made)
+      return made.error();
+    p = *made;
     if (p.global_batch <= 0)
       p.global_batch = in.job.global_batch;
-    // Memory first, from the catalog alone: no need to profile a model that cannot run. The
-    // same check as `sailor coordinator --train-dir` (training_setup.hpp).
-    if (auto why = memory_refusal(in.model, p, in.cluster, in.job); !why.empty())
+    // Memory first, from the catalog alone: no need to profile a model that cannot run even
+    // when every device holds a share of its layers.
+    if (auto why = memory_refusal(in.model, p, in.cluster, in.job);
+        !why.empty() && in.policy == "search")
       return sailor::error{error_kind::invalid_input,
                            "the model does not fit a device's memory: " + why, "", 0, "plan"};
-    // The profile's host figures are those of as many processes as the plan has ranks: the
-    // search's plan may use fewer devices than joined (cached per count of processes).
-    if (!profile || actors::plan_world_size(p) != profiled_ranks)
-      profile = obtain_profile(in.profile, in.node_binary, in.work, p);
-    auto prediction = prediction_of(in, p, *profile);
-    prediction.planner = used;
-    correct(prediction, in.loop.get());
-    if (!p.estimate)
-      p.estimate = config::plan_estimate{};
-    p.estimate->iteration_time_s = prediction.predicted_s;
-    predicted(prediction);
-    return p;
+    if (in.policy == "search") {
+      // The profile is taken for the even plan's shape (micro-batch, TP 1, as many processes
+      // at once as devices joined): the search chooses among plans of that shape. A re-plan
+      // searches on the running plan's profile (cached): profiling again for another count
+      // of processes changes the host's figures, not the layers' order.
+      const config::plan& shape =
+        request.has_current && !request.current.stages.empty() ? request.current : p;
+      profile = obtain_profile(in.profile, in.node_binary, in.work, shape);
+      profiled_ranks = actors::plan_world_size(shape);
+      auto found = searched(in, request, *profile);
+      if (found) {
+        p = std::move(*found);
+      } else {
+        std::fprintf(stderr, "  warning: the search found no plan (%s): the even plan is used\n",
+                     found.error().message.c_str());
+        used = "even (the search found none)";
+      }
+    }
+  }
+  if (p.global_batch <= 0)
+    p.global_batch = in.job.global_batch;
+  // The same check as `sailor coordinator --train-dir` (training_setup.hpp).
+  if (auto why = memory_refusal(in.model, p, in.cluster, in.job); !why.empty())
+    return sailor::error{error_kind::invalid_input,
+                         "the model does not fit a device's memory: " + why, "", 0, "plan"};
+  if (!in.fixed)
+    if (auto err = actors::place_replicas(p, request.nodes))
+      return *err;
+  // The profile's host figures are those of as many processes as the plan has ranks: the
+  // search's plan may use fewer devices than joined (cached per count of processes).
+  if (!profile || (!what_if && actors::plan_world_size(p) != profiled_ranks))
+    profile = obtain_profile(in.profile, in.node_binary, in.work, p);
+  auto prediction = prediction_of(in, p, *profile);
+  prediction.planner = used;
+  correct(prediction, in.loop.get());
+  if (!p.estimate)
+    p.estimate = config::plan_estimate{};
+  p.estimate->iteration_time_s = prediction.predicted_s;
+  return planned{std::move(p), std::move(prediction)};
+}
+
+actors::planning_function local_planner(local_planning_inputs in,
+                                        std::function<void(const plan_prediction&)> predicted) {
+  return [in = std::move(in), predicted = std::move(predicted)](
+           const actors::plan_request& request) -> result<config::plan> {
+    auto made = plan_and_predict(in, request, false);
+    if (!made)
+      return made.error();
+    predicted(made->prediction);
+    return std::move(made->plan);
   };
 }
 

@@ -35,6 +35,18 @@ struct local_planning_inputs {
   std::shared_ptr<live_loop> loop;
 };
 
+/// A plan and its prediction.
+struct planned {
+  config::plan plan;
+  plan_prediction prediction;
+};
+
+/// What the planning function chooses over the request's nodes (less those the loop left
+/// out), placed on them, and its prediction (corrected by the loop). `what_if`: only asking
+/// (the drift check): the profile is not taken again for another count of processes.
+result<planned> plan_and_predict(const local_planning_inputs& in,
+                                 const actors::plan_request& request, bool what_if);
+
 /// The planning function; every plan's prediction goes to `predicted` (on the planner's
 /// thread) before the plan is returned.
 actors::planning_function local_planner(local_planning_inputs in,

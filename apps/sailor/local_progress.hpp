@@ -66,13 +66,24 @@ public:
   std::string take(training_events& events, int live_nodes);
   bool finished() const { return finished_ && done() >= iterations_; }
   int done() const { return static_cast<int>(records_.size()); }
+  int total() const { return iterations_; }
   clock_type::time_point last_progress() const { return last_progress_; }
   /// Re-planning and profiling after a loss take their time: no stall meanwhile.
   void touch() { last_progress_ = clock_type::now(); }
   void preempted(const std::string& node) {
     preempted_.push_back(node);
     preempted_time_ = clock_type::now();
+    replan_reasons_.push_back(node + " preempted");
   }
+  /// The emulated straggler was slowed after `iteration` iterations.
+  void straggled(int iteration) { straggler_at_ = iteration; }
+  /// The job asked for a re-plan on drift (the next plan is its answer).
+  void drift_replan(const std::string& reason) {
+    replan_reasons_.push_back(reason);
+    if (drift_plan_ == 0)
+      drift_plan_ = plans_ + 1;
+  }
+  const std::vector<actors::iteration_record>& records() const { return records_; }
   const std::vector<std::string>& preempted_nodes() const { return preempted_; }
 
   /// The summary for people, after training.
@@ -103,6 +114,15 @@ private:
   // re-planning, profiling the new plan, rendezvous and restoring the checkpoint.
   std::optional<clock_type::time_point> preempted_time_;
   double recovery_s_ = -1;
+  // Every record as it came, with the plan (1, 2, ...) that ran it: iterations run again
+  // after a resume replace records_, not these.
+  std::vector<std::pair<int, actors::iteration_record>> history_;
+  std::vector<std::string> replan_reasons_;
+  int straggler_at_ = 0;
+  int drift_plan_ = 0;  // the plan made on drift (0: none)
+  // Tokens per second over the history's records that `keep` selects (each plan's first
+  // iteration left out).
+  template <class Keep> double tokens_per_s_where(Keep keep) const;
   clock_type::time_point last_progress_ = clock_type::now();
 };
 
