@@ -59,6 +59,15 @@ TEST_CASE("sailor demo trains over node processes and matches a single-rank run"
   CHECK(j["measured_iteration_s"].get<double>() > 0);
   CHECK(j["predicted_iteration_s"].get<double>() > 0);
   CHECK(j["replans"].get<int>() == 0);
+  // The plan is the search's, on the model's profile measured on this machine, predicted per
+  // stage (each stage's compute bounded by the whole iteration).
+  CHECK(j["planner"] == "search");
+  CHECK(j["prediction_note"].get<std::string>().find("profile") != std::string::npos);
+  REQUIRE(j["predicted_stage_s"].size() == j["plan"]["stages"].get<std::size_t>());
+  for (const auto& st : j["predicted_stage_s"]) {
+    CHECK(st["compute_s"].get<double>() > 0);
+    CHECK(st["compute_s"].get<double>() <= j["predicted_iteration_s_uncorrected"].get<double>());
+  }
 
   auto reference = single_rank_losses(j["plan"]["micro_batch"].get<int>(),
                                       j["plan"]["global_batch"].get<int>(), 10);

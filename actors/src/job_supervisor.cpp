@@ -477,6 +477,10 @@ caf::message_handler common(supervisor* self) {
       self->delayed_send(self, self->state.options.board_interval, board_tick_atom::value);
     },
     [self](const train_report& x) { on_train_report(self, x); },
+    [self](drift_replan_atom, const std::string& why) {
+      if (self->state.phase == "running")
+        capacity_changed(self, why);
+    },
     [self](train_check_atom, std::int64_t version) { on_train_check(self, version); },
     [self](startup_deadline_atom, std::int64_t version, std::int64_t serial) {
       on_startup_deadline(self, version, serial);

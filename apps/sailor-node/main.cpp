@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <fstream>
 #include <cerrno>
 #include <cstdio>
 #include <condition_variable>
@@ -70,6 +71,8 @@ struct node_args {
   std::string log_dir = "sailor-logs";
   bool emulate_gpu = false;  ///< CPU cores planned as --gpu-type (tests, demos)
   double join_timeout_s = 60;  ///< retry the join this long (at start, and after a drop)
+  double slowdown = 1;         ///< emulation: compute stretched this many times
+  std::string slowdown_file;   ///< SIGUSR2 reads the slowdown from its first line
 };
 
 // Each rank's data-plane transport: UCX or comm's TCP (--data-transport, else --transport).
@@ -269,6 +272,7 @@ struct session_context {
   std::string advertise;                 // where peers reach this node
   comm::transport* data = nullptr;       // checkpoint shards (and probes of peers)
   comm::transport* transport = nullptr;  // the bridge's (null: its own sockets)
+  std::shared_ptr<std::atomic<double>> slowdown = std::make_shared<std::atomic<double>>(1.0);
 };
 
 // Joins the coordinator, retrying with backoff while it is not up, until `deadline`.
@@ -318,6 +322,7 @@ int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& st
     training.state_dir = ctx.state_dir;
     training.transport = ctx.data;
     training.make_data_transport = data_transport_maker(ctx.args, ctx.advertise);
+    training.slowdown = ctx.slowdown;
     auto trainer = std::make_shared<train::node_trainer>(std::move(training));
     options.hook = [trainer](const actors::stage_role& role, actors::stage_ready_fn ready) {
       return trainer->on_role(role, std::move(ready));
@@ -371,6 +376,21 @@ int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& st
   }
 }
 
+// SIGUSR2: the slowdown from the first line of `file` (a number from 1 to 1000; anything else
+// is refused with a warning and changes nothing).
+void reload_slowdown(const std::string& file, std::atomic<double>& slowdown) {
+  std::ifstream in(file);
+  double f = 0;
+  if (file.empty() || !(in >> f) || !(f >= 1.0 && f <= 1000)) {
+    std::fprintf(stderr, "sailor-node: SIGUSR2: --slowdown-file '%s': expected a number from 1 "
+                         "to 1000 on its first line; the slowdown stays %.2f\n",
+                 file.c_str(), slowdown.load());
+    return;
+  }
+  slowdown.store(f);
+  std::fprintf(stderr, "sailor-node: compute now stretched %.2f times\n", f);
+}
+
 // Runs the node's sessions with SIGTERM/SIGINT turned into a stop (a preemption notice).
 int run_until_stopped(session_context& ctx) {
   // SIGTERM/SIGINT go through a self-pipe to a watcher thread. A handler, not a signal mask:
@@ -385,16 +405,24 @@ int run_until_stopped(session_context& ctx) {
   sigemptyset(&action.sa_mask);
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGUSR2, &action, nullptr);  // --slowdown-file read again
 
   actors::runtime_config cfg;
   caf::actor_system system{cfg};
   stop_watch stop;
-  std::thread signal_thread([&stop] {
-    unsigned char sig = 0;
-    while (::read(signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+  std::thread signal_thread([&stop, &ctx] {
+    for (;;) {
+      unsigned char sig = 0;
+      while (::read(signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+      }
+      if (sig == SIGUSR2) {
+        reload_slowdown(ctx.args.slowdown_file, *ctx.slowdown);
+        continue;
+      }
+      if (sig == SIGTERM || sig == SIGINT)
+        stop.signal();
+      return;
     }
-    if (sig == SIGTERM || sig == SIGINT)
-      stop.signal();
   });
   const int code = run_sessions(system, ctx, stop);
   const unsigned char wake = 0;  // not a signal: only ends the watcher
@@ -496,6 +524,7 @@ int run(const node_args& args) {
                            options.inventory.name, *advertise, *state_dir,
                            options.inventory.checkpoints.size());
   session_context ctx{args, *where, options, *state_dir, *advertise, data, transport->get()};
+  ctx.slowdown->store(args.slowdown);
   return run_until_stopped(ctx);
 }
 
@@ -551,6 +580,12 @@ int main(int argc, char** argv) {
                  "join again after the connection dropped (a coordinator restarted)")
     ->check(CLI::PositiveNumber)
     ->capture_default_str();
+  app.add_option("--slowdown", args.slowdown,
+                 "emulation: stretch every iteration's compute this many times (1 to 1000)")
+    ->check(CLI::Range(1.0, 1000.0))
+    ->capture_default_str();
+  app.add_option("--slowdown-file", args.slowdown_file,
+                 "emulation: on SIGUSR2 the slowdown is read again from this file's first line");
   app.add_option("--log-dir", args.log_dir, "also write the log to DIR/NAME.log (\"\": stderr "
                                             "only)")
     ->capture_default_str();

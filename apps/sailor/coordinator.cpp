@@ -17,6 +17,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "coordinator_search.hpp"
 #include "run_summary.hpp"
 #include "dashboard.hpp"
 #include "job_token.hpp"
@@ -45,6 +46,7 @@ struct coordinator_args {
   comm::transport_options::tls_files tls;
   std::string planner = "even";
   std::string sailor_data;
+  std::string profile, profile_cache;  ///< --planner search: a profile file, the cache folder
   std::string train_dir;     ///< empty: control plane only
   int iterations = 0;        ///< 0: the job's
   int checkpoint_every = 1;
@@ -133,6 +135,20 @@ int run_coordinator(const coordinator_args& args) {
     prob.cluster = *cluster;
     prob.job = *job;
     options.plan = actors::sailor_planning(std::move(prob));
+  } else if (args.planner == "search") {
+    auto self = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "sailor-node";
+    coordinator_search_inputs in{*model, *cluster, *job, args.model, args.profile,
+                                 args.profile_cache,
+                                 access(self.c_str(), X_OK) == 0 ? self.string() : "",
+                                 args.train_dir.empty() ? std::filesystem::temp_directory_path().string()
+                                                        : args.train_dir,
+                                 !args.train_dir.empty()};
+    auto search = coordinator_search(std::move(in));
+    if (!search) {
+      std::fprintf(stderr, "sailor coordinator: --profile: %s\n", search.error().to_string().c_str());
+      return exit_bad_input;
+    }
+    options.plan = std::move(*search);
   } else if (args.planner == "even") {
     // Needs no profiles (CPU nodes have none): layers split evenly, one pipeline per device
     // group of a zone.
@@ -151,7 +167,7 @@ int run_coordinator(const coordinator_args& args) {
       return p;
     };
   } else {
-    std::fprintf(stderr, "sailor coordinator: --planner: expected even or sailor, got '%s'\n",
+    std::fprintf(stderr, "sailor coordinator: --planner: expected even, search or sailor, got '%s'\n",
                  args.planner.c_str());
     return exit_bad_input;
   }
@@ -325,8 +341,15 @@ void add_coordinator(CLI::App& app, command_set& commands) {
     ->check(positive_number())
     ->capture_default_str();
   sub->add_option("--planner", args->planner,
-                  "even (no profiles needed) or sailor (Sailor's planner; needs --sailor-data)")
+                  "even (no profiles needed), search (the planner's search on --profile, profiles measured "
+                  "here and the catalog) or sailor (Sailor's planner; needs --sailor-data)")
     ->capture_default_str();
+  sub->add_option("--profile", args->profile,
+                  "--planner search: a profile JSON of the model (`sailor profile`, the demo's "
+                  "cache); CPU types without one are profiled on this machine");
+  sub->add_option("--profile-cache", args->profile_cache,
+                  "--planner search: folder where profiles measured here are cached by device "
+                  "type, model and build");
   sub->add_option("--sailor-data", args->sailor_data,
                   "a Sailor data folder with profiles of the model (for --planner sailor)");
   sub->add_option("--train-dir", args->train_dir,

@@ -27,6 +27,13 @@ void add_local_run_options(CLI::App* sub, local_run_args& args) {
   sub->add_option("--plan", args.plan, "a fixed plan YAML instead of the planner's");
   sub->add_option("--profile", args.profile,
                   "profile JSON cache: used if it covers the plan, else measured and written");
+  sub->add_option("--profile-cache", args.profile_cache,
+                  "folder of profiles cached by device type, model and build (used when "
+                  "--profile is not given)");
+  sub->add_option("--planner", args.planner,
+                  "search (the planner's search on the model's profile measured on this "
+                  "machine and the emulated links) or even (layers split evenly)")
+    ->capture_default_str();
   sub->add_option("--node-binary", args.node_binary, "sailor-node (default: next to sailor)");
   sub->add_option("--join-timeout-s", args.join_timeout_s, "bound on the nodes joining")
     ->capture_default_str();
@@ -53,6 +60,21 @@ void add_local_run_options(CLI::App* sub, local_run_args& args) {
                   "keep serving the dashboard this many seconds after training ends")
     ->check(CLI::NonNegativeNumber)
     ->capture_default_str();
+  sub->add_option("--straggler-at", args.straggler_at,
+                  "emulate a straggler: after this many iterations one node of the plan computes "
+                  "--straggler-slowdown times slower (sailor-node --slowdown-file and SIGUSR2); "
+                  "the job notices and re-plans around it when that pays (0: never)")
+    ->check(CLI::NonNegativeNumber)
+    ->capture_default_str();
+  sub->add_option("--straggler-slowdown", args.straggler_slowdown,
+                  "the straggler's compute stretched this many times")
+    ->check(CLI::Range(1.0, 1000.0))
+    ->capture_default_str();
+  sub->add_flag("--replan-on-drift", args.replan_on_drift,
+                "re-plan when a node's measured compute runs 1.5x over its own earlier figure "
+                "and the plan without it is predicted over 10% faster after the re-plan's cost "
+                "(on with --straggler-at; off otherwise: on a loaded machine, noise alone "
+                "reaches such factors)");
   sub->add_flag("--verbose", args.verbose, "log the supervisor's events");
   sub->add_flag("--keep-logs", args.keep_logs, "keep the node logs after a success");
 }
@@ -73,6 +95,7 @@ void add_train(CLI::App& app, command_set& commands) {
 void add_demo(CLI::App& app, command_set& commands) {
   auto args = std::make_shared<local_run_args>();
   args->command = "demo";
+  args->planner = "search";
   args->model = SAILOR_SOURCE_DIR "/configs/models/char-fortunes.yaml";
   args->job = SAILOR_SOURCE_DIR "/configs/jobs/fortunes-char.yaml";
   auto* sub = app.add_subcommand(

@@ -6,6 +6,9 @@
 #include <fstream>
 #include <optional>
 #include <set>
+#include <sstream>
+#include <system_error>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -56,11 +59,15 @@ config::model_profile median_profile(const std::vector<config::model_profile>& c
   return out;
 }
 
-std::optional<measured_profile> read_host(const std::string& path, measured_profile m) {
+// The host figures of a cached profile, when they were measured by `ranks` processes at once
+// (the cores each gets depend on how many share them).
+std::optional<measured_profile> read_host(const std::string& path, measured_profile m, int ranks) {
   std::ifstream in(path);
   if (!in) return std::nullopt;
   try {
     auto j = nlohmann::json::parse(in);
+    if (j.contains("ranks") && j.at("ranks").get<int>() != std::max(1, ranks))
+      return std::nullopt;
     m.host_cores = j.at("host_cores").get<double>();
     m.cpu_per_message_s = j.at("cpu_per_message_s").get<double>();
     m.cpu_per_collective_s = j.at("cpu_per_collective_s").get<double>();
@@ -71,6 +78,23 @@ std::optional<measured_profile> read_host(const std::string& path, measured_prof
 }
 
 }  // namespace
+
+std::string profile_cache_file(const std::string& dir, const std::string& device_type,
+                               const std::string& model_file, const std::string& node_binary) {
+  if (dir.empty())
+    return {};
+  std::ifstream in(model_file);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::error_code ec;
+  const auto size = fs::file_size(node_binary, ec);
+  const auto time = fs::last_write_time(node_binary, ec).time_since_epoch().count();
+  const std::string build = std::to_string(ec ? 0 : size) + ":" + std::to_string(ec ? 0 : time);
+  char name[160];
+  std::snprintf(name, sizeof name, "profile-%s-%016zx-%016zx.json", device_type.c_str(),
+                std::hash<std::string>{}(text.str()), std::hash<std::string>{}(build));
+  return (fs::path{dir} / name).string();
+}
 
 // The model's profile for plan `p` on this machine: the cached file (and its .host.json) when
 // it covers the plan, else measured by `sailor-node profile` (bounded) and written to the
@@ -93,16 +117,24 @@ result<measured_profile> obtain_profile(const profile_request& args, const std::
       tps.insert(std::max(1, r.tp));
       ranks += std::max(1, r.tp);
     }
-  if (!args.profile.empty() && fs::exists(args.profile)) {
-    auto cached = config::load_profile_json(args.profile);
+  profile_request where = args;
+  if (where.profile.empty() && !where.cache_dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(where.cache_dir, ec);
+    where.profile = profile_cache_file(where.cache_dir,
+                                       where.device_type + "-" + std::to_string(ranks) + "ranks",
+                                       where.model, node_binary);
+  }
+  if (!where.profile.empty() && fs::exists(where.profile)) {
+    auto cached = config::load_profile_json(where.profile);
     if (cached && covers(*cached, p.micro_batch, tps)) {
       measured_profile m;
       m.profile = std::move(*cached);
-      if (auto with_host = read_host(args.profile + ".host.json", m))
+      if (auto with_host = read_host(where.profile + ".host.json", m, ranks))
         return *with_host;
     }
   }
-  const std::string out = args.profile.empty() ? (work / "profile.json").string() : args.profile;
+  const std::string out = where.profile.empty() ? (work / "profile.json").string() : where.profile;
   std::string tp_list;
   for (int tp : tps)
     tp_list += (tp_list.empty() ? "" : ",") + std::to_string(tp);
@@ -191,6 +223,7 @@ result<measured_profile> obtain_profile(const profile_request& args, const std::
   host["host_cores"] = m.host_cores;
   host["cpu_per_message_s"] = m.cpu_per_message_s;
   host["cpu_per_collective_s"] = m.cpu_per_collective_s;
+  host["ranks"] = std::max(1, ranks);
   std::ofstream host_file(out + ".host.json");
   host_file << host.dump(1) << "\n";
   if (!file || !host_file)

@@ -26,7 +26,17 @@ struct measured_profile {
 struct profile_request {
   std::string profile;  ///< cache file: read if it covers the plan, else written ("" : none)
   std::string model;    ///< model YAML the profiling processes load
+  /// When `profile` is empty: a folder of profiles cached by device type, model, build and
+  /// the number of processes measuring at once (profile_cache_file).
+  std::string cache_dir;
+  std::string device_type = "CPU";
 };
+
+/// The cache file of a device type's profile of a model under a build:
+/// `dir/profile-<type>-<hash of the model file>-<hash of the node binary's size and time>.json`.
+/// "" when `dir` is empty.
+std::string profile_cache_file(const std::string& dir, const std::string& device_type,
+                               const std::string& model_file, const std::string& node_binary);
 
 /// The model's profile for plan `p` on this machine: the cached file when it covers the plan,
 /// else measured by `node_binary profile` (bounded) in `work` and written to the cache.

@@ -150,7 +150,8 @@ status local_cluster::spawn_nodes(const std::string& node_binary, int nodes, int
     c.pid = spawn({node_binary, "--join", "127.0.0.1:" + std::to_string(port()), "--zone",
                    local_zone_name(k % zones), "--devices", "cpu:1", "--name", c.name,
                    "--transport", "socket", "--state-dir", work_.string(), "--log-dir",
-                   ""},  // its log is c.log already
+                   "",  // its log is c.log already
+                   "--slowdown-file", (work_ / (c.name + ".slowdown")).string()},
                   c.log);
     if (c.pid < 0)
       return failure("cannot start " + node_binary);

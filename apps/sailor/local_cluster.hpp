@@ -56,6 +56,14 @@ struct local_run_args {
   bool fortunes_corpus = false;
   std::string sample_prompt = "The ";  ///< text jobs: the sample printed at the end starts so
   int sample_tokens = 200;             ///< characters of that sample (0: none)
+  std::string planner = "even";  ///< "search" (the planner on the live profile) or "even"
+  /// Folder of profiles cached by device type, model and build (when --profile is not given).
+  std::string profile_cache;
+  int straggler_at = 0;             ///< slow one node after this many iterations (0: never)
+  double straggler_slowdown = 3;    ///< its compute stretched this many times
+  /// Re-plan when telemetry shows a straggler and a plan without it is clearly faster
+  /// (implied by straggler_at).
+  bool replan_on_drift = false;
 };
 
 /// The options both subcommands take (defaults as `args` holds them).

@@ -3,22 +3,14 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "live_planning.hpp"
 #include "sailor/actors/placement.hpp"
+#include "sailor/actors/train/progress.hpp"
 #include "sailor/simulator/simulator.hpp"
 #include "training_setup.hpp"
 
 namespace sailor::app {
 namespace {
-
-// How our runtime runs on CPU devices: no CUDA context or NCCL buffers, sends overlap compute,
-// every receiving TP rank gets a full copy (executor.cpp).
-simulator::sim_options cpu_options() {
-  simulator::sim_options sim;
-  sim.framework_overhead_bytes = 0;
-  sim.overlap_p2p = true;
-  sim.p2p_partitioned = false;
-  return sim;
-}
 
 result<simulator::estimate> predict(const local_planning_inputs& in, const config::plan& p,
                                     const simulator::sim_options& sim,
@@ -35,30 +27,43 @@ result<simulator::estimate> predict(const local_planning_inputs& in, const confi
   return simulator::simulate(*ctx, p);
 }
 
-// The prediction from the model's profile on this machine, or the analytic one (with why).
-plan_prediction prediction_of(const local_planning_inputs& in, const config::plan& p) {
+// Per stage: the slowest replica's compute per iteration and the gradient all-reduce; and the
+// GPU type of the bottleneck stage's slowest replica.
+void stage_times(const simulator::estimate& e, const config::plan& p, plan_prediction& out) {
+  out.stages.clear();
+  for (const auto& s : e.stages) {
+    stage_prediction sp;
+    sp.first_layer = s.first_layer;
+    sp.end_layer = s.end_layer;
+    sp.compute_s = (s.forward_s + s.backward_s) * s.micro_batches + s.update_s;
+    sp.allreduce_s = s.allreduce_s;
+    out.stages.push_back(sp);
+  }
+  const auto b = static_cast<std::size_t>(e.bottleneck_stage);
+  if (b < p.stages.size() && !p.stages[b].replicas.empty()) {
+    const auto r = static_cast<std::size_t>(b < e.stages.size() ? e.stages[b].slowest_replica : 0);
+    out.bottleneck_type = p.stages[b].replicas[std::min(r, p.stages[b].replicas.size() - 1)].gpu_type;
+  }
+}
+
+// The prediction from the model's profile on this machine (null: the analytic one, with why),
+// corrected by what the running job measured.
+plan_prediction prediction_of(const local_planning_inputs& in, const config::plan& p,
+                              const result<measured_profile>& profile) {
   plan_prediction out;
-  auto rough = predict(in, p, cpu_options(), nullptr);
-  if (rough)
+  auto rough = predict(in, p, cpu_sim_options(nullptr), nullptr);
+  if (rough) {
     out.analytic_s = rough->iteration_time_s;
-  out.predicted_s = out.analytic_s;
+    stage_times(*rough, p, out);
+  }
+  out.predicted_s = out.uncorrected_s = out.analytic_s;
   out.note = rough ? "simulator, analytic CPU model from the catalog (rough)"
                    : "no prediction: " + rough.error().message;
-  auto profile = obtain_profile(in.profile, in.node_binary, in.work, p);
   if (!profile) {
     out.note += "; profiling failed: " + profile.error().message;
     return out;
   }
-  auto sim = cpu_options();
-  // The profile times each layer as the executor runs it: nothing to remove per layer. Our
-  // runtime all-reduces gradients per layer, then the loss and norm over every rank; the
-  // ranks are processes of this machine and share its cores (see obtain_profile).
-  sim.profile_layer_overhead_s = 0;
-  sim.allreduce_per_layer = true;
-  sim.final_allreduce = true;
-  sim.host_cores = profile->host_cores;
-  sim.cpu_per_message_s = profile->cpu_per_message_s;
-  sim.cpu_per_collective_s = profile->cpu_per_collective_s;
+  auto sim = cpu_sim_options(&*profile);
   int ranks = 0;
   for (const auto& st : p.stages)
     for (const auto& r : st.replicas)
@@ -68,44 +73,137 @@ plan_prediction prediction_of(const local_planning_inputs& in, const config::pla
     out.note += "; the profiled prediction failed: " + measured.error().message;
     return out;
   }
-  out.predicted_s = measured->iteration_time_s;
+  out.predicted_s = out.uncorrected_s = measured->iteration_time_s;
+  stage_times(*measured, p, out);
   char buf[400];
   std::snprintf(buf, sizeof buf,
                 "simulator on this machine's profile (CPU work, measured by %d processes at "
                 "once), the %d ranks sharing %.2f cores, %.0f/%.0f us CPU per message/"
                 "all-reduce; pipeline %.4f s + gradient sync and update %.4f s",
-                ranks, ranks, profile->host_cores, profile->cpu_per_message_s * 1e6,
-                profile->cpu_per_collective_s * 1e6, measured->pipeline_s,
-                measured->sync_and_update_s);
+                profile->profile.by_gpu.empty() ? 0 : ranks, ranks, profile->host_cores,
+                profile->cpu_per_message_s * 1e6, profile->cpu_per_collective_s * 1e6,
+                measured->pipeline_s, measured->sync_and_update_s);
   out.note = buf;
   return out;
 }
 
+// Applies the loop's correction to `out` (the factor of the bottleneck's GPU type).
+void correct(plan_prediction& out, live_loop* loop) {
+  if (!loop)
+    return;
+  std::lock_guard lock{loop->mu};
+  out.correction_factor = loop->correction.factor(out.bottleneck_type);
+  out.predicted_s = out.uncorrected_s * out.correction_factor;
+  if (out.correction_factor != 1.0) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "; corrected x%.3f (median measured/predicted of %zu %s iterations)",
+                  out.correction_factor, loop->correction.samples(out.bottleneck_type),
+                  out.bottleneck_type.c_str());
+    out.note += buf;
+  }
+}
+
+// The search's plan over the nodes, fed by the profile (or, when profiling failed, by the
+// catalog's analytic model, with a warning naming what is missing).
+result<config::plan> searched(const local_planning_inputs& in, const actors::plan_request& request,
+                              const result<measured_profile>& profile) {
+  simulator::speed_correction none;
+  const simulator::speed_correction* correction = &none;
+  std::unique_lock<std::mutex> lock;
+  if (in.loop) {
+    lock = std::unique_lock<std::mutex>{in.loop->mu};
+    correction = &in.loop->correction;
+  }
+  if (!profile)
+    std::fprintf(stderr, "  warning: no profile of %s for model %s (%s): the search plans on the "
+                         "catalog's analytic model\n",
+                 request.nodes.empty() ? "the nodes' devices" : request.nodes.front().gpu_type.c_str(),
+                 in.model.name.c_str(), profile.error().message.c_str());
+  return search_plan(request.nodes, in.cluster, in.model, in.job, profile ? &*profile : nullptr,
+                     *correction);
+}
+
 }  // namespace
+
+result<planned> plan_and_predict(const local_planning_inputs& in,
+                                 const actors::plan_request& original, bool what_if) {
+  // Nodes the loop left out (stragglers) are not planned on.
+  actors::plan_request request = original;
+  if (in.loop) {
+    std::lock_guard lock{in.loop->mu};
+    std::erase_if(request.nodes, [&](const actors::node_inventory& n) {
+      return in.loop->excluded.count(n.name) > 0;
+    });
+  }
+  config::plan p;
+  std::optional<result<measured_profile>> profile;
+  std::string used = in.fixed ? "fixed" : in.policy;
+  int profiled_ranks = 0;
+  if (in.fixed) {
+    p = *in.fixed;
+  } else {
+    auto made = actors::even_plan(request.nodes, in.model.num_all_layers(), in.job.global_batch);
+    if (!made)
+      return made.error();
+    p = *made;
+    if (p.global_batch <= 0)
+      p.global_batch = in.job.global_batch;
+    // Memory first, from the catalog alone: no need to profile a model that cannot run even
+    // when every device holds a share of its layers.
+    if (auto why = memory_refusal(in.model, p, in.cluster, in.job);
+        !why.empty() && in.policy == "search")
+      return sailor::error{error_kind::invalid_input,
+                           "the model does not fit a device's memory: " + why, "", 0, "plan"};
+    if (in.policy == "search") {
+      // The profile is taken for the even plan's shape (micro-batch, TP 1, as many processes
+      // at once as devices joined): the search chooses among plans of that shape. A re-plan
+      // searches on the running plan's profile (cached): profiling again for another count
+      // of processes changes the host's figures, not the layers' order.
+      const config::plan& shape =
+        request.has_current && !request.current.stages.empty() ? request.current : p;
+      profile = obtain_profile(in.profile, in.node_binary, in.work, shape);
+      profiled_ranks = actors::plan_world_size(shape);
+      auto found = searched(in, request, *profile);
+      if (found) {
+        p = std::move(*found);
+      } else {
+        std::fprintf(stderr, "  warning: the search found no plan (%s): the even plan is used\n",
+                     found.error().message.c_str());
+        used = "even (the search found none)";
+      }
+    }
+  }
+  if (p.global_batch <= 0)
+    p.global_batch = in.job.global_batch;
+  // The same check as `sailor coordinator --train-dir` (training_setup.hpp).
+  if (auto why = memory_refusal(in.model, p, in.cluster, in.job); !why.empty())
+    return sailor::error{error_kind::invalid_input,
+                         "the model does not fit a device's memory: " + why, "", 0, "plan"};
+  if (!in.fixed)
+    if (auto err = actors::place_replicas(p, request.nodes))
+      return *err;
+  // The profile's host figures are those of as many processes as the plan has ranks: the
+  // search's plan may use fewer devices than joined (cached per count of processes).
+  if (!profile || (!what_if && actors::plan_world_size(p) != profiled_ranks))
+    profile = obtain_profile(in.profile, in.node_binary, in.work, p);
+  auto prediction = prediction_of(in, p, *profile);
+  prediction.planner = used;
+  correct(prediction, in.loop.get());
+  if (!p.estimate)
+    p.estimate = config::plan_estimate{};
+  p.estimate->iteration_time_s = prediction.predicted_s;
+  return planned{std::move(p), std::move(prediction)};
+}
 
 actors::planning_function local_planner(local_planning_inputs in,
                                         std::function<void(const plan_prediction&)> predicted) {
-  const int layers = in.model.num_all_layers();
-  return [in = std::move(in), predicted = std::move(predicted),
-          layers](const actors::plan_request& request) -> result<config::plan> {
-    config::plan p;
-    if (in.fixed) {
-      p = *in.fixed;
-    } else {
-      auto made = actors::even_plan(request.nodes, layers, in.job.global_batch);
-      if (!made)
-        return made.error();
-      p = *made;
-    }
-    if (p.global_batch <= 0)
-      p.global_batch = in.job.global_batch;
-    // Memory first, from the catalog alone: no need to profile a model that cannot run. The
-    // same check as `sailor coordinator --train-dir` (training_setup.hpp).
-    if (auto why = memory_refusal(in.model, p, in.cluster, in.job); !why.empty())
-      return sailor::error{error_kind::invalid_input,
-                           "the model does not fit a device's memory: " + why, "", 0, "plan"};
-    predicted(prediction_of(in, p));
-    return p;
+  return [in = std::move(in), predicted = std::move(predicted)](
+           const actors::plan_request& request) -> result<config::plan> {
+    auto made = plan_and_predict(in, request, false);
+    if (!made)
+      return made.error();
+    predicted(made->prediction);
+    return std::move(made->plan);
   };
 }
 

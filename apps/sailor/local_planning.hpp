@@ -5,6 +5,7 @@
 // machine (`sailor-node profile`, cached in --profile).
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -18,6 +19,8 @@
 
 namespace sailor::app {
 
+struct live_loop;  // live_planning.hpp
+
 struct local_planning_inputs {
   std::optional<config::plan> fixed;  ///< a plan file's plan instead of the planner's
   config::cluster cluster;            ///< the local zones (local_zones_cluster)
@@ -26,7 +29,23 @@ struct local_planning_inputs {
   profile_request profile;            ///< the cache and the model file to profile
   std::string node_binary;
   std::filesystem::path work;
+  /// "search" (the planner's search on the profile) or "even" (layers split evenly).
+  std::string policy = "search";
+  /// What the running job measured (null: predictions are not corrected).
+  std::shared_ptr<live_loop> loop;
 };
+
+/// A plan and its prediction.
+struct planned {
+  config::plan plan;
+  plan_prediction prediction;
+};
+
+/// What the planning function chooses over the request's nodes (less those the loop left
+/// out), placed on them, and its prediction (corrected by the loop). `what_if`: only asking
+/// (the drift check): the profile is not taken again for another count of processes.
+result<planned> plan_and_predict(const local_planning_inputs& in,
+                                 const actors::plan_request& request, bool what_if);
 
 /// The planning function; every plan's prediction goes to `predicted` (on the planner's
 /// thread) before the plan is returned.

@@ -41,6 +41,7 @@ std::string local_progress::take(training_events& events, int live_nodes) {
       records_.resize(static_cast<std::size_t>(r.iteration));  // run again after a resume
     print_iteration(r);
     records_.push_back(r);
+    history_.emplace_back(plans_, r);
     last_progress_ = clock_type::now();
     if (preempted_time_ && recovery_s_ < 0 && plans_ > 1)
       recovery_s_ = std::chrono::duration<double>(last_progress_ - *preempted_time_).count();
@@ -67,6 +68,34 @@ void local_progress::print_plan() {
   plans_shown_ = plans_;
   warm_up_.insert(start_iteration_);
   std::fflush(stdout);
+}
+
+template <class Keep>
+double local_progress::tokens_per_s_where(Keep keep) const {
+  double seconds = 0;
+  std::int64_t tokens = 0;
+  int last_plan = -1;
+  for (const auto& [plan, r] : history_) {
+    const bool first_of_plan = plan != last_plan;
+    last_plan = plan;
+    if (first_of_plan || !keep(plan, r.iteration))
+      continue;
+    seconds += r.measured_s;
+    tokens += r.tokens;
+  }
+  return seconds > 0 ? static_cast<double>(tokens) / seconds : 0;
+}
+
+void local_progress::print_stage_predictions() const {
+  if (prediction_.stages.empty())
+    return;
+  std::printf("  planner                %s; predicted per stage (compute + all-reduce, s):",
+              prediction_.planner.empty() ? "?" : prediction_.planner.c_str());
+  for (std::size_t k = 0; k < prediction_.stages.size(); ++k) {
+    const auto& st = prediction_.stages[k];
+    std::printf(" [%d,%d) %.4f+%.4f", st.first_layer, st.end_layer, st.compute_s, st.allreduce_s);
+  }
+  std::printf("\n");
 }
 
 void local_progress::print_iteration(const actors::iteration_record& r) const {
@@ -119,6 +148,7 @@ void local_progress::print_summary(const std::string& command, double wall_s) co
   if (prediction_.analytic_s > 0 && prediction_.analytic_s != prediction_.predicted_s)
     std::printf("                         (the catalog's analytic CPU model alone said %.4f s)\n",
                 prediction_.analytic_s);
+  print_stage_predictions();
   std::printf("  re-plans               %d", plans_ > 0 ? plans_ - 1 : 0);
   for (std::size_t k = 0; k < resumed_at_.size(); ++k)
     std::printf("%s%d", k == 0 ? " (resumed from the checkpoint after iteration " : ", ",
@@ -145,8 +175,29 @@ nlohmann::json local_progress::summary_json(double wall_s) const {
   j["predicted_iteration_s"] = prediction_.predicted_s;
   j["predicted_iteration_s_analytic"] = prediction_.analytic_s;
   j["prediction_note"] = prediction_.note;
+  j["predicted_iteration_s_uncorrected"] = prediction_.uncorrected_s;
+  j["correction_factor"] = prediction_.correction_factor;
+  j["planner"] = prediction_.planner;
+  j["predicted_stage_s"] = nlohmann::json::array();
+  for (const auto& st : prediction_.stages)
+    j["predicted_stage_s"].push_back({{"layers", {st.first_layer, st.end_layer}},
+                                      {"compute_s", st.compute_s},
+                                      {"allreduce_s", st.allreduce_s}});
   j["measured_iteration_s"] = measured;
   j["replans"] = plans_ > 0 ? plans_ - 1 : 0;
+  j["replan_reasons"] = replan_reasons_;
+  if (straggler_at_ > 0) {
+    // Before the slowdown, between it and the plan made on drift, and after that plan.
+    const int drift = drift_plan_ > 0 ? drift_plan_ : plans_ + 1;
+    const int at = straggler_at_;
+    j["straggler_at"] = at;
+    j["tokens_per_s_before"] =
+      tokens_per_s_where([&](int plan, std::int64_t it) { return plan < drift && it < at; });
+    j["tokens_per_s_during"] =
+      tokens_per_s_where([&](int plan, std::int64_t it) { return plan < drift && it >= at; });
+    j["tokens_per_s_after"] =
+      tokens_per_s_where([&](int plan, std::int64_t) { return plan >= drift; });
+  }
   j["resumed_at"] = resumed_at_;
   j["preempted"] = preempted_;
   if (recovery_s_ >= 0)

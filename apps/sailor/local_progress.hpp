@@ -18,11 +18,24 @@
 
 namespace sailor::app {
 
+/// One stage's predicted time per iteration: its slowest replica's compute (forward and
+/// backward of every micro-batch, and the update) and its gradient all-reduce.
+struct stage_prediction {
+  int first_layer = 0, end_layer = 0;
+  double compute_s = 0;
+  double allreduce_s = 0;
+};
+
 /// The simulator's prediction of a plan (local_planning).
 struct plan_prediction {
-  double predicted_s = 0;
+  double predicted_s = 0;  ///< corrected by what the job measured (uncorrected_s x factor)
   double analytic_s = 0;  ///< from the catalog, without a profile
   std::string note;
+  double uncorrected_s = 0;        ///< the simulator's, before the loop's correction
+  double correction_factor = 1;    ///< measured over predicted, of the bottleneck's GPU type
+  std::string bottleneck_type;     ///< GPU type of the bottleneck stage
+  std::vector<stage_prediction> stages;
+  std::string planner;             ///< search, even or fixed
 };
 
 /// Written by the supervisor's callbacks (its thread) and the planner, read by the main loop.
@@ -53,13 +66,24 @@ public:
   std::string take(training_events& events, int live_nodes);
   bool finished() const { return finished_ && done() >= iterations_; }
   int done() const { return static_cast<int>(records_.size()); }
+  int total() const { return iterations_; }
   clock_type::time_point last_progress() const { return last_progress_; }
   /// Re-planning and profiling after a loss take their time: no stall meanwhile.
   void touch() { last_progress_ = clock_type::now(); }
   void preempted(const std::string& node) {
     preempted_.push_back(node);
     preempted_time_ = clock_type::now();
+    replan_reasons_.push_back(node + " preempted");
   }
+  /// The emulated straggler was slowed after `iteration` iterations.
+  void straggled(int iteration) { straggler_at_ = iteration; }
+  /// The job asked for a re-plan on drift (the next plan is its answer).
+  void drift_replan(const std::string& reason) {
+    replan_reasons_.push_back(reason);
+    if (drift_plan_ == 0)
+      drift_plan_ = plans_ + 1;
+  }
+  const std::vector<actors::iteration_record>& records() const { return records_; }
   const std::vector<std::string>& preempted_nodes() const { return preempted_; }
 
   /// The summary for people, after training.
@@ -70,6 +94,7 @@ public:
 private:
   void print_plan();
   void print_iteration(const actors::iteration_record& r) const;
+  void print_stage_predictions() const;
   // Mean measured iteration time and tokens/s, each plan's first iteration (warm-up) left
   // out when there are others.
   void means(double& measured_s, double& tokens_per_s, int& counted) const;
@@ -89,6 +114,15 @@ private:
   // re-planning, profiling the new plan, rendezvous and restoring the checkpoint.
   std::optional<clock_type::time_point> preempted_time_;
   double recovery_s_ = -1;
+  // Every record as it came, with the plan (1, 2, ...) that ran it: iterations run again
+  // after a resume replace records_, not these.
+  std::vector<std::pair<int, actors::iteration_record>> history_;
+  std::vector<std::string> replan_reasons_;
+  int straggler_at_ = 0;
+  int drift_plan_ = 0;  // the plan made on drift (0: none)
+  // Tokens per second over the history's records that `keep` selects (each plan's first
+  // iteration left out).
+  template <class Keep> double tokens_per_s_where(Keep keep) const;
   clock_type::time_point last_progress_ = clock_type::now();
 };
 

@@ -28,6 +28,8 @@
 
 #include "exit_codes.hpp"
 #include "demo_corpus.hpp"
+#include "live_drift.hpp"
+#include "live_planning.hpp"
 #include "local_cluster.hpp"
 #include "local_planning.hpp"
 #include "local_progress.hpp"
@@ -69,6 +71,8 @@ result<local_inputs> load_inputs(const local_run_args& args, const fs::path& wor
                "--preempt-at");
   if (args.checkpoint_every < 0)
     return bad("expected 0 (never) or more", "--checkpoint-every");
+  if (args.planner != "search" && args.planner != "even")
+    return bad("expected search or even, got '" + args.planner + "'", "--planner");
   local_inputs in;
   auto model = config::load_model(args.model);
   if (!model)
@@ -134,11 +138,28 @@ training_settings settings_for(const local_inputs& in, const local_run_args& arg
   return settings;
 }
 
+// What the local planner plans with; `loop` learns from the running job.
+local_planning_inputs planning_inputs_for(const local_inputs& in, const local_run_args& args,
+                                          const fs::path& work, std::shared_ptr<live_loop> loop) {
+  return {in.fixed,
+          in.cluster,
+          in.model,
+          in.job,
+          {args.profile, args.model,
+           // Within the run at least: a re-plan over as many ranks does not profile again.
+           args.profile_cache.empty() ? (work / "profiles").string() : args.profile_cache},
+          in.node_binary,
+          work,
+          args.planner,
+          std::move(loop)};
+}
+
 // The coordinator: the local planner, the supervisor's callbacks into `events`.
 actors::coordinator_options coordinator_options_for(const local_inputs& in,
                                                     const local_run_args& args,
                                                     const training_settings& settings,
-                                                    training_events& events, const fs::path& work) {
+                                                    training_events& events,
+                                                    local_planning_inputs planning) {
   actors::coordinator_options options;
   for (auto& z : in.cluster.zones)
     options.supervisor.zones.push_back(z.name);
@@ -147,18 +168,23 @@ actors::coordinator_options coordinator_options_for(const local_inputs& in,
   // Generous: on a loaded 2-core machine a heartbeat can be late without the node being gone.
   options.supervisor.heartbeat_interval = std::chrono::milliseconds{500};
   options.supervisor.heartbeat_timeout = std::chrono::seconds{10};
-  local_planning_inputs planning{in.fixed,          in.cluster,     in.model, in.job,
-                                 {args.profile, args.model}, in.node_binary, work};
+  auto loop = planning.loop;
   options.plan = local_planner(std::move(planning), [&events](const plan_prediction& p) {
     std::lock_guard lock{events.mu};
     events.prediction = p;
   });
-  options.supervisor.prepare_training = [&events, settings](
+  options.supervisor.prepare_training = [&events, settings, loop](
                                           actors::training_job& tj,
                                           const actors::checkpoint_holdings& held) {
     // Resumes from the newest complete checkpoint of an earlier plan, if any.
     if (!fill_training_job(tj, settings, held))
       return false;
+    plan_prediction prediction;
+    {
+      std::lock_guard lock{events.mu};
+      prediction = events.prediction;
+    }
+    loop->on_plan(tj.start_iteration, prediction.uncorrected_s, prediction.bottleneck_type);
     std::lock_guard lock{events.mu};
     tj.predicted_iteration_s = events.prediction.predicted_s;
     events.plan = tj.plan;
@@ -170,8 +196,9 @@ actors::coordinator_options coordinator_options_for(const local_inputs& in,
   };
   // A lost node's peers usually fail before the loss is noticed: give the supervisor time.
   options.supervisor.training_failure_grace = std::chrono::seconds{10};
-  options.supervisor.on_iteration = [&events](const actors::iteration_record& r,
-                                              const actors::training_progress& p) {
+  options.supervisor.on_iteration = [&events, loop](const actors::iteration_record& r,
+                                                    const actors::training_progress& p) {
+    loop->observe(r);
     std::lock_guard lock{events.mu};
     events.iterations.push_back(r);
     events.loss_curve = p.loss_curve();
@@ -194,10 +221,11 @@ actors::coordinator_options coordinator_options_for(const local_inputs& in,
 // re-plan over the others, which resume from the newest complete checkpoint: iterations after
 // it are run again, and their new records replace the old ones. Returns an exit code.
 int train_loop(const local_run_args& args, local_cluster& cluster, training_events& events,
-               local_progress& progress) {
+               local_progress& progress, local_drift& drift) {
   auto last_status = clock_type::now() - std::chrono::seconds{1};
   while (true) {
     const std::string error = progress.take(events, cluster.live_children());
+    drift.step(cluster, events, progress);
     if (!error.empty())
       return fail(args, "training failed: " + error);
     if (progress.finished())
@@ -293,7 +321,9 @@ int run_local_training(const local_run_args& args) {
   cluster.take_signals();
   const auto start_time = clock_type::now();
   const auto settings = settings_for(*in, args, cluster.work());
-  auto options = coordinator_options_for(*in, args, settings, events, cluster.work());
+  auto planning = planning_inputs_for(*in, args, cluster.work(), std::make_shared<live_loop>());
+  auto options = coordinator_options_for(*in, args, settings, events, planning);
+  local_drift drift{args, planning, options.supervisor.board};
   if (auto err = cluster.start(std::move(options), args.dashboard, in->cluster, in->model))
     return cluster.cleanup(fail(args, err->message), args.keep_logs);
   std::printf("sailor %s: model %s (%s, %lld parameters), %d nodes in %d zones (cluster %s), "
@@ -316,7 +346,7 @@ int run_local_training(const local_run_args& args) {
   std::fflush(stdout);
 
   local_progress progress{in->iterations};
-  if (int code = train_loop(args, cluster, events, progress); code != exit_done)
+  if (int code = train_loop(args, cluster, events, progress, drift); code != exit_done)
     return cluster.cleanup(code, args.keep_logs);
   const double wall_s = std::chrono::duration<double>(clock_type::now() - start_time).count();
   progress.print_summary(args.command, wall_s);

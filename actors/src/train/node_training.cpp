@@ -81,6 +81,18 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
       caf::anon_send(to, std::move(r));
   }
 
+  // --slowdown: the rank waits (F-1) x its compute, reported as compute (an emulated slow
+  // device; its peers wait for it as they would).
+  void stretch_compute(iteration_telemetry& tel) const {
+    const double f = options.slowdown ? options.slowdown->load() : 1.0;
+    if (!(f > 1.0) || f > 1000)
+      return;
+    const double extra = (f - 1.0) * tel.compute_s;
+    std::this_thread::sleep_for(std::chrono::duration<double>(extra));
+    tel.compute_s += extra;
+    tel.total_s += extra;
+  }
+
   // A job's folder as this node stores it: relative folders live in the node's own state
   // folder (nodes share no file system).
   std::string local_path(const std::string& dir) const {
@@ -264,6 +276,7 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
         fail("iteration", "iteration " + std::to_string(it) + ": " + tel.error().to_string());
         return;
       }
+      stretch_compute(*tel);
       auto r = iteration_report(base, *tel, **exec);
       // Every rank runs the pass (it is a collective of the plan) after the same iterations:
       // every eval_every-th and the last (as bench/char_lm does).

@@ -248,6 +248,9 @@ using start_atom = caf::atom_constant<caf::atom("start")>;
 using ready_atom = caf::atom_constant<caf::atom("ready")>;
 /// Supervisor to itself: has the training failure of a plan version outlived its grace time?
 using train_check_atom = caf::atom_constant<caf::atom("trcheck")>;
+/// To the supervisor, in its process (with a reason): measurements show that another plan
+/// would be clearly better; re-plan while running (issue 14's closed loop).
+using drift_replan_atom = caf::atom_constant<caf::atom("driftrp")>;
 
 // -- inspect ------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@
 /// folder: the job's checkpoint folders are relative to it.
 /// A failure is a train_report with `error` set. No LibTorch in this header.
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -41,6 +42,10 @@ struct node_training_options {
   /// Builds each rank's data-plane transport (activations and gradients, comm/channel.hpp);
   /// empty: comm's TCP transport. Its options carry the job token of `transport`.
   comm::transport_maker make_data_transport;
+  /// Emulation (`sailor-node --slowdown`): every iteration's compute stretched this many
+  /// times (the rank waits (F-1) x its compute after the step); changeable while training.
+  /// Null or 1: none.
+  std::shared_ptr<std::atomic<double>> slowdown;
 };
 
 /// Owns the training threads of one node. Thread-safe.

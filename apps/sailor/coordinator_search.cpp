@@ -1,0 +1,88 @@
+#include "coordinator_search.hpp"
+
+#include <cstdio>
+#include <optional>
+#include <set>
+
+#include "demo_profile.hpp"
+#include "live_planning.hpp"
+#include "sailor/actors/placement.hpp"
+#include "sailor/config/load.hpp"
+#include "training_setup.hpp"
+
+namespace sailor::app {
+namespace {
+
+// The profile of every type that joined, as far as it can be had; warns about the others.
+std::optional<measured_profile> profile_for(const coordinator_search_inputs& in,
+                                            const std::optional<config::model_profile>& file,
+                                            const actors::plan_request& request) {
+  std::set<std::string> types;
+  for (const auto& n : request.nodes)
+    if (!n.devices.empty())
+      types.insert(n.gpu_type);
+  measured_profile out;
+  if (file)
+    out.profile = *file;
+  std::string missing;
+  for (const auto& type : types) {
+    if (out.profile.find(type))
+      continue;
+    std::string why = "not in the profile file";
+    if (type == "CPU" && !in.node_binary.empty()) {
+      // Measured on this machine: the CPU nodes are taken to run on hosts like this one.
+      auto shape = actors::even_plan(request.nodes, in.model.num_all_layers(), in.job.global_batch);
+      if (shape) {
+        profile_request req{"", in.model_file, in.cache_dir, type};
+        auto measured = obtain_profile(req, in.node_binary, in.work_dir, *shape);
+        if (measured) {
+          for (auto& [name, gp] : measured->profile.by_gpu)
+            out.profile.by_gpu[name] = gp;
+          if (out.profile.sizes_by_tp.empty())
+            out.profile.sizes_by_tp = measured->profile.sizes_by_tp;
+          out.host_cores = measured->host_cores;
+          out.cpu_per_message_s = measured->cpu_per_message_s;
+          out.cpu_per_collective_s = measured->cpu_per_collective_s;
+          continue;
+        }
+        why = "profiling failed: " + measured.error().message;
+      }
+    }
+    missing += (missing.empty() ? "" : "; ") + type + " (" + why + ")";
+  }
+  if (!missing.empty())
+    std::fprintf(stderr, "sailor coordinator: warning: no profile of model %s for %s: the search "
+                         "times those devices with the catalog's analytic model\n",
+                 in.model.name.c_str(), missing.c_str());
+  if (out.profile.by_gpu.empty())
+    return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
+result<actors::planning_function> coordinator_search(coordinator_search_inputs in) {
+  std::optional<config::model_profile> file;
+  if (!in.profile_file.empty()) {
+    auto loaded = config::load_profile_json(in.profile_file);
+    if (!loaded)
+      return loaded.error();
+    file = std::move(*loaded);
+  }
+  return actors::planning_function{
+    [in = std::move(in), file = std::move(file)](
+      const actors::plan_request& request) -> result<config::plan> {
+      auto profile = profile_for(in, file, request);
+      simulator::speed_correction none;
+      auto p = search_plan(request.nodes, in.cluster, in.model, in.job,
+                           profile ? &*profile : nullptr, none);
+      if (!p || !in.training)
+        return p;
+      if (auto why = memory_refusal(in.model, *p, in.cluster, in.job); !why.empty())
+        return sailor::error{error_kind::invalid_input,
+                             "the model does not fit a device's memory: " + why, "", 0, "plan"};
+      return p;
+    }};
+}
+
+}  // namespace sailor::app

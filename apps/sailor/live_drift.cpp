@@ -1,0 +1,222 @@
+#include "live_drift.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include <signal.h>
+
+#include <fstream>
+
+#include <caf/send.hpp>
+
+#include "live_planning.hpp"
+#include "local_cluster.hpp"
+
+namespace sailor::app {
+namespace {
+
+double median_of(std::vector<double> v) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+void node_speeds::add(const std::string& node, double compute_s, double predicted_compute_s) {
+  if (!std::isfinite(compute_s) || !std::isfinite(predicted_compute_s) || compute_s <= 0 ||
+      predicted_compute_s <= 0)
+    return;
+  const double ratio = compute_s / predicted_compute_s;
+  auto& rs = ratios_[node];
+  // A thousand times its own normal figure is a broken clock, not a slow node.
+  if (rs.size() >= 3) {
+    const double ref = median_of(rs);
+    if (ratio > 1000 * ref || ratio * 1000 < ref)
+      return;
+  }
+  rs.push_back(ratio);
+}
+
+double node_speeds::slowdown(const std::string& node, const drift_options& o) const {
+  auto it = ratios_.find(node);
+  if (it == ratios_.end())
+    return 1;
+  const auto& rs = it->second;
+  const auto base = static_cast<std::size_t>(std::max(1, o.baseline));
+  const auto win = static_cast<std::size_t>(std::max(1, o.window));
+  if (rs.size() < base + win)
+    return 1;
+  const double before = median_of({rs.begin(), rs.begin() + static_cast<long>(base)});
+  const double now = median_of({rs.end() - static_cast<long>(win), rs.end()});
+  return before > 0 ? now / before : 1;
+}
+
+std::optional<std::pair<std::string, double>> node_speeds::straggler(const drift_options& o) const {
+  std::vector<std::pair<double, std::string>> by_slowdown;
+  for (const auto& [node, rs] : ratios_)
+    by_slowdown.emplace_back(slowdown(node, o), node);
+  if (by_slowdown.empty())
+    return std::nullopt;
+  std::sort(by_slowdown.rbegin(), by_slowdown.rend());
+  const auto& [worst, node] = by_slowdown.front();
+  std::vector<double> peers;
+  for (std::size_t k = 1; k < by_slowdown.size(); ++k)
+    peers.push_back(by_slowdown[k].first);
+  const double peer = peers.empty() ? 1.0 : median_of(peers);
+  if (worst > o.slow_factor && worst > o.slow_factor * peer)
+    return std::make_pair(node, worst);
+  return std::nullopt;
+}
+
+std::optional<std::string> drift_watch::check(const std::vector<actors::board_rank_report>& reports,
+                                              const plan_prediction& running,
+                                              std::int64_t plan_version,
+                                              const std::vector<actors::iteration_record>& records,
+                                              int left, const std::set<std::string>& gone,
+                                              const std::optional<config::plan>& current) {
+  for (const auto& b : reports) {
+    const auto& r = b.report;
+    if (r.plan_version != plan_version || r.stage < 0 ||
+        r.stage >= static_cast<int>(running.stages.size()))
+      continue;
+    if (!seen_.insert({r.plan_version, r.node, r.rank, r.iteration}).second)
+      continue;
+    speeds_.add(r.node, r.compute_s, running.stages[static_cast<std::size_t>(r.stage)].compute_s);
+  }
+  const auto done = static_cast<std::int64_t>(records.size());
+  if (done == last_checked_ || done - last_replan_iteration_ < options_.cooldown)
+    return std::nullopt;
+  last_checked_ = done;
+  auto slow = speeds_.straggler(options_);
+  if (planning_.loop) {
+    std::lock_guard lock{planning_.loop->mu};
+    planning_.loop->suspect = slow.has_value();
+    if (slow && planning_.loop->excluded.count(slow->first))
+      return std::nullopt;
+  }
+  if (!slow || records.size() < static_cast<std::size_t>(options_.window) || left <= 0)
+    return std::nullopt;
+  std::vector<double> recent;
+  for (auto it = records.end() - options_.window; it != records.end(); ++it)
+    recent.push_back(it->measured_s);
+  const double measured = median_of(recent);
+  // The best plan without the slow node, on the same profile and correction.
+  actors::plan_request what_if;
+  for (const auto& n : nodes_)
+    if (n.name != slow->first && !gone.count(n.name))
+      what_if.nodes.push_back(n);
+  // Searched on the running plan's profile (cached): asking profiles nothing.
+  what_if.has_current = current.has_value();
+  if (current)
+    what_if.current = *current;
+  auto without = plan_and_predict(planning_, what_if, true);
+  if (!without) {
+    std::fprintf(stderr, "  warning: %s is %.1fx slower, but no plan without it: %s\n",
+                 slow->first.c_str(), slow->second, without.error().message.c_str());
+    last_replan_iteration_ = done;  // not again at once
+    return std::nullopt;
+  }
+  const double cost_per_iteration = options_.replan_cost_s / left;
+  const double predicted = without->prediction.predicted_s + cost_per_iteration;
+  const double gain = measured > 0 ? 1 - predicted / measured : 0;
+  char why[400];
+  std::snprintf(why, sizeof why,
+                "%s computes %.1fx slower than it did; the plan without it is predicted %.4f s "
+                "per iteration (+%.4f s of re-planning spread over %d iterations) against "
+                "%.4f s measured: predicted gain %+.0f%%",
+                slow->first.c_str(), slow->second, without->prediction.predicted_s,
+                cost_per_iteration, left, measured, 100 * gain);
+  if (gain <= options_.threshold) {
+    std::fprintf(stderr, "  not re-planning: %s (threshold %.0f%%)\n", why, 100 * options_.threshold);
+    last_replan_iteration_ = done;
+    return std::nullopt;
+  }
+  if (planning_.loop) {
+    std::lock_guard lock{planning_.loop->mu};
+    planning_.loop->excluded.insert(slow->first);
+  }
+  last_replan_iteration_ = done;
+  return std::string(why);
+}
+
+namespace {
+
+// The nodes `sailor demo` starts: node-k in zone k mod Z, one CPU device each.
+std::vector<actors::node_inventory> local_nodes(const local_run_args& args) {
+  std::vector<actors::node_inventory> out;
+  for (int k = 0; k < args.nodes; ++k) {
+    actors::node_inventory n;
+    n.name = "node-" + std::to_string(k);
+    n.zone = local_zone_name(k % std::max(1, args.zones));
+    n.gpu_type = "CPU";
+    n.devices.push_back({0, "cpu", 0});
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+}  // namespace
+
+local_drift::local_drift(const local_run_args& args, local_planning_inputs planning,
+                         std::shared_ptr<actors::status_board> board)
+    : straggler_at_(args.straggler_at), straggler_slowdown_(args.straggler_slowdown),
+      iterations_(args.iterations), enabled_(args.replan_on_drift || args.straggler_at > 0),
+      board_(std::move(board)),
+      watch_(std::move(planning), local_nodes(args)) {}
+
+void local_drift::slow_one_node(local_cluster& cluster, training_events& events,
+                                local_progress& progress) {
+  straggled_ = true;
+  std::string name;
+  {
+    std::lock_guard lock{events.mu};
+    if (events.plan)
+      for (const auto& st : events.plan->stages)
+        for (const auto& r : st.replicas)
+          if (name.empty() && !r.nodes.empty())
+            name = r.nodes.front();
+  }
+  for (auto& c : cluster.children())
+    if (c.name == name && c.exit_code == -1) {
+      std::ofstream(cluster.work() / (name + ".slowdown")) << straggler_slowdown_ << "\n";
+      kill(c.pid, SIGUSR2);
+      std::printf("  slowing %s %.1fx (SIGUSR2) after iteration %d\n", name.c_str(),
+                  straggler_slowdown_, progress.done());
+      std::fflush(stdout);
+      progress.straggled(progress.done());
+      return;
+    }
+}
+
+void local_drift::step(local_cluster& cluster, training_events& events, local_progress& progress) {
+  if (straggler_at_ > 0 && !straggled_ && progress.done() >= straggler_at_)
+    slow_one_node(cluster, events, progress);
+  plan_prediction running;
+  std::int64_t version = 0;
+  std::optional<config::plan> current;
+  {
+    std::lock_guard lock{events.mu};
+    running = events.prediction;
+    version = events.plan_version;
+    current = events.plan;
+  }
+  if (!enabled_ || !board_ || running.stages.empty() || running.planner == "fixed")
+    return;
+  const auto& gone_list = progress.preempted_nodes();
+  std::set<std::string> gone{gone_list.begin(), gone_list.end()};
+  auto why = watch_.check(board_->reports(8), running, version, progress.records(),
+                          progress.total() - progress.done(), gone, current);
+  if (!why)
+    return;
+  std::printf("  re-planning on drift: %s\n", why->c_str());
+  std::fflush(stdout);
+  progress.drift_replan(*why);
+  progress.touch();
+  caf::anon_send(cluster.supervisor(), actors::drift_replan_atom::value, *why);
+}
+
+}  // namespace sailor::app

@@ -1,0 +1,103 @@
+#pragma once
+// Re-planning on drift (issue 14): the live job's per-rank telemetry against the plan's
+// per-stage prediction. A node whose compute, normalised by its stage's predicted compute,
+// runs `slow_factor` times over its own earlier figure (and over its peers') is a straggler;
+// the job then asks what the best plan without it is predicted to take (the search on the
+// same profile, with the loop's correction), and re-plans when that beats the measured
+// iteration time by more than `threshold` after paying for the re-plan (its time spread over
+// the iterations left). Hysteresis: a node must be slow over `window` iterations, a node
+// left out stays out, and no second drift re-plan comes within `cooldown` iterations.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "local_planning.hpp"
+#include "local_progress.hpp"
+#include "sailor/actors/messages.hpp"
+#include "sailor/actors/status_board.hpp"
+
+namespace sailor::app {
+
+struct drift_options {
+  int window = 3;            ///< iterations a node must be slow, and the measured median's span
+  int baseline = 3;          ///< a node's first samples: its normal speed
+  double slow_factor = 1.5;  ///< compute ratio over the node's baseline that marks it slow
+  double threshold = 0.10;   ///< predicted gain needed to re-plan, after the re-plan's cost
+  /// Time a re-plan costs (planning, rendezvous, restoring the checkpoint, the first
+  /// iteration's warm-up): about 1.5 s for the demo's tiny model on this 2-core machine.
+  double replan_cost_s = 2;
+  int cooldown = 4;          ///< iterations after a drift re-plan before the next
+};
+
+/// A node's compute against its stage's prediction, over time.
+class node_speeds {
+public:
+  /// One rank's iteration: measured compute and its stage's predicted compute per iteration.
+  /// Samples that cannot be trusted (zero, negative, not finite) are dropped.
+  void add(const std::string& node, double compute_s, double predicted_compute_s);
+  /// The node's recent ratio over its baseline (1 while it has too few samples).
+  double slowdown(const std::string& node, const drift_options& o) const;
+  /// The slowest node over `o.slow_factor` (and over that factor times its peers' median), if any.
+  std::optional<std::pair<std::string, double>> straggler(const drift_options& o) const;
+
+private:
+  std::map<std::string, std::vector<double>> ratios_;
+};
+
+/// Watches the board's rank reports from the main loop of `sailor demo`.
+class drift_watch {
+public:
+  drift_watch(local_planning_inputs planning, std::vector<actors::node_inventory> nodes,
+              drift_options o = {})
+      : planning_(std::move(planning)), nodes_(std::move(nodes)), options_(o) {}
+
+  /// Takes the newest rank reports of the running plan; returns why to re-plan, if the job
+  /// should. `records`: the completed iterations so far; `left`: iterations still to run.
+  std::optional<std::string> check(const std::vector<actors::board_rank_report>& reports,
+                                   const plan_prediction& running, std::int64_t plan_version,
+                                   const std::vector<actors::iteration_record>& records, int left,
+                                   const std::set<std::string>& gone,
+                                   const std::optional<config::plan>& current);
+
+private:
+  local_planning_inputs planning_;
+  std::vector<actors::node_inventory> nodes_;
+  drift_options options_;
+  node_speeds speeds_;
+  std::set<std::tuple<std::int64_t, std::string, int, std::int64_t>> seen_;
+  std::int64_t last_replan_iteration_ = -1000000;
+  std::int64_t last_checked_ = -1;
+};
+
+struct local_run_args;
+class local_cluster;
+struct training_events;
+
+/// The main loop's part of the closed loop in `sailor demo` / `sailor train`: slows the
+/// emulated straggler (--straggler-at) and asks the supervisor to re-plan when drift_watch
+/// says so.
+class local_drift {
+public:
+  local_drift(const local_run_args& args, local_planning_inputs planning,
+              std::shared_ptr<actors::status_board> board);
+  /// Once per turn of the main loop.
+  void step(local_cluster& cluster, training_events& events, local_progress& progress);
+
+private:
+  void slow_one_node(local_cluster& cluster, training_events& events, local_progress& progress);
+
+  int straggler_at_ = 0;
+  double straggler_slowdown_ = 1;
+  int iterations_ = 0;
+  bool enabled_ = false;
+  bool straggled_ = false;
+  std::shared_ptr<actors::status_board> board_;
+  drift_watch watch_;
+};
+
+}  // namespace sailor::app

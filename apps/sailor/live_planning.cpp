@@ -1,0 +1,77 @@
+#include "live_planning.hpp"
+
+#include <cstdio>
+
+#include "sailor/planner/planner.hpp"
+
+namespace sailor::app {
+
+simulator::sim_options cpu_sim_options(const measured_profile* profile) {
+  simulator::sim_options sim;
+  sim.framework_overhead_bytes = 0;
+  sim.overlap_p2p = true;
+  sim.p2p_partitioned = false;
+  if (!profile)
+    return sim;
+  // The profile times each layer as the executor runs it: nothing to remove per layer. Our
+  // runtime all-reduces gradients per layer, then the loss and norm over every rank; the
+  // ranks are processes of this machine and share its cores (see obtain_profile).
+  sim.profile_layer_overhead_s = 0;
+  sim.allreduce_per_layer = true;
+  sim.final_allreduce = true;
+  sim.host_cores = profile->host_cores;
+  sim.cpu_per_message_s = profile->cpu_per_message_s;
+  sim.cpu_per_collective_s = profile->cpu_per_collective_s;
+  return sim;
+}
+
+void live_loop::observe(const actors::iteration_record& r) {
+  std::lock_guard lock{mu};
+  // Each plan's first iteration pays the warm-up (allocations, first connections).
+  if (r.iteration <= plan_start_iteration || bottleneck_type.empty() || suspect)
+    return;
+  auto why = correction.add(bottleneck_type, raw_predicted_s, r.measured_s);
+  if (!why.empty()) {
+    std::fprintf(stderr, "  warning: iteration %lld's time not trusted: %s\n",
+                 static_cast<long long>(r.iteration + 1), why.c_str());
+    refused.push_back(why);
+    if (refused.size() > 8)
+      refused.erase(refused.begin());
+  }
+}
+
+void live_loop::on_plan(int start_iteration, double raw_s, const std::string& type) {
+  std::lock_guard lock{mu};
+  plan_start_iteration = start_iteration;
+  suspect = false;
+  raw_predicted_s = raw_s;
+  bottleneck_type = type;
+}
+
+result<config::plan> search_plan(const std::vector<actors::node_inventory>& nodes,
+                                 const config::cluster& cluster, const config::model_shape& model,
+                                 const config::job& job, const measured_profile* profile,
+                                 const simulator::speed_correction& correction) {
+  planner::availability available;
+  for (const auto& node : nodes)
+    if (!node.devices.empty())
+      available[node.gpu_type][node.zone] += static_cast<int>(node.devices.size());
+  planner::problem prob;
+  prob.model = model;
+  if (profile)
+    prob.profile = correction.apply(profile->profile);
+  prob.cluster = planner::with_availability(cluster, available);
+  prob.job = job;
+  prob.sim = cpu_sim_options(profile);
+  auto chosen = planner::plan_job(prob);
+  if (!chosen)
+    return chosen.error();
+  for (auto& stage : chosen->plan.stages)
+    for (auto& r : stage.replicas) {
+      r.nodes.clear();
+      r.devices.clear();
+    }
+  return result<config::plan>{std::move(chosen->plan)};
+}
+
+}  // namespace sailor::app

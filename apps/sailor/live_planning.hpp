@@ -1,0 +1,56 @@
+#pragma once
+// The closed loop of `sailor demo` / `sailor train`: plans chosen by the planner's search over
+// the nodes that joined, fed by the model's profile measured on this machine (per device
+// type, cached by device type, model and build) and the emulated zone links; predictions
+// corrected by what the running job measured (simulator/correction.hpp).
+#include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "demo_profile.hpp"
+#include "sailor/actors/messages.hpp"
+#include "sailor/actors/train/progress.hpp"
+#include "sailor/config/cluster.hpp"
+#include "sailor/config/job.hpp"
+#include "sailor/config/model.hpp"
+#include "sailor/config/plan.hpp"
+#include "sailor/simulator/correction.hpp"
+#include "sailor/simulator/simulator.hpp"
+
+namespace sailor::app {
+
+/// How our runtime runs on CPU devices (no CUDA context, sends overlap compute, full copies to
+/// every receiving TP rank), with what the profile measured of this host when there is one.
+simulator::sim_options cpu_sim_options(const measured_profile* profile);
+
+/// What the loop learned from the running job: written by the supervisor's iteration callback,
+/// read by the planner (both under `mu`).
+struct live_loop {
+  std::mutex mu;
+  simulator::speed_correction correction;
+  double raw_predicted_s = 0;  ///< the running plan's prediction before correction
+  std::string bottleneck_type;  ///< GPU type of the running plan's bottleneck stage
+  std::int64_t plan_start_iteration = -1;  ///< its first iteration (warm-up: not a sample)
+  std::vector<std::string> refused;  ///< why samples were not trusted (the last few)
+  std::set<std::string> excluded;    ///< nodes left out of plans (stragglers)
+  /// A node looks slow: its iterations are not folded into the type's correction (they say
+  /// something about the node, not the type) until a plan without it runs.
+  bool suspect = false;
+
+  /// Folds one completed iteration into the correction.
+  void observe(const actors::iteration_record& r);
+  /// A new plan runs from `start_iteration` predicted `raw_s` (uncorrected).
+  void on_plan(int start_iteration, double raw_s, const std::string& type);
+};
+
+/// The search's plan over `nodes` (unplaced: the supervisor places it), fed by `profile` (null:
+/// the catalog's analytic model) corrected by `correction`, over `cluster`'s zones and links.
+result<config::plan> search_plan(const std::vector<actors::node_inventory>& nodes,
+                                 const config::cluster& cluster, const config::model_shape& model,
+                                 const config::job& job, const measured_profile* profile,
+                                 const simulator::speed_correction& correction);
+
+}  // namespace sailor::app

@@ -1,0 +1,53 @@
+#pragma once
+/// The closed loop's correction: what the live job measured against what the simulator
+/// predicted, folded into one robust factor per GPU type (measured over predicted).
+///
+/// A sample is one iteration's measured time against the prediction of the plan it ran. The
+/// factor of a type is the median ratio of its last `window` trusted samples: one slow
+/// iteration (a page fault, a neighbour's burst) moves the median little, a lasting change
+/// moves it within half a window. Untrusted, and dropped with the reason: non-finite, zero or
+/// negative times, and ratios more than `max_peer_factor` times (or less than its inverse) the
+/// median of the type's own samples or of the other types' factors.
+
+#include <cstddef>
+#include <deque>
+#include <map>
+#include <string>
+
+#include "sailor/config/profile.hpp"
+
+namespace sailor::simulator {
+
+struct correction_options {
+  std::size_t window = 16;        ///< trusted samples kept per GPU type
+  std::size_t min_samples = 3;    ///< fewer: the factor is 1 (the simulator is taken as is)
+  double max_peer_factor = 1000;  ///< beyond this many times its peers, a sample is absurd
+};
+
+class speed_correction {
+public:
+  explicit speed_correction(correction_options o = {}) : options_(o) {}
+
+  /// One iteration of `gpu_type`: returns "" when the sample was kept, else why it was not
+  /// trusted (nothing changes then).
+  std::string add(const std::string& gpu_type, double predicted_s, double measured_s);
+
+  /// Median of the trusted ratios of `gpu_type` (1 with fewer than `min_samples`).
+  double factor(const std::string& gpu_type) const;
+  /// Trusted samples held for `gpu_type`.
+  std::size_t samples(const std::string& gpu_type) const;
+  /// Samples refused so far (all types).
+  std::size_t refused() const { return refused_; }
+  /// The factor of every type with enough samples.
+  std::map<std::string, double> factors() const;
+
+  /// `p` with every time of each corrected GPU type multiplied by its factor.
+  config::model_profile apply(config::model_profile p) const;
+
+private:
+  correction_options options_;
+  std::map<std::string, std::deque<double>> ratios_;
+  std::size_t refused_ = 0;
+};
+
+}  // namespace sailor::simulator

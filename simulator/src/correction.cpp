@@ -1,0 +1,102 @@
+#include "sailor/simulator/correction.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+namespace sailor::simulator {
+namespace {
+
+double median_of(std::vector<double> v) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string format_ratio(const char* what, double ratio, double reference) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "measured/predicted %.4g is over %s %.4g by more than the limit",
+                ratio, what, reference);
+  return buf;
+}
+
+}  // namespace
+
+std::string speed_correction::add(const std::string& gpu_type, double predicted_s,
+                                  double measured_s) {
+  auto refuse = [this](std::string why) {
+    ++refused_;
+    return why;
+  };
+  if (!std::isfinite(predicted_s) || predicted_s <= 0)
+    return refuse("no prediction to compare with (predicted " + std::to_string(predicted_s) +
+                  " s)");
+  if (!std::isfinite(measured_s) || measured_s <= 0)
+    return refuse("measured time " + std::to_string(measured_s) + " s is not positive");
+  const double ratio = measured_s / predicted_s;
+  const double limit = options_.max_peer_factor;
+  auto absurd = [limit](double r, double ref) { return ref > 0 && (r > ref * limit || r * limit < ref); };
+  // Against the type's own history, once it has one.
+  auto own = ratios_.find(gpu_type);
+  if (own != ratios_.end() && own->second.size() >= options_.min_samples) {
+    const double ref = median_of({own->second.begin(), own->second.end()});
+    if (absurd(ratio, ref))
+      return refuse(format_ratio("its own median", ratio, ref));
+  }
+  // Against the other types: the same job on one kind of device is not 1000x off the others.
+  std::vector<double> peers;
+  for (const auto& [type, rs] : ratios_)
+    if (type != gpu_type && rs.size() >= options_.min_samples)
+      peers.push_back(median_of({rs.begin(), rs.end()}));
+  if (!peers.empty()) {
+    const double ref = median_of(peers);
+    if (absurd(ratio, ref))
+      return refuse(format_ratio("the other types' median", ratio, ref));
+  }
+  auto& rs = ratios_[gpu_type];
+  rs.push_back(ratio);
+  while (rs.size() > std::max<std::size_t>(1, options_.window))
+    rs.pop_front();
+  return {};
+}
+
+double speed_correction::factor(const std::string& gpu_type) const {
+  auto it = ratios_.find(gpu_type);
+  if (it == ratios_.end() || it->second.size() < std::max<std::size_t>(1, options_.min_samples))
+    return 1.0;
+  return median_of({it->second.begin(), it->second.end()});
+}
+
+std::size_t speed_correction::samples(const std::string& gpu_type) const {
+  auto it = ratios_.find(gpu_type);
+  return it == ratios_.end() ? 0 : it->second.size();
+}
+
+std::map<std::string, double> speed_correction::factors() const {
+  std::map<std::string, double> out;
+  for (const auto& [type, rs] : ratios_)
+    if (rs.size() >= std::max<std::size_t>(1, options_.min_samples))
+      out[type] = factor(type);
+  return out;
+}
+
+config::model_profile speed_correction::apply(config::model_profile p) const {
+  for (auto& [type, gp] : p.by_gpu) {
+    const double f = factor(type);
+    if (f == 1.0)
+      continue;
+    for (auto& [mbs, by_tp] : gp.times)
+      for (auto& [tp, layers] : by_tp)
+        for (auto& l : layers) {
+          l.forward_s *= f;
+          l.backward_s *= f;
+          l.update_s *= f;
+        }
+  }
+  return p;
+}
+
+}  // namespace sailor::simulator

@@ -1,0 +1,71 @@
+#include "sailor/simulator/correction.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include <doctest/doctest.h>
+
+using sailor::simulator::correction_options;
+using sailor::simulator::speed_correction;
+
+TEST_CASE("correction: the median ratio per GPU type, not the last sample") {
+  speed_correction c;
+  CHECK(c.factor("CPU") == 1.0);  // nothing measured: the simulator as is
+  CHECK(c.add("CPU", 0.10, 0.20).empty());
+  CHECK(c.add("CPU", 0.10, 0.21).empty());
+  CHECK(c.factor("CPU") == 1.0);  // fewer than min_samples
+  CHECK(c.add("CPU", 0.10, 0.90).empty());  // one slow iteration
+  CHECK(c.factor("CPU") == doctest::Approx(2.1));
+  CHECK(c.add("CPU", 0.10, 0.19).empty());
+  CHECK(c.factor("CPU") == doctest::Approx(2.05));
+  CHECK(c.factor("A100") == 1.0);  // another type is not corrected by CPU's samples
+}
+
+TEST_CASE("correction: a lasting change moves the factor within the window") {
+  correction_options o;
+  o.window = 5;
+  speed_correction c{o};
+  for (int i = 0; i < 5; ++i)
+    CHECK(c.add("CPU", 0.1, 0.1).empty());
+  CHECK(c.factor("CPU") == doctest::Approx(1.0));
+  for (int i = 0; i < 3; ++i)
+    CHECK(c.add("CPU", 0.1, 0.3).empty());
+  CHECK(c.factor("CPU") == doctest::Approx(3.0));
+  CHECK(c.samples("CPU") == 5);
+}
+
+TEST_CASE("correction: absurd measurements are not trusted") {
+  speed_correction c;
+  CHECK_FALSE(c.add("CPU", 0.1, 0.0).empty());
+  CHECK_FALSE(c.add("CPU", 0.1, -1.0).empty());
+  CHECK_FALSE(c.add("CPU", 0.1, std::numeric_limits<double>::quiet_NaN()).empty());
+  CHECK_FALSE(c.add("CPU", 0.0, 0.1).empty());  // nothing predicted: nothing to compare
+  CHECK(c.samples("CPU") == 0);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(c.add("CPU", 0.1, 0.2).empty());
+    CHECK(c.add("A100", 0.1, 0.1).empty());
+  }
+  // A thousand times its own history, or its peers', is a broken clock, not a slow node.
+  CHECK(c.add("CPU", 0.1, 0.2 * 5000).find("own median") != std::string::npos);
+  CHECK(c.add("H100", 0.1, 0.1 * 5000).find("other types") != std::string::npos);
+  CHECK(c.add("H100", 0.1, 0.1 / 5000).find("other types") != std::string::npos);
+  CHECK(c.refused() == 7);
+  CHECK(c.factor("CPU") == doctest::Approx(2.0));
+  CHECK(c.samples("H100") == 0);
+  // A 3x straggler is real and kept.
+  CHECK(c.add("CPU", 0.1, 0.6).empty());
+}
+
+TEST_CASE("correction: applied to a profile, each type by its own factor") {
+  sailor::config::model_profile p;
+  p.by_gpu["CPU"].times[1][1] = {{1.0, 2.0, 0.5}};
+  p.by_gpu["A100"].times[1][1] = {{1.0, 2.0, 0.5}};
+  speed_correction c;
+  for (int i = 0; i < 3; ++i)
+    c.add("CPU", 0.1, 0.15);
+  auto q = c.apply(p);
+  CHECK(q.by_gpu["CPU"].times[1][1][0].forward_s == doctest::Approx(1.5));
+  CHECK(q.by_gpu["CPU"].times[1][1][0].backward_s == doctest::Approx(3.0));
+  CHECK(q.by_gpu["CPU"].times[1][1][0].update_s == doctest::Approx(0.75));
+  CHECK(q.by_gpu["A100"].times[1][1][0].forward_s == doctest::Approx(1.0));
+}

@@ -1,0 +1,76 @@
+// The closed loop end to end (issue 14): `sailor demo --straggler-at K` slows the node the plan
+// runs on (sailor-node --slowdown-file and SIGUSR2) after K iterations; the job must notice it
+// from the ranks' telemetry, re-plan around it, and get its throughput back. And a profiler
+// that fails leaves the search planning on the catalog, with a warning naming what is missing.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "run_command.hpp"
+
+using sailor::testing::run_command;
+using sailor::testing::sailor_bin;
+using sailor::testing::temp_dir;
+
+TEST_CASE("sailor demo notices a straggler from telemetry and re-plans around it") {
+  temp_dir dir;
+  const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+  const auto summary = dir.path("summary.json");
+  auto r = run_command(sailor_bin() + " demo --job " + configs + "/jobs/tiny.yaml --model " +
+                         configs + "/models/tiny.yaml --nodes 2 --zones 1 --iterations 40 " +
+                         "--straggler-at 4 --straggler-slowdown 8 --no-dashboard --summary-json " +
+                         summary,
+                       120);
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::ifstream in(summary);
+  REQUIRE(in);
+  auto j = nlohmann::json::parse(in);
+  CHECK(j["iterations_completed"].get<int>() == 40);
+  // One re-plan, for the drift, naming the slow node; none for noise.
+  CHECK(j["replans"].get<int>() == 1);
+  REQUIRE(j["replan_reasons"].size() == 1);
+  const auto reason = j["replan_reasons"][0].get<std::string>();
+  CHECK(reason.find("node-") != std::string::npos);
+  CHECK(reason.find("slower") != std::string::npos);
+  CHECK(r.out.find("slowing node-") != std::string::npos);
+  // Throughput: the straggler costs, the plan without it wins it back.
+  const double before = j["tokens_per_s_before"].get<double>();
+  const double during = j["tokens_per_s_during"].get<double>();
+  const double after = j["tokens_per_s_after"].get<double>();
+  CHECK(during > 0);
+  CHECK(during < 0.7 * before);
+  CHECK(after > 1.5 * during);
+}
+
+TEST_CASE("sailor demo plans on the catalog when profiling fails, and says what is missing") {
+  temp_dir dir;
+  const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+  // A sailor-node whose profiler fails (as one whose device died while profiling would).
+  const auto node = dir.write("node.sh", "#!/bin/sh\nif [ \"$1\" = profile ]; then echo "
+                                         "'emulated profiler failure' >&2; exit 1; fi\nexec " +
+                                           sailor_bin("sailor-node") + " \"$@\"\n");
+  std::filesystem::permissions(node, std::filesystem::perms::owner_all);
+  const auto summary = dir.path("summary.json");
+  auto r = run_command(sailor_bin() + " demo --job " + configs + "/jobs/tiny.yaml --model " +
+                         configs + "/models/tiny.yaml --nodes 2 --zones 2 --iterations 3 " +
+                         "--node-binary " + node + " --no-dashboard --summary-json " + summary,
+                       90);
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.find("warning: no profile of CPU for model tiny-gpt") != std::string::npos);
+  CHECK(r.err.find("emulated profiler failure") != std::string::npos);
+  std::ifstream in(summary);
+  REQUIRE(in);
+  auto j = nlohmann::json::parse(in);
+  CHECK(j["iterations_completed"].get<int>() == 3);
+  CHECK(j["planner"] == "search");
+  CHECK(j["prediction_note"].get<std::string>().find("profiling failed") != std::string::npos);
+  CHECK(j["predicted_iteration_s"].get<double>() > 0);  // the catalog's analytic estimate
+}
