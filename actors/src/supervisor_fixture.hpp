@@ -101,7 +101,7 @@ struct deterministic {
     return o;
   }
 
-  void start(supervisor_options o, caf::actor scheduler = {}) {
+  void start(supervisor_options o, scheduler_actor scheduler = {}) {
     if (!scheduler)
       scheduler = system.spawn(planner_actor, [](const plan_request& r) {
         return even_plan(r.nodes, 6, 8);
