@@ -55,29 +55,36 @@ std::optional<std::string> node_refusal(const config::plan& p,
   return std::nullopt;
 }
 
-// The memory the plan was predicted to need fits every device it is placed on.
+// The plan's predicted peak memory (the most any one GPU of it needs) fits the largest
+// accelerator it is placed on. Per-device needs are not in the estimate, so a plan is refused
+// only when no device of it could hold its peak; CPU devices (a share of the host's memory,
+// also behind emulated GPU types) are not checked.
 std::optional<std::string> memory_refusal(const config::plan& placed,
                                           const std::map<std::string, const node_inventory*>& by) {
   if (!placed.estimate || placed.estimate->peak_memory_bytes <= 0)
     return std::nullopt;
   const double need = placed.estimate->peak_memory_bytes;
-  for (std::size_t s = 0; s < placed.stages.size(); ++s)
-    for (std::size_t r = 0; r < placed.stages[s].replicas.size(); ++r) {
-      const auto& rep = placed.stages[s].replicas[r];
+  const device_info* largest = nullptr;
+  std::string largest_node;
+  for (const auto& stage : placed.stages)
+    for (const auto& rep : stage.replicas)
       for (std::size_t k = 0; k < rep.nodes.size() && k < rep.devices.size(); ++k) {
         auto n = by.find(rep.nodes[k]);
         if (n == by.end())
           continue;
         for (const auto& d : n->second->devices)
-          if (d.index == rep.devices[k] && d.memory_bytes > 0 &&
-              static_cast<double>(d.memory_bytes) < need)
-            return fmt::format("{}: the plan's predicted peak memory {:.2f} GiB does not fit "
-                               "device {} of node {} ({:.2f} GiB)",
-                               where(s, r), need / (1 << 30), d.index, rep.nodes[k],
-                               static_cast<double>(d.memory_bytes) / (1 << 30));
+          if (d.index == rep.devices[k] && d.kind != "cpu" && d.memory_bytes > 0 &&
+              (!largest || d.memory_bytes > largest->memory_bytes)) {
+            largest = &d;
+            largest_node = rep.nodes[k];
+          }
       }
-    }
-  return std::nullopt;
+  if (!largest || static_cast<double>(largest->memory_bytes) >= need)
+    return std::nullopt;
+  return fmt::format("the plan's predicted peak memory {:.2f} GiB does not fit its largest "
+                     "device (device {} of node {}, {:.2f} GiB)",
+                     need / (1 << 30), largest->index, largest_node,
+                     static_cast<double>(largest->memory_bytes) / (1 << 30));
 }
 
 bool stage_uses(const config::stage_plan& stage, const std::string& node) {

@@ -160,10 +160,11 @@ TEST_CASE_FIXTURE(with_scheduler, "scheduler: a plan on a node that has not join
                  p.estimate->peak_memory_bytes = 3.0 * (1ull << 30);  // devices hold 1 GiB
                }),
                true, options(4));
-    join_four();
+    for (auto [name, zone] : {std::pair{"n1", "a"}, {"n2", "a"}, {"n3", "b"}, {"n4", "b"}})
+      join(name, zone, 2, protocol_version, false, "cuda");  // 1 GiB each
     REQUIRE(log->refusals.size() == 1);
-    CHECK(log->refusals[0].reason.find("predicted peak memory 3.00 GiB does not fit") !=
-          std::string::npos);
+    CHECK(log->refusals[0].reason.find("predicted peak memory 3.00 GiB does not fit its "
+                                       "largest device") != std::string::npos);
   }
   CHECK(state().phase == "running");
   CHECK(state().sched.fallbacks == 1);
@@ -375,6 +376,15 @@ TEST_CASE("scheduler: plan checks name what is wrong") {
           ->find("which a rule forbids") != std::string::npos);
   CHECK(sailor::actors::supervision::plan_refusal(*p, nodes, {{"pin", "n2", 0}}, 6)
           ->find("pinning stage 0 to node n2 is broken") != std::string::npos);
+  // CPU devices' memory is a share of the host's: not held against the estimate.
+  auto heavy = *p;
+  heavy.estimate = sailor::config::plan_estimate{};
+  heavy.estimate->peak_memory_bytes = 3.0 * (1ull << 30);
+  CHECK(!sailor::actors::supervision::plan_refusal(heavy, nodes, {}, 6));
+  nodes[0].devices[0].kind = "cuda";
+  CHECK(sailor::actors::supervision::plan_refusal(heavy, nodes, {}, 6)
+          ->find("does not fit its largest device (device 0 of node n1, 1.00 GiB)") !=
+        std::string::npos);
   CHECK(sailor::actors::supervision::plan_refusal(sailor::config::plan{}, nodes, {}, 6) ==
         std::string("the plan has no stages"));
 }
