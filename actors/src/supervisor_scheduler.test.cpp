@@ -388,3 +388,22 @@ TEST_CASE("scheduler: plan checks name what is wrong") {
   CHECK(sailor::actors::supervision::plan_refusal(sailor::config::plan{}, nodes, {}, 6) ==
         std::string("the plan has no stages"));
 }
+
+TEST_CASE_FIXTURE(with_scheduler, "scheduler: when it dies the job stays on its last plan, and the built-in planner takes the next decision") {
+  start_with(even(), true, options(4));
+  join_four();
+  REQUIRE(state().plan_version == 1);
+  auto first = *state().current;
+  caf::anon_send_exit(scheduler, caf::exit_reason::kill);
+  sched.run();
+  run_for(1s);
+  CHECK(state().phase == "running");
+  CHECK(state().plan_version == 1);
+  CHECK(describe_plan(*state().current) == describe_plan(first));
+  caf::anon_send_exit(fakes["n4"], caf::exit_reason::kill);
+  sched.run();
+  CHECK(state().phase == "running");
+  CHECK(state().plan_version == 2);
+  CHECK(state().sched.fallbacks == 1);
+  CHECK(has_event("the scheduler failed"));
+}
