@@ -9,6 +9,7 @@
 
 #include "peer_checks.hpp"
 #include "supervisor_internal.hpp"
+#include "supervisor_scheduler.hpp"
 #include "sailor/actors/placement.hpp"
 #include "sailor/actors/rendezvous.hpp"
 #include "sailor/actors/replica_group.hpp"
@@ -49,7 +50,8 @@ void refused(supervisor* self, peer_refused x, bool as_event = true) {
 std::vector<node_inventory> inventory(supervisor* self) {
   std::vector<node_inventory> out;
   for (auto& [name, node] : self->state.nodes)
-    out.push_back(node.inventory);
+    if (!excluded_from_plans(self, name))  // drained or forbidden by the scheduler
+      out.push_back(node.inventory);
   return out;
 }
 
@@ -309,6 +311,7 @@ void assign(supervisor* self, config::plan chosen) {
                  count_of(chosen.num_stages(), "stage") + ", " +
                  count_of(static_cast<long long>(st.groups.size()), "replica") + ", " +
                  count_of(st.roles_total, "role"));
+  tell_plan_applied(self);
   self->become(running(self));
   startup_begin(self);
 }
@@ -358,13 +361,7 @@ void start_planning(supervisor* self, std::string reason) {
   st.pending_request = request.request_id;
   log::get("actors")->info("[supervisor] planning over {}: {}",
                            count_of(static_cast<long long>(request.nodes.size()), "node"), reason);
-  auto id = request.request_id;
-  self->request(st.options.scheduler, st.options.plan_timeout, std::move(request))
-    .then([self](plan_reply& reply) { on_plan(self, std::move(reply)); },
-          [self, id](caf::error& err) {
-            on_plan(self, plan_reply::failure(id, "scheduler failed: " +
-                                                    self->system().render(err)));
-          });
+  request_plan(self, std::move(request));  // deadline, fallback, checks: supervisor_scheduler
   self->become(planning(self));
 }
 
@@ -441,7 +438,7 @@ void publish_board(supervisor* self) {
 
 // Handlers every state shares.
 caf::message_handler common(supervisor* self) {
-  return {
+  return caf::message_handler{
     [self](const status_request&) -> cluster_status { return snapshot(self); },
     [self](const zone_heartbeats& x) {
       auto now = self->clock().now();
@@ -464,8 +461,10 @@ caf::message_handler common(supervisor* self) {
     },
     [self](const node_lost& x) { lose_node(self, x.node, x.reason); },
     [self](const preemption_notice& x) {
-      if (from_the_node(self, x.node, "preemption notice"))
+      if (from_the_node(self, x.node, "preemption notice")) {
+        tell_preemption(self, x.node, detail::printable(x.reason, 1024));
         lose_node(self, x.node, "preempted (" + detail::printable(x.reason, 1024) + ")");
+      }
     },
     [self](const peer_refused& x) { refused(self, x); },
     [self](const telemetry& x) {
@@ -476,7 +475,10 @@ caf::message_handler common(supervisor* self) {
       publish_board(self);
       self->delayed_send(self, self->state.options.board_interval, board_tick_atom::value);
     },
-    [self](const train_report& x) { on_train_report(self, x); },
+    [self](const train_report& x) {
+      on_train_report(self, x);
+      tell_iteration(self, x);
+    },
     [self](drift_replan_atom, const std::string& why) {
       if (self->state.phase == "running")
         capacity_changed(self, why);
@@ -498,7 +500,7 @@ caf::message_handler common(supervisor* self) {
     [self](const replica_ready&) {},   // of a plan no longer current
     [self](settle_atom) {},            // settle time over after planning started
     [self](const join_request& x) { admit(self, x); },
-  };
+  }.or_else(scheduler_handlers(self));
 }
 
 caf::behavior collecting(supervisor* self) {
@@ -586,6 +588,7 @@ caf::behavior job_supervisor(caf::stateful_actor<supervisor_state>* self,
     clear_roles(self);
     self->quit(msg.reason);
   });
+  tell_attached(self);
   if (st.options.board)
     self->send(self, board_tick_atom::value);
   if (!st.options.mode_note.empty())

@@ -170,7 +170,7 @@ caf::behavior user_scheduler(caf::stateful_actor<user_scheduler_state>* self) {
 
 TEST_CASE_FIXTURE(deterministic, "supervisor: a user's actor can be the scheduler") {
   auto scheduler = system.spawn(user_scheduler);
-  start(options(3), scheduler);
+  start(options(3), adapt_scheduler(system, scheduler));  // a plain actor
   join("n1", "a");
   join("n3", "b");
   join("n4", "b");

@@ -37,6 +37,18 @@ void add_message_types(caf::actor_system_config& cfg) {
     .add_message_type<comm::store_request>("sailor.store_request")
     .add_message_type<comm::store_reply>("sailor.store_reply")
     .add_message_type<store_scope>("sailor.store_scope");
+  // The scheduler protocol (scheduler_api.hpp), in-process only.
+  cfg.add_message_type<placement_rule>("sailor.placement_rule")
+    .add_message_type<iteration_telemetry>("sailor.iteration_telemetry")
+    .add_message_type<plan_applied>("sailor.plan_applied")
+    .add_message_type<plan_refused>("sailor.plan_refused")
+    .add_message_type<replan_finished>("sailor.replan_finished")
+    .add_message_type<replan_now>("sailor.replan_now")
+    .add_message_type<drain_node>("sailor.drain_node")
+    .add_message_type<evict_node>("sailor.evict_node")
+    .add_message_type<objective_change>("sailor.objective_change")
+    .add_message_type<scheduler_answer>("sailor.scheduler_answer")
+    .add_message_type<scheduler_attached>("sailor.scheduler_attached");
 }
 
 }  // namespace sailor::actors

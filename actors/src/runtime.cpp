@@ -26,7 +26,12 @@ result<std::unique_ptr<coordinator>> coordinator::start(caf::actor_system& syste
                            "a coordinator needs a scheduler actor or a planning function", "", 0,
                            "scheduler"};
     sup.scheduler = system.spawn(planner_actor, std::move(options.plan));
+    sup.builtin = sup.scheduler;
+  } else if (options.plan && !sup.builtin) {
+    // A scheduler of the user's: the planning function is the built-in planner beside it.
+    sup.builtin = system.spawn(planner_actor, std::move(options.plan));
   }
+  self->builtin_ = sup.builtin;
   self->scheduler_ = sup.scheduler;
   auto* links = self->bridge_.get();
   sup.publish = [links](const std::string& name, const caf::actor& a) { links->publish(name, a); };
@@ -58,6 +63,8 @@ coordinator::~coordinator() {
     caf::anon_send_exit(store_, caf::exit_reason::user_shutdown);
   if (scheduler_)
     caf::anon_send_exit(scheduler_, caf::exit_reason::user_shutdown);
+  if (builtin_ && builtin_ != scheduler_)
+    caf::anon_send_exit(builtin_, caf::exit_reason::user_shutdown);
   // Give the supervisor's goodbyes (shutdown notices) a moment to leave before the links
   // close: wait for it to be down, bounded.
   if (supervisor_) {

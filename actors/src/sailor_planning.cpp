@@ -1,8 +1,30 @@
 #include "sailor/actors/sailor_planning.hpp"
 
+#include <cstdlib>
+
 #include "sailor/simulator/simulator.hpp"
 
 namespace sailor::actors {
+namespace {
+
+// The objective and constraints a scheduler set (objective_change, checked by the supervisor:
+// known keys, numbers >= 0) over the job's own.
+void apply_objective(config::job& job, const std::vector<std::string>& settings) {
+  for (const auto& kv : settings) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos)
+      continue;
+    auto key = kv.substr(0, eq), value = kv.substr(eq + 1);
+    if (key == "objective")
+      job.goal = value == "cost" ? config::objective::min_cost : config::objective::max_throughput;
+    else if (key == "max_cost_per_hour")
+      job.limits.max_cost_per_hour_usd = std::strtod(value.c_str(), nullptr);
+    else if (key == "min_throughput")
+      job.limits.min_iterations_per_s = std::strtod(value.c_str(), nullptr);
+  }
+}
+
+}  // namespace
 
 planning_function sailor_planning(planner::problem base, planner::options options) {
   return [base = std::move(base), options = std::move(options)](
@@ -13,6 +35,7 @@ planning_function sailor_planning(planner::problem base, planner::options option
         available[node.gpu_type][node.zone] += static_cast<int>(node.devices.size());
     auto prob = base;
     prob.cluster = planner::with_availability(base.cluster, available);
+    apply_objective(prob.job, request.objective);
     // Node names are the supervisor's business: the planner sees GPU types and zones only.
     auto current = request.current;
     for (auto& stage : current.stages)

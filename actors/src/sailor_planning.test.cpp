@@ -106,3 +106,22 @@ TEST_CASE("sailor planning: a GPU type without a profile is an error, not a plan
   auto chosen = plan(request);
   CHECK_FALSE(chosen.ok());
 }
+
+TEST_CASE("sailor planning: a scheduler's cost cap (objective_change) binds the plan") {
+  auto plan = sailor_planning(small_problem());
+  plan_request request;
+  request.request_id = 1;
+  request.nodes = {gpu_node("a1", "us-central1-a", 4), gpu_node("b1", "us-central1-b", 2)};
+  auto free = plan(request);
+  REQUIRE(free.ok());
+  REQUIRE(free->estimate);
+  REQUIRE(free->estimate->cost_per_hour_usd > 0);
+  // Below what any plan costs: none.
+  request.objective = {"max_cost_per_hour=0.000001"};
+  CHECK_FALSE(plan(request).ok());
+  // A cap at the free plan's cost: a plan within it.
+  request.objective = {"max_cost_per_hour=" + std::to_string(free->estimate->cost_per_hour_usd)};
+  auto capped = plan(request);
+  REQUIRE(capped.ok());
+  CHECK(capped->estimate->cost_per_hour_usd <= free->estimate->cost_per_hour_usd + 1e-6);
+}

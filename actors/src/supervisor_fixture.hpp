@@ -101,7 +101,7 @@ struct deterministic {
     return o;
   }
 
-  void start(supervisor_options o, caf::actor scheduler = {}) {
+  void start(supervisor_options o, scheduler_actor scheduler = {}) {
     if (!scheduler)
       scheduler = system.spawn(planner_actor, [](const plan_request& r) {
         return even_plan(r.nodes, 6, 8);
@@ -118,13 +118,14 @@ struct deterministic {
   }
 
   std::shared_ptr<fake_log> join(const std::string& name, const std::string& zone, int devices = 2,
-                                 std::uint16_t version = protocol_version, bool silent = false) {
+                                 std::uint16_t version = protocol_version, bool silent = false,
+                                 const std::string& device_kind = "cpu") {
     join_request request;
     request.version = version;
     request.inventory = node_inventory{name, zone, "CPU", "host", {}};
     request.inventory.address = name + ":7000";
     for (int k = 0; k < devices; ++k)
-      request.inventory.devices.push_back(device_info{k, "cpu", 1ull << 30});
+      request.inventory.devices.push_back(device_info{k, device_kind, 1ull << 30});
     auto log = std::make_shared<fake_log>();
     log->silent = silent;
     auto key = logs.count(name) ? name + "#" + std::to_string(logs.size()) : name;

@@ -9,6 +9,7 @@
 #include "sailor/config/log.hpp"
 #include "sailor/config/text.hpp"
 #include "supervisor_internal.hpp"
+#include "supervisor_scheduler.hpp"
 
 namespace sailor::actors::supervision {
 namespace {
@@ -274,6 +275,8 @@ void startup_advance(supervisor* self) {
     log::get("actors")->info("[supervisor] plan v{} started", st.plan_version);
   }
   arm(self, step);
+  if (step.empty())
+    tell_plan_started(self);  // supervisor_scheduler.cpp
 }
 
 void on_startup_deadline(supervisor* self, std::int64_t version, std::int64_t serial) {

@@ -116,6 +116,7 @@ int run_coordinator(const coordinator_args& args) {
     std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(args.settle_s));
   options.supervisor.heartbeat_interval = std::chrono::milliseconds{args.heartbeat_ms};
   options.supervisor.heartbeat_timeout = std::chrono::milliseconds{args.heartbeat_timeout_ms};
+  options.supervisor.model_layers = model->num_all_layers();  // a plan must cover them all
   if (args.planner == "sailor") {
     // Sailor's planner needs per-layer profiles of the GPU types that join.
     if (args.sailor_data.empty()) {

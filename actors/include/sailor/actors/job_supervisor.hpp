@@ -8,6 +8,8 @@
 ///                     spawn a replica_group per replica --> [running] (phase "assigning")
 ///                --plan_reply error / placement error--> [collecting] (phase "waiting")
 ///                --capacity changed meanwhile--> ask again when the reply arrives
+///                (the scheduler's protocol, its deadline, the built-in planner as fallback and
+///                the checks of every plan: scheduler_api.hpp, supervisor_scheduler.cpp)
 ///   [running]    --stage_ready--> counted; every replica_group complete --> phase "running"
 ///                --join_request--> admit --> [planning] (grow)
 ///   any state    --node_lost / endpoint down / preemption_notice--> drop the node, tell the
@@ -52,6 +54,7 @@
 
 #include "sailor/actors/messages.hpp"
 #include "sailor/actors/scheduler_api.hpp"
+#include "sailor/actors/scheduler_session.hpp"
 #include "sailor/actors/train/holdings.hpp"
 #include "sailor/actors/status_board.hpp"
 #include "sailor/actors/train/progress.hpp"
@@ -65,7 +68,8 @@ struct supervisor_options {
   caf::timespan heartbeat_interval = std::chrono::milliseconds{500};
   caf::timespan heartbeat_timeout = std::chrono::milliseconds{2000};
   caf::timespan plan_timeout = std::chrono::seconds{60};
-  caf::actor scheduler;  ///< planner_actor or a user's scheduler (scheduler_api.hpp)
+  /// planner_actor or a user's scheduler (scheduler_api.hpp; adapt_scheduler for a plain actor)
+  scheduler_actor scheduler;
   /// The rendezvous store (rendezvous.hpp): told the nodes of each plan it assigns
   /// (store_scope). Empty: none.
   caf::actor store;
@@ -96,6 +100,12 @@ struct supervisor_options {
   /// dashboard), at every event and iteration and at least every `board_interval`.
   std::shared_ptr<status_board> board;
   caf::timespan board_interval = std::chrono::milliseconds{200};
+  /// The built-in planner: decides when `scheduler` does not answer within plan_timeout or
+  /// its plan is refused, and is offered to `scheduler` for candidates. Empty: none.
+  scheduler_actor builtin;
+  /// The model's layer count (embedding and head included): a plan must cover exactly
+  /// these. 0: unknown (the stages must still be contiguous from layer 0).
+  int model_layers = 0;
 };
 
 struct supervised_node {
@@ -141,6 +151,7 @@ struct supervisor_state {
   int restore_iterations = 0;
   /// Checkpoint writes that fail, by node, for the current plan (told once each).
   std::map<std::string, std::string> checkpoint_failures;
+  scheduler_session sched;  ///< the scheduler's rules, drains and the re-plan under way
   static inline const char* name = "job_supervisor";
 };
 

@@ -24,7 +24,9 @@ struct coordinator_options {
   std::string host = "127.0.0.1";
   std::uint16_t port = 0;  ///< 0: any free port (see coordinator::port)
   supervisor_options supervisor;  ///< its `scheduler` may be left empty when `plan` is set
-  planning_function plan;         ///< wrapped in a planner_actor when no scheduler is given
+  /// Wrapped in a planner_actor: the scheduler when none is given, else the built-in
+  /// planner beside it (supervisor_options::builtin).
+  planning_function plan;
   comm::transport* transport = nullptr;  ///< comm transport (UCX...); null: the bridge's TCP
 };
 
@@ -37,7 +39,9 @@ public:
 
   std::uint16_t port() const { return port_; }
   const caf::actor& supervisor() const { return supervisor_; }
-  const caf::actor& scheduler() const { return scheduler_; }
+  const scheduler_actor& scheduler() const { return scheduler_; }
+  /// The built-in planner (the scheduler itself when none was given).
+  const scheduler_actor& builtin() const { return builtin_; }
   bridge& links() { return *bridge_; }
 
 private:
@@ -45,7 +49,8 @@ private:
   std::unique_ptr<bridge> bridge_;
   caf::actor store_;
   caf::actor supervisor_;
-  caf::actor scheduler_;
+  scheduler_actor scheduler_;
+  scheduler_actor builtin_;
   std::uint16_t port_ = 0;
 };
 

@@ -1,58 +1,105 @@
 #pragma once
-/// Bring your own scheduler: the protocol between the job supervisor and the actor that
+/// Bring your own scheduler: the typed protocol between the job supervisor and the actor that
 /// decides plans.
 ///
-/// The supervisor does not plan. It keeps the inventory of the nodes that joined and, when a
-/// plan is needed (quorum reached, settle time over, a node lost or added), it sends the
-/// scheduler a `plan_request` as a CAF request and waits for a `plan_reply`. It also tells
-/// the scheduler every change of availability with an `availability_event` (a plain message,
-/// no reply expected). Any CAF actor that handles these two messages can be the scheduler:
+/// The supervisor does not plan. It keeps the inventory of the nodes that joined, runs the
+/// plans it is given, and tells the scheduler what happens. A scheduler is any actor of type
+/// `scheduler_actor`; the built-in planner (`planner_actor.hpp`) is one, with no path of its
+/// own in the supervisor. A scheduler sees the job and may steer it:
+///
+///   scheduler                                        supervisor
+///   [attached] <-- scheduler_attached{supervisor port, built-in planner} -- (at start)
+///   [serving]  <-- availability_event (joined / preemption_notice / lost) --
+///              <-- plan_request ------------------------------------------ (a plan is needed)
+///              --> plan_reply (within options.plan_timeout) ------------->
+///                    valid ------------------> plan assigned to the nodes
+///                    invalid (a layer not covered, a node not joined, memory, a rule broken)
+///              <-- plan_refused{reason} ----- refused before any node acts; the built-in
+///                                             planner decides instead (when there is one)
+///                    late / failed -----------> the built-in planner decides (logged)
+///              <-- plan_applied{version, plan, by} --- roles handed out
+///              <-- replan_finished{version, recovery_s} --- every rank started the plan
+///              <-- iteration_telemetry (per stage and replica, with the prediction) --
+///              --> replan_now / drain_node / evict_node / placement_rule /
+///                  objective_change --> scheduler_answer{accepted, reason}
+///
+/// A minimal scheduler (a function-based typed actor):
 ///
 /// ```
-/// caf::behavior my_scheduler(caf::event_based_actor* self) {
+/// scheduler_actor::behavior_type my_scheduler(scheduler_actor::pointer self) {
 ///   return {
-///     [](const sailor::actors::plan_request& req) -> sailor::actors::plan_reply {
-///       return sailor::actors::plan_reply::success(req.request_id, my_plan(req.nodes));
+///     [](const plan_request& req) -> plan_reply {
+///       return plan_reply::success(req.request_id, my_plan(req.nodes));
 ///     },
-///     [](const sailor::actors::availability_event& ev) { /* remember it */ },
+///     [](const scheduler_attached&) {}, [](const availability_event&) {},
+///     [](const iteration_telemetry&) {}, [](const plan_applied&) {},
+///     [](const plan_refused&) {}, [](const replan_finished&) {},
 ///   };
 /// }
 /// // then: supervisor_options.scheduler = system.spawn(my_scheduler);
 /// ```
 ///
+/// A plain (dynamically typed) actor that handles only plan_request and availability_event
+/// still works through `adapt_scheduler`, which forwards those two and drops the rest.
+///
 /// The plan returned names GPU types, zones and TP degrees per replica; the supervisor then
 /// places each replica on devices of joined nodes of that zone and GPU type (placement.hpp)
 /// and hands out roles. Replicas whose `nodes` and `devices` are already filled are placed as
 /// given. A reply with `ok == false` keeps the job waiting for more capacity; the error is
-/// shown by `sailor status`. `planner_actor.hpp` wraps a plain function as a scheduler.
+/// shown by `sailor status`.
+///
+/// Requests a scheduler sends the supervisor (through `scheduler_attached::supervisor`) are
+/// each answered with a `scheduler_answer`: accepted, or refused with the reason, and nothing
+/// changed. Drained and forbidden nodes are left out of the nodes of later plan requests;
+/// pinned and forbidden placements are also checked on every plan, whoever made it.
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include <caf/meta/load_callback.hpp>
+#include <caf/actor.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include "sailor/actors/messages.hpp"
 #include "sailor/config/plan.hpp"
 
 namespace sailor::actors {
 
-/// A node joined or was lost. `reason` says why a node was lost (missed heartbeats, endpoint
-/// closed, preempted).
+/// A node joined, got a preemption notice, or was lost. `reason` says why a node was lost
+/// (missed heartbeats, endpoint closed, preempted, evicted, drained).
 struct availability_event {
-  std::string kind;  ///< "joined" or "lost"
+  std::string kind;  ///< "joined", "preemption_notice" (then "lost" follows) or "lost"
   node_inventory node;
   std::string reason;
+  /// preemption_notice: milliseconds until the node goes (0: at once, as spot notices that
+  /// come without a deadline are treated).
+  std::int64_t deadline_ms = 0;
 };
 
-/// Asks for a plan over `nodes` (every node that is up now).
+/// A placement rule a scheduler set: kept by the supervisor and checked on every plan.
+struct placement_rule {
+  std::string kind;  ///< "pin" (stage on this node), "forbid" (not on this node), "clear"
+  std::string node;
+  int stage = -1;  ///< -1: every stage (forbid, clear); pin needs a stage
+};
+
+/// Asks for a plan over `nodes` (every node that is up and not drained or forbidden now).
 struct plan_request {
   std::int64_t request_id = 0;
   std::string reason;  ///< why a plan is needed now, for logs
   std::vector<node_inventory> nodes;
   bool has_current = false;
   config::plan current;  ///< the plan running now, when has_current (for re-planning)
+  /// The placement rules in force (a plan that breaks one is refused).
+  std::vector<placement_rule> rules;
+  /// Objective and constraints the schedulers set (objective_change), as key=value pairs.
+  std::vector<std::string> objective;
+  /// The model's layer count, embedding and head included (0: unknown): a plan's stages must
+  /// cover layers 0 .. model_layers - 1, each in exactly one stage.
+  int model_layers = 0;
 };
 
 /// The scheduler's answer: a plan, or the reason there is none.
@@ -70,19 +117,152 @@ struct plan_reply {
   }
 };
 
+/// One rank's iteration, as the supervisor heard it, with what the plan predicted.
+struct iteration_telemetry {
+  std::int64_t plan_version = 0;
+  std::int64_t iteration = 0;
+  std::string node;
+  int stage = 0;
+  int replica = 0;
+  double measured_s = 0;  ///< the rank's whole iteration
+  double compute_s = 0;
+  double wait_s = 0;        ///< send and receive waits
+  double all_reduce_s = 0;
+  double predicted_s = 0;  ///< the iteration time the plan was chosen with (0: none)
+  double loss = 0;
+};
+
+/// A plan was handed to the nodes. `by`: "scheduler" or "built-in planner" (the fallback).
+struct plan_applied {
+  std::int64_t plan_version = 0;
+  config::plan plan;
+  std::string by;
+};
+
+/// The scheduler's plan of request `request_id` was refused before any node acted on it.
+struct plan_refused {
+  std::int64_t request_id = 0;
+  std::string reason;
+};
+
+/// Every rank of plan `plan_version` started it: `recovery_s` from the moment the re-plan
+/// began (`reason`) to then.
+struct replan_finished {
+  std::int64_t plan_version = 0;
+  std::string reason;
+  double recovery_s = 0;
+};
+
+/// Requests from a scheduler to the supervisor.
+struct replan_now {
+  std::string reason;
+};
+struct drain_node {
+  std::string node;
+  std::int64_t deadline_ms = 0;  ///< then the node is let go (0: once the next plan started)
+};
+struct evict_node {
+  std::string node;
+  std::string reason;
+};
+/// Sets an objective or constraint for later plan requests and re-plans. Keys: "objective"
+/// ("throughput" or "cost"), "max_cost_per_hour", "min_throughput" (numbers >= 0).
+struct objective_change {
+  std::string key;
+  std::string value;
+};
+struct scheduler_answer {
+  bool accepted = false;
+  std::string reason;
+};
+
+/// What the supervisor answers to a scheduler.
+using supervisor_port =
+  caf::typed_actor<caf::replies_to<replan_now>::with<scheduler_answer>,
+                   caf::replies_to<drain_node>::with<scheduler_answer>,
+                   caf::replies_to<evict_node>::with<scheduler_answer>,
+                   caf::replies_to<placement_rule>::with<scheduler_answer>,
+                   caf::replies_to<objective_change>::with<scheduler_answer>>;
+
+/// The first message a scheduler gets: where to send requests, and the built-in planner to
+/// ask for a candidate plan (empty when the job has none besides this scheduler).
+struct scheduler_attached;
+
+/// A scheduler.
+using scheduler_actor =
+  caf::typed_actor<caf::replies_to<plan_request>::with<plan_reply>,
+                   caf::reacts_to<scheduler_attached>, caf::reacts_to<availability_event>,
+                   caf::reacts_to<iteration_telemetry>, caf::reacts_to<plan_applied>,
+                   caf::reacts_to<plan_refused>, caf::reacts_to<replan_finished>>;
+
+struct scheduler_attached {
+  supervisor_port supervisor;
+  scheduler_actor builtin;
+};
+
+/// A scheduler made of a plain actor that handles plan_request (replying plan_reply) and
+/// availability_event; the other inputs are dropped. Spawned in `system`; it ends with the
+/// plain actor.
+scheduler_actor adapt_scheduler(caf::actor_system& system, caf::actor plain);
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, availability_event& x) {
-  return f(caf::meta::type_name("availability_event"), x.kind, x.node, x.reason);
+  return f(caf::meta::type_name("availability_event"), x.kind, x.node, x.reason, x.deadline_ms);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, placement_rule& x) {
+  return f(caf::meta::type_name("placement_rule"), x.kind, x.node, x.stage);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, plan_request& x) {
   return f(caf::meta::type_name("plan_request"), x.request_id, x.reason, x.nodes, x.has_current,
-           x.current);
+           x.current, x.rules, x.objective, x.model_layers);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, plan_reply& x) {
   return f(caf::meta::type_name("plan_reply"), x.request_id, x.ok, x.plan, x.error);
 }
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, iteration_telemetry& x) {
+  return f(caf::meta::type_name("iteration_telemetry"), x.plan_version, x.iteration, x.node,
+           x.stage, x.replica, x.measured_s, x.compute_s, x.wait_s, x.all_reduce_s,
+           x.predicted_s, x.loss);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, plan_applied& x) {
+  return f(caf::meta::type_name("plan_applied"), x.plan_version, x.plan, x.by);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, plan_refused& x) {
+  return f(caf::meta::type_name("plan_refused"), x.request_id, x.reason);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, replan_finished& x) {
+  return f(caf::meta::type_name("replan_finished"), x.plan_version, x.reason, x.recovery_s);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, replan_now& x) {
+  return f(caf::meta::type_name("replan_now"), x.reason);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, drain_node& x) {
+  return f(caf::meta::type_name("drain_node"), x.node, x.deadline_ms);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, evict_node& x) {
+  return f(caf::meta::type_name("evict_node"), x.node, x.reason);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, objective_change& x) {
+  return f(caf::meta::type_name("objective_change"), x.key, x.value);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, scheduler_answer& x) {
+  return f(caf::meta::type_name("scheduler_answer"), x.accepted, x.reason);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, scheduler_attached& x) {
+  return f(caf::meta::type_name("scheduler_attached"), x.supervisor, x.builtin);
+}
 
 }  // namespace sailor::actors
-
