@@ -123,6 +123,7 @@ void lose_node(supervisor* self, const std::string& name, const std::string& rea
     self->send(z->second, untrack_node{name});
   if (st.options.scheduler)
     self->send(st.options.scheduler, availability_event{"lost", node.inventory, reason});
+  recovery_on_loss(self);
   capacity_changed(self, "node " + name + " lost");
 }
 
@@ -277,6 +278,7 @@ void assign(supervisor* self, config::plan chosen) {
                        " resumes training from the checkpoint after iteration " +
                        std::to_string(job.start_iteration));
       training = std::move(job);
+      recovery_assigned(self, earlier);
     }
   }
   if (st.options.store) {
@@ -315,7 +317,7 @@ void assign(supervisor* self, config::plan chosen) {
 
 void on_plan(supervisor* self, plan_reply reply) {
   auto& st = self->state;
-  if (reply.request_id != st.pending_request)
+  if (reply.request_id != st.pending_request || recovery_hold(self, reply))
     return;
   st.pending_request = 0;
   if (st.capacity_changed) {
@@ -478,6 +480,7 @@ caf::message_handler common(supervisor* self) {
     },
     [self](const train_report& x) { on_train_report(self, x); },
     [self](train_check_atom, std::int64_t version) { on_train_check(self, version); },
+    [self](recovery_wait_atom, std::int64_t serial) { recovery_deadline(self, serial); },
     [self](startup_deadline_atom, std::int64_t version, std::int64_t serial) {
       on_startup_deadline(self, version, serial);
     },

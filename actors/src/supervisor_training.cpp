@@ -197,6 +197,8 @@ void on_train_report(supervisor* self, const train_report& x) {
       st.holdings.add(x.checkpoint_file, n->second.inventory.address);
       st.holdings.keep_newest(2);  // as the writers do on their disks
     }
+  if (recovery_report(self, x))
+    return;
   switch (x.what()) {
     case report_kind::failed:
       failed(self, x);
@@ -207,8 +209,10 @@ void on_train_report(supervisor* self, const train_report& x) {
       return;
     case report_kind::reached:
       st.training.add(x);
-      if (x.plan_version == st.plan_version)
+      if (x.plan_version == st.plan_version) {
+        recovery_step(self, x);
         startup_advance(self);
+      }
       return;
     case report_kind::iteration:
       break;
@@ -222,6 +226,7 @@ void on_train_report(supervisor* self, const train_report& x) {
     startup_advance(self);
   if (!done)
     return;
+  recovery_done(self, *done);
   // Debug: the application prints one line per iteration (on_iteration); numbered from 1
   // as there, and without a prediction when the plan came with none.
   std::string predicted;

@@ -268,6 +268,9 @@ struct session_context {
   std::string advertise;                 // where peers reach this node
   comm::transport* data = nullptr;       // checkpoint shards (and probes of peers)
   comm::transport* transport = nullptr;  // the bridge's (null: its own sockets)
+#ifdef SAILOR_WITH_TRAIN
+  std::shared_ptr<train::memory_shards> memory;  // ranks' state when a plan ends (recovery)
+#endif
 };
 
 // Joins the coordinator, retrying with backoff while it is not up, until `deadline`.
@@ -317,6 +320,7 @@ int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& st
     training.state_dir = ctx.state_dir;
     training.transport = ctx.data;
     training.make_data_transport = data_transport_maker(ctx.args, ctx.advertise);
+    training.memory = ctx.memory;
     auto trainer = std::make_shared<train::node_trainer>(std::move(training));
     options.hook = [trainer](const actors::stage_role& role, actors::stage_ready_fn ready) {
       return trainer->on_role(role, std::move(ready));
@@ -475,7 +479,8 @@ int run(const node_args& args) {
   }
   options.inventory.address = *advertise + ":0";
 #ifdef SAILOR_WITH_TRAIN
-  auto shards = train::shard_server::start(*data, *advertise, *state_dir);
+  auto memory = std::make_shared<train::memory_shards>();
+  auto shards = train::shard_server::start(*data, *advertise, *state_dir, memory);
   if (!shards) {
     std::fprintf(stderr, "sailor-node: serving checkpoint shards on %s: %s\n",
                  advertise->c_str(), shards.error().message.c_str());
@@ -488,6 +493,9 @@ int run(const node_args& args) {
                            options.inventory.name, *advertise, *state_dir,
                            options.inventory.checkpoints.size());
   session_context ctx{args, *where, options, *state_dir, *advertise, data, transport->get()};
+#ifdef SAILOR_WITH_TRAIN
+  ctx.memory = memory;
+#endif
   return run_until_stopped(ctx);
 }
 

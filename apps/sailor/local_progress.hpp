@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sailor/actors/job_supervisor.hpp"
 #include "sailor/actors/train/progress.hpp"
 #include "sailor/config/plan.hpp"
 
@@ -39,6 +40,8 @@ struct training_events {
   std::int64_t plan_version = 0;  ///< of the newest training plan
   int plans = 0;
   int start_iteration = 0;  ///< where the newest plan resumed
+  std::string resume_source;  ///< "memory" or "checkpoint": what the newest plan resumed from
+  std::vector<actors::recovery_record> recoveries;  ///< on_recovery, in order
 };
 
 /// The main loop's record of the run.
@@ -89,6 +92,8 @@ private:
   // re-planning, profiling the new plan, rendezvous and restoring the checkpoint.
   std::optional<clock_type::time_point> preempted_time_;
   double recovery_s_ = -1;
+  std::string resume_source_;
+  std::vector<actors::recovery_record> recoveries_;
   clock_type::time_point last_progress_ = clock_type::now();
 };
 

@@ -165,6 +165,8 @@ actors::coordinator_options coordinator_options_for(const local_inputs& in,
     events.plan_version = tj.plan_version;
     ++events.plans;
     events.start_iteration = tj.start_iteration;
+    events.resume_source =
+      fs::path{tj.restore_dir}.filename() == "mem" ? "memory" : "checkpoint";
     events.finished = false;
     return true;
   };
@@ -184,6 +186,10 @@ actors::coordinator_options coordinator_options_for(const local_inputs& in,
     if (events.error.empty())
       events.error = why;
     events.cv.notify_all();
+  };
+  options.supervisor.on_recovery = [&events](const actors::recovery_record& r) {
+    std::lock_guard lock{events.mu};
+    events.recoveries.push_back(r);
   };
   options.supervisor.board = std::make_shared<actors::status_board>();
   return options;

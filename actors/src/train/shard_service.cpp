@@ -48,8 +48,45 @@ bool servable_path(const std::string& path) {
   return true;
 }
 
+void memory_shards::put(const std::string& path, std::vector<std::byte> bytes, int keep) {
+  const fs::path p{path};
+  const auto folder = p.parent_path().parent_path().string();
+  std::lock_guard lock{mu_};
+  held_[path] = std::make_shared<const std::vector<std::byte>>(std::move(bytes));
+  // The iteration folders of `folder`, newest first: those after the newest `keep` go.
+  std::set<std::string, std::greater<>> iterations;
+  for (const auto& [k, v] : held_)
+    if (fs::path{k}.parent_path().parent_path().string() == folder)
+      iterations.insert(fs::path{k}.parent_path().filename().string());
+  std::set<std::string> gone;
+  int n = 0;
+  for (const auto& it : iterations)
+    if (++n > keep)
+      gone.insert(it);
+  std::erase_if(held_, [&](const auto& kv) {
+    const fs::path k{kv.first};
+    return k.parent_path().parent_path().string() == folder &&
+           gone.count(k.parent_path().filename().string()) > 0;
+  });
+}
+
+memory_shards::bytes_ptr memory_shards::get(const std::string& path) const {
+  std::lock_guard lock{mu_};
+  auto i = held_.find(path);
+  return i == held_.end() ? nullptr : i->second;
+}
+
+std::size_t memory_shards::bytes() const {
+  std::lock_guard lock{mu_};
+  std::size_t n = 0;
+  for (const auto& [k, v] : held_)
+    n += v->size();
+  return n;
+}
+
 struct shard_server::impl : std::enable_shared_from_this<shard_server::impl> {
   std::string state_dir;
+  std::shared_ptr<memory_shards> memory;
   std::unique_ptr<comm::listener> listener;
   std::string address;
 
@@ -61,6 +98,14 @@ struct shard_server::impl : std::enable_shared_from_this<shard_server::impl> {
       return;
     }
     const std::string path = text.substr(get_prefix.size());
+    if (auto held = memory ? memory->get(path) : nullptr) {
+      comm::tensor_descriptor desc;
+      desc.type = comm::dtype::u8;
+      desc.shape = {static_cast<std::int64_t>(held->size())};
+      desc.name = path;
+      conn->send_tensor(desc, *held, [held](const comm::op_status&) {});
+      return;
+    }
     auto contents = read(path);
     if (!contents) {
       log::get("train")->warn("[shards {}] {} asked for {}: {}", address, conn->peer().name,
@@ -91,10 +136,12 @@ struct shard_server::impl : std::enable_shared_from_this<shard_server::impl> {
 
 result<std::unique_ptr<shard_server>> shard_server::start(comm::transport& transport,
                                                           const std::string& host,
-                                                          std::string state_dir) {
+                                                          std::string state_dir,
+                                                          std::shared_ptr<memory_shards> memory) {
   std::unique_ptr<shard_server> self{new shard_server};
   self->impl_ = std::make_shared<impl>();
   self->impl_->state_dir = std::move(state_dir);
+  self->impl_->memory = std::move(memory);
   std::weak_ptr<impl> weak = self->impl_;
   auto on_accept = [weak](const comm::connection_ptr& conn) {
     comm::connection_handlers h;
@@ -244,7 +291,8 @@ status write_atomically(const fs::path& target, const std::vector<std::byte>& by
 }  // namespace
 
 status fetch_shards(comm::transport& transport, const std::string& state_dir,
-                    const std::vector<shard_source>& sources, std::chrono::milliseconds timeout) {
+                    const std::vector<shard_source>& sources, std::chrono::milliseconds timeout,
+                    std::int64_t* fetched_bytes) {
   std::map<std::string, std::vector<std::string>> holders;  // path -> holders, in order
   for (const auto& s : sources)
     holders[s.path].push_back(s.holder);
@@ -265,6 +313,8 @@ status fetch_shards(comm::transport& transport, const std::string& state_dir,
       }
       if (auto err = write_atomically(target, *bytes))
         return err;
+      if (fetched_bytes)
+        *fetched_bytes += static_cast<std::int64_t>(bytes->size());
       log::get("train")->info("[shards] fetched {} ({} bytes) from {}", path, bytes->size(),
                               holder);
       fetched = true;

@@ -21,6 +21,7 @@
 #include "sailor/actors/rendezvous.hpp"
 #include "sailor/actors/train/executor.hpp"
 #include "sailor/actors/train/messages.hpp"
+#include "sailor/actors/train/shard_service.hpp"
 #include "sailor/comm/channel.hpp"
 #include "sailor/comm/transport.hpp"
 
@@ -41,6 +42,9 @@ struct node_training_options {
   /// Builds each rank's data-plane transport (activations and gradients, comm/channel.hpp);
   /// empty: comm's TCP transport. Its options carry the job token of `transport`.
   comm::transport_maker make_data_transport;
+  /// Where a rank keeps its state when its plan ends before the job's last iteration (the
+  /// node's shard server serves it, node_recovery.hpp); null: nothing is kept in memory.
+  std::shared_ptr<memory_shards> memory;
 };
 
 /// Owns the training threads of one node. Thread-safe.
