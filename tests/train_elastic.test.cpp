@@ -118,6 +118,39 @@ TEST_CASE("elastic: sailor demo loses one replica of a DP=2 stage and resumes fr
   check_same_curve(j["loss_curve"].get<std::vector<double>>(), reference);
 }
 
+TEST_CASE("elastic: sailor demo loses a whole stage with notice and no iteration: the leaving nodes hand over their state") {
+  temp_dir dir;
+  auto summary = dir.path("summary.json");
+  // 2 stages of 2 replicas; both replicas of the newest node's stage (stage 1: node-2 and
+  // node-3) get SIGTERM. No survivor of the next plan held those layers: they come from the
+  // leaving nodes' memory, which stay until the next plan restored.
+  auto r = run_command(sailor_bin() + " demo --nodes 4 --zones 2 --iterations 8 --preempt-at 3 "
+                                      "--preempt-mode notice --preempt-stage --model " +
+                         configs + "/models/tiny.yaml --job " + configs +
+                         "/jobs/tiny.yaml --profile " + dir.path("profile.json") +
+                         " --summary-json " + summary,
+                       150);
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::ifstream in(summary);
+  REQUIRE(in);
+  auto j = nlohmann::json::parse(in);
+  CHECK(j["iterations_completed"].get<int>() == 8);
+  CHECK(j["preempted"].get<std::vector<std::string>>() ==
+        std::vector<std::string>{"node-2", "node-3"});
+  CHECK(j["plan"]["stages"].get<int>() == 1);
+  CHECK(j["lost_iterations"].get<int>() == 0);
+  CHECK(j["state_source"].get<std::string>() == "replicas");
+  CHECK(j["bytes_restored"].get<std::int64_t>() > 0);
+  auto resumed = j["resumed_at"].get<std::vector<int>>();
+  REQUIRE_FALSE(resumed.empty());
+  CHECK(resumed.back() >= 3);
+  auto reference = single_rank_losses(j["plan"]["micro_batch"].get<int>(),
+                                      j["plan"]["global_batch"].get<int>(), 8);
+  check_same_curve(j["loss_curve"].get<std::vector<double>>(), reference);
+}
+
 TEST_CASE("elastic: sailor coordinator --train-dir trains the nodes that join and resumes after one is killed") {
   temp_dir dir;
   // Enough that `sailor status` (a LibTorch process) and the kill land mid-training.

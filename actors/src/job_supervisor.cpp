@@ -105,7 +105,8 @@ void capacity_changed(supervisor* self, const std::string& reason) {
     start_planning(self, "quorum of " + count_of(st.options.quorum, "node") + " reached");
 }
 
-void lose_node(supervisor* self, const std::string& name, const std::string& reason) {
+void lose_node(supervisor* self, const std::string& name, const std::string& reason,
+               bool keep_state) {
   auto& st = self->state;
   auto i = st.nodes.find(name);
   if (i == st.nodes.end())
@@ -116,9 +117,11 @@ void lose_node(supervisor* self, const std::string& name, const std::string& rea
   log::get("actors")->warn("[supervisor] node {} lost: {}", name, reason);
   record(self, "node " + name + " lost: " + reason);
   self->demonitor(node.endpoint);
-  st.holdings.forget(node.inventory.address);
-  // A node declared lost that is in fact alive (stalled) must not keep running old roles.
-  self->send(node.endpoint, shutdown_notice{"declared lost: " + reason});
+  if (!keep_state) {
+    st.holdings.forget(node.inventory.address);
+    // A node declared lost that is in fact alive (stalled) must not keep running old roles.
+    self->send(node.endpoint, shutdown_notice{"declared lost: " + reason});
+  }
   if (auto z = st.zones.find(node.inventory.zone); z != st.zones.end())
     self->send(z->second, untrack_node{name});
   if (st.options.scheduler)
@@ -467,7 +470,7 @@ caf::message_handler common(supervisor* self) {
     [self](const node_lost& x) { lose_node(self, x.node, x.reason); },
     [self](const preemption_notice& x) {
       if (from_the_node(self, x.node, "preemption notice"))
-        lose_node(self, x.node, "preempted (" + detail::printable(x.reason, 1024) + ")");
+        recovery_notice(self, x.node, "preempted (" + detail::printable(x.reason, 1024) + ")");
     },
     [self](const peer_refused& x) { refused(self, x); },
     [self](const telemetry& x) {

@@ -31,7 +31,10 @@ inline std::int64_t to_ms(caf::timespan t) {
 // job_supervisor.cpp
 void record(supervisor* self, std::string event);
 void publish_board(supervisor* self);
-void lose_node(supervisor* self, const std::string& name, const std::string& reason);
+/// `keep_state`: the node leaves with notice; it stays (its state held, its reports heard)
+/// until the next plan took its state (supervisor_recovery.cpp).
+void lose_node(supervisor* self, const std::string& name, const std::string& reason,
+               bool keep_state = false);
 void start_planning(supervisor* self, std::string reason);
 bool from_the_node(supervisor* self, const std::string& name, const char* what);
 void on_plan(supervisor* self, plan_reply reply);
@@ -64,5 +67,11 @@ void recovery_assigned(supervisor* self, const std::vector<iteration_record>& ea
 void recovery_step(supervisor* self, const train_report& x);
 /// An iteration completed: the first of a recovered plan closes its record.
 void recovery_done(supervisor* self, const iteration_record& done);
+/// A preemption notice from node `name`: while training, it stays until the next plan took
+/// its state; otherwise it is lost at once.
+void recovery_notice(supervisor* self, const std::string& name, const std::string& reason);
+/// The shard server address of node `name` when the current sender is that node, still in
+/// the job or leaving with notice; empty otherwise.
+std::string reporting_node_address(supervisor* self, const std::string& name);
 
 }  // namespace sailor::actors::supervision

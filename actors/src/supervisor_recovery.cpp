@@ -29,6 +29,26 @@ bool memory_folder(const std::string& folder) {
   return folder.size() >= 4 && folder.compare(folder.size() - 4, 4, "/mem") == 0;
 }
 
+// Whether the current plan trains and its ranks are in their iterations: only then do they
+// keep state (a plan still starting up, in set-up or restore, has none to wait for).
+bool in_iterations(supervisor* self) {
+  auto& st = self->state;
+  const bool started = st.startup_step.empty() ||
+                       st.startup_step == training_progress::first_iteration_step;
+  return st.training.active() && !st.training.finished() &&
+         st.training.plan_version() == st.plan_version && started;
+}
+
+// The nodes that left with notice: the next plan has their state, they may go.
+void release_leaving(supervisor* self, const std::string& why) {
+  auto& st = self->state;
+  for (auto& [name, node] : st.recovery.leaving) {
+    st.holdings.forget(node.address);
+    self->send(node.endpoint, shutdown_notice{why});
+  }
+  st.recovery.leaving.clear();
+}
+
 // Every surviving rank has reported: the held plan goes on.
 void maybe_resume(supervisor* self) {
   auto& rec = self->state.recovery;
@@ -50,16 +70,13 @@ void maybe_resume(supervisor* self) {
 void recovery_on_loss(supervisor* self) {
   auto& st = self->state;
   auto& rec = st.recovery;
-  // Ranks keep state only once in their iterations: a plan still starting up (set-up,
-  // restore) has none to wait for.
-  const bool in_iterations = st.startup_step.empty() ||
-                             st.startup_step == training_progress::first_iteration_step;
-  const bool running = st.training.active() && !st.training.finished() &&
-                       st.training.plan_version() == st.plan_version && in_iterations;
+  const bool running = in_iterations(self);
   if (!running && !rec.waiting)
     return;
   if (!rec.active) {
+    auto leaving = std::move(rec.leaving);
     rec = recovery_progress{};
+    rec.leaving = std::move(leaving);
     rec.active = true;
     rec.noticed = self->clock().now();
   }
@@ -74,6 +91,8 @@ void recovery_on_loss(supervisor* self) {
   rec.expected = 0;
   for (auto& [name, node] : st.nodes)
     rec.expected += static_cast<int>(node.roles.size());
+  for (auto& [name, node] : rec.leaving)
+    rec.expected += node.ranks;
   rec.waiting = rec.expected > 0;
   if (!rec.waiting)
     return;
@@ -133,7 +152,7 @@ void recovery_assigned(supervisor* self, const std::vector<iteration_record>& ea
                    : memory_folder(st.restore_folder) ? "replicas"
                                                       : "checkpoint";
   r.planning_s = seconds_between(rec.noticed, rec.assigned);
-  record(self, "plan v" + std::to_string(st.plan_version) + " resumes after iteration " +
+  record(self, "recovery: plan v" + std::to_string(st.plan_version) + " resumes after iteration " +
                  std::to_string(r.start_iteration) + " from " +
                  (r.state_source == "replicas" ? "the survivors' memory" : r.state_source) +
                  "; " + std::to_string(r.lost_iterations) + " completed iterations run again");
@@ -151,8 +170,10 @@ void recovery_step(supervisor* self, const train_report& x) {
       st.training.reached("setup") >= st.training.world())
     rec.set_up = now;
   if (rec.restored == caf::actor_clock::time_point{} &&
-      st.training.reached("restore") >= st.training.world())
+      st.training.reached("restore") >= st.training.world()) {
     rec.restored = now;
+    release_leaving(self, "the next plan restored its state");
+  }
 }
 
 void recovery_done(supervisor* self, const iteration_record& done) {
@@ -172,6 +193,7 @@ void recovery_done(supervisor* self, const iteration_record& done) {
   r.first_iteration_s = seconds_between(rec.restored, now);
   r.total_s = seconds_between(rec.noticed, now);
   rec.active = false;
+  release_leaving(self, "the next plan runs");
   log::get("actors")->info("[supervisor] recovered in {:.3f} s (planning {:.3f}, set-up {:.3f}, "
                            "restore {:.3f}, first iteration {:.3f}): {} bytes from {}, {} "
                            "iterations lost",
@@ -179,6 +201,31 @@ void recovery_done(supervisor* self, const iteration_record& done) {
                            r.bytes_restored, r.state_source, r.lost_iterations);
   if (st.options.on_recovery)
     st.options.on_recovery(r);
+}
+
+void recovery_notice(supervisor* self, const std::string& name, const std::string& reason) {
+  auto& st = self->state;
+  auto i = st.nodes.find(name);
+  if (i == st.nodes.end())
+    return;
+  if (!in_iterations(self) || i->second.roles.empty()) {
+    lose_node(self, name, reason);
+    return;
+  }
+  st.recovery.leaving[name] = leaving_node{i->second.endpoint, i->second.inventory.address,
+                                           static_cast<int>(i->second.roles.size())};
+  lose_node(self, name, reason, true);
+}
+
+std::string reporting_node_address(supervisor* self, const std::string& name) {
+  auto& st = self->state;
+  if (auto l = st.recovery.leaving.find(name); l != st.recovery.leaving.end()) {
+    auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+    return sender && sender == l->second.endpoint ? l->second.address : std::string{};
+  }
+  if (!from_the_node(self, name, "train report"))
+    return {};
+  return st.nodes.at(name).inventory.address;
 }
 
 }  // namespace sailor::actors::supervision

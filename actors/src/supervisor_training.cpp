@@ -190,13 +190,13 @@ void failed(supervisor* self, const train_report& x) {
 
 void on_train_report(supervisor* self, const train_report& x) {
   auto& st = self->state;
-  if (!from_the_node(self, x.node, "train report"))
+  const auto address = reporting_node_address(self, x.node);
+  if (address.empty())
     return;
-  if (!x.checkpoint_file.empty())
-    if (auto n = st.nodes.find(x.node); n != st.nodes.end()) {
-      st.holdings.add(x.checkpoint_file, n->second.inventory.address);
-      st.holdings.keep_newest(2);  // as the writers do on their disks
-    }
+  if (!x.checkpoint_file.empty()) {
+    st.holdings.add(x.checkpoint_file, address);
+    st.holdings.keep_newest(2);  // as the writers do on their disks
+  }
   if (recovery_report(self, x))
     return;
   switch (x.what()) {

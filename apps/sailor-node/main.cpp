@@ -1,8 +1,9 @@
 // `sailor-node --join HOST:PORT --zone Z --devices cpu:N|cuda:all`: joins a coordinator with
 // this machine's devices and runs the stage actors of the roles it is given.
 //
-// SIGTERM is a preemption notice (the coordinator re-plans without this node at once);
-// SIGINT leaves the same way. A coordinator that is not up yet is waited for, and one whose
+// SIGTERM is a preemption notice (the coordinator re-plans without this node at once; while
+// it trains, the node stays until the next plan took its ranks' state, at most --grace-s);
+// SIGINT leaves the same way, and so does --leave-in S after S seconds. A coordinator that is not up yet is waited for, and one whose
 // connection drops (it restarted) is joined again, each for up to --join-timeout. Exit codes:
 // 0 shut down by the coordinator or preempted, 1 no coordinator within --join-timeout,
 // 2 bad arguments, 3 refused by the coordinator.
@@ -69,6 +70,8 @@ struct node_args {
   std::string log_dir = "sailor-logs";
   bool emulate_gpu = false;  ///< CPU cores planned as --gpu-type (tests, demos)
   double join_timeout_s = 60;  ///< retry the join this long (at start, and after a drop)
+  double leave_in_s = 0;  ///< > 0: a preemption notice to itself this long after the start
+  double grace_s = 10;    ///< after a notice: the longest it stays to hand over its state
 };
 
 // Each rank's data-plane transport: UCX or comm's TCP (--data-transport, else --transport).
@@ -399,10 +402,20 @@ int run_until_stopped(session_context& ctx) {
     if (sig == SIGTERM || sig == SIGINT)
       stop.signal();
   });
+  // --leave-in: the notice a spot instance gets, on a timer (as SIGTERM).
+  std::thread leave_thread;
+  if (ctx.args.leave_in_s > 0)
+    leave_thread = std::thread([&stop, s = ctx.args.leave_in_s] {
+      if (stop.wait(std::chrono::milliseconds{static_cast<std::int64_t>(s * 1000)}))
+        stop.signal();
+    });
   const int code = run_sessions(system, ctx, stop);
   const unsigned char wake = 0;  // not a signal: only ends the watcher
   (void)!::write(signal_pipe[1], &wake, 1);
   signal_thread.join();
+  stop.signal();  // ends the leave timer, if any
+  if (leave_thread.joinable())
+    leave_thread.join();
   return code;
 }
 
@@ -429,6 +442,8 @@ int run(const node_args& args) {
     return 2;
   }
   actors::node_agent_options options;
+  options.leave_grace = std::chrono::duration_cast<caf::timespan>(
+    std::chrono::duration<double>(args.grace_s));
   options.inventory.host = host_name();
   options.inventory.name =
     args.name.empty() ? options.inventory.host + "-" + std::to_string(::getpid()) : args.name;
@@ -492,10 +507,11 @@ int run(const node_args& args) {
   log::get("actors")->info("[node {}] peers reach it on {}; state in {} ({} checkpoint shards)",
                            options.inventory.name, *advertise, *state_dir,
                            options.inventory.checkpoints.size());
-  session_context ctx{args, *where, options, *state_dir, *advertise, data, transport->get()};
+  session_context ctx{args, *where, options, *state_dir, *advertise, data, transport->get()
 #ifdef SAILOR_WITH_TRAIN
-  ctx.memory = memory;
+                      , memory
 #endif
+  };
   return run_until_stopped(ctx);
 }
 
@@ -541,6 +557,15 @@ int main(int argc, char** argv) {
   app.add_option("--join-timeout", args.join_timeout_s,
                  "seconds to keep trying to join when the coordinator is not up yet, and to "
                  "join again after the connection dropped (a coordinator restarted)")
+    ->check(CLI::PositiveNumber)
+    ->capture_default_str();
+  app.add_option("--leave-in", args.leave_in_s,
+                 "seconds after the start at which the node gets a preemption notice (as "
+                 "SIGTERM: it tells the coordinator, hands over its state, then leaves)")
+    ->check(CLI::PositiveNumber);
+  app.add_option("--grace-s", args.grace_s,
+                 "after a preemption notice (SIGTERM, --leave-in): the longest the node stays "
+                 "to hand its state to the next plan")
     ->check(CLI::PositiveNumber)
     ->capture_default_str();
   app.add_option("--log-dir", args.log_dir, "also write the log to DIR/NAME.log (\"\": stderr "

@@ -1,5 +1,8 @@
 #include "sailor/actors/train/shard_service.hpp"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -274,7 +277,12 @@ namespace {
 status write_atomically(const fs::path& target, const std::vector<std::byte>& bytes) {
   std::error_code ec;
   fs::create_directories(target.parent_path(), ec);
-  const auto temp = target.parent_path() / ("." + target.filename().string() + ".fetch");
+  // A name of this fetch alone: ranks of nodes that share a folder (a demo on one machine)
+  // may fetch the same file at once; the rename replaces the file atomically either way.
+  static std::atomic<std::uint64_t> serial{0};
+  const auto temp = target.parent_path() /
+                    ("." + target.filename().string() + "." + std::to_string(::getpid()) + "-" +
+                     std::to_string(serial++) + ".fetch");
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(bytes.data()),

@@ -119,6 +119,13 @@ struct supervisor_options {
   std::function<void(const recovery_record&)> on_recovery;
 };
 
+/// A node preempted with notice that stays until the next plan took its state.
+struct leaving_node {
+  caf::actor endpoint;
+  std::string address;  ///< its shard server
+  int ranks = 0;        ///< of the ended plan
+};
+
 /// The supervisor's record of a recovery in progress (supervisor_recovery.cpp).
 struct recovery_progress {
   bool active = false;    ///< between a loss during training and the next first iteration
@@ -129,6 +136,7 @@ struct recovery_progress {
   std::optional<plan_reply> held;       ///< the next plan, held until the state is in
   caf::actor_clock::time_point noticed{}, assigned{}, set_up{}, restored{};
   recovery_record record;
+  std::map<std::string, leaving_node> leaving;
 };
 
 struct supervised_node {
