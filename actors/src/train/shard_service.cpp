@@ -181,7 +181,7 @@ struct fetch_call {
   std::mutex mutex;
   std::condition_variable done;
   bool open = false;
-  std::optional<result<std::vector<std::byte>>> outcome;
+  std::optional<result<comm::payload_buffer>> outcome;
 
   void opened() {
     {
@@ -191,7 +191,7 @@ struct fetch_call {
     done.notify_all();
   }
 
-  void finish(result<std::vector<std::byte>> r) {
+  void finish(result<comm::payload_buffer> r) {
     {
       std::lock_guard lock{mutex};
       if (outcome)
@@ -202,7 +202,7 @@ struct fetch_call {
   }
 };
 
-result<std::vector<std::byte>> fetch_one(comm::transport& transport, const shard_source& src,
+result<comm::payload_buffer> fetch_one(comm::transport& transport, const shard_source& src,
                                          std::chrono::milliseconds timeout) {
   auto where = comm::address::parse(src.holder);
   if (!where)
@@ -210,8 +210,7 @@ result<std::vector<std::byte>> fetch_one(comm::transport& transport, const shard
   auto call = std::make_shared<fetch_call>();
   comm::connection_handlers h;
   h.on_tensor = [call](comm::tensor_descriptor, comm::payload_buffer payload) {
-    auto bytes = payload.bytes();
-    call->finish(std::vector<std::byte>(bytes.begin(), bytes.end()));
+    call->finish(std::move(payload));  // no copy: written from the buffer
   };
   h.on_control = [call](std::vector<std::byte> bytes) {
     call->finish(failure(text_of(bytes)));
@@ -274,7 +273,7 @@ status probe_shard_server(comm::transport& transport, const std::string& holder,
 
 namespace {
 
-status write_atomically(const fs::path& target, const std::vector<std::byte>& bytes) {
+status write_atomically(const fs::path& target, std::span<const std::byte> bytes) {
   std::error_code ec;
   fs::create_directories(target.parent_path(), ec);
   // A name of this fetch alone: ranks of nodes that share a folder (a demo on one machine)
@@ -319,11 +318,11 @@ status fetch_shards(comm::transport& transport, const std::string& state_dir,
         why += (why.empty() ? "" : "; ") + holder + ": " + bytes.error().message;
         continue;
       }
-      if (auto err = write_atomically(target, *bytes))
+      if (auto err = write_atomically(target, bytes->bytes()))
         return err;
       if (fetched_bytes)
-        *fetched_bytes += static_cast<std::int64_t>(bytes->size());
-      log::get("train")->info("[shards] fetched {} ({} bytes) from {}", path, bytes->size(),
+        *fetched_bytes += static_cast<std::int64_t>(bytes->bytes().size());
+      log::get("train")->info("[shards] fetched {} ({} bytes) from {}", path, bytes->bytes().size(),
                               holder);
       fetched = true;
       break;
