@@ -48,15 +48,38 @@ std::map<int, std::string> checkpoint_holdings::complete_files(const files_held&
   return {};
 }
 
+namespace {
+
+// A folder of state the ranks of an ended plan keep in memory (node_recovery.hpp).
+bool memory_folder(const std::string& folder) {
+  return fs::path{folder}.filename() == "mem";
+}
+
+}  // namespace
+
 held_checkpoint checkpoint_holdings::newest(const std::string& under, int below) const {
+  // Of the complete checkpoints after the most iterations, the survivors' memory first (no
+  // disk read, and it is where the newest state is).
+  auto best = held_.rend();
+  std::map<int, std::string> best_writers;
   for (auto c = held_.rbegin(); c != held_.rend(); ++c) {
     if (!under.empty() && c->first.folder.rfind(under, 0) != 0)
       continue;
     if (below > 0 && c->first.iterations >= below)
       continue;
+    if (best != held_.rend() && c->first.iterations < best->first.iterations)
+      break;
     auto writers = complete_files(c->second);
     if (writers.empty())
       continue;
+    if (best == held_.rend() || memory_folder(c->first.folder)) {
+      best = c;
+      best_writers = std::move(writers);
+    }
+  }
+  if (best != held_.rend()) {
+    const auto c = best;
+    const auto& writers = best_writers;
     held_checkpoint out;
     out.iterations = c->first.iterations;
     out.folder = c->first.folder;

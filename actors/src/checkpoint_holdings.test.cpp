@@ -90,3 +90,32 @@ TEST_CASE("holdings: bounded to the newest complete checkpoints, the folders sti
   CHECK(held.newest().iterations == 49);
   CHECK(held.newest("checkpoints/old/").iterations == 0);
 }
+
+TEST_CASE("holdings: the survivors' memory wins over a disk checkpoint of the same iteration, and a disk one stands in where no survivor holds every layer") {
+  actors::checkpoint_holdings held;
+  // A plan wrote its checkpoint after 5 iterations on disk (replica 0 of each stage).
+  held.add(shard("checkpoints/j/v1", 5, 0, 2), "10.0.0.1:7000");
+  held.add(shard("checkpoints/j/v1", 5, 1, 2), "10.0.0.2:7000");
+  // Its ranks kept their state after 5 in memory: replicas of stage 0 on two nodes, stage 1
+  // on one.
+  held.add(shard("checkpoints/j/mem", 5, 0, 2), "10.0.0.1:7000");
+  held.add(shard("checkpoints/j/mem", 5, 0, 2), "10.0.0.3:7000");
+  held.add(shard("checkpoints/j/mem", 5, 1, 2), "10.0.0.4:7000");
+  auto best = held.newest("checkpoints/j/");
+  CHECK(best.iterations == 5);
+  CHECK(best.folder == "checkpoints/j/mem");
+  // Every holder of a layer shard is listed (several survivors to fetch it from).
+  REQUIRE(best.files.size() == 3);
+  CHECK(best.holders[0] == "10.0.0.1:7000");
+  CHECK(best.holders[1] == "10.0.0.3:7000");
+  // The only holder of stage 1's state is lost: the disk checkpoint stands in.
+  held.forget("10.0.0.4:7000");
+  best = held.newest("checkpoints/j/");
+  CHECK(best.iterations == 5);
+  CHECK(best.folder == "checkpoints/j/v1");
+  // A newer state in memory that is complete wins over an older disk checkpoint.
+  held.add(shard("checkpoints/j/mem", 7, 0, 2), "10.0.0.1:7000");
+  held.add(shard("checkpoints/j/mem", 7, 1, 2), "10.0.0.2:7000");
+  CHECK(held.newest("checkpoints/j/").iterations == 7);
+  CHECK(held.newest("checkpoints/j/").folder == "checkpoints/j/mem");
+}

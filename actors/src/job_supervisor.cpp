@@ -107,7 +107,8 @@ void capacity_changed(supervisor* self, const std::string& reason) {
     start_planning(self, "quorum of " + count_of(st.options.quorum, "node") + " reached");
 }
 
-void lose_node(supervisor* self, const std::string& name, const std::string& reason) {
+void lose_node(supervisor* self, const std::string& name, const std::string& reason,
+               bool keep_state) {
   auto& st = self->state;
   auto i = st.nodes.find(name);
   if (i == st.nodes.end())
@@ -118,13 +119,16 @@ void lose_node(supervisor* self, const std::string& name, const std::string& rea
   log::get("actors")->warn("[supervisor] node {} lost: {}", name, reason);
   record(self, "node " + name + " lost: " + reason);
   self->demonitor(node.endpoint);
-  st.holdings.forget(node.inventory.address);
-  // A node declared lost that is in fact alive (stalled) must not keep running old roles.
-  self->send(node.endpoint, shutdown_notice{"declared lost: " + reason});
+  if (!keep_state) {
+    st.holdings.forget(node.inventory.address);
+    // A node declared lost that is in fact alive (stalled) must not keep running old roles.
+    self->send(node.endpoint, shutdown_notice{"declared lost: " + reason});
+  }
   if (auto z = st.zones.find(node.inventory.zone); z != st.zones.end())
     self->send(z->second, untrack_node{name});
   if (st.options.scheduler)
     self->send(st.options.scheduler, availability_event{"lost", node.inventory, reason});
+  recovery_on_loss(self);
   capacity_changed(self, "node " + name + " lost");
 }
 
@@ -279,6 +283,7 @@ void assign(supervisor* self, config::plan chosen) {
                        " resumes training from the checkpoint after iteration " +
                        std::to_string(job.start_iteration));
       training = std::move(job);
+      recovery_assigned(self, earlier);
     }
   }
   if (st.options.store) {
@@ -318,7 +323,7 @@ void assign(supervisor* self, config::plan chosen) {
 
 void on_plan(supervisor* self, plan_reply reply) {
   auto& st = self->state;
-  if (reply.request_id != st.pending_request)
+  if (reply.request_id != st.pending_request || recovery_hold(self, reply))
     return;
   st.pending_request = 0;
   if (st.capacity_changed) {
@@ -463,7 +468,7 @@ caf::message_handler common(supervisor* self) {
     [self](const preemption_notice& x) {
       if (from_the_node(self, x.node, "preemption notice")) {
         tell_preemption(self, x.node, detail::printable(x.reason, 1024));
-        lose_node(self, x.node, "preempted (" + detail::printable(x.reason, 1024) + ")");
+        recovery_notice(self, x.node, "preempted (" + detail::printable(x.reason, 1024) + ")");
       }
     },
     [self](const peer_refused& x) { refused(self, x); },
@@ -484,6 +489,7 @@ caf::message_handler common(supervisor* self) {
         capacity_changed(self, why);
     },
     [self](train_check_atom, std::int64_t version) { on_train_check(self, version); },
+    [self](recovery_wait_atom, std::int64_t serial) { recovery_deadline(self, serial); },
     [self](startup_deadline_atom, std::int64_t version, std::int64_t serial) {
       on_startup_deadline(self, version, serial);
     },

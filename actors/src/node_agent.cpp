@@ -28,6 +28,31 @@ void stop_stages(agent* self) {
   self->state.ready = 0;
 }
 
+using leave_atom = caf::atom_constant<caf::atom("leave")>;
+
+// Preempted with notice: the supervisor knows, the ranks are stopped (they keep their state in
+// memory and report it through here); the node stays until the next plan took that state.
+caf::behavior leaving(agent* self) {
+  return {
+    [self](train_report& x) { self->send(self->state.options.supervisor, std::move(x)); },
+    [self](const shutdown_notice& x) {
+      log::get("actors")->info("[node {}] leaves: {}", self->state.options.inventory.name, x.reason);
+      finish(self, agent_outcome::kind::preempted, "preempted");
+    },
+    [self](leave_atom) {
+      log::get("actors")->warn("[node {}] grace period over: leaving",
+                               self->state.options.inventory.name);
+      finish(self, agent_outcome::kind::preempted, "preempted");
+    },
+    [](const role_assignment&) {},
+    [](const training_job&) {},
+    [](tick_atom) {},
+    [](preempt_atom) {},
+    [](const stage_ready&) {},
+    [](const stage_failed&) {},
+  };
+}
+
 caf::behavior member(agent* self) {
   return {
     [self](const role_assignment& x) {
@@ -69,11 +94,17 @@ caf::behavior member(agent* self) {
     },
     [self](preempt_atom) {
       auto& st = self->state;
-      log::get("actors")->warn("[node {}] preempted: telling the supervisor and leaving",
-                               st.options.inventory.name);
+      log::get("actors")->warn("[node {}] preempted: telling the supervisor, handing over its "
+                               "state for up to {} ms, then leaving",
+                               st.options.inventory.name,
+                               std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 st.options.leave_grace)
+                                 .count());
       self->send(st.options.supervisor,
                  preemption_notice{st.options.inventory.name, "preemption notice"});
-      finish(self, agent_outcome::kind::preempted, "preempted");
+      stop_stages(self);
+      self->delayed_send(self, st.options.leave_grace, leave_atom::value);
+      self->become(leaving(self));
     },
     [self](const shutdown_notice& x) {
       log::get("actors")->info("[node {}] shut down by the coordinator: {}",

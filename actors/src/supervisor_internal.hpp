@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <caf/atom.hpp>
 #include <caf/stateful_actor.hpp>
@@ -16,6 +17,9 @@
 namespace sailor::actors::supervision {
 
 using supervisor = caf::stateful_actor<supervisor_state>;
+
+/// The wait for the survivors' state is over: (serial of the timer).
+using recovery_wait_atom = caf::atom_constant<caf::atom("recwait")>;
 
 /// A start-up step's deadline: (plan version, serial of the timer).
 using startup_deadline_atom = caf::atom_constant<caf::atom("stdeadln")>;
@@ -27,9 +31,13 @@ inline std::int64_t to_ms(caf::timespan t) {
 // job_supervisor.cpp
 void record(supervisor* self, std::string event);
 void publish_board(supervisor* self);
-void lose_node(supervisor* self, const std::string& name, const std::string& reason);
+/// `keep_state`: the node leaves with notice; it stays (its state held, its reports heard)
+/// until the next plan took its state (supervisor_recovery.cpp).
+void lose_node(supervisor* self, const std::string& name, const std::string& reason,
+               bool keep_state = false);
 void start_planning(supervisor* self, std::string reason);
 bool from_the_node(supervisor* self, const std::string& name, const char* what);
+void on_plan(supervisor* self, plan_reply reply);
 
 // supervisor_training.cpp
 void on_train_report(supervisor* self, const train_report& x);
@@ -42,5 +50,28 @@ void startup_advance(supervisor* self);
 void on_startup_deadline(supervisor* self, std::int64_t version, std::int64_t serial);
 /// Text for the status line: a start-up step in progress, failing checkpoint writes.
 std::string training_notes(supervisor* self);
+
+// supervisor_recovery.cpp: recovery from the survivors' memory.
+/// A node was lost (already removed from the nodes): while training, the surviving ranks
+/// are released and the next plan waits for the state they keep.
+void recovery_on_loss(supervisor* self);
+/// Whether the plan `reply` is held until the survivors' state is in (taken then).
+bool recovery_hold(supervisor* self, plan_reply& reply);
+void recovery_deadline(supervisor* self, std::int64_t serial);
+/// Counts a survivor's state report (or its failure before training); true for a state
+/// report (nothing more to do with it).
+bool recovery_report(supervisor* self, const train_report& x);
+/// The plan after a loss was assigned (its restore folder and iteration set).
+void recovery_assigned(supervisor* self, const std::vector<iteration_record>& earlier);
+/// A start-up step reached by a rank of the current plan.
+void recovery_step(supervisor* self, const train_report& x);
+/// An iteration completed: the first of a recovered plan closes its record.
+void recovery_done(supervisor* self, const iteration_record& done);
+/// A preemption notice from node `name`: while training, it stays until the next plan took
+/// its state; otherwise it is lost at once.
+void recovery_notice(supervisor* self, const std::string& name, const std::string& reason);
+/// The shard server address of node `name` when the current sender is that node, still in
+/// the job or leaving with notice; empty otherwise.
+std::string reporting_node_address(supervisor* self, const std::string& name);
 
 }  // namespace sailor::actors::supervision

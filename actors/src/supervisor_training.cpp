@@ -191,13 +191,15 @@ void failed(supervisor* self, const train_report& x) {
 
 void on_train_report(supervisor* self, const train_report& x) {
   auto& st = self->state;
-  if (!from_the_node(self, x.node, "train report"))
+  const auto address = reporting_node_address(self, x.node);
+  if (address.empty())
     return;
-  if (!x.checkpoint_file.empty())
-    if (auto n = st.nodes.find(x.node); n != st.nodes.end()) {
-      st.holdings.add(x.checkpoint_file, n->second.inventory.address);
-      st.holdings.keep_newest(2);  // as the writers do on their disks
-    }
+  if (!x.checkpoint_file.empty()) {
+    st.holdings.add(x.checkpoint_file, address);
+    st.holdings.keep_newest(2);  // as the writers do on their disks
+  }
+  if (recovery_report(self, x))
+    return;
   switch (x.what()) {
     case report_kind::failed:
       failed(self, x);
@@ -208,8 +210,10 @@ void on_train_report(supervisor* self, const train_report& x) {
       return;
     case report_kind::reached:
       st.training.add(x);
-      if (x.plan_version == st.plan_version)
+      if (x.plan_version == st.plan_version) {
+        recovery_step(self, x);
         startup_advance(self);
+      }
       return;
     case report_kind::iteration:
       break;
@@ -223,6 +227,7 @@ void on_train_report(supervisor* self, const train_report& x) {
     startup_advance(self);
   if (!done)
     return;
+  recovery_done(self, *done);
   // Debug: the application prints one line per iteration (on_iteration); numbered from 1
   // as there, and without a prediction when the plan came with none.
   std::string predicted;

@@ -219,7 +219,8 @@ std::optional<comm::message_body> to_comm_body(const caf::message& m, const std:
                               x.val_loss,
                               x.kind,
                               x.phase,
-                              x.blamed_node};
+                              x.blamed_node,
+                              x.bytes};
   }
   return std::nullopt;
 }
@@ -364,6 +365,7 @@ struct from_comm_body {
     out.kind = x.kind;
     out.phase = std::move(x.phase);
     out.blamed_node = std::move(x.blamed_node);
+    out.bytes = x.bytes;
     return caf::make_message(std::move(out));
   }
 };

@@ -322,6 +322,15 @@ TEST_CASE_FIXTURE(fixture, "wire: every wire message survives encoding and decod
     auto reached = round_trip(r);
     CHECK(reached.what() == report_kind::reached);
     CHECK(reached.phase == "restore");
+    r.kind = static_cast<std::int32_t>(report_kind::snapshot);
+    r.iteration = 7;
+    r.checkpoint_file = "checkpoints/j/mem/iter-00000007/shard-0-w0-of-2.ckpt";
+    r.bytes = 123456789012;
+    auto snap = round_trip(r);
+    CHECK(snap.what() == report_kind::snapshot);
+    CHECK(snap.iteration == 7);
+    CHECK(snap.checkpoint_file == r.checkpoint_file);
+    CHECK(snap.bytes == 123456789012);
   }
   SUBCASE("training_job: the model's family and options, the data and the schedule") {
     // What a Llama job needs on the node: without these a node trained a GPT-2 with biases

@@ -1,8 +1,9 @@
 // `sailor-node --join HOST:PORT --zone Z --devices cpu:N|cuda:all`: joins a coordinator with
 // this machine's devices and runs the stage actors of the roles it is given.
 //
-// SIGTERM is a preemption notice (the coordinator re-plans without this node at once);
-// SIGINT leaves the same way. A coordinator that is not up yet is waited for, and one whose
+// SIGTERM is a preemption notice (the coordinator re-plans without this node at once; while
+// it trains, the node stays until the next plan took its ranks' state, at most --grace-s);
+// SIGINT leaves the same way, and so does --leave-in S after S seconds. A coordinator that is not up yet is waited for, and one whose
 // connection drops (it restarted) is joined again, each for up to --join-timeout. Exit codes:
 // 0 shut down by the coordinator or preempted, 1 no coordinator within --join-timeout,
 // 2 bad arguments, 3 refused by the coordinator.
@@ -73,6 +74,8 @@ struct node_args {
   double join_timeout_s = 60;  ///< retry the join this long (at start, and after a drop)
   double slowdown = 1;         ///< emulation: compute stretched this many times
   std::string slowdown_file;   ///< SIGUSR2 reads the slowdown from its first line
+  double leave_in_s = 0;  ///< > 0: a preemption notice to itself this long after the start
+  double grace_s = 10;    ///< after a notice: the longest it stays to hand over its state
 };
 
 // Each rank's data-plane transport: UCX or comm's TCP (--data-transport, else --transport).
@@ -272,6 +275,9 @@ struct session_context {
   std::string advertise;                 // where peers reach this node
   comm::transport* data = nullptr;       // checkpoint shards (and probes of peers)
   comm::transport* transport = nullptr;  // the bridge's (null: its own sockets)
+#ifdef SAILOR_WITH_TRAIN
+  std::shared_ptr<train::memory_shards> memory;  // ranks' state when a plan ends (recovery)
+#endif
   std::shared_ptr<std::atomic<double>> slowdown = std::make_shared<std::atomic<double>>(1.0);
 };
 
@@ -323,6 +329,7 @@ int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& st
     training.transport = ctx.data;
     training.make_data_transport = data_transport_maker(ctx.args, ctx.advertise);
     training.slowdown = ctx.slowdown;
+    training.memory = ctx.memory;
     auto trainer = std::make_shared<train::node_trainer>(std::move(training));
     options.hook = [trainer](const actors::stage_role& role, actors::stage_ready_fn ready) {
       return trainer->on_role(role, std::move(ready));
@@ -424,10 +431,20 @@ int run_until_stopped(session_context& ctx) {
       return;
     }
   });
+  // --leave-in: the notice a spot instance gets, on a timer (as SIGTERM).
+  std::thread leave_thread;
+  if (ctx.args.leave_in_s > 0)
+    leave_thread = std::thread([&stop, s = ctx.args.leave_in_s] {
+      if (stop.wait(std::chrono::milliseconds{static_cast<std::int64_t>(s * 1000)}))
+        stop.signal();
+    });
   const int code = run_sessions(system, ctx, stop);
   const unsigned char wake = 0;  // not a signal: only ends the watcher
   (void)!::write(signal_pipe[1], &wake, 1);
   signal_thread.join();
+  stop.signal();  // ends the leave timer, if any
+  if (leave_thread.joinable())
+    leave_thread.join();
   return code;
 }
 
@@ -454,6 +471,8 @@ int run(const node_args& args) {
     return 2;
   }
   actors::node_agent_options options;
+  options.leave_grace = std::chrono::duration_cast<caf::timespan>(
+    std::chrono::duration<double>(args.grace_s));
   options.inventory.host = host_name();
   options.inventory.name =
     args.name.empty() ? options.inventory.host + "-" + std::to_string(::getpid()) : args.name;
@@ -511,7 +530,8 @@ int run(const node_args& args) {
   }
   options.inventory.address = *advertise + ":0";
 #ifdef SAILOR_WITH_TRAIN
-  auto shards = train::shard_server::start(*data, *advertise, *state_dir);
+  auto memory = std::make_shared<train::memory_shards>();
+  auto shards = train::shard_server::start(*data, *advertise, *state_dir, memory);
   if (!shards) {
     std::fprintf(stderr, "sailor-node: serving checkpoint shards on %s: %s\n",
                  advertise->c_str(), shards.error().message.c_str());
@@ -523,7 +543,11 @@ int run(const node_args& args) {
   log::get("actors")->info("[node {}] peers reach it on {}; state in {} ({} checkpoint shards)",
                            options.inventory.name, *advertise, *state_dir,
                            options.inventory.checkpoints.size());
-  session_context ctx{args, *where, options, *state_dir, *advertise, data, transport->get()};
+  session_context ctx{args, *where, options, *state_dir, *advertise, data, transport->get()
+#ifdef SAILOR_WITH_TRAIN
+                      , memory
+#endif
+  };
   ctx.slowdown->store(args.slowdown);
   return run_until_stopped(ctx);
 }
@@ -586,6 +610,15 @@ int main(int argc, char** argv) {
     ->capture_default_str();
   app.add_option("--slowdown-file", args.slowdown_file,
                  "emulation: on SIGUSR2 the slowdown is read again from this file's first line");
+  app.add_option("--leave-in", args.leave_in_s,
+                 "seconds after the start at which the node gets a preemption notice (as "
+                 "SIGTERM: it tells the coordinator, hands over its state, then leaves)")
+    ->check(CLI::PositiveNumber);
+  app.add_option("--grace-s", args.grace_s,
+                 "after a preemption notice (SIGTERM, --leave-in): the longest the node stays "
+                 "to hand its state to the next plan")
+    ->check(CLI::PositiveNumber)
+    ->capture_default_str();
   app.add_option("--log-dir", args.log_dir, "also write the log to DIR/NAME.log (\"\": stderr "
                                             "only)")
     ->capture_default_str();

@@ -242,6 +242,14 @@ int run_coordinator(const coordinator_args& args) {
       summary.on_plan(tj.plan_version, tj.start_iteration, tj.predicted_iteration_s);
       return true;
     };
+    options.supervisor.on_recovery = [&summary](const actors::recovery_record& r) {
+      std::printf("plan v%lld recovered in %.3f s: state from %s (%lld bytes), %d completed "
+                  "iterations run again\n",
+                  static_cast<long long>(r.plan_version), r.total_s, r.state_source.c_str(),
+                  static_cast<long long>(r.bytes_restored), r.lost_iterations);
+      std::fflush(stdout);
+      summary.on_recovery(r);
+    };
     options.supervisor.on_iteration = [&outcome, &summary, exit_when_done](
                                         const actors::iteration_record& r,
                                         const actors::training_progress& p) {

@@ -45,6 +45,13 @@ void add_local_run_options(CLI::App* sub, local_run_args& args) {
                   "iterations: the supervisor re-plans over the others, which resume from the "
                   "last checkpoint (0: never)")
     ->capture_default_str();
+  sub->add_option("--preempt-mode", args.preempt_mode,
+                  "kill: SIGKILL, no word; notice: SIGTERM, a spot notice: the node hands over "
+                  "its state before it leaves")
+    ->check(CLI::IsMember({"kill", "notice"}))
+    ->capture_default_str();
+  sub->add_flag("--preempt-stage", args.preempt_stage,
+                "preempt every replica of the newest node's stage (the whole stage)");
   sub->add_option("--checkpoint-every", args.checkpoint_every,
                   "checkpoint every this many iterations and after the last (asynchronously; "
                   "0: never, and a re-plan starts afresh)")

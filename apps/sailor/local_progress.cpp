@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "recovery_summary.hpp"
 #include "run_summary.hpp"
 #include "sailor/actors/placement.hpp"
 
@@ -32,6 +33,8 @@ std::string local_progress::take(training_events& events, int live_nodes) {
     plan_ = events.plan;
     plans_ = events.plans;
     start_iteration_ = events.start_iteration;
+    resume_source_ = events.resume_source;
+    recoveries_ = events.recoveries;
   }
   live_nodes_ = live_nodes;
   if (plan_ && plans_ != plans_shown_)
@@ -59,7 +62,9 @@ void local_progress::print_plan() {
     resumed_at_.push_back(start_iteration_);
     const std::string resumed =
       start_iteration_ > 0
-        ? "resuming from the checkpoint after iteration " + std::to_string(start_iteration_)
+        ? (resume_source_ == "memory" ? "resuming from the survivors' memory after iteration "
+                                      : "resuming from the checkpoint after iteration ") +
+            std::to_string(start_iteration_)
         : "no checkpoint: training starts afresh";
     std::printf("  re-plan %d over %d nodes: %s\n  predicted iteration time %.4f s; %s\n",
                 plans_ - 1, live_nodes_, actors::describe_plan(*plan_).c_str(),
@@ -158,6 +163,12 @@ void local_progress::print_summary(const std::string& command, double wall_s) co
     std::printf("  preempted              %s; the next plan completed an iteration %.2f s later "
                 "(noticing, re-planning, profiling, rendezvous, restoring)\n",
                 preempted_.front().c_str(), recovery_s_);
+  for (const auto& r : recoveries_)
+    std::printf("  recovery               state from %s (%lld bytes restored), %d completed "
+                "iterations run again; planning %.3f s, set-up %.3f s, restore %.3f s, first "
+                "iteration %.3f s\n",
+                r.state_source.c_str(), static_cast<long long>(r.bytes_restored),
+                r.lost_iterations, r.planning_s, r.setup_s, r.restore_s, r.first_iteration_s);
   std::printf("  note: transfers and all-reduces that cross emulated zones are held for the "
               "link's latency and bandwidth.\n");
   std::fflush(stdout);
@@ -200,8 +211,8 @@ nlohmann::json local_progress::summary_json(double wall_s) const {
   }
   j["resumed_at"] = resumed_at_;
   j["preempted"] = preempted_;
-  if (recovery_s_ >= 0)
-    j["recovery_s"] = recovery_s_;
+  add_recovery_fields(j, recoveries_,
+                      recovery_s_ >= 0 ? std::vector<double>{recovery_s_} : std::vector<double>{});
   j["wall_s"] = wall_s;
   if (plan_) {
     j["plan"]["stages"] = plan_->num_stages();

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sailor/actors/job_supervisor.hpp"
 #include "sailor/actors/train/progress.hpp"
 #include "sailor/config/plan.hpp"
 
@@ -52,6 +53,8 @@ struct training_events {
   std::int64_t plan_version = 0;  ///< of the newest training plan
   int plans = 0;
   int start_iteration = 0;  ///< where the newest plan resumed
+  std::string resume_source;  ///< "memory" or "checkpoint": what the newest plan resumed from
+  std::vector<actors::recovery_record> recoveries;  ///< on_recovery, in order
 };
 
 /// The main loop's record of the run.
@@ -123,6 +126,8 @@ private:
   // Tokens per second over the history's records that `keep` selects (each plan's first
   // iteration left out).
   template <class Keep> double tokens_per_s_where(Keep keep) const;
+  std::string resume_source_;
+  std::vector<actors::recovery_record> recoveries_;
   clock_type::time_point last_progress_ = clock_type::now();
 };
 

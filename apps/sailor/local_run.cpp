@@ -22,6 +22,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include <spdlog/spdlog.h>
@@ -191,6 +192,8 @@ actors::coordinator_options coordinator_options_for(const local_inputs& in,
     events.plan_version = tj.plan_version;
     ++events.plans;
     events.start_iteration = tj.start_iteration;
+    events.resume_source =
+      fs::path{tj.restore_dir}.filename() == "mem" ? "memory" : "checkpoint";
     events.finished = false;
     return true;
   };
@@ -212,8 +215,45 @@ actors::coordinator_options coordinator_options_for(const local_inputs& in,
       events.error = why;
     events.cv.notify_all();
   };
+  options.supervisor.on_recovery = [&events](const actors::recovery_record& r) {
+    std::lock_guard lock{events.mu};
+    events.recoveries.push_back(r);
+  };
   options.supervisor.board = std::make_shared<actors::status_board>();
   return options;
+}
+
+// The spot preemption: the newest node still running (with --preempt-stage, every node of
+// its stage) dies at once without a word (kill), or gets a notice (SIGTERM).
+void preempt(const local_run_args& args, local_cluster& cluster, training_events& events,
+             local_progress& progress) {
+  auto& children = cluster.children();
+  std::string newest;
+  for (auto c = children.rbegin(); c != children.rend() && newest.empty(); ++c)
+    if (c->exit_code == -1)
+      newest = c->name;
+  std::set<std::string> victims{newest};
+  if (args.preempt_stage) {
+    std::lock_guard lock{events.mu};
+    if (events.plan)
+      for (const auto& stage : events.plan->stages) {
+        bool mine = false;
+        for (const auto& r : stage.replicas)
+          mine = mine || std::count(r.nodes.begin(), r.nodes.end(), newest) > 0;
+        if (mine)
+          for (const auto& r : stage.replicas)
+            victims.insert(r.nodes.begin(), r.nodes.end());
+      }
+  }
+  const bool notice = args.preempt_mode == "notice";
+  for (auto& c : children)
+    if (c.exit_code == -1 && victims.count(c.name)) {
+      std::printf("  preempting %s (%s) after iteration %d\n", c.name.c_str(),
+                  notice ? "SIGTERM: a notice" : "SIGKILL", progress.done());
+      kill(c.pid, notice ? SIGTERM : SIGKILL);
+      progress.preempted(c.name);
+    }
+  std::fflush(stdout);
 }
 
 // One line per iteration until every iteration completed; bounded by the stall timeout
@@ -233,19 +273,8 @@ int train_loop(const local_run_args& args, local_cluster& cluster, training_even
     if (cluster.interrupted())
       return fail(args, "interrupted after " + std::to_string(progress.done()) + " iterations");
     if (args.preempt_at > 0 && progress.preempted_nodes().empty() &&
-        progress.done() >= args.preempt_at) {
-      // The spot preemption: the newest node still running dies at once, without a word.
-      auto& children = cluster.children();
-      for (auto c = children.rbegin(); c != children.rend(); ++c)
-        if (c->exit_code == -1) {
-          std::printf("  preempting %s (SIGKILL) after iteration %d\n", c->name.c_str(),
-                      progress.done());
-          std::fflush(stdout);
-          kill(c->pid, SIGKILL);
-          progress.preempted(c->name);
-          break;
-        }
-    }
+        progress.done() >= args.preempt_at)
+      preempt(args, cluster, events, progress);
     while (auto* c = reap(cluster.children())) {
       const auto& gone = progress.preempted_nodes();
       if (std::find(gone.begin(), gone.end(), c->name) == gone.end())

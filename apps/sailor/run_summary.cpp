@@ -1,5 +1,7 @@
 #include "run_summary.hpp"
 
+#include "recovery_summary.hpp"
+
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -37,6 +39,11 @@ void run_summary::on_iteration(const actors::iteration_record& r,
   first_of_plan_.push_back(first);
 }
 
+void run_summary::on_recovery(const actors::recovery_record& r) {
+  std::lock_guard lock{mutex_};
+  recoveries_.push_back(r);
+}
+
 status run_summary::write(const std::string& path) const {
   std::lock_guard lock{mutex_};
   // Each plan's first iteration (warm-up: first rendezvous, restoring) is left out of the
@@ -57,7 +64,12 @@ status run_summary::write(const std::string& path) const {
   j["val_loss_curve"] = val_loss_json(val_loss_curve_);
   j["replans"] = plans_ > 0 ? plans_ - 1 : 0;
   j["resumed_at"] = resumed_at_;
-  j["recovery_s"] = recovery_s_.empty() ? nlohmann::json(nullptr) : nlohmann::json(recovery_s_.back());
+  // From the loss noticed (this process cannot see a kill) to the next completed iteration;
+  // without a supervisor's record, from the re-plan.
+  std::vector<double> each;
+  for (const auto& r : recoveries_)
+    each.push_back(r.total_s);
+  add_recovery_fields(j, recoveries_, each.empty() ? recovery_s_ : each);
   j["recovery_s_each"] = recovery_s_;
   j["tokens_per_s"] = sum > 0 ? static_cast<double>(tokens) / sum : 0.0;
   j["predicted_iteration_s"] = predicted_s_;

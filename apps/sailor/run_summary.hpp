@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sailor/actors/job_supervisor.hpp"
 #include "sailor/actors/train/progress.hpp"
 #include "sailor/config/error.hpp"
 
@@ -27,6 +28,8 @@ public:
   void on_plan(std::int64_t plan_version, int start_iteration, double predicted_s);
   /// An iteration completed (every rank reported it).
   void on_iteration(const actors::iteration_record& r, const actors::training_progress& p);
+  /// A recovery completed (the supervisor's record).
+  void on_recovery(const actors::recovery_record& r);
   /// Writes the JSON summary to `path`.
   status write(const std::string& path) const;
 
@@ -44,6 +47,7 @@ private:
   bool awaiting_first_ = false;
   clock::time_point plan_started_{};
   std::vector<double> recovery_s_;  // re-plan to its first completed iteration
+  std::vector<actors::recovery_record> recoveries_;
   clock::time_point begin_ = clock::now();
 };
 

@@ -315,6 +315,8 @@ struct TrainReport {
   kind @15 :TrainReportKind;  # what the report says (a failure whatever its iteration)
   phase @16 :Text;            # failed: the step ("setup", "restore", "iteration"); reached: the step done
   blamedNode @17 :Text;       # failed: the peer node the rank could not reach, or empty
+  # --- recovery from the survivors' memory (issue 12) ---
+  bytes @18 :Int64;           # snapshot: the shard's size; reached "restore": bytes fetched
 }
 
 enum TrainReportKind {
@@ -322,6 +324,9 @@ enum TrainReportKind {
   failed @1;            # the rank stopped (error, phase)
   checkpointFailed @2;  # writing its checkpoint shard failed (error); it trains on
   reached @3;           # a start-up step (phase) is done
+  # --- recovery from the survivors' memory (issue 12) ---
+  snapshot @4;          # the rank's plan ended: its state after `iteration` completed
+                        # iterations is held in memory (checkpointFile), or none (error)
 }
 
 # The rendezvous store the coordinator serves to the ranks of every node (Gloo's and NCCL's

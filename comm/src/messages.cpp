@@ -312,6 +312,7 @@ struct body_writer {
     r.setKind(static_cast<s::TrainReportKind>(v.kind));
     r.setPhase(v.phase);
     r.setBlamedNode(v.blamed_node);
+    r.setBytes(v.bytes);
   }
   void operator()(const iteration_telemetry& v) {
     auto t = b.initTelemetry();
@@ -679,7 +680,7 @@ std::variant<envelope, transport_error> decode_envelope(std::span<const std::byt
                               r.getTotalS(),    r.getTokens(),  r.getError(),
                               r.getCheckpointFile(), r.getHasValLoss(), r.getValLoss(),
                               static_cast<std::int32_t>(r.getKind()), r.getPhase(),
-                              r.getBlamedNode()};
+                              r.getBlamedNode(), r.getBytes()};
         break;
       }
       case s::Envelope::Body::TELEMETRY: {

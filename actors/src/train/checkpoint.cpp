@@ -129,9 +129,33 @@ status write_all(int fd, const void* data, std::size_t bytes, const std::string&
   return {};
 }
 
-// Writes the shard under a temporary name, then renames it into place.
-status write_shard(const std::string& folder, const shard_file& file, const json& model,
-                   optimizer_kind optimizer, const snapshot& snap) {
+// The parameters and optimizer state of `module`, each through `copy` (to the host).
+void fill_snapshot(snapshot& snap, const models::stage_module& module,
+                   torch::optim::Optimizer& optimizer, optimizer_kind kind,
+                   const std::function<torch::Tensor(const torch::Tensor&)>& copy) {
+  torch::NoGradGuard no_grad;
+  auto& states = optimizer.state();
+  for (const auto& p : module.parameters()) {
+    snap.entries.push_back({p.name, "param", p.shard_dim, p.full_size, copy(p.tensor)});
+    auto it = states.find(key_of(p.tensor));
+    if (it == states.end()) continue;  // no optimizer state yet
+    if (kind == optimizer_kind::adamw) {
+      auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
+      snap.entries.push_back({p.name, "exp_avg", p.shard_dim, p.full_size, copy(s.exp_avg())});
+      snap.entries.push_back({p.name, "exp_avg_sq", p.shard_dim, p.full_size, copy(s.exp_avg_sq())});
+      snap.steps[p.name] = s.step();
+    } else {
+      auto& s = static_cast<torch::optim::SGDParamState&>(*it->second);
+      if (s.momentum_buffer().defined())
+        snap.entries.push_back({p.name, "momentum_buffer", p.shard_dim, p.full_size,
+                                copy(s.momentum_buffer())});
+    }
+  }
+}
+
+// The shard's header: everything before the tensors' bytes (magic, length, JSON).
+std::string shard_head(const shard_file& file, const json& model, optimizer_kind optimizer,
+                       const snapshot& snap) {
   json header;
   header["format"] = format_version;
   header["iterations"] = snap.iterations;
@@ -161,7 +185,15 @@ status write_shard(const std::string& folder, const shard_file& file, const json
   header["data_bytes"] = offset;
   const std::string text = header.dump();
   const std::uint64_t length = text.size();
+  std::string head(magic, magic_bytes);
+  for (int i = 0; i < 8; ++i) head.push_back(static_cast<char>(length >> (8 * i)));
+  return head + text;
+}
 
+// Writes the shard under a temporary name, then renames it into place.
+status write_shard(const std::string& folder, const shard_file& file, const json& model,
+                   optimizer_kind optimizer, const snapshot& snap) {
+  const std::string head = shard_head(file, model, optimizer, snap);
   std::error_code ec;
   fs::create_directories(folder, ec);  // several writers may race here: check the result
   if (!fs::is_directory(folder))
@@ -171,11 +203,7 @@ status write_shard(const std::string& folder, const shard_file& file, const json
   const std::string temp_path = (fs::path(folder) / ("." + name + ".tmp")).string();
   int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return failure("creating " + temp_path + ": " + std::strerror(errno));
-  unsigned char length_bytes[8];
-  for (int i = 0; i < 8; ++i) length_bytes[i] = static_cast<unsigned char>(length >> (8 * i));
-  status st = write_all(fd, magic, magic_bytes, temp_path);
-  if (!st) st = write_all(fd, length_bytes, sizeof length_bytes, temp_path);
-  if (!st) st = write_all(fd, text.data(), text.size(), temp_path);
+  status st = write_all(fd, head.data(), head.size(), temp_path);
   for (const auto& e : snap.entries) {
     if (st) break;
     st = write_all(fd, e.value.data_ptr(), e.value.numel() * e.value.element_size(), temp_path);
@@ -381,24 +409,7 @@ double checkpoint_writer::take(int iterations, const models::stage_module& modul
     return b;
   };
   try {
-    torch::NoGradGuard no_grad;
-    auto& states = optimizer.state();
-    for (const auto& p : module.parameters()) {
-      snap->entries.push_back({p.name, "param", p.shard_dim, p.full_size, cpu_copy(p.tensor)});
-      auto it = states.find(key_of(p.tensor));
-      if (it == states.end()) continue;  // no optimizer state yet
-      if (optimizer_ == optimizer_kind::adamw) {
-        auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
-        snap->entries.push_back({p.name, "exp_avg", p.shard_dim, p.full_size, cpu_copy(s.exp_avg())});
-        snap->entries.push_back({p.name, "exp_avg_sq", p.shard_dim, p.full_size, cpu_copy(s.exp_avg_sq())});
-        snap->steps[p.name] = s.step();
-      } else {
-        auto& s = static_cast<torch::optim::SGDParamState&>(*it->second);
-        if (s.momentum_buffer().defined())
-          snap->entries.push_back({p.name, "momentum_buffer", p.shard_dim, p.full_size,
-                                   cpu_copy(s.momentum_buffer())});
-      }
-    }
+    fill_snapshot(*snap, module, optimizer, optimizer_, cpu_copy);
   } catch (const std::exception& e) {
     auto err = failure(who_ + " checkpoint " + std::to_string(iterations) + ": copying the state: " + e.what());
     log::get("train")->error("{}", err.message);
@@ -432,6 +443,38 @@ double checkpoint_writer::take(int iterations, const models::stage_module& modul
 status checkpoint_writer::flush() {
   wait_previous();
   return first_failure_;
+}
+
+result<state_shard> encode_shard(int iterations, const config::model_shape& model,
+                                 const config::plan& plan, const rank_role& role,
+                                 optimizer_kind kind, const models::stage_module& module,
+                                 torch::optim::Optimizer& optimizer) {
+  const auto& replicas = plan.stages.at(role.stage).replicas;
+  if (replicas.empty() || replicas[role.replica].tp != replicas[0].tp)
+    return invalid("stage " + std::to_string(role.stage) + " replica " +
+                   std::to_string(role.replica) + " has another TP degree than replica 0: its "
+                   "state has no shard name of the plan's checkpoint layout");
+  snapshot snap;
+  snap.iterations = iterations;
+  fill_snapshot(snap, module, optimizer, kind, [](const torch::Tensor& t) {
+    return t.detach().to(torch::kCPU).contiguous().clone();
+  });
+  const auto file = file_of(plan, rank_role{role.stage, 0, role.tp_rank});
+  const std::string head = shard_head(file, model_json(model), kind, snap);
+  state_shard out;
+  out.iterations = iterations;
+  out.name = shard_file_name(file);
+  std::uint64_t total = head.size();
+  for (const auto& e : snap.entries) total += e.value.numel() * e.value.element_size();
+  out.bytes.resize(total);
+  std::memcpy(out.bytes.data(), head.data(), head.size());
+  std::size_t at = head.size();
+  for (const auto& e : snap.entries) {
+    const std::size_t n = e.value.numel() * e.value.element_size();
+    std::memcpy(out.bytes.data() + at, e.value.data_ptr(), n);
+    at += n;
+  }
+  return out;
 }
 
 status restore_checkpoint(const std::string& dir, int iterations,

@@ -91,6 +91,14 @@ private:
   bool write_done_ = true;          // the write thread_ runs is over; guarded likewise
 };
 
+/// This rank's state after `iterations` completed iterations as the bytes of the shard file
+/// replica 0 of its stage writes (same name and format: any plan restores from it). An
+/// error when this replica's TP degree differs from replica 0's (no such file name).
+result<state_shard> encode_shard(int iterations, const config::model_shape& model,
+                                 const config::plan& plan, const rank_role& role,
+                                 optimizer_kind kind, const models::stage_module& module,
+                                 torch::optim::Optimizer& optimizer);
+
 /// Loads the slices of checkpoint `iterations` under `dir` that `module` holds into it, and
 /// the matching optimizer state into `optimizer` (whose parameters are module's tensors).
 status restore_checkpoint(const std::string& dir, int iterations,

@@ -356,6 +356,16 @@ status stage_executor::restore(const std::string& dir, int iterations) {
   }
 }
 
+result<state_shard> stage_executor::state_snapshot(int iterations) const {
+  try {
+    return detail::encode_shard(iterations, impl_->model, impl_->plan, impl_->role,
+                                impl_->options.optimizer, *impl_->module, *impl_->optimizer);
+  } catch (const std::exception& e) {
+    return failed(impl_->who + " state snapshot after " + std::to_string(iterations) +
+                  " iterations: " + e.what());
+  }
+}
+
 std::string stage_executor::last_checkpoint_file() const {
   return impl_->checkpoints ? impl_->checkpoints->last_written() : std::string{};
 }

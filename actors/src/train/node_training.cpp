@@ -15,6 +15,7 @@
 #include "sailor/actors/train/data_plane.hpp"
 #include "sailor/actors/train/checkpoint.hpp"
 #include "sailor/actors/train/shard_service.hpp"
+#include "node_recovery.hpp"
 #include "sailor/config/log.hpp"
 
 namespace sailor::train {
@@ -110,7 +111,7 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
   }
 
   // The shards of the job's checkpoint this node lacks, from the nodes that hold them.
-  status fetch(const actors::training_job& job) {
+  status fetch(const actors::training_job& job, std::int64_t& fetched) {
     if (job.restore_files.empty() || !options.transport)
       return {};
     std::vector<shard_source> sources;
@@ -118,7 +119,7 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
       sources.push_back({job.restore_files[i], job.restore_holders[i]});
     std::lock_guard lock{fetching};
     return fetch_shards(*options.transport, options.state_dir, sources,
-                        std::chrono::milliseconds{job.timeout_ms});
+                        std::chrono::milliseconds{job.timeout_ms}, &fetched);
   }
 
   // The rank's data-plane channel: the node's transport kind and job token, the store and
@@ -200,10 +201,11 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
       log::get("train")->error("[{} rank {}] {}", node, rank, why);
       send(std::move(r));
     };
-    auto reached = [&](const char* phase) {
+    auto reached = [&](const char* phase, std::int64_t bytes = 0) {
       auto r = base;
       r.kind = static_cast<std::int32_t>(actors::report_kind::reached);
       r.phase = phase;
+      r.bytes = bytes;
       send(std::move(r));
     };
     comm::gloo_options gopts;
@@ -253,7 +255,8 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
                             rank, role.stage, role.replica, role.tp_rank,
                             (*exec)->num_parameters());
     if (job.start_iteration > 0) {
-      if (auto err = fetch(job)) {
+      std::int64_t fetched = 0;
+      if (auto err = fetch(job, fetched)) {
         fail("restore", "fetching the checkpoint after iteration " +
                           std::to_string(job.start_iteration) + ": " + err->to_string());
         return;
@@ -265,33 +268,47 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
       }
       log::get("train")->info("[{} rank {}] resumed from the checkpoint after iteration {}",
                               node, rank, job.start_iteration);
-      reached("restore");
+      reached("restore", fetched);
     }
     ready();
+    const int end = train(job, base, **exec, released, fail);
+    if (end < job.iterations) {
+      send(keep_state(options.memory.get(), job, base, **exec, end));
+      return;
+    }
+    if (auto err = (*exec)->flush_checkpoints())
+      log::get("train")->warn("[{} rank {}] last checkpoint: {}", node, rank, err->to_string());
+  }
+
+  // Runs the job's iterations; returns the number of iterations completed when it stops
+  // (the plan ended, or an iteration failed: reported through `fail`).
+  template <class Fail>
+  int train(const actors::training_job& job, const actors::train_report& base,
+            stage_executor& exec, const std::atomic<bool>& released, Fail& fail) {
     for (int it = job.start_iteration; it < job.iterations; ++it) {
       if (stopping || released || current.load() != job.plan_version)
-        return;
-      auto tel = (*exec)->run_iteration(it);
+        return it;
+      auto tel = exec.run_iteration(it);
       if (!tel) {
         fail("iteration", "iteration " + std::to_string(it) + ": " + tel.error().to_string());
-        return;
+        return it;
       }
       stretch_compute(*tel);
-      auto r = iteration_report(base, *tel, **exec);
+      auto r = iteration_report(base, *tel, exec);
       // Every rank runs the pass (it is a collective of the plan) after the same iterations:
       // every eval_every-th and the last (as bench/char_lm does).
       if (job.eval_every > 0 && ((it + 1) % job.eval_every == 0 || it + 1 == job.iterations)) {
-        auto val = (*exec)->validation_loss();
+        auto val = exec.validation_loss();
         if (!val) {
           fail("iteration", "validation after iteration " + std::to_string(it + 1) + ": " +
                               val.error().to_string());
-          return;
+          return it + 1;
         }
         r.has_val_loss = true;
         r.val_loss = *val;
       }
       send(std::move(r));
-      if (auto why = (*exec)->take_checkpoint_failure(); !why.empty()) {
+      if (auto why = exec.take_checkpoint_failure(); !why.empty()) {
         auto c = base;
         c.kind = static_cast<std::int32_t>(actors::report_kind::checkpoint_failed);
         c.iteration = it;
@@ -299,8 +316,7 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
         send(std::move(c));
       }
     }
-    if (auto err = (*exec)->flush_checkpoints())
-      log::get("train")->warn("[{} rank {}] last checkpoint: {}", node, rank, err->to_string());
+    return job.iterations;
   }
 };
 

@@ -1,5 +1,8 @@
 #include "sailor/actors/train/shard_service.hpp"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -48,8 +51,45 @@ bool servable_path(const std::string& path) {
   return true;
 }
 
+void memory_shards::put(const std::string& path, std::vector<std::byte> bytes, int keep) {
+  const fs::path p{path};
+  const auto folder = p.parent_path().parent_path().string();
+  std::lock_guard lock{mu_};
+  held_[path] = std::make_shared<const std::vector<std::byte>>(std::move(bytes));
+  // The iteration folders of `folder`, newest first: those after the newest `keep` go.
+  std::set<std::string, std::greater<>> iterations;
+  for (const auto& [k, v] : held_)
+    if (fs::path{k}.parent_path().parent_path().string() == folder)
+      iterations.insert(fs::path{k}.parent_path().filename().string());
+  std::set<std::string> gone;
+  int n = 0;
+  for (const auto& it : iterations)
+    if (++n > keep)
+      gone.insert(it);
+  std::erase_if(held_, [&](const auto& kv) {
+    const fs::path k{kv.first};
+    return k.parent_path().parent_path().string() == folder &&
+           gone.count(k.parent_path().filename().string()) > 0;
+  });
+}
+
+memory_shards::bytes_ptr memory_shards::get(const std::string& path) const {
+  std::lock_guard lock{mu_};
+  auto i = held_.find(path);
+  return i == held_.end() ? nullptr : i->second;
+}
+
+std::size_t memory_shards::bytes() const {
+  std::lock_guard lock{mu_};
+  std::size_t n = 0;
+  for (const auto& [k, v] : held_)
+    n += v->size();
+  return n;
+}
+
 struct shard_server::impl : std::enable_shared_from_this<shard_server::impl> {
   std::string state_dir;
+  std::shared_ptr<memory_shards> memory;
   std::unique_ptr<comm::listener> listener;
   std::string address;
 
@@ -61,6 +101,14 @@ struct shard_server::impl : std::enable_shared_from_this<shard_server::impl> {
       return;
     }
     const std::string path = text.substr(get_prefix.size());
+    if (auto held = memory ? memory->get(path) : nullptr) {
+      comm::tensor_descriptor desc;
+      desc.type = comm::dtype::u8;
+      desc.shape = {static_cast<std::int64_t>(held->size())};
+      desc.name = path;
+      conn->send_tensor(desc, *held, [held](const comm::op_status&) {});
+      return;
+    }
     auto contents = read(path);
     if (!contents) {
       log::get("train")->warn("[shards {}] {} asked for {}: {}", address, conn->peer().name,
@@ -91,10 +139,12 @@ struct shard_server::impl : std::enable_shared_from_this<shard_server::impl> {
 
 result<std::unique_ptr<shard_server>> shard_server::start(comm::transport& transport,
                                                           const std::string& host,
-                                                          std::string state_dir) {
+                                                          std::string state_dir,
+                                                          std::shared_ptr<memory_shards> memory) {
   std::unique_ptr<shard_server> self{new shard_server};
   self->impl_ = std::make_shared<impl>();
   self->impl_->state_dir = std::move(state_dir);
+  self->impl_->memory = std::move(memory);
   std::weak_ptr<impl> weak = self->impl_;
   auto on_accept = [weak](const comm::connection_ptr& conn) {
     comm::connection_handlers h;
@@ -131,7 +181,7 @@ struct fetch_call {
   std::mutex mutex;
   std::condition_variable done;
   bool open = false;
-  std::optional<result<std::vector<std::byte>>> outcome;
+  std::optional<result<comm::payload_buffer>> outcome;
 
   void opened() {
     {
@@ -141,7 +191,7 @@ struct fetch_call {
     done.notify_all();
   }
 
-  void finish(result<std::vector<std::byte>> r) {
+  void finish(result<comm::payload_buffer> r) {
     {
       std::lock_guard lock{mutex};
       if (outcome)
@@ -152,7 +202,7 @@ struct fetch_call {
   }
 };
 
-result<std::vector<std::byte>> fetch_one(comm::transport& transport, const shard_source& src,
+result<comm::payload_buffer> fetch_one(comm::transport& transport, const shard_source& src,
                                          std::chrono::milliseconds timeout) {
   auto where = comm::address::parse(src.holder);
   if (!where)
@@ -160,8 +210,7 @@ result<std::vector<std::byte>> fetch_one(comm::transport& transport, const shard
   auto call = std::make_shared<fetch_call>();
   comm::connection_handlers h;
   h.on_tensor = [call](comm::tensor_descriptor, comm::payload_buffer payload) {
-    auto bytes = payload.bytes();
-    call->finish(std::vector<std::byte>(bytes.begin(), bytes.end()));
+    call->finish(std::move(payload));  // no copy: written from the buffer
   };
   h.on_control = [call](std::vector<std::byte> bytes) {
     call->finish(failure(text_of(bytes)));
@@ -224,10 +273,15 @@ status probe_shard_server(comm::transport& transport, const std::string& holder,
 
 namespace {
 
-status write_atomically(const fs::path& target, const std::vector<std::byte>& bytes) {
+status write_atomically(const fs::path& target, std::span<const std::byte> bytes) {
   std::error_code ec;
   fs::create_directories(target.parent_path(), ec);
-  const auto temp = target.parent_path() / ("." + target.filename().string() + ".fetch");
+  // A name of this fetch alone: ranks of nodes that share a folder (a demo on one machine)
+  // may fetch the same file at once; the rename replaces the file atomically either way.
+  static std::atomic<std::uint64_t> serial{0};
+  const auto temp = target.parent_path() /
+                    ("." + target.filename().string() + "." + std::to_string(::getpid()) + "-" +
+                     std::to_string(serial++) + ".fetch");
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(bytes.data()),
@@ -244,7 +298,8 @@ status write_atomically(const fs::path& target, const std::vector<std::byte>& by
 }  // namespace
 
 status fetch_shards(comm::transport& transport, const std::string& state_dir,
-                    const std::vector<shard_source>& sources, std::chrono::milliseconds timeout) {
+                    const std::vector<shard_source>& sources, std::chrono::milliseconds timeout,
+                    std::int64_t* fetched_bytes) {
   std::map<std::string, std::vector<std::string>> holders;  // path -> holders, in order
   for (const auto& s : sources)
     holders[s.path].push_back(s.holder);
@@ -263,9 +318,11 @@ status fetch_shards(comm::transport& transport, const std::string& state_dir,
         why += (why.empty() ? "" : "; ") + holder + ": " + bytes.error().message;
         continue;
       }
-      if (auto err = write_atomically(target, *bytes))
+      if (auto err = write_atomically(target, bytes->bytes()))
         return err;
-      log::get("train")->info("[shards] fetched {} ({} bytes) from {}", path, bytes->size(),
+      if (fetched_bytes)
+        *fetched_bytes += static_cast<std::int64_t>(bytes->bytes().size());
+      log::get("train")->info("[shards] fetched {} ({} bytes) from {}", path, bytes->bytes().size(),
                               holder);
       fetched = true;
       break;

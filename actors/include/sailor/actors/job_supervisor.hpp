@@ -61,6 +61,21 @@
 
 namespace sailor::actors {
 
+/// One recovery from a node lost during training: from the loss noticed to the next plan's
+/// first completed iteration (supervisor_recovery.cpp). Seconds.
+struct recovery_record {
+  std::int64_t plan_version = 0;  ///< the plan that resumed
+  int start_iteration = 0;        ///< where it resumed (completed iterations kept)
+  int lost_iterations = 0;        ///< iterations completed before the loss and run again
+  std::string state_source;       ///< replicas (survivors' memory), checkpoint (disk), none
+  std::int64_t bytes_restored = 0;  ///< state fetched over the transport by the plan's nodes
+  double planning_s = 0;  ///< noticed -> plan assigned (survivors' state, planning)
+  double setup_s = 0;     ///< assigned -> every rank set up (rendezvous, communicators)
+  double restore_s = 0;   ///< set up -> every rank restored (state transfer and load)
+  double first_iteration_s = 0;  ///< restored -> first iteration completed
+  double total_s = 0;            ///< noticed -> first iteration completed
+};
+
 struct supervisor_options {
   std::vector<std::string> zones;  ///< zones of the cluster; a node of another zone is refused
   int quorum = 0;                  ///< plan as soon as this many nodes joined (0: settle only)
@@ -106,6 +121,32 @@ struct supervisor_options {
   /// The model's layer count (embedding and head included): a plan must cover exactly
   /// these. 0: unknown (the stages must still be contiguous from layer 0).
   int model_layers = 0;
+  /// Recovery (supervisor_recovery.cpp): after a node is lost during training, the next
+  /// plan waits up to this long for the surviving ranks to report the state they keep in
+  /// memory, then resumes from the newest state every layer of which is held.
+  caf::timespan state_wait = std::chrono::seconds{5};
+  /// Called (in the supervisor) when a recovered plan completed its first iteration.
+  std::function<void(const recovery_record&)> on_recovery;
+};
+
+/// A node preempted with notice that stays until the next plan took its state.
+struct leaving_node {
+  caf::actor endpoint;
+  std::string address;  ///< its shard server
+  int ranks = 0;        ///< of the ended plan
+};
+
+/// The supervisor's record of a recovery in progress (supervisor_recovery.cpp).
+struct recovery_progress {
+  bool active = false;    ///< between a loss during training and the next first iteration
+  bool waiting = false;   ///< for the survivors' state reports
+  std::int64_t ended_version = 0;  ///< the plan whose ranks report their state
+  int expected = 0, received = 0;
+  std::int64_t serial = 0;              ///< of the wait's deadline timer
+  std::optional<plan_reply> held;       ///< the next plan, held until the state is in
+  caf::actor_clock::time_point noticed{}, assigned{}, set_up{}, restored{};
+  recovery_record record;
+  std::map<std::string, leaving_node> leaving;
 };
 
 struct supervised_node {
@@ -152,6 +193,7 @@ struct supervisor_state {
   /// Checkpoint writes that fail, by node, for the current plan (told once each).
   std::map<std::string, std::string> checkpoint_failures;
   scheduler_session sched;  ///< the scheduler's rules, drains and the re-plan under way
+  recovery_progress recovery;
   static inline const char* name = "job_supervisor";
 };
 

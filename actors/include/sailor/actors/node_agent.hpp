@@ -8,8 +8,12 @@
 ///                 stage_actor per role of plan v --> [member]
 ///             --stage_ready / stage_failed (from its stage actors)--> to the supervisor
 ///             --tick--> heartbeat to the zone coordinator
-///             --preempt (local: SIGTERM, spot notice)--> preemption_notice --> quit
+///             --preempt (local: SIGTERM, spot notice)--> preemption_notice, its stage
+///                 actors stop (its ranks keep their state in memory) --> [leaving]
 ///             --shutdown_notice--> quit
+///   [leaving] the node's reports still go to the supervisor, its shard server serves its
+///             state to the next plan; --shutdown_notice (the next plan has its state) or
+///             the grace period (options.leave_grace) over--> quit (outcome: preempted)
 ///   any state: the supervisor's endpoint goes down --> quit (outcome: coordinator lost)
 
 #include <functional>
@@ -45,6 +49,8 @@ struct node_agent_options {
   /// Called with each training_job (it arrives before the role_assignment of its plan).
   std::function<void(const training_job&)> on_training_job;
   std::shared_ptr<agent_outcome> outcome = std::make_shared<agent_outcome>();
+  /// After a preemption notice: the longest the node stays to hand over its state.
+  caf::timespan leave_grace = std::chrono::seconds{10};
 };
 
 struct node_agent_state {

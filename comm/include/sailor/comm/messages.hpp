@@ -271,6 +271,7 @@ struct train_report {
   std::int32_t kind = 0;
   std::string phase;        ///< failed: where; reached: the step done
   std::string blamed_node;  ///< failed: the peer node it could not reach, or empty
+  std::int64_t bytes = 0;   ///< snapshot: the shard's size; reached restore: bytes fetched
   bool operator==(const train_report&) const = default;
 };
 

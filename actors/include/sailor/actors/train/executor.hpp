@@ -25,6 +25,7 @@
 /// No LibTorch in this header (pimpl): actors include it.
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -135,6 +136,15 @@ struct iteration_telemetry {
   std::int64_t tokens = 0;      ///< tokens of the global batch
 };
 
+/// A rank's state (parameters and optimizer) after `iterations` completed iterations, as the
+/// bytes of a checkpoint shard file named `name` (checkpoint_io.hpp): what a surviving rank
+/// keeps in memory and serves when its plan ends (recovery from the survivors' memory).
+struct state_shard {
+  int iterations = 0;
+  std::string name;
+  std::vector<std::byte> bytes;
+};
+
 /// One rank of a plan. Resource type: not copyable, one owner, one thread drives it.
 class stage_executor {
 public:
@@ -174,6 +184,10 @@ public:
   /// Why this rank's newest checkpoint write failed, once (empty: no failure since the last
   /// call). Training goes on; the caller tells the supervisor.
   std::string take_checkpoint_failure();
+
+  /// This rank's state after `iterations` completed iterations (the caller's count: the
+  /// state between iterations) as the checkpoint shard replica 0 of its stage would write.
+  result<state_shard> state_snapshot(int iterations) const;
 
   /// Parameters and optimizer state of this rank's shard, as bytes (for recovery).
   result<std::vector<char>> save_state() const;

@@ -87,6 +87,10 @@ enum class report_kind : std::int32_t {
   failed = 1,             ///< the rank stopped: `error` says why, `phase` where
   checkpoint_failed = 2,  ///< writing its checkpoint shard failed (`error`); it trains on
   reached = 3,            ///< the rank finished the start-up step `phase` ("setup", "restore")
+  /// The rank's plan ended (a node lost, or released): its state after `iteration` completed
+  /// iterations is held in its node's memory as `checkpoint_file` (`bytes` long), served by
+  /// the node's shard server like a file; `error` set: no state kept (why).
+  snapshot = 4,
 };
 
 /// One rank's measurements for one iteration (seconds), or its failure (`error` non-empty),
@@ -121,6 +125,9 @@ struct train_report {
   /// failed: the node the failure is laid on (a peer this rank could not reach at its
   /// advertised address), or empty when the rank cannot tell.
   std::string blamed_node;
+  /// snapshot: the size of the shard held; reached "restore": the bytes this rank's node
+  /// fetched over the transport for the restore.
+  std::int64_t bytes = 0;
 
   report_kind what() const {
     if (kind == static_cast<std::int32_t>(report_kind::iteration) && !error.empty())
@@ -144,7 +151,7 @@ typename Inspector::result_type inspect(Inspector& f, train_report& x) {
   return f(caf::meta::type_name("train_report"), x.plan_version, x.node, x.rank, x.stage,
            x.replica, x.tp_rank, x.iteration, x.loss, x.compute_s, x.send_wait_s, x.recv_wait_s,
            x.all_reduce_s, x.total_s, x.tokens, x.error, x.checkpoint_file, x.has_val_loss,
-           x.val_loss, x.kind, x.phase, x.blamed_node);
+           x.val_loss, x.kind, x.phase, x.blamed_node, x.bytes);
 }
 
 }  // namespace sailor::actors

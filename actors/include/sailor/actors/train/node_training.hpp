@@ -22,6 +22,7 @@
 #include "sailor/actors/rendezvous.hpp"
 #include "sailor/actors/train/executor.hpp"
 #include "sailor/actors/train/messages.hpp"
+#include "sailor/actors/train/shard_service.hpp"
 #include "sailor/comm/channel.hpp"
 #include "sailor/comm/transport.hpp"
 
@@ -46,6 +47,9 @@ struct node_training_options {
   /// times (the rank waits (F-1) x its compute after the step); changeable while training.
   /// Null or 1: none.
   std::shared_ptr<std::atomic<double>> slowdown;
+  /// Where a rank keeps its state when its plan ends before the job's last iteration (the
+  /// node's shard server serves it, node_recovery.hpp); null: nothing is kept in memory.
+  std::shared_ptr<memory_shards> memory;
 };
 
 /// Owns the training threads of one node. Thread-safe.

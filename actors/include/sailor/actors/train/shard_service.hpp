@@ -20,7 +20,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstddef>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -29,13 +32,33 @@
 
 namespace sailor::train {
 
+/// Checkpoint shards a node holds in memory rather than on disk: the state its ranks had
+/// after their last completed iteration when their plan ended (recovery from the survivors'
+/// memory). Paths look like disk ones (checkpoints/<job>/mem/iter-<n>/<shard file>), so the
+/// supervisor's holdings and a fetching rank treat them alike. Thread-safe.
+class memory_shards {
+public:
+  using bytes_ptr = std::shared_ptr<const std::vector<std::byte>>;
+  /// Keeps `bytes` under `path`; of each folder (checkpoints/<job>/mem) only the shards of
+  /// the newest `keep` iterations stay.
+  void put(const std::string& path, std::vector<std::byte> bytes, int keep = 2);
+  /// The shard at `path`, or null.
+  bytes_ptr get(const std::string& path) const;
+  std::size_t bytes() const;
+
+private:
+  mutable std::mutex mu_;
+  std::map<std::string, bytes_ptr> held_;
+};
+
 /// Serves the checkpoint shards under `state_dir` to peers. Resource type.
 class shard_server {
 public:
   /// Listens on `host` (port 0: any free port) over `transport` (which must outlive it).
   static result<std::unique_ptr<shard_server>> start(comm::transport& transport,
                                                      const std::string& host,
-                                                     std::string state_dir);
+                                                     std::string state_dir,
+                                                     std::shared_ptr<memory_shards> memory = {});
   ~shard_server();
   shard_server(const shard_server&) = delete;
   shard_server& operator=(const shard_server&) = delete;
@@ -58,9 +81,11 @@ struct shard_source {
 
 /// Fetches every file of `sources` that `state_dir` does not hold yet (bounded by `timeout`
 /// per file); an error names the file and the holder that failed. Calls for one state
-/// folder must not overlap (the node's ranks take turns).
+/// folder must not overlap (the node's ranks take turns). `fetched_bytes`, when given, gets
+/// the bytes that came over the transport added.
 status fetch_shards(comm::transport& transport, const std::string& state_dir,
-                    const std::vector<shard_source>& sources, std::chrono::milliseconds timeout);
+                    const std::vector<shard_source>& sources, std::chrono::milliseconds timeout,
+                    std::int64_t* fetched_bytes = nullptr);
 
 /// Whether the shard server at `holder` (host:port) can be reached: the transport's handshake
 /// completes within `timeout`. A rank checks its plan's peers this way before the rendezvous:

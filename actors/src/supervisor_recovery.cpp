@@ -1,0 +1,231 @@
+// The job supervisor's side of recovery from the survivors' memory.
+//
+//   a node is lost during training
+//     -> the surviving ranks are released (an empty role assignment): each abandons the
+//        iteration in flight (between iterations at once; in a collective when its peers'
+//        connections fail, at worst after the job's timeout) and reports the state it keeps
+//        in memory after its last completed iteration (report_kind::snapshot);
+//     -> planning goes on meanwhile; the new plan is held until every surviving rank has
+//        reported (or failed before training), at most options.state_wait;
+//     -> the plan resumes from the newest state every layer of which is held: the
+//        survivors' memory (checkpoints/<job>/mem) when it is complete, else the newest
+//        complete checkpoint on disk (checkpoint_holdings::newest);
+//     -> its first completed iteration closes the record (options.on_recovery).
+
+#include <algorithm>
+#include <chrono>
+
+#include "sailor/config/log.hpp"
+#include "supervisor_internal.hpp"
+
+namespace sailor::actors::supervision {
+namespace {
+
+double seconds_between(caf::actor_clock::time_point a, caf::actor_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+bool memory_folder(const std::string& folder) {
+  return folder.size() >= 4 && folder.compare(folder.size() - 4, 4, "/mem") == 0;
+}
+
+// Whether the current plan trains and its ranks are in their iterations: only then do they
+// keep state (a plan still starting up, in set-up or restore, has none to wait for).
+bool in_iterations(supervisor* self) {
+  auto& st = self->state;
+  const bool started = st.startup_step.empty() ||
+                       st.startup_step == training_progress::first_iteration_step;
+  return st.training.active() && !st.training.finished() &&
+         st.training.plan_version() == st.plan_version && started;
+}
+
+// The nodes that left with notice: the next plan has their state, they may go.
+void release_leaving(supervisor* self, const std::string& why) {
+  auto& st = self->state;
+  for (auto& [name, node] : st.recovery.leaving) {
+    st.holdings.forget(node.address);
+    self->send(node.endpoint, shutdown_notice{why});
+  }
+  st.recovery.leaving.clear();
+}
+
+// Every surviving rank has reported: the held plan goes on.
+void maybe_resume(supervisor* self) {
+  auto& rec = self->state.recovery;
+  if (!rec.waiting || rec.received < rec.expected)
+    return;
+  rec.waiting = false;
+  log::get("actors")->info("[supervisor] the survivors of plan v{} reported their state ({} of {} "
+                           "ranks) after {:.3f} s",
+                           rec.ended_version, rec.received, rec.expected,
+                           seconds_between(rec.noticed, self->clock().now()));
+  if (auto held = std::move(rec.held)) {
+    rec.held.reset();
+    on_plan(self, std::move(*held));
+  }
+}
+
+}  // namespace
+
+void recovery_on_loss(supervisor* self) {
+  auto& st = self->state;
+  auto& rec = st.recovery;
+  const bool running = in_iterations(self);
+  if (!running && !rec.waiting)
+    return;
+  if (!rec.active) {
+    auto leaving = std::move(rec.leaving);
+    rec = recovery_progress{};
+    rec.leaving = std::move(leaving);
+    rec.active = true;
+    rec.noticed = self->clock().now();
+  }
+  if (running && !(rec.waiting && rec.ended_version == st.plan_version)) {
+    // The ranks of the plan stop: an empty assignment of the same version releases their
+    // stage actors (the version stays: the next plan is the next version, as without this).
+    rec.ended_version = st.plan_version;
+    rec.received = 0;
+    for (auto& [name, node] : st.nodes)
+      self->send(node.endpoint, role_assignment{st.plan_version, {}, {}});
+  }
+  rec.expected = 0;
+  for (auto& [name, node] : st.nodes)
+    rec.expected += static_cast<int>(node.roles.size());
+  for (auto& [name, node] : rec.leaving)
+    rec.expected += node.ranks;
+  rec.waiting = rec.expected > 0;
+  if (!rec.waiting)
+    return;
+  self->delayed_send(self, st.options.state_wait, recovery_wait_atom::value, ++rec.serial);
+}
+
+bool recovery_hold(supervisor* self, plan_reply& reply) {
+  auto& rec = self->state.recovery;
+  if (!rec.waiting || !reply.ok)
+    return false;
+  rec.held = std::move(reply);
+  return true;
+}
+
+void recovery_deadline(supervisor* self, std::int64_t serial) {
+  auto& rec = self->state.recovery;
+  if (!rec.waiting || serial != rec.serial)
+    return;
+  log::get("actors")->warn("[supervisor] {} of {} surviving ranks of plan v{} reported their "
+                           "state within {} ms: planning with what is held",
+                           rec.received, rec.expected, rec.ended_version,
+                           to_ms(self->state.options.state_wait));
+  rec.received = rec.expected;
+  maybe_resume(self);
+}
+
+bool recovery_report(supervisor* self, const train_report& x) {
+  auto& rec = self->state.recovery;
+  const auto kind = x.what();
+  const bool gave_up = kind == report_kind::failed && x.phase != "iteration";
+  if (kind != report_kind::snapshot && !gave_up)
+    return false;
+  if (rec.waiting && x.plan_version == rec.ended_version) {
+    ++rec.received;
+    maybe_resume(self);
+  }
+  if (kind == report_kind::snapshot && !x.error.empty())
+    log::get("actors")->info("[supervisor] {} rank {} keeps no state: {}", x.node, x.rank, x.error);
+  return kind == report_kind::snapshot;
+}
+
+void recovery_assigned(supervisor* self, const std::vector<iteration_record>& earlier) {
+  auto& st = self->state;
+  auto& rec = st.recovery;
+  if (!rec.active)
+    return;
+  rec.assigned = self->clock().now();
+  rec.set_up = rec.restored = {};
+  auto& r = rec.record;
+  r = recovery_record{};
+  r.plan_version = st.plan_version;
+  r.start_iteration = st.restore_iterations;
+  r.lost_iterations = static_cast<int>(std::count_if(
+    earlier.begin(), earlier.end(),
+    [&](const iteration_record& e) { return e.iteration >= st.restore_iterations; }));
+  r.state_source = st.restore_iterations == 0        ? "none"
+                   : memory_folder(st.restore_folder) ? "replicas"
+                                                      : "checkpoint";
+  r.planning_s = seconds_between(rec.noticed, rec.assigned);
+  record(self, "recovery: plan v" + std::to_string(st.plan_version) + " resumes after iteration " +
+                 std::to_string(r.start_iteration) + " from " +
+                 (r.state_source == "replicas" ? "the survivors' memory" : r.state_source) +
+                 "; " + std::to_string(r.lost_iterations) + " completed iterations run again");
+}
+
+void recovery_step(supervisor* self, const train_report& x) {
+  auto& st = self->state;
+  auto& rec = st.recovery;
+  if (!rec.active || x.plan_version != st.plan_version)
+    return;
+  const auto now = self->clock().now();
+  if (x.phase == "restore")
+    rec.record.bytes_restored += x.bytes;
+  if (rec.set_up == caf::actor_clock::time_point{} &&
+      st.training.reached("setup") >= st.training.world())
+    rec.set_up = now;
+  if (rec.restored == caf::actor_clock::time_point{} &&
+      st.training.reached("restore") >= st.training.world()) {
+    rec.restored = now;
+    release_leaving(self, "the next plan restored its state");
+  }
+}
+
+void recovery_done(supervisor* self, const iteration_record& done) {
+  auto& st = self->state;
+  auto& rec = st.recovery;
+  if (!rec.active || rec.waiting || st.training.plan_version() != st.plan_version ||
+      done.iteration != st.training.start_iteration())
+    return;
+  const auto now = self->clock().now();
+  auto& r = rec.record;
+  if (rec.set_up == caf::actor_clock::time_point{})
+    rec.set_up = now;
+  if (rec.restored == caf::actor_clock::time_point{})
+    rec.restored = rec.set_up;
+  r.setup_s = seconds_between(rec.assigned, rec.set_up);
+  r.restore_s = seconds_between(rec.set_up, rec.restored);
+  r.first_iteration_s = seconds_between(rec.restored, now);
+  r.total_s = seconds_between(rec.noticed, now);
+  rec.active = false;
+  release_leaving(self, "the next plan runs");
+  log::get("actors")->info("[supervisor] recovered in {:.3f} s (planning {:.3f}, set-up {:.3f}, "
+                           "restore {:.3f}, first iteration {:.3f}): {} bytes from {}, {} "
+                           "iterations lost",
+                           r.total_s, r.planning_s, r.setup_s, r.restore_s, r.first_iteration_s,
+                           r.bytes_restored, r.state_source, r.lost_iterations);
+  if (st.options.on_recovery)
+    st.options.on_recovery(r);
+}
+
+void recovery_notice(supervisor* self, const std::string& name, const std::string& reason) {
+  auto& st = self->state;
+  auto i = st.nodes.find(name);
+  if (i == st.nodes.end())
+    return;
+  if (!in_iterations(self) || i->second.roles.empty()) {
+    lose_node(self, name, reason);
+    return;
+  }
+  st.recovery.leaving[name] = leaving_node{i->second.endpoint, i->second.inventory.address,
+                                           static_cast<int>(i->second.roles.size())};
+  lose_node(self, name, reason, true);
+}
+
+std::string reporting_node_address(supervisor* self, const std::string& name) {
+  auto& st = self->state;
+  if (auto l = st.recovery.leaving.find(name); l != st.recovery.leaving.end()) {
+    auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+    return sender && sender == l->second.endpoint ? l->second.address : std::string{};
+  }
+  if (!from_the_node(self, name, "train report"))
+    return {};
+  return st.nodes.at(name).inventory.address;
+}
+
+}  // namespace sailor::actors::supervision

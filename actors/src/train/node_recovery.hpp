@@ -1,0 +1,32 @@
+#pragma once
+// Private to node training: what a rank keeps when its plan ends before the job's last
+// iteration (a node was lost, or the supervisor released the plan), so that the next plan
+// takes the state from the survivors' memory rather than from an older checkpoint on disk.
+//
+// The rank encodes its parameters and optimizer state after its last completed iteration as
+// the checkpoint shard replica 0 of its stage writes (same name, same format), keeps it in
+// the node's memory_shards under checkpoints/<job>/mem/iter-<n>/<shard file>, and tells the
+// supervisor (a train_report of kind snapshot): the supervisor's holdings then list it like
+// a file on disk, and the node's shard server serves it like one. No LibTorch here.
+
+#include <string>
+
+#include "sailor/actors/train/executor.hpp"
+#include "sailor/actors/train/messages.hpp"
+#include "sailor/actors/train/shard_service.hpp"
+
+namespace sailor::train {
+
+/// Where the in-memory state of a job whose plan writes to `checkpoint_dir`
+/// (checkpoints/<job>/v<N>) lives: checkpoints/<job>/mem/iter-<iterations>/<name>.
+std::string memory_state_path(const std::string& checkpoint_dir, int iterations,
+                              const std::string& name);
+
+/// Keeps the rank's state after `completed` iterations in `memory` and returns the report
+/// that says so (kind snapshot), from `base` (the rank's identity). Without memory or a
+/// checkpoint folder, or when the state cannot be encoded, the report says why (error).
+actors::train_report keep_state(memory_shards* memory, const actors::training_job& job,
+                                const actors::train_report& base, const stage_executor& exec,
+                                int completed);
+
+}  // namespace sailor::train

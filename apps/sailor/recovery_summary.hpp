@@ -1,0 +1,20 @@
+#pragma once
+// The recovery fields of the run summaries (`sailor demo --summary-json`, `sailor coordinator
+// --summary-json`): how many completed iterations were run again, how long each recovery
+// took, where the state came from and how many bytes moved (issue 12).
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sailor/actors/job_supervisor.hpp"
+
+namespace sailor::app {
+
+/// Sets lost_iterations (sum), recovery_s (`recovery_s`: one per recovery, seconds from the
+/// kill or notice, or from the loss noticed when the caller cannot see the kill, to the next
+/// completed iteration), state_source (replicas, checkpoint, none, or mixed when recoveries
+/// differ; null without one), bytes_restored (sum) and recovery (each record's time split).
+void add_recovery_fields(nlohmann::json& j, const std::vector<actors::recovery_record>& records,
+                         const std::vector<double>& recovery_s);
+
+}  // namespace sailor::app

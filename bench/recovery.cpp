@@ -1,0 +1,234 @@
+// Recovery from the survivors' memory (issue 12): how long from a kill to the next completed
+// iteration, split into its steps, and how fast the state moves.
+//
+//  1. `sailor demo --nodes 4 --zones 2 --preempt-at K` (2 stages of 2 replicas; the kill takes
+//     one replica of stage 1; the next plan is 1 stage of 3 replicas and takes every layer
+//     from the survivors' memory), --runs times, the profile measured once and reused.
+//     Printed per run, from the summary JSON:
+//       detection   kill -> the supervisor noticed the loss (the demo's recovery_s minus the
+//                   supervisor's total)
+//       planning    noticed -> next plan assigned (releasing the survivors, their state
+//                   reports, the planner)
+//       rendezvous  assigned -> every rank set up (peers probed, communicators, model built)
+//       transfer    set up -> every rank restored (state fetched over the transport from
+//                   the survivors' memory, written to the state folder, loaded)
+//       first it.   restored -> the first iteration completed on every rank
+//     and the bytes restored over the transport with their rate over the transfer step
+//     (a lower bound on the transport's share: the step includes loading the state).
+//  2. The state transfer itself at --state-bytes (default about an OPT-350M stage's state,
+//     1.5 GB): one shard served from a node's memory (memory_shards + shard_server) and
+//     fetched with fetch_shards (over comm's TCP transport, written to a state folder), against
+//     the same bytes sent as one tensor over the same transport (the transport's throughput
+//     for one message of that size).
+//
+//   build/bench/recovery [--runs 3] [--state-bytes 1500000000] [--skip-demo] [--skip-transfer]
+//
+// Measured on the shared 2-core machine (other builds running), Nov 2026, --runs 3:
+//   kill -> next completed iteration 0.258 / 0.280 / 0.313 s (target < 1 s): detection
+//   0.03 s, planning 0.03 s (the profile cached), rendezvous 0.06-0.09 s, transfer
+//   0.03-0.04 s (2.66 MB over the transport, 64-91 MB/s over the step), first iteration
+//   0.11-0.13 s; 0 iterations lost, state from replicas. (Without --profile the demo profiles
+//   the new plan's shape again: planning 4.2 s, kill -> next iteration 4.7 s.)
+//   1.5 GB state: one tensor message over the TCP transport 3.79 s (0.40 GB/s); fetch_shards
+//   9.69 s (0.15 GB/s) = 39% of it. With the payload written from the transport's buffer
+//   (no copy into a vector): 1.61 s (0.93 GB/s) against 4.34 s (0.35 GB/s) = 37% (the load
+//   of the machine moves both). The target (70%) is not met: the fetch writes the state to
+//   the state folder and the restore reads it back; restoring straight from the received
+//   bytes would remove that.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "sailor/actors/runtime.hpp"
+#include "sailor/actors/train/shard_service.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+struct split {
+  double total = 0, detection = 0, planning = 0, setup = 0, restore = 0, first = 0;
+  std::int64_t bytes = 0;
+  int lost = -1;
+  std::string source;
+};
+
+bool demo_run(const fs::path& work, int run, split& out) {
+  const auto summary = work / ("summary-" + std::to_string(run) + ".json");
+  const std::string cmd = std::string(SAILOR_BIN_DIR) + "/sailor demo --nodes 4 --zones 2 " +
+                          "--iterations 8 --preempt-at 3 --planner even --model " SAILOR_SOURCE_DIR
+                          "/configs/models/tiny.yaml --job " SAILOR_SOURCE_DIR
+                          "/configs/jobs/tiny.yaml --profile " +
+                          (work / "profile.json").string() + " --summary-json " +
+                          summary.string() + " > " + (work / "demo.log").string() + " 2>&1";
+  if (std::system(cmd.c_str()) != 0) {
+    std::fprintf(stderr, "run %d: sailor demo failed (log: %s)\n", run,
+                 (work / "demo.log").c_str());
+    return false;
+  }
+  std::ifstream in(summary);
+  auto j = nlohmann::json::parse(in);
+  if (j["recovery"].empty() || j["recovery_s"].empty())
+    return false;
+  const auto& r = j["recovery"][0];
+  out.total = j["recovery_s"][0].get<double>();
+  out.detection = out.total - r["total_s"].get<double>();
+  out.planning = r["planning_s"].get<double>();
+  out.setup = r["setup_s"].get<double>();
+  out.restore = r["restore_s"].get<double>();
+  out.first = r["first_iteration_s"].get<double>();
+  out.bytes = r["bytes_restored"].get<std::int64_t>();
+  out.lost = j["lost_iterations"].get<int>();
+  out.source = j["state_source"].get<std::string>();
+  return true;
+}
+
+void demo_bench(int runs) {
+  const fs::path work = fs::temp_directory_path() / ("sailor-recovery-bench-" + std::to_string(::getpid()));
+  fs::create_directories(work);
+  std::printf("tiny model (218k parameters), sailor demo --nodes 4 --zones 2 --preempt-at 3, "
+              "kill of one replica of a DP=2 stage:\n");
+  std::printf("  run  kill->next it.  detection  planning  rendezvous  transfer  first it.  "
+              "bytes      MB/s (transfer step)  lost  source\n");
+  std::vector<double> totals;
+  for (int k = 0; k < runs; ++k) {
+    split s;
+    if (!demo_run(work, k, s))
+      continue;
+    totals.push_back(s.total);
+    std::printf("  %3d  %12.3f s  %7.3f s  %6.3f s  %8.3f s  %6.3f s  %7.3f s  %9lld  %8.1f"
+                "              %4d  %s\n",
+                k + 1, s.total, s.detection, s.planning, s.setup, s.restore, s.first,
+                static_cast<long long>(s.bytes), s.restore > 0 ? s.bytes / s.restore / 1e6 : 0.0,
+                s.lost, s.source.c_str());
+    std::fflush(stdout);
+  }
+  if (!totals.empty()) {
+    std::sort(totals.begin(), totals.end());
+    std::printf("  median kill -> next completed iteration: %.3f s over %zu runs (target < 1 s)\n",
+                totals[totals.size() / 2], totals.size());
+  }
+  fs::remove_all(work);
+}
+
+// One tensor of `bytes` over a fresh connection of `transport` to `listener_of`: seconds from
+// the send to its arrival.
+double raw_send(sailor::comm::transport& sender, sailor::comm::transport& receiver,
+                const std::vector<std::byte>& bytes) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false, arrived = false;
+  auto listener = receiver.listen(sailor::comm::address{"127.0.0.1", 0},
+                                  [&](const sailor::comm::connection_ptr&) {
+                                    sailor::comm::connection_handlers h;
+                                    h.on_tensor = [&](sailor::comm::tensor_descriptor,
+                                                      sailor::comm::payload_buffer) {
+                                      std::lock_guard lock{mu};
+                                      arrived = true;
+                                      cv.notify_all();
+                                    };
+                                    return h;
+                                  });
+  if (!listener)
+    return -1;
+  sailor::comm::connection_handlers h;
+  h.on_open = [&] {
+    std::lock_guard lock{mu};
+    open = true;
+    cv.notify_all();
+  };
+  auto conn = sender.connect((*listener)->local_address(), h);
+  if (!conn)
+    return -1;
+  std::unique_lock lock{mu};
+  if (!cv.wait_for(lock, std::chrono::seconds{10}, [&] { return open; }))
+    return -1;
+  lock.unlock();
+  sailor::comm::tensor_descriptor desc;
+  desc.type = sailor::comm::dtype::u8;
+  desc.shape = {static_cast<std::int64_t>(bytes.size())};
+  const auto start = clock_type::now();
+  (*conn)->send_tensor(desc, bytes, [](const sailor::comm::op_status&) {});
+  lock.lock();
+  const bool ok = cv.wait_for(lock, std::chrono::seconds{300}, [&] { return arrived; });
+  const double s = seconds_since(start);
+  lock.unlock();
+  (*conn)->close();
+  return ok ? s : -1;
+}
+
+void transfer_bench(std::int64_t state_bytes) {
+  auto server_t = sailor::actors::make_transport("tcp", "holder", "local-a", "bench-token");
+  auto client_t = sailor::actors::make_transport("tcp", "fetcher", "local-a", "bench-token");
+  if (!server_t || !client_t) {
+    std::fprintf(stderr, "no TCP transport\n");
+    return;
+  }
+  std::vector<std::byte> state(static_cast<std::size_t>(state_bytes));
+  for (std::size_t k = 0; k < state.size(); k += 4096)
+    state[k] = static_cast<std::byte>(k / 4096);
+  const double raw = raw_send(**client_t, **server_t, state);
+  auto memory = std::make_shared<sailor::train::memory_shards>();
+  const std::string path = "checkpoints/bench/mem/iter-00000001/shard.ckpt";
+  memory->put(path, state);
+  std::vector<std::byte>().swap(state);
+  const fs::path dir = fs::temp_directory_path() / ("sailor-recovery-fetch-" + std::to_string(::getpid()));
+  auto server = sailor::train::shard_server::start(**server_t, "127.0.0.1", dir.string() + "-holder", memory);
+  if (!server) {
+    std::fprintf(stderr, "shard server: %s\n", server.error().message.c_str());
+    return;
+  }
+  std::int64_t fetched = 0;
+  const auto start = clock_type::now();
+  auto err = sailor::train::fetch_shards(**client_t, dir.string(), {{path, (*server)->address()}},
+                                         std::chrono::seconds{300}, &fetched);
+  const double fetch_s = seconds_since(start);
+  fs::remove_all(dir);
+  if (err) {
+    std::fprintf(stderr, "fetch: %s\n", err->message.c_str());
+    return;
+  }
+  const double gb = static_cast<double>(state_bytes) / 1e9;
+  std::printf("\nstate transfer of %.3f GB (one shard from a node's memory, TCP transport on "
+              "loopback):\n", gb);
+  std::printf("  transport, one tensor message      %7.3f s  %6.2f GB/s\n", raw, gb / raw);
+  std::printf("  fetch_shards (request, transfer, write to the state folder)  %7.3f s  %6.2f "
+              "GB/s  = %.0f%% of the transport\n",
+              fetch_s, gb / fetch_s, 100.0 * raw / fetch_s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"recovery from the survivors' memory: time split and state transfer rate"};
+  int runs = 3;
+  std::int64_t state_bytes = 1500000000;
+  bool skip_demo = false, skip_transfer = false;
+  app.add_option("--runs", runs, "demo runs");
+  app.add_option("--state-bytes", state_bytes, "bytes of the state transfer measurement");
+  app.add_flag("--skip-demo", skip_demo, "only the state transfer");
+  app.add_flag("--skip-transfer", skip_transfer, "only the demo runs");
+  CLI11_PARSE(app, argc, argv);
+  if (!skip_demo)
+    demo_bench(runs);
+  if (!skip_transfer)
+    transfer_bench(state_bytes);
+  return 0;
+}
