@@ -280,8 +280,8 @@ void tell_plan_started(supervisor* self) {
     return;
   st.sched.recovering = false;
   auto took = seconds_since(self, st.sched.recovery_began);
-  log::get("actors")->info("[supervisor] plan v{} started {:.3f} s after the re-plan began ({})",
-                           st.plan_version, took, st.sched.recovery_reason);
+  log::get("actors")->info("[supervisor] re-plan to v{} took {:.3f} s ({})", st.plan_version,
+                           took, st.sched.recovery_reason);
   if (st.options.scheduler)
     self->send(st.options.scheduler,
                replan_finished{st.plan_version, st.sched.recovery_reason, took});
