@@ -7,8 +7,14 @@
 //   gloo pairs  Gloo's own TCP pairs (what the runtime used before the channel)
 // first on loopback, then (as root, with `ip`) across two network namespaces joined by a veth
 // pair: each rank's thread enters its own namespace, so its sockets live there and every
-// byte crosses the veth pair as it would between two hosts (TCP and Gloo only: UCX finds its
-// devices in /sys, which a thread's namespace switch does not change).
+// byte crosses the veth pair as it would between two hosts. UCX finds its devices in /sys,
+// which a thread's namespace switch does not change, so its two ranks run as two processes of
+// this program (`ip netns exec`, --peer-rank), meeting through a folder.
+//
+// Across namespaces on the quiet 2-core machine (4 runs, Nov 24 2026, load 0.7-1.5), GB/s at
+// 1 / 4 / 16 / 64 MiB: tcp 2.75-4.94 / 1.90-2.90 / 2.44-3.15 / 1.77-3.42, ucx 1.31-3.74 /
+// 1.21-3.35 / 1.09-3.16 / 1.05-1.60, gloo pairs 1.91-2.70 / 2.46-3.40 / 2.32-3.25 / 1.70-3.12;
+// tcp/gloo 1.08-2.59x at 1 MiB, 0.66-1.49x at 4-16 MiB, 0.57-2.00x at 64 MiB (noisy).
 //
 // Part 2, data-parallel all-reduce across emulated zones (the link shaper between zones, a
 // 20 ms / 200 MB/s link): the hierarchical all-reduce (zone reduce-scatter or all-reduce,
@@ -83,8 +89,20 @@ bool make_namespaces() {
     ok = sh(exec + "ip addr add " + ns_addresses[i] + "/24 dev " + dev) &&
          sh(exec + "ip link set " + dev + " up") && sh(exec + "ip link set lo up");
   }
-  if (!ok) remove_namespaces();
-  return ok;
+  if (!ok) {
+    remove_namespaces();
+    return false;
+  }
+  // UCX lists a device only once its link is up (operstate), which a fresh veth reaches a
+  // moment later: wait for it, bounded.
+  for (int i = 0; i < 2; ++i) {
+    const std::string check = std::string("ip netns exec ") + ns_names[i] +
+                              " grep -qx up /sys/class/net/" + (i == 0 ? "sbv0" : "sbv1") +
+                              "/operstate";
+    for (int tries = 0; tries < 100 && !sh(check); ++tries)
+      std::this_thread::sleep_for(50ms);  // sleep override: polls a link coming up, bounded (5 s)
+  }
+  return true;
 }
 
 // Moves the calling thread (and the threads it starts from now on: transports' progress
@@ -205,8 +223,100 @@ p2p_run run_p2p(const p2p_backend& b, const std::vector<std::size_t>& sizes, int
   return out;
 }
 
+// UCX across namespaces needs one process per namespace (`ip netns exec` gives each its own
+// /sys): the two ranks run as this program with --peer-rank, meeting through a folder.
+class file_store final : public comm::rendezvous_store {
+public:
+  explicit file_store(std::string dir) : dir_(std::move(dir)) {}
+  status set(const std::string& key, const std::vector<char>& value) override {
+    const auto path = dir_ + "/" + encode(key);
+    {
+      std::ofstream out(path + ".tmp", std::ios::binary);
+      out.write(value.data(), static_cast<std::streamsize>(value.size()));
+      if (!out) return comm::make_error(error_kind::failed, "cannot write " + path);
+    }
+    std::filesystem::rename(path + ".tmp", path);
+    return {};
+  }
+  result<std::vector<char>> get(const std::string& key, std::chrono::milliseconds timeout) override {
+    const auto path = dir_ + "/" + encode(key);
+    const auto until = clock_type::now() + timeout;
+    while (clock_type::now() < until) {
+      std::ifstream in(path, std::ios::binary);
+      if (in) return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+      std::this_thread::sleep_for(5ms);  // sleep override: a bench's polling store, bounded by the timeout
+    }
+    return comm::make_error(error_kind::failed, "no key " + key + " in " + dir_ + " (timed out)");
+  }
+
+private:
+  static std::string encode(std::string key) {
+    for (auto& c : key)
+      if (c == '/') c = '_';
+    return key;
+  }
+  std::string dir_;
+};
+
+// One rank of the UCX stream, in this process (started in namespace `rank` by the parent).
+int run_peer_rank(int rank, const std::string& store_dir, const std::vector<std::size_t>& sizes,
+                  int rounds) {
+  p2p_backend b{"ucx", p2p_kind::ucx};
+  std::unique_ptr<comm::communicator> world;
+  std::string error;
+  auto ch = open_channel(b, rank, ns_addresses[rank], std::make_shared<file_store>(store_dir),
+                         nullptr, world, error);
+  if (!ch) return std::fprintf(stderr, "rank %d: %s\n", rank, error.c_str()), 1;
+  std::vector<char> buf(4 * sizes.back(), static_cast<char>(rank));
+  for (std::size_t s = 0; s < sizes.size() && error.empty(); ++s) {
+    const int n = std::max(2, static_cast<int>(rounds * (sizes.front() / double(sizes[s]))));
+    auto start = clock_type::now();
+    stream(*ch, rank, sizes[s], std::max(n, 8), buf, s << 32, error);
+    if (rank == 1) std::printf("%zu %.9f\n", s, seconds_since(start) / std::max(n, 8));
+  }
+  if (!error.empty()) return std::fprintf(stderr, "rank %d: %s\n", rank, error.c_str()), 1;
+  return 0;
+}
+
+// Runs both ranks as processes in the two namespaces; the receiver's seconds per size.
+p2p_run run_ucx_processes(const std::vector<std::size_t>& sizes, int rounds, bool quick) {
+  p2p_run out;
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("sailor-bench-store-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  char self[4096] = {};
+  if (::readlink("/proc/self/exe", self, sizeof(self) - 1) <= 0) return out.error = "no /proc/self/exe", out;
+  auto command = [&](int rank) {
+    return std::string("timeout 300 ip netns exec ") + ns_names[rank] + " " + self +
+           " --peer-rank " + std::to_string(rank) + " --store-dir " + dir.string() +
+           " --rounds " + std::to_string(rounds) + (quick ? " --quick" : "");
+  };
+  std::thread sender([&] { sh(command(0)); });
+  out.seconds.assign(sizes.size(), 0);
+  if (FILE* f = ::popen((command(1) + " 2>&1").c_str(), "r")) {
+    char line[512];
+    std::size_t got = 0;
+    while (std::fgets(line, sizeof(line), f)) {
+      std::size_t s = 0;
+      double sec = 0;
+      if (std::sscanf(line, "%zu %lf", &s, &sec) == 2 && s < sizes.size()) {
+        out.seconds[s] = sec;
+        ++got;
+      } else {
+        out.error += line;
+      }
+    }
+    if (::pclose(f) != 0 || got != sizes.size())
+      if (out.error.empty()) out.error = "the receiving process failed";
+  }
+  sender.join();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return out;
+}
+
 // Returns Gloo pairs' GB/s at the largest size up to 4 MiB (0 when it failed).
-double print_p2p(const std::vector<std::size_t>& sizes, int rounds, bool netns) {
+double print_p2p(const std::vector<std::size_t>& sizes, int rounds, bool netns, bool quick) {
   std::printf("\n== point to point, %s: GB/s per size (receiver's view, 4 in flight)\n",
               netns ? "across two network namespaces (veth)" : "loopback");
   std::printf("%-12s", "backend");
@@ -214,15 +324,11 @@ double print_p2p(const std::vector<std::size_t>& sizes, int rounds, bool netns) 
   std::printf("\n");
   std::vector<std::vector<double>> rates;
   for (const auto& b : p2p_backends()) {
-    if (netns && b.kind == p2p_kind::ucx) {
-      // UCX lists the interfaces it may use from /sys, which belongs to the process's mount
-      // namespace: a thread that entered another network namespace still sees the first
-      // one's devices. tests/train_netns runs UCX across namespaces as separate processes.
-      std::printf("%-12s not measured here (needs one process per namespace)\n", b.name.c_str());
-      rates.emplace_back();
-      continue;
-    }
-    auto r = run_p2p(b, sizes, rounds, netns);
+    // UCX lists the interfaces it may use from /sys, which belongs to the process's mount
+    // namespace: a thread that entered another network namespace still sees the first one's
+    // devices. Across namespaces its two ranks are therefore two processes.
+    auto r = netns && b.kind == p2p_kind::ucx ? run_ucx_processes(sizes, rounds, quick)
+                                              : run_p2p(b, sizes, rounds, netns);
     std::printf("%-12s", b.name.c_str());
     if (!r.error.empty()) {
       std::printf(" failed: %s\n", r.error.c_str());
@@ -418,16 +524,23 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", quick, "fewer sizes and repetitions");
   app.add_flag("--no-netns", no_netns, "skip the run across network namespaces");
   app.add_flag("--skip-allreduce", skip_allreduce, "only the point-to-point part");
+  int peer_rank = -1;
+  std::string store_dir;
+  int peer_rounds = 0;
+  app.add_option("--peer-rank", peer_rank, "(internal) run one UCX rank in this namespace")->group("");
+  app.add_option("--store-dir", store_dir, "(internal) the ranks' meeting folder")->group("");
+  app.add_option("--rounds", peer_rounds, "(internal) messages of the smallest size")->group("");
   CLI11_PARSE(app, argc, argv);
   std::vector<std::size_t> sizes;
   for (std::size_t s = 64 << 10; s <= (quick ? 4u << 20 : 64u << 20); s *= 4) sizes.push_back(s);
   const int rounds = quick ? 64 : 256;
-  const double local_rate = print_p2p(sizes, rounds, false);
+  if (peer_rank >= 0) return run_peer_rank(peer_rank, store_dir, sizes, peer_rounds);
+  const double local_rate = print_p2p(sizes, rounds, false, quick);
   if (!no_netns) {
     if (::geteuid() != 0 || !make_namespaces())
       std::printf("\n(network namespaces unavailable: needs root and `ip`; skipped)\n");
     else {
-      print_p2p(sizes, rounds, true);
+      print_p2p(sizes, rounds, true, quick);
       remove_namespaces();
     }
   }
