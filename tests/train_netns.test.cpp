@@ -95,7 +95,7 @@ void train_across_namespaces(const std::string& transport) {
                 {sailor_bin(), "coordinator", "--listen", lab.address(0) + ":0", "--cluster",
                  configs + "/clusters/local-2-zones.yaml", "--model", configs + "/models/tiny.yaml",
                  "--job", configs + "/jobs/tiny.yaml", "--quorum", "3", "--settle-s", "30",
-                 "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "5000", "--peer-timeout-s",
+                 "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "10000", "--peer-timeout-s",
                  "10", "--transport", transport, "--train-dir", "/tmp/job", "--iterations",
                  std::to_string(iterations), "--exit-when-done", "--emulate-links"},
                 lab_env()),
