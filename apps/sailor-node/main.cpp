@@ -32,6 +32,7 @@
 
 #include "sailor/actors/runtime.hpp"
 #include "sailor/actors/train/checkpoint.hpp"
+#include "job_token.hpp"
 #include "sailor/comm/auth.hpp"
 #include "sailor/comm/tcp.hpp"
 #include "sailor/comm/ucx.hpp"
@@ -588,14 +589,7 @@ int main(int argc, char** argv) {
   app.add_option("--token-file", args.token_file,
                  "file whose first line is the job token (default: the SAILOR_TOKEN environment "
                  "variable)");
-  app.add_option("--tls-cert", args.tls.cert,
-                 "TLS over --transport tcp: this node's certificate (PEM; with --tls-key and "
-                 "--tls-ca); tensors between ranks are encrypted too")
-      ->check(CLI::ExistingFile);
-  app.add_option("--tls-key", args.tls.key, "the private key of --tls-cert (PEM)")
-      ->check(CLI::ExistingFile);
-  app.add_option("--tls-ca", args.tls.ca, "the CA that signed every process's certificate (PEM)")
-      ->check(CLI::ExistingFile);
+  sailor::app::add_tls_options(&app, args.tls);
   app.add_flag("--emulate-gpu", args.emulate_gpu,
                "plan these CPU cores as the --gpu-type named (to try heterogeneous plans on a "
                "machine without GPUs; the times are the CPU's)");
