@@ -350,7 +350,7 @@ TEST_CASE_FIXTURE(hostile_fixture, "hostile: the rendezvous store answers a node
   auto store = links.remote_actor(*peer, "store");
   // Under her own name, Mallory has no rank in plan 1: her keys are not stored, her reads
   // answered with a refusal, and a plan version that does not exist is not made.
-  using sailor::comm::store_request;
+  using sailor::protocol::store_request;
   caf::send_as(caf::actor_cast<caf::actor>(self), store,
                store_request{0, 1, "sailor-v1/pp/0", true, {'x'}, 0, "mallory"});
   caf::send_as(caf::actor_cast<caf::actor>(self), store,
@@ -358,7 +358,7 @@ TEST_CASE_FIXTURE(hostile_fixture, "hostile: the rendezvous store answers a node
   caf::send_as(caf::actor_cast<caf::actor>(self), store,
                store_request{7, 1, "sailor-v1/pp/0", false, {}, 1000, "mallory"});
   std::string answer;
-  self->receive([&](const sailor::comm::store_reply& r) { answer = r.found ? "found" : r.error; },
+  self->receive([&](const sailor::protocol::store_reply& r) { answer = r.found ? "found" : r.error; },
                 caf::after(10s) >> [&] { answer = "no answer"; });
   CHECK(answer == "node 'mallory' has no rank in plan version 1");
   // Naming n1 instead: the bridge closes her connection.

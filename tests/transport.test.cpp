@@ -23,7 +23,7 @@
 #include <random>
 #include <thread>
 
-#include "sailor/comm/messages.hpp"
+#include "sailor/protocol/codec.hpp"
 #include "transport_support.hpp"
 
 extern char** environ;
@@ -35,6 +35,16 @@ using sailor::test::event_box;
 namespace {
 
 constexpr double wait_s = 20.0;
+
+// Control payloads are protocol envelopes, as the runtime sends them.
+std::vector<std::byte> encode(const std::string& from, protocol::message m) {
+  return protocol::encode(protocol::envelope{protocol::protocol_version, from, "x", std::move(m)});
+}
+std::optional<protocol::envelope> decode(std::span<const std::byte> bytes) {
+  auto out = protocol::decode(bytes);
+  if (auto* e = std::get_if<protocol::envelope>(&out)) return std::move(*e);
+  return std::nullopt;
+}
 
 comm::transport_options opts(const std::string& name, const std::string& zone = "zone-a") {
   comm::transport_options o;
@@ -166,7 +176,7 @@ TEST_CASE("transport conformance: messages arrive in order, each completion fire
     completions done;
     for (int i = 0; i < n; ++i) {
       if (i % 2 == 0) {
-        (*conn)->send_control(encode("client", heartbeat{"client", static_cast<std::uint64_t>(i), 0}),
+        (*conn)->send_control(encode("client", protocol::heartbeat{"client", static_cast<std::uint64_t>(i)}),
                               done.make(i));
       } else {
         tensor_descriptor d{dtype::u8, {static_cast<std::int64_t>(payloads[i].size())},
@@ -192,8 +202,8 @@ TEST_CASE("transport conformance: messages arrive in order, each completion fire
           CHECK(matches(it.payload.bytes(), i));
         } else {
           auto e = decode(it.control);
-          REQUIRE(e.ok());
-          CHECK(std::get<heartbeat>(e->body).sequence == static_cast<std::uint64_t>(i));
+          REQUIRE(e.has_value());
+          CHECK(std::get<protocol::heartbeat>(e->body).seq == static_cast<std::uint64_t>(i));
         }
       }
       REQUIRE(server.accepted.size() == 1);
@@ -208,7 +218,7 @@ TEST_CASE("transport conformance: messages arrive in order, each completion fire
     // Close: later sends complete once with errc::closed; nothing fired twice.
     (*conn)->close();
     completions after;
-    (*conn)->send_control(encode("client", shutdown_notice{"bye"}), after.make(0));
+    (*conn)->send_control(encode("client", protocol::shutdown_notice{"bye"}), after.make(0));
     REQUIRE(after.all_done(1));
     {
       std::lock_guard lock(after.box.mutex());
@@ -326,7 +336,7 @@ TEST_CASE("transport conformance: sends issued before the handshake ends arrive,
         completions done;
         (*conn)->send_tensor({dtype::u8, {1000}, 0, "", 0}, small, done.make(0));
         (*conn)->send_tensor({dtype::u8, {1 << 20}, 1, "", 0}, large, done.make(1));
-        (*conn)->send_control(encode("client", shutdown_notice{"after"}), done.make(2));
+        (*conn)->send_control(encode("client", protocol::shutdown_notice{"after"}), done.make(2));
         REQUIRE(done.all_done(3));
         CHECK(done.failures() == 0);
         REQUIRE(server.box.wait_for([&] { return server.items.size() == 3; }, wait_s));
@@ -428,13 +438,13 @@ TEST_CASE("transport conformance: wrong protocol version and garbage are refused
     auto client_t = b.make(opts("client"));
     auto conn = client_t->connect(where, ev.handlers());
     REQUIRE(conn.ok());
-    (*conn)->send_control(encode("client", shutdown_notice{"hello after garbage"}), nullptr);
+    (*conn)->send_control(encode("client", protocol::shutdown_notice{"hello after garbage"}), nullptr);
     REQUIRE(server.box.wait_for([&] { return server.items.size() == 1; }, wait_s));
     std::lock_guard lock(server.box.mutex());
     CHECK(server.accepted.size() == 1);  // the refused peer never reached on_accept
     auto e = decode(server.items[0].control);
-    REQUIRE(e.ok());
-    CHECK(std::get<shutdown_notice>(e->body).reason == "hello after garbage");
+    REQUIRE(e.has_value());
+    CHECK(std::get<protocol::shutdown_notice>(e->body).reason == "hello after garbage");
   }
 }
 
@@ -457,7 +467,7 @@ TEST_CASE("transport conformance: connecting to a port nobody listens on fails o
     auto conn = client_t->connect(address{"127.0.0.1", ntohs(sa.sin_port)}, ev.handlers());
     REQUIRE(conn.ok());
     completions done;
-    (*conn)->send_control(encode("client", shutdown_notice{"x"}), done.make(0));
+    (*conn)->send_control(encode("client", protocol::shutdown_notice{"x"}), done.make(0));
     REQUIRE(ev.box.wait_for([&] { return !ev.errors.empty(); }, wait_s));
     REQUIRE(done.all_done(1));
     CHECK(done.outcome[0].has_value());
@@ -688,7 +698,7 @@ TEST_CASE("link shaping imposes the configured latency and bandwidth (20 ms, 50 
   std::vector<double> one_way;
   for (int i = 0; i < 7; ++i) {
     auto sent = clk::now();
-    (*conn)->send_control(encode("client", heartbeat{"client", static_cast<std::uint64_t>(i), 0}), nullptr);
+    (*conn)->send_control(encode("client", protocol::heartbeat{"client", static_cast<std::uint64_t>(i)}), nullptr);
     REQUIRE(box.wait_for([&] { return arrivals.size() == static_cast<std::size_t>(i + 1); }, wait_s));
     std::lock_guard lock(box.mutex());
     one_way.push_back(std::chrono::duration<double>(arrivals.back() - sent).count());
@@ -765,7 +775,7 @@ TEST_CASE("transport conformance: destroying a transport completes every pending
     client_t.reset();
     REQUIRE(done.all_done(n));
     // The connection outlives its transport: sends now fail at once, and only once.
-    (*conn)->send_control(encode("client", shutdown_notice{"late"}), later.make(0));
+    (*conn)->send_control(encode("client", protocol::shutdown_notice{"late"}), later.make(0));
     REQUIRE(later.all_done(1));
     CHECK(later.outcome[0].has_value());
     CHECK(later.outcome[0]->code == errc::closed);

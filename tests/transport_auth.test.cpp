@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "sailor/comm/auth.hpp"
-#include "sailor/comm/messages.hpp"
+#include "sailor/protocol/codec.hpp"
 #include "transport_support.hpp"
 
 using namespace sailor;
@@ -81,7 +81,7 @@ struct client_log {
 };
 
 std::vector<std::byte> hello_message(const std::string& from) {
-  return encode(envelope{protocol_version, from, shutdown_notice{"hello"}, "x"});
+  return protocol::encode(protocol::envelope{protocol::protocol_version, from, "x", protocol::shutdown_notice{"hello"}});
 }
 
 }  // namespace
@@ -286,7 +286,7 @@ std::string tapped_send(const sailor::test::backend& b) {
   REQUIRE(client.outcome());
   std::string secret;
   for (int i = 0; i < 2000; ++i) secret += "SAILOR-PLAINTEXT-";
-  auto bytes = encode(envelope{protocol_version, "node-1", shutdown_notice{secret}, "x"});
+  auto bytes = protocol::encode(protocol::envelope{protocol::protocol_version, "node-1", "x", protocol::shutdown_notice{secret}});
   (*conn)->send_control(bytes, nullptr);
   REQUIRE(server.box.wait_for([&] { return server.controls.size() == 1; }, wait_s));
   {

@@ -49,7 +49,7 @@ struct bridge::core : std::enable_shared_from_this<bridge::core> {
   peer_id add(std::shared_ptr<link> l);
   void on_frame(peer_id peer, std::vector<char>&& frame);
   void on_closed(peer_id peer, const std::string& reason);
-  void refuse(peer_id peer, const std::string& reason);
+  void refuse(peer_id peer, const std::string& reason, refuse_reason code);
   std::optional<std::string> speaks_for_another(peer_id peer, const caf::message& body);
 };
 
@@ -154,7 +154,7 @@ peer_id bridge::core::add(std::shared_ptr<link> l) {
   return id;
 }
 
-void bridge::core::refuse(peer_id peer, const std::string& reason) {
+void bridge::core::refuse(peer_id peer, const std::string& reason, refuse_reason code) {
   std::shared_ptr<link> connection;
   {
     std::lock_guard<std::mutex> guard{mutex};
@@ -167,7 +167,7 @@ void bridge::core::refuse(peer_id peer, const std::string& reason) {
   // Tell the peer why, in our protocol version: a peer of another version can still read
   // the header and will usually print the reason.
   if (auto frame = encode_envelope(system, "bridge", "agent",
-                                   caf::make_message(join_refused{reason})))
+                                   caf::make_message(join_refused{reason, code})))
     connection->send(*frame);
   if (refusal_observer)
     refusal_observer(peer_refused{connection->peer(), reason, unix_ms_now()});
@@ -197,13 +197,14 @@ std::optional<std::string> bridge::core::speaks_for_another(peer_id peer,
 }
 
 void bridge::core::on_frame(peer_id peer, std::vector<char>&& frame) {
-  auto decoded = decode_envelope(system, frame);
-  if (!decoded) {
-    refuse(peer, decoded.error().message);
+  auto out = decode_frame(frame);
+  if (auto* failed = std::get_if<decode_failure>(&out)) {
+    refuse(peer, failed->message, failed->code);
     return;
   }
+  auto decoded = &std::get<envelope>(out);
   if (auto forged = speaks_for_another(peer, decoded->body)) {
-    refuse(peer, *forged);
+    refuse(peer, *forged, refuse_reason::unauthorized);
     return;
   }
   caf::actor destination;

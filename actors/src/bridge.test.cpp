@@ -135,6 +135,7 @@ TEST_CASE_FIXTURE(two_processes, "bridge: garbage and other protocol versions ar
     REQUIRE(reply->body.match_elements<join_refused>());
     CHECK(reply->body.get_as<join_refused>(0).reason.find("protocol version 99") !=
           std::string::npos);
+    CHECK(reply->body.get_as<join_refused>(0).code == refuse_reason::protocol_version);
   }
   SUBCASE("bytes that are not frames, on a TCP port") {
     auto port = server.listen("127.0.0.1", 0);

@@ -151,7 +151,7 @@ void admit(supervisor* self, const join_request& request) {
   auto& st = self->state;
   auto sender = caf::actor_cast<caf::actor>(self->current_sender());
   auto& inv = request.inventory;
-  auto refuse = [&](const std::string& reason) {
+  auto refuse = [&](const std::string& reason, refuse_reason code = refuse_reason::invalid_message) {
     auto name = detail::printable(inv.name);
     auto host = detail::printable(inv.host);
     log::get("actors")->warn("[supervisor] refused node '{}' (zone '{}'): {}", name,
@@ -159,7 +159,7 @@ void admit(supervisor* self, const join_request& request) {
     record(self, "refused node '" + name + "': " + reason);
     refused(self, peer_refused{host.empty() ? name : name + "@" + host, reason, 0}, false);
     if (sender)
-      self->send(sender, join_refused{reason});
+      self->send(sender, join_refused{reason, code});
   };
   if (auto bad_text = detail::inventory_refusal(inv)) {
     refuse(*bad_text);
@@ -167,7 +167,7 @@ void admit(supervisor* self, const join_request& request) {
   }
   if (request.version != protocol_version) {
     refuse("protocol version " + std::to_string(request.version) + ", expected " +
-           std::to_string(protocol_version));
+           std::to_string(protocol_version), refuse_reason::protocol_version);
     return;
   }
   if (inv.name.empty()) {
@@ -178,11 +178,12 @@ void admit(supervisor* self, const join_request& request) {
     std::string known;
     for (auto& [zone, actor] : st.zones)
       known += (known.empty() ? "" : ", ") + zone;
-    refuse("unknown zone '" + inv.zone + "' (the cluster has: " + known + ")");
+    refuse("unknown zone '" + inv.zone + "' (the cluster has: " + known + ")",
+           refuse_reason::unknown_zone);
     return;
   }
   if (st.nodes.count(inv.name)) {
-    refuse("a node named '" + inv.name + "' has already joined");
+    refuse("a node named '" + inv.name + "' has already joined", refuse_reason::duplicate_node);
     return;
   }
   if (inv.devices.empty()) {
@@ -467,15 +468,11 @@ caf::message_handler common(supervisor* self) {
     [self](const node_lost& x) { lose_node(self, x.node, x.reason); },
     [self](const preemption_notice& x) {
       if (from_the_node(self, x.node, "preemption notice")) {
-        tell_preemption(self, x.node, detail::printable(x.reason, 1024));
+        tell_preemption(self, x.node, detail::printable(x.reason, 1024), x.seconds_left);
         recovery_notice(self, x.node, "preempted (" + detail::printable(x.reason, 1024) + ")");
       }
     },
     [self](const peer_refused& x) { refused(self, x); },
-    [self](const telemetry& x) {
-      log::get("actors")->debug("[supervisor] {} stage {} replica {}: iteration {} in {:.3f} s",
-                                x.node, x.stage, x.replica, x.iteration, x.iteration_s);
-    },
     [self](board_tick_atom) {
       publish_board(self);
       self->delayed_send(self, self->state.options.board_interval, board_tick_atom::value);

@@ -17,7 +17,6 @@ void add_message_types(caf::actor_system_config& cfg) {
     .add_message_type<role_assignment>("sailor.role_assignment")
     .add_message_type<stage_ready>("sailor.stage_ready")
     .add_message_type<stage_failed>("sailor.stage_failed")
-    .add_message_type<telemetry>("sailor.telemetry")
     .add_message_type<preemption_notice>("sailor.preemption_notice")
     .add_message_type<shutdown_notice>("sailor.shutdown_notice")
     .add_message_type<status_request>("sailor.status_request")
@@ -34,8 +33,8 @@ void add_message_types(caf::actor_system_config& cfg) {
     .add_message_type<plan_reply>("sailor.plan_reply")
     .add_message_type<training_job>("sailor.training_job")
     .add_message_type<train_report>("sailor.train_report")
-    .add_message_type<comm::store_request>("sailor.store_request")
-    .add_message_type<comm::store_reply>("sailor.store_reply")
+    .add_message_type<protocol::store_request>("sailor.store_request")
+    .add_message_type<protocol::store_reply>("sailor.store_reply")
     .add_message_type<store_scope>("sailor.store_scope");
   // The scheduler protocol (scheduler_api.hpp), in-process only.
   cfg.add_message_type<placement_rule>("sailor.placement_rule")

@@ -53,6 +53,19 @@ caf::behavior leaving(agent* self) {
   };
 }
 
+// The training job of the plan just assigned, with the assignment's plan (the job travels
+// without it), goes to the trainer before any stage of the plan starts.
+void take_job(agent* self, const role_assignment& x) {
+  auto& st = self->state;
+  auto job = st.jobs.find(x.plan_version);
+  if (job != st.jobs.end()) {
+    job->second.plan = x.plan;
+    if (st.options.on_training_job)
+      st.options.on_training_job(job->second);
+  }
+  st.jobs.erase(st.jobs.begin(), st.jobs.upper_bound(x.plan_version));
+}
+
 caf::behavior member(agent* self) {
   return {
     [self](const role_assignment& x) {
@@ -61,6 +74,7 @@ caf::behavior member(agent* self) {
         return;
       stop_stages(self);
       st.plan_version = x.plan_version;
+      take_job(self, x);
       auto& name = st.options.inventory.name;
       log::get("actors")->info("[node {}] plan v{}: {} roles", name, x.plan_version,
                                x.roles.size());
@@ -74,9 +88,12 @@ caf::behavior member(agent* self) {
       ++self->state.ready;
       self->send(self->state.options.supervisor, std::move(x));
     },
-    [self](const training_job& x) {
-      if (self->state.options.on_training_job)
-        self->state.options.on_training_job(x);
+    [self](training_job& x) {
+      auto& jobs = self->state.jobs;
+      jobs.erase(jobs.begin(), jobs.lower_bound(self->state.plan_version));  // stale ones
+      jobs[x.plan_version] = std::move(x);
+      while (jobs.size() > 4)  // jobs never followed by their assignment do not pile up
+        jobs.erase(jobs.begin());
     },
     [self](train_report& x) {  // from a local training thread: to the supervisor
       self->send(self->state.options.supervisor, std::move(x));
@@ -100,8 +117,9 @@ caf::behavior member(agent* self) {
                                std::chrono::duration_cast<std::chrono::milliseconds>(
                                  st.options.leave_grace)
                                  .count());
+      auto grace_s = std::chrono::duration<double>(st.options.leave_grace).count();
       self->send(st.options.supervisor,
-                 preemption_notice{st.options.inventory.name, "preemption notice"});
+                 preemption_notice{st.options.inventory.name, "preemption notice", grace_s});
       stop_stages(self);
       self->delayed_send(self, st.options.leave_grace, leave_atom::value);
       self->become(leaving(self));

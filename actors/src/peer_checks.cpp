@@ -15,16 +15,14 @@ std::optional<std::string> node_spoken_for(const caf::message& m) {
     return m.get_as<stage_ready>(0).node;
   if (m.match_elements<stage_failed>())
     return m.get_as<stage_failed>(0).node;
-  if (m.match_elements<telemetry>())
-    return m.get_as<telemetry>(0).node;
   if (m.match_elements<preemption_notice>())
     return m.get_as<preemption_notice>(0).node;
   if (m.match_elements<train_report>())
     return m.get_as<train_report>(0).node;
   // A rank's request to the rendezvous store names its node: the store answers a node only in
   // the scopes of plans it has ranks in (rendezvous.hpp says what is enforced).
-  if (m.match_elements<comm::store_request>())
-    return m.get_as<comm::store_request>(0).node;
+  if (m.match_elements<protocol::store_request>())
+    return m.get_as<protocol::store_request>(0).node;
   return std::nullopt;
 }
 

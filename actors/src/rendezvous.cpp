@@ -21,7 +21,7 @@ using expire_atom = caf::atom_constant<caf::atom("rdvexpire")>;
 struct pending_get {
   caf::strong_actor_ptr who;
   std::uint64_t request_id = 0;
-  std::uint64_t plan_epoch = 0;
+  std::int64_t plan_version = 0;
   std::string key;
 };
 
@@ -32,8 +32,8 @@ struct stored_value {
 
 struct server_state {
   rendezvous_limits limits;
-  std::map<std::uint64_t, std::map<std::string, stored_value>> scopes;
-  std::map<std::uint64_t, std::set<std::string>> members;  // by scope (require_scope)
+  std::map<std::int64_t, std::map<std::string, stored_value>> scopes;
+  std::map<std::int64_t, std::set<std::string>> members;  // by scope (require_scope)
   std::map<std::uint64_t, pending_get> waiting;  // by serial
   std::uint64_t next_serial = 1;
   static inline const char* name = "rendezvous_server";
@@ -41,7 +41,7 @@ struct server_state {
 
 using server_actor = caf::stateful_actor<server_state>;
 
-void answer(server_actor* self, const caf::strong_actor_ptr& who, comm::store_reply reply) {
+void answer(server_actor* self, const caf::strong_actor_ptr& who, protocol::store_reply reply) {
   if (who)
     self->send(caf::actor_cast<caf::actor>(who), std::move(reply));
 }
@@ -54,10 +54,10 @@ void prune(server_actor* self) {
     st.scopes.erase(st.scopes.begin());
     st.members.erase(st.members.begin(), st.members.upper_bound(dropped));
     for (auto i = st.waiting.begin(); i != st.waiting.end();) {
-      if (i->second.plan_epoch <= dropped) {
+      if (i->second.plan_version <= dropped) {
         answer(self, i->second.who,
                {i->second.request_id, false, {},
-                "plan version " + std::to_string(i->second.plan_epoch) + " is no longer current"});
+                "plan version " + std::to_string(i->second.plan_version) + " is no longer current"});
         i = st.waiting.erase(i);
       } else {
         ++i;
@@ -66,42 +66,42 @@ void prune(server_actor* self) {
   }
 }
 
-std::string refusal(const server_state& st, const comm::store_request& r) {
+std::string refusal(const server_state& st, const protocol::store_request& r) {
   if (r.key.empty() || r.key.size() > st.limits.max_key_bytes)
     return "key of " + std::to_string(r.key.size()) + " bytes (1 to " +
            std::to_string(st.limits.max_key_bytes) + " allowed)";
   if (r.value.size() > st.limits.max_value_bytes)
     return "value of " + std::to_string(r.value.size()) + " bytes (at most " +
            std::to_string(st.limits.max_value_bytes) + ")";
-  if (!st.scopes.empty() && r.plan_epoch + st.limits.keep_versions <= st.scopes.rbegin()->first)
-    return "plan version " + std::to_string(r.plan_epoch) + " is no longer current";
+  if (!st.scopes.empty() && r.plan_version + st.limits.keep_versions <= st.scopes.rbegin()->first)
+    return "plan version " + std::to_string(r.plan_version) + " is no longer current";
   if (st.limits.require_scope) {
-    auto m = st.members.find(r.plan_epoch);
+    auto m = st.members.find(r.plan_version);
     if (m == st.members.end())
-      return "plan version " + std::to_string(r.plan_epoch) + " has no rendezvous open";
+      return "plan version " + std::to_string(r.plan_version) + " has no rendezvous open";
     if (!m->second.count(r.node))
       return "node '" + r.node.substr(0, 256) + "' has no rank in plan version " +
-             std::to_string(r.plan_epoch);
+             std::to_string(r.plan_version);
   }
   return {};
 }
 
-void on_set(server_actor* self, comm::store_request& r) {
+void on_set(server_actor* self, protocol::store_request& r) {
   auto& st = self->state;
-  auto& scope = st.scopes[r.plan_epoch];
+  auto& scope = st.scopes[r.plan_version];
   if (scope.size() >= st.limits.max_keys_per_scope && !scope.count(r.key)) {
-    log::get("actors")->warn("[rendezvous v{}] set '{}' refused: {} keys already", r.plan_epoch,
+    log::get("actors")->warn("[rendezvous v{}] set '{}' refused: {} keys already", r.plan_version,
                              r.key, scope.size());
     return;
   }
   if (auto old = scope.find(r.key); old != scope.end() && old->second.node != r.node) {
     log::get("actors")->warn("[rendezvous v{}] set '{}' by node '{}' refused: node '{}' set it",
-                             r.plan_epoch, r.key.substr(0, 64), r.node.substr(0, 64),
+                             r.plan_version, r.key.substr(0, 64), r.node.substr(0, 64),
                              old->second.node);
     return;
   }
   for (auto i = st.waiting.begin(); i != st.waiting.end();) {
-    if (i->second.plan_epoch == r.plan_epoch && i->second.key == r.key) {
+    if (i->second.plan_version == r.plan_version && i->second.key == r.key) {
       answer(self, i->second.who, {i->second.request_id, true, r.value, {}});
       i = st.waiting.erase(i);
     } else {
@@ -112,10 +112,10 @@ void on_set(server_actor* self, comm::store_request& r) {
   prune(self);
 }
 
-void on_get(server_actor* self, comm::store_request& r) {
+void on_get(server_actor* self, protocol::store_request& r) {
   auto& st = self->state;
   auto who = self->current_sender();
-  auto scope = st.scopes.find(r.plan_epoch);
+  auto scope = st.scopes.find(r.plan_version);
   if (scope != st.scopes.end()) {
     auto v = scope->second.find(r.key);
     if (v != scope->second.end()) {
@@ -128,7 +128,7 @@ void on_get(server_actor* self, comm::store_request& r) {
     return;
   }
   const auto serial = st.next_serial++;
-  st.waiting[serial] = pending_get{who, r.request_id, r.plan_epoch, r.key};
+  st.waiting[serial] = pending_get{who, r.request_id, r.plan_version, r.key};
   const auto wait = std::chrono::milliseconds{std::max<std::int64_t>(1, r.timeout_ms)};
   self->delayed_send(self, wait, expire_atom::value, serial);
 }
@@ -139,14 +139,14 @@ caf::behavior rendezvous_server(server_actor* self, rendezvous_limits limits) {
     [self](const store_scope& x) {
       // The supervisor opens the scope of a plan it assigns.
       auto& st = self->state;
-      const auto version = static_cast<std::uint64_t>(x.plan_version);
+      const auto version = x.plan_version;
       st.members[version] = {x.nodes.begin(), x.nodes.end()};
       st.scopes[version];
       prune(self);
     },
-    [self](comm::store_request& r) {
+    [self](protocol::store_request& r) {
       if (auto why = refusal(self->state, r); !why.empty()) {
-        log::get("actors")->warn("[rendezvous v{}] request for '{}' refused: {}", r.plan_epoch,
+        log::get("actors")->warn("[rendezvous v{}] request for '{}' refused: {}", r.plan_version,
                                  r.key.substr(0, 64), why);
         if (!r.set)
           answer(self, self->current_sender(), {r.request_id, false, {}, why});
@@ -197,7 +197,7 @@ struct rendezvous_client::impl {
   caf::actor receiver;
   std::mutex mutex;
   std::condition_variable arrived;
-  std::map<std::uint64_t, std::optional<comm::store_reply>> pending;
+  std::map<std::uint64_t, std::optional<protocol::store_reply>> pending;
   std::uint64_t next_id = 1;
   bool closed = false;
 };
@@ -211,7 +211,7 @@ std::shared_ptr<rendezvous_client> rendezvous_client::start(
   client->impl_->node = std::move(node);
   std::weak_ptr<rendezvous_client> weak = client;
   client->impl_->receiver = system.spawn([weak]() -> caf::behavior {
-    return {[weak](comm::store_reply& r) {
+    return {[weak](protocol::store_reply& r) {
       if (auto c = weak.lock())
         c->deliver(std::move(r));
     }};
@@ -247,7 +247,7 @@ status rendezvous_client::set(std::int64_t plan_version, const std::string& key,
   }
   if (!receiver)
     return sailor::error{error_kind::disconnected, "rendezvous: the node is stopping", "", 0, ""};
-  comm::store_request r{0, static_cast<std::uint64_t>(plan_version), key, true, value, 0,
+  protocol::store_request r{0, plan_version, key, true, value, 0,
                         impl_->node};
   caf::send_as(receiver, impl_->server, std::move(r));
   return {};
@@ -266,7 +266,7 @@ result<std::vector<char>> rendezvous_client::get(std::int64_t plan_version,
   }
   if (!receiver)
     return sailor::error{error_kind::disconnected, "rendezvous: the node is stopping", "", 0, ""};
-  comm::store_request r{id, static_cast<std::uint64_t>(plan_version), key, false, {},
+  protocol::store_request r{id, plan_version, key, false, {},
                         timeout.count(), impl_->node};
   caf::send_as(receiver, impl_->server, std::move(r));
   // The server answers by the deadline; the margin covers the round trip. Past it the
@@ -290,7 +290,7 @@ result<std::vector<char>> rendezvous_client::get(std::int64_t plan_version,
   return std::move(reply->value);
 }
 
-void rendezvous_client::deliver(comm::store_reply reply) {
+void rendezvous_client::deliver(protocol::store_reply reply) {
   {
     std::lock_guard lock{impl_->mutex};
     auto i = impl_->pending.find(reply.request_id);

@@ -120,15 +120,15 @@ TEST_CASE("rendezvous: with scopes required, only a plan's nodes are answered an
   auto server = spawn_rendezvous_server(system, limits);
   caf::scoped_actor self{system};
   auto ask = [&](std::uint64_t version, const std::string& key, const std::string& node) {
-    self->send(server, sailor::comm::store_request{1, version, key, false, {}, 100, node});
+    self->send(server, sailor::protocol::store_request{1, version, key, false, {}, 100, node});
     std::string out;
-    self->receive([&](const sailor::comm::store_reply& r) { out = r.found ? text(r.value) : "!" + r.error; },
+    self->receive([&](const sailor::protocol::store_reply& r) { out = r.found ? text(r.value) : "!" + r.error; },
                   caf::after(5s) >> [&] { out = "no answer"; });
     return out;
   };
   auto put = [&](std::uint64_t version, const std::string& key, const std::string& value,
                  const std::string& node) {
-    self->send(server, sailor::comm::store_request{0, version, key, true, chars(value), 0, node});
+    self->send(server, sailor::protocol::store_request{0, version, key, true, chars(value), 0, node});
   };
   self->send(server, store_scope{5, {"a", "b"}});
   put(5, "rank0", "10.0.0.1:1", "a");

@@ -2,6 +2,7 @@
 // with a deadline and a fallback, checking them, telling the scheduler what happens, and
 // answering its requests.
 
+#include <cmath>
 #include <algorithm>
 #include <cstdlib>
 
@@ -250,12 +251,14 @@ void tell_attached(supervisor* self) {
                scheduler_attached{caf::actor_cast<supervisor_port>(self), st.options.builtin});
 }
 
-void tell_preemption(supervisor* self, const std::string& node, const std::string& reason) {
+void tell_preemption(supervisor* self, const std::string& node, const std::string& reason,
+                     double seconds_left) {
   auto& st = self->state;
   auto i = st.nodes.find(node);
   if (i != st.nodes.end() && st.options.scheduler)
     self->send(st.options.scheduler,
-               availability_event{"preemption_notice", i->second.inventory, reason, 0});
+               availability_event{"preemption_notice", i->second.inventory, reason,
+                                  std::llround(seconds_left * 1000.0)});
 }
 
 void tell_plan_applied(supervisor* self) {

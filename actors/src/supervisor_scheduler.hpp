@@ -34,7 +34,8 @@ caf::message_handler scheduler_handlers(supervisor* self);
 
 // What the scheduler is told.
 void tell_attached(supervisor* self);
-void tell_preemption(supervisor* self, const std::string& node, const std::string& reason);
+void tell_preemption(supervisor* self, const std::string& node, const std::string& reason,
+                     double seconds_left);
 void tell_plan_applied(supervisor* self);
 void tell_plan_started(supervisor* self);
 void tell_iteration(supervisor* self, const train_report& x);

@@ -6,7 +6,7 @@
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
-#include <sailor/comm/schema/messages.capnp.h>
+#include <sailor/comm/schema/transport.capnp.h>
 
 #include "auth.hpp"
 
@@ -114,6 +114,37 @@ std::optional<transport_error> check_hello(const hello& h, bool token_required) 
                                               "' holds no job token, and this side requires one "
                                               "(--token-file or SAILOR_TOKEN)"};
   return std::nullopt;
+}
+
+std::vector<std::byte> encode_tensor_header(const tensor_descriptor& d) {
+  capnp::MallocMessageBuilder mb;
+  auto h = mb.initRoot<s::TensorHeader>();
+  h.setDtype(static_cast<s::DType>(static_cast<std::uint16_t>(d.type)));
+  auto shape = h.initShape(static_cast<unsigned>(d.shape.size()));
+  for (unsigned i = 0; i < d.shape.size(); ++i) shape.set(i, d.shape[i]);
+  h.setTag(d.tag);
+  h.setName(d.name);
+  h.setBytes(d.bytes);
+  return to_bytes(mb);
+}
+
+std::variant<tensor_descriptor, transport_error> decode_tensor_header(
+    std::span<const std::byte> bytes) {
+  return read<tensor_descriptor>(bytes, "tensor header", [](capnp::FlatArrayMessageReader& r)
+                                     -> std::variant<tensor_descriptor, transport_error> {
+    auto h = r.getRoot<s::TensorHeader>();
+    auto t = static_cast<std::uint16_t>(h.getDtype());
+    if (t > static_cast<std::uint16_t>(dtype::u8))
+      return transport_error{errc::invalid_message, "tensor header has unknown dtype " +
+                                                      std::to_string(t)};
+    tensor_descriptor d;
+    d.type = static_cast<dtype>(t);
+    for (auto x : h.getShape()) d.shape.push_back(x);
+    d.tag = h.getTag();
+    d.name = h.getName();
+    d.bytes = h.getBytes();
+    return d;
+  });
 }
 
 }  // namespace sailor::comm::detail

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sailor/comm/error.hpp"
+#include "sailor/comm/tensor.hpp"
 #include "sailor/comm/transport.hpp"
 
 namespace sailor::comm::detail {
@@ -42,6 +43,11 @@ std::variant<hello_reply, transport_error> decode_hello_reply(std::span<const st
 /// Refuses another version, names that are not printable UTF-8 of at most 256 bytes, and a
 /// client without a token when this side has one (`token_required`).
 std::optional<transport_error> check_hello(const hello& h, bool token_required = false);
+
+/// A tensor's descriptor as the header that travels next to its payload.
+std::vector<std::byte> encode_tensor_header(const tensor_descriptor& d);
+std::variant<tensor_descriptor, transport_error> decode_tensor_header(
+    std::span<const std::byte> bytes);
 
 /// Calls `done` (if set) at most once with `st`.
 inline void complete(completion& done, const op_status& st) {

@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "../auth.hpp"
-#include "sailor/comm/messages.hpp"
+#include "handshake.hpp"
 #include "tcp_core.hpp"
 
 namespace sailor::comm::tcp_backend {
@@ -194,7 +194,7 @@ bool tcp_core::start_payload(const std::shared_ptr<tcp_connection>& c) {
     c->in_dest_ = c->in_control_.data();
     return true;
   }
-  auto decoded = decode_tensor_header(c->in_header_);
+  auto decoded = detail::decode_tensor_header(c->in_header_);
   if (auto* err = std::get_if<transport_error>(&decoded)) {
     fail(c, *err);
     return false;

@@ -27,7 +27,7 @@
 #include <future>
 #include <utility>
 
-#include "sailor/comm/messages.hpp"
+#include "handshake.hpp"
 
 namespace sailor::comm::tcp_backend {
 
@@ -351,7 +351,7 @@ void tcp_connection::send_control(std::vector<std::byte> bytes, completion done)
 void tcp_connection::send_tensor(tensor_descriptor desc, std::span<const std::byte> payload,
                                  completion done) {
   desc.bytes = payload.size();
-  auto issue = [self = shared_from_this(), header = encode_tensor_header(desc),
+  auto issue = [self = shared_from_this(), header = detail::encode_tensor_header(desc),
                 payload](tcp_core& core, completion sent) mutable {
     core.queue_frame(self, kind_tensor, std::move(header), {}, payload, std::move(sent));
   };

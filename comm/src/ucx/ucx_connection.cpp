@@ -4,7 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "sailor/comm/messages.hpp"
+#include "handshake.hpp"
 
 namespace sailor::comm::ucx_backend {
 
@@ -83,7 +83,7 @@ void ucx_connection::send_control(std::vector<std::byte> bytes, completion done)
 void ucx_connection::send_tensor(tensor_descriptor desc, std::span<const std::byte> payload,
                                  completion done) {
   desc.bytes = payload.size();
-  auto issue = [self = shared_from_this(), header = encode_tensor_header(desc),
+  auto issue = [self = shared_from_this(), header = detail::encode_tensor_header(desc),
                 payload](ucx_core& core, completion sent) mutable {
     core.send(self, am_tensor, std::move(header), {}, payload, std::move(sent), true);
   };

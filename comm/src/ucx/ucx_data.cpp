@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "../auth.hpp"
-#include "sailor/comm/messages.hpp"
+#include "handshake.hpp"
 
 namespace sailor::comm::ucx_backend {
 
@@ -156,7 +156,7 @@ ucs_status_t ucx_core::on_data(const std::shared_ptr<ucx_connection>& c, unsigne
     dest = slot->control.data();
   } else {
     slot->tensor = true;
-    auto decoded = decode_tensor_header(header);
+    auto decoded = detail::decode_tensor_header(header);
     if (auto* err = std::get_if<transport_error>(&decoded)) {
       auto e = *err;
       deferred_.push_back([this, c, e] { fail(c, e); });

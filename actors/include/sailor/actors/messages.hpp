@@ -16,6 +16,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "sailor/config/plan.hpp"
+#include "sailor/protocol/messages.hpp"
 
 namespace sailor::config {
 
@@ -54,161 +55,26 @@ typename Inspector::result_type inspect(Inspector& f, plan& x) {
 
 namespace sailor::actors {
 
-/// The version of the node <-> coordinator protocol; a peer of another version is refused.
-/// The same number as comm::protocol_version (the Cap'n Proto envelope's version).
-inline constexpr std::uint16_t protocol_version = 3;
-
-// -- wire messages ------------------------------------------------------------------------
-
-/// One device of a node: `cpu` devices emulate GPUs on machines without them.
-struct device_info {
-  int index = 0;
-  std::string kind;  ///< "cpu" or "cuda"
-  std::uint64_t memory_bytes = 0;
-};
-
-/// What a node brings: its devices, their GPU type and the zone it runs in.
-struct node_inventory {
-  std::string name;
-  std::string zone;
-  std::string gpu_type;
-  std::string host;
-  std::vector<device_info> devices;
-  /// host:port of this node's shard server; host is the address its peers reach it on
-  /// (`sailor-node --advertise`), where its collectives listen too.
-  std::string address;
-  /// The checkpoint shards in the node's state folder (relative paths), so that a
-  /// coordinator that restarts learns what the job still holds.
-  std::vector<std::string> checkpoints;
-};
-
-/// First message of a node: asks to join the job.
-struct join_request {
-  std::uint16_t version = protocol_version;
-  node_inventory inventory;
-};
-
-/// The supervisor accepted the node; heartbeats are expected every `heartbeat_interval_ms` to
-/// the actor named `zone_actor`.
-struct join_accepted {
-  std::string node;
-  std::string zone_actor;
-  std::int64_t heartbeat_interval_ms = 0;
-  std::int64_t heartbeat_timeout_ms = 0;
-};
-
-/// The supervisor (or the bridge) refused the node; `reason` says why.
-struct join_refused {
-  std::string reason;
-};
-
-struct heartbeat {
-  std::string node;
-  std::uint64_t seq = 0;
-};
-
-/// What one stage actor runs: one device's share of one replica of one stage.
-struct stage_role {
-  std::int64_t plan_version = 0;
-  int stage = 0;
-  int replica = 0;
-  int tp_rank = 0;
-  int tp = 1;
-  int device = 0;
-  int first_layer = 0;
-  int num_layers = 0;
-  int micro_batch = 1;
-  int num_stages = 1;
-  std::string gpu_type;
-  std::string zone;
-};
-
-/// All the roles of one node under one plan (empty: the node idles under this plan), and the
-/// plan itself (placed: replicas name their nodes and devices).
-struct role_assignment {
-  std::int64_t plan_version = 0;
-  std::vector<stage_role> roles;
-  config::plan plan;
-};
-
-/// A stage actor is set up and ready to run its role.
-struct stage_ready {
-  std::string node;
-  stage_role role;
-};
-
-/// A stage actor could not take its role.
-struct stage_failed {
-  std::string node;
-  stage_role role;
-  std::string reason;
-};
-
-/// Per-iteration timings of one stage actor.
-struct telemetry {
-  std::string node;
-  int stage = 0;
-  int replica = 0;
-  std::int64_t iteration = 0;
-  double iteration_s = 0;
-};
-
-/// The node is about to go away (spot preemption): re-plan without it.
-struct preemption_notice {
-  std::string node;
-  std::string reason;
-};
-
-/// The coordinator ends the job or releases the node.
-struct shutdown_notice {
-  std::string reason;
-};
-
-/// Asks the supervisor for a cluster_status.
-struct status_request {
-  int unused = 0;
-};
-
-/// A peer was refused at the door (bad bytes, wrong version, unknown zone); the supervisor
-/// keeps the recent ones for `sailor status`.
-struct peer_refused {
-  std::string peer;  ///< its address (host:port) or node name
-  std::string reason;
-  std::int64_t unix_ms = 0;  ///< when (0: stamped by the supervisor on arrival)
-};
-
-/// One node as the supervisor sees it.
-struct node_status {
-  node_inventory inventory;
-  std::string state;               ///< joined, assigned, ready, lost
-  std::int64_t heartbeat_age_ms = -1;  ///< -1: none received yet
-  std::vector<stage_role> roles;
-  int ready_roles = 0;
-};
-
-/// A snapshot of the job: phase, plan, nodes and recent events.
-struct cluster_status {
-  std::string phase;  ///< collecting, planning, assigning, running, waiting
-  std::int64_t plan_version = 0;
-  int quorum = 0;
-  int stages = 0;
-  int replicas = 0;
-  int roles_total = 0;
-  int roles_ready = 0;
-  std::string plan_summary;
-  std::vector<std::string> zones;
-  std::vector<node_status> nodes;
-  std::vector<std::string> events;  ///< most recent last
-  std::vector<peer_refused> refusals;  ///< peers refused at the door, most recent last
-  int training_completed = 0;  ///< iterations completed (by any plan), when training
-  int training_total = 0;      ///< iterations asked for; 0: not training
-  double training_loss = 0;    ///< of the newest completed iteration
-  std::string training_summary;
-  /// The validation curve (jobs with eval_every): iterations completed at each pass, and its
-  /// loss; the same length.
-  std::vector<std::int64_t> val_iterations;
-  std::vector<double> val_losses;
-};
+/// The wire messages are protocol/'s structs (sailor/protocol/messages.hpp), sent as CAF
+/// messages as they are; the bridge encodes them with protocol/'s codec.
+using protocol::protocol_version;
+using protocol::device_info;
+using protocol::node_inventory;
+using protocol::join_request;
+using protocol::join_accepted;
+using protocol::join_refused;
+using protocol::refuse_reason;
+using protocol::heartbeat;
+using protocol::stage_role;
+using protocol::role_assignment;
+using protocol::stage_ready;
+using protocol::stage_failed;
+using protocol::preemption_notice;
+using protocol::shutdown_notice;
+using protocol::status_request;
+using protocol::peer_refused;
+using protocol::node_status;
+using protocol::cluster_status;
 
 // -- local messages -----------------------------------------------------------------------
 
@@ -255,6 +121,31 @@ using drift_replan_atom = caf::atom_constant<caf::atom("driftrp")>;
 // -- inspect ------------------------------------------------------------------------------
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_lost& x) {
+  return f(caf::meta::type_name("node_lost"), x.node, x.reason);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, zone_heartbeats& x) {
+  return f(caf::meta::type_name("zone_heartbeats"), x.zone, x.nodes, x.ages_ms);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, track_node& x) {
+  return f(caf::meta::type_name("track_node"), x.node);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, untrack_node& x) {
+  return f(caf::meta::type_name("untrack_node"), x.node);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, replica_ready& x) {
+  return f(caf::meta::type_name("replica_ready"), x.plan_version, x.stage, x.replica);
+}
+}  // namespace sailor::actors
+
+// CAF 0.17 inspection of the wire messages (found by argument-dependent lookup).
+namespace sailor::protocol {
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, device_info& x) {
   return f(caf::meta::type_name("device_info"), x.index, x.kind, x.memory_bytes);
 }
@@ -274,7 +165,12 @@ typename Inspector::result_type inspect(Inspector& f, join_accepted& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_refused& x) {
-  return f(caf::meta::type_name("join_refused"), x.reason);
+  auto code = static_cast<std::int32_t>(x.code);
+  auto restore = caf::meta::load_callback([&]() -> caf::error {
+    x.code = static_cast<refuse_reason>(code);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("join_refused"), x.reason, code, restore);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, heartbeat& x) {
@@ -299,13 +195,8 @@ typename Inspector::result_type inspect(Inspector& f, stage_failed& x) {
   return f(caf::meta::type_name("stage_failed"), x.node, x.role, x.reason);
 }
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, telemetry& x) {
-  return f(caf::meta::type_name("telemetry"), x.node, x.stage, x.replica, x.iteration,
-           x.iteration_s);
-}
-template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, preemption_notice& x) {
-  return f(caf::meta::type_name("preemption_notice"), x.node, x.reason);
+  return f(caf::meta::type_name("preemption_notice"), x.node, x.reason, x.seconds_left);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shutdown_notice& x) {
@@ -328,29 +219,13 @@ typename Inspector::result_type inspect(Inspector& f, cluster_status& x) {
            x.training_loss, x.training_summary, x.val_iterations, x.val_losses);
 }
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, node_lost& x) {
-  return f(caf::meta::type_name("node_lost"), x.node, x.reason);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, zone_heartbeats& x) {
-  return f(caf::meta::type_name("zone_heartbeats"), x.zone, x.nodes, x.ages_ms);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, track_node& x) {
-  return f(caf::meta::type_name("track_node"), x.node);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, untrack_node& x) {
-  return f(caf::meta::type_name("untrack_node"), x.node);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, replica_ready& x) {
-  return f(caf::meta::type_name("replica_ready"), x.plan_version, x.stage, x.replica);
-}
-template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, peer_refused& x) {
   return f(caf::meta::type_name("peer_refused"), x.peer, x.reason, x.unix_ms);
 }
+
+}  // namespace sailor::protocol
+
+namespace sailor::actors {
 
 /// Registers every message type of this header and of scheduler_api.hpp with `cfg`.
 /// Call it once per process before creating the actor system.

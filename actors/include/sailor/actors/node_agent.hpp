@@ -46,7 +46,9 @@ struct node_agent_options {
   /// Resolves a named actor of the coordinator (the zone coordinator for heartbeats).
   std::function<caf::actor(const std::string&)> resolve;
   stage_hook hook;  ///< given to every stage actor; empty: stages are ready at once
-  /// Called with each training_job (it arrives before the role_assignment of its plan).
+  /// Called with each training_job, its plan filled in: the job arrives just before the
+  /// role_assignment of its plan version, which carries the plan (protocol/messages.hpp);
+  /// the agent holds the job until then and calls this before it starts the stages.
   std::function<void(const training_job&)> on_training_job;
   std::shared_ptr<agent_outcome> outcome = std::make_shared<agent_outcome>();
   /// After a preemption notice: the longest the node stays to hand over its state.
@@ -61,6 +63,7 @@ struct node_agent_state {
   std::int64_t plan_version = 0;
   std::vector<caf::actor> stages;
   int ready = 0;
+  std::map<std::int64_t, training_job> jobs;  ///< waiting for their plan's assignment
   static inline const char* name = "node_agent";
 };
 

@@ -44,13 +44,13 @@
 #include <caf/meta/type_name.hpp>
 
 #include "sailor/comm/collective.hpp"
-#include "sailor/comm/messages.hpp"
+#include "sailor/protocol/messages.hpp"
 
-namespace sailor::comm {
+namespace sailor::protocol {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, store_request& x) {
-  return f(caf::meta::type_name("store_request"), x.request_id, x.plan_epoch, x.key, x.set,
+  return f(caf::meta::type_name("store_request"), x.request_id, x.plan_version, x.key, x.set,
            x.value, x.timeout_ms, x.node);
 }
 template <class Inspector>
@@ -58,9 +58,12 @@ typename Inspector::result_type inspect(Inspector& f, store_reply& x) {
   return f(caf::meta::type_name("store_reply"), x.request_id, x.found, x.value, x.error);
 }
 
-}  // namespace sailor::comm
+}  // namespace sailor::protocol
 
 namespace sailor::actors {
+
+using protocol::store_reply;
+using protocol::store_request;
 
 /// From the supervisor to the store: the nodes whose ranks meet in plan version
 /// `plan_version`'s scope (in-process only, never on the wire).
@@ -113,7 +116,7 @@ public:
                                 std::chrono::milliseconds timeout);
 
   /// Called by the reply actor.
-  void deliver(comm::store_reply reply);
+  void deliver(store_reply reply);
 
   /// Stops the reply actor (the actor system waits for it at exit); later gets fail at once.
   /// Idempotent; the node calls it when it stops, whoever still holds the client.

@@ -1,20 +1,21 @@
 #pragma once
 /// How actor messages are written into link frames.
 ///
-/// A frame is exactly one Cap'n Proto `Envelope` of the comm module (comm/schema/
-/// messages.capnp, comm/messages.hpp): the protocol version, the name of the sending actor and
-/// of the receiving actor in the peer process, and the message as one variant of the
-/// envelope's union. Every wire message of messages.hpp and train/messages.hpp has its
-/// variant; every field travels. Local messages cannot be encoded.
+/// A frame is exactly one protocol `envelope` (protocol/codec.hpp): the protocol version, the
+/// name of the sending actor and of the receiving actor in the peer process, and the message.
+/// The wire messages are protocol/'s structs; this file only moves them in and out of CAF
+/// messages. Local messages cannot be encoded.
 
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <caf/actor_system.hpp>
 #include <caf/message.hpp>
 
 #include "sailor/config/error.hpp"
+#include "sailor/protocol/messages.hpp"
 
 namespace sailor::actors {
 
@@ -31,15 +32,24 @@ result<std::vector<char>> encode_envelope(caf::actor_system& system, const std::
                                           const std::string& destination,
                                           const caf::message& body);
 
-/// Decodes a frame. Errors (invalid_input) for garbage, a truncated envelope, another
-/// protocol version (the message names both), a variant this build does not know and a
-/// message whose fields contradict each other (a role outside the plan it came with).
-result<envelope> decode_envelope(caf::actor_system& system, const std::vector<char>& frame);
-
 /// Encodes like encode_envelope but stamps protocol version `version`; for tests of refusals.
-result<std::vector<char>> encode_envelope_as_version(std::uint32_t version,
+result<std::vector<char>> encode_envelope_as_version(std::uint16_t version,
                                                      const std::string& source,
                                                      const std::string& destination,
                                                      const caf::message& body);
+
+/// A frame that does not decode, and the refusal it earns the peer.
+struct decode_failure {
+  protocol::refuse_reason code = protocol::refuse_reason::invalid_message;
+  std::string message;
+};
+
+/// Decodes a frame: garbage, a truncated envelope, another protocol version (the message
+/// names both), a variant this build does not know and a message whose fields contradict
+/// each other (a role outside the plan it came with) are failures.
+std::variant<envelope, decode_failure> decode_frame(const std::vector<char>& frame);
+
+/// decode_frame as a result (invalid_input on failure).
+result<envelope> decode_envelope(caf::actor_system& system, const std::vector<char>& frame);
 
 }  // namespace sailor::actors

@@ -22,119 +22,20 @@
 #include "sailor/config/job.hpp"
 #include "sailor/config/model.hpp"
 #include "sailor/config/plan.hpp"
+#include "sailor/protocol/messages.hpp"
 
 namespace sailor::actors {
 
-/// What every rank of plan `plan_version` trains, and how.
-struct training_job {
-  std::int64_t plan_version = 0;
-  config::plan plan;
-  config::model_shape model;
-  int iterations = 0;
-  std::uint64_t seed = 1;
-  std::string optimizer = "adamw";  ///< adamw or sgd
-  double learning_rate = 1e-3;
-  int torch_threads = 1;
-  std::int64_t timeout_ms = 30000;  ///< bound on every wait for a peer
-  double predicted_iteration_s = 0;  ///< the simulator's estimate for the plan (0: none)
-  /// The cluster's links between the plan's zones: stage-to-stage transfers between zones are
-  /// held for the link's latency and bandwidth (emulation on one machine). Empty: unshaped.
-  std::vector<config::zone_link> links;
-  /// Resume: the ranks load the checkpoint taken after this many iterations from
-  /// `restore_dir` (written by any earlier plan) and run iterations start_iteration ..
-  /// iterations - 1. 0: start afresh.
-  int start_iteration = 0;
-  /// Where this plan writes its plan-independent checkpoints (train/checkpoint.hpp), every
-  /// `checkpoint_every` iterations, from replica 0 of every stage: a folder of this plan
-  /// version alone, that every rank can reach. Empty: none.
-  std::string checkpoint_dir;
-  int checkpoint_every = 1;
-  std::string restore_dir;
-  /// The shard files of the checkpoint to restore (relative to each node's state folder) and,
-  /// one per file, the shard server holding it: a rank fetches the files its node lacks.
-  std::vector<std::string> restore_files;
-  std::vector<std::string> restore_holders;
-  /// The job's data (its path empty: the built-in synthetic stream). Every node reads the
-  /// file at this path; the coordinator checked it before planning.
-  config::data_source data;
-  /// The schedule around `learning_rate` (its peak) and the optimizer's settings, as the job
-  /// file gives them (config::optimizer_schedule; its lr is learning_rate).
-  double min_learning_rate = -1;  ///< < 0: no decay
-  int warmup_iterations = 0;
-  int decay_iterations = 0;
-  double beta1 = 0.9, beta2 = 0.999;
-  double weight_decay = 0;
-  double grad_clip = 1.0;  ///< 0: no clipping
-  /// Every rank runs the validation pass after every eval_every-th iteration (0: never),
-  /// averaged over eval_batches batches; the reports of that iteration carry its loss.
-  int eval_every = 0;
-  int eval_batches = 1;
-  /// Every node with a role in this plan and, in the same order, the host:port of its shard
-  /// server (which listens on the address the node advertised, as its collectives do): a rank
-  /// checks that it reaches each before the rendezvous, so that a node its peers cannot reach
-  /// is named instead of waited for.
-  std::vector<std::string> peer_nodes;
-  std::vector<std::string> peer_addresses;
-  /// The job's checkpoint folders (relative to the state folders) a plan may still restore
-  /// from: with a checkpoint_dir, a node removes the other plan folders beside it
-  /// (checkpoints/<job>/v<N>) when the job arrives. Empty: none is removed.
-  std::vector<std::string> keep_checkpoint_dirs;
-};
+/// protocol/'s structs (sailor/protocol/messages.hpp), sent as CAF messages as they are.
+using protocol::report_kind;
+using protocol::train_report;
+using protocol::training_job;
 
-/// What a train_report says (its `kind`).
-enum class report_kind : std::int32_t {
-  iteration = 0,          ///< the rank completed `iteration` (measurements)
-  failed = 1,             ///< the rank stopped: `error` says why, `phase` where
-  checkpoint_failed = 2,  ///< writing its checkpoint shard failed (`error`); it trains on
-  reached = 3,            ///< the rank finished the start-up step `phase` ("setup", "restore")
-  /// The rank's plan ended (a node lost, or released): its state after `iteration` completed
-  /// iterations is held in its node's memory as `checkpoint_file` (`bytes` long), served by
-  /// the node's shard server like a file; `error` set: no state kept (why).
-  snapshot = 4,
-};
+}  // namespace sailor::actors
 
-/// One rank's measurements for one iteration (seconds), or its failure (`error` non-empty),
-/// or a step of its start-up, by `kind`. A failure is its own kind, whatever its iteration:
-/// a rank of a resumed plan that fails before its first iteration is still a failure.
-struct train_report {
-  std::int64_t plan_version = 0;
-  std::string node;
-  int rank = 0;
-  int stage = 0;
-  int replica = 0;
-  int tp_rank = 0;
-  std::int64_t iteration = 0;
-  double loss = 0;
-  double compute_s = 0;
-  double send_wait_s = 0;
-  double recv_wait_s = 0;
-  double all_reduce_s = 0;
-  double total_s = 0;
-  std::int64_t tokens = 0;
-  std::string error;
-  /// The newest checkpoint shard this rank has in place (relative to its node's state
-  /// folder; empty: none). The node's shard server (its inventory address) serves it.
-  std::string checkpoint_file;
-  /// The validation loss after this iteration, when a validation pass ran (eval_every).
-  bool has_val_loss = false;
-  double val_loss = 0;
-  std::int32_t kind = static_cast<std::int32_t>(report_kind::iteration);  ///< a report_kind
-  /// failed: the step it failed in ("setup": reaching peers and the rendezvous, "restore":
-  /// fetching and loading the checkpoint, "iteration"); reached: the step done.
-  std::string phase;
-  /// failed: the node the failure is laid on (a peer this rank could not reach at its
-  /// advertised address), or empty when the rank cannot tell.
-  std::string blamed_node;
-  /// snapshot: the size of the shard held; reached "restore": the bytes this rank's node
-  /// fetched over the transport for the restore.
-  std::int64_t bytes = 0;
-
-  report_kind what() const {
-    if (kind == static_cast<std::int32_t>(report_kind::iteration) && !error.empty())
-      return report_kind::failed;  // a sender that predates `kind`
-    return static_cast<report_kind>(kind);  // a value not listed is ignored by readers
-  }
-};
+// CAF 0.17 inspection (found by argument-dependent lookup). The plan of a training job is
+// kept here although the wire leaves it behind: inside one process the job carries it.
+namespace sailor::protocol {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, training_job& x) {
@@ -154,7 +55,7 @@ typename Inspector::result_type inspect(Inspector& f, train_report& x) {
            x.val_loss, x.kind, x.phase, x.blamed_node, x.bytes);
 }
 
-}  // namespace sailor::actors
+}  // namespace sailor::protocol
 
 namespace sailor::config {
 

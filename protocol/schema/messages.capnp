@@ -1,0 +1,313 @@
+@0xac5dad85fd9d34cc;
+# Every control message between Sailor processes: the one source of the protocol.
+#
+# Each struct here has exactly one C++ struct in sailor/protocol/messages.hpp, field for field
+# (names in snake_case), and one encoder and decoder in protocol/src/. A process sends one
+# Envelope per frame over comm's transport (its control messages); bulk tensors travel
+# beside it as tensor frames, not in here.
+#
+# Version 4: one struct per message (the runtime's), refusal reasons, the notice deadline;
+#            no plan inside the training job (the role assignment of the same plan holds it).
+# Version 3: the rendezvous store; the node's advertised address travels in its inventory.
+
+$import "/capnp/c++.capnp".namespace("sailor::protocol::schema");
+
+# ---- nodes ---------------------------------------------------------------------------------
+
+struct Device {
+  index @0 :Int32;
+  kind @1 :Text;              # "cpu" (emulates a GPU) or "cuda"
+  memoryBytes @2 :UInt64;
+}
+
+struct NodeInventory {
+  name @0 :Text;
+  zone @1 :Text;
+  gpuType @2 :Text;
+  host @3 :Text;
+  devices @4 :List(Device);
+  address @5 :Text;           # host:port of the node's shard server (its advertised host)
+  checkpoints @6 :List(Text); # shards in its state folder (relative paths)
+}
+
+struct JoinRequest {
+  version @0 :UInt16;
+  inventory @1 :NodeInventory;
+}
+
+struct JoinAccepted {
+  node @0 :Text;
+  zoneActor @1 :Text;         # the actor heartbeats go to (the node's zone coordinator)
+  heartbeatIntervalMs @2 :Int64;
+  heartbeatTimeoutMs @3 :Int64;
+}
+
+enum RefuseReason {
+  other @0; protocolVersion @1; invalidMessage @2; duplicateNode @3; unknownZone @4;
+  shuttingDown @5; unauthorized @6;
+}
+
+struct JoinRefused {
+  reason @0 :Text;            # for people
+  code @1 :RefuseReason;      # for programs
+}
+
+struct Heartbeat {
+  node @0 :Text;
+  seq @1 :UInt64;
+}
+
+# ---- plans and roles ---------------------------------------------------------------------
+
+struct Replica {
+  gpuType @0 :Text;
+  zone @1 :Text;
+  tp @2 :Int32;
+  nodes @3 :List(Text);
+  devices @4 :List(Int32);
+}
+
+struct StagePlan {
+  firstLayer @0 :Int32;
+  numLayers @1 :Int32;
+  recompute @2 :Bool;
+  replicas @3 :List(Replica);
+}
+
+struct PlanEstimate {
+  iterationTimeS @0 :Float64;
+  throughputItersPerS @1 :Float64;
+  costPerIterationUsd @2 :Float64;
+  costPerHourUsd @3 :Float64;
+  peakMemoryBytes @4 :Float64;
+}
+
+struct Plan {
+  microBatch @0 :Int32;
+  globalBatch @1 :Int32;
+  stages @2 :List(StagePlan);
+  hasEstimate @3 :Bool;
+  estimate @4 :PlanEstimate;
+}
+
+# One device's share of one replica of one stage. Inside a RoleAssignment only the place
+# (stage, replica, tpRank, device) travels: the rest follows from the plan beside it.
+struct StageRole {
+  planVersion @0 :Int64;
+  stage @1 :Int32;
+  replica @2 :Int32;
+  tpRank @3 :Int32;
+  tp @4 :Int32;
+  device @5 :Int32;
+  firstLayer @6 :Int32;
+  numLayers @7 :Int32;
+  microBatch @8 :Int32;
+  numStages @9 :Int32;
+  gpuType @10 :Text;
+  zone @11 :Text;
+}
+
+struct RoleAssignment {
+  planVersion @0 :Int64;
+  roles @1 :List(StageRole);  # places only (see StageRole)
+  plan @2 :Plan;
+}
+
+struct StageReady {
+  node @0 :Text;
+  role @1 :StageRole;
+}
+
+struct StageFailed {
+  node @0 :Text;
+  role @1 :StageRole;
+  reason @2 :Text;
+}
+
+struct PreemptionNotice {
+  node @0 :Text;
+  reason @1 :Text;
+  secondsLeft @2 :Float64;    # until the node goes (0: unknown)
+}
+
+struct ShutdownNotice { reason @0 :Text; }
+
+# ---- status ------------------------------------------------------------------------------
+
+struct StatusRequest { unused @0 :Int32; }
+
+struct PeerRefused {
+  peer @0 :Text;              # its address (host:port) or its node name
+  reason @1 :Text;
+  unixMs @2 :Int64;
+}
+
+struct NodeStatus {
+  inventory @0 :NodeInventory;
+  state @1 :Text;             # joined, assigned, ready, lost
+  heartbeatAgeMs @2 :Int64;   # -1: none received yet
+  roles @3 :List(StageRole);
+  readyRoles @4 :Int32;
+}
+
+struct ClusterStatus {
+  phase @0 :Text;             # collecting, planning, assigning, running, waiting
+  planVersion @1 :Int64;
+  quorum @2 :Int32;
+  stages @3 :Int32;
+  replicas @4 :Int32;
+  rolesTotal @5 :Int32;
+  rolesReady @6 :Int32;
+  planSummary @7 :Text;
+  zones @8 :List(Text);
+  nodes @9 :List(NodeStatus);
+  events @10 :List(Text);     # most recent last
+  refusals @11 :List(PeerRefused);
+  trainingCompleted @12 :Int32;
+  trainingTotal @13 :Int32;
+  trainingLoss @14 :Float64;
+  trainingSummary @15 :Text;
+  valIterations @16 :List(Int64);
+  valLosses @17 :List(Float64);
+}
+
+# ---- training ----------------------------------------------------------------------------
+
+enum Precision { fp32 @0; fp16 @1; bf16 @2; }
+enum Architecture { gpt2 @0; opt @1; llama @2; }
+enum DataFormat { text @0; tokensU16 @1; tokensU32 @2; }
+
+struct ModelShape {
+  name @0 :Text;
+  sailorName @1 :Text;
+  numLayers @2 :Int32;
+  hidden @3 :Int32;
+  heads @4 :Int32;
+  kvHeads @5 :Int32;
+  ffnHidden @6 :Int32;
+  gatedMlp @7 :Bool;
+  sequence @8 :Int32;
+  vocabulary @9 :Int32;
+  precision @10 :Precision;
+  tiedEmbeddings @11 :Bool;
+  learnedPositions @12 :Bool;
+  arch @13 :Architecture;
+  bias @14 :Bool = true;
+  normEps @15 :Float64 = 1e-5;
+  ropeTheta @16 :Float64 = 10000;
+}
+
+struct ZoneLink {
+  from @0 :Text;
+  to @1 :Text;
+  latencyS @2 :Float64;
+  bandwidthGbytesPerS @3 :Float64;
+  egressUsdPerGb @4 :Float64;
+}
+
+struct DataSource {
+  path @0 :Text;              # empty: the built-in synthetic stream
+  format @1 :DataFormat;
+  validationFraction @2 :Float64 = 0.1;
+}
+
+# What every rank of a plan trains. Its plan is the one in the RoleAssignment of the same
+# planVersion, which follows it on the same connection.
+struct TrainingJob {
+  planVersion @0 :Int64;
+  model @1 :ModelShape;
+  iterations @2 :Int32;
+  seed @3 :UInt64;
+  optimizer @4 :Text;         # adamw or sgd
+  learningRate @5 :Float64;
+  torchThreads @6 :Int32;
+  timeoutMs @7 :Int64;        # bound on every wait for a peer
+  predictedIterationS @8 :Float64;
+  links @9 :List(ZoneLink);   # for emulated link shaping between zones
+  startIteration @10 :Int32;  # resume from the checkpoint after this many iterations
+  checkpointDir @11 :Text;
+  checkpointEvery @12 :Int32;
+  restoreDir @13 :Text;
+  restoreFiles @14 :List(Text);
+  restoreHolders @15 :List(Text);   # one per file: a shard server's host:port
+  data @16 :DataSource;
+  minLearningRate @17 :Float64 = -1;
+  warmupIterations @18 :Int32;
+  decayIterations @19 :Int32;
+  beta1 @20 :Float64 = 0.9;
+  beta2 @21 :Float64 = 0.999;
+  weightDecay @22 :Float64;
+  gradClip @23 :Float64 = 1.0;
+  evalEvery @24 :Int32;
+  evalBatches @25 :Int32 = 1;
+  peerNodes @26 :List(Text);
+  peerAddresses @27 :List(Text);
+  keepCheckpointDirs @28 :List(Text);
+}
+
+struct TrainReport {
+  planVersion @0 :Int64;
+  node @1 :Text;
+  rank @2 :Int32;
+  stage @3 :Int32;
+  replica @4 :Int32;
+  tpRank @5 :Int32;
+  iteration @6 :Int64;
+  loss @7 :Float64;
+  computeS @8 :Float64;
+  sendWaitS @9 :Float64;
+  recvWaitS @10 :Float64;
+  allReduceS @11 :Float64;
+  totalS @12 :Float64;
+  tokens @13 :Int64;
+  error @14 :Text;
+  checkpointFile @15 :Text;
+  hasValLoss @16 :Bool;
+  valLoss @17 :Float64;
+  kind @18 :Int32;            # a report_kind (messages.hpp); readers ignore values they lack
+  phase @19 :Text;
+  blamedNode @20 :Text;
+  bytes @21 :Int64;
+}
+
+# The rendezvous store the coordinator serves to the ranks (Gloo's and NCCL's address
+# exchange), scoped by plan version. A get waits until the key is set or timeoutMs passes.
+struct StoreRequest {
+  requestId @0 :UInt64;
+  planVersion @1 :Int64;
+  key @2 :Text;
+  set @3 :Bool;
+  value @4 :Data;
+  timeoutMs @5 :Int64;
+  node @6 :Text;              # the asking node (checked against the connection's node)
+}
+
+struct StoreReply {
+  requestId @0 :UInt64;
+  found @1 :Bool;
+  value @2 :Data;
+  error @3 :Text;
+}
+
+struct Envelope {
+  protocolVersion @0 :UInt16;
+  sender @1 :Text;            # the sending actor's name
+  destination @2 :Text;       # the receiving actor's name in the peer process
+  body :union {
+    joinRequest @3 :JoinRequest;
+    joinAccepted @4 :JoinAccepted;
+    joinRefused @5 :JoinRefused;
+    heartbeat @6 :Heartbeat;
+    roleAssignment @7 :RoleAssignment;
+    stageReady @8 :StageReady;
+    stageFailed @9 :StageFailed;
+    preemptionNotice @10 :PreemptionNotice;
+    shutdownNotice @11 :ShutdownNotice;
+    statusRequest @12 :StatusRequest;
+    clusterStatus @13 :ClusterStatus;
+    trainingJob @14 :TrainingJob;
+    trainReport @15 :TrainReport;
+    storeRequest @16 :StoreRequest;
+    storeReply @17 :StoreReply;
+  }
+}

@@ -1,0 +1,365 @@
+// The protocol's one round-trip suite: every message, every field, and every way a peer's
+// bytes can be wrong.
+
+#include "sailor/protocol/codec.hpp"
+
+#include <doctest/doctest.h>
+
+#include <concepts>
+#include <cstring>
+
+#include <capnp/any.h>
+#include <capnp/message.h>
+#include <capnp/schema.h>
+#include <capnp/serialize.h>
+
+#include <sailor/protocol/schema/messages.capnp.h>
+
+using namespace sailor::protocol;
+namespace config = sailor::config;
+
+namespace {
+
+config::plan sample_plan() {
+  config::plan p;
+  p.micro_batch = 2;
+  p.global_batch = 64;
+  p.stages.push_back({0, 5, true,
+                      {config::replica{"A100-40", "us-central1-a", 2, {"n1", "n1"}, {0, 1}},
+                       config::replica{"V100-16", "us-west1-b", 1, {"n7"}, {3}}}});
+  p.stages.push_back({5, 4, false, {config::replica{"A100-40", "europe-west4-a", 2, {"n2", "n3"}, {0, 1}}}});
+  p.estimate = config::plan_estimate{1.25, 0.8, 0.013, 37.5, 3.5e10};
+  return p;
+}
+
+node_inventory sample_inventory() {
+  return node_inventory{"n1", "zone-a", "A100-40", "10.0.0.7",
+                        {device_info{0, "cuda", 40ull << 30}, device_info{1, "cpu", 1ull << 33}},
+                        "10.0.0.7:4100", {"checkpoints/job/v3/s0.pt"}};
+}
+
+const stage_role role_a{4, 0, 0, 1, 2, 1, 0, 5, 2, 2, "A100-40", "us-central1-a"};  // in sample_plan()
+
+training_job sample_job() {
+  training_job j;
+  j.plan_version = 9;
+  j.model.name = "llama-tiny";
+  j.model.sailor_name = "LLAMA";
+  j.model.num_layers = 9;
+  j.model.hidden = 64;
+  j.model.heads = 4;
+  j.model.kv_heads = 2;
+  j.model.ffn_hidden = 172;
+  j.model.gated_mlp = true;
+  j.model.sequence = 32;
+  j.model.vocabulary = 97;
+  j.model.precision = config::dtype::bf16;
+  j.model.tied_embeddings = false;
+  j.model.learned_positions = false;
+  j.model.arch = config::architecture::llama;
+  j.model.bias = false;
+  j.model.norm_eps = 1e-6;
+  j.model.rope_theta = 5e5;
+  j.iterations = 40;
+  j.seed = 77;
+  j.optimizer = "sgd";
+  j.learning_rate = 3e-4;
+  j.torch_threads = 2;
+  j.timeout_ms = 1234;
+  j.predicted_iteration_s = 0.42;
+  config::zone_link link;
+  link.from = "a";
+  link.to = "b";
+  link.latency_s = 0.02;
+  link.bandwidth_gbytes_per_s = 0.2;
+  link.egress_usd_per_gb = 0.08;
+  j.links = {link};
+  j.start_iteration = 12;
+  j.checkpoint_dir = "checkpoints/job/v9";
+  j.checkpoint_every = 3;
+  j.restore_dir = "checkpoints/job/v8";
+  j.restore_files = {"s0.pt", "s1.pt"};
+  j.restore_holders = {"10.0.0.7:4100", "10.0.0.8:4100"};
+  j.data = config::data_source{"/data/t.bin", config::data_format::tokens_u16, 0.05};
+  j.min_learning_rate = 1e-5;
+  j.warmup_iterations = 5;
+  j.decay_iterations = 30;
+  j.beta1 = 0.85;
+  j.beta2 = 0.99;
+  j.weight_decay = 0.1;
+  j.grad_clip = 0.5;
+  j.eval_every = 10;
+  j.eval_batches = 3;
+  j.peer_nodes = {"n1", "n2"};
+  j.peer_addresses = {"10.0.0.7:4100", "10.0.0.8:4100"};
+  j.keep_checkpoint_dirs = {"checkpoints/job/v8"};
+  return j;
+}
+
+cluster_status sample_status() {
+  cluster_status s;
+  s.phase = "running";
+  s.plan_version = 3;
+  s.quorum = 2;
+  s.stages = 2;
+  s.replicas = 3;
+  s.roles_total = 4;
+  s.roles_ready = 3;
+  s.plan_summary = "2 stages";
+  s.zones = {"a", "b"};
+  s.nodes = {node_status{sample_inventory(), "ready", 120, {role_a}, 1}};
+  s.events = {"joined n1", "plan v3"};
+  s.refusals = {peer_refused{"10.0.0.9:5000", "unknown zone 'x'", 1700000000123}};
+  s.training_completed = 17;
+  s.training_total = 40;
+  s.training_loss = 2.5;
+  s.training_summary = "17/40";
+  s.val_iterations = {10};
+  s.val_losses = {2.75};
+  return s;
+}
+
+train_report sample_report() {
+  return train_report{5,   "n2",  3,     1,   0,   1,   17,  2.5, 0.1,       0.02, 0.03,
+                      0.04, 0.2, 4096, "x", "checkpoints/job/v5/s1.pt", true, 2.7,
+                      static_cast<std::int32_t>(report_kind::snapshot), "restore", "n3", 1 << 20};
+}
+
+// Every message, each field set to a value other than its default.
+std::vector<message> every_message() {
+  return {join_request{protocol_version, sample_inventory()},
+          join_accepted{"n1", "zone:a", 500, 4000},
+          join_refused{"unknown zone 'x'", refuse_reason::unknown_zone},
+          heartbeat{"n1", 42},
+          role_assignment{4, {role_a}, sample_plan()},
+          stage_ready{"n1", role_a},
+          stage_failed{"n1", role_a, "no device 3"},
+          preemption_notice{"n1", "spot reclaimed", 30.5},
+          shutdown_notice{"job done"},
+          status_request{7},
+          sample_status(),
+          sample_job(),
+          sample_report(),
+          store_request{11, 4, "rank0/addr", true, {'a', '\0', 'b'}, 900, "n1"},
+          store_reply{11, true, {'x', 'y'}, "gone"}};
+}
+
+envelope round_trip(const message& m) {
+  auto out = decode(encode(envelope{protocol_version, "src", "dst", m}));
+  if (auto* err = std::get_if<decode_error>(&out)) FAIL(err->message);
+  return std::get<envelope>(out);
+}
+
+std::vector<std::byte> bytes_of(capnp::MallocMessageBuilder& mb) {
+  auto words = capnp::messageToFlatArray(mb);
+  auto chars = words.asBytes();
+  std::vector<std::byte> out(chars.size());
+  std::memcpy(out.data(), chars.begin(), chars.size());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("protocol: every message survives encoding and decoding, every field") {
+  auto all = every_message();
+  CHECK(all.size() == std::variant_size_v<message>);
+  for (auto& m : all) {
+    CAPTURE(std::string(name_of(m)));
+    auto e = round_trip(m);
+    CHECK(e.version == protocol_version);
+    CHECK(e.sender == "src");
+    CHECK(e.destination == "dst");
+    CHECK(e.body.index() == m.index());
+    // Decoding keeps every field the encoder writes: encoding the result again gives the
+    // same bytes.
+    CHECK(encode(e) == encode(envelope{protocol_version, "src", "dst", m}));
+    std::visit(
+      [&](auto& sent) {
+        using T = std::decay_t<decltype(sent)>;
+        if constexpr (std::equality_comparable<T>)
+          CHECK(std::get<T>(e.body) == sent);  // and it writes every field
+      },
+      m);
+  }
+}
+
+// The messages that hold config values (which have no ==): every field, by name.
+TEST_CASE("protocol: the plan, the model, the data and the links arrive whole") {
+  auto a = std::get<role_assignment>(round_trip(role_assignment{4, {role_a}, sample_plan()}).body);
+  auto p = sample_plan();
+  CHECK(a.plan_version == 4);
+  CHECK(a.roles == std::vector<stage_role>{role_a});
+  CHECK(a.plan.micro_batch == p.micro_batch);
+  CHECK(a.plan.global_batch == p.global_batch);
+  REQUIRE(a.plan.stages.size() == p.stages.size());
+  for (std::size_t i = 0; i < p.stages.size(); ++i) {
+    auto &x = a.plan.stages[i], &y = p.stages[i];
+    CHECK(x.first_layer == y.first_layer);
+    CHECK(x.num_layers == y.num_layers);
+    CHECK(x.recompute == y.recompute);
+    REQUIRE(x.replicas.size() == y.replicas.size());
+    for (std::size_t j = 0; j < y.replicas.size(); ++j) {
+      CHECK(x.replicas[j].gpu_type == y.replicas[j].gpu_type);
+      CHECK(x.replicas[j].zone == y.replicas[j].zone);
+      CHECK(x.replicas[j].tp == y.replicas[j].tp);
+      CHECK(x.replicas[j].nodes == y.replicas[j].nodes);
+      CHECK(x.replicas[j].devices == y.replicas[j].devices);
+    }
+  }
+  REQUIRE(a.plan.estimate.has_value());
+  CHECK(a.plan.estimate->iteration_time_s == 1.25);
+  CHECK(a.plan.estimate->throughput_iters_per_s == 0.8);
+  CHECK(a.plan.estimate->cost_per_iteration_usd == 0.013);
+  CHECK(a.plan.estimate->cost_per_hour_usd == 37.5);
+  CHECK(a.plan.estimate->peak_memory_bytes == 3.5e10);
+
+  auto sent = sample_job();
+  auto j = std::get<training_job>(round_trip(sent).body);
+  CHECK(j.plan.stages.empty());  // the plan travels in the role assignment of the same version
+  auto &m = j.model, &w = sent.model;
+  CHECK(m.name == w.name);
+  CHECK(m.sailor_name == w.sailor_name);
+  CHECK(m.num_layers == w.num_layers);
+  CHECK(m.hidden == w.hidden);
+  CHECK(m.heads == w.heads);
+  CHECK(m.kv_heads == w.kv_heads);
+  CHECK(m.ffn_hidden == w.ffn_hidden);
+  CHECK(m.gated_mlp == w.gated_mlp);
+  CHECK(m.sequence == w.sequence);
+  CHECK(m.vocabulary == w.vocabulary);
+  CHECK(m.precision == w.precision);
+  CHECK(m.tied_embeddings == w.tied_embeddings);
+  CHECK(m.learned_positions == w.learned_positions);
+  CHECK(m.arch == w.arch);
+  CHECK(m.bias == w.bias);
+  CHECK(m.norm_eps == w.norm_eps);
+  CHECK(m.rope_theta == w.rope_theta);
+  REQUIRE(j.links.size() == 1);
+  CHECK(j.links[0].from == "a");
+  CHECK(j.links[0].to == "b");
+  CHECK(j.links[0].latency_s == 0.02);
+  CHECK(j.links[0].bandwidth_gbytes_per_s == 0.2);
+  CHECK(j.links[0].egress_usd_per_gb == 0.08);
+  CHECK(j.data.path == sent.data.path);
+  CHECK(j.data.format == sent.data.format);
+  CHECK(j.data.validation_fraction == sent.data.validation_fraction);
+  CHECK(j.iterations == sent.iterations);
+  CHECK(j.seed == sent.seed);
+  CHECK(j.optimizer == sent.optimizer);
+  CHECK(j.learning_rate == sent.learning_rate);
+  CHECK(j.torch_threads == sent.torch_threads);
+  CHECK(j.timeout_ms == sent.timeout_ms);
+  CHECK(j.predicted_iteration_s == sent.predicted_iteration_s);
+  CHECK(j.start_iteration == sent.start_iteration);
+  CHECK(j.checkpoint_dir == sent.checkpoint_dir);
+  CHECK(j.checkpoint_every == sent.checkpoint_every);
+  CHECK(j.restore_dir == sent.restore_dir);
+  CHECK(j.restore_files == sent.restore_files);
+  CHECK(j.restore_holders == sent.restore_holders);
+  CHECK(j.min_learning_rate == sent.min_learning_rate);
+  CHECK(j.warmup_iterations == sent.warmup_iterations);
+  CHECK(j.decay_iterations == sent.decay_iterations);
+  CHECK(j.beta1 == sent.beta1);
+  CHECK(j.beta2 == sent.beta2);
+  CHECK(j.weight_decay == sent.weight_decay);
+  CHECK(j.grad_clip == sent.grad_clip);
+  CHECK(j.eval_every == sent.eval_every);
+  CHECK(j.eval_batches == sent.eval_batches);
+  CHECK(j.peer_nodes == sent.peer_nodes);
+  CHECK(j.peer_addresses == sent.peer_addresses);
+  CHECK(j.keep_checkpoint_dirs == sent.keep_checkpoint_dirs);
+}
+
+TEST_CASE("protocol: a role travels as its place and is rebuilt from the plan beside it") {
+  // Fields of the role that contradict the plan are not carried: the plan wins.
+  stage_role place{4, 1, 0, 1, 99, 1, 77, 77, 99, 99, "wrong", "wrong"};
+  auto e = round_trip(role_assignment{4, {place}, sample_plan()});
+  auto& back = std::get<role_assignment>(e.body).roles.at(0);
+  CHECK(back == stage_role{4, 1, 0, 1, 2, 1, 5, 4, 2, 2, "A100-40", "europe-west4-a"});
+}
+
+TEST_CASE("protocol: a role outside the plan it came with is refused") {
+  stage_role outside{4, 5, 0, 0, 1, 0, 0, 1, 1, 1, "CPU", "a"};
+  auto out = decode(encode(envelope{protocol_version, "s", "d", role_assignment{4, {outside}, sample_plan()}}));
+  REQUIRE(std::holds_alternative<decode_error>(out));
+  CHECK(std::get<decode_error>(out).message.find("not in the plan") != std::string::npos);
+}
+
+TEST_CASE("protocol: another protocol version is refused with both versions named") {
+  auto out = decode(encode(envelope{99, "agent", "supervisor", heartbeat{"n1", 1}}));
+  REQUIRE(std::holds_alternative<decode_error>(out));
+  auto& err = std::get<decode_error>(out);
+  CHECK(err.what == decode_error::kind::version_mismatch);
+  CHECK(err.message.find("protocol version 99") != std::string::npos);
+  CHECK(err.message.find("speaks " + std::to_string(protocol_version)) != std::string::npos);
+}
+
+TEST_CASE("protocol: a variant this build does not know is refused") {
+  capnp::MallocMessageBuilder mb;
+  auto root = mb.initRoot<schema::Envelope>();
+  root.setProtocolVersion(protocol_version);
+  root.setSender("newer");
+  root.setDestination("supervisor");
+  root.getBody().initHeartbeat().setSeq(3);
+  auto node = capnp::Schema::from<schema::Envelope::Body>().getProto();
+  auto offset = node.getStruct().getDiscriminantOffset();  // in 16-bit units
+  capnp::AnyStruct::Builder any = schema::Envelope::Builder(root);
+  std::uint16_t tag = 300;
+  std::memcpy(any.getDataSection().begin() + offset * 2, &tag, sizeof(tag));
+  auto out = decode(bytes_of(mb));
+  REQUIRE(std::holds_alternative<decode_error>(out));
+  CHECK(std::get<decode_error>(out).message.find("unknown variant 300") != std::string::npos);
+}
+
+TEST_CASE("protocol: enum values this build does not know") {
+  capnp::MallocMessageBuilder mb;
+  auto root = mb.initRoot<schema::Envelope>();
+  root.setProtocolVersion(protocol_version);
+  root.setSender("newer");
+  root.setDestination("agent");
+  root.getBody().initTrainingJob().initModel().setArch(static_cast<schema::Architecture>(9));
+  auto out = decode(bytes_of(mb));
+  REQUIRE(std::holds_alternative<decode_error>(out));
+  CHECK(std::get<decode_error>(out).message.find("unknown architecture 9") != std::string::npos);
+  // A refusal code from a newer peer reads as `other`; its text is kept.
+  capnp::MallocMessageBuilder mb2;
+  auto r2 = mb2.initRoot<schema::Envelope>();
+  r2.setProtocolVersion(protocol_version);
+  r2.setDestination("agent");
+  auto refused = r2.getBody().initJoinRefused();
+  refused.setReason("a new reason");
+  refused.setCode(static_cast<schema::RefuseReason>(40));
+  auto back = decode(bytes_of(mb2));
+  REQUIRE(std::holds_alternative<envelope>(back));
+  CHECK(std::get<join_refused>(std::get<envelope>(back).body) ==
+        join_refused{"a new reason", refuse_reason::other});
+}
+
+TEST_CASE("protocol: garbage, truncated and padded bytes, and no destination, are errors") {
+  auto bad = [](std::vector<std::byte> b) { return std::holds_alternative<decode_error>(decode(b)); };
+  CHECK(bad({}));
+  CHECK(bad({std::byte{'x'}}));
+  std::vector<std::byte> junk(64, std::byte{0xff});
+  CHECK(bad(junk));
+  auto good = encode(envelope{protocol_version, "a", "b", shutdown_notice{"a reason long enough to span words"}});
+  auto truncated = good;
+  truncated.resize(truncated.size() - 8);
+  CHECK(bad(truncated));
+  auto cut = good;
+  cut.resize(cut.size() - 3);
+  CHECK(bad(cut));
+  auto padded = good;
+  padded.push_back(std::byte{'!'});
+  CHECK(bad(padded));
+  auto nowhere = decode(encode(envelope{protocol_version, "agent", "", heartbeat{"n1", 7}}));
+  REQUIRE(std::holds_alternative<decode_error>(nowhere));
+  CHECK(std::get<decode_error>(nowhere).message.find("no destination") != std::string::npos);
+}
+
+TEST_CASE("protocol: a report from a sender without kinds still reads as a failure") {
+  train_report r;
+  r.error = "boom";
+  CHECK(r.what() == report_kind::failed);
+  r.kind = static_cast<std::int32_t>(report_kind::checkpoint_failed);
+  CHECK(r.what() == report_kind::checkpoint_failed);
+}

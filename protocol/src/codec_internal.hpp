@@ -1,0 +1,67 @@
+#pragma once
+// What the encoder and the decoder share: the schema's namespace and the enum mappings.
+
+#include <string>
+
+#include <sailor/protocol/schema/messages.capnp.h>
+
+#include "sailor/config/job.hpp"
+#include "sailor/config/model.hpp"
+#include "sailor/protocol/messages.hpp"
+
+namespace sailor::protocol::detail {
+
+namespace s = sailor::protocol::schema;
+
+// Each enum of messages.hpp or config/ next to its schema enum, in one table per enum: the
+// encoder and the decoder read the same table, so the two directions cannot disagree.
+template <class A, class B>
+struct enum_pair {
+  A ours;
+  B wire;
+};
+
+inline constexpr enum_pair<config::dtype, s::Precision> precisions[] = {
+  {config::dtype::fp32, s::Precision::FP32},
+  {config::dtype::fp16, s::Precision::FP16},
+  {config::dtype::bf16, s::Precision::BF16},
+};
+inline constexpr enum_pair<config::architecture, s::Architecture> architectures[] = {
+  {config::architecture::gpt2, s::Architecture::GPT2},
+  {config::architecture::opt, s::Architecture::OPT},
+  {config::architecture::llama, s::Architecture::LLAMA},
+};
+inline constexpr enum_pair<config::data_format, s::DataFormat> data_formats[] = {
+  {config::data_format::text, s::DataFormat::TEXT},
+  {config::data_format::tokens_u16, s::DataFormat::TOKENS_U16},
+  {config::data_format::tokens_u32, s::DataFormat::TOKENS_U32},
+};
+inline constexpr enum_pair<refuse_reason, s::RefuseReason> refuse_reasons[] = {
+  {refuse_reason::other, s::RefuseReason::OTHER},
+  {refuse_reason::protocol_version, s::RefuseReason::PROTOCOL_VERSION},
+  {refuse_reason::invalid_message, s::RefuseReason::INVALID_MESSAGE},
+  {refuse_reason::duplicate_node, s::RefuseReason::DUPLICATE_NODE},
+  {refuse_reason::unknown_zone, s::RefuseReason::UNKNOWN_ZONE},
+  {refuse_reason::shutting_down, s::RefuseReason::SHUTTING_DOWN},
+  {refuse_reason::unauthorized, s::RefuseReason::UNAUTHORIZED},
+};
+
+template <class A, class B, std::size_t N>
+B to_wire(const enum_pair<A, B> (&table)[N], A v) {
+  for (auto& p : table)
+    if (p.ours == v) return p.wire;
+  return table[0].wire;
+}
+
+/// False when the peer sent a value this build does not know.
+template <class A, class B, std::size_t N>
+bool from_wire(const enum_pair<A, B> (&table)[N], B v, A& out) {
+  for (auto& p : table)
+    if (p.wire == v) {
+      out = p.ours;
+      return true;
+    }
+  return false;
+}
+
+}  // namespace sailor::protocol::detail
