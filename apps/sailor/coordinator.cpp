@@ -186,8 +186,9 @@ void add_coordinator(CLI::App& app, command_set& commands) {
     ->check(positive_number())
     ->capture_default_str();
   sub->add_option("--planner", args->planner,
-                  "even (no profiles needed), search (the planner's search on --profile, profiles measured "
-                  "here and the catalog) or sailor (Sailor's planner; needs --sailor-data)")
+                  "search (the planner's search on --profile, profiles measured here and the "
+                  "catalog), even (layers split evenly, no profiles needed) or sailor (Sailor's "
+                  "planner; needs --sailor-data)")
     ->capture_default_str();
   sub->add_option("--profile", args->profile,
                   "--planner search: a profile JSON of the model (`sailor profile`, the demo's "

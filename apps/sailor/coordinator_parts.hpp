@@ -27,7 +27,7 @@ struct coordinator_args {
   std::string transport = "tcp";
   std::string token_file;
   comm::transport_options::tls_files tls;
-  std::string planner = "even";
+  std::string planner = "search";
   std::string sailor_data;
   std::string profile, profile_cache;  ///< --planner search: a profile file, the cache folder
   std::string train_dir;     ///< empty: control plane only

@@ -87,6 +87,9 @@ std::function<bool(actors::training_job&, const actors::checkpoint_holdings&)> p
     if (auto basis = actors::estimate_basis(tj.plan); !basis.empty())
       std::printf("plan v%lld: predicted %.4f s per iteration, %s\n",
                   static_cast<long long>(tj.plan_version), tj.predicted_iteration_s, basis.c_str());
+    else if (tj.predicted_iteration_s > 0)
+      std::printf("plan v%lld: predicted %.4f s per iteration by the simulator on the profile\n",
+                  static_cast<long long>(tj.plan_version), tj.predicted_iteration_s);
     std::fflush(stdout);
     outcome.summary.on_plan(tj.plan_version, tj.start_iteration, tj.predicted_iteration_s);
     return true;
