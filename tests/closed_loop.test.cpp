@@ -4,6 +4,8 @@
 // that fails leaves the search planning on the catalog, with a warning naming what is missing.
 #include <doctest/doctest.h>
 
+#include <signal.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -92,7 +94,7 @@ TEST_CASE("sailor coordinator plans with the search by default and predicts its 
                      configs + "/clusters/local-2-zones.yaml", "--model",
                      configs + "/models/tiny.yaml", "--job", configs + "/jobs/tiny.yaml",
                      "--quorum", "2", "--settle-s", "30", "--transport", "socket", "--train-dir",
-                     dir.path("train"), "--iterations", "4", "--exit-when-done",
+                     dir.path("train"), "--iterations", "4",
                      "--profile-cache", dir.path("profiles"), "--summary-json", summary},
                     dir.path("coordinator.out"), dir.path("coordinator.err")};
   std::smatch m;
@@ -112,10 +114,21 @@ TEST_CASE("sailor coordinator plans with the search by default and predicts its 
                                name, "--transport", "socket", "--state-dir", dir.path(name)},
       dir.path(name + ".out"), dir.path(name + ".err")));
   }
-  const int code = coordinator.wait_exit(120s);
+  const bool finished = eventually(120s, [&] {
+    return coordinator.out().find("training finished") != std::string::npos;
+  });
   INFO(coordinator.out());
   INFO(coordinator.err());
-  REQUIRE(code == 0);
+  REQUIRE(finished);
+  // `sailor status` says what was predicted and what was measured.
+  auto st = run_command(sailor_bin() + " status 127.0.0.1:" + port +
+                          " --transport socket --timeout-ms 30000", 60);
+  INFO(st.out);
+  CHECK(st.exit_code == 0);
+  CHECK(std::regex_search(st.out, std::regex{"predicted [0-9.]+ s per iteration, measured "
+                                             "[0-9.]+ s \\(measured/predicted [0-9.]+\\)"}));
+  coordinator.signal(SIGTERM);
+  REQUIRE(coordinator.wait_exit(30s) == 0);
   // The search's plan carries its prediction (the even split has none); the profile measured
   // here was cached.
   CHECK(std::regex_search(coordinator.out(),
