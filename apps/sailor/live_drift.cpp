@@ -163,19 +163,34 @@ result<planned> drift_watch::best_around(const std::pair<std::string, double>& s
   what_if.has_current = current.has_value();
   if (current)
     what_if.current = *current;
-  // With a loop, the slow node stays a candidate at its measured speed (a type of its own):
-  // the search gives it a smaller share or leaves it out, whichever is predicted faster.
-  // Without one (no search to ask), the only choice is the plan without it.
+  // The plan without the slow node is always a choice.
+  actors::plan_request without_it = what_if;
   for (const auto& n : nodes_)
-    if (!gone.count(n.name) && (planning_.loop || n.name != slow.first))
+    if (!gone.count(n.name) && n.name != slow.first)
+      without_it.nodes.push_back(n);
+  auto without = plan_and_predict(planning_, without_it, true);
+  if (!planning_.loop)  // no search to ask for a share
+    return without;
+  // With the loop, the slow node is also a candidate at its measured speed (a type of its
+  // own): the search gives it a smaller share, or none.
+  for (const auto& n : nodes_)
+    if (!gone.count(n.name))
       what_if.nodes.push_back(n);
-  if (planning_.loop) {
+  {
     std::lock_guard lock{planning_.loop->mu};
     auto& factor = planning_.loop->slowed[slow.first];
     previous_slowdown_ = factor;
     factor = std::max(1.0, factor) * slow.second;
   }
-  return plan_and_predict(planning_, what_if, true);
+  auto with = plan_and_predict(planning_, what_if, true);
+  // Kept only when clearly faster than without it: a straggler's speed is measured over a
+  // few iterations and may still be falling.
+  if (with && plan_uses(with->plan, slow.first) &&
+      (!without || with->prediction.predicted_s <
+                     (1 - options_.threshold) * without->prediction.predicted_s))
+    return with;
+  forget_slowdown(slow.first);
+  return without ? std::move(without) : std::move(with);
 }
 
 void drift_watch::forget_slowdown(const std::string& node) {

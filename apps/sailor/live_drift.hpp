@@ -3,8 +3,9 @@
 // per-stage prediction. A node whose compute, normalised by its stage's predicted compute,
 // runs `slow_factor` times over its own earlier figure (and over its peers') is a straggler;
 // the job then asks the search for the best plan with that node at its measured speed (a GPU
-// type of its own, live_slow_nodes.hpp: it gets a smaller share, or none when leaving it out
-// is predicted faster; same profile, with the loop's correction), and re-plans when that
+// type of its own, live_slow_nodes.hpp: it gets a smaller share, kept only when that is
+// predicted faster than the plan without it by `threshold`; same profile, with the loop's
+// correction), and re-plans when that
 // beats the measured iteration time by more than `threshold` after paying for the re-plan
 // (its time spread over the iterations left). Hysteresis: a node must be slow over `window`
 // iterations, a node left out stays out, and no second drift re-plan comes within `cooldown`
