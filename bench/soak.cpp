@@ -158,7 +158,7 @@ int run(const soak_args& a) {
   const std::string bin = SAILOR_BIN_DIR, configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
   const std::string port = std::to_string(20000 + ::getpid() % 20000);
   process coordinator;
-  coordinator.start({bin + "/sailor", "coordinator", "--listen", "127.0.0.1:" + port, "--cluster",
+  coordinator.start({bin + "/sailor", "coordinator", "--planner", "even", "--listen", "127.0.0.1:" + port, "--cluster",
                      configs + "/clusters/local-2-zones.yaml", "--model", configs + "/models/tiny.yaml",
                      "--job", configs + "/jobs/tiny.yaml", "--quorum", std::to_string(a.nodes),
                      "--settle-s", "10", "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "3000",

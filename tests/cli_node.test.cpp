@@ -26,7 +26,7 @@ bool contains(const std::string& text, const std::string& what) { return text.fi
 // `sailor coordinator` without --train-dir on port 0 over sockets; returns its port.
 std::string start_control_plane(std::unique_ptr<child>& coordinator, const temp_dir& dir) {
   coordinator = std::make_unique<child>(
-      std::vector<std::string>{sailor_bin(), "coordinator", "--listen", "127.0.0.1:0", "--cluster",
+      std::vector<std::string>{sailor_bin(), "coordinator", "--planner", "even", "--listen", "127.0.0.1:0", "--cluster",
                                configs + "/clusters/local-2-zones.yaml", "--model", configs + "/models/tiny.yaml",
                                "--job", configs + "/jobs/tiny.yaml", "--transport", "socket"},
       dir.path("coordinator.out"), dir.path("coordinator.err"));

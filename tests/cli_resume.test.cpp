@@ -37,7 +37,7 @@ struct run_output {
 
 // One coordinator (quorum 1) and one node on `train_dir` until the coordinator exits.
 run_output train_until(const temp_dir& dir, const std::string& run, int iterations) {
-  child coordinator{{sailor_bin(), "coordinator", "--listen", "127.0.0.1:0", "--cluster",
+  child coordinator{{sailor_bin(), "coordinator", "--planner", "even", "--listen", "127.0.0.1:0", "--cluster",
                      configs + "/clusters/local-2-zones.yaml", "--model", configs + "/models/tiny.yaml", "--job",
                      configs + "/jobs/tiny.yaml", "--quorum", "1", "--settle-s", "30", "--heartbeat-ms", "200",
                      "--heartbeat-timeout-ms", "3000", "--transport", "socket", "--train-dir", dir.path("train"),

@@ -4,14 +4,24 @@
 // that fails leaves the search planning on the catalog, with a warning naming what is missing.
 #include <doctest/doctest.h>
 
+#include <signal.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <regex>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "child_process.hpp"
 #include "run_command.hpp"
 
+using namespace std::chrono_literals;
+using sailor::testing::child;
+using sailor::testing::eventually;
 using sailor::testing::run_command;
 using sailor::testing::sailor_bin;
 using sailor::testing::temp_dir;
@@ -73,4 +83,60 @@ TEST_CASE("sailor demo plans on the catalog when profiling fails, and says what 
   CHECK(j["planner"] == "search");
   CHECK(j["prediction_note"].get<std::string>().find("profiling failed") != std::string::npos);
   CHECK(j["predicted_iteration_s"].get<double>() > 0);  // the catalog's analytic estimate
+}
+
+TEST_CASE("sailor coordinator plans with the search by default and predicts its iterations") {
+  temp_dir dir;
+  const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+  const auto summary = dir.path("summary.json");
+  // No --planner: the search, on the model's profile measured on this machine.
+  child coordinator{{sailor_bin(), "coordinator", "--listen", "127.0.0.1:0", "--cluster",
+                     configs + "/clusters/local-2-zones.yaml", "--model",
+                     configs + "/models/tiny.yaml", "--job", configs + "/jobs/tiny.yaml",
+                     "--quorum", "2", "--settle-s", "30", "--transport", "socket", "--train-dir",
+                     dir.path("train"), "--iterations", "4",
+                     "--profile-cache", dir.path("profiles"), "--summary-json", summary},
+                    dir.path("coordinator.out"), dir.path("coordinator.err")};
+  std::smatch m;
+  static const std::regex listening{R"(listening on 127\.0\.0\.1:([0-9]+))"};
+  std::string out;
+  REQUIRE(eventually(10s, [&] {
+    out = coordinator.out();
+    return std::regex_search(out, m, listening);
+  }));
+  const std::string port = m[1];
+  std::vector<std::unique_ptr<child>> nodes;
+  for (int k = 0; k < 2; ++k) {
+    const std::string name = "node-" + std::to_string(k);
+    nodes.push_back(std::make_unique<child>(
+      std::vector<std::string>{sailor_bin("sailor-node"), "--join", "127.0.0.1:" + port, "--zone",
+                               k == 0 ? "local-a" : "local-b", "--devices", "cpu:1", "--name",
+                               name, "--transport", "socket", "--state-dir", dir.path(name)},
+      dir.path(name + ".out"), dir.path(name + ".err")));
+  }
+  const bool finished = eventually(120s, [&] {
+    return coordinator.out().find("training finished") != std::string::npos;
+  });
+  INFO(coordinator.out());
+  INFO(coordinator.err());
+  REQUIRE(finished);
+  // `sailor status` says what was predicted and what was measured.
+  auto st = run_command(sailor_bin() + " status 127.0.0.1:" + port +
+                          " --transport socket --timeout-ms 30000", 60);
+  INFO(st.out);
+  CHECK(st.exit_code == 0);
+  CHECK(std::regex_search(st.out, std::regex{"predicted [0-9.]+ s per iteration, measured "
+                                             "[0-9.]+ s \\(measured/predicted [0-9.]+\\)"}));
+  coordinator.signal(SIGTERM);
+  REQUIRE(coordinator.wait_exit(30s) == 0);
+  // The search's plan carries its prediction (the even split has none); the profile measured
+  // here was cached.
+  CHECK(std::regex_search(coordinator.out(),
+                          std::regex{"plan v1: predicted [0-9.]+ s per iteration"}));
+  CHECK(!std::filesystem::is_empty(dir.path("profiles")));
+  std::ifstream in(summary);
+  REQUIRE(in);
+  auto j = nlohmann::json::parse(in);
+  CHECK(j["iterations_completed"].get<int>() == 4);
+  CHECK(j["predicted_iteration_s"].get<double>() > 0);
 }

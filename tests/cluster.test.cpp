@@ -3,6 +3,8 @@
 // for missed heartbeats, and bad peers are refused while the others are served.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -85,6 +87,9 @@ struct cluster_fixture {
                                std::to_string(heartbeat_timeout_ms), "--transport",
                                transport_kind, "--token-file", token_file};
     argv.insert(argv.end(), extra.begin(), extra.end());
+    // These tests check the even layout unless they name another planner.
+    if (std::find(extra.begin(), extra.end(), "--planner") == extra.end())
+      argv.insert(argv.end(), {"--planner", "even"});
     coordinator = std::make_unique<child>(argv, dir.path("coordinator.out"),
                                           dir.path("coordinator.err"));
     REQUIRE(coordinator->pid() > 0);

@@ -35,7 +35,7 @@ namespace {
 const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
 
 std::vector<std::string> coordinator_argv(int quorum) {
-  return {sailor_bin(), "coordinator", "--listen", "127.0.0.1:0", "--cluster",
+  return {sailor_bin(), "coordinator", "--planner", "even", "--listen", "127.0.0.1:0", "--cluster",
           configs + "/clusters/local-2-zones.yaml", "--model", configs + "/models/tiny.yaml",
           "--job", configs + "/jobs/tiny.yaml", "--quorum", std::to_string(quorum),
           "--settle-s", "30", "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "800",

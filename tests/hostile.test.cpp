@@ -135,7 +135,7 @@ struct hostile_fixture {
     REQUIRE(t.ok());
     transport = std::move(*t);
     coordinator = std::make_unique<child>(
-      std::vector<std::string>{sailor_bin(), "coordinator", "--listen", "127.0.0.1:0",
+      std::vector<std::string>{sailor_bin(), "coordinator", "--planner", "even", "--listen", "127.0.0.1:0",
                                "--cluster", configs + "/clusters/local-2-zones.yaml", "--model",
                                configs + "/models/tiny.yaml", "--job",
                                configs + "/jobs/tiny.yaml", "--quorum", "1", "--settle-s", "30",

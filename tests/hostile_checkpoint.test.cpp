@@ -38,7 +38,7 @@ namespace fs = std::filesystem;
 std::string train(const temp_dir& dir, const std::string& token_file, int iterations,
                   const std::string& run, std::string* log) {
   child coordinator(
-    std::vector<std::string>{sailor_bin(), "coordinator", "--listen", "127.0.0.1:0", "--cluster",
+    std::vector<std::string>{sailor_bin(), "coordinator", "--planner", "even", "--listen", "127.0.0.1:0", "--cluster",
                              configs + "/clusters/local-2-zones.yaml", "--model",
                              configs + "/models/tiny.yaml", "--job", configs + "/jobs/tiny.yaml",
                              "--quorum", "1", "--settle-s", "30", "--transport", "tcp",

@@ -49,7 +49,7 @@ int free_port() {
 }
 
 std::vector<std::string> coordinator_argv(int port, const std::string& train_dir, int iterations) {
-  return {sailor_bin(), "coordinator", "--listen", "127.0.0.1:" + std::to_string(port),
+  return {sailor_bin(), "coordinator", "--planner", "even", "--listen", "127.0.0.1:" + std::to_string(port),
           "--cluster", configs + "/clusters/local-2-zones.yaml", "--model",
           configs + "/models/tiny.yaml", "--job", configs + "/jobs/tiny.yaml", "--quorum", "1",
           "--settle-s", "60", "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "5000",

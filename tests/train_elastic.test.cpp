@@ -37,7 +37,7 @@ const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
 std::string start_coordinator(std::unique_ptr<child>& coordinator, const temp_dir& dir,
                               const std::string& model, int quorum, int iterations) {
   coordinator = std::make_unique<child>(
-    std::vector<std::string>{sailor_bin(), "coordinator", "--listen", "127.0.0.1:0", "--cluster",
+    std::vector<std::string>{sailor_bin(), "coordinator", "--planner", "even", "--listen", "127.0.0.1:0", "--cluster",
                              configs + "/clusters/local-2-zones.yaml", "--model",
                              configs + "/models/" + model, "--job", configs + "/jobs/tiny.yaml",
                              "--quorum", std::to_string(quorum), "--settle-s", "30",

@@ -82,7 +82,7 @@ std::vector<std::string> coordinator_argv(const std::string& listen, const std::
                                           int quorum, int iterations,
                                           std::vector<std::string> extra = {}) {
   std::vector<std::string> argv{
-    sailor_bin(), "coordinator", "--listen", listen, "--cluster",
+    sailor_bin(), "coordinator", "--planner", "even", "--listen", listen, "--cluster",
     configs + "/clusters/local-2-zones.yaml", "--model", configs + "/models/tiny.yaml", "--job",
     configs + "/jobs/tiny.yaml", "--quorum", std::to_string(quorum), "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "5000", "--peer-timeout-s", "20",
     "--train-dir", train_dir, "--iterations", std::to_string(iterations), "--exit-when-done"};

@@ -218,7 +218,7 @@ TEST_CASE("sailor coordinator --train-dir: the validation curve in the progress 
   const auto job_file = dir.write("job.yaml", text_job(data, iterations));
   const auto model_file = dir.write("model.yaml", text_model);
   const auto summary = dir.path("summary.json");
-  child coordinator{{sailor_bin(), "coordinator", "--listen", "127.0.0.1:0", "--cluster",
+  child coordinator{{sailor_bin(), "coordinator", "--planner", "even", "--listen", "127.0.0.1:0", "--cluster",
                      configs + "/clusters/local-2-zones.yaml", "--model", model_file, "--job",
                      job_file, "--quorum", "2", "--settle-s", "30", "--transport", "socket",
                      "--train-dir", dir.path("train"), "--summary-json", summary},

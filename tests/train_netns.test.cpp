@@ -92,7 +92,7 @@ void train_across_namespaces(const std::string& transport) {
   const int iterations = 60;  // enough to kill a node mid-training on an idle machine
   child coordinator{
     lab.in_host(0,
-                {sailor_bin(), "coordinator", "--listen", lab.address(0) + ":0", "--cluster",
+                {sailor_bin(), "coordinator", "--planner", "even", "--listen", lab.address(0) + ":0", "--cluster",
                  configs + "/clusters/local-2-zones.yaml", "--model", configs + "/models/tiny.yaml",
                  "--job", configs + "/jobs/tiny.yaml", "--quorum", "3", "--settle-s", "30",
                  "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "10000", "--peer-timeout-s",

@@ -59,7 +59,7 @@ TEST_CASE("tls: a job over TCP with TLS trains with the single-rank loss curve, 
               .exit_code == 0);
   auto token_file = dir.write("token", "tls-test-token\n");
   const int iterations = 4;
-  std::vector<std::string> argv{sailor_bin(), "coordinator", "--listen", "127.0.0.1:0",
+  std::vector<std::string> argv{sailor_bin(), "coordinator", "--planner", "even", "--listen", "127.0.0.1:0",
                                 "--cluster", configs + "/clusters/local-2-zones.yaml",
                                 "--model", configs + "/models/tiny.yaml", "--job",
                                 configs + "/jobs/tiny.yaml", "--quorum", "2", "--settle-s", "60",

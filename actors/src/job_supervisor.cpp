@@ -7,6 +7,7 @@
 
 #include <caf/message_handler.hpp>
 
+#include "prediction_note.hpp"
 #include "peer_checks.hpp"
 #include "supervisor_internal.hpp"
 #include "supervisor_scheduler.hpp"
@@ -410,7 +411,10 @@ cluster_status snapshot(supervisor* self) {
     if (st.training.start_iteration() > 0)
       line += " (resumed from the checkpoint after iteration " +
               std::to_string(st.training.start_iteration()) + ")";
-    out.training_summary = std::move(line) + training_notes(self);
+    // Predicted against measured, and what the last re-plan bought (prediction_note.hpp).
+    out.training_summary = std::move(line) + training_notes(self) +
+                           prediction_text(prediction_of_run(st.training.predicted_s(),
+                                                             st.training.start_iteration(), done));
   }
   out.replicas = static_cast<int>(st.groups.size());
   out.roles_total = st.roles_total;

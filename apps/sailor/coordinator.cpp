@@ -8,284 +8,93 @@
 // folder and serves them to the others. The train dir is the coordinator's own folder.
 #include <pthread.h>
 #include <signal.h>
-#include <unistd.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cstdio>
-#include <filesystem>
+#include <memory>
 #include <string>
 
 #include "commands.hpp"
-#include "coordinator_search.hpp"
-#include "run_summary.hpp"
+#include "coordinator_parts.hpp"
 #include "dashboard.hpp"
 #include "job_token.hpp"
 #include "exit_codes.hpp"
 #include "sailor/config/text.hpp"
-#include "training_setup.hpp"
 #include "sailor/actors/placement.hpp"
 #include "sailor/actors/runtime.hpp"
-#include "sailor/actors/sailor_planning.hpp"
-#include "sailor/config/sailor_format.hpp"
 #include "sailor/config/load.hpp"
 #include "sailor/config/log.hpp"
 
 namespace sailor::app {
 namespace {
 
-struct coordinator_args {
-  std::string listen = "127.0.0.1:7100";
-  std::string cluster, model, job;
-  int quorum = 0;
-  double settle_s = 5;
-  int heartbeat_ms = 500;
-  int heartbeat_timeout_ms = 2000;
-  std::string transport = "tcp";
-  std::string token_file;
-  comm::transport_options::tls_files tls;
-  std::string planner = "even";
-  std::string sailor_data;
-  std::string profile, profile_cache;  ///< --planner search: a profile file, the cache folder
-  std::string train_dir;     ///< empty: control plane only
-  int iterations = 0;        ///< 0: the job's
-  int checkpoint_every = 1;
-  double peer_timeout_s = 60;
-  double startup_deadline_s = 0;  ///< 0: twice --peer-timeout-s, at least 60 s
-  bool exit_when_done = false;
-  bool emulate_links = false;
-  std::string summary_json;  ///< empty: none
-  dashboard_args dashboard;
-};
-
-int run_coordinator(const coordinator_args& args) {
+// The listening address and the config files, loaded and checked.
+int load_inputs(const coordinator_args& args, coordinator_inputs& in) {
   auto where = actors::parse_host_port(args.listen);
   if (!where) {
     std::fprintf(stderr, "sailor coordinator: --listen: %s\n", where.error().message.c_str());
     return exit_bad_input;
   }
+  in.listen = *where;
   auto cluster = config::load_cluster(args.cluster);
   if (!cluster) {
     std::fprintf(stderr, "sailor coordinator: %s\n", cluster.error().to_string().c_str());
     return exit_bad_input;
   }
+  in.cluster = std::move(*cluster);
   auto model = config::load_model(args.model);
   if (!model) {
     std::fprintf(stderr, "sailor coordinator: %s\n", model.error().to_string().c_str());
     return exit_bad_input;
   }
+  in.model = std::move(*model);
   auto job = config::load_job(args.job);
   if (!job) {
     std::fprintf(stderr, "sailor coordinator: %s\n", job.error().to_string().c_str());
     return exit_bad_input;
   }
+  in.job = std::move(*job);
   if (args.heartbeat_ms <= 0 || args.heartbeat_timeout_ms <= args.heartbeat_ms) {
     std::fprintf(stderr, "sailor coordinator: --heartbeat-timeout-ms must exceed "
                          "--heartbeat-ms > 0\n");
     return exit_bad_input;
   }
-  // Signals are taken by sigwait below, not by handlers: block them before any thread starts.
+  return exit_done;
+}
+
+// Signals are taken by sigwait in serve, not by handlers: blocked before any thread starts.
+sigset_t block_signals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGUSR1);  // training finished or failed (--exit-when-done)
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
 
-  auto token = job_token(args.token_file, args.transport, true, "sailor coordinator");
-  if (!token) {
-    std::fprintf(stderr, "sailor coordinator: %s\n", token.error().to_string().c_str());
-    return 2;
-  }
-  auto transport = actors::make_transport(args.transport, "coordinator", "", *token, where->first,
-                                          args.tls);
-  if (!transport) {
-    std::fprintf(stderr, "sailor coordinator: %s\n", transport.error().message.c_str());
-    return exit_bad_input;
-  }
-  actors::runtime_config cfg;
-  caf::actor_system system{cfg};
+// The supervisor's options that do not depend on the planner or on training.
+actors::coordinator_options base_options(const coordinator_args& args,
+                                         const coordinator_inputs& in, comm::transport* transport) {
   actors::coordinator_options options;
-  options.transport = transport->get();
-  options.host = where->first;
-  options.port = where->second;
-  for (auto& z : cluster->zones)
+  options.transport = transport;
+  options.host = in.listen.first;
+  options.port = in.listen.second;
+  for (auto& z : in.cluster.zones)
     options.supervisor.zones.push_back(z.name);
   options.supervisor.quorum = args.quorum;
   options.supervisor.settle =
     std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(args.settle_s));
   options.supervisor.heartbeat_interval = std::chrono::milliseconds{args.heartbeat_ms};
   options.supervisor.heartbeat_timeout = std::chrono::milliseconds{args.heartbeat_timeout_ms};
-  options.supervisor.model_layers = model->num_all_layers();  // a plan must cover them all
-  if (args.planner == "sailor") {
-    // Sailor's planner needs per-layer profiles of the GPU types that join.
-    if (args.sailor_data.empty()) {
-      std::fprintf(stderr, "sailor coordinator: --planner sailor needs --sailor-data DIR\n");
-      return exit_bad_input;
-    }
-    auto name = model->sailor_name.empty() ? model->name : model->sailor_name;
-    auto data = config::load_sailor_data(args.sailor_data, name);
-    if (!data) {
-      std::fprintf(stderr, "sailor coordinator: %s\n", data.error().to_string().c_str());
-      return exit_bad_input;
-    }
-    planner::problem prob;
-    prob.model = *model;
-    prob.profile = data->profile;
-    prob.network = data->network;
-    prob.cluster = *cluster;
-    prob.job = *job;
-    options.plan = actors::sailor_planning(std::move(prob));
-  } else if (args.planner == "search") {
-    auto self = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "sailor-node";
-    coordinator_search_inputs in{*model, *cluster, *job, args.model, args.profile,
-                                 args.profile_cache,
-                                 access(self.c_str(), X_OK) == 0 ? self.string() : "",
-                                 args.train_dir.empty() ? std::filesystem::temp_directory_path().string()
-                                                        : args.train_dir,
-                                 !args.train_dir.empty()};
-    auto search = coordinator_search(std::move(in));
-    if (!search) {
-      std::fprintf(stderr, "sailor coordinator: --profile: %s\n", search.error().to_string().c_str());
-      return exit_bad_input;
-    }
-    options.plan = std::move(*search);
-  } else if (args.planner == "even") {
-    // Needs no profiles (CPU nodes have none): layers split evenly, one pipeline per device
-    // group of a zone.
-    int layers = model->num_all_layers();
-    int batch = job->global_batch;
-    const bool training = !args.train_dir.empty();
-    options.plan = [layers, batch, training, shape = *model, pool = *cluster,
-                    job_cfg = *job](const actors::plan_request& request) -> result<config::plan> {
-      auto p = actors::even_plan(request.nodes, layers, batch);
-      if (!p || !training)
-        return p;
-      // Refused before training starts: a model that does not fit a device's memory.
-      if (auto why = memory_refusal(shape, *p, pool, job_cfg); !why.empty())
-        return sailor::error{error_kind::invalid_input,
-                             "the model does not fit a device's memory: " + why, "", 0, "plan"};
-      return p;
-    };
-  } else {
-    std::fprintf(stderr, "sailor coordinator: --planner: expected even, search or sailor, got '%s'\n",
-                 args.planner.c_str());
-    return exit_bad_input;
-  }
-  std::atomic<int> outcome{0};  // 0 running, 1 finished, 2 failed
-  run_summary summary;
-  if (!args.train_dir.empty()) {
-    if (args.checkpoint_every < 0 || args.peer_timeout_s <= 0) {
-      std::fprintf(stderr, "sailor coordinator: --checkpoint-every must be 0 (never) or more and "
-                           "--peer-timeout-s positive\n");
-      return exit_bad_input;
-    }
-    const int iterations = args.iterations > 0 ? args.iterations : job->iterations;
-    if (iterations <= 0) {
-      std::fprintf(stderr, "sailor coordinator: --train-dir needs --iterations N or "
-                           "'iterations' in the job file %s\n",
-                   args.job.c_str());
-      return exit_bad_input;
-    }
-    // The data file and the architecture, before anything is planned (the nodes read the
-    // file at the same path).
-    if (auto err = check_training_inputs(*model, *job, args.job)) {
-      std::fprintf(stderr, "sailor coordinator: %s\n", err->to_string().c_str());
-      return exit_bad_input;
-    }
-    std::error_code ec;
-    std::filesystem::create_directories(args.train_dir, ec);
-    if (ec) {
-      std::fprintf(stderr, "sailor coordinator: --train-dir %s: %s\n", args.train_dir.c_str(),
-                   ec.message().c_str());
-      return exit_bad_input;
-    }
-    training_settings settings;
-    settings.model = *model;
-    settings.job = *job;
-    settings.work_dir = std::filesystem::absolute(args.train_dir).string();
-    settings.iterations = iterations;
-    settings.checkpoint_every = args.checkpoint_every;
-    settings.timeout_ms = static_cast<std::int64_t>(args.peer_timeout_s * 1000);
-    const double deadline_s = args.startup_deadline_s > 0
-                                ? args.startup_deadline_s
-                                : std::max(60.0, 2 * args.peer_timeout_s);
-    options.supervisor.startup_deadline =
-      std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(deadline_s));
-    options.supervisor.assignment_deadline = options.supervisor.startup_deadline;
-    if (args.emulate_links)
-      settings.links = cluster->links;
-    const bool exit_when_done = args.exit_when_done;
-    options.supervisor.prepare_training = [settings, &summary, &outcome, exit_when_done](
-                                            actors::training_job& tj,
-                                            const actors::checkpoint_holdings& held) {
-      if (!fill_training_job(tj, settings, held)) {
-        std::printf("plan v%lld: training already complete (%d iterations)\n",
-                    static_cast<long long>(tj.plan_version), settings.iterations);
-        std::fflush(stdout);
-        // Nothing left to train is a finish: waiting for iterations would wait for ever.
-        outcome = 1;
-        if (exit_when_done)
-          kill(getpid(), SIGUSR1);
-        return false;
-      }
-      std::printf("plan v%lld: %s; training iterations %d..%d%s\n",
-                  static_cast<long long>(tj.plan_version), actors::describe_plan(tj.plan).c_str(),
-                  tj.start_iteration + 1, tj.iterations,
-                  tj.start_iteration > 0 ? " (resumed from the checkpoint)" : "");
-      // A prediction without a profile is the catalog's peak FLOP/s times an efficiency: say so.
-      if (auto basis = actors::estimate_basis(tj.plan); !basis.empty())
-        std::printf("plan v%lld: predicted %.4f s per iteration, %s\n",
-                    static_cast<long long>(tj.plan_version), tj.predicted_iteration_s,
-                    basis.c_str());
-      std::fflush(stdout);
-      summary.on_plan(tj.plan_version, tj.start_iteration, tj.predicted_iteration_s);
-      return true;
-    };
-    options.supervisor.on_recovery = [&summary](const actors::recovery_record& r) {
-      std::printf("plan v%lld recovered in %.3f s: state from %s (%lld bytes), %d completed "
-                  "iterations run again\n",
-                  static_cast<long long>(r.plan_version), r.total_s, r.state_source.c_str(),
-                  static_cast<long long>(r.bytes_restored), r.lost_iterations);
-      std::fflush(stdout);
-      summary.on_recovery(r);
-    };
-    options.supervisor.on_iteration = [&outcome, &summary, exit_when_done](
-                                        const actors::iteration_record& r,
-                                        const actors::training_progress& p) {
-      summary.on_iteration(r, p);
-      std::printf("iteration %lld/%d  loss %.6f  measured %.4f s  tokens/s %.0f",
-                  static_cast<long long>(r.iteration + 1), p.iterations(), r.loss, r.measured_s,
-                  r.measured_s > 0 ? static_cast<double>(r.tokens) / r.measured_s : 0.0);
-      if (p.predicted_s() > 0)
-        std::printf("  predicted %.4f s", p.predicted_s());
-      if (r.val_loss)
-        std::printf("  validation loss %.6f", *r.val_loss);
-      std::printf("\n");
-      if (p.finished()) {
-        auto curve = p.loss_curve();
-        std::printf("training finished: %d iterations, loss %.6f -> %.6f\n", p.completed_count(),
-                    curve.front(), curve.back());
-        outcome = 1;
-        if (exit_when_done)
-          kill(getpid(), SIGUSR1);
-      }
-      std::fflush(stdout);
-    };
-    options.supervisor.on_training_error = [&outcome, exit_when_done](const std::string& why) {
-      std::printf("training failed: %s\n", why.c_str());
-      std::fflush(stdout);
-      outcome = 2;
-      if (exit_when_done)
-        kill(getpid(), SIGUSR1);
-    };
-  } else if (args.exit_when_done) {
-    std::fprintf(stderr, "sailor coordinator: --exit-when-done needs --train-dir\n");
-    return exit_bad_input;
-  } else {
-    options.supervisor.mode_note = "control plane only (no --train-dir): plans are made and "
-                                   "roles assigned, nothing is trained";
-  }
+  options.supervisor.model_layers = in.model.num_all_layers();  // a plan must cover them all
+  return options;
+}
+
+// Starts the coordinator and its dashboard, says where they listen, waits for a signal (or
+// the end of training with --exit-when-done), stops them and writes the summary.
+int serve(const coordinator_args& args, const coordinator_inputs& in, caf::actor_system& system,
+          actors::coordinator_options options, coordinator_outcome& outcome,
+          const sigset_t& signals) {
   auto board = std::make_shared<actors::status_board>();
   options.supervisor.board = board;
   const std::string options_note = options.supervisor.mode_note;
@@ -294,16 +103,16 @@ int run_coordinator(const coordinator_args& args) {
     std::fprintf(stderr, "sailor coordinator: %s\n", coordinator.error().message.c_str());
     return exit_unavailable;
   }
-  auto dashboard = start_dashboard(args.dashboard, board, *cluster, *model);
+  auto dashboard = start_dashboard(args.dashboard, board, in.cluster, in.model);
   if (!dashboard) {
     std::fprintf(stderr, "sailor coordinator: %s\n", dashboard.error().message.c_str());
     return exit_bad_input;
   }
   std::printf("sailor coordinator: listening on %s:%u over %s (cluster %s: %s; model %s)\n",
-              where->first.c_str(), static_cast<unsigned>((*coordinator)->port()),
-              args.transport.c_str(), cluster->name.c_str(),
-              count_of(static_cast<long long>(cluster->zones.size()), "zone").c_str(),
-              model->name.c_str());
+              in.listen.first.c_str(), static_cast<unsigned>((*coordinator)->port()),
+              args.transport.c_str(), in.cluster.name.c_str(),
+              count_of(static_cast<long long>(in.cluster.zones.size()), "zone").c_str(),
+              in.model.name.c_str());
   if (*dashboard)
     std::printf("sailor coordinator: dashboard on %s\n", (*dashboard)->url().c_str());
   if (args.train_dir.empty())
@@ -317,11 +126,38 @@ int run_coordinator(const coordinator_args& args) {
   dashboard->reset();
   coordinator->reset();
   if (!args.summary_json.empty() && !args.train_dir.empty())
-    if (auto err = summary.write(args.summary_json)) {
+    if (auto err = outcome.summary.write(args.summary_json)) {
       std::fprintf(stderr, "sailor coordinator: %s\n", err->message.c_str());
       return exit_failed;
     }
-  return outcome == 2 ? exit_failed : exit_done;
+  return outcome.state == 2 ? exit_failed : exit_done;
+}
+
+int run_coordinator(const coordinator_args& args) {
+  coordinator_inputs in;
+  if (int code = load_inputs(args, in); code != exit_done)
+    return code;
+  const sigset_t signals = block_signals();
+  auto token = job_token(args.token_file, args.transport, true, "sailor coordinator");
+  if (!token) {
+    std::fprintf(stderr, "sailor coordinator: %s\n", token.error().to_string().c_str());
+    return 2;
+  }
+  auto transport = actors::make_transport(args.transport, "coordinator", "", *token,
+                                          in.listen.first, args.tls);
+  if (!transport) {
+    std::fprintf(stderr, "sailor coordinator: %s\n", transport.error().message.c_str());
+    return exit_bad_input;
+  }
+  actors::runtime_config cfg;
+  caf::actor_system system{cfg};
+  auto options = base_options(args, in, transport->get());
+  if (int code = choose_planner(args, in, options); code != exit_done)
+    return code;
+  coordinator_outcome outcome;  // outlives the coordinator (serve stops it)
+  if (int code = setup_training(args, in, options.supervisor, outcome); code != exit_done)
+    return code;
+  return serve(args, in, system, std::move(options), outcome, signals);
 }
 
 }  // namespace
@@ -350,8 +186,9 @@ void add_coordinator(CLI::App& app, command_set& commands) {
     ->check(positive_number())
     ->capture_default_str();
   sub->add_option("--planner", args->planner,
-                  "even (no profiles needed), search (the planner's search on --profile, profiles measured "
-                  "here and the catalog) or sailor (Sailor's planner; needs --sailor-data)")
+                  "search (the planner's search on --profile, profiles measured here and the "
+                  "catalog), even (layers split evenly, no profiles needed) or sailor (Sailor's "
+                  "planner; needs --sailor-data)")
     ->capture_default_str();
   sub->add_option("--profile", args->profile,
                   "--planner search: a profile JSON of the model (`sailor profile`, the demo's "

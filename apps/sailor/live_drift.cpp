@@ -11,6 +11,7 @@
 #include <caf/send.hpp>
 
 #include "live_planning.hpp"
+#include "live_slow_nodes.hpp"
 #include "local_cluster.hpp"
 
 namespace sailor::app {
@@ -22,6 +23,22 @@ double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// "layers [a, b) of N" for the stages `node` runs.
+std::string share_text(const config::plan& p, const std::string& node) {
+  std::string out;
+  int total = 0;
+  for (const auto& stage : p.stages) {
+    total += stage.num_layers;
+    for (const auto& r : stage.replicas)
+      if (std::find(r.nodes.begin(), r.nodes.end(), node) != r.nodes.end()) {
+        out += (out.empty() ? "" : ", ") + std::string("[") + std::to_string(stage.first_layer) +
+               ", " + std::to_string(stage.first_layer + stage.num_layers) + ")";
+        break;
+      }
+  }
+  return "layers " + out + " of " + std::to_string(total);
 }
 
 }  // namespace
@@ -104,43 +121,86 @@ std::optional<std::string> drift_watch::check(const std::vector<actors::board_ra
   for (auto it = records.end() - options_.window; it != records.end(); ++it)
     recent.push_back(it->measured_s);
   const double measured = median_of(recent);
-  // The best plan without the slow node, on the same profile and correction.
-  actors::plan_request what_if;
-  for (const auto& n : nodes_)
-    if (n.name != slow->first && !gone.count(n.name))
-      what_if.nodes.push_back(n);
-  // Searched on the running plan's profile (cached): asking profiles nothing.
-  what_if.has_current = current.has_value();
-  if (current)
-    what_if.current = *current;
-  auto without = plan_and_predict(planning_, what_if, true);
-  if (!without) {
-    std::fprintf(stderr, "  warning: %s is %.1fx slower, but no plan without it: %s\n",
-                 slow->first.c_str(), slow->second, without.error().message.c_str());
+  auto choice = best_around(*slow, gone, current);
+  if (!choice) {
+    std::fprintf(stderr, "  warning: %s is %.1fx slower, but no plan around it: %s\n",
+                 slow->first.c_str(), slow->second, choice.error().message.c_str());
     last_replan_iteration_ = done;  // not again at once
     return std::nullopt;
   }
   const double cost_per_iteration = options_.replan_cost_s / left;
-  const double predicted = without->prediction.predicted_s + cost_per_iteration;
+  const double predicted = choice->prediction.predicted_s + cost_per_iteration;
   const double gain = measured > 0 ? 1 - predicted / measured : 0;
-  char why[400];
+  const bool kept = plan_uses(choice->plan, slow->first);
+  char why[480];
   std::snprintf(why, sizeof why,
-                "%s computes %.1fx slower than it did; the plan without it is predicted %.4f s "
+                "%s computes %.1fx slower than it did; the plan %s is predicted %.4f s "
                 "per iteration (+%.4f s of re-planning spread over %d iterations) against "
                 "%.4f s measured: predicted gain %+.0f%%",
-                slow->first.c_str(), slow->second, without->prediction.predicted_s,
-                cost_per_iteration, left, measured, 100 * gain);
+                slow->first.c_str(), slow->second,
+                kept ? ("keeping it with a smaller share (" + share_text(choice->plan, slow->first) +
+                        ")").c_str()
+                     : "without it",
+                choice->prediction.predicted_s, cost_per_iteration, left, measured, 100 * gain);
+  last_replan_iteration_ = done;
   if (gain <= options_.threshold) {
     std::fprintf(stderr, "  not re-planning: %s (threshold %.0f%%)\n", why, 100 * options_.threshold);
-    last_replan_iteration_ = done;
+    forget_slowdown(slow->first);
     return std::nullopt;
   }
-  if (planning_.loop) {
+  if (planning_.loop && !kept) {
     std::lock_guard lock{planning_.loop->mu};
     planning_.loop->excluded.insert(slow->first);
   }
-  last_replan_iteration_ = done;
   return std::string(why);
+}
+
+result<planned> drift_watch::best_around(const std::pair<std::string, double>& slow,
+                                         const std::set<std::string>& gone,
+                                         const std::optional<config::plan>& current) {
+  actors::plan_request what_if;
+  // Searched on the running plan's profile (cached): asking profiles nothing.
+  what_if.has_current = current.has_value();
+  if (current)
+    what_if.current = *current;
+  // The plan without the slow node is always a choice.
+  actors::plan_request without_it = what_if;
+  for (const auto& n : nodes_)
+    if (!gone.count(n.name) && n.name != slow.first)
+      without_it.nodes.push_back(n);
+  auto without = plan_and_predict(planning_, without_it, true);
+  if (!planning_.loop)  // no search to ask for a share
+    return without;
+  // With the loop, the slow node is also a candidate at its measured speed (a type of its
+  // own): the search gives it a smaller share, or none.
+  for (const auto& n : nodes_)
+    if (!gone.count(n.name))
+      what_if.nodes.push_back(n);
+  {
+    std::lock_guard lock{planning_.loop->mu};
+    auto& factor = planning_.loop->slowed[slow.first];
+    previous_slowdown_ = factor;
+    factor = std::max(1.0, factor) * slow.second;
+  }
+  auto with = plan_and_predict(planning_, what_if, true);
+  // Kept only when clearly faster than without it: a straggler's speed is measured over a
+  // few iterations and may still be falling.
+  if (with && plan_uses(with->plan, slow.first) &&
+      (!without || with->prediction.predicted_s <
+                     (1 - options_.threshold) * without->prediction.predicted_s))
+    return with;
+  forget_slowdown(slow.first);
+  return without ? std::move(without) : std::move(with);
+}
+
+void drift_watch::forget_slowdown(const std::string& node) {
+  if (!planning_.loop)
+    return;
+  std::lock_guard lock{planning_.loop->mu};
+  if (previous_slowdown_ > 1)
+    planning_.loop->slowed[node] = previous_slowdown_;
+  else
+    planning_.loop->slowed.erase(node);
 }
 
 namespace {

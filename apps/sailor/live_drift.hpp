@@ -2,11 +2,14 @@
 // Re-planning on drift (issue 14): the live job's per-rank telemetry against the plan's
 // per-stage prediction. A node whose compute, normalised by its stage's predicted compute,
 // runs `slow_factor` times over its own earlier figure (and over its peers') is a straggler;
-// the job then asks what the best plan without it is predicted to take (the search on the
-// same profile, with the loop's correction), and re-plans when that beats the measured
-// iteration time by more than `threshold` after paying for the re-plan (its time spread over
-// the iterations left). Hysteresis: a node must be slow over `window` iterations, a node
-// left out stays out, and no second drift re-plan comes within `cooldown` iterations.
+// the job then asks the search for the best plan with that node at its measured speed (a GPU
+// type of its own, live_slow_nodes.hpp: it gets a smaller share, kept only when that is
+// predicted faster than the plan without it by `threshold`; same profile, with the loop's
+// correction), and re-plans when that
+// beats the measured iteration time by more than `threshold` after paying for the re-plan
+// (its time spread over the iterations left). Hysteresis: a node must be slow over `window`
+// iterations, a node left out stays out, and no second drift re-plan comes within `cooldown`
+// iterations.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -65,7 +68,15 @@ public:
                                    const std::optional<config::plan>& current);
 
 private:
+  // The best plan with `slow` at its measured speed (or without it), as the search sees it.
+  result<planned> best_around(const std::pair<std::string, double>& slow,
+                              const std::set<std::string>& gone,
+                              const std::optional<config::plan>& current);
+  // A re-plan not made: the node's planned speed is what it was.
+  void forget_slowdown(const std::string& node);
+
   local_planning_inputs planning_;
+  double previous_slowdown_ = 0;
   std::vector<actors::node_inventory> nodes_;
   drift_options options_;
   node_speeds speeds_;

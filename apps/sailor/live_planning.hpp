@@ -5,6 +5,7 @@
 // corrected by what the running job measured (simulator/correction.hpp).
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -36,6 +37,9 @@ struct live_loop {
   std::int64_t plan_start_iteration = -1;  ///< its first iteration (warm-up: not a sample)
   std::vector<std::string> refused;  ///< why samples were not trusted (the last few)
   std::set<std::string> excluded;    ///< nodes left out of plans (stragglers)
+  /// Nodes planned at their measured speed: times slower than their type (each planned as a
+  /// type of its own, simulator::add_slowed_type).
+  std::map<std::string, double> slowed;
   /// A node looks slow: its iterations are not folded into the type's correction (they say
   /// something about the node, not the type) until a plan without it runs.
   bool suspect = false;

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 
 #include "live_planning.hpp"
+#include "live_slow_nodes.hpp"
 #include "sailor/actors/placement.hpp"
 #include "sailor/actors/train/progress.hpp"
 #include "sailor/simulator/simulator.hpp"
@@ -127,14 +129,27 @@ result<config::plan> searched(const local_planning_inputs& in, const actors::pla
 
 result<planned> plan_and_predict(const local_planning_inputs& in,
                                  const actors::plan_request& original, bool what_if) {
-  // Nodes the loop left out (stragglers) are not planned on.
+  // Nodes the loop left out (stragglers) are not planned on; those it slowed are planned at
+  // their measured speed, as types of their own (live_slow_nodes.hpp).
   actors::plan_request request = original;
+  std::map<std::string, double> slow_factors;
   if (in.loop) {
     std::lock_guard lock{in.loop->mu};
     std::erase_if(request.nodes, [&](const actors::node_inventory& n) {
       return in.loop->excluded.count(n.name) > 0;
     });
+    slow_factors = in.loop->slowed;
   }
+  const slowed_nodes slow{slow_factors, request.nodes};
+  local_planning_inputs slowed_in = in;
+  slow.add_to(slowed_in.cluster.gpus);
+  actors::plan_request slowed_request = request;
+  slow.rename(slowed_request.nodes);
+  auto with_slow = [&slow](result<measured_profile> r) {
+    if (r)
+      slow.add_to(r->profile);
+    return r;
+  };
   config::plan p;
   std::optional<result<measured_profile>> profile;
   std::string used = in.fixed ? "fixed" : in.policy;
@@ -163,7 +178,7 @@ result<planned> plan_and_predict(const local_planning_inputs& in,
         request.has_current && !request.current.stages.empty() ? request.current : p;
       profile = obtain_profile(in.profile, in.node_binary, in.work, shape);
       profiled_ranks = actors::plan_world_size(shape);
-      auto found = searched(in, request, *profile);
+      auto found = searched(slowed_in, slowed_request, with_slow(*profile));
       if (found) {
         p = std::move(*found);
       } else {
@@ -176,23 +191,29 @@ result<planned> plan_and_predict(const local_planning_inputs& in,
   if (p.global_batch <= 0)
     p.global_batch = in.job.global_batch;
   // The same check as `sailor coordinator --train-dir` (training_setup.hpp).
-  if (auto why = memory_refusal(in.model, p, in.cluster, in.job); !why.empty())
+  if (auto why = memory_refusal(in.model, p, slowed_in.cluster, in.job); !why.empty())
     return sailor::error{error_kind::invalid_input,
                          "the model does not fit a device's memory: " + why, "", 0, "plan"};
   if (!in.fixed)
-    if (auto err = actors::place_replicas(p, request.nodes))
+    if (auto err = actors::place_replicas(p, slowed_request.nodes))
       return *err;
+  config::plan real = p;  // the types the runtime knows
+  slow.restore(real);
   // The profile's host figures are those of as many processes as the plan has ranks: the
   // search's plan may use fewer devices than joined (cached per count of processes).
-  if (!profile || (!what_if && actors::plan_world_size(p) != profiled_ranks))
-    profile = obtain_profile(in.profile, in.node_binary, in.work, p);
-  auto prediction = prediction_of(in, p, *profile);
+  if (!profile || (!what_if && actors::plan_world_size(real) != profiled_ranks))
+    profile = obtain_profile(in.profile, in.node_binary, in.work, real);
+  // Predicted with the slowed nodes at their speed: the drift check compares each node's
+  // compute with its stage's prediction.
+  auto prediction = prediction_of(slowed_in, p, with_slow(*profile));
+  if (auto base = simulator::slowed_base_type(prediction.bottleneck_type); !base.empty())
+    prediction.bottleneck_type = base;
   prediction.planner = used;
   correct(prediction, in.loop.get());
-  if (!p.estimate)
-    p.estimate = config::plan_estimate{};
-  p.estimate->iteration_time_s = prediction.predicted_s;
-  return planned{std::move(p), std::move(prediction)};
+  if (!real.estimate)
+    real.estimate = config::plan_estimate{};
+  real.estimate->iteration_time_s = prediction.predicted_s;
+  return planned{std::move(real), std::move(prediction)};
 }
 
 actors::planning_function local_planner(local_planning_inputs in,

@@ -85,7 +85,9 @@ std::map<std::string, double> speed_correction::factors() const {
 
 config::model_profile speed_correction::apply(config::model_profile p) const {
   for (auto& [type, gp] : p.by_gpu) {
-    const double f = factor(type);
+    // A slowed type (a straggler planned at its speed) is corrected as its base type is.
+    const auto base = slowed_base_type(type);
+    const double f = factor(base.empty() ? type : base);
     if (f == 1.0)
       continue;
     for (auto& [mbs, by_tp] : gp.times)
@@ -97,6 +99,50 @@ config::model_profile speed_correction::apply(config::model_profile p) const {
         }
   }
   return p;
+}
+
+namespace {
+constexpr const char* slowed_mark = "~slow";
+}  // namespace
+
+std::string slowed_type_name(const std::string& base, double factor) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%s%.2fx", slowed_mark, factor);
+  return base + buf;
+}
+
+std::string slowed_base_type(const std::string& name) {
+  auto at = name.rfind(slowed_mark);
+  return at == std::string::npos ? std::string{} : name.substr(0, at);
+}
+
+std::string add_slowed_type(const std::string& base, double factor, config::gpu_catalog& catalog,
+                            config::model_profile* profile) {
+  const config::gpu_spec* spec = catalog.find(base);
+  if (!spec || !std::isfinite(factor) || factor <= 1)
+    return {};
+  config::gpu_spec slow = *spec;
+  slow.name = slowed_type_name(base, factor);
+  slow.peak_fp16_tflops /= factor;
+  slow.peak_fp32_tflops /= factor;
+  slow.memory_bandwidth_gbytes_per_s /= factor;
+  slow.source = "measured " + std::to_string(factor) + "x slower than " + base;
+  const std::string name = slow.name;
+  catalog.upsert(std::move(slow));
+  if (profile)
+    if (const auto* gp = profile->find(base)) {
+      config::gpu_profile scaled = *gp;
+      scaled.gpu_type = name;
+      for (auto& [mbs, by_tp] : scaled.times)
+        for (auto& [tp, layers] : by_tp)
+          for (auto& l : layers) {
+            l.forward_s *= factor;
+            l.backward_s *= factor;
+            l.update_s *= factor;
+          }
+      profile->by_gpu[name] = std::move(scaled);
+    }
+  return name;
 }
 
 }  // namespace sailor::simulator

@@ -14,6 +14,7 @@
 #include <map>
 #include <string>
 
+#include "sailor/config/gpu.hpp"
 #include "sailor/config/profile.hpp"
 
 namespace sailor::simulator {
@@ -41,7 +42,8 @@ public:
   /// The factor of every type with enough samples.
   std::map<std::string, double> factors() const;
 
-  /// `p` with every time of each corrected GPU type multiplied by its factor.
+  /// `p` with every time of each corrected GPU type multiplied by its factor (a slowed type,
+  /// below, by its base type's).
   config::model_profile apply(config::model_profile p) const;
 
 private:
@@ -49,5 +51,19 @@ private:
   std::map<std::string, std::deque<double>> ratios_;
   std::size_t refused_ = 0;
 };
+
+/// A device measured `factor` times slower than others of its type (a straggler) is planned
+/// as a type of its own: the search then gives it the share its speed is worth (fewer layers,
+/// fewer replicas) or leaves it out when that is faster. Its name: "BASE~slow" and the factor.
+std::string slowed_type_name(const std::string& base, double factor);
+/// The type a slowed type was made from ("" : `name` is no slowed type).
+std::string slowed_base_type(const std::string& name);
+
+/// Adds the slowed type `slowed_type_name(base, factor)` to `catalog` (the base type's entry
+/// with its peak FLOP/s and memory bandwidth divided by `factor`) and, when `profile` times
+/// the base type, to `profile` (every time multiplied by `factor`). Returns its name, or ""
+/// when the catalog has no `base` or `factor` is not finite and over 1 (nothing added).
+std::string add_slowed_type(const std::string& base, double factor, config::gpu_catalog& catalog,
+                            config::model_profile* profile);
 
 }  // namespace sailor::simulator

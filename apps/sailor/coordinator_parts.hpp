@@ -1,0 +1,67 @@
+#pragma once
+// The parts of `sailor coordinator` (coordinator.cpp runs them in order): the command line's
+// values, the config files they name, the planner they choose (coordinator_planner.cpp) and
+// the training callbacks of --train-dir (coordinator_training.cpp). Each part that can refuse
+// its input prints why, naming the option or file, and returns the exit code; 0 goes on.
+#include <atomic>
+#include <string>
+#include <utility>
+
+#include "dashboard.hpp"
+#include "run_summary.hpp"
+#include "sailor/actors/runtime.hpp"
+#include "sailor/comm/transport.hpp"
+#include "sailor/config/cluster.hpp"
+#include "sailor/config/job.hpp"
+#include "sailor/config/model.hpp"
+
+namespace sailor::app {
+
+struct coordinator_args {
+  std::string listen = "127.0.0.1:7100";
+  std::string cluster, model, job;
+  int quorum = 0;
+  double settle_s = 5;
+  int heartbeat_ms = 500;
+  int heartbeat_timeout_ms = 2000;
+  std::string transport = "tcp";
+  std::string token_file;
+  comm::transport_options::tls_files tls;
+  std::string planner = "search";
+  std::string sailor_data;
+  std::string profile, profile_cache;  ///< --planner search: a profile file, the cache folder
+  std::string train_dir;     ///< empty: control plane only
+  int iterations = 0;        ///< 0: the job's
+  int checkpoint_every = 1;
+  double peer_timeout_s = 60;
+  double startup_deadline_s = 0;  ///< 0: twice --peer-timeout-s, at least 60 s
+  bool exit_when_done = false;
+  bool emulate_links = false;
+  std::string summary_json;  ///< empty: none
+  dashboard_args dashboard;
+};
+
+/// The config files and the listening address, loaded and checked.
+struct coordinator_inputs {
+  std::pair<std::string, std::uint16_t> listen;
+  config::cluster cluster;
+  config::model_shape model;
+  config::job job;
+};
+
+/// What the supervisor's training callbacks write and main reads at exit.
+struct coordinator_outcome {
+  std::atomic<int> state{0};  ///< 0 running, 1 finished, 2 failed
+  run_summary summary;
+};
+
+/// Sets `options.plan` from --planner (even, search or sailor).
+int choose_planner(const coordinator_args& args, const coordinator_inputs& in,
+                   actors::coordinator_options& options);
+
+/// With --train-dir: the training job and the callbacks that print and summarise it; without,
+/// the control-plane note. `outcome` must outlive the coordinator.
+int setup_training(const coordinator_args& args, const coordinator_inputs& in,
+                   actors::supervisor_options& supervisor, coordinator_outcome& outcome);
+
+}  // namespace sailor::app

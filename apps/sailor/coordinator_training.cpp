@@ -1,0 +1,163 @@
+// `sailor coordinator --train-dir`: the training job every plan runs, and the supervisor's
+// callbacks that print the run's life (one line per plan, recovery and iteration) and gather
+// its summary. The callbacks run on the supervisor's thread; --exit-when-done wakes main's
+// sigwait with SIGUSR1.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "coordinator_parts.hpp"
+#include "exit_codes.hpp"
+#include "training_setup.hpp"
+#include "sailor/actors/placement.hpp"
+#include "sailor/actors/sailor_planning.hpp"
+
+namespace sailor::app {
+namespace {
+
+// Training finished (1) or failed (2).
+void finish(coordinator_outcome& outcome, int state, bool exit_when_done) {
+  outcome.state = state;
+  if (exit_when_done)
+    kill(getpid(), SIGUSR1);
+}
+
+// The checks of --train-dir's options and files; the settings every training job is made of.
+int training_settings_of(const coordinator_args& args, const coordinator_inputs& in,
+                         training_settings& settings) {
+  if (args.checkpoint_every < 0 || args.peer_timeout_s <= 0) {
+    std::fprintf(stderr, "sailor coordinator: --checkpoint-every must be 0 (never) or more and "
+                         "--peer-timeout-s positive\n");
+    return exit_bad_input;
+  }
+  const int iterations = args.iterations > 0 ? args.iterations : in.job.iterations;
+  if (iterations <= 0) {
+    std::fprintf(stderr, "sailor coordinator: --train-dir needs --iterations N or "
+                         "'iterations' in the job file %s\n",
+                 args.job.c_str());
+    return exit_bad_input;
+  }
+  // The data file and the architecture, before anything is planned (the nodes read the file
+  // at the same path).
+  if (auto err = check_training_inputs(in.model, in.job, args.job)) {
+    std::fprintf(stderr, "sailor coordinator: %s\n", err->to_string().c_str());
+    return exit_bad_input;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(args.train_dir, ec);
+  if (ec) {
+    std::fprintf(stderr, "sailor coordinator: --train-dir %s: %s\n", args.train_dir.c_str(),
+                 ec.message().c_str());
+    return exit_bad_input;
+  }
+  settings.model = in.model;
+  settings.job = in.job;
+  settings.work_dir = std::filesystem::absolute(args.train_dir).string();
+  settings.iterations = iterations;
+  settings.checkpoint_every = args.checkpoint_every;
+  settings.timeout_ms = static_cast<std::int64_t>(args.peer_timeout_s * 1000);
+  if (args.emulate_links)
+    settings.links = in.cluster.links;
+  return exit_done;
+}
+
+// Fills each plan's training job and prints the plan and its prediction.
+std::function<bool(actors::training_job&, const actors::checkpoint_holdings&)> plan_starter(
+  training_settings settings, coordinator_outcome& outcome, bool exit_when_done) {
+  return [settings = std::move(settings), &outcome, exit_when_done](
+           actors::training_job& tj, const actors::checkpoint_holdings& held) {
+    if (!fill_training_job(tj, settings, held)) {
+      std::printf("plan v%lld: training already complete (%d iterations)\n",
+                  static_cast<long long>(tj.plan_version), settings.iterations);
+      std::fflush(stdout);
+      // Nothing left to train is a finish: waiting for iterations would wait for ever.
+      finish(outcome, 1, exit_when_done);
+      return false;
+    }
+    std::printf("plan v%lld: %s; training iterations %d..%d%s\n",
+                static_cast<long long>(tj.plan_version), actors::describe_plan(tj.plan).c_str(),
+                tj.start_iteration + 1, tj.iterations,
+                tj.start_iteration > 0 ? " (resumed from the checkpoint)" : "");
+    // A prediction without a profile is the catalog's peak FLOP/s times an efficiency: say so.
+    if (auto basis = actors::estimate_basis(tj.plan); !basis.empty())
+      std::printf("plan v%lld: predicted %.4f s per iteration, %s\n",
+                  static_cast<long long>(tj.plan_version), tj.predicted_iteration_s, basis.c_str());
+    else if (tj.predicted_iteration_s > 0)
+      std::printf("plan v%lld: predicted %.4f s per iteration by the simulator on the profile\n",
+                  static_cast<long long>(tj.plan_version), tj.predicted_iteration_s);
+    std::fflush(stdout);
+    outcome.summary.on_plan(tj.plan_version, tj.start_iteration, tj.predicted_iteration_s);
+    return true;
+  };
+}
+
+// One line per completed iteration; the last one says training finished.
+void print_iteration(const actors::iteration_record& r, const actors::training_progress& p) {
+  std::printf("iteration %lld/%d  loss %.6f  measured %.4f s  tokens/s %.0f",
+              static_cast<long long>(r.iteration + 1), p.iterations(), r.loss, r.measured_s,
+              r.measured_s > 0 ? static_cast<double>(r.tokens) / r.measured_s : 0.0);
+  if (p.predicted_s() > 0)
+    std::printf("  predicted %.4f s", p.predicted_s());
+  if (r.val_loss)
+    std::printf("  validation loss %.6f", *r.val_loss);
+  std::printf("\n");
+  if (p.finished()) {
+    auto curve = p.loss_curve();
+    std::printf("training finished: %d iterations, loss %.6f -> %.6f\n", p.completed_count(),
+                curve.front(), curve.back());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int setup_training(const coordinator_args& args, const coordinator_inputs& in,
+                   actors::supervisor_options& supervisor, coordinator_outcome& outcome) {
+  if (args.train_dir.empty()) {
+    if (args.exit_when_done) {
+      std::fprintf(stderr, "sailor coordinator: --exit-when-done needs --train-dir\n");
+      return exit_bad_input;
+    }
+    supervisor.mode_note = "control plane only (no --train-dir): plans are made and roles "
+                           "assigned, nothing is trained";
+    return exit_done;
+  }
+  training_settings settings;
+  if (int code = training_settings_of(args, in, settings); code != exit_done)
+    return code;
+  const double deadline_s = args.startup_deadline_s > 0 ? args.startup_deadline_s
+                                                        : std::max(60.0, 2 * args.peer_timeout_s);
+  supervisor.startup_deadline =
+    std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(deadline_s));
+  supervisor.assignment_deadline = supervisor.startup_deadline;
+  const bool exit_when_done = args.exit_when_done;
+  supervisor.prepare_training = plan_starter(std::move(settings), outcome, exit_when_done);
+  supervisor.on_recovery = [&outcome](const actors::recovery_record& r) {
+    std::printf("plan v%lld recovered in %.3f s: state from %s (%lld bytes), %d completed "
+                "iterations run again\n",
+                static_cast<long long>(r.plan_version), r.total_s, r.state_source.c_str(),
+                static_cast<long long>(r.bytes_restored), r.lost_iterations);
+    std::fflush(stdout);
+    outcome.summary.on_recovery(r);
+  };
+  supervisor.on_iteration = [&outcome, exit_when_done](const actors::iteration_record& r,
+                                                       const actors::training_progress& p) {
+    outcome.summary.on_iteration(r, p);
+    print_iteration(r, p);
+    if (p.finished())
+      finish(outcome, 1, exit_when_done);
+  };
+  supervisor.on_training_error = [&outcome, exit_when_done](const std::string& why) {
+    std::printf("training failed: %s\n", why.c_str());
+    std::fflush(stdout);
+    finish(outcome, 2, exit_when_done);
+  };
+  return exit_done;
+}
+
+}  // namespace sailor::app
