@@ -432,7 +432,7 @@ namespace sailor::simulator {
 
 // Sailor's planner's memory formula, a second opinion on whether a replica fits (issue 13):
 // params x 24 B, the forward's growth of every micro-batch in flight (no backward transients,
-// no send/receive buffers) and 3 GB for the framework. With recomputation (which Sailor's
+// no send/receive buffers) and 3 GB for the framework (none where ours counts none). With recomputation (which Sailor's
 // planner does not have) only the stage inputs and one rebuilt layer, as ours counts them.
 double sim_context::sailor_stage_memory(int tp, int mbs, int first, int end, int in_flight,
                                                            bool recompute) const {
@@ -447,7 +447,10 @@ double sim_context::sailor_stage_memory(int tp, int mbs, int first, int end, int
   } else {
     act = double(in_flight) * (act_prefix_[ti][end] - act_prefix_[ti][first]) * mbs;
   }
-  return params * options_.sailor_bytes_per_param + act + options_.sailor_framework_bytes;
+  // The framework reserve is Megatron's on CUDA; devices for which ours counts none (CPU ranks:
+  // framework_overhead_bytes = 0) have none by this check either.
+  const double framework = std::min(options_.sailor_framework_bytes, options_.framework_overhead_bytes);
+  return params * options_.sailor_bytes_per_param + act + framework;
 }
 
 double sim_context::stage_memory_need(int gpu, int tp, int mbs, int first, int end, int in_flight,

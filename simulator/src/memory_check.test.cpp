@@ -85,15 +85,15 @@ TEST_CASE("a plan ours fits but Sailor's formula does not is out of memory, and 
   CHECK(both->fits_memory);
   CHECK(both->our_check_headroom_bytes > 0);
   CHECK(both->sailor_check_headroom_bytes > 0);
-  // Sailor's formula with a framework reserve that leaves it no room: ours still fits, the
-  // plan does not.
+  // Sailor's formula at 50 B more per parameter (over 0.3 G parameters per GPU here, more than
+  // its headroom): ours still fits, the plan does not.
   sim_options o;
-  o.sailor_framework_bytes = 3e9 + both->sailor_check_headroom_bytes + 1e8;
+  o.sailor_bytes_per_param = 24 + 50;
   auto tight = simulate(pool.make(o), plan);
   REQUIRE(tight.ok());
   CAPTURE(tight->memory_verdict);
   CHECK(tight->our_check_headroom_bytes == doctest::Approx(both->our_check_headroom_bytes));
-  CHECK(tight->sailor_check_headroom_bytes == doctest::Approx(-1e8).epsilon(1e-6));
+  CHECK(tight->sailor_check_headroom_bytes < 0);
   CHECK_FALSE(tight->fits_memory);
   CHECK(tight->memory_verdict.rfind("out of memory by Sailor's formula: ", 0) == 0);
   // The predicted memory is ours either way; with the check off the plan fits again.
@@ -102,4 +102,14 @@ TEST_CASE("a plan ours fits but Sailor's formula does not is out of memory, and 
   auto off = simulate(pool.make(o), plan);
   REQUIRE(off.ok());
   CHECK(off->fits_memory);
+}
+
+TEST_CASE("Sailor's formula counts no framework reserve where ours counts none (CPU ranks)") {
+  auto pool = load();
+  sim_options cpu;
+  cpu.framework_overhead_bytes = 0;
+  auto a = pool.make();
+  auto b = pool.make(cpu);
+  CHECK(a.sailor_stage_memory(4, 2, 0, 17, 2, false) - b.sailor_stage_memory(4, 2, 0, 17, 2, false) ==
+        doctest::Approx(3e9));
 }

@@ -124,7 +124,8 @@ struct sim_options {
   /// per parameter (fp32 weights, gradients, two Adam moments and DeepSpeed's copies: 24), the
   /// forward's growth (llm_info's act_mem_floats, 4 B each) times the micro-batch times the
   /// micro-batches in flight, with no peak factor and no buffers, plus `sailor_framework_bytes`
-  /// (3 GB, Megatron's). A plan fits only when both checks fit it; the predicted memory stays ours.
+  /// (3 GB, Megatron's; at most `framework_overhead_bytes`, so CPU ranks, where that is 0, have
+  /// none). A plan fits only when both checks fit it; the predicted memory stays ours.
   bool sailor_memory_check = true;
   double sailor_bytes_per_param = 24;
   double sailor_framework_bytes = 3e9;
