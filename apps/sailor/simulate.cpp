@@ -74,6 +74,7 @@ json to_json(const simulator::estimate& e) {
                       {"tp", m.tp},
                       {"bytes", memory_json(m.bytes)},
                       {"capacity_bytes", m.capacity_bytes},
+                      {"sailor_check_bytes", m.sailor_check_bytes},
                       {"fits", m.fits()}});
   }
   return {{"iteration_time_s", e.iteration_time_s},

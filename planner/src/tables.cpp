@@ -98,7 +98,8 @@ const std::vector<int>& tables::tps(int gpu, int mbs) const {
 
 double tables::stage_memory(const config_table& t, int a, int e, bool recompute,
                             int in_flight) const {
-  return ctx_.stage_memory(sim_gpu_[t.gpu], t.tp, t.mbs, a, e, in_flight, recompute).total();
+  // Both checks (ours and Sailor's formula, sim_options::sailor_memory_check) must fit.
+  return ctx_.stage_memory_need(sim_gpu_[t.gpu], t.tp, t.mbs, a, e, in_flight, recompute);
 }
 
 double tables::boundary_bytes(int e, int mbs) const {

@@ -335,12 +335,17 @@ quick_estimate closed_form(const sim_context& ctx, const resolved_plan& p) {
       if (r > 0 && same_kind(e, st.replicas[r - 1])) continue;  // same memory as the previous
       need = ctx.stage_memory(e.gpu, e.tp, p.micro_batch, st.first, st.end, in_flight, st.recompute).total();
       q.peak_memory_bytes = std::max(q.peak_memory_bytes, need);
+      // Admitted only when Sailor's formula fits it too (sim_options::sailor_memory_check).
+      const double sailor = ctx.options().sailor_memory_check
+                                ? ctx.sailor_stage_memory(e.tp, p.micro_batch, st.first, st.end, in_flight, st.recompute)
+                                : 0.0;
       const double cap = ctx.gpu_memory_bytes(e.gpu);
-      const double headroom = cap > 0 ? cap - need : 1e300;
+      const double headroom = cap > 0 ? cap - std::max(need, sailor) : 1e300;
       if (headroom < q.worst_memory_headroom_bytes) {
         q.worst_memory_headroom_bytes = headroom;
         q.worst_memory_stage = s;
         q.worst_memory_replica = r;
+        q.worst_memory_by_sailor_check = sailor > need;
       }
     }
     // Egress: activations forward and gradients back, every micro-batch: one copy when the TP
@@ -382,6 +387,7 @@ result<estimate> simulate(const sim_context& ctx, const config::plan& plan) {
   e.steady_s = pt.steady_s;
   e.bottleneck_stage = pt.bottleneck;
   e.sync_and_update_s = pt.iteration_s - pt.pipeline_s;
+  e.our_check_headroom_bytes = e.sailor_check_headroom_bytes = 1e300;
   for (int s = 0; s < S; ++s) {
     stage_estimate se;
     se.first_layer = p.stages[s].first;
@@ -408,9 +414,20 @@ result<estimate> simulate(const sim_context& ctx, const config::plan& plan) {
       gm.bytes = ctx.stage_memory(ep.gpu, ep.tp, p.micro_batch, p.stages[s].first, p.stages[s].end, in_flight,
                                   p.stages[s].recompute);
       gm.capacity_bytes = ctx.gpu_memory_bytes(ep.gpu);
+      if (ctx.options().sailor_memory_check)
+        gm.sailor_check_bytes = ctx.sailor_stage_memory(ep.tp, p.micro_batch, p.stages[s].first, p.stages[s].end,
+                                                        in_flight, p.stages[s].recompute);
+      if (gm.capacity_bytes > 0) {
+        const double ours = gm.capacity_bytes - gm.bytes.total();
+        const double theirs = gm.capacity_bytes - gm.sailor_check_bytes;
+        e.our_check_headroom_bytes = std::min(e.our_check_headroom_bytes, ours);
+        e.sailor_check_headroom_bytes = std::min(e.sailor_check_headroom_bytes, theirs);
+      }
       e.memory.push_back(gm);
     }
   }
+  if (e.our_check_headroom_bytes >= 1e300) e.our_check_headroom_bytes = 0;  // no capacity known
+  if (e.sailor_check_headroom_bytes >= 1e300 || !ctx.options().sailor_memory_check) e.sailor_check_headroom_bytes = 0;
   e.peak_memory_bytes = q.peak_memory_bytes;
   e.fits_memory = q.worst_memory_headroom_bytes >= 0;
   if (e.fits_memory) {
@@ -418,7 +435,9 @@ result<estimate> simulate(const sim_context& ctx, const config::plan& plan) {
   } else {
     const auto& st = plan.stages[q.worst_memory_stage];
     const auto& rep = st.replicas[q.worst_memory_replica];
-    e.memory_verdict = "out of memory: stage " + std::to_string(q.worst_memory_stage) + " replica " +
+    e.memory_verdict = std::string(q.worst_memory_by_sailor_check ? "out of memory by Sailor's formula: "
+                                                                  : "out of memory: ") +
+                       "stage " + std::to_string(q.worst_memory_stage) + " replica " +
                        std::to_string(q.worst_memory_replica) + " (" + rep.gpu_type + " in " + rep.zone +
                        ", tp " + std::to_string(rep.tp) + ") needs " +
                        fmt_gb(ctx.gpu_memory_bytes(ctx.gpu_id(rep.gpu_type)) - q.worst_memory_headroom_bytes) +

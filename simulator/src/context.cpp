@@ -427,3 +427,37 @@ memory_breakdown sim_context::stage_memory(int gpu, int tp, int mbs, int first, 
 }
 
 }  // namespace sailor::simulator
+
+namespace sailor::simulator {
+
+// Sailor's planner's memory formula, a second opinion on whether a replica fits (issue 13):
+// params x 24 B, the forward's growth of every micro-batch in flight (no backward transients,
+// no send/receive buffers) and 3 GB for the framework (none where ours counts none). With recomputation (which Sailor's
+// planner does not have) only the stage inputs and one rebuilt layer, as ours counts them.
+double sim_context::sailor_stage_memory(int tp, int mbs, int first, int end, int in_flight,
+                                                           bool recompute) const {
+  const int ti = log2_index(tp);
+  if (ti < 0 || ti >= max_tp_index) return 0;
+  const double params = params_prefix_[ti][end] - params_prefix_[ti][first];
+  double act = 0;
+  if (recompute) {
+    double largest = 0;
+    for (int l = first; l < end; ++l) largest = std::max(largest, act_prefix_[ti][l + 1] - act_prefix_[ti][l]);
+    act = (double(in_flight) * act_bytes_per_sample_ + largest) * mbs;
+  } else {
+    act = double(in_flight) * (act_prefix_[ti][end] - act_prefix_[ti][first]) * mbs;
+  }
+  // The framework reserve is Megatron's on CUDA; devices for which ours counts none (CPU ranks:
+  // framework_overhead_bytes = 0) have none by this check either.
+  const double framework = std::min(options_.sailor_framework_bytes, options_.framework_overhead_bytes);
+  return params * options_.sailor_bytes_per_param + act + framework;
+}
+
+double sim_context::stage_memory_need(int gpu, int tp, int mbs, int first, int end, int in_flight,
+                                      bool recompute) const {
+  const double ours = stage_memory(gpu, tp, mbs, first, end, in_flight, recompute).total();
+  if (!options_.sailor_memory_check) return ours;
+  return std::max(ours, sailor_stage_memory(tp, mbs, first, end, in_flight, recompute));
+}
+
+}  // namespace sailor::simulator

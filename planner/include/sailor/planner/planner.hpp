@@ -23,6 +23,8 @@
 /// What the plans may rely on is what the runtime runs: a data-parallel group spanning zones
 /// or regions is priced as the runtime's hierarchical all-reduce (comm::make_hierarchical: in
 /// each zone, sharded rings across zones, back in each zone; the simulator's default).
+/// Memory: a replica is admitted only when it fits by the simulator's check and by Sailor's
+/// planner's formula (sim_options::sailor_memory_check, on by default).
 
 #include <functional>
 #include <map>

@@ -36,6 +36,7 @@
 /// defaults calibrated on Sailor's measured GH200 plans (bench/simulator_accuracy reports the
 /// accuracy, also with the parameters refitted without the plans they are tested on).
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -119,6 +120,15 @@ struct sim_options {
   /// Ratio of peak activation memory to the sum of per-layer forward growth (transient
   /// buffers of the backward pass, allocator rounding).
   double activation_peak_factor = 1.12;
+  /// A second memory check, Sailor's planner's formula (issue 13): per GPU, `sailor_bytes_per_param`
+  /// per parameter (fp32 weights, gradients, two Adam moments and DeepSpeed's copies: 24), the
+  /// forward's growth (llm_info's act_mem_floats, 4 B each) times the micro-batch times the
+  /// micro-batches in flight, with no peak factor and no buffers, plus `sailor_framework_bytes`
+  /// (3 GB, Megatron's; at most `framework_overhead_bytes`, so CPU ranks, where that is 0, have
+  /// none). A plan fits only when both checks fit it; the predicted memory stays ours.
+  bool sailor_memory_check = true;
+  double sailor_bytes_per_param = 24;
+  double sailor_framework_bytes = 3e9;
   /// Gradient bytes per parameter held in memory with mixed precision (fp16 grads and the
   /// fp32 copy the optimizer reads: 2 + 4).
   double mixed_grad_memory_bytes_per_param = 6;
@@ -217,6 +227,11 @@ public:
   /// Per-GPU memory of a replica holding `in_flight` micro-batches of activations.
   memory_breakdown stage_memory(int gpu, int tp, int mbs, int first, int end, int in_flight,
                                 bool recompute) const;
+  /// The same replica's memory by Sailor's planner's formula (sim_options::sailor_memory_check).
+  double sailor_stage_memory(int tp, int mbs, int first, int end, int in_flight, bool recompute) const;
+  /// What a replica needs to be admitted: the larger of the two checks (ours alone when the
+  /// second check is off).
+  double stage_memory_need(int gpu, int tp, int mbs, int first, int end, int in_flight, bool recompute) const;
   /// Usable memory of one GPU of this type, bytes (0 when unknown).
   double gpu_memory_bytes(int gpu) const { return gpu_memory_[gpu]; }
   /// $/hour of one GPU of this type.
@@ -405,6 +420,7 @@ struct quick_estimate {
   double worst_memory_headroom_bytes = 0;  ///< min over GPUs of capacity - need (< 0: OOM)
   int worst_memory_stage = -1;      ///< the stage of that GPU
   int worst_memory_replica = -1;
+  bool worst_memory_by_sailor_check = false;  ///< that GPU's need is Sailor's formula's, not ours
   double cost_per_iteration_usd = 0;
   double gpu_usd_per_hour = 0;
   double egress_usd_per_iteration = 0;
@@ -431,7 +447,8 @@ struct gpu_memory {
   int tp = 1;
   memory_breakdown bytes;
   double capacity_bytes = 0;
-  bool fits() const { return capacity_bytes <= 0 || bytes.total() <= capacity_bytes; }
+  double sailor_check_bytes = 0;  ///< by Sailor's formula (0: that check is off)
+  bool fits() const { return capacity_bytes <= 0 || std::max(bytes.total(), sailor_check_bytes) <= capacity_bytes; }
 };
 
 /// The full estimate with its breakdowns.
@@ -447,6 +464,10 @@ struct estimate {
   double peak_memory_bytes = 0;
   bool fits_memory = true;
   std::string memory_verdict;       ///< "fits", or which GPU is over and by how much
+  /// Each check on its own: the least capacity - need over GPUs (< 0: out of memory), ours and
+  /// Sailor's formula's (sim_options::sailor_memory_check; 0 when off).
+  double our_check_headroom_bytes = 0;
+  double sailor_check_headroom_bytes = 0;
   double throughput_iters_per_s = 0;
   double tokens_per_s = 0;
   double gpu_usd_per_hour = 0;
