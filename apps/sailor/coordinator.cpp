@@ -59,7 +59,7 @@ struct coordinator_args {
 };
 
 int run_coordinator(const coordinator_args& args) {
-  auto where = actors::parse_host_port(args.listen);
+  auto where = comm::address::parse(args.listen);
   if (!where) {
     std::fprintf(stderr, "sailor coordinator: --listen: %s\n", where.error().message.c_str());
     return exit_bad_input;
@@ -92,12 +92,12 @@ int run_coordinator(const coordinator_args& args) {
   sigaddset(&signals, SIGUSR1);  // training finished or failed (--exit-when-done)
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto token = job_token(args.token_file, args.transport, true, "sailor coordinator");
+  auto token = job_token(args.token_file, true, "sailor coordinator");
   if (!token) {
     std::fprintf(stderr, "sailor coordinator: %s\n", token.error().to_string().c_str());
     return 2;
   }
-  auto transport = actors::make_transport(args.transport, "coordinator", "", *token, where->first,
+  auto transport = actors::make_transport(args.transport, "coordinator", "", *token, where->host,
                                           args.tls);
   if (!transport) {
     std::fprintf(stderr, "sailor coordinator: %s\n", transport.error().message.c_str());
@@ -107,8 +107,8 @@ int run_coordinator(const coordinator_args& args) {
   caf::actor_system system{cfg};
   actors::coordinator_options options;
   options.transport = transport->get();
-  options.host = where->first;
-  options.port = where->second;
+  options.host = where->host;
+  options.port = where->port;
   for (auto& z : cluster->zones)
     options.supervisor.zones.push_back(z.name);
   options.supervisor.quorum = args.quorum;
@@ -300,7 +300,7 @@ int run_coordinator(const coordinator_args& args) {
     return exit_bad_input;
   }
   std::printf("sailor coordinator: listening on %s:%u over %s (cluster %s: %s; model %s)\n",
-              where->first.c_str(), static_cast<unsigned>((*coordinator)->port()),
+              where->host.c_str(), static_cast<unsigned>((*coordinator)->port()),
               args.transport.c_str(), cluster->name.c_str(),
               count_of(static_cast<long long>(cluster->zones.size()), "zone").c_str(),
               model->name.c_str());
@@ -392,8 +392,7 @@ void add_coordinator(CLI::App& app, command_set& commands) {
   sub->add_flag("--exit-when-done", args->exit_when_done,
                 "exit once training finished (code 0) or failed (code 1)");
   sub->add_option("--transport", args->transport,
-                  "tcp or ucx (the comm transports; UCX ports must not face untrusted networks, "
-                  "see the README) or socket (the bridge's own TCP, unauthenticated)")
+                  "tcp or ucx (UCX ports must not face untrusted networks, see the README)")
     ->capture_default_str();
   add_dashboard_options(sub, args->dashboard);
   add_token_option(sub, args->token_file);
