@@ -1,5 +1,5 @@
 // CAF message round trips: inside one actor system, and across processes through the bridge
-// (Cap'n Proto envelopes over comm's UCX and TCP transports, and the bridge's own sockets).
+// (Cap'n Proto envelopes over comm's UCX and TCP transports).
 // The same figures are printed by bench/transport; the measurement is actor_roundtrip.hpp.
 //
 //   build/bench/actor_roundtrip [--round-trips N]

@@ -1,7 +1,7 @@
 #pragma once
 // CAF message round trips, shared by bench/actor_roundtrip and bench/transport: inside one
 // actor system, and across processes through the bridge (Cap'n Proto envelopes over comm's
-// UCX and TCP transports, and over the bridge's own sockets).
+// UCX and TCP transports).
 //
 // Call start_echo_servers() first in main(), while the process has no threads: it forks one
 // child per transport, each running an echo actor behind a bridge. print_actor_round_trips()
@@ -39,7 +39,7 @@ inline caf::behavior echo(caf::event_based_actor* self) {
   };
 }
 
-/// A comm transport for the bridge ("ucx", "tcp"), or null for "socket" (the bridge's own).
+/// A comm transport for the bridge ("ucx" or "tcp"); null when it cannot be made.
 inline std::unique_ptr<comm::transport> make_bridge_transport(const std::string& kind,
                                                               const std::string& name) {
   comm::transport_options common;
@@ -121,7 +121,7 @@ struct echo_servers {
 
 /// Forks the echo servers. Call it before the process starts any thread.
 inline std::unique_ptr<echo_servers> start_echo_servers(
-  std::vector<std::string> kinds = {"ucx", "tcp", "socket"}) {
+  std::vector<std::string> kinds = {"ucx", "tcp"}) {
   auto out = std::make_unique<echo_servers>();
   out->kinds = std::move(kinds);
   for (const auto& kind : out->kinds) {

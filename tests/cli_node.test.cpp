@@ -17,18 +17,19 @@ using sailor::testing::child;
 using sailor::testing::eventually;
 using sailor::testing::run_command;
 using sailor::testing::sailor_bin;
+using sailor::testing::job_token_file;
 using sailor::testing::temp_dir;
 
 namespace {
 const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
 bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
-// `sailor coordinator` without --train-dir on port 0 over sockets; returns its port.
+// `sailor coordinator` without --train-dir on port 0 over TCP; returns its port.
 std::string start_control_plane(std::unique_ptr<child>& coordinator, const temp_dir& dir) {
   coordinator = std::make_unique<child>(
       std::vector<std::string>{sailor_bin(), "coordinator", "--planner", "even", "--listen", "127.0.0.1:0", "--cluster",
                                configs + "/clusters/local-2-zones.yaml", "--model", configs + "/models/tiny.yaml",
-                               "--job", configs + "/jobs/tiny.yaml", "--transport", "socket"},
+                               "--job", configs + "/jobs/tiny.yaml", "--transport", "tcp", "--token-file", job_token_file(dir)},
       dir.path("coordinator.out"), dir.path("coordinator.err"));
   REQUIRE(coordinator->pid() > 0);
   std::smatch m;
@@ -60,10 +61,10 @@ TEST_CASE("a coordinator without --train-dir says it trains nothing, and status 
   const std::string port = start_control_plane(coordinator, dir);
   CHECK(contains(coordinator->out(), "control plane only (no --train-dir)"));
   for (int k = 0; k < 3; ++k) {
-    auto st = run_command(sailor_bin() + " status 127.0.0.1:" + port + " --transport socket --json --timeout-ms 20000", 60);
+    auto st = run_command(sailor_bin() + " status 127.0.0.1:" + port + " --transport tcp --token-file " + job_token_file(dir) + " --json --timeout-ms 20000", 60);
     INFO(st.err);
     REQUIRE(st.exit_code == 0);
-    // No "link closed" of its own; only the warning that `socket` authenticates no one.
+    // No "link closed" of its own.
     CHECK(!contains(st.err, "link closed"));
     CHECK(!contains(st.err, "[info]"));
     auto status = nlohmann::json::parse(st.out);
@@ -78,6 +79,6 @@ TEST_CASE("a coordinator without --train-dir says it trains nothing, and status 
   CHECK_FALSE(contains(err, "link closed"));  // one per status call, before
   CHECK_FALSE(contains(err, "signal"));
   // A coordinator that does not answer: unavailable.
-  auto gone = run_command(sailor_bin() + " status 127.0.0.1:" + port + " --transport socket --timeout-ms 2000", 60);
+  auto gone = run_command(sailor_bin() + " status 127.0.0.1:" + port + " --transport tcp --token-file " + job_token_file(dir) + " --timeout-ms 2000", 60);
   CHECK(gone.exit_code == 3);
 }

@@ -23,6 +23,7 @@ using sailor::testing::child;
 using sailor::testing::eventually;
 using sailor::testing::sailor_bin;
 using sailor::testing::slurp;
+using sailor::testing::job_token_file;
 using sailor::testing::temp_dir;
 
 namespace {
@@ -40,7 +41,7 @@ run_output train_until(const temp_dir& dir, const std::string& run, int iteratio
   child coordinator{{sailor_bin(), "coordinator", "--planner", "even", "--listen", "127.0.0.1:0", "--cluster",
                      configs + "/clusters/local-2-zones.yaml", "--model", configs + "/models/tiny.yaml", "--job",
                      configs + "/jobs/tiny.yaml", "--quorum", "1", "--settle-s", "30", "--heartbeat-ms", "200",
-                     "--heartbeat-timeout-ms", "3000", "--transport", "socket", "--train-dir", dir.path("train"),
+                     "--heartbeat-timeout-ms", "3000", "--transport", "tcp", "--token-file", job_token_file(dir), "--train-dir", dir.path("train"),
                      "--iterations", std::to_string(iterations), "--exit-when-done"},
                     dir.path(run + ".out"), dir.path(run + ".err")};
   REQUIRE(coordinator.pid() > 0);
@@ -52,7 +53,7 @@ run_output train_until(const temp_dir& dir, const std::string& run, int iteratio
     return std::regex_search(out, m, listening);
   }));
   child node{{sailor_bin("sailor-node"), "--join", "127.0.0.1:" + std::string(m[1]), "--zone", "local-a", "--devices",
-              "cpu:1", "--name", "node-" + run, "--transport", "socket", "--log-dir", dir.path("logs"),
+              "cpu:1", "--name", "node-" + run, "--transport", "tcp", "--token-file", job_token_file(dir), "--log-dir", dir.path("logs"),
               // the same machine's folder each run: the checkpoints the job resumes from
               "--state-dir", dir.path("state")},
              dir.path(run + "-node.out"), dir.path(run + "-node.err")};

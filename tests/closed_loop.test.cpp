@@ -25,6 +25,7 @@ using sailor::testing::eventually;
 using sailor::testing::run_command;
 using sailor::testing::sailor_bin;
 using sailor::testing::temp_dir;
+using sailor::testing::job_token_file;
 
 TEST_CASE("sailor demo notices a straggler from telemetry and re-plans around it") {
   temp_dir dir;
@@ -93,7 +94,8 @@ TEST_CASE("sailor coordinator plans with the search by default and predicts its 
   child coordinator{{sailor_bin(), "coordinator", "--listen", "127.0.0.1:0", "--cluster",
                      configs + "/clusters/local-2-zones.yaml", "--model",
                      configs + "/models/tiny.yaml", "--job", configs + "/jobs/tiny.yaml",
-                     "--quorum", "2", "--settle-s", "30", "--transport", "socket", "--train-dir",
+                     "--quorum", "2", "--settle-s", "30", "--transport", "tcp", "--token-file",
+                     job_token_file(dir), "--train-dir",
                      dir.path("train"), "--iterations", "4",
                      "--profile-cache", dir.path("profiles"), "--summary-json", summary},
                     dir.path("coordinator.out"), dir.path("coordinator.err")};
@@ -111,7 +113,8 @@ TEST_CASE("sailor coordinator plans with the search by default and predicts its 
     nodes.push_back(std::make_unique<child>(
       std::vector<std::string>{sailor_bin("sailor-node"), "--join", "127.0.0.1:" + port, "--zone",
                                k == 0 ? "local-a" : "local-b", "--devices", "cpu:1", "--name",
-                               name, "--transport", "socket", "--state-dir", dir.path(name)},
+                               name, "--transport", "tcp", "--token-file", job_token_file(dir),
+                               "--state-dir", dir.path(name)},
       dir.path(name + ".out"), dir.path(name + ".err")));
   }
   const bool finished = eventually(120s, [&] {
@@ -122,7 +125,7 @@ TEST_CASE("sailor coordinator plans with the search by default and predicts its 
   REQUIRE(finished);
   // `sailor status` says what was predicted and what was measured.
   auto st = run_command(sailor_bin() + " status 127.0.0.1:" + port +
-                          " --transport socket --timeout-ms 30000", 60);
+                          " --transport tcp --token-file " + job_token_file(dir) + " --timeout-ms 30000", 60);
   INFO(st.out);
   CHECK(st.exit_code == 0);
   CHECK(std::regex_search(st.out, std::regex{"predicted [0-9.]+ s per iteration, measured "

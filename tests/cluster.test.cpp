@@ -63,7 +63,7 @@ struct cluster_fixture {
   std::vector<std::unique_ptr<child>> nodes;
   std::uint16_t port = 0;
 
-  // Everything (coordinator, nodes, status queries) over `kind`: ucx, tcp or socket.
+  // Everything (coordinator, nodes, status queries) over `kind`: ucx or tcp.
   void use_transport(const std::string& kind) {
     transport_kind = kind;
     auto t = sailor::actors::make_transport(kind, "test", "", token);
@@ -76,7 +76,7 @@ struct cluster_fixture {
   std::string job_file = configs + "/jobs/tiny.yaml";
 
   void start_coordinator(int quorum, std::vector<std::string> extra = {}) {
-    if (!transport && transport_kind != "socket")
+    if (!transport)
       use_transport(transport_kind);
     std::vector<std::string> argv{sailor_bin(), "coordinator", "--listen", "127.0.0.1:0",
                                "--cluster", cluster_file, "--model",
@@ -142,7 +142,7 @@ struct cluster_fixture {
 
 TEST_CASE_FIXTURE(cluster_fixture, "cluster: 4 nodes in 2 zones get roles, and a SIGKILLed node is reported within the heartbeat timeout") {
   SUBCASE("over UCX") { use_transport("ucx"); }
-  SUBCASE("over the bridge's own sockets") { use_transport("socket"); }
+  SUBCASE("over TCP") { use_transport("tcp"); }
   start_coordinator(4);
   start_node("n1", "local-a");
   start_node("n2", "local-a");
@@ -270,8 +270,8 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: over UCX, a peer of another protoco
   CHECK(printed.out.find("unknown zone 'moon-base'") != std::string::npos);
 }
 
-TEST_CASE_FIXTURE(cluster_fixture, "cluster: on the bridge's sockets, garbage and another protocol version are refused with a logged reason and the others are served") {
-  use_transport("socket");
+TEST_CASE_FIXTURE(cluster_fixture, "cluster: over TCP, garbage and another protocol version are refused with a logged reason and the others are served") {
+  use_transport("tcp");
   start_coordinator(2);
   start_node("n1", "local-a");
   REQUIRE(eventually(10s, [&] { return status().ok() && status()->nodes.size() == 1; }));
@@ -300,8 +300,8 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: on the bridge's sockets, garbage an
   }
   // A frame of another protocol version: refused with a reply that says why.
   {
-    sailor::actors::bridge raw{system};
-    auto l = sailor::actors::tcp_connect("127.0.0.1", port);
+    // An authenticated peer whose bridge frames are of an older version.
+    auto l = sailor::actors::comm_connect(*transport, "127.0.0.1", port);
     REQUIRE(l.ok());
     std::mutex mutex;
     std::condition_variable changed;

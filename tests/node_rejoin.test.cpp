@@ -27,6 +27,7 @@ using sailor::testing::child;
 using sailor::testing::eventually;
 using sailor::testing::sailor_bin;
 using sailor::testing::single_rank_losses;
+using sailor::testing::job_token_file;
 using sailor::testing::temp_dir;
 
 namespace {
@@ -48,18 +49,19 @@ int free_port() {
   return port;
 }
 
-std::vector<std::string> coordinator_argv(int port, const std::string& train_dir, int iterations) {
+std::vector<std::string> coordinator_argv(const temp_dir& dir, int port, int iterations) {
+  const std::string train_dir = dir.path("train");
   return {sailor_bin(), "coordinator", "--planner", "even", "--listen", "127.0.0.1:" + std::to_string(port),
           "--cluster", configs + "/clusters/local-2-zones.yaml", "--model",
           configs + "/models/tiny.yaml", "--job", configs + "/jobs/tiny.yaml", "--quorum", "1",
           "--settle-s", "60", "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "5000",
-          "--transport", "socket", "--train-dir", train_dir, "--iterations",
+          "--transport", "tcp", "--token-file", job_token_file(dir), "--train-dir", train_dir, "--iterations",
           std::to_string(iterations), "--exit-when-done"};
 }
 
 std::vector<std::string> node_argv(int port, const temp_dir& dir) {
   return {sailor_bin("sailor-node"), "--join", "127.0.0.1:" + std::to_string(port), "--zone",
-          "local-a", "--devices", "cpu:1", "--name", "n1", "--transport", "socket",
+          "local-a", "--devices", "cpu:1", "--name", "n1", "--transport", "tcp", "--token-file", job_token_file(dir),
           "--state-dir", dir.path("state"), "--log-dir", dir.path("logs"), "--join-timeout",
           "60"};
 }
@@ -91,7 +93,7 @@ TEST_CASE("rejoin: a node started before its coordinator waits for it and trains
   // The node is up and retrying before there is any coordinator.
   REQUIRE(eventually(30s, [&] { return node.err().find("no coordinator at") != std::string::npos; }));
   CHECK(::kill(node.pid(), 0) == 0);
-  child coordinator{coordinator_argv(port, dir.path("train"), 6), dir.path("c.out"),
+  child coordinator{coordinator_argv(dir, port, 6), dir.path("c.out"),
                     dir.path("c.err")};
   const int code = coordinator.wait_exit(120s);
   INFO(coordinator.out());
@@ -107,7 +109,7 @@ TEST_CASE("rejoin: after its coordinator is killed and started again, the node j
   const int port = free_port();
   REQUIRE(port > 0);
   const int iterations = 40;
-  auto first = std::make_unique<child>(coordinator_argv(port, dir.path("train"), iterations),
+  auto first = std::make_unique<child>(coordinator_argv(dir, port, iterations),
                                        dir.path("c1.out"), dir.path("c1.err"));
   child node{node_argv(port, dir), dir.path("node.out"), dir.path("node.err")};
   bool trained = eventually(120s, [&] {
@@ -119,7 +121,7 @@ TEST_CASE("rejoin: after its coordinator is killed and started again, the node j
   first->signal(SIGKILL);
   REQUIRE(first->wait_exit(10s) == 128 + SIGKILL);
   REQUIRE(eventually(30s, [&] { return node.err().find("joining again") != std::string::npos; }));
-  child second{coordinator_argv(port, dir.path("train"), iterations), dir.path("c2.out"),
+  child second{coordinator_argv(dir, port, iterations), dir.path("c2.out"),
                dir.path("c2.err")};
   const int code = second.wait_exit(150s);
   const auto out = second.out();

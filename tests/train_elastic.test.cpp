@@ -27,13 +27,14 @@ using sailor::testing::eventually;
 using sailor::testing::run_command;
 using sailor::testing::sailor_bin;
 using sailor::testing::single_rank_losses;
+using sailor::testing::job_token_file;
 using sailor::testing::temp_dir;
 
 namespace {
 
 const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
 
-// `sailor coordinator --train-dir` on port 0 over sockets; returns its port once it listens.
+// `sailor coordinator --train-dir` on port 0 over TCP; returns its port once it listens.
 std::string start_coordinator(std::unique_ptr<child>& coordinator, const temp_dir& dir,
                               const std::string& model, int quorum, int iterations) {
   coordinator = std::make_unique<child>(
@@ -42,7 +43,7 @@ std::string start_coordinator(std::unique_ptr<child>& coordinator, const temp_di
                              configs + "/models/" + model, "--job", configs + "/jobs/tiny.yaml",
                              "--quorum", std::to_string(quorum), "--settle-s", "30",
                              "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "3000",
-                             "--transport", "socket", "--train-dir", dir.path("train"),
+                             "--transport", "tcp", "--token-file", job_token_file(dir), "--train-dir", dir.path("train"),
                              "--iterations", std::to_string(iterations), "--exit-when-done",
                              "--summary-json", dir.path("summary.json")},
     dir.path("coordinator.out"), dir.path("coordinator.err"));
@@ -61,7 +62,7 @@ std::unique_ptr<child> start_node(const temp_dir& dir, const std::string& port,
                                   const std::string& name, const std::string& zone) {
   auto node = std::make_unique<child>(
     std::vector<std::string>{sailor_bin("sailor-node"), "--join", "127.0.0.1:" + port, "--zone",
-                             zone, "--devices", "cpu:1", "--name", name, "--transport", "socket",
+                             zone, "--devices", "cpu:1", "--name", name, "--transport", "tcp", "--token-file", job_token_file(dir),
                              "--state-dir", dir.path("train")},
     dir.path(name + ".out"), dir.path(name + ".err"));
   REQUIRE(node->pid() > 0);
@@ -169,7 +170,7 @@ TEST_CASE("elastic: sailor coordinator --train-dir trains the nodes that join an
   INFO(coordinator.err());
   REQUIRE(trained);
   // `sailor status` shows the training's progress.
-  auto st = run_command(sailor_bin() + " status 127.0.0.1:" + port + " --transport socket --json --timeout-ms 30000", 60);
+  auto st = run_command(sailor_bin() + " status 127.0.0.1:" + port + " --transport tcp --token-file " + job_token_file(dir) + " --json --timeout-ms 30000", 60);
   INFO(st.out);
   INFO(st.err);
   REQUIRE(st.exit_code == 0);

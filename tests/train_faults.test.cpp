@@ -34,6 +34,7 @@ using sailor::testing::netns_lab;
 using sailor::testing::run_command;
 using sailor::testing::sailor_bin;
 using sailor::testing::single_rank_losses;
+using sailor::testing::job_token_file;
 using sailor::testing::temp_dir;
 
 namespace {
@@ -156,12 +157,12 @@ TEST_CASE("faults: checkpoint writes failing on a read-only state folder are tol
   fs::create_directories(dir.path("ro-state"));
   const int iterations = 10;
   child coordinator{coordinator_argv("127.0.0.1:0", dir.path("train"), 2, iterations,
-                                     {"--transport", "socket"}),
+                                     {"--transport", "tcp", "--token-file", job_token_file(dir)}),
                     dir.path("coordinator.out"), dir.path("coordinator.err")};
   const std::string join = "127.0.0.1:" + listening_port(coordinator, "127.0.0.1");
   auto node_argv = [&](const std::string& name, const std::string& state) {
     return std::vector<std::string>{sailor_bin("sailor-node"), "--join", join, "--zone", "local-a",
-                                    "--devices", "cpu:1", "--name", name, "--transport", "socket",
+                                    "--devices", "cpu:1", "--name", name, "--transport", "tcp", "--token-file", job_token_file(dir),
                                     "--state-dir", state, "--log-dir", dir.path("logs")};
   };
   child good{node_argv("n1", dir.path("state")), dir.path("n1.out"), dir.path("n1.err")};
@@ -189,11 +190,11 @@ TEST_CASE("faults: a checkpoint shard found corrupt when a plan restores it is s
   temp_dir dir;
   // First run: one node trains 4 iterations, a checkpoint after each.
   {
-    child coordinator{coordinator_argv("127.0.0.1:0", dir.path("train"), 1, 4, {"--transport", "socket"}),
+    child coordinator{coordinator_argv("127.0.0.1:0", dir.path("train"), 1, 4, {"--transport", "tcp", "--token-file", job_token_file(dir)}),
                       dir.path("c1.out"), dir.path("c1.err")};
     const std::string join = "127.0.0.1:" + listening_port(coordinator, "127.0.0.1");
     child node{{sailor_bin("sailor-node"), "--join", join, "--zone", "local-a", "--devices", "cpu:1",
-                "--name", "n1", "--transport", "socket", "--state-dir", dir.path("s1"),
+                "--name", "n1", "--transport", "tcp", "--token-file", job_token_file(dir), "--state-dir", dir.path("s1"),
                 "--log-dir", dir.path("logs")},
                dir.path("n1a.out"), dir.path("n1a.err")};
     INFO(coordinator.err());
@@ -202,11 +203,11 @@ TEST_CASE("faults: a checkpoint shard found corrupt when a plan restores it is s
   }
   // Second run, 6 iterations: n1 offers its shards (they verify when it joins); then the
   // newest is corrupted, and n2's join makes the plan that restores it.
-  child coordinator{coordinator_argv("127.0.0.1:0", dir.path("train"), 2, 6, {"--transport", "socket"}),
+  child coordinator{coordinator_argv("127.0.0.1:0", dir.path("train"), 2, 6, {"--transport", "tcp", "--token-file", job_token_file(dir)}),
                     dir.path("c2.out"), dir.path("c2.err")};
   const std::string join = "127.0.0.1:" + listening_port(coordinator, "127.0.0.1");
   child n1{{sailor_bin("sailor-node"), "--join", join, "--zone", "local-a", "--devices", "cpu:1",
-            "--name", "n1", "--transport", "socket", "--state-dir", dir.path("s1"), "--log-dir",
+            "--name", "n1", "--transport", "tcp", "--token-file", job_token_file(dir), "--state-dir", dir.path("s1"), "--log-dir",
             dir.path("logs")},
            dir.path("n1b.out"), dir.path("n1b.err")};
   REQUIRE(eventually(60s, [&] { return coordinator.err().find("node n1 joined") != std::string::npos; }));
@@ -223,7 +224,7 @@ TEST_CASE("faults: a checkpoint shard found corrupt when a plan restores it is s
     for (int i = 0; i < 4096; ++i) io.put(static_cast<char>(rng()));
   }
   child n2{{sailor_bin("sailor-node"), "--join", join, "--zone", "local-a", "--devices", "cpu:1",
-            "--name", "n2", "--transport", "socket", "--state-dir", dir.path("s2"), "--log-dir",
+            "--name", "n2", "--transport", "tcp", "--token-file", job_token_file(dir), "--state-dir", dir.path("s2"), "--log-dir",
             dir.path("logs")},
            dir.path("n2.out"), dir.path("n2.err")};
   const int code = coordinator.wait_exit(150s);
@@ -242,14 +243,14 @@ TEST_CASE("faults: a checkpoint shard found corrupt when a plan restores it is s
 TEST_CASE("faults: across re-plans each node keeps a bounded number of plan folders") {
   temp_dir dir;
   child coordinator{coordinator_argv("127.0.0.1:0", dir.path("train"), 3, 100000,
-                                     {"--transport", "socket", "--settle-s", "5"}),
+                                     {"--transport", "tcp", "--token-file", job_token_file(dir), "--settle-s", "5"}),
                     dir.path("c.out"), dir.path("c.err")};
   const std::string join = "127.0.0.1:" + listening_port(coordinator, "127.0.0.1");
   auto start = [&](int k) {
     const std::string name = "n" + std::to_string(k);
     return std::make_unique<child>(
       std::vector<std::string>{sailor_bin("sailor-node"), "--join", join, "--zone", "local-a",
-                               "--devices", "cpu:1", "--name", name, "--transport", "socket",
+                               "--devices", "cpu:1", "--name", name, "--transport", "tcp", "--token-file", job_token_file(dir),
                                "--state-dir", dir.path("state-" + name), "--log-dir",
                                dir.path("logs")},
       dir.path(name + ".out"), dir.path(name + ".err"));

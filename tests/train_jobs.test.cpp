@@ -28,6 +28,7 @@ using sailor::testing::eventually;
 using sailor::testing::run_command;
 using sailor::testing::sailor_bin;
 using sailor::testing::single_rank_job;
+using sailor::testing::job_token_file;
 using sailor::testing::temp_dir;
 
 namespace {
@@ -220,7 +221,7 @@ TEST_CASE("sailor coordinator --train-dir: the validation curve in the progress 
   const auto summary = dir.path("summary.json");
   child coordinator{{sailor_bin(), "coordinator", "--planner", "even", "--listen", "127.0.0.1:0", "--cluster",
                      configs + "/clusters/local-2-zones.yaml", "--model", model_file, "--job",
-                     job_file, "--quorum", "2", "--settle-s", "30", "--transport", "socket",
+                     job_file, "--quorum", "2", "--settle-s", "30", "--transport", "tcp", "--token-file", job_token_file(dir),
                      "--train-dir", dir.path("train"), "--summary-json", summary},
                     dir.path("coordinator.out"), dir.path("coordinator.err")};
   std::smatch m;
@@ -237,7 +238,7 @@ TEST_CASE("sailor coordinator --train-dir: the validation curve in the progress 
     nodes.push_back(std::make_unique<child>(
       std::vector<std::string>{sailor_bin("sailor-node"), "--join", "127.0.0.1:" + port, "--zone",
                                k == 0 ? "local-a" : "local-b", "--devices", "cpu:1", "--name",
-                               name, "--transport", "socket", "--state-dir", dir.path(name)},
+                               name, "--transport", "tcp", "--token-file", job_token_file(dir), "--state-dir", dir.path(name)},
       dir.path(name + ".out"), dir.path(name + ".err")));
   }
   const bool finished = eventually(120s, [&] {
@@ -250,7 +251,7 @@ TEST_CASE("sailor coordinator --train-dir: the validation curve in the progress 
   CHECK(std::regex_search(coordinator.out(), std::regex{"iteration 3/6 .*validation loss [0-9.]+"}));
   CHECK(std::regex_search(coordinator.out(), std::regex{"iteration 6/6 .*validation loss [0-9.]+"}));
   auto st = run_command(sailor_bin() + " status 127.0.0.1:" + port +
-                          " --transport socket --json --timeout-ms 30000", 60);
+                          " --transport tcp --token-file " + job_token_file(dir) + " --json --timeout-ms 30000", 60);
   INFO(st.out);
   INFO(st.err);
   REQUIRE(st.exit_code == 0);
@@ -261,7 +262,7 @@ TEST_CASE("sailor coordinator --train-dir: the validation curve in the progress 
   REQUIRE(job);
   CHECK(status["nodes"].size() == 2);
   auto text = run_command(sailor_bin() + " status 127.0.0.1:" + port +
-                            " --transport socket --timeout-ms 30000", 60);
+                            " --transport tcp --token-file " + job_token_file(dir) + " --timeout-ms 30000", 60);
   CHECK(text.exit_code == 0);
   CHECK(text.out.find("validation loss after iteration: 3: ") != std::string::npos);
   coordinator.signal(SIGTERM);
@@ -289,7 +290,7 @@ TEST_CASE("sailor train and sailor coordinator refuse bad data before planning, 
     CHECK(r.out.find("joined") == std::string::npos);
     auto c = run_command(sailor_bin() + " coordinator --listen 127.0.0.1:0 --cluster " + configs +
                            "/clusters/local-2-zones.yaml --model " + model_file + " --job " +
-                           job_file + " --transport socket --train-dir " + dir.path("train"), 60);
+                           job_file + " --transport tcp --token-file " + job_token_file(dir) + " --train-dir " + dir.path("train"), 60);
     INFO(c.err);
     CHECK(c.exit_code == 2);
     CHECK(c.err.find("nowhere.txt") != std::string::npos);

@@ -13,6 +13,7 @@
 
 #include "peer_checks.hpp"
 #include "sailor/actors/wire.hpp"
+#include "sailor/comm/tcp.hpp"
 #include "sailor/config/log.hpp"
 
 namespace sailor::actors {
@@ -290,9 +291,10 @@ result<std::uint16_t> bridge::listen(const std::string& host, std::uint16_t port
         observer(peer_refused{peer, reason, unix_ms_now()});
     }
   };
-  auto listener = core_->transport
-                    ? comm_listen(*core_->transport, host, port, on_accept, on_refused)
-                    : tcp_listen(host, port, on_accept);
+  auto transport = transport_or_default();
+  if (!transport)
+    return transport.error();
+  auto listener = comm_listen(**transport, host, port, on_accept, on_refused);
   if (!listener)
     return listener.error();
   auto bound = (*listener)->port();
@@ -302,11 +304,25 @@ result<std::uint16_t> bridge::listen(const std::string& host, std::uint16_t port
 }
 
 result<peer_id> bridge::connect(const std::string& host, std::uint16_t port, int timeout_ms) {
-  auto l = core_->transport ? comm_connect(*core_->transport, host, port, timeout_ms)
-                            : tcp_connect(host, port, timeout_ms);
+  auto transport = transport_or_default();
+  if (!transport)
+    return transport.error();
+  auto l = comm_connect(**transport, host, port, timeout_ms);
   if (!l)
     return l.error();
   return core_->add(std::move(*l));
+}
+
+result<comm::transport*> bridge::transport_or_default() {
+  std::lock_guard<std::mutex> guard{core_->mutex};
+  if (core_->transport)
+    return core_->transport;
+  auto made = comm::make_tcp_transport(comm::transport_options{});
+  if (!made)
+    return made.error();
+  own_transport_ = std::move(*made);
+  core_->transport = own_transport_.get();
+  return core_->transport;
 }
 
 peer_id bridge::adopt(std::shared_ptr<link> l) { return core_->add(std::move(l)); }

@@ -1,4 +1,4 @@
-// The bridge between two actor systems in this process, over a socket pair: delivery by
+// The bridge between two actor systems in this process, over a link pair: delivery by
 // name, replies to the remote sender, down messages when the link closes, refusals.
 #include "sailor/actors/bridge.hpp"
 
@@ -146,7 +146,8 @@ TEST_CASE_FIXTURE(two_processes, "bridge: garbage and other protocol versions ar
     addr.sin_port = htons(*port);
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-    const char garbage[] = "GET / HTTP/1.0\r\n\r\n";
+    // Longer than a frame header, so that the transport reads one and refuses it at once.
+    const char garbage[] = "GET / HTTP/1.1\r\nHost: sailor\r\n\r\n";
     REQUIRE(::send(fd, garbage, sizeof(garbage) - 1, 0) > 0);
     REQUIRE(wait_for(1));
     CHECK(refused[0].reason.find("garbage") != std::string::npos);

@@ -1,4 +1,4 @@
-// The rendezvous store between two actor systems joined by the bridge (a socket pair): ranks
+// The rendezvous store between two actor systems joined by the bridge (a link pair in memory): ranks
 // of a "node" meet through the "coordinator"'s store, waits are bounded, old plan versions go.
 #include "sailor/actors/rendezvous.hpp"
 

@@ -170,10 +170,6 @@ result<std::unique_ptr<comm::transport>> make_transport(const std::string& kind,
   common.local_zone = zone;
   common.token = token;
   common.tls = tls;
-  if (tls.enabled() && kind == "socket")
-    return sailor::error{error_kind::invalid_input,
-                         "TLS (--tls-cert/--tls-key/--tls-ca) needs --transport tcp", "", 0,
-                         "--transport"};
   if (kind == "ucx") {
     comm::ucx_options options;
     options.common = common;
@@ -182,10 +178,8 @@ result<std::unique_ptr<comm::transport>> make_transport(const std::string& kind,
   }
   if (kind == "tcp")
     return comm::make_tcp_transport(common);
-  if (kind == "socket")
-    return std::unique_ptr<comm::transport>{};
   return sailor::error{error_kind::invalid_input,
-                       "unknown transport '" + kind + "' (expected ucx, tcp or socket)", "", 0,
+                       "unknown transport '" + kind + "' (expected ucx or tcp)", "", 0,
                        "--transport"};
 }
 

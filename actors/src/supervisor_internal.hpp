@@ -1,8 +1,8 @@
 #pragma once
-// Private to the job supervisor: what its two files share. job_supervisor.cpp holds the
-// states (collecting, planning, running), admission and assignment; supervisor_training.cpp
-// the training reports, the start-up steps of a plan with their deadlines, and what a
-// rank's failure leads to.
+// Private to the job supervisor: what its files share. job_supervisor.cpp holds the
+// states (collecting, planning, running), admission and assignment; supervisor_status.cpp
+// the status and the dashboard's view; supervisor_training.cpp the training reports, the
+// start-up steps of a plan with their deadlines, and what a rank's failure leads to.
 
 #include <chrono>
 #include <cstdint>
@@ -30,7 +30,6 @@ inline std::int64_t to_ms(caf::timespan t) {
 
 // job_supervisor.cpp
 void record(supervisor* self, std::string event);
-void publish_board(supervisor* self);
 /// `keep_state`: the node leaves with notice; it stays (its state held, its reports heard)
 /// until the next plan took its state (supervisor_recovery.cpp).
 void lose_node(supervisor* self, const std::string& name, const std::string& reason,
@@ -38,6 +37,12 @@ void lose_node(supervisor* self, const std::string& name, const std::string& rea
 void start_planning(supervisor* self, std::string reason);
 bool from_the_node(supervisor* self, const std::string& name, const char* what);
 void on_plan(supervisor* self, plan_reply reply);
+
+// supervisor_status.cpp
+/// What `sailor status` shows.
+cluster_status snapshot(supervisor* self);
+/// The dashboard's view: the status, the plan and its prediction.
+void publish_board(supervisor* self);
 
 // supervisor_training.cpp
 void on_train_report(supervisor* self, const train_report& x);

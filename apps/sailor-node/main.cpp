@@ -65,7 +65,7 @@ struct node_args {
   std::string gpu_type;
   std::string name;
   std::string transport = "tcp";
-  std::string data_transport;  ///< empty: as --transport (tcp under socket)
+  std::string data_transport;  ///< empty: as --transport
   std::string token_file;
   comm::transport_options::tls_files tls;
   std::string advertise;  ///< empty: the address of the interface that reaches the coordinator
@@ -270,12 +270,12 @@ private:
 // transport its shard server and bridge run on.
 struct session_context {
   const node_args& args;
-  std::pair<std::string, std::uint16_t> coordinator;
+  comm::address coordinator;
   actors::node_agent_options options;
   std::string state_dir;
   std::string advertise;                 // where peers reach this node
   comm::transport* data = nullptr;       // checkpoint shards (and probes of peers)
-  comm::transport* transport = nullptr;  // the bridge's (null: its own sockets)
+  comm::transport* transport = nullptr;  // the bridge's
 #ifdef SAILOR_WITH_TRAIN
   std::shared_ptr<train::memory_shards> memory;  // ranks' state when a plan ends (recovery)
 #endif
@@ -289,7 +289,7 @@ result<std::unique_ptr<actors::node>> join_with_retry(
   auto backoff = std::chrono::milliseconds{200};
   bool told = false;
   for (;;) {
-    auto node = actors::node::start(system, ctx.coordinator.first, ctx.coordinator.second, options,
+    auto node = actors::node::start(system, ctx.coordinator.host, ctx.coordinator.port, options,
                                     ctx.transport);
     if (node || stop.stopped())
       return node;
@@ -450,7 +450,7 @@ int run_until_stopped(session_context& ctx) {
 }
 
 int run(const node_args& args) {
-  auto where = actors::parse_host_port(args.join);
+  auto where = comm::address::parse(args.join);
   if (!where) {
     std::fprintf(stderr, "sailor-node: --join: %s\n", where.error().message.c_str());
     return 2;
@@ -488,7 +488,7 @@ int run(const node_args& args) {
       std::fprintf(stderr, "sailor-node: --log-dir: cannot write %s; logging to stderr only\n",
                    file.c_str());
   }
-  auto advertise = advertised_address(args, where->first, where->second);
+  auto advertise = advertised_address(args, where->host, where->port);
   if (!advertise) {
     std::fprintf(stderr, "sailor-node: %s\n", advertise.error().message.c_str());
     return 2;
@@ -515,20 +515,8 @@ int run(const node_args& args) {
     std::fprintf(stderr, "sailor-node: %s\n", transport.error().message.c_str());
     return 2;
   }
-  // Checkpoint shards travel over comm's transport: the bridge's, or TCP under `socket`.
-  std::unique_ptr<comm::transport> own_transport;
+  // Checkpoint shards travel over the bridge's transport.
   comm::transport* data = transport->get();
-  if (!data) {
-    auto tcp =
-      actors::make_transport("tcp", options.inventory.name, options.inventory.zone, *token, {},
-                             args.tls);
-    if (!tcp) {
-      std::fprintf(stderr, "sailor-node: %s\n", tcp.error().message.c_str());
-      return 1;
-    }
-    own_transport = std::move(*tcp);
-    data = own_transport.get();
-  }
   options.inventory.address = *advertise + ":0";
 #ifdef SAILOR_WITH_TRAIN
   auto memory = std::make_shared<train::memory_shards>();
@@ -574,11 +562,11 @@ int main(int argc, char** argv) {
   app.add_option("--gpu-type", args.gpu_type, "GPU type as the cluster names it (default: CPU "
                                               "for cpu devices)");
   app.add_option("--name", args.name, "node name (default: HOST-PID)");
-  app.add_option("--transport", args.transport, "tcp, ucx or socket (as the coordinator)")
+  app.add_option("--transport", args.transport, "tcp or ucx (as the coordinator)")
     ->capture_default_str();
   app.add_option("--data-transport", args.data_transport,
                  "tcp or ucx: what activations and gradients travel over (default: as "
-                 "--transport; tcp under socket)")
+                 "--transport)")
     ->check(CLI::IsMember({"tcp", "ucx"}));
   app.add_option("--advertise", args.advertise,
                  "the address peers reach this node on; its collectives listen there "

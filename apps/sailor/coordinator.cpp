@@ -29,7 +29,7 @@ namespace {
 
 // The listening address and the config files, loaded and checked.
 int load_inputs(const coordinator_args& args, coordinator_inputs& in) {
-  auto where = actors::parse_host_port(args.listen);
+  auto where = comm::address::parse(args.listen);
   if (!where) {
     std::fprintf(stderr, "sailor coordinator: --listen: %s\n", where.error().message.c_str());
     return exit_bad_input;
@@ -77,8 +77,8 @@ actors::coordinator_options base_options(const coordinator_args& args,
                                          const coordinator_inputs& in, comm::transport* transport) {
   actors::coordinator_options options;
   options.transport = transport;
-  options.host = in.listen.first;
-  options.port = in.listen.second;
+  options.host = in.listen.host;
+  options.port = in.listen.port;
   for (auto& z : in.cluster.zones)
     options.supervisor.zones.push_back(z.name);
   options.supervisor.quorum = args.quorum;
@@ -109,7 +109,7 @@ int serve(const coordinator_args& args, const coordinator_inputs& in, caf::actor
     return exit_bad_input;
   }
   std::printf("sailor coordinator: listening on %s:%u over %s (cluster %s: %s; model %s)\n",
-              in.listen.first.c_str(), static_cast<unsigned>((*coordinator)->port()),
+              in.listen.host.c_str(), static_cast<unsigned>((*coordinator)->port()),
               args.transport.c_str(), in.cluster.name.c_str(),
               count_of(static_cast<long long>(in.cluster.zones.size()), "zone").c_str(),
               in.model.name.c_str());
@@ -138,13 +138,13 @@ int run_coordinator(const coordinator_args& args) {
   if (int code = load_inputs(args, in); code != exit_done)
     return code;
   const sigset_t signals = block_signals();
-  auto token = job_token(args.token_file, args.transport, true, "sailor coordinator");
+  auto token = job_token(args.token_file, true, "sailor coordinator");
   if (!token) {
     std::fprintf(stderr, "sailor coordinator: %s\n", token.error().to_string().c_str());
     return 2;
   }
   auto transport = actors::make_transport(args.transport, "coordinator", "", *token,
-                                          in.listen.first, args.tls);
+                                          in.listen.host, args.tls);
   if (!transport) {
     std::fprintf(stderr, "sailor coordinator: %s\n", transport.error().message.c_str());
     return exit_bad_input;
@@ -229,8 +229,7 @@ void add_coordinator(CLI::App& app, command_set& commands) {
   sub->add_flag("--exit-when-done", args->exit_when_done,
                 "exit once training finished (code 0) or failed (code 1)");
   sub->add_option("--transport", args->transport,
-                  "tcp or ucx (the comm transports; UCX ports must not face untrusted networks, "
-                  "see the README) or socket (the bridge's own TCP, unauthenticated)")
+                  "tcp or ucx (UCX ports must not face untrusted networks, see the README)")
     ->capture_default_str();
   add_dashboard_options(sub, args->dashboard);
   add_token_option(sub, args->token_file);

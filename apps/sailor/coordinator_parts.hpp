@@ -43,7 +43,7 @@ struct coordinator_args {
 
 /// The config files and the listening address, loaded and checked.
 struct coordinator_inputs {
-  std::pair<std::string, std::uint16_t> listen;
+  comm::address listen;
   config::cluster cluster;
   config::model_shape model;
   config::job job;

@@ -14,7 +14,7 @@
 #include "dashboard_json.hpp"
 #include "dashboard_pool.hpp"
 #include "dashboard_page.hpp"
-#include "sailor/actors/link.hpp"
+#include "sailor/comm/transport.hpp"
 
 namespace sailor::app {
 
@@ -256,13 +256,13 @@ result<std::unique_ptr<dashboard>> start_dashboard(const dashboard_args& args,
                                                    const config::model_shape& model) {
   if (args.off)
     return std::unique_ptr<dashboard>{};
-  auto where = actors::parse_host_port(args.address);
+  auto where = comm::address::parse(args.address);
   if (!where)
     return sailor::error{error_kind::invalid_input, "--dashboard: " + where.error().message, "",
                          0, "--dashboard"};
   dashboard_options options;
-  options.host = where->first;
-  options.port = where->second;
+  options.host = where->host;
+  options.port = where->port;
   options.allow_remote = args.allow_remote;
   options.board = std::move(board);
   options.cluster = cluster;

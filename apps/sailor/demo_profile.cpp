@@ -32,14 +32,15 @@ bool covers(const config::model_profile& p, int mbs, const std::set<int>& tps) {
   return true;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 // Per layer, the median over `copies` of forward, backward and update times.
 config::model_profile median_profile(const std::vector<config::model_profile>& copies) {
   config::model_profile out = copies.front();
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  };
   for (auto& [gpu, gp] : out.by_gpu)
     for (auto& [mbs, by_tp] : gp.times)
       for (auto& [tp, layers] : by_tp)
@@ -96,50 +97,44 @@ std::string profile_cache_file(const std::string& dir, const std::string& device
   return (fs::path{dir} / name).string();
 }
 
-// The model's profile for plan `p` on this machine: the cached file (and its .host.json) when
-// it covers the plan, else measured by `sailor-node profile` (bounded) and written to the
-// cache (or `work`). The nodes train one single-threaded rank each, as many ranks as the plan
-// has, on this machine's cores. The profile holds each pass's CPU work (the profiling
-// thread's CPU time), measured by as many processes at once as the plan has ranks (the same
-// cache and memory pressure; the median of their times is kept, each the mean of its
-// repeats), each pass starting with caches another process used (a rank gets its core back
-// after waiting for a transfer, while others ran; 4 MiB is this machine's L2). The cores the
-// ranks get together are what the profiling processes got: the median of their CPU time over
-// wall time, times their number (at most this machine's cores; less when other work loads
-// the machine). Each process also measures the CPU a message and a gradient all-reduce cost
-// on loopback (the median is kept). The simulator shares those cores among the ranks.
-result<measured_profile> obtain_profile(const profile_request& args, const std::string& node_binary,
-                                        const fs::path& work, const config::plan& p) {
+namespace {
+
+// The TP degrees of the plan's replicas, and its number of ranks.
+struct plan_shape {
   std::set<int> tps;
   int ranks = 0;
+};
+
+plan_shape shape_of(const config::plan& p) {
+  plan_shape out;
   for (const auto& s : p.stages)
     for (const auto& r : s.replicas) {
-      tps.insert(std::max(1, r.tp));
-      ranks += std::max(1, r.tp);
+      out.tps.insert(std::max(1, r.tp));
+      out.ranks += std::max(1, r.tp);
     }
-  profile_request where = args;
-  if (where.profile.empty() && !where.cache_dir.empty()) {
-    std::error_code ec;
-    fs::create_directories(where.cache_dir, ec);
-    where.profile = profile_cache_file(where.cache_dir,
-                                       where.device_type + "-" + std::to_string(ranks) + "ranks",
-                                       where.model, node_binary);
-  }
-  if (!where.profile.empty() && fs::exists(where.profile)) {
-    auto cached = config::load_profile_json(where.profile);
-    if (cached && covers(*cached, p.micro_batch, tps)) {
-      measured_profile m;
-      m.profile = std::move(*cached);
-      if (auto with_host = read_host(where.profile + ".host.json", m, ranks))
-        return *with_host;
-    }
-  }
-  const std::string out = where.profile.empty() ? (work / "profile.json").string() : where.profile;
+  return out;
+}
+
+// The cached profile at `file` with its host figures, when it covers the plan.
+std::optional<measured_profile> cached_profile(const std::string& file, const config::plan& p,
+                                               const plan_shape& shape) {
+  if (file.empty() || !fs::exists(file)) return std::nullopt;
+  auto cached = config::load_profile_json(file);
+  if (!cached || !covers(*cached, p.micro_batch, shape.tps)) return std::nullopt;
+  measured_profile m;
+  m.profile = std::move(*cached);
+  return read_host(file + ".host.json", m, shape.ranks);
+}
+
+// One `sailor-node profile` process per rank, each waiting for the go-ahead file.
+result<std::vector<child>> spawn_profilers(const profile_request& args,
+                                           const std::string& node_binary, const fs::path& work,
+                                           const config::plan& p, const plan_shape& shape) {
   std::string tp_list;
-  for (int tp : tps)
+  for (int tp : shape.tps)
     tp_list += (tp_list.empty() ? "" : ",") + std::to_string(tp);
   std::vector<child> procs;
-  for (int k = 0; k < std::max(1, ranks); ++k) {
+  for (int k = 0; k < std::max(1, shape.ranks); ++k) {
     child c;
     c.name = "profile-" + std::to_string(k);
     c.log = (work / (c.name + ".log")).string();
@@ -157,6 +152,12 @@ result<measured_profile> obtain_profile(const profile_request& args, const std::
     }
     procs.push_back(c);
   }
+  return procs;
+}
+
+// Gives the go-ahead once every process has loaded the model (they measure together), and
+// waits for them all, at most 120 s.
+status run_profilers(std::vector<child>& procs, const fs::path& work) {
   const auto deadline = clock_type::now() + std::chrono::seconds{120};
   auto running = [&] {
     reap(procs);
@@ -165,7 +166,6 @@ result<measured_profile> obtain_profile(const profile_request& args, const std::
         return true;
     return false;
   };
-  // They measure together: the go-ahead once every process has loaded the model.
   bool go = false;
   while (running() && clock_type::now() < deadline) {
     if (!go && std::any_of(procs.begin(), procs.end(), [](const child& c) { return c.exit_code > 0; })) {
@@ -184,6 +184,11 @@ result<measured_profile> obtain_profile(const profile_request& args, const std::
     stop_children(procs, std::chrono::milliseconds{0});
     return sailor::error{error_kind::failed, "profiling took over 120 s", "", 0, ""};
   }
+  return {};
+}
+
+// The processes' profiles and host figures, each the median over the processes.
+result<measured_profile> collect_profiles(const std::vector<child>& procs, const fs::path& work) {
   std::vector<config::model_profile> copies;
   std::vector<double> shares, per_message, per_collective;
   for (const auto& c : procs) {
@@ -204,10 +209,6 @@ result<measured_profile> obtain_profile(const profile_request& args, const std::
       return sailor::error{error_kind::failed, std::string("host figures: ") + e.what(), host_path, 0, ""};
     }
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-  };
   measured_profile m;
   m.profile = median_profile(copies);
   // The processes do not all finish together, and the last ones get the cores the first
@@ -217,6 +218,11 @@ result<measured_profile> obtain_profile(const profile_request& args, const std::
   m.host_cores = hw > 0 ? std::min(cores, static_cast<double>(hw)) : cores;
   m.cpu_per_message_s = median(per_message);
   m.cpu_per_collective_s = median(per_collective);
+  return m;
+}
+
+// Writes the profile to `out` and its host figures to `out`.host.json.
+status write_profile(const measured_profile& m, const std::string& out, int ranks) {
   std::ofstream file(out);
   file << config::to_profile_json(m.profile) << "\n";
   nlohmann::json host;
@@ -228,6 +234,47 @@ result<measured_profile> obtain_profile(const profile_request& args, const std::
   host_file << host.dump(1) << "\n";
   if (!file || !host_file)
     return sailor::error{error_kind::failed, "cannot write the profile", out, 0, ""};
+  return {};
+}
+
+}  // namespace
+
+// The model's profile for plan `p` on this machine: the cached file (and its .host.json) when
+// it covers the plan, else measured by `sailor-node profile` (bounded) and written to the
+// cache (or `work`). The nodes train one single-threaded rank each, as many ranks as the plan
+// has, on this machine's cores. The profile holds each pass's CPU work (the profiling
+// thread's CPU time), measured by as many processes at once as the plan has ranks (the same
+// cache and memory pressure; the median of their times is kept, each the mean of its
+// repeats), each pass starting with caches another process used (a rank gets its core back
+// after waiting for a transfer, while others ran; 4 MiB is this machine's L2). The cores the
+// ranks get together are what the profiling processes got: the median of their CPU time over
+// wall time, times their number (at most this machine's cores; less when other work loads
+// the machine). Each process also measures the CPU a message and a gradient all-reduce cost
+// on loopback (the median is kept). The simulator shares those cores among the ranks.
+result<measured_profile> obtain_profile(const profile_request& args, const std::string& node_binary,
+                                        const fs::path& work, const config::plan& p) {
+  const auto shape = shape_of(p);
+  profile_request where = args;
+  if (where.profile.empty() && !where.cache_dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(where.cache_dir, ec);
+    where.profile = profile_cache_file(where.cache_dir,
+                                       where.device_type + "-" + std::to_string(shape.ranks) + "ranks",
+                                       where.model, node_binary);
+  }
+  if (auto cached = cached_profile(where.profile, p, shape))
+    return *cached;
+  auto procs = spawn_profilers(args, node_binary, work, p, shape);
+  if (!procs)
+    return procs.error();
+  if (auto err = run_profilers(*procs, work))
+    return *err;
+  auto m = collect_profiles(*procs, work);
+  if (!m)
+    return m.error();
+  const std::string out = where.profile.empty() ? (work / "profile.json").string() : where.profile;
+  if (auto err = write_profile(*m, out, shape.ranks))
+    return *err;
   return m;
 }
 

@@ -25,15 +25,8 @@ void add_tls_options(CLI::App* sub, comm::transport_options::tls_files& tls) {
       ->check(CLI::ExistingFile);
 }
 
-result<std::string> job_token(const std::string& token_file, const std::string& transport,
-                              bool generate, const char* command) {
-  if (transport == "socket") {
-    std::fprintf(stderr,
-                 "%s: warning: the 'socket' transport has no handshake: peers are not "
-                 "authenticated; use it on a trusted network only\n",
-                 command);
-    return std::string{};
-  }
+result<std::string> job_token(const std::string& token_file, bool generate,
+                              const char* command) {
   auto token = comm::load_job_token(token_file);
   if (!token || !token->empty() || !generate)
     return token;

@@ -18,10 +18,7 @@ void add_token_option(CLI::App* sub, std::string& token_file);
 void add_tls_options(CLI::App* sub, comm::transport_options::tls_files& tls);
 
 /// The token for a process that talks over `transport`: from the file, else SAILOR_TOKEN,
-/// else (when `generate`) a fresh one that is printed on stdout for the nodes. The bridge's
-/// own "socket" transport has no handshake: no token, and a warning that nothing is
-/// authenticated.
-result<std::string> job_token(const std::string& token_file, const std::string& transport,
-                              bool generate, const char* command);
+/// else (when `generate`) a fresh one that is printed on stdout for the nodes.
+result<std::string> job_token(const std::string& token_file, bool generate, const char* command);
 
 }  // namespace sailor::app

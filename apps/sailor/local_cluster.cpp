@@ -6,9 +6,12 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <thread>
 
 #include <caf/scoped_actor.hpp>
+
+#include "sailor/comm/auth.hpp"
 
 namespace sailor::app {
 
@@ -112,6 +115,15 @@ status local_cluster::start(actors::coordinator_options options, const dashboard
                             const config::cluster& cluster, const config::model_shape& model) {
   options.host = "127.0.0.1";
   options.port = 0;
+  const auto token = comm::generate_job_token();
+  token_file_ = work_ / "job.token";
+  if (!(std::ofstream(token_file_) << token << "\n"))
+    return failure("cannot write " + token_file_.string());
+  auto made = actors::make_transport("tcp", "coordinator", "", token, options.host);
+  if (!made)
+    return failure("coordinator: " + made.error().message);
+  transport_ = std::move(*made);
+  options.transport = transport_.get();
   auto board = options.supervisor.board;
   auto started = actors::coordinator::start(*system_, std::move(options));
   if (!started)
@@ -149,7 +161,8 @@ status local_cluster::spawn_nodes(const std::string& node_binary, int nodes, int
     // whole in one place, for the sample at the end.
     c.pid = spawn({node_binary, "--join", "127.0.0.1:" + std::to_string(port()), "--zone",
                    local_zone_name(k % zones), "--devices", "cpu:1", "--name", c.name,
-                   "--transport", "socket", "--state-dir", work_.string(), "--log-dir",
+                   "--transport", "tcp", "--token-file", token_file_.string(),
+                   "--state-dir", work_.string(), "--log-dir",
                    "",  // its log is c.log already
                    "--slowdown-file", (work_ / (c.name + ".slowdown")).string()},
                   c.log);

@@ -94,7 +94,8 @@ public:
   void hold(double seconds);
 
   caf::actor_system& system() { return *system_; }
-  /// Starts the coordinator on a free loopback port, and the dashboard on its board.
+  /// Starts the coordinator on a free loopback port over comm's TCP transport with a fresh job
+  /// token (written to the work folder for the nodes), and the dashboard on its board.
   status start(actors::coordinator_options options, const dashboard_args& dashboard,
                const config::cluster& cluster, const config::model_shape& model);
   std::uint16_t port() const;
@@ -126,6 +127,8 @@ private:
   bool signals_taken_ = false;
   std::unique_ptr<actors::runtime_config> config_;
   std::unique_ptr<caf::actor_system> system_;
+  std::unique_ptr<comm::transport> transport_;  // the coordinator's; outlives it
+  std::filesystem::path token_file_;            // the job token, for the nodes
   std::unique_ptr<actors::coordinator> coordinator_;
   std::unique_ptr<dashboard> web_;
   std::vector<child> children_;

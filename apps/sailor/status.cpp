@@ -83,12 +83,12 @@ struct status_args {
 };
 
 int run_status(const status_args& args) {
-  auto where = actors::parse_host_port(args.where);
+  auto where = comm::address::parse(args.where);
   if (!where) {
     std::fprintf(stderr, "sailor status: %s\n", where.error().message.c_str());
     return exit_bad_input;
   }
-  auto token = job_token(args.token_file, args.transport, false, "sailor status");
+  auto token = job_token(args.token_file, false, "sailor status");
   if (!token) {
     std::fprintf(stderr, "sailor status: %s\n", token.error().to_string().c_str());
     return 2;
@@ -100,7 +100,7 @@ int run_status(const status_args& args) {
   }
   actors::runtime_config cfg;
   caf::actor_system system{cfg};
-  auto status = actors::query_status(system, where->first, where->second,
+  auto status = actors::query_status(system, where->host, where->port,
                                      std::chrono::milliseconds{args.timeout_ms},
                                      transport->get());
   if (!status) {
@@ -128,7 +128,7 @@ void add_status(CLI::App& app, command_set& commands) {
   sub->add_option("--timeout-ms", args->timeout_ms, "give up after this long")
     ->check(positive_number())
     ->capture_default_str();
-  sub->add_option("--transport", args->transport, "tcp, ucx or socket (as the coordinator)")
+  sub->add_option("--transport", args->transport, "tcp or ucx (as the coordinator)")
     ->capture_default_str();
   add_token_option(sub, args->token_file);
   add_tls_options(sub, args->tls);

@@ -23,6 +23,8 @@ result<address> address::parse(std::string_view text) {
   }
   address a;
   a.host = std::string(text.substr(0, colon));
+  if (a.host.size() >= 2 && a.host.front() == '[' && a.host.back() == ']')
+    a.host = a.host.substr(1, a.host.size() - 2);
   a.port = static_cast<std::uint16_t>(port);
   return a;
 }

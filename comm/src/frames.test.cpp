@@ -55,6 +55,12 @@ TEST_CASE("address: parse and print") {
   CHECK_FALSE(address::parse("host:99999").ok());
   CHECK_FALSE(address::parse("host:12x").ok());
   CHECK_FALSE(address::parse(":80").ok());
+  CHECK_FALSE(address::parse("host:").ok());
+  // An IPv6 literal in brackets (the command lines' --listen, --join and --dashboard).
+  auto v6 = address::parse("[::1]:7000");
+  REQUIRE(v6.ok());
+  CHECK(v6->host == "::1");
+  CHECK(v6->port == 7000);
 }
 
 TEST_CASE("errors map onto the project's error kinds") {

@@ -35,4 +35,10 @@ private:
   std::filesystem::path path_;
 };
 
+/// The job token of a test job, written to `job.token` in `dir` (every process of the job is
+/// given the file with --token-file and proves the token in the transport handshake).
+inline std::string job_token_file(const temp_dir& dir) {
+  return dir.write("job.token", "test-job-token-5e1f0c\n");
+}
+
 }  // namespace sailor::testing

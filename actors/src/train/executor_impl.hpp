@@ -1,6 +1,7 @@
 #pragma once
 // The stage executor's state and the helpers its files share (executor.cpp: the training
-// step; executor_setup.cpp: creation, communicators, gradient buckets). Private to the
+// step, pipeline.cpp, gradient_sync.cpp and optimizer_step.cpp: its parts; executor_setup.cpp:
+// creation, communicators, gradient buckets). Private to the
 // training runtime: includes LibTorch.
 #include <sailor/actors/train/executor.hpp>
 
@@ -236,8 +237,17 @@ struct stage_executor::impl {
   status connect(comm::communicator_factory& factory, comm::channel_factory* p2p_factory);
   status open_channel(comm::channel_factory* p2p_factory, const std::vector<int>& peers);
   void plan_dp_slices(const group_spec& spec, dp_group& group) const;
+  // One training step: the pipeline schedule (pipeline.hpp), gradient synchronisation
+  // (gradient_sync.cpp), the optimizer step and checkpoint (optimizer_step.cpp).
   iteration_telemetry run(int iteration);
+  // Data-parallel all-reduce of one layer's gradients (on the gradient_reducer's thread).
   void reduce_layer(int layer);
+  // Waits for the rest of the data-parallel all-reduce, sums tied gradients; its seconds.
+  double finish_gradient_sync(std::unique_ptr<gradient_reducer> reducer);
+  // This rank's share of the squared gradient norm (each piece of a parameter counted once).
+  double local_grad_norm_sq() const;
+  // Loss and norm all-reduce, clipping, learning rate, step; the all-reduce's seconds.
+  double step_optimizer(int iteration, double loss_sum, iteration_telemetry& tel);
   std::vector<int> param_layer;  // layer of each parameter
 
   // Checkpoints (ranks of replica 0 with a checkpoint_dir): see checkpoint_io.hpp.

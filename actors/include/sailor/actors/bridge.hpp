@@ -33,7 +33,8 @@ using peer_id = std::uint64_t;
 class bridge {
 public:
   /// Links go over `transport` when given (comm's UCX or TCP backends, shaped or not; it must
-  /// outlive the bridge), else over the bridge's own framed TCP sockets.
+  /// outlive the bridge), else over a comm TCP transport of the bridge's own, made when it
+  /// first listens or connects (no name, no job token).
   explicit bridge(caf::actor_system& system, comm::transport* transport = nullptr);
   ~bridge();
   bridge(const bridge&) = delete;
@@ -67,6 +68,10 @@ public:
   struct core;
 
 private:
+  result<comm::transport*> transport_or_default();
+
+  // Declared before core_ so that it outlives the links when the bridge is destroyed.
+  std::unique_ptr<comm::transport> own_transport_;
   std::shared_ptr<core> core_;
 };
 

@@ -1,9 +1,9 @@
 #pragma once
 /// The transport the bridge runs over: framed byte links between two processes.
 ///
-/// This is a small internal interface so that the bridge does not depend on one transport.
-/// Today it is implemented over TCP (and over an AF_UNIX socket pair for in-process tests);
-/// the comm module's UCX endpoints are meant to implement it as well.
+/// This is a small internal interface so that the bridge does not depend on one transport:
+/// it is implemented over the comm module's transports (UCX, TCP, shaped; each frame one
+/// control message) and, for in-process tests, by two ends joined in memory.
 ///
 /// A link delivers whole frames, in order, to `on_frame` on the link's own thread, and calls
 /// `on_closed` exactly once, with a reason, when the peer goes away, a read fails, bad bytes
@@ -18,9 +18,6 @@
 #include "sailor/config/error.hpp"
 
 namespace sailor::actors {
-
-/// Largest frame a link accepts; a longer length prefix is treated as garbage.
-inline constexpr std::uint32_t max_frame_bytes = 64u << 20;
 
 struct link_handlers {
   std::function<void(std::vector<char>&& frame)> on_frame;
@@ -41,7 +38,7 @@ public:
   virtual const std::string& peer() const = 0;
   /// The name the peer announced in the comm transport's handshake, bound to its proof of
   /// the job token when the job has one (comm/auth.hpp); empty for links without a handshake
-  /// (the bridge's own sockets, in-process pairs). The bridge takes messages about a node only
+  /// (in-process pairs). The bridge takes messages about a node only
   /// from a link of that name.
   virtual std::string peer_name() const { return {}; }
 };
@@ -56,17 +53,8 @@ public:
 
 using accept_handler = std::function<void(std::shared_ptr<link>)>;
 
-/// Listens on host:port over TCP; each accepted link is handed to `on_accept` not started.
-result<std::unique_ptr<link_listener>> tcp_listen(const std::string& host, std::uint16_t port,
-                                                  accept_handler on_accept);
-/// Connects over TCP; the link is returned not started. Bounded by `timeout_ms`.
-result<std::shared_ptr<link>> tcp_connect(const std::string& host, std::uint16_t port,
-                                          int timeout_ms = 5000);
-/// Two connected links in this process (an AF_UNIX socket pair), for tests.
+/// Two connected links in this process, joined in memory, for tests.
 std::pair<std::shared_ptr<link>, std::shared_ptr<link>> local_link_pair();
-
-/// Splits "host:port". Errors name what was wrong.
-result<std::pair<std::string, std::uint16_t>> parse_host_port(const std::string& text);
 
 }  // namespace sailor::actors
 

@@ -27,7 +27,7 @@ struct coordinator_options {
   /// Wrapped in a planner_actor: the scheduler when none is given, else the built-in
   /// planner beside it (supervisor_options::builtin).
   planning_function plan;
-  comm::transport* transport = nullptr;  ///< comm transport (UCX...); null: the bridge's TCP
+  comm::transport* transport = nullptr;  ///< comm transport (UCX...); null: comm TCP, no token
 };
 
 /// A running coordinator. Destroying it stops the supervisor and closes every link.
@@ -86,10 +86,9 @@ result<cluster_status> query_status(caf::actor_system& system, const std::string
                                     comm::transport* transport = nullptr);
 
 /// The transports a process can run the bridge over: "ucx" and "tcp" (the comm module's
-/// backends) or "socket" (the bridge's own framed TCP sockets, no comm transport: returns
-/// null; no handshake, so no authentication). `name` and `zone` are told to peers in the comm
-/// handshake, and `token` (the job token, comm/auth.hpp; empty: none) proven there. `tls`:
-/// certificate, key and CA for TLS (tcp only; an error with ucx or socket).
+/// backends). `name` and `zone` are told to peers in the comm handshake, and `token` (the job
+/// token, comm/auth.hpp; empty: none) proven there. `tls`: certificate, key and CA for TLS
+/// (tcp only; an error with ucx).
 result<std::unique_ptr<comm::transport>> make_transport(const std::string& kind,
                                                         const std::string& name,
                                                         const std::string& zone,

@@ -88,7 +88,8 @@ struct address {
 
   /// `host:port`.
   std::string to_string() const;
-  /// Parses `host:port`; an error names what was wrong.
+  /// Parses `host:port` (an IPv6 literal in brackets: `[::1]:port`); an error names what was
+  /// wrong. The one parser of addresses: command lines, plans and the store all use it.
   static result<address> parse(std::string_view text);
   bool operator==(const address&) const = default;
 };

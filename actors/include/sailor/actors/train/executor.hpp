@@ -200,6 +200,7 @@ public:
 
 private:
   struct impl;
+  friend class pipeline_pass;  // one iteration's 1F1B schedule (private, LibTorch)
   explicit stage_executor(std::unique_ptr<impl> state);
   std::unique_ptr<impl> impl_;
 };

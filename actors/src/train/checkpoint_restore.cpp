@@ -1,0 +1,270 @@
+// Restoring a rank from a checkpoint: the shards of any plan are read (each checked whole
+// first) and this rank's slices of every parameter and its optimizer state assembled from
+// them, whatever the stage boundaries and TP degrees of the plan that wrote them.
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <sailor/actors/train/checkpoint.hpp>
+#include <sailor/config/log.hpp>
+
+#include "checkpoint_format.hpp"
+#include "checkpoint_io.hpp"
+
+namespace sailor::train::detail {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace shard_format;
+
+// One shard file opened for reading: its header, and its tensors by (name, state).
+struct shard_reader {
+  shard_file file;
+  json header;
+  std::uint64_t data_start = 0;
+  std::map<std::pair<std::string, std::string>, const json*> tensors;
+  std::ifstream in;
+
+  status open(const shard_file& f, const config::model_shape& model, optimizer_kind optimizer,
+              int iterations) {
+    file = f;
+    // The whole file is checked (header, sizes, each tensor's checksum) before any of it is
+    // trusted, although only some of its rows may be read below.
+    if (auto bad = verify_shard(f.path)) return invalid(*bad);
+    in.open(f.path, std::ios::binary);
+    if (!in) return invalid("cannot open checkpoint file " + f.path);
+    char head[magic_bytes + 8];
+    if (!in.read(head, sizeof head) || std::memcmp(head, magic, magic_bytes) != 0)
+      return invalid(f.path + " is not a checkpoint file");
+    std::uint64_t length = 0;
+    for (int i = 0; i < 8; ++i)
+      length |= static_cast<std::uint64_t>(static_cast<unsigned char>(head[magic_bytes + i])) << (8 * i);
+    std::error_code ec;
+    const auto size = fs::file_size(f.path, ec);
+    if (ec || length > size) return invalid(f.path + " is truncated");
+    std::string text(length, '\0');
+    if (!in.read(text.data(), static_cast<std::streamsize>(length))) return invalid(f.path + " is truncated");
+    try {
+      header = json::parse(text);
+      data_start = magic_bytes + 8 + length;
+      if (header.at("format").get<int>() != format_version)
+        return invalid(f.path + ": checkpoint format " + header.at("format").dump() + ", expected " +
+                       std::to_string(format_version));
+      if (data_start + header.at("data_bytes").get<std::uint64_t>() != size)
+        return invalid(f.path + " is truncated (" + std::to_string(size) + " bytes)");
+      if (header.at("iterations").get<int>() != iterations)
+        return invalid(f.path + " holds the state after " + header.at("iterations").dump() +
+                       " iterations, expected " + std::to_string(iterations));
+      const json want = model_json(model);
+      const json& got = header.at("model");
+      for (const char* field :
+           {"num_layers", "hidden", "heads", "kv_heads", "ffn", "sequence", "vocabulary"}) {
+        const json& value = want.at(field);
+        if (!got.contains(field) || got.at(field) != value)
+          return invalid(f.path + " was written for another model shape: " + std::string(field) + " " +
+                         (got.contains(field) ? got.at(field).dump() : "missing") + " there, " +
+                         value.dump() + " here (model " + got.value("name", "?") + " there, " +
+                         model.name + " here)");
+      }
+      const std::string opt = header.at("optimizer").get<std::string>();
+      if (opt != optimizer_name(optimizer))
+        return invalid(f.path + " holds " + opt + " optimizer state; this run uses " +
+                       optimizer_name(optimizer));
+      for (const auto& t : header.at("tensors"))
+        tensors[{t.at("name").get<std::string>(), t.at("state").get<std::string>()}] = &t;
+    } catch (const std::exception& e) {
+      return invalid(f.path + ": malformed header: " + e.what());
+    }
+    return {};
+  }
+
+  // Copies elements [begin, begin + count) along `dim` of tensor `t` (count < 0: all of it)
+  // into `dest`: straight from the file when they are contiguous there and in dest.
+  void read_into(const json& t, int dim, std::int64_t begin, std::int64_t count, torch::Tensor dest) {
+    auto shape = t.at("shape").get<std::vector<std::int64_t>>();
+    auto type = dtype_of(t.at("dtype").get<std::string>());
+    if (type && (count < 0 || dim == 0) && !shape.empty() && dest.is_contiguous() &&
+        dest.scalar_type() == *type) {
+      const std::uint64_t bytes = t.at("bytes").get<std::uint64_t>();
+      std::uint64_t offset = data_start + t.at("offset").get<std::uint64_t>();
+      if (count >= 0) {
+        offset += begin * (shape[0] > 0 ? bytes / shape[0] : 0);
+        shape[0] = count;
+      }
+      if (dest.sizes().equals(shape)) {
+        in.clear();
+        in.seekg(static_cast<std::streamoff>(offset));
+        const std::uint64_t want = dest.numel() * dest.element_size();
+        if (!in.read(static_cast<char*>(dest.data_ptr()), static_cast<std::streamsize>(want)))
+          throw std::runtime_error(file.path + " is truncated");
+        return;
+      }
+    }
+    dest.copy_(read(t, dim, begin, count));
+  }
+
+  // Elements [begin, begin + count) along `dim` of tensor `t` (count < 0: all of it).
+  torch::Tensor read(const json& t, int dim, std::int64_t begin, std::int64_t count) {
+    auto shape = t.at("shape").get<std::vector<std::int64_t>>();
+    auto type = dtype_of(t.at("dtype").get<std::string>());
+    if (!type) throw std::runtime_error(file.path + ": unknown dtype " + t.at("dtype").dump());
+    const std::uint64_t bytes = t.at("bytes").get<std::uint64_t>();
+    std::uint64_t offset = data_start + t.at("offset").get<std::uint64_t>();
+    bool narrow_after = false;
+    if (count >= 0 && dim == 0 && !shape.empty()) {
+      // Rows are contiguous: read just the ones asked for.
+      const std::uint64_t row = shape[0] > 0 ? bytes / shape[0] : 0;
+      offset += begin * row;
+      shape[0] = count;
+    } else if (count >= 0) {
+      narrow_after = true;
+    }
+    auto out = torch::empty(shape, torch::TensorOptions().dtype(*type));
+    const std::uint64_t want = out.numel() * out.element_size();
+    in.clear();
+    in.seekg(static_cast<std::streamoff>(offset));
+    if (!in.read(static_cast<char*>(out.data_ptr()), static_cast<std::streamsize>(want)))
+      throw std::runtime_error(file.path + " is truncated");
+    return narrow_after ? out.narrow(dim, begin, count) : out;
+  }
+};
+
+// The full shape of a tensor cut along `dim` into pieces of `shape[dim]`.
+std::vector<std::int64_t> full_shape(std::vector<std::int64_t> shape, int dim, std::int64_t full) {
+  if (dim >= 0 && dim < static_cast<int>(shape.size())) shape[dim] = full;
+  return shape;
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+status restore_checkpoint(const std::string& dir, int iterations,
+                          const config::model_shape& model, const train_options& options,
+                          models::stage_module& module, torch::optim::Optimizer& optimizer,
+                          const std::string& who) {
+  const std::string folder = checkpoint_path(dir, iterations);
+  const auto where = who + " restore: ";
+  auto state = inspect_folder(folder);
+  if (!state.exists)
+    return invalid(where + "no checkpoint taken after " + std::to_string(iterations) +
+                   " iterations: " + folder + " does not exist");
+  if (state.complete.empty())
+    return invalid(where + "checkpoint " + folder + " is incomplete: " +
+                   std::to_string(state.best_found) + " of " + std::to_string(state.best_needed) +
+                   " writer files");
+
+  // The files that hold any of this stage's layers.
+  std::vector<std::unique_ptr<shard_reader>> readers;
+  for (const auto& f : state.complete) {
+    if (f.end_layer <= module.first_layer() || f.first_layer >= module.end_layer()) continue;
+    auto r = std::make_unique<shard_reader>();
+    if (auto st = r->open(f, model, options.optimizer, iterations)) {
+      st->message = where + st->message;
+      return st;
+    }
+    readers.push_back(std::move(r));
+  }
+
+  std::vector<std::string> states = {"param"};
+  if (options.optimizer == optimizer_kind::adamw) {
+    states.push_back("exp_avg");
+    states.push_back("exp_avg_sq");
+  } else if (options.momentum > 0) {
+    states.push_back("momentum_buffer");
+  }
+
+  const auto& params = module.parameters();
+  const int my_rank = module.tp().rank;
+  // values[i][k]: state k of parameter i, assembled on the CPU.
+  std::vector<std::vector<torch::Tensor>> values(params.size());
+  std::vector<std::int64_t> steps(params.size(), 0);
+  try {
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const auto& p = params[i];
+      const int layer = module.layer_of(i);
+      const auto my_shape = p.tensor.sizes().vec();
+      const int dim = p.shard_dim;
+      const std::int64_t length = dim >= 0 ? my_shape[dim] : 0, begin = my_rank * length;
+      const auto my_full = full_shape(my_shape, dim, p.full_size);
+      for (const auto& state_name : states) {
+        auto out = torch::empty(my_shape, torch::TensorOptions().dtype(p.tensor.scalar_type()));
+        std::int64_t covered = 0;
+        bool whole = false;
+        for (auto& r : readers) {
+          if (!r->file.holds_layer(layer)) continue;
+          auto it = r->tensors.find({p.name, state_name});
+          if (it == r->tensors.end())
+            return invalid(where + r->file.path + " has no " + state_name + " of parameter " +
+                           p.name + (state_name == "param" ? "" : " (written with another optimizer setting?)"));
+          const json& t = *it->second;
+          const auto saved_shape = t.at("shape").get<std::vector<std::int64_t>>();
+          const int saved_dim = t.at("shard_dim").get<int>();
+          const auto saved_full = full_shape(saved_shape, saved_dim, t.at("full_size").get<std::int64_t>());
+          if (saved_dim != dim || saved_full != my_full)
+            return invalid(where + r->file.path + ": parameter " + p.name + " has full shape " +
+                           shape_text(saved_full) + " there, " + shape_text(my_full) +
+                           " here (another model shape)");
+          if (state_name == "param" && options.optimizer == optimizer_kind::adamw) {
+            const auto& steps_json = r->header.at("steps");
+            if (!steps_json.contains(p.name))
+              return invalid(where + r->file.path + " has no AdamW step count of parameter " + p.name);
+            steps[i] = steps_json.at(p.name).get<std::int64_t>();
+          }
+          if (dim < 0) {
+            r->read_into(t, -1, 0, -1, out);
+            whole = true;
+            break;
+          }
+          const std::int64_t saved_length = saved_shape[dim];
+          const std::int64_t saved_begin = r->file.tp_rank * saved_length;
+          const std::int64_t lo = std::max(begin, saved_begin);
+          const std::int64_t hi = std::min(begin + length, saved_begin + saved_length);
+          if (lo >= hi) continue;
+          r->read_into(t, dim, lo - saved_begin, hi - lo, out.narrow(dim, lo - begin, hi - lo));
+          covered += hi - lo;
+        }
+        if (!whole && (dim < 0 || covered != length))
+          return invalid(where + "checkpoint " + folder + " does not hold all of parameter " +
+                         p.name + " (" + state_name + ")");
+        values[i].push_back(std::move(out));
+      }
+    }
+  } catch (const std::exception& e) {
+    return invalid(where + "reading " + folder + ": " + e.what());
+  }
+
+  // Everything read: load it.
+  torch::NoGradGuard no_grad;
+  auto& opt_state = optimizer.state();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto& p = params[i];
+    auto on_device = [&](const torch::Tensor& t) { return t.to(p.tensor.options().requires_grad(false)); };
+    p.tensor.detach().copy_(values[i][0]);
+    const auto key = key_of(p.tensor);
+    if (options.optimizer == optimizer_kind::adamw) {
+      auto s = std::make_unique<torch::optim::AdamWParamState>();
+      s->step(steps[i]);
+      s->exp_avg(on_device(values[i][1]));
+      s->exp_avg_sq(on_device(values[i][2]));
+      opt_state[key] = std::move(s);
+    } else if (options.momentum > 0) {
+      auto s = std::make_unique<torch::optim::SGDParamState>();
+      s->momentum_buffer(on_device(values[i][1]));
+      opt_state[key] = std::move(s);
+    } else {
+      opt_state.erase(key);
+    }
+  }
+  log::get("train")->info("{} restored checkpoint {} ({} parameters from {} files)", who, folder,
+                          params.size(), readers.size());
+  return {};
+}
+
+}  // namespace sailor::train::detail
