@@ -58,9 +58,15 @@ sailor::error explain_memory(const problem& prob, const detail::tables& tab) {
           double ratio = need / std::max(1.0, tab.memory_bytes(g));
           if (ratio > 1 && ratio < best_ratio) {
             best_ratio = ratio;
-            where = "layer " + std::to_string(l) + " alone needs " + fmt(need / 1e9) + " GB on " +
-                    tab.gpu_names()[g] + " (TP " + std::to_string(t) + ", micro-batch " +
-                    std::to_string(b) + "), which has " + fmt(tab.memory_bytes(g) / 1e9) + " GB";
+            // Name the check that binds: ours, or Sailor's formula (the larger of the two).
+            double ours = tab.stage_memory_ours(*c, l, l + 1, prob.job.allow_recompute, 1);
+            std::string check = need > ours ? " by Sailor's memory formula (" + fmt(ours / 1e9) +
+                                                " GB by ours)"
+                                            : " by our memory model";
+            where = "layer " + std::to_string(l) + " alone needs " + fmt(need / 1e9) + " GB" +
+                    check + " on " + tab.gpu_names()[g] + " (TP " + std::to_string(t) +
+                    ", micro-batch " + std::to_string(b) + "), which has " +
+                    fmt(tab.memory_bytes(g) / 1e9) + " GB";
           }
         }
       }
@@ -81,8 +87,16 @@ sailor::error explain_memory(const problem& prob, const detail::tables& tab) {
       if (auto it = z.gpus.find(tab.gpu_names()[g]); it != z.gpus.end()) pool += it->second * tab.memory_bytes(g);
     for (int b : tab.micro_batches())
       for (int t : tab.tps(g, b)) {
-        double m = t * tab.stage_memory(*tab.find(g, t, b), 0, tab.num_layers(), prob.job.allow_recompute, 1);
-        if (m < need) need = m, how = tab.gpu_names()[g] + " at TP " + std::to_string(t);
+        const auto& c = *tab.find(g, t, b);
+        const int n = tab.num_layers();
+        double m = t * tab.stage_memory(c, 0, n, prob.job.allow_recompute, 1);
+        if (m < need) {
+          need = m;
+          double ours = t * tab.stage_memory_ours(c, 0, n, prob.job.allow_recompute, 1);
+          how = tab.gpu_names()[g] + " at TP " + std::to_string(t) +
+                (m > ours ? ", by Sailor's memory formula; " + fmt(ours / 1e9) + " GB by ours"
+                          : ", by our memory model");
+        }
       }
   }
   msg += ": the whole model needs about " + fmt(need / 1e9) + " GB of GPU memory (" + how +

@@ -175,6 +175,16 @@ TEST_CASE("a model that fits nowhere is refused with the reason") {
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().kind == error_kind::infeasible);
   CHECK(r.error().message.find("fits on none") != std::string::npos);
+  // The message names the check that refused: here both refuse; with Sailor's formula off,
+  // it is ours, with its own figure.
+  const bool named = r.error().message.find("by Sailor's memory formula") != std::string::npos ||
+                     r.error().message.find("by our memory model") != std::string::npos;
+  CHECK_MESSAGE(named, r.error().message);
+  auto only_ours = prob;
+  only_ours.sim.sailor_memory_check = false;
+  auto o = plan_job(only_ours);
+  REQUIRE_FALSE(o.ok());
+  CHECK(o.error().message.find("by our memory model") != std::string::npos);
 }
 
 TEST_CASE("re-ranking by the event simulation: the estimate is the events', and no worse by them") {

@@ -102,6 +102,11 @@ double tables::stage_memory(const config_table& t, int a, int e, bool recompute,
   return ctx_.stage_memory_need(sim_gpu_[t.gpu], t.tp, t.mbs, a, e, in_flight, recompute);
 }
 
+double tables::stage_memory_ours(const config_table& t, int a, int e, bool recompute,
+                                 int in_flight) const {
+  return ctx_.stage_memory(sim_gpu_[t.gpu], t.tp, t.mbs, a, e, in_flight, recompute).total();
+}
+
 double tables::boundary_bytes(int e, int mbs) const {
   if (e <= 0 || e >= num_layers_) return 0;
   return ctx_.activation_bytes(mbs);

@@ -51,6 +51,10 @@ public:
   /// Peak bytes of one GPU of a replica holding layers [a, e) with `in_flight` micro-batches of
   /// activations alive (1F1B: min(micro-batches, stages from this one to the last)).
   double stage_memory(const config_table& t, int a, int e, bool recompute, int in_flight) const;
+  /// The same by our memory model alone (stage_memory is the larger of it and Sailor's
+  /// formula's): where they differ, Sailor's formula is the one that binds.
+  double stage_memory_ours(const config_table& t, int a, int e, bool recompute,
+                           int in_flight) const;
   /// Bytes a stage ending at layer `e` (exclusive) sends the next per micro-batch.
   double boundary_bytes(int e, int mbs) const;
   /// Parameters (whole, not per GPU) of layers [a, e).
