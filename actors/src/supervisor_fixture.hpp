@@ -59,7 +59,7 @@ caf::behavior fake_node(caf::event_based_actor* self, caf::actor supervisor, joi
     [self, supervisor](const train_report& x) { self->send(supervisor, x); },
     [log](const shutdown_notice&) { log->shut_down = true; },
     [self, supervisor, name = join.inventory.name](preempt_atom) {
-      self->send(supervisor, preemption_notice{name, "spot reclaimed"});
+      self->send(supervisor, preemption_notice{name, "spot reclaimed", 2.5});  // 2.5 s left
     },
   };
 }

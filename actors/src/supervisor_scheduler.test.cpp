@@ -215,6 +215,7 @@ TEST_CASE_FIXTURE(with_scheduler, "scheduler: it is told of joins, preemption no
   REQUIRE(log->events.size() == 6);
   CHECK(log->events[4].kind == "preemption_notice");
   CHECK(log->events[4].node.name == "n4");
+  CHECK(log->events[4].deadline_ms == 2500);  // the notice's seconds left, as it came
   CHECK(log->events[5].kind == "lost");
   CHECK(log->events[5].reason.find("preempted") != std::string::npos);
   REQUIRE(log->applied.size() == 2);
