@@ -22,6 +22,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <cstdlib>
@@ -254,6 +255,45 @@ void part3(const std::string& root, const std::vector<int>& series) {
   }
 }
 
+// Sailor's chosen plan for a pool, its global batch filled in when the file leaves it out.
+std::optional<config::plan> sailor_plan(const std::string& path, int gbs) {
+  auto sp = config::load_sailor_plan(path);
+  if (!sp) return std::nullopt;
+  auto plan = sp->value;
+  if (plan.global_batch <= 0) plan.global_batch = gbs;
+  return plan;
+}
+
+// Memory headroom of a plan by both checks (ours, Sailor's planner's formula).
+std::string headroom(const simulator::sim_context& ctx, const config::plan& p) {
+  auto e = simulator::simulate(ctx, p);
+  if (!e) return "?";
+  char b[96];
+  std::snprintf(b, sizeof b, "%+.2f/%+.2f GB", e->our_check_headroom_bytes / 1e9,
+                e->sailor_check_headroom_bytes / 1e9);
+  return b;
+}
+
+// Both plans by the closed form and by the event simulation, their memory headroom, the
+// sensitivity of ours to cross-zone links at half their bandwidth, and what one zone fewer
+// would have found.
+void print_pool_details(const planner::problem& prob, const simulator::sim_context& ctx,
+                        const config::plan& ours, const std::optional<config::plan>& theirs) {
+  auto [ours_cf, ours_ev] = closed_and_events(ctx, ours);
+  std::pair<double, double> their_times{0, 0};
+  if (theirs) their_times = closed_and_events(ctx, *theirs);
+  const double missed = missed_by_zone_sets(prob, planner::objective_value(prob.job, *ours.estimate));
+  std::printf("%-34s |   memory headroom (ours/Sailor's formula): our plan %s, Sailor's %s\n", "",
+              headroom(ctx, ours).c_str(), theirs ? headroom(ctx, *theirs).c_str() : "-");
+  std::printf("%-34s |   s/iter ours: closed %.4f events %.4f (%+.2f%%); Sailor's: closed %.4f events %.4f "
+              "(%+.2f%%) | half cross-zone bandwidth: %.3fx throughput | one zone fewer: %s\n",
+              "", ours_cf, ours_ev, 100 * (ours_cf / std::max(ours_ev, 1e-12) - 1), their_times.first,
+              their_times.second, 100 * (their_times.first / std::max(their_times.second, 1e-12) - 1),
+              half_bandwidth_ratio(prob, ours),
+              missed > 1e-9 ? ("better by " + std::to_string(100 * missed).substr(0, 5) + "%").c_str()
+                            : "no better");
+}
+
 void part2(const std::string& root, const std::string& results) {
   std::printf("\n== Part 2: against Sailor's planner on its 13 pools (both plans judged by our simulator) ==\n");
   std::printf("%-34s | %8s %8s %9s | %8s %8s %8s | %s\n", "pool", "ours_ms", "cpu_ms", "sailor_s", "speedup",
@@ -311,14 +351,12 @@ void part2(const std::string& root, const std::string& results) {
     dump_plan(name, r->plan);
     if (name == "b_het_A100_128_V100_384") het_wall_s = wall, het_cpu_s = cpu;
     // Sailor's plan under our simulator.
-    auto sp = config::load_sailor_plan(ppath.string());
+    auto theirs = sailor_plan(ppath.string(), gbs);
     auto ctx = planner::make_context(prob);
     std::string note;
     double thr_s = 0, cost_s = 0;
-    if (sp && ctx) {
-      auto plan = sp->value;
-      if (plan.global_batch <= 0) plan.global_batch = gbs;
-      auto e = simulator::simulate(*ctx, plan);
+    if (theirs && ctx) {
+      auto e = simulator::simulate(*ctx, *theirs);
       if (e) {
         thr_s = e->throughput_iters_per_s;
         cost_s = e->cost_per_iteration_usd;
@@ -350,41 +388,7 @@ void part2(const std::string& root, const std::string& results) {
     if (r_value > 0) log_ratio_sum += std::log(r_value), ++ratios;
     std::printf("%-34s | %8.1f %8.1f %9.2f | %7.0fx %8.4f %8.4f | %s%s\n", name.c_str(), wall * 1e3, cpu * 1e3,
                 sailor_s, sailor_s / std::max(cpu, 1e-6), est.throughput_iters_per_s, thr_s, ratio, note.c_str());
-    // Both plans by the closed form and by the event simulation, the sensitivity of ours to
-    // cross-zone links at half their bandwidth, and what one zone fewer would have found.
-    if (ctx) {
-      auto [ours_cf, ours_ev] = closed_and_events(*ctx, r->plan);
-      std::pair<double, double> theirs{0, 0};
-      if (sp) {
-        auto plan = sp->value;
-        if (plan.global_batch <= 0) plan.global_batch = gbs;
-        theirs = closed_and_events(*ctx, plan);
-      }
-      const double missed = missed_by_zone_sets(prob, planner::objective_value(prob.job, est));
-      // Memory headroom of both plans by both checks (ours, Sailor's planner's formula).
-      auto headroom = [&](const config::plan& p) {
-        auto e = simulator::simulate(*ctx, p);
-        char b[96];
-        if (!e) return std::string("?");
-        std::snprintf(b, sizeof b, "%+.2f/%+.2f GB", e->our_check_headroom_bytes / 1e9,
-                      e->sailor_check_headroom_bytes / 1e9);
-        return std::string(b);
-      };
-      std::string theirs_mem = "-";
-      if (sp) {
-        auto plan = sp->value;
-        if (plan.global_batch <= 0) plan.global_batch = gbs;
-        theirs_mem = headroom(plan);
-      }
-      std::printf("%-34s |   memory headroom (ours/Sailor's formula): our plan %s, Sailor's %s\n", "",
-                  headroom(r->plan).c_str(), theirs_mem.c_str());
-      std::printf("%-34s |   s/iter ours: closed %.4f events %.4f (%+.2f%%); Sailor's: closed %.4f events %.4f "
-                  "(%+.2f%%) | half cross-zone bandwidth: %.3fx throughput | one zone fewer: %s\n",
-                  "", ours_cf, ours_ev, 100 * (ours_cf / std::max(ours_ev, 1e-12) - 1), theirs.first, theirs.second,
-                  100 * (theirs.first / std::max(theirs.second, 1e-12) - 1), half_bandwidth_ratio(prob, r->plan),
-                  missed > 1e-9 ? ("better by " + std::to_string(100 * missed).substr(0, 5) + "%").c_str()
-                                : "no better");
-    }
+    if (ctx) print_pool_details(prob, *ctx, r->plan, theirs);
     std::fflush(stdout);
     fs::remove(qpath);
     fs::remove(ppath);

@@ -228,6 +228,54 @@ void consumer_pipelines(const std::string& root, const simulator::sim_options& b
 
 }  // namespace
 
+namespace {
+
+// Sailor's data for `model` and the simulator context over it, kept by model name.
+bool add_model(const std::string& data_root, const std::string& model,
+               const simulator::sim_options& opts, std::map<std::string, config::sailor_data>& data,
+               std::map<std::string, simulator::sim_context>& contexts) {
+  auto d = config::load_sailor_data(data_root, model);
+  if (!d) {
+    std::fprintf(stderr, "%s\n", d.error().to_string().c_str());
+    return false;
+  }
+  data.emplace(model, std::move(*d));
+  const auto& dd = data.at(model);
+  simulator::sim_inputs in;
+  in.model = dd.model;
+  in.profile = &dd.profile;
+  in.gpus = dd.gpus;
+  in.network = &dd.network;
+  in.job.optimizer = dd.optimizer;
+  in.job.global_batch = dd.default_global_batch;
+  auto ctx = simulator::sim_context::make(in, opts);
+  if (!ctx) {
+    std::fprintf(stderr, "%s\n", ctx.error().to_string().c_str());
+    return false;
+  }
+  contexts.emplace(model, std::move(*ctx));
+  return true;
+}
+
+// Time of one closed-form estimate of a resolved 4-stage plan, in thread CPU time: the
+// machine may be shared, and waiting for a core is not our cost.
+void time_closed_form(const simulator::sim_context& ctx, const simulator::resolved_plan& plan) {
+  const int reps = 200000;
+  volatile double sink = 0;
+  auto cpu_now = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+  };
+  const double start = cpu_now();
+  for (int i = 0; i < reps; ++i) sink = sink + simulator::closed_form(ctx, plan).iteration_time_s;
+  const double us = (cpu_now() - start) / reps;
+  std::printf("closed form, 4-stage plan (%d replicas per stage): %.3f us per estimate (target: < 2 us)\n",
+              plan.stages[0].num_replicas, us);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   const std::string data_root = argc > 2 ? argv[2] : std::string(SAILOR_DATA_DIR) + "/sailor";
   const std::string plans_dir =
@@ -257,6 +305,12 @@ int main(int argc, char** argv) {
   };
   std::vector<record> records;
   simulator::sim_options base_options;
+  if (const char* env = std::getenv("SAILOR_SIM_OPTIONS")) {
+    if (auto err = simulator::set_options(base_options, env)) {
+      std::fprintf(stderr, "SAILOR_SIM_OPTIONS: %s\n", err->to_string().c_str());
+      return 2;
+    }
+  }
   std::map<std::string, config::sailor_data> data;
   std::map<std::string, simulator::sim_context> contexts;
   double sum_t = 0, worst_t = 0, sum_m = 0, worst_m = 0, worst_ce = 0, sum_ms = 0, worst_ms = 0;
@@ -267,35 +321,8 @@ int main(int argc, char** argv) {
   const simulator::sim_context* four_ctx = nullptr;
   for (const auto& f : files) {
     const std::string model = forced_model.empty() ? model_from_path(f, plans_dir) : forced_model;
-    if (!contexts.count(model)) {
-      auto d = config::load_sailor_data(data_root, model);
-      if (!d) {
-        std::fprintf(stderr, "%s\n", d.error().to_string().c_str());
-        return 1;
-      }
-      data.emplace(model, std::move(*d));
-      const auto& dd = data.at(model);
-      simulator::sim_inputs in;
-      in.model = dd.model;
-      in.profile = &dd.profile;
-      in.gpus = dd.gpus;
-      in.network = &dd.network;
-      in.job.optimizer = dd.optimizer;
-      in.job.global_batch = dd.default_global_batch;
-      simulator::sim_options& opts = base_options;
-      if (const char* env = std::getenv("SAILOR_SIM_OPTIONS")) {
-        if (auto err = simulator::set_options(opts, env)) {
-          std::fprintf(stderr, "SAILOR_SIM_OPTIONS: %s\n", err->to_string().c_str());
-          return 2;
-        }
-      }
-      auto ctx = simulator::sim_context::make(in, opts);
-      if (!ctx) {
-        std::fprintf(stderr, "%s\n", ctx.error().to_string().c_str());
-        return 1;
-      }
-      contexts.emplace(model, std::move(*ctx));
-    }
+    if (!contexts.count(model) && !add_model(data_root, model, base_options, data, contexts))
+      return 1;
     const auto& ctx = contexts.at(model);
     auto pf = config::load_sailor_plan(f.string());
     if (!pf) {
@@ -358,21 +385,6 @@ int main(int argc, char** argv) {
   cross_validate(records, data, base_options);
   consumer_pipelines(data_root, base_options);
 
-  if (four_ctx) {
-    // Time of one closed-form estimate of a resolved 4-stage plan.
-    const int reps = 200000;
-    volatile double sink = 0;
-    // Thread CPU time: the machine may be shared, and waiting for a core is not our cost.
-    auto cpu_now = [] {
-      timespec ts{};
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-      return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-    };
-    const double start = cpu_now();
-    for (int i = 0; i < reps; ++i) sink = sink + simulator::closed_form(*four_ctx, four_stage).iteration_time_s;
-    const double us = (cpu_now() - start) / reps;
-    std::printf("closed form, 4-stage plan (%d replicas per stage): %.3f us per estimate (target: < 2 us)\n",
-                four_stage.stages[0].num_replicas, us);
-  }
+  if (four_ctx) time_closed_form(*four_ctx, four_stage);
   return 0;
 }

@@ -75,9 +75,13 @@ config::plan get(s::Plan::Reader r) {
   }
   if (r.getHasEstimate()) {
     auto e = r.getEstimate();
-    p.estimate = config::plan_estimate{e.getIterationTimeS(), e.getThroughputItersPerS(),
-                                       e.getCostPerIterationUsd(), e.getCostPerHourUsd(),
-                                       e.getPeakMemoryBytes()};
+    config::plan_estimate est;
+    est.iteration_time_s = e.getIterationTimeS();
+    est.throughput_iters_per_s = e.getThroughputItersPerS();
+    est.cost_per_iteration_usd = e.getCostPerIterationUsd();
+    est.cost_per_hour_usd = e.getCostPerHourUsd();
+    est.peak_memory_bytes = e.getPeakMemoryBytes();
+    p.estimate = std::move(est);
   }
   return p;
 }

@@ -26,14 +26,6 @@ using message =
                stage_ready, stage_failed, preemption_notice, shutdown_notice, status_request,
                cluster_status, training_job, train_report, store_request, store_reply>;
 
-/// True when T is one of `message`'s alternatives.
-template <class T, class V = message>
-struct is_message;
-template <class T, class... Ts>
-struct is_message<T, std::variant<Ts...>> : std::bool_constant<(std::is_same_v<T, Ts> || ...)> {};
-template <class T>
-inline constexpr bool is_message_v = is_message<T>::value;
-
 /// One message as it travels.
 struct envelope {
   std::uint16_t version = protocol_version;
