@@ -191,9 +191,16 @@ status run_profilers(std::vector<child>& procs, const fs::path& work) {
 result<measured_profile> collect_profiles(const std::vector<child>& procs, const fs::path& work) {
   std::vector<config::model_profile> copies;
   std::vector<double> shares, per_message, per_collective;
+  // When one process fails, run_profilers stops the others, so several may have ended
+  // badly: the one to name is the one that said why (the others' logs are empty).
+  const child* failed = nullptr;
+  for (const auto& c : procs)
+    if (c.exit_code != 0 && (!failed || tail_of(failed->log, 400).empty()))
+      failed = &c;
+  if (failed)
+    return sailor::error{error_kind::failed, "profiling failed: " + tail_of(failed->log, 400),
+                         failed->log, 0, ""};
   for (const auto& c : procs) {
-    if (c.exit_code != 0)
-      return sailor::error{error_kind::failed, "profiling failed: " + tail_of(c.log, 400), c.log, 0, ""};
     auto one = config::load_profile_json((work / (c.name + ".json")).string());
     if (!one)
       return one.error();
