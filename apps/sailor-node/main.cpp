@@ -28,6 +28,7 @@
 #include <thread>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <caf/scoped_actor.hpp>
 
 #include "sailor/actors/runtime.hpp"
@@ -293,12 +294,16 @@ result<std::unique_ptr<actors::node>> join_with_retry(
                                     ctx.transport);
     if (node || stop.stopped())
       return node;
+    // Refused at the handshake (another job token, protocol version or TLS authority): every
+    // later try would be refused the same way.
+    if (node.error().kind == error_kind::invalid_input)
+      return node;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0)
       return sailor::error{error_kind::disconnected,
                            "no coordinator at " + ctx.args.join + " within --join-timeout " +
-                             std::to_string(ctx.args.join_timeout_s) +
+                             fmt::format("{:g}", ctx.args.join_timeout_s) +
                              " s: " + node.error().message,
                            "", 0, "--join"};
     if (!told)
@@ -341,8 +346,10 @@ int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& st
                           std::chrono::milliseconds{static_cast<std::int64_t>(ctx.args.join_timeout_s * 1000)};
     auto node = join_with_retry(system, ctx, options, deadline, stop);
     if (!node) {
-      std::fprintf(stderr, "sailor-node: %s\n", node.error().message.c_str());
-      return 1;
+      const bool refused = node.error().kind == error_kind::invalid_input;
+      std::fprintf(stderr, "sailor-node: %s%s\n", refused ? "refused by the coordinator: " : "",
+                   node.error().message.c_str());
+      return refused ? 3 : 1;
     }
     caf::actor agent = (*node)->agent();
 #ifdef SAILOR_WITH_TRAIN

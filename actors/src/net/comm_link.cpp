@@ -35,7 +35,7 @@ public:
     };
     h.on_error = [weak](const comm::transport_error& err) {
       if (auto self = weak.lock()) {
-        self->opened(err.to_string());
+        self->opened(err);
         self->close(err.to_string());
       }
     };
@@ -43,11 +43,13 @@ public:
   }
 
   /// Waits until the handshake is done; returns the error if it failed.
-  std::optional<std::string> wait_open(int timeout_ms) {
+  std::optional<comm::transport_error> wait_open(int timeout_ms) {
     std::unique_lock<std::mutex> lock{mutex_};
     if (!open_changed_.wait_for(lock, std::chrono::milliseconds{timeout_ms},
                                 [this] { return open_done_; }))
-      return "no answer to the handshake within " + std::to_string(timeout_ms) + " ms";
+      return comm::transport_error{comm::errc::timed_out,
+                                   "no answer to the handshake within " +
+                                     std::to_string(timeout_ms) + " ms"};
     return open_error_;
   }
 
@@ -111,7 +113,7 @@ public:
   }
 
 private:
-  void opened(std::optional<std::string> error) {
+  void opened(std::optional<comm::transport_error> error) {
     {
       std::lock_guard<std::mutex> guard{mutex_};
       if (open_done_)
@@ -148,7 +150,7 @@ private:
   bool closed_ = false;
   std::string close_reason_;
   bool open_done_ = false;
-  std::optional<std::string> open_error_;
+  std::optional<comm::transport_error> open_error_;
 };
 
 class comm_listener final : public link_listener {
@@ -197,10 +199,15 @@ result<std::shared_ptr<link>> comm_connect(comm::transport& transport, const std
     return connection.error();
   l->attach(*connection);
   if (auto err = l->wait_open(timeout_ms)) {
-    l->close(*err);
-    return sailor::error{error_kind::disconnected,
+    l->close(err->to_string());
+    // A handshake the peer (or this side) refused, for the job token, the protocol version,
+    // TLS or the name, fails the same way on every try: the caller's input is wrong. Anything
+    // else (nobody listening yet, a dropped or slow connection) may pass on a later try.
+    const bool refused =
+      err->code == comm::errc::refused || err->code == comm::errc::protocol_mismatch;
+    return sailor::error{refused ? error_kind::invalid_input : error_kind::disconnected,
                          "cannot connect to " + to.to_string() + " over " + transport.name() +
-                           ": " + *err,
+                           ": " + err->to_string(),
                          "", 0, ""};
   }
   return std::shared_ptr<link>(l);
