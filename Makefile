@@ -27,6 +27,7 @@ test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
 bench: build
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target benches
 	bash scripts/bench.sh $(BUILD_DIR)
 
 clean:
