@@ -45,14 +45,10 @@ run_output train_until(const temp_dir& dir, const std::string& run, int iteratio
                      "--iterations", std::to_string(iterations), "--exit-when-done"},
                     dir.path(run + ".out"), dir.path(run + ".err")};
   REQUIRE(coordinator.pid() > 0);
-  std::smatch m;
-  static const std::regex listening{R"(listening on 127\.0\.0\.1:([0-9]+))"};
-  std::string out;
-  REQUIRE(eventually(10s, [&] {
-    out = coordinator.out();
-    return std::regex_search(out, m, listening);
-  }));
-  child node{{sailor_bin("sailor-node"), "--join", "127.0.0.1:" + std::string(m[1]), "--zone", "local-a", "--devices",
+  const std::string port = listening_port(coordinator);
+  INFO(coordinator.err());
+  REQUIRE(!port.empty());
+  child node{{sailor_bin("sailor-node"), "--join", "127.0.0.1:" + port, "--zone", "local-a", "--devices",
               "cpu:1", "--name", "node-" + run, "--transport", "tcp", "--token-file", job_token_file(dir), "--log-dir", dir.path("logs"),
               // the same machine's folder each run: the checkpoints the job resumes from
               "--state-dir", dir.path("state")},

@@ -83,15 +83,8 @@ void check_bad_requests(dashboard_client& web) {
 }
 
 int coordinator_port(const child& c) {
-  static const std::regex listening{R"(listening on 127\.0\.0\.1:([0-9]+))"};
-  std::smatch m;
-  std::string out;
-  if (!eventually(10s, [&] {
-        out = c.out();
-        return std::regex_search(out, m, listening);
-      }))
-    return 0;
-  return std::stoi(m[1]);
+  const std::string port = listening_port(c);
+  return port.empty() ? 0 : std::stoi(port);
 }
 
 }  // namespace

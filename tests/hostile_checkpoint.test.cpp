@@ -46,15 +46,11 @@ std::string train(const temp_dir& dir, const std::string& token_file, int iterat
                              "--iterations", std::to_string(iterations), "--exit-when-done"},
     dir.path(run + "-coordinator.out"), dir.path(run + "-coordinator.err"));
   REQUIRE(coordinator.pid() > 0);
-  std::smatch m;
-  static const std::regex listening{R"(listening on 127\.0\.0\.1:([0-9]+))"};
-  std::string out;
-  REQUIRE(eventually(10s, [&] {
-    out = coordinator.out();
-    return std::regex_search(out, m, listening);
-  }));
+  const std::string port = listening_port(coordinator);
+  INFO(coordinator.err());
+  REQUIRE(!port.empty());
   child node(std::vector<std::string>{sailor_bin("sailor-node"), "--join",
-                                      "127.0.0.1:" + std::string(m[1]), "--zone", "local-a",
+                                      "127.0.0.1:" + port, "--zone", "local-a",
                                       "--devices", "cpu:1", "--name", "n1", "--transport", "tcp",
                                       "--token-file", token_file, "--state-dir",
                                       dir.path("state")},

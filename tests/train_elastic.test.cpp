@@ -48,14 +48,10 @@ std::string start_coordinator(std::unique_ptr<child>& coordinator, const temp_di
                              "--summary-json", dir.path("summary.json")},
     dir.path("coordinator.out"), dir.path("coordinator.err"));
   REQUIRE(coordinator->pid() > 0);
-  std::smatch m;
-  static const std::regex listening{R"(listening on 127\.0\.0\.1:([0-9]+))"};
-  std::string out;
-  REQUIRE(eventually(10s, [&] {
-    out = coordinator->out();
-    return std::regex_search(out, m, listening);
-  }));
-  return m[1];
+  const std::string port = listening_port(*coordinator);
+  INFO(coordinator->err());
+  REQUIRE(!port.empty());
+  return port;
 }
 
 std::unique_ptr<child> start_node(const temp_dir& dir, const std::string& port,

@@ -65,18 +65,12 @@ void check_curve(const std::string& out, int iterations, int first = 1) {
   }
 }
 
-// The port a coordinator printed it listens on (`host` as given), within 15 s.
-std::string listening_port(const child& coordinator, const std::string& host) {
-  std::smatch m;
-  const std::regex listening{"listening on " + host + ":([0-9]+)"};
-  std::string text;
-  bool up = eventually(15s, [&] {
-    text = coordinator.out();
-    return std::regex_search(text, m, listening);
-  });
+// The port a coordinator printed it listens on (`host` as given).
+std::string port_of(const child& coordinator, const std::string& host) {
+  const std::string port = listening_port(coordinator, host);
   INFO(coordinator.err());
-  REQUIRE(up);
-  return m[1].str();
+  REQUIRE(!port.empty());
+  return port;
 }
 
 std::vector<std::string> coordinator_argv(const std::string& listen, const std::string& train_dir,
@@ -114,7 +108,7 @@ TEST_CASE("faults: a node its peers cannot reach at its advertised address is na
                                 env),
                     dir.path("coordinator.out"), dir.path("coordinator.err")};
   REQUIRE(coordinator.pid() > 0);
-  const std::string join = lab.address(0) + ":" + listening_port(coordinator, lab.address(0));
+  const std::string join = lab.address(0) + ":" + port_of(coordinator, lab.address(0));
   std::vector<std::unique_ptr<child>> nodes;
   for (int k = 0; k < 3; ++k) {
     const std::string name = "node-" + std::to_string(k);
@@ -159,7 +153,7 @@ TEST_CASE("faults: checkpoint writes failing on a read-only state folder are tol
   child coordinator{coordinator_argv("127.0.0.1:0", dir.path("train"), 2, iterations,
                                      {"--transport", "tcp", "--token-file", job_token_file(dir)}),
                     dir.path("coordinator.out"), dir.path("coordinator.err")};
-  const std::string join = "127.0.0.1:" + listening_port(coordinator, "127.0.0.1");
+  const std::string join = "127.0.0.1:" + port_of(coordinator, "127.0.0.1");
   auto node_argv = [&](const std::string& name, const std::string& state) {
     return std::vector<std::string>{sailor_bin("sailor-node"), "--join", join, "--zone", "local-a",
                                     "--devices", "cpu:1", "--name", name, "--transport", "tcp", "--token-file", job_token_file(dir),
@@ -192,7 +186,7 @@ TEST_CASE("faults: a checkpoint shard found corrupt when a plan restores it is s
   {
     child coordinator{coordinator_argv("127.0.0.1:0", dir.path("train"), 1, 4, {"--transport", "tcp", "--token-file", job_token_file(dir)}),
                       dir.path("c1.out"), dir.path("c1.err")};
-    const std::string join = "127.0.0.1:" + listening_port(coordinator, "127.0.0.1");
+    const std::string join = "127.0.0.1:" + port_of(coordinator, "127.0.0.1");
     child node{{sailor_bin("sailor-node"), "--join", join, "--zone", "local-a", "--devices", "cpu:1",
                 "--name", "n1", "--transport", "tcp", "--token-file", job_token_file(dir), "--state-dir", dir.path("s1"),
                 "--log-dir", dir.path("logs")},
@@ -205,7 +199,7 @@ TEST_CASE("faults: a checkpoint shard found corrupt when a plan restores it is s
   // newest is corrupted, and n2's join makes the plan that restores it.
   child coordinator{coordinator_argv("127.0.0.1:0", dir.path("train"), 2, 6, {"--transport", "tcp", "--token-file", job_token_file(dir)}),
                     dir.path("c2.out"), dir.path("c2.err")};
-  const std::string join = "127.0.0.1:" + listening_port(coordinator, "127.0.0.1");
+  const std::string join = "127.0.0.1:" + port_of(coordinator, "127.0.0.1");
   child n1{{sailor_bin("sailor-node"), "--join", join, "--zone", "local-a", "--devices", "cpu:1",
             "--name", "n1", "--transport", "tcp", "--token-file", job_token_file(dir), "--state-dir", dir.path("s1"), "--log-dir",
             dir.path("logs")},
@@ -245,7 +239,7 @@ TEST_CASE("faults: across re-plans each node keeps a bounded number of plan fold
   child coordinator{coordinator_argv("127.0.0.1:0", dir.path("train"), 3, 100000,
                                      {"--transport", "tcp", "--token-file", job_token_file(dir), "--settle-s", "5"}),
                     dir.path("c.out"), dir.path("c.err")};
-  const std::string join = "127.0.0.1:" + listening_port(coordinator, "127.0.0.1");
+  const std::string join = "127.0.0.1:" + port_of(coordinator, "127.0.0.1");
   auto start = [&](int k) {
     const std::string name = "n" + std::to_string(k);
     return std::make_unique<child>(

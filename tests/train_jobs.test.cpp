@@ -224,14 +224,9 @@ TEST_CASE("sailor coordinator --train-dir: the validation curve in the progress 
                      job_file, "--quorum", "2", "--settle-s", "30", "--transport", "tcp", "--token-file", job_token_file(dir),
                      "--train-dir", dir.path("train"), "--summary-json", summary},
                     dir.path("coordinator.out"), dir.path("coordinator.err")};
-  std::smatch m;
-  static const std::regex listening{R"(listening on 127\.0\.0\.1:([0-9]+))"};
-  std::string out;
-  REQUIRE(eventually(10s, [&] {
-    out = coordinator.out();
-    return std::regex_search(out, m, listening);
-  }));
-  const std::string port = m[1];
+  const std::string port = listening_port(coordinator);
+  INFO(coordinator.err());
+  REQUIRE(!port.empty());
   std::vector<std::unique_ptr<child>> nodes;
   for (int k = 0; k < 2; ++k) {
     const std::string name = "node-" + std::to_string(k);

@@ -101,16 +101,10 @@ void train_across_namespaces(const std::string& transport) {
                 lab_env()),
     dir.path("coordinator.out"), dir.path("coordinator.err")};
   REQUIRE(coordinator.pid() > 0);
-  std::smatch m;
-  const std::regex listening{"listening on " + lab.address(0) + ":([0-9]+)"};
-  std::string text;
-  bool up = eventually(15s, [&] {
-    text = coordinator.out() + coordinator.err();
-    return std::regex_search(text, m, listening);
-  });
-  INFO(text);
-  REQUIRE(up);
-  const std::string join = lab.address(0) + ":" + m[1].str();
+  const std::string port = listening_port(coordinator, lab.address(0));
+  INFO(coordinator.out() << coordinator.err());
+  REQUIRE(!port.empty());
+  const std::string join = lab.address(0) + ":" + port;
   std::vector<std::unique_ptr<child>> nodes;
   const char* zones[] = {"local-a", "local-b", "local-a"};
   for (int k = 0; k < 3; ++k) {

@@ -69,14 +69,9 @@ TEST_CASE("tls: a job over TCP with TLS trains with the single-rank loss curve, 
   for (auto& a : tls_args(dir, "job", "coordinator")) argv.push_back(a);
   child coordinator(argv, dir.path("coordinator.out"), dir.path("coordinator.err"));
   REQUIRE(coordinator.pid() > 0);
-  std::smatch m;
-  static const std::regex listening{R"(listening on 127\.0\.0\.1:([0-9]+))"};
-  std::string out;
-  REQUIRE(eventually(10s, [&] {
-    out = coordinator.out();
-    return std::regex_search(out, m, listening);
-  }));
-  const std::string port = m[1];
+  const std::string port = listening_port(coordinator);
+  INFO(coordinator.err());
+  REQUIRE(!port.empty());
   // Intruders first: without TLS, and with a certificate of another CA. Both give up.
   child plain(node_argv(port, "n3", "local-a", token_file, dir.path("s3"), {"--join-timeout", "3"}),
               dir.path("n3.out"), dir.path("n3.err"));
@@ -94,7 +89,7 @@ TEST_CASE("tls: a job over TCP with TLS trains with the single-rank loss curve, 
   const int code = coordinator.wait_exit(180s);
   CHECK(n1.wait_exit(30s) >= 0);
   CHECK(n2.wait_exit(30s) >= 0);
-  out = coordinator.out();
+  const std::string out = coordinator.out();
   INFO(out);
   INFO(coordinator.err());
   INFO(n1.err());

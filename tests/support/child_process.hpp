@@ -11,6 +11,7 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -86,6 +87,24 @@ inline bool eventually(milliseconds limit, const std::function<bool()>& ready) {
     std::this_thread::sleep_for(20ms);  // sleep override: polls another process's state, bounded by `limit`
   }
   return ready();
+}
+
+/// The port a coordinator printed that it listens on ("listening on HOST:PORT", on its
+/// standard output or error), or "" when it printed none within `limit`. The default is
+/// generous: starting the program (it loads LibTorch) took over 10 s on a loaded 2-core
+/// machine.
+inline std::string listening_port(const child& coordinator, const std::string& host = "127.0.0.1",
+                                  milliseconds limit = 60s) {
+  const std::regex listening{"listening on " + std::regex_replace(host, std::regex{R"(\.)"}, R"(\.)") +
+                             ":([0-9]+)"};
+  std::smatch m;
+  std::string text;
+  if (!eventually(limit, [&] {
+        text = coordinator.out() + coordinator.err();
+        return std::regex_search(text, m, listening);
+      }))
+    return "";
+  return m[1].str();
 }
 
 }  // namespace sailor::testing
