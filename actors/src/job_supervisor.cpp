@@ -411,8 +411,10 @@ caf::message_handler common(supervisor* self) {
       tell_iteration(self, x);
     },
     [self](drift_replan_atom, const std::string& why) {
-      if (self->state.phase == "running")
-        capacity_changed(self, why);
+      if (self->state.phase != "running")
+        return;
+      record(self, "re-planning on drift: " + detail::printable(why, 1024));
+      capacity_changed(self, why);
     },
     [self](train_check_atom, std::int64_t version) { on_train_check(self, version); },
     [self](recovery_wait_atom, std::int64_t serial) { recovery_deadline(self, serial); },

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <string>
 
+#include "coordinator_drift.hpp"
 #include "coordinator_parts.hpp"
 #include "coordinator_search.hpp"
 #include "exit_codes.hpp"
@@ -53,7 +54,8 @@ int search_planner(const coordinator_args& args, const coordinator_inputs& in,
     std::fprintf(stderr, "sailor coordinator: --profile: %s\n", search.error().to_string().c_str());
     return exit_bad_input;
   }
-  options.plan = std::move(*search);
+  // Planned and predicted as `sailor demo` plans; the drift loop watches what it predicted.
+  options.plan = in.drift->planner(std::move(*search));
   return exit_done;
 }
 
