@@ -1,4 +1,5 @@
 #include "sailor/actors/job_supervisor.hpp"
+#include "sailor/actors/loop_note.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -415,6 +416,9 @@ caf::message_handler common(supervisor* self) {
         return;
       record(self, "re-planning on drift: " + detail::printable(why, 1024));
       capacity_changed(self, why);
+    },
+    [self](loop_note_atom, const std::string& text) {
+      record(self, detail::printable(text, 1024));
     },
     [self](train_check_atom, std::int64_t version) { on_train_check(self, version); },
     [self](recovery_wait_atom, std::int64_t serial) { recovery_deadline(self, serial); },

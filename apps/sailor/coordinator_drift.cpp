@@ -5,6 +5,7 @@
 #include <caf/send.hpp>
 
 #include "live_planning.hpp"
+#include "sailor/actors/loop_note.hpp"
 
 namespace sailor::app {
 
@@ -93,6 +94,11 @@ void coordinator_drift::run(std::shared_ptr<actors::status_board> board, caf::ac
       std::printf("re-planning on drift: %s\n", why->c_str());
       std::fflush(stdout);
       caf::anon_send(supervisor, actors::drift_replan_atom::value, *why);
+    }
+    if (auto note = watch_->link_note()) {
+      std::printf("closed loop: %s\n", note->c_str());
+      std::fflush(stdout);
+      caf::anon_send(supervisor, actors::loop_note_atom::value, *note);
     }
     lock.lock();
   }

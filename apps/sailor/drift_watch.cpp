@@ -95,6 +95,8 @@ std::optional<std::string> drift_watch::check(const std::vector<actors::board_ra
     if (!seen_.insert({r.plan_version, r.node, r.rank, r.iteration}).second)
       continue;
     speeds_.add(r.node, r.compute_s, running.stages[static_cast<std::size_t>(r.stage)].compute_s);
+    if (loop_ && current)
+      observe_link(r, running, *current);
   }
   const auto done = static_cast<std::int64_t>(records.size());
   if (done == last_checked_ || done - last_replan_iteration_ < options_.cooldown)
@@ -183,6 +185,57 @@ result<planned> drift_watch::best_around(const std::pair<std::string, double>& s
     return with;
   forget_slowdown(slow.first);
   return without ? std::move(without) : std::move(with);
+}
+
+void drift_watch::observe_link(const actors::train_report& r, const plan_prediction& running,
+                               const config::plan& current) {
+  const auto s = static_cast<std::size_t>(r.stage);
+  if (s >= current.stages.size() || s >= running.stages.size())
+    return;
+  std::set<std::string> zones;
+  for (const auto& rep : current.stages[s].replicas)
+    zones.insert(rep.zone);
+  if (zones.size() != 2)
+    return;
+  const auto key = simulator::link_key(*zones.begin(), *zones.rbegin());
+  // Against the prediction before the link's correction (as the GPU types' is): against the
+  // corrected one, the factor would chase itself back to 1.
+  auto applied = running.link_factors.find(key);
+  const double predicted = running.stages[s].allreduce_s /
+                           (applied == running.link_factors.end() ? 1.0 : applied->second);
+  std::lock_guard lock{loop_->mu};
+  // The plan's warm-up, and a straggler's peers waiting in the all-reduce, say nothing about
+  // the link.
+  if (loop_->suspect || r.iteration <= loop_->plan_start_iteration || !(predicted > 0))
+    return;
+  loop_->links.add(key, predicted, r.all_reduce_s);
+}
+
+std::optional<std::string> drift_watch::link_note() {
+  if (!loop_)
+    return std::nullopt;
+  std::map<std::string, std::pair<double, std::size_t>> now;
+  {
+    std::lock_guard lock{loop_->mu};
+    for (const auto& [key, factor] : loop_->links.factors())
+      now[key] = {factor, loop_->links.samples(key)};
+  }
+  std::string out;
+  for (const auto& [key, figure] : now) {
+    auto& noted = noted_links_[key];
+    if (noted > 0 && std::abs(figure.first / noted - 1) < 0.1)
+      continue;
+    noted = figure.first;
+    char line[240];
+    std::snprintf(line, sizeof line,
+                  "%slink %s: its all-reduce measured %.2fx the prediction (median of %zu "
+                  "samples); plans use the link corrected by it",
+                  out.empty() ? "" : "; ", key.c_str(), figure.first, figure.second);
+    out += line;
+  }
+  if (out.empty())
+    return std::nullopt;
+  return out;
 }
 
 void drift_watch::forget_slowdown(const std::string& node) {

@@ -84,7 +84,15 @@ public:
                                    const std::set<std::string>& gone,
                                    const std::optional<config::plan>& current);
 
+  /// What changed in the links' correction since the last note (by 10% or more), as a line
+  /// for the log and `sailor status`; nothing when nothing did.
+  std::optional<std::string> link_note();
+
 private:
+  // A rank's all-reduce against its stage's prediction, into the correction of the zone pair
+  // its stage spans (stages within one zone, or over more than two, give no link sample).
+  void observe_link(const actors::train_report& r, const plan_prediction& running,
+                    const config::plan& current);
   // The best plan with `slow` at its measured speed (or without it), as the search sees it.
   result<planned> best_around(const std::pair<std::string, double>& slow,
                               const std::set<std::string>& gone,
@@ -98,6 +106,7 @@ private:
   std::vector<actors::node_inventory> nodes_;
   drift_options options_;
   node_speeds speeds_;
+  std::map<std::string, double> noted_links_;  ///< link factors last told
   std::set<std::tuple<std::int64_t, std::string, int, std::int64_t>> seen_;
   std::int64_t last_replan_iteration_ = -1000000;
   std::int64_t last_checked_ = -1;

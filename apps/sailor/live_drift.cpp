@@ -12,6 +12,7 @@
 
 #include "live_planning.hpp"
 #include "live_slow_nodes.hpp"
+#include "sailor/actors/loop_note.hpp"
 #include "local_cluster.hpp"
 
 namespace sailor::app {
@@ -83,6 +84,11 @@ void local_drift::step(local_cluster& cluster, training_events& events, local_pr
   std::set<std::string> gone{gone_list.begin(), gone_list.end()};
   auto why = watch_.check(board_->reports(8), running, version, progress.records(),
                           progress.total() - progress.done(), gone, current);
+  if (auto note = watch_.link_note()) {
+    std::printf("  closed loop: %s\n", note->c_str());
+    std::fflush(stdout);
+    caf::anon_send(cluster.supervisor(), actors::loop_note_atom::value, *note);
+  }
   if (!why)
     return;
   std::printf("  re-planning on drift: %s\n", why->c_str());

@@ -158,6 +158,12 @@ result<planned> plan_and_predict(const local_planning_inputs& in,
       slow.add_to(r->profile);
     return r;
   };
+  std::map<std::string, double> link_factors;
+  if (in.loop) {
+    std::lock_guard lock{in.loop->mu};
+    slowed_in.cluster = simulator::corrected_links(std::move(slowed_in.cluster), in.loop->links);
+    link_factors = in.loop->links.factors();
+  }
   config::plan p;
   std::optional<result<measured_profile>> profile;
   std::string used = in.fixed ? "fixed" : in.policy;
@@ -218,6 +224,7 @@ result<planned> plan_and_predict(const local_planning_inputs& in,
   if (auto base = simulator::slowed_base_type(prediction.bottleneck_type); !base.empty())
     prediction.bottleneck_type = base;
   prediction.planner = used;
+  prediction.link_factors = link_factors;
   correct(prediction, in.loop.get());
   if (!real.estimate)
     real.estimate = config::plan_estimate{};
