@@ -86,7 +86,7 @@ TEST_CASE("sailor demo plans on the catalog when profiling fails, and says what 
   CHECK(j["predicted_iteration_s"].get<double>() > 0);  // the catalog's analytic estimate
 }
 
-TEST_CASE("sailor coordinator plans with the search, predicts its iterations, and re-plans around a straggler") {
+TEST_CASE("sailor coordinator probes its zone link, plans with the search, predicts its iterations, and re-plans around a straggler") {
   temp_dir dir;
   const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
   const auto summary = dir.path("summary.json");
@@ -96,7 +96,7 @@ TEST_CASE("sailor coordinator plans with the search, predicts its iterations, an
                      configs + "/models/tiny.yaml", "--job", configs + "/jobs/tiny.yaml",
                      "--quorum", "2", "--settle-s", "30", "--transport", "tcp", "--token-file",
                      job_token_file(dir), "--train-dir",
-                     dir.path("train"), "--iterations", "24",
+                     dir.path("train"), "--iterations", "24", "--emulate-links",
                      "--profile-cache", dir.path("profiles"), "--summary-json", summary},
                     dir.path("coordinator.out"), dir.path("coordinator.err")};
   std::smatch m;
@@ -154,6 +154,13 @@ TEST_CASE("sailor coordinator plans with the search, predicts its iterations, an
   CHECK(std::regex_search(coordinator.out(),
                           std::regex{"plan v1: predicted [0-9.]+ s per iteration"}));
   CHECK(!std::filesystem::is_empty(dir.path("profiles")));
+  // The emulated link between the nodes' zones was probed before planning (2 ms, 100 MB/s in
+  // local-2-zones.yaml): the shaper never delivers early, so the probe reads at least its
+  // latency and no more than its bandwidth.
+  static const std::regex probed{R"(\[link local-a->local-b\] probed in [0-9.]+ s: latency ([0-9.]+) ms, ([0-9.]+) MB/s)"};
+  REQUIRE(std::regex_search(out, m, probed));
+  CHECK(std::stod(m[1]) >= 1.5);
+  CHECK(std::stod(m[2]) <= 120);
   // One re-plan for the drift, naming the slow node and the predicted gain; the next plan
   // runs the rest.
   static const std::regex why{"re-planning on drift: (node-[01]) computes [0-9.]+x slower[^\n]*"

@@ -48,7 +48,7 @@ int search_planner(const coordinator_args& args, const coordinator_inputs& in,
     in.model, in.cluster, in.job, args.model, args.profile, args.profile_cache,
     access(self.c_str(), X_OK) == 0 ? self.string() : "",
     args.train_dir.empty() ? std::filesystem::temp_directory_path().string() : args.train_dir,
-    !args.train_dir.empty()};
+    !args.train_dir.empty(), args.emulate_links};
   auto search = coordinator_search(std::move(search_in));
   if (!search) {
     std::fprintf(stderr, "sailor coordinator: --profile: %s\n", search.error().to_string().c_str());

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "demo_profile.hpp"
+#include "link_probes.hpp"
 #include "live_planning.hpp"
 #include "sailor/actors/placement.hpp"
 #include "sailor/config/load.hpp"
@@ -78,6 +79,12 @@ result<local_planning_inputs> coordinator_search(coordinator_search_inputs in) {
   out.work = in.work_dir;
   out.policy = "search";
   out.refuse_unfit = in.training;
+  if (in.probe_links) {
+    auto probes = std::make_shared<zone_link_probes>(in.cluster);
+    out.network = [probes](const actors::plan_request& request) {
+      return probes->network_for(request.nodes);
+    };
+  }
   out.profile_source = [in, file](const actors::plan_request& request, const config::plan& shape) {
     return profile_for(in, file, request, shape);
   };

@@ -26,6 +26,7 @@ struct coordinator_search_inputs {
   std::string node_binary;  ///< sailor-node, to profile CPU devices ("" : no profiling)
   std::string work_dir;     ///< where profiling runs
   bool training = false;    ///< refuse plans that do not fit a device's memory
+  bool probe_links = false; ///< --emulate-links: plan on the zone links probed (link_probes.hpp)
 };
 
 /// What plan_and_predict plans with; errors on a profile file that cannot be read (naming it).

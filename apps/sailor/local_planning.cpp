@@ -150,6 +150,8 @@ result<planned> plan_and_predict(const local_planning_inputs& in,
   }
   const slowed_nodes slow{slow_factors, request.nodes};
   local_planning_inputs slowed_in = in;
+  if (in.network)
+    slowed_in.cluster = in.network(request);
   slow.add_to(slowed_in.cluster.gpus);
   actors::plan_request slowed_request = request;
   slow.rename(slowed_request.nodes);

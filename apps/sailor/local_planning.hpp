@@ -38,6 +38,9 @@ struct local_planning_inputs {
   /// profile file, and for CPU nodes measured here (coordinator_search.hpp).
   std::function<result<measured_profile>(const actors::plan_request&, const config::plan&)>
     profile_source;
+  /// The network to plan a request's nodes on (null: `cluster` as configured); `sailor
+  /// coordinator --emulate-links`: the zone links probed (link_probes.hpp).
+  std::function<config::cluster(const actors::plan_request&)> network;
   /// Refuse plans that do not fit a device's memory (a control plane that trains nothing
   /// does not).
   bool refuse_unfit = true;

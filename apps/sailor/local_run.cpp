@@ -154,6 +154,7 @@ local_planning_inputs planning_inputs_for(const local_inputs& in, const local_ru
           args.planner,
           std::move(loop),
           {},  // profiles measured on this machine (obtain_profile)
+          {},  // the local zones' links as configured
           true};
 }
 
