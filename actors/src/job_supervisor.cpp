@@ -1,5 +1,4 @@
 #include "sailor/actors/job_supervisor.hpp"
-#include "sailor/actors/loop_note.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -11,6 +10,7 @@
 #include "peer_checks.hpp"
 #include "supervisor_internal.hpp"
 #include "supervisor_scheduler.hpp"
+#include "sailor/actors/loop_note.hpp"
 #include "sailor/actors/placement.hpp"
 #include "sailor/actors/rendezvous.hpp"
 #include "sailor/actors/replica_group.hpp"
