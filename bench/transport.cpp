@@ -60,6 +60,8 @@
 #include <vector>
 
 #include "actor_roundtrip.hpp"
+#include "sailor/comm/link_probe.hpp"
+#include "sailor/comm/shaping.hpp"
 #include "sailor/comm/tcp.hpp"
 #include "sailor/comm/transport.hpp"
 #include "sailor/comm/ucx.hpp"
@@ -287,6 +289,46 @@ std::string human(std::size_t size) {
   return std::to_string(size >> 10) + " KiB";
 }
 
+// The link probe (comm/link_probe.hpp) of links emulated by the shaper over TCP on loopback:
+// what it reads against what the link was set to, and how long it took.
+void print_link_probes() {
+  std::printf("link probe of emulated links (TCP on loopback through the link shaper)\n");
+  std::printf("%10s %10s | %12s %8s | %s\n", "set ms", "set MB/s", "measured ms", "probe s",
+              "measured MB/s by size");
+  for (auto [latency_ms, mb_per_s] : {std::pair{20.0, 50.0}, std::pair{2.0, 100.0},
+                                      std::pair{50.0, 25.0}}) {
+    sailor::config::cluster cl;
+    cl.regions = {{"r1", {"zone-a"}}, {"r2", {"zone-b"}}};
+    cl.zones = {{"zone-a", "r1", {}}, {"zone-b", "r2", {}}};
+    sailor::config::zone_link link;
+    link.from = "zone-a";
+    link.to = "zone-b";
+    link.latency_s = latency_ms / 1e3;
+    link.bandwidth_gbytes_per_s = mb_per_s / 1e3;
+    cl.links = {link};
+    auto make = [&](const char* name, const char* zone) {
+      transport_options o;
+      o.local_name = name;
+      o.local_zone = zone;
+      return make_shaped_transport(make_tcp_transport(o).value(), links_of(cl));
+    };
+    auto responder = make("responder", "zone-a");
+    auto prober = make("prober", "zone-b");
+    auto l = responder->listen(address{"127.0.0.1", 0}, probe_responder()).value();
+    auto r = probe_link(*prober, l->local_address());
+    if (!r) {
+      std::printf("%10.1f %10.1f | failed: %s\n", latency_ms, mb_per_s, r.error().message.c_str());
+      continue;
+    }
+    std::printf("%10.1f %10.1f | %12.2f %8.3f |", latency_ms, mb_per_s, r->latency_s * 1e3,
+                r->elapsed_s);
+    for (const auto& [bytes, rate] : r->bandwidth)
+      std::printf(" %s: %.1f", human(static_cast<std::size_t>(bytes)).c_str(), rate / 1e6);
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -296,8 +338,12 @@ int main(int argc, char** argv) {
     std::string arg = argv[i];
     if (arg == "--quick") quick = true;
     else if (arg == "--transfers-only") round_trips = false;
+    else if (arg == "--probes-only") {
+      print_link_probes();
+      return 0;
+    }
     else {
-      std::fprintf(stderr, "usage: transport [--quick] [--transfers-only]\n");
+      std::fprintf(stderr, "usage: transport [--quick] [--transfers-only] [--probes-only]\n");
       return 2;
     }
   }
@@ -351,6 +397,8 @@ int main(int argc, char** argv) {
                 s.gbytes_per_s, u.gbytes_per_s / t.gbytes_per_s, e.gbytes_per_s / t.gbytes_per_s);
     std::fflush(stdout);
   }
+  std::printf("\n");
+  print_link_probes();
   std::error_code ec;
   std::filesystem::remove_all(tls_dir, ec);
   if (echo_servers) {

@@ -86,7 +86,7 @@ TEST_CASE("sailor demo plans on the catalog when profiling fails, and says what 
   CHECK(j["predicted_iteration_s"].get<double>() > 0);  // the catalog's analytic estimate
 }
 
-TEST_CASE("sailor coordinator plans with the search by default and predicts its iterations") {
+TEST_CASE("sailor coordinator probes its zone link, plans with the search, predicts its iterations, and re-plans around a straggler") {
   temp_dir dir;
   const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
   const auto summary = dir.path("summary.json");
@@ -96,7 +96,7 @@ TEST_CASE("sailor coordinator plans with the search by default and predicts its 
                      configs + "/models/tiny.yaml", "--job", configs + "/jobs/tiny.yaml",
                      "--quorum", "2", "--settle-s", "30", "--transport", "tcp", "--token-file",
                      job_token_file(dir), "--train-dir",
-                     dir.path("train"), "--iterations", "4",
+                     dir.path("train"), "--iterations", "24", "--emulate-links",
                      "--profile-cache", dir.path("profiles"), "--summary-json", summary},
                     dir.path("coordinator.out"), dir.path("coordinator.err")};
   std::smatch m;
@@ -114,22 +114,39 @@ TEST_CASE("sailor coordinator plans with the search by default and predicts its 
       std::vector<std::string>{sailor_bin("sailor-node"), "--join", "127.0.0.1:" + port, "--zone",
                                k == 0 ? "local-a" : "local-b", "--devices", "cpu:1", "--name",
                                name, "--transport", "tcp", "--token-file", job_token_file(dir),
-                               "--state-dir", dir.path(name)},
+                               "--state-dir", dir.path(name), "--slowdown-file",
+                               dir.path(name + ".slowdown")},
       dir.path(name + ".out"), dir.path(name + ".err")));
   }
+  // After 4 iterations the first node of the plan computes 8 times slower (as the demo's
+  // --straggler-at does): the coordinator must notice it from the ranks' reports.
+  static const std::regex first_node{R"(plan v1: [^\n]*\n  stage 0: [^\[]*\[CPU@local-[ab] tp[0-9]+ node-([01])/)"};
+  const bool started = eventually(90s, [&] {
+    out = coordinator.out();
+    return out.find("iteration 4/24") != std::string::npos && std::regex_search(out, m, first_node);
+  });
+  INFO(out);
+  INFO(coordinator.err());
+  REQUIRE(started);
+  const int slow = std::stoi(m[1]);
+  const std::string slow_name = "node-" + std::to_string(slow);
+  dir.write(slow_name + ".slowdown", "8\n");
+  nodes[static_cast<std::size_t>(slow)]->signal(SIGUSR2);
   const bool finished = eventually(120s, [&] {
     return coordinator.out().find("training finished") != std::string::npos;
   });
-  INFO(coordinator.out());
+  out = coordinator.out();
+  INFO(out);
   INFO(coordinator.err());
   REQUIRE(finished);
-  // `sailor status` says what was predicted and what was measured.
+  // `sailor status` says what was predicted and what was measured, and why the job re-planned.
   auto st = run_command(sailor_bin() + " status 127.0.0.1:" + port +
                           " --transport tcp --token-file " + job_token_file(dir) + " --timeout-ms 30000", 60);
   INFO(st.out);
   CHECK(st.exit_code == 0);
   CHECK(std::regex_search(st.out, std::regex{"predicted [0-9.]+ s per iteration, measured "
                                              "[0-9.]+ s \\(measured/predicted [0-9.]+\\)"}));
+  CHECK(st.out.find("re-planning on drift: " + slow_name + " computes") != std::string::npos);
   coordinator.signal(SIGTERM);
   REQUIRE(coordinator.wait_exit(30s) == 0);
   // The search's plan carries its prediction (the even split has none); the profile measured
@@ -137,9 +154,25 @@ TEST_CASE("sailor coordinator plans with the search by default and predicts its 
   CHECK(std::regex_search(coordinator.out(),
                           std::regex{"plan v1: predicted [0-9.]+ s per iteration"}));
   CHECK(!std::filesystem::is_empty(dir.path("profiles")));
+  // The emulated link between the nodes' zones was probed before planning (2 ms, 100 MB/s in
+  // local-2-zones.yaml): the shaper never delivers early, so the probe reads at least its
+  // latency and no more than its bandwidth.
+  static const std::regex probed{R"(\[link local-a->local-b\] probed in [0-9.]+ s: latency ([0-9.]+) ms, ([0-9.]+) MB/s)"};
+  REQUIRE(std::regex_search(out, m, probed));
+  CHECK(std::stod(m[1]) >= 1.5);
+  CHECK(std::stod(m[2]) <= 120);
+  // One re-plan for the drift, naming the slow node and the predicted gain; the next plan
+  // runs the rest.
+  static const std::regex why{"re-planning on drift: (node-[01]) computes [0-9.]+x slower[^\n]*"
+                              "predicted gain \\+[0-9]+%"};
+  REQUIRE(std::regex_search(out, m, why));
+  CHECK(m[1] == slow_name);
+  CHECK(out.find("re-planning on drift", static_cast<std::size_t>(m.position(0)) + 1) ==
+        std::string::npos);
+  CHECK(out.find("plan v2:") != std::string::npos);
   std::ifstream in(summary);
   REQUIRE(in);
   auto j = nlohmann::json::parse(in);
-  CHECK(j["iterations_completed"].get<int>() == 4);
+  CHECK(j["iterations_completed"].get<int>() == 24);
   CHECK(j["predicted_iteration_s"].get<double>() > 0);
 }

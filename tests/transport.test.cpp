@@ -23,6 +23,7 @@
 #include <random>
 #include <thread>
 
+#include "sailor/comm/link_probe.hpp"
 #include "sailor/protocol/codec.hpp"
 #include "transport_support.hpp"
 
@@ -733,6 +734,47 @@ TEST_CASE("link shaping never delivers before the configured latency and bandwid
   }
   CHECK(first >= 0.99 * expected_first);
   CHECK(last >= 0.99 * expected_last);
+}
+
+TEST_CASE("a link probe measures the shaped link (20 ms, 50 MB/s), and a dead responder is an error") {
+  config::cluster cl;
+  cl.regions = {{"r1", {"zone-a"}}, {"r2", {"zone-b"}}};
+  cl.zones = {{"zone-a", "r1", {}}, {"zone-b", "r2", {}}};
+  config::zone_link link;
+  link.from = "zone-a";
+  link.to = "zone-b";
+  link.latency_s = 0.020;
+  link.bandwidth_gbytes_per_s = 0.050;
+  cl.links = {link};
+  auto shaped = [&](const std::string& name, const std::string& zone) {
+    return make_shaped_transport(sailor::test::make_tcp(opts(name, zone)), links_of(cl));
+  };
+  auto responder_t = shaped("responder", "zone-a");
+  auto prober_t = shaped("prober", "zone-b");
+  auto l = responder_t->listen(address{"127.0.0.1", 0}, probe_responder());
+  REQUIRE(l.ok());
+  auto r = probe_link(*prober_t, (*l)->local_address());
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  // Loose bounds only (a loaded machine adds time, never removes it): the shaper never
+  // releases early, so the latency is at least the link's and no size beats its bandwidth.
+  CHECK(r->latency_s >= 0.015);
+  REQUIRE(r->bandwidth.size() >= 2);
+  CHECK(r->bandwidth.front().first == doctest::Approx(64 << 10));
+  for (const auto& [bytes, rate] : r->bandwidth)
+    CHECK(rate <= 60e6);
+  CHECK(r->bandwidth.back().second >= 5e6);  // a 10x slower machine still reads the order
+  CHECK(r->elapsed_s < 3);                   // the budget is 0.6 s; loose for load
+  auto measured = measured_link(link, *r);
+  CHECK(measured.latency_s == doctest::Approx(r->latency_s));
+  CHECK(measured.bytes_per_s(64 << 10) == doctest::Approx(r->bandwidth.front().second));
+  // Nobody answers: the probe fails within its timeout, naming the address.
+  const auto gone = (*l)->local_address();
+  l->reset();
+  probe_options quick;
+  quick.timeout_s = 1;
+  auto failed = probe_link(*prober_t, gone, quick);
+  REQUIRE(!failed.ok());
+  CHECK(failed.error().message.find(gone.to_string()) != std::string::npos);
 }
 
 TEST_CASE("transport conformance: destroying a transport completes every pending send once") {

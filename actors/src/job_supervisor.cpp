@@ -10,6 +10,7 @@
 #include "peer_checks.hpp"
 #include "supervisor_internal.hpp"
 #include "supervisor_scheduler.hpp"
+#include "sailor/actors/loop_note.hpp"
 #include "sailor/actors/placement.hpp"
 #include "sailor/actors/rendezvous.hpp"
 #include "sailor/actors/replica_group.hpp"
@@ -411,8 +412,13 @@ caf::message_handler common(supervisor* self) {
       tell_iteration(self, x);
     },
     [self](drift_replan_atom, const std::string& why) {
-      if (self->state.phase == "running")
-        capacity_changed(self, why);
+      if (self->state.phase != "running")
+        return;
+      record(self, "re-planning on drift: " + detail::printable(why, 1024));
+      capacity_changed(self, why);
+    },
+    [self](loop_note_atom, const std::string& text) {
+      record(self, detail::printable(text, 1024));
     },
     [self](train_check_atom, std::int64_t version) { on_train_check(self, version); },
     [self](recovery_wait_atom, std::int64_t serial) { recovery_deadline(self, serial); },

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "coordinator_drift.hpp"
 #include "coordinator_parts.hpp"
 #include "dashboard.hpp"
 #include "job_token.hpp"
@@ -103,6 +104,7 @@ int serve(const coordinator_args& args, const coordinator_inputs& in, caf::actor
     std::fprintf(stderr, "sailor coordinator: %s\n", coordinator.error().message.c_str());
     return exit_unavailable;
   }
+  in.drift->start(board, (*coordinator)->supervisor());
   auto dashboard = start_dashboard(args.dashboard, board, in.cluster, in.model);
   if (!dashboard) {
     std::fprintf(stderr, "sailor coordinator: %s\n", dashboard.error().message.c_str());
@@ -123,6 +125,7 @@ int serve(const coordinator_args& args, const coordinator_inputs& in, caf::actor
   // SIGUSR1 is our own: training finished or failed, which is already said.
   if (sig != SIGUSR1)
     log::get("actors")->info("[coordinator] {}: shutting down", sig == SIGINT ? "interrupted" : "terminated");
+  in.drift->stop();
   dashboard->reset();
   coordinator->reset();
   if (!args.summary_json.empty() && !args.train_dir.empty())
@@ -137,6 +140,7 @@ int run_coordinator(const coordinator_args& args) {
   coordinator_inputs in;
   if (int code = load_inputs(args, in); code != exit_done)
     return code;
+  in.drift = std::make_shared<coordinator_drift>(args.replan_on_drift && !args.train_dir.empty());
   const sigset_t signals = block_signals();
   auto token = job_token(args.token_file, true, "sailor coordinator");
   if (!token) {
@@ -226,6 +230,10 @@ void add_coordinator(CLI::App& app, command_set& commands) {
   sub->add_flag("--emulate-links", args->emulate_links,
                 "hold transfers and all-reduces that cross zones for the cluster's link "
                 "latency and bandwidth (for nodes that share one machine)");
+  sub->add_flag("--replan-on-drift,!--no-replan-on-drift", args->replan_on_drift,
+                "with --planner search and --train-dir: re-plan when a node's measured compute "
+                "drifts (a straggler) and another plan is predicted faster by 10% or more, "
+                "re-planning's cost counted (default: on)");
   sub->add_flag("--exit-when-done", args->exit_when_done,
                 "exit once training finished (code 0) or failed (code 1)");
   sub->add_option("--transport", args->transport,

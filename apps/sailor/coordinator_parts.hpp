@@ -4,6 +4,7 @@
 // the training callbacks of --train-dir (coordinator_training.cpp). Each part that can refuse
 // its input prints why, naming the option or file, and returns the exit code; 0 goes on.
 #include <atomic>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -16,6 +17,8 @@
 #include "sailor/config/model.hpp"
 
 namespace sailor::app {
+
+class coordinator_drift;
 
 struct coordinator_args {
   std::string listen = "127.0.0.1:7100";
@@ -37,6 +40,7 @@ struct coordinator_args {
   double startup_deadline_s = 0;  ///< 0: twice --peer-timeout-s, at least 60 s
   bool exit_when_done = false;
   bool emulate_links = false;
+  bool replan_on_drift = true;  ///< --planner search with --train-dir (coordinator_drift.hpp)
   std::string summary_json;  ///< empty: none
   dashboard_args dashboard;
 };
@@ -47,6 +51,8 @@ struct coordinator_inputs {
   config::cluster cluster;
   config::model_shape model;
   config::job job;
+  /// The drift loop (coordinator_drift.hpp): --planner search arms it, training feeds it.
+  std::shared_ptr<coordinator_drift> drift;
 };
 
 /// What the supervisor's training callbacks write and main reads at exit.

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <string>
 
+#include "coordinator_drift.hpp"
 #include "coordinator_parts.hpp"
 #include "coordinator_search.hpp"
 #include "exit_codes.hpp"
@@ -47,13 +48,14 @@ int search_planner(const coordinator_args& args, const coordinator_inputs& in,
     in.model, in.cluster, in.job, args.model, args.profile, args.profile_cache,
     access(self.c_str(), X_OK) == 0 ? self.string() : "",
     args.train_dir.empty() ? std::filesystem::temp_directory_path().string() : args.train_dir,
-    !args.train_dir.empty()};
+    !args.train_dir.empty(), args.emulate_links};
   auto search = coordinator_search(std::move(search_in));
   if (!search) {
     std::fprintf(stderr, "sailor coordinator: --profile: %s\n", search.error().to_string().c_str());
     return exit_bad_input;
   }
-  options.plan = std::move(*search);
+  // Planned and predicted as `sailor demo` plans; the drift loop watches what it predicted.
+  options.plan = in.drift->planner(std::move(*search));
   return exit_done;
 }
 

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "demo_profile.hpp"
+#include "link_probes.hpp"
 #include "live_planning.hpp"
 #include "sailor/actors/placement.hpp"
 #include "sailor/config/load.hpp"
@@ -14,9 +15,11 @@ namespace sailor::app {
 namespace {
 
 // The profile of every type that joined, as far as it can be had; warns about the others.
-std::optional<measured_profile> profile_for(const coordinator_search_inputs& in,
-                                            const std::optional<config::model_profile>& file,
-                                            const actors::plan_request& request) {
+// `shape`: the plan whose processes measure a CPU profile at once.
+result<measured_profile> profile_for(const coordinator_search_inputs& in,
+                                     const std::optional<config::model_profile>& file,
+                                     const actors::plan_request& request,
+                                     const config::plan& shape) {
   std::set<std::string> types;
   for (const auto& n : request.nodes)
     if (!n.devices.empty())
@@ -31,22 +34,19 @@ std::optional<measured_profile> profile_for(const coordinator_search_inputs& in,
     std::string why = "not in the profile file";
     if (type == "CPU" && !in.node_binary.empty()) {
       // Measured on this machine: the CPU nodes are taken to run on hosts like this one.
-      auto shape = actors::even_plan(request.nodes, in.model.num_all_layers(), in.job.global_batch);
-      if (shape) {
-        profile_request req{"", in.model_file, in.cache_dir, type};
-        auto measured = obtain_profile(req, in.node_binary, in.work_dir, *shape);
-        if (measured) {
-          for (auto& [name, gp] : measured->profile.by_gpu)
-            out.profile.by_gpu[name] = gp;
-          if (out.profile.sizes_by_tp.empty())
-            out.profile.sizes_by_tp = measured->profile.sizes_by_tp;
-          out.host_cores = measured->host_cores;
-          out.cpu_per_message_s = measured->cpu_per_message_s;
-          out.cpu_per_collective_s = measured->cpu_per_collective_s;
-          continue;
-        }
-        why = "profiling failed: " + measured.error().message;
+      profile_request req{"", in.model_file, in.cache_dir, type};
+      auto measured = obtain_profile(req, in.node_binary, in.work_dir, shape);
+      if (measured) {
+        for (auto& [name, gp] : measured->profile.by_gpu)
+          out.profile.by_gpu[name] = gp;
+        if (out.profile.sizes_by_tp.empty())
+          out.profile.sizes_by_tp = measured->profile.sizes_by_tp;
+        out.host_cores = measured->host_cores;
+        out.cpu_per_message_s = measured->cpu_per_message_s;
+        out.cpu_per_collective_s = measured->cpu_per_collective_s;
+        continue;
       }
+      why = "profiling failed: " + measured.error().message;
     }
     missing += (missing.empty() ? "" : "; ") + type + " (" + why + ")";
   }
@@ -55,13 +55,14 @@ std::optional<measured_profile> profile_for(const coordinator_search_inputs& in,
                          "times those devices with the catalog's analytic model\n",
                  in.model.name.c_str(), missing.c_str());
   if (out.profile.by_gpu.empty())
-    return std::nullopt;
+    return sailor::error{error_kind::not_found, "no profile of the joined device types", "", 0,
+                         "profile"};
   return out;
 }
 
 }  // namespace
 
-result<actors::planning_function> coordinator_search(coordinator_search_inputs in) {
+result<local_planning_inputs> coordinator_search(coordinator_search_inputs in) {
   std::optional<config::model_profile> file;
   if (!in.profile_file.empty()) {
     auto loaded = config::load_profile_json(in.profile_file);
@@ -69,20 +70,25 @@ result<actors::planning_function> coordinator_search(coordinator_search_inputs i
       return loaded.error();
     file = std::move(*loaded);
   }
-  return actors::planning_function{
-    [in = std::move(in), file = std::move(file)](
-      const actors::plan_request& request) -> result<config::plan> {
-      auto profile = profile_for(in, file, request);
-      simulator::speed_correction none;
-      auto p = search_plan(request.nodes, in.cluster, in.model, in.job,
-                           profile ? &*profile : nullptr, none);
-      if (!p || !in.training)
-        return p;
-      if (auto why = memory_refusal(in.model, *p, in.cluster, in.job); !why.empty())
-        return sailor::error{error_kind::invalid_input,
-                             "the model does not fit a device's memory: " + why, "", 0, "plan"};
-      return p;
-    }};
+  local_planning_inputs out;
+  out.cluster = in.cluster;
+  out.model = in.model;
+  out.job = in.job;
+  out.profile = {"", in.model_file, in.cache_dir, "CPU"};
+  out.node_binary = in.node_binary;
+  out.work = in.work_dir;
+  out.policy = "search";
+  out.refuse_unfit = in.training;
+  if (in.probe_links) {
+    auto probes = std::make_shared<zone_link_probes>(in.cluster);
+    out.network = [probes](const actors::plan_request& request) {
+      return probes->network_for(request.nodes);
+    };
+  }
+  out.profile_source = [in, file](const actors::plan_request& request, const config::plan& shape) {
+    return profile_for(in, file, request, shape);
+  };
+  return out;
 }
 
 }  // namespace sailor::app

@@ -3,9 +3,12 @@
 // the profiles at hand: a profile file (--profile), else for CPU nodes the model's profile
 // measured on this machine (`sailor-node profile`, cached in --profile-cache), else the
 // catalog's analytic model with a warning naming the device types without a profile. Links
-// come from the cluster file (the emulated links' settings).
+// come from the cluster file (the emulated links' settings). Plans are made and predicted by
+// plan_and_predict, as in `sailor demo`: the loop's correction, its stragglers left out or
+// planned at their measured speed (coordinator_drift.hpp).
 #include <string>
 
+#include "local_planning.hpp"
 #include "sailor/actors/planner_actor.hpp"
 #include "sailor/config/cluster.hpp"
 #include "sailor/config/job.hpp"
@@ -23,9 +26,10 @@ struct coordinator_search_inputs {
   std::string node_binary;  ///< sailor-node, to profile CPU devices ("" : no profiling)
   std::string work_dir;     ///< where profiling runs
   bool training = false;    ///< refuse plans that do not fit a device's memory
+  bool probe_links = false; ///< --emulate-links: plan on the zone links probed (link_probes.hpp)
 };
 
-/// The planning function; errors on a profile file that cannot be read (naming it).
-result<actors::planning_function> coordinator_search(coordinator_search_inputs in);
+/// What plan_and_predict plans with; errors on a profile file that cannot be read (naming it).
+result<local_planning_inputs> coordinator_search(coordinator_search_inputs in);
 
 }  // namespace sailor::app

@@ -11,6 +11,7 @@
 #include <functional>
 #include <string>
 
+#include "coordinator_drift.hpp"
 #include "coordinator_parts.hpp"
 #include "exit_codes.hpp"
 #include "training_setup.hpp"
@@ -136,7 +137,14 @@ int setup_training(const coordinator_args& args, const coordinator_inputs& in,
     std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(deadline_s));
   supervisor.assignment_deadline = supervisor.startup_deadline;
   const bool exit_when_done = args.exit_when_done;
-  supervisor.prepare_training = plan_starter(std::move(settings), outcome, exit_when_done);
+  auto starter = plan_starter(std::move(settings), outcome, exit_when_done);
+  supervisor.prepare_training = [starter, drift = in.drift](actors::training_job& tj,
+                                                            const actors::checkpoint_holdings& held) {
+    if (!starter(tj, held))
+      return false;
+    drift->plan_started(tj);
+    return true;
+  };
   supervisor.on_recovery = [&outcome](const actors::recovery_record& r) {
     std::printf("plan v%lld recovered in %.3f s: state from %s (%lld bytes), %d completed "
                 "iterations run again\n",
@@ -145,8 +153,9 @@ int setup_training(const coordinator_args& args, const coordinator_inputs& in,
     std::fflush(stdout);
     outcome.summary.on_recovery(r);
   };
-  supervisor.on_iteration = [&outcome, exit_when_done](const actors::iteration_record& r,
-                                                       const actors::training_progress& p) {
+  supervisor.on_iteration = [&outcome, exit_when_done, drift = in.drift](
+                              const actors::iteration_record& r, const actors::training_progress& p) {
+    drift->iteration(r, p);
     outcome.summary.on_iteration(r, p);
     print_iteration(r, p);
     if (p.finished())

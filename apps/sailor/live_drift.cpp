@@ -12,197 +12,10 @@
 
 #include "live_planning.hpp"
 #include "live_slow_nodes.hpp"
+#include "sailor/actors/loop_note.hpp"
 #include "local_cluster.hpp"
 
 namespace sailor::app {
-namespace {
-
-double median_of(std::vector<double> v) {
-  if (v.empty())
-    return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// "layers [a, b) of N" for the stages `node` runs.
-std::string share_text(const config::plan& p, const std::string& node) {
-  std::string out;
-  int total = 0;
-  for (const auto& stage : p.stages) {
-    total += stage.num_layers;
-    for (const auto& r : stage.replicas)
-      if (std::find(r.nodes.begin(), r.nodes.end(), node) != r.nodes.end()) {
-        out += (out.empty() ? "" : ", ") + std::string("[") + std::to_string(stage.first_layer) +
-               ", " + std::to_string(stage.first_layer + stage.num_layers) + ")";
-        break;
-      }
-  }
-  return "layers " + out + " of " + std::to_string(total);
-}
-
-}  // namespace
-
-void node_speeds::add(const std::string& node, double compute_s, double predicted_compute_s) {
-  if (!std::isfinite(compute_s) || !std::isfinite(predicted_compute_s) || compute_s <= 0 ||
-      predicted_compute_s <= 0)
-    return;
-  const double ratio = compute_s / predicted_compute_s;
-  auto& rs = ratios_[node];
-  // A thousand times its own normal figure is a broken clock, not a slow node.
-  if (rs.size() >= 3) {
-    const double ref = median_of(rs);
-    if (ratio > 1000 * ref || ratio * 1000 < ref)
-      return;
-  }
-  rs.push_back(ratio);
-}
-
-double node_speeds::slowdown(const std::string& node, const drift_options& o) const {
-  auto it = ratios_.find(node);
-  if (it == ratios_.end())
-    return 1;
-  const auto& rs = it->second;
-  const auto base = static_cast<std::size_t>(std::max(1, o.baseline));
-  const auto win = static_cast<std::size_t>(std::max(1, o.window));
-  if (rs.size() < base + win)
-    return 1;
-  const double before = median_of({rs.begin(), rs.begin() + static_cast<long>(base)});
-  const double now = median_of({rs.end() - static_cast<long>(win), rs.end()});
-  return before > 0 ? now / before : 1;
-}
-
-std::optional<std::pair<std::string, double>> node_speeds::straggler(const drift_options& o) const {
-  std::vector<std::pair<double, std::string>> by_slowdown;
-  for (const auto& [node, rs] : ratios_)
-    by_slowdown.emplace_back(slowdown(node, o), node);
-  if (by_slowdown.empty())
-    return std::nullopt;
-  std::sort(by_slowdown.rbegin(), by_slowdown.rend());
-  const auto& [worst, node] = by_slowdown.front();
-  std::vector<double> peers;
-  for (std::size_t k = 1; k < by_slowdown.size(); ++k)
-    peers.push_back(by_slowdown[k].first);
-  const double peer = peers.empty() ? 1.0 : median_of(peers);
-  if (worst > o.slow_factor && worst > o.slow_factor * peer)
-    return std::make_pair(node, worst);
-  return std::nullopt;
-}
-
-std::optional<std::string> drift_watch::check(const std::vector<actors::board_rank_report>& reports,
-                                              const plan_prediction& running,
-                                              std::int64_t plan_version,
-                                              const std::vector<actors::iteration_record>& records,
-                                              int left, const std::set<std::string>& gone,
-                                              const std::optional<config::plan>& current) {
-  for (const auto& b : reports) {
-    const auto& r = b.report;
-    if (r.plan_version != plan_version || r.stage < 0 ||
-        r.stage >= static_cast<int>(running.stages.size()))
-      continue;
-    if (!seen_.insert({r.plan_version, r.node, r.rank, r.iteration}).second)
-      continue;
-    speeds_.add(r.node, r.compute_s, running.stages[static_cast<std::size_t>(r.stage)].compute_s);
-  }
-  const auto done = static_cast<std::int64_t>(records.size());
-  if (done == last_checked_ || done - last_replan_iteration_ < options_.cooldown)
-    return std::nullopt;
-  last_checked_ = done;
-  auto slow = speeds_.straggler(options_);
-  if (planning_.loop) {
-    std::lock_guard lock{planning_.loop->mu};
-    planning_.loop->suspect = slow.has_value();
-    if (slow && planning_.loop->excluded.count(slow->first))
-      return std::nullopt;
-  }
-  if (!slow || records.size() < static_cast<std::size_t>(options_.window) || left <= 0)
-    return std::nullopt;
-  std::vector<double> recent;
-  for (auto it = records.end() - options_.window; it != records.end(); ++it)
-    recent.push_back(it->measured_s);
-  const double measured = median_of(recent);
-  auto choice = best_around(*slow, gone, current);
-  if (!choice) {
-    std::fprintf(stderr, "  warning: %s is %.1fx slower, but no plan around it: %s\n",
-                 slow->first.c_str(), slow->second, choice.error().message.c_str());
-    last_replan_iteration_ = done;  // not again at once
-    return std::nullopt;
-  }
-  const double cost_per_iteration = options_.replan_cost_s / left;
-  const double predicted = choice->prediction.predicted_s + cost_per_iteration;
-  const double gain = measured > 0 ? 1 - predicted / measured : 0;
-  const bool kept = plan_uses(choice->plan, slow->first);
-  char why[480];
-  std::snprintf(why, sizeof why,
-                "%s computes %.1fx slower than it did; the plan %s is predicted %.4f s "
-                "per iteration (+%.4f s of re-planning spread over %d iterations) against "
-                "%.4f s measured: predicted gain %+.0f%%",
-                slow->first.c_str(), slow->second,
-                kept ? ("keeping it with a smaller share (" + share_text(choice->plan, slow->first) +
-                        ")").c_str()
-                     : "without it",
-                choice->prediction.predicted_s, cost_per_iteration, left, measured, 100 * gain);
-  last_replan_iteration_ = done;
-  if (gain <= options_.threshold) {
-    std::fprintf(stderr, "  not re-planning: %s (threshold %.0f%%)\n", why, 100 * options_.threshold);
-    forget_slowdown(slow->first);
-    return std::nullopt;
-  }
-  if (planning_.loop && !kept) {
-    std::lock_guard lock{planning_.loop->mu};
-    planning_.loop->excluded.insert(slow->first);
-  }
-  return std::string(why);
-}
-
-result<planned> drift_watch::best_around(const std::pair<std::string, double>& slow,
-                                         const std::set<std::string>& gone,
-                                         const std::optional<config::plan>& current) {
-  actors::plan_request what_if;
-  // Searched on the running plan's profile (cached): asking profiles nothing.
-  what_if.has_current = current.has_value();
-  if (current)
-    what_if.current = *current;
-  // The plan without the slow node is always a choice.
-  actors::plan_request without_it = what_if;
-  for (const auto& n : nodes_)
-    if (!gone.count(n.name) && n.name != slow.first)
-      without_it.nodes.push_back(n);
-  auto without = plan_and_predict(planning_, without_it, true);
-  if (!planning_.loop)  // no search to ask for a share
-    return without;
-  // With the loop, the slow node is also a candidate at its measured speed (a type of its
-  // own): the search gives it a smaller share, or none.
-  for (const auto& n : nodes_)
-    if (!gone.count(n.name))
-      what_if.nodes.push_back(n);
-  {
-    std::lock_guard lock{planning_.loop->mu};
-    auto& factor = planning_.loop->slowed[slow.first];
-    previous_slowdown_ = factor;
-    factor = std::max(1.0, factor) * slow.second;
-  }
-  auto with = plan_and_predict(planning_, what_if, true);
-  // Kept only when clearly faster than without it: a straggler's speed is measured over a
-  // few iterations and may still be falling.
-  if (with && plan_uses(with->plan, slow.first) &&
-      (!without || with->prediction.predicted_s <
-                     (1 - options_.threshold) * without->prediction.predicted_s))
-    return with;
-  forget_slowdown(slow.first);
-  return without ? std::move(without) : std::move(with);
-}
-
-void drift_watch::forget_slowdown(const std::string& node) {
-  if (!planning_.loop)
-    return;
-  std::lock_guard lock{planning_.loop->mu};
-  if (previous_slowdown_ > 1)
-    planning_.loop->slowed[node] = previous_slowdown_;
-  else
-    planning_.loop->slowed.erase(node);
-}
-
 namespace {
 
 // The nodes `sailor demo` starts: node-k in zone k mod Z, one CPU device each.
@@ -226,7 +39,8 @@ local_drift::local_drift(const local_run_args& args, local_planning_inputs plann
     : straggler_at_(args.straggler_at), straggler_slowdown_(args.straggler_slowdown),
       iterations_(args.iterations), enabled_(args.replan_on_drift || args.straggler_at > 0),
       board_(std::move(board)),
-      watch_(std::move(planning), local_nodes(args)) {}
+      watch_([planning](const actors::plan_request& r) { return plan_and_predict(planning, r, true); },
+             planning.loop, local_nodes(args)) {}
 
 void local_drift::slow_one_node(local_cluster& cluster, training_events& events,
                                 local_progress& progress) {
@@ -270,6 +84,11 @@ void local_drift::step(local_cluster& cluster, training_events& events, local_pr
   std::set<std::string> gone{gone_list.begin(), gone_list.end()};
   auto why = watch_.check(board_->reports(8), running, version, progress.records(),
                           progress.total() - progress.done(), gone, current);
+  if (auto note = watch_.link_note()) {
+    std::printf("  closed loop: %s\n", note->c_str());
+    std::fflush(stdout);
+    caf::anon_send(cluster.supervisor(), actors::loop_note_atom::value, *note);
+  }
   if (!why)
     return;
   std::printf("  re-planning on drift: %s\n", why->c_str());

@@ -1,15 +1,7 @@
 #pragma once
-// Re-planning on drift (issue 14): the live job's per-rank telemetry against the plan's
-// per-stage prediction. A node whose compute, normalised by its stage's predicted compute,
-// runs `slow_factor` times over its own earlier figure (and over its peers') is a straggler;
-// the job then asks the search for the best plan with that node at its measured speed (a GPU
-// type of its own, live_slow_nodes.hpp: it gets a smaller share, kept only when that is
-// predicted faster than the plan without it by `threshold`; same profile, with the loop's
-// correction), and re-plans when that
-// beats the measured iteration time by more than `threshold` after paying for the re-plan
-// (its time spread over the iterations left). Hysteresis: a node must be slow over `window`
-// iterations, a node left out stays out, and no second drift re-plan comes within `cooldown`
-// iterations.
+// The main loop's part of the closed loop in `sailor demo` / `sailor train` (issue 14): the
+// emulated straggler (--straggler-at) and the drift watch (drift_watch.hpp) over the board's
+// rank reports.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -19,71 +11,13 @@
 #include <tuple>
 #include <vector>
 
+#include "drift_watch.hpp"
 #include "local_planning.hpp"
 #include "local_progress.hpp"
 #include "sailor/actors/messages.hpp"
 #include "sailor/actors/status_board.hpp"
 
 namespace sailor::app {
-
-struct drift_options {
-  int window = 3;            ///< iterations a node must be slow, and the measured median's span
-  int baseline = 3;          ///< a node's first samples: its normal speed
-  double slow_factor = 1.5;  ///< compute ratio over the node's baseline that marks it slow
-  double threshold = 0.10;   ///< predicted gain needed to re-plan, after the re-plan's cost
-  /// Time a re-plan costs (planning, rendezvous, restoring the checkpoint, the first
-  /// iteration's warm-up): about 1.5 s for the demo's tiny model on this 2-core machine.
-  double replan_cost_s = 2;
-  int cooldown = 4;          ///< iterations after a drift re-plan before the next
-};
-
-/// A node's compute against its stage's prediction, over time.
-class node_speeds {
-public:
-  /// One rank's iteration: measured compute and its stage's predicted compute per iteration.
-  /// Samples that cannot be trusted (zero, negative, not finite) are dropped.
-  void add(const std::string& node, double compute_s, double predicted_compute_s);
-  /// The node's recent ratio over its baseline (1 while it has too few samples).
-  double slowdown(const std::string& node, const drift_options& o) const;
-  /// The slowest node over `o.slow_factor` (and over that factor times its peers' median), if any.
-  std::optional<std::pair<std::string, double>> straggler(const drift_options& o) const;
-
-private:
-  std::map<std::string, std::vector<double>> ratios_;
-};
-
-/// Watches the board's rank reports from the main loop of `sailor demo`.
-class drift_watch {
-public:
-  drift_watch(local_planning_inputs planning, std::vector<actors::node_inventory> nodes,
-              drift_options o = {})
-      : planning_(std::move(planning)), nodes_(std::move(nodes)), options_(o) {}
-
-  /// Takes the newest rank reports of the running plan; returns why to re-plan, if the job
-  /// should. `records`: the completed iterations so far; `left`: iterations still to run.
-  std::optional<std::string> check(const std::vector<actors::board_rank_report>& reports,
-                                   const plan_prediction& running, std::int64_t plan_version,
-                                   const std::vector<actors::iteration_record>& records, int left,
-                                   const std::set<std::string>& gone,
-                                   const std::optional<config::plan>& current);
-
-private:
-  // The best plan with `slow` at its measured speed (or without it), as the search sees it.
-  result<planned> best_around(const std::pair<std::string, double>& slow,
-                              const std::set<std::string>& gone,
-                              const std::optional<config::plan>& current);
-  // A re-plan not made: the node's planned speed is what it was.
-  void forget_slowdown(const std::string& node);
-
-  local_planning_inputs planning_;
-  double previous_slowdown_ = 0;
-  std::vector<actors::node_inventory> nodes_;
-  drift_options options_;
-  node_speeds speeds_;
-  std::set<std::tuple<std::int64_t, std::string, int, std::int64_t>> seen_;
-  std::int64_t last_replan_iteration_ = -1000000;
-  std::int64_t last_checked_ = -1;
-};
 
 struct local_run_args;
 class local_cluster;

@@ -40,6 +40,9 @@ struct live_loop {
   /// Nodes planned at their measured speed: times slower than their type (each planned as a
   /// type of its own, simulator::add_slowed_type).
   std::map<std::string, double> slowed;
+  /// Per zone pair (simulator::link_key): measured over predicted all-reduce of the stages
+  /// whose replicas span the pair; plans are searched and predicted on links corrected by it.
+  simulator::speed_correction links;
   /// A node looks slow: its iterations are not folded into the type's correction (they say
   /// something about the node, not the type) until a plan without it runs.
   bool suspect = false;

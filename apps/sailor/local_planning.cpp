@@ -125,6 +125,14 @@ result<config::plan> searched(const local_planning_inputs& in, const actors::pla
                      *correction);
 }
 
+// The profile for `shape` from the inputs' source.
+result<measured_profile> profile_of(const local_planning_inputs& in,
+                                    const actors::plan_request& request, const config::plan& shape) {
+  if (in.profile_source)
+    return in.profile_source(request, shape);
+  return obtain_profile(in.profile, in.node_binary, in.work, shape);
+}
+
 }  // namespace
 
 result<planned> plan_and_predict(const local_planning_inputs& in,
@@ -142,6 +150,8 @@ result<planned> plan_and_predict(const local_planning_inputs& in,
   }
   const slowed_nodes slow{slow_factors, request.nodes};
   local_planning_inputs slowed_in = in;
+  if (in.network)
+    slowed_in.cluster = in.network(request);
   slow.add_to(slowed_in.cluster.gpus);
   actors::plan_request slowed_request = request;
   slow.rename(slowed_request.nodes);
@@ -150,6 +160,12 @@ result<planned> plan_and_predict(const local_planning_inputs& in,
       slow.add_to(r->profile);
     return r;
   };
+  std::map<std::string, double> link_factors;
+  if (in.loop) {
+    std::lock_guard lock{in.loop->mu};
+    slowed_in.cluster = simulator::corrected_links(std::move(slowed_in.cluster), in.loop->links);
+    link_factors = in.loop->links.factors();
+  }
   config::plan p;
   std::optional<result<measured_profile>> profile;
   std::string used = in.fixed ? "fixed" : in.policy;
@@ -166,7 +182,7 @@ result<planned> plan_and_predict(const local_planning_inputs& in,
     // Memory first, from the catalog alone: no need to profile a model that cannot run even
     // when every device holds a share of its layers.
     if (auto why = memory_refusal(in.model, p, in.cluster, in.job);
-        !why.empty() && in.policy == "search")
+        !why.empty() && in.policy == "search" && in.refuse_unfit)
       return sailor::error{error_kind::invalid_input,
                            "the model does not fit a device's memory: " + why, "", 0, "plan"};
     if (in.policy == "search") {
@@ -176,7 +192,7 @@ result<planned> plan_and_predict(const local_planning_inputs& in,
       // of processes changes the host's figures, not the layers' order.
       const config::plan& shape =
         request.has_current && !request.current.stages.empty() ? request.current : p;
-      profile = obtain_profile(in.profile, in.node_binary, in.work, shape);
+      profile = profile_of(in, request, shape);
       profiled_ranks = actors::plan_world_size(shape);
       auto found = searched(slowed_in, slowed_request, with_slow(*profile));
       if (found) {
@@ -191,7 +207,8 @@ result<planned> plan_and_predict(const local_planning_inputs& in,
   if (p.global_batch <= 0)
     p.global_batch = in.job.global_batch;
   // The same check as `sailor coordinator --train-dir` (training_setup.hpp).
-  if (auto why = memory_refusal(in.model, p, slowed_in.cluster, in.job); !why.empty())
+  if (auto why = memory_refusal(in.model, p, slowed_in.cluster, in.job);
+      !why.empty() && in.refuse_unfit)
     return sailor::error{error_kind::invalid_input,
                          "the model does not fit a device's memory: " + why, "", 0, "plan"};
   if (!in.fixed)
@@ -202,13 +219,14 @@ result<planned> plan_and_predict(const local_planning_inputs& in,
   // The profile's host figures are those of as many processes as the plan has ranks: the
   // search's plan may use fewer devices than joined (cached per count of processes).
   if (!profile || (!what_if && actors::plan_world_size(real) != profiled_ranks))
-    profile = obtain_profile(in.profile, in.node_binary, in.work, real);
+    profile = profile_of(in, request, real);
   // Predicted with the slowed nodes at their speed: the drift check compares each node's
   // compute with its stage's prediction.
   auto prediction = prediction_of(slowed_in, p, with_slow(*profile));
   if (auto base = simulator::slowed_base_type(prediction.bottleneck_type); !base.empty())
     prediction.bottleneck_type = base;
   prediction.planner = used;
+  prediction.link_factors = link_factors;
   correct(prediction, in.loop.get());
   if (!real.estimate)
     real.estimate = config::plan_estimate{};

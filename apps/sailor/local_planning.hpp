@@ -33,6 +33,17 @@ struct local_planning_inputs {
   std::string policy = "search";
   /// What the running job measured (null: predictions are not corrected).
   std::shared_ptr<live_loop> loop;
+  /// Where the profile comes from for a request's nodes and a plan's shape (null:
+  /// obtain_profile on `profile`, measured on this machine). `sailor coordinator`'s: a
+  /// profile file, and for CPU nodes measured here (coordinator_search.hpp).
+  std::function<result<measured_profile>(const actors::plan_request&, const config::plan&)>
+    profile_source;
+  /// The network to plan a request's nodes on (null: `cluster` as configured); `sailor
+  /// coordinator --emulate-links`: the zone links probed (link_probes.hpp).
+  std::function<config::cluster(const actors::plan_request&)> network;
+  /// Refuse plans that do not fit a device's memory (a control plane that trains nothing
+  /// does not).
+  bool refuse_unfit = true;
 };
 
 /// A plan and its prediction.

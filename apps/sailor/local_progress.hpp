@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -29,6 +30,8 @@ struct stage_prediction {
 
 /// The simulator's prediction of a plan (local_planning).
 struct plan_prediction {
+  /// The links' corrections the prediction was made with (simulator::link_key -> factor).
+  std::map<std::string, double> link_factors;
   double predicted_s = 0;  ///< corrected by what the job measured (uncorrected_s x factor)
   double analytic_s = 0;  ///< from the catalog, without a profile
   std::string note;

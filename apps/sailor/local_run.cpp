@@ -152,7 +152,10 @@ local_planning_inputs planning_inputs_for(const local_inputs& in, const local_ru
           in.node_binary,
           work,
           args.planner,
-          std::move(loop)};
+          std::move(loop),
+          {},  // profiles measured on this machine (obtain_profile)
+          {},  // the local zones' links as configured
+          true};
 }
 
 // The coordinator: the local planner, the supervisor's callbacks into `events`.

@@ -145,4 +145,28 @@ std::string add_slowed_type(const std::string& base, double factor, config::gpu_
   return name;
 }
 
+std::string link_key(const std::string& zone_a, const std::string& zone_b) {
+  return zone_a < zone_b ? zone_a + "<->" + zone_b : zone_b + "<->" + zone_a;
+}
+
+config::cluster corrected_links(config::cluster cluster, const speed_correction& links) {
+  for (const auto& [key, factor] : links.factors()) {
+    const auto at = key.find("<->");
+    if (at == std::string::npos || !std::isfinite(factor) || factor <= 0 || factor == 1.0)
+      continue;
+    const std::string a = key.substr(0, at), b = key.substr(at + 3);
+    auto scaled = cluster.link(a, b);  // the explicit link, else the defaults'
+    scaled.latency_s *= factor;
+    scaled.bandwidth_gbytes_per_s /= factor;
+    if (scaled.curve)
+      for (auto& [bytes, gbps] : scaled.curve->points)
+        gbps /= factor;
+    std::erase_if(cluster.links, [&](const config::zone_link& l) {
+      return (l.from == a && l.to == b) || (l.from == b && l.to == a);
+    });
+    cluster.links.push_back(std::move(scaled));
+  }
+  return cluster;
+}
+
 }  // namespace sailor::simulator

@@ -7,6 +7,9 @@
 
 using sailor::simulator::correction_options;
 using sailor::simulator::speed_correction;
+using sailor::simulator::corrected_links;
+using sailor::simulator::link_key;
+namespace config = sailor::config;
 
 TEST_CASE("correction: the median ratio per GPU type, not the last sample") {
   speed_correction c;
@@ -68,4 +71,33 @@ TEST_CASE("correction: applied to a profile, each type by its own factor") {
   CHECK(q.by_gpu["CPU"].times[1][1][0].backward_s == doctest::Approx(3.0));
   CHECK(q.by_gpu["CPU"].times[1][1][0].update_s == doctest::Approx(0.75));
   CHECK(q.by_gpu["A100"].times[1][1][0].forward_s == doctest::Approx(1.0));
+}
+
+TEST_CASE("correction: per zone pair, links take the factor times as long") {
+  config::cluster cl;
+  cl.regions = {{"r1", {"a", "b"}}, {"r2", {"c"}}};
+  cl.zones = {{"a", "r1", {}}, {"b", "r1", {}}, {"c", "r2", {}}};
+  config::zone_link ab;
+  ab.from = "a";
+  ab.to = "b";
+  ab.latency_s = 0.01;
+  ab.bandwidth_gbytes_per_s = 0.1;
+  cl.links = {ab};
+  speed_correction links;
+  CHECK(link_key("b", "a") == link_key("a", "b"));
+  // Robust: the median of the samples, one outlier moves nothing.
+  for (double measured : {0.2, 0.2, 0.2, 5.0, 0.2})
+    CHECK(links.add(link_key("b", "a"), 0.1, measured).empty());
+  CHECK(links.factor(link_key("a", "b")) == doctest::Approx(2.0));
+  for (int k = 0; k < 3; ++k)
+    CHECK(links.add(link_key("a", "c"), 0.1, 0.05).empty());
+  const auto corrected = corrected_links(cl, links);
+  const double bytes = 64e6;
+  CHECK(corrected.link("a", "b").transfer_s(bytes) ==
+        doctest::Approx(2.0 * cl.link("a", "b").transfer_s(bytes)));
+  CHECK(corrected.link("c", "a").transfer_s(bytes) ==
+        doctest::Approx(0.5 * cl.link("a", "c").transfer_s(bytes)));
+  // Pairs without samples stay as configured.
+  CHECK(corrected.link("b", "c").transfer_s(bytes) ==
+        doctest::Approx(cl.link("b", "c").transfer_s(bytes)));
 }

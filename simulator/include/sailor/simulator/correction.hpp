@@ -14,6 +14,7 @@
 #include <map>
 #include <string>
 
+#include "sailor/config/cluster.hpp"
 #include "sailor/config/gpu.hpp"
 #include "sailor/config/profile.hpp"
 
@@ -51,6 +52,15 @@ private:
   std::map<std::string, std::deque<double>> ratios_;
   std::size_t refused_ = 0;
 };
+
+/// Links get the same robust factor, per zone pair: measured over predicted time of what
+/// crosses it (the all-reduce of a stage whose replicas span the two zones). Its key.
+std::string link_key(const std::string& zone_a, const std::string& zone_b);
+
+/// `cluster` with each zone pair that `links` corrects (keys of link_key) taking its factor
+/// times as long: latency times the factor, bandwidth (and its curve) divided by it. A pair
+/// the cluster has no explicit link for gets one, from the defaults.
+config::cluster corrected_links(config::cluster cluster, const speed_correction& links);
 
 /// A device measured `factor` times slower than others of its type (a straggler) is planned
 /// as a type of its own: the search then gives it the share its speed is worth (fewer layers,
