@@ -127,7 +127,7 @@ std::optional<std::string> plan_refusal(const config::plan& p,
   if (auto why = node_refusal(p, by))
     return why;
   auto placed = p;
-  if (auto err = place_replicas(placed, nodes))
+  if (auto err = place_replicas(placed, nodes, rules))
     return "placement: " + err->field + ": " + err->message;
   if (auto why = memory_refusal(placed, by))
     return why;
