@@ -151,6 +151,11 @@ caf::behavior gate_actor(gate* self) {
       }
       if (!st.remote)
         return caf::make_error(caf::sec::runtime_error, "no scheduler is attached");
+      // The supervisor waits for one plan at a time: earlier requests still open were given
+      // up (late); they go, so that a scheduler that never answers holds nothing.
+      for (auto& [id, late] : st.pending)
+        late.deliver(caf::make_error(caf::sec::request_timeout, "overtaken by a newer request"));
+      st.pending.clear();
       auto promise = self->make_response_promise<plan_reply>();
       st.pending[x.request_id] = promise;
       self->send(st.remote, std::move(x));
