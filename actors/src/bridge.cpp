@@ -52,6 +52,7 @@ struct bridge::core : std::enable_shared_from_this<bridge::core> {
   void on_closed(peer_id peer, const std::string& reason);
   void refuse(peer_id peer, const std::string& reason, refuse_reason code);
   std::optional<std::string> speaks_for_another(peer_id peer, const caf::message& body);
+  std::string peer_name(peer_id peer);
 };
 
 namespace {
@@ -175,6 +176,17 @@ void bridge::core::refuse(peer_id peer, const std::string& reason, refuse_reason
   connection->close("refused: " + reason);
 }
 
+std::string bridge::core::peer_name(peer_id peer) {
+  std::shared_ptr<link> connection;
+  {
+    std::lock_guard<std::mutex> guard{mutex};
+    auto i = peers.find(peer);
+    if (i != peers.end())
+      connection = i->second.connection;
+  }
+  return connection ? connection->peer_name() : std::string{};
+}
+
 // A message about a node is taken only from the link that node's name came in on (the name
 // it announced, and proved the job token under, in the transport's handshake): no peer may
 // speak for another node, e.g. evict it with a forged preemption or end its training.
@@ -206,6 +218,10 @@ void bridge::core::on_frame(peer_id peer, std::vector<char>&& frame) {
   auto decoded = &std::get<envelope>(out);
   if (auto forged = speaks_for_another(peer, decoded->body)) {
     refuse(peer, *forged, refuse_reason::unauthorized);
+    return;
+  }
+  if (auto why = detail::scheduler_refusal(peer_name(peer), decoded->destination, decoded->body)) {
+    refuse(peer, *why, refuse_reason::unauthorized);
     return;
   }
   caf::actor destination;

@@ -237,7 +237,7 @@ std::string estimate_note(const config::plan& p) {
 void assign(supervisor* self, config::plan chosen) {
   auto& st = self->state;
   auto nodes = inventory(self);
-  if (auto err = place_replicas(chosen, nodes)) {
+  if (auto err = place_replicas(chosen, nodes, st.sched.rules)) {  // honours pins and forbids
     log::get("actors")->warn("[supervisor] the plan does not fit the nodes: {}: {}", err->field,
                              err->message);
     record(self, "plan rejected: " + err->field + ": " + err->message);

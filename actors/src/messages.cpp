@@ -36,7 +36,7 @@ void add_message_types(caf::actor_system_config& cfg) {
     .add_message_type<protocol::store_request>("sailor.store_request")
     .add_message_type<protocol::store_reply>("sailor.store_reply")
     .add_message_type<store_scope>("sailor.store_scope");
-  // The scheduler protocol (scheduler_api.hpp), in-process only.
+  // The scheduler protocol (scheduler_api.hpp).
   cfg.add_message_type<placement_rule>("sailor.placement_rule")
     .add_message_type<iteration_telemetry>("sailor.iteration_telemetry")
     .add_message_type<plan_applied>("sailor.plan_applied")
@@ -48,6 +48,10 @@ void add_message_types(caf::actor_system_config& cfg) {
     .add_message_type<objective_change>("sailor.objective_change")
     .add_message_type<scheduler_answer>("sailor.scheduler_answer")
     .add_message_type<scheduler_attached>("sailor.scheduler_attached");
+  // A scheduler in its own process (remote_scheduler.hpp): only on the wire.
+  cfg.add_message_type<protocol::scheduler_hello>("sailor.scheduler_hello")
+    .add_message_type<protocol::scheduler_request>("sailor.scheduler_request")
+    .add_message_type<protocol::scheduler_reply>("sailor.scheduler_reply");
 }
 
 }  // namespace sailor::actors

@@ -1,6 +1,7 @@
 #include "peer_checks.hpp"
 
 #include "sailor/actors/rendezvous.hpp"
+#include "sailor/actors/scheduler_api.hpp"
 #include "sailor/actors/train/messages.hpp"
 #include "sailor/comm/auth.hpp"
 
@@ -23,6 +24,37 @@ std::optional<std::string> node_spoken_for(const caf::message& m) {
   // the scopes of plans it has ranks in (rendezvous.hpp says what is enforced).
   if (m.match_elements<protocol::store_request>())
     return m.get_as<protocol::store_request>(0).node;
+  return std::nullopt;
+}
+
+namespace {
+
+bool is_scheduler_message(const caf::message& m) {
+  return m.match_elements<plan_request>() || m.match_elements<plan_reply>() ||
+         m.match_elements<availability_event>() || m.match_elements<iteration_telemetry>() ||
+         m.match_elements<plan_applied>() || m.match_elements<plan_refused>() ||
+         m.match_elements<replan_finished>() || m.match_elements<protocol::scheduler_hello>() ||
+         m.match_elements<protocol::scheduler_request>() ||
+         m.match_elements<protocol::scheduler_reply>();
+}
+
+}  // namespace
+
+std::optional<std::string> scheduler_refusal(const std::string& peer_name,
+                                             const std::string& destination,
+                                             const caf::message& body) {
+  const bool to_scheduler = destination == protocol::scheduler_gate_actor ||
+                            destination == protocol::scheduler_host_actor;
+  if (is_scheduler_message(body) && !to_scheduler)
+    return "a scheduler message for actor '" + printable(destination) + "'";
+  const bool named = !peer_name.empty();
+  if (named && destination == protocol::scheduler_gate_actor &&
+      peer_name != protocol::scheduler_peer_name)
+    return "a message for the scheduler gate from the connection of '" + printable(peer_name) +
+           "', which is not the scheduler's";
+  if (named && peer_name == protocol::scheduler_peer_name)
+    if (auto node = node_spoken_for(body))
+      return "a message for node '" + printable(*node) + "' from the scheduler's connection";
   return std::nullopt;
 }
 

@@ -21,6 +21,15 @@ inline constexpr std::size_t max_devices_per_node = 4096;
 /// no node.
 std::optional<std::string> node_spoken_for(const caf::message& body);
 
+/// Why a message from the connection named `peer_name` (empty: a link without a handshake)
+/// to the actor `destination` is refused: the scheduler's messages (scheduler_messages.hpp)
+/// go only to the scheduler gate or a hosted scheduler, the scheduler gate hears only the
+/// connection named protocol::scheduler_peer_name, and that connection speaks for no node.
+/// nullopt when the message may pass.
+std::optional<std::string> scheduler_refusal(const std::string& peer_name,
+                                             const std::string& destination,
+                                             const caf::message& body);
+
 /// Why a node's inventory is refused (a name, zone, GPU type or host that is not printable
 /// UTF-8 of at most max_inventory_text bytes, too many devices); nullopt when it is fine.
 std::optional<std::string> inventory_refusal(const node_inventory& inv);

@@ -19,25 +19,52 @@ std::string field_of(std::size_t s, std::size_t r) {
 
 }  // namespace
 
-status place_replicas(config::plan& p, const std::vector<node_inventory>& nodes) {
-  std::map<std::string, const node_inventory*> by_name;
-  for (auto& n : nodes)
-    by_name[n.name] = &n;
-  // Free devices per node, in index order.
+namespace {
+
+// The devices of the joined nodes not taken yet, in index order.
+struct free_devices {
   std::map<std::string, std::vector<int>> free;
-  for (auto& n : nodes)
-    for (auto& d : n.devices)
-      free[n.name].push_back(d.index);
-  auto take = [&](const std::string& node, int device) {
+
+  explicit free_devices(const std::vector<node_inventory>& nodes) {
+    for (auto& n : nodes)
+      for (auto& d : n.devices)
+        free[n.name].push_back(d.index);
+  }
+  bool take(const std::string& node, int device) {
     auto& v = free[node];
     auto i = std::find(v.begin(), v.end(), device);
     if (i == v.end())
       return false;
     v.erase(i);
     return true;
-  };
-  auto placed = p;
-  // Pre-placed replicas first, so that automatic placement does not take their devices.
+  }
+  int count(const std::string& node) { return static_cast<int>(free[node].size()); }
+  // The whole TP group of `rep` on `node`, which has the devices free.
+  void place_all(config::replica& rep, const std::string& node) {
+    for (int k = 0; k < rep.tp; ++k) {
+      rep.nodes.push_back(node);
+      rep.devices.push_back(free[node].front());
+      free[node].erase(free[node].begin());
+    }
+  }
+};
+
+bool forbidden(const std::vector<placement_rule>& rules, const std::string& node, int stage) {
+  return std::any_of(rules.begin(), rules.end(), [&](const placement_rule& r) {
+    return r.kind == "forbid" && r.node == node && (r.stage < 0 || r.stage == stage);
+  });
+}
+
+bool stage_on(const config::stage_plan& stage, const std::string& node) {
+  for (auto& rep : stage.replicas)
+    if (std::find(rep.nodes.begin(), rep.nodes.end(), node) != rep.nodes.end())
+      return true;
+  return false;
+}
+
+// Replicas the plan already placed: checked, and their devices taken.
+status take_placed(config::plan& placed, const std::map<std::string, const node_inventory*>& by_name,
+                   free_devices& devices) {
   for (std::size_t s = 0; s < placed.stages.size(); ++s)
     for (std::size_t r = 0; r < placed.stages[s].replicas.size(); ++r) {
       auto& rep = placed.stages[s].replicas[r];
@@ -50,59 +77,100 @@ status place_replicas(config::plan& p, const std::vector<node_inventory>& nodes)
         if (!by_name.count(rep.nodes[k]))
           return placement_error(error_kind::not_found, "node '" + rep.nodes[k] + "' has not joined",
                                  field_of(s, r));
-        if (!take(rep.nodes[k], rep.devices[k]))
+        if (!devices.take(rep.nodes[k], rep.devices[k]))
           return placement_error(error_kind::invalid_input,
                                  "device " + std::to_string(rep.devices[k]) + " of node '" +
                                    rep.nodes[k] + "' is missing or already used",
                                  field_of(s, r));
       }
     }
+  return std::nullopt;
+}
+
+// Each pin (stage on node) the plan's placed replicas do not keep already: the first
+// unplaced replica of the stage that fits the node goes there whole, before any other
+// replica takes the node's devices.
+void place_pins(config::plan& placed, const std::vector<node_inventory>& nodes,
+                const std::vector<placement_rule>& rules, free_devices& devices) {
+  for (auto& rule : rules) {
+    if (rule.kind != "pin" || rule.stage < 0 || rule.stage >= placed.num_stages())
+      continue;
+    auto& stage = placed.stages[rule.stage];
+    auto node = std::find_if(nodes.begin(), nodes.end(),
+                             [&rule](const node_inventory& n) { return n.name == rule.node; });
+    if (node == nodes.end() || stage_on(stage, rule.node))
+      continue;
+    for (auto& rep : stage.replicas)
+      if (rep.nodes.empty() && rep.tp >= 1 && node->zone == rep.zone &&
+          (rep.gpu_type.empty() || node->gpu_type == rep.gpu_type) &&
+          devices.count(node->name) >= rep.tp) {
+        devices.place_all(rep, node->name);
+        break;
+      }
+  }
+}
+
+// One unplaced replica of stage `s`: on one node of its zone and GPU type with tp free
+// devices if there is one (TP stays inside a node), else across nodes of the zone; never on
+// a node a rule forbids for the stage.
+status place_one(config::replica& rep, std::size_t s, std::size_t r,
+                 const std::vector<node_inventory>& nodes,
+                 const std::vector<placement_rule>& rules, free_devices& devices) {
+  if (rep.tp < 1)
+    return placement_error(error_kind::invalid_input, "tp must be at least 1", field_of(s, r));
+  auto fits = [&](const node_inventory& n) {
+    return n.zone == rep.zone && (rep.gpu_type.empty() || n.gpu_type == rep.gpu_type) &&
+           !forbidden(rules, n.name, static_cast<int>(s));
+  };
+  for (auto& n : nodes)
+    if (fits(n) && devices.count(n.name) >= rep.tp) {
+      devices.place_all(rep, n.name);
+      return std::nullopt;
+    }
+  std::vector<std::pair<std::string, int>> picked;
+  for (auto& n : nodes) {
+    if (!fits(n))
+      continue;
+    for (int d : devices.free[n.name])
+      if (static_cast<int>(picked.size()) < rep.tp)
+        picked.emplace_back(n.name, d);
+  }
+  if (static_cast<int>(picked.size()) < rep.tp)
+    return placement_error(error_kind::infeasible,
+                           "not enough free " +
+                             (rep.gpu_type.empty() ? std::string("devices") : rep.gpu_type) +
+                             " devices in zone '" + rep.zone + "' for tp " +
+                             std::to_string(rep.tp) +
+                             (rules.empty() ? "" : " (on nodes the placement rules allow)"),
+                           field_of(s, r));
+  for (auto& [node, device] : picked) {
+    devices.take(node, device);
+    rep.nodes.push_back(node);
+    rep.devices.push_back(device);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+status place_replicas(config::plan& p, const std::vector<node_inventory>& nodes,
+                      const std::vector<placement_rule>& rules) {
+  std::map<std::string, const node_inventory*> by_name;
+  for (auto& n : nodes)
+    by_name[n.name] = &n;
+  free_devices devices{nodes};
+  auto placed = p;
+  // Pre-placed replicas first, so that automatic placement does not take their devices.
+  if (auto err = take_placed(placed, by_name, devices))
+    return err;
+  place_pins(placed, nodes, rules, devices);
   for (std::size_t s = 0; s < placed.stages.size(); ++s)
     for (std::size_t r = 0; r < placed.stages[s].replicas.size(); ++r) {
       auto& rep = placed.stages[s].replicas[r];
       if (!rep.nodes.empty())
         continue;
-      if (rep.tp < 1)
-        return placement_error(error_kind::invalid_input, "tp must be at least 1", field_of(s, r));
-      auto fits = [&](const node_inventory& n) {
-        return n.zone == rep.zone && (rep.gpu_type.empty() || n.gpu_type == rep.gpu_type);
-      };
-      // One node with tp free devices if there is one (TP stays inside a node)...
-      const node_inventory* host = nullptr;
-      for (auto& n : nodes)
-        if (fits(n) && static_cast<int>(free[n.name].size()) >= rep.tp) {
-          host = &n;
-          break;
-        }
-      if (host) {
-        for (int k = 0; k < rep.tp; ++k) {
-          rep.nodes.push_back(host->name);
-          rep.devices.push_back(free[host->name].front());
-          free[host->name].erase(free[host->name].begin());
-        }
-        continue;
-      }
-      // ...otherwise across nodes of the zone.
-      std::vector<std::pair<std::string, int>> picked;
-      for (auto& n : nodes) {
-        if (!fits(n))
-          continue;
-        for (int d : free[n.name])
-          if (static_cast<int>(picked.size()) < rep.tp)
-            picked.emplace_back(n.name, d);
-      }
-      if (static_cast<int>(picked.size()) < rep.tp)
-        return placement_error(error_kind::infeasible,
-                               "not enough free " +
-                                 (rep.gpu_type.empty() ? std::string("devices") : rep.gpu_type) +
-                                 " devices in zone '" + rep.zone + "' for tp " +
-                                 std::to_string(rep.tp),
-                               field_of(s, r));
-      for (auto& [node, device] : picked) {
-        take(node, device);
-        rep.nodes.push_back(node);
-        rep.devices.push_back(device);
-      }
+      if (auto err = place_one(rep, s, r, nodes, rules, devices))
+        return err;
     }
   p = std::move(placed);
   return std::nullopt;

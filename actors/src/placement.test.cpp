@@ -112,3 +112,55 @@ TEST_CASE("placement: no devices, no plan") {
   REQUIRE_FALSE(p.ok());
   CHECK(p.error().kind == sailor::error_kind::infeasible);
 }
+
+// Which nodes each stage landed on.
+static std::vector<std::set<std::string>> nodes_per_stage(const sailor::config::plan& p) {
+  std::vector<std::set<std::string>> out;
+  for (auto& s : p.stages) {
+    out.emplace_back();
+    for (auto& r : s.replicas)
+      out.back().insert(r.nodes.begin(), r.nodes.end());
+  }
+  return out;
+}
+
+TEST_CASE("placement: a pinned stage lands on its node, and forbidden nodes stay unused") {
+  auto nodes = four_nodes();
+  auto p = even_plan(nodes, 6, 8);  // 4 stages of 2 replicas (one per zone), TP 1
+  REQUIRE(p.ok());
+  // Without rules, the first free devices win: stage 3 lands on n2 (zone a) and n4 (zone b).
+  auto plain = *p;
+  REQUIRE_FALSE(place_replicas(plain, nodes).has_value());
+  auto before = nodes_per_stage(plain);
+  REQUIRE(before[3] == std::set<std::string>{"n2", "n4"});
+  std::vector<placement_rule> rules{{"pin", "n1", 3}, {"pin", "n3", 2}};
+  auto pinned = *p;
+  REQUIRE_FALSE(place_replicas(pinned, nodes, rules).has_value());
+  auto after = nodes_per_stage(pinned);
+  CHECK(after[3].count("n1"));
+  CHECK(after[2].count("n3"));
+  // Still every device once.
+  std::set<std::pair<std::string, int>> used;
+  for (auto& s : pinned.stages)
+    for (auto& r : s.replicas)
+      used.emplace(r.nodes[0], r.devices[0]);
+  CHECK(used.size() == 8);
+
+  // Forbid n2 for every stage and n4 for stage 0: a 1-stage plan of one replica per zone.
+  sailor::config::plan q;
+  q.stages.push_back({0, 6, false, {sailor::config::replica{"CPU", "a", 1, {}, {}},
+                                    sailor::config::replica{"CPU", "a", 1, {}, {}},
+                                    sailor::config::replica{"CPU", "b", 1, {}, {}}}});
+  std::vector<placement_rule> forbid{{"forbid", "n1", -1}, {"forbid", "n3", 0}};
+  REQUIRE_FALSE(place_replicas(q, nodes, forbid).has_value());
+  auto on = nodes_per_stage(q);
+  CHECK(on[0] == std::set<std::string>{"n2", "n4"});
+  // A forbidden node is not used even when nothing else fits: the error says so.
+  sailor::config::plan r;
+  r.stages.push_back({0, 6, false, {sailor::config::replica{"CPU", "a", 3, {}, {}}}});
+  auto err = place_replicas(r, nodes, {{"forbid", "n2", 0}});
+  REQUIRE(err.has_value());
+  CHECK(err->field == "stages[0].replicas[0]");
+  CHECK(err->message.find("placement rules") != std::string::npos);
+  CHECK(r.stages[0].replicas[0].nodes.empty());
+}

@@ -3,6 +3,7 @@
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include "sailor/actors/remote_scheduler.hpp"
 #include "sailor/comm/tcp.hpp"
 #include "sailor/comm/ucx.hpp"
 #include "sailor/config/log.hpp"
@@ -20,6 +21,8 @@ result<std::unique_ptr<coordinator>> coordinator::start(caf::actor_system& syste
   std::unique_ptr<coordinator> self{new coordinator};
   self->bridge_ = std::make_unique<bridge>(system, options.transport);
   auto& sup = options.supervisor;
+  if (options.remote_scheduler)
+    sup.scheduler = spawn_scheduler_gate(system, *self->bridge_);
   if (!sup.scheduler) {
     if (!options.plan)
       return sailor::error{error_kind::invalid_input,

@@ -127,8 +127,14 @@ std::optional<std::string> plan_refusal(const config::plan& p,
   if (auto why = node_refusal(p, by))
     return why;
   auto placed = p;
-  if (auto err = place_replicas(placed, nodes))
+  if (auto err = place_replicas(placed, nodes, rules)) {
+    // Placeable only against a rule: name the rule rather than the devices it took away.
+    auto unruled = p;
+    if (!place_replicas(unruled, nodes))
+      if (auto why = rule_refusal(unruled, rules))
+        return why;
     return "placement: " + err->field + ": " + err->message;
+  }
   if (auto why = memory_refusal(placed, by))
     return why;
   return rule_refusal(placed, rules);

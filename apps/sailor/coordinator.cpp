@@ -54,6 +54,11 @@ int load_inputs(const coordinator_args& args, coordinator_inputs& in) {
     return exit_bad_input;
   }
   in.job = std::move(*job);
+  if (args.scheduler != "builtin" && args.scheduler != "remote") {
+    std::fprintf(stderr, "sailor coordinator: --scheduler: expected builtin or remote, got '%s'\n",
+                 args.scheduler.c_str());
+    return exit_bad_input;
+  }
   if (args.heartbeat_ms <= 0 || args.heartbeat_timeout_ms <= args.heartbeat_ms) {
     std::fprintf(stderr, "sailor coordinator: --heartbeat-timeout-ms must exceed "
                          "--heartbeat-ms > 0\n");
@@ -88,6 +93,7 @@ actors::coordinator_options base_options(const coordinator_args& args,
   options.supervisor.heartbeat_interval = std::chrono::milliseconds{args.heartbeat_ms};
   options.supervisor.heartbeat_timeout = std::chrono::milliseconds{args.heartbeat_timeout_ms};
   options.supervisor.model_layers = in.model.num_all_layers();  // a plan must cover them all
+  options.remote_scheduler = args.scheduler == "remote";
   return options;
 }
 
@@ -117,6 +123,11 @@ int serve(const coordinator_args& args, const coordinator_inputs& in, caf::actor
               in.model.name.c_str());
   if (*dashboard)
     std::printf("sailor coordinator: dashboard on %s\n", (*dashboard)->url().c_str());
+  if (args.scheduler == "remote")
+    std::printf("sailor coordinator: waiting for a scheduler to connect to this address (as "
+                "'scheduler', with the job token); until one attaches, and after it is gone, "
+                "the built-in planner (--planner %s) decides\n",
+                args.planner.c_str());
   if (args.train_dir.empty())
     std::printf("sailor coordinator: %s\n", options_note.c_str());
   std::fflush(stdout);
@@ -193,6 +204,11 @@ void add_coordinator(CLI::App& app, command_set& commands) {
                   "search (the planner's search on --profile, profiles measured here and the "
                   "catalog), even (layers split evenly, no profiles needed) or sailor (Sailor's "
                   "planner; needs --sailor-data)")
+    ->capture_default_str();
+  sub->add_option("--scheduler", args->scheduler,
+                  "builtin (the --planner decides) or remote (a scheduler in its own process "
+                  "connects to --listen like a node, authenticated by the job token; see the "
+                  "README)")
     ->capture_default_str();
   sub->add_option("--profile", args->profile,
                   "--planner search: a profile JSON of the model (`sailor profile`, the demo's "

@@ -31,6 +31,7 @@ struct coordinator_args {
   std::string token_file;
   comm::transport_options::tls_files tls;
   std::string planner = "search";
+  std::string scheduler = "builtin";  ///< builtin (--planner) or remote (its own process)
   std::string sailor_data;
   std::string profile, profile_cache;  ///< --planner search: a profile file, the cache folder
   std::string train_dir;     ///< empty: control plane only

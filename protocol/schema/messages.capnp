@@ -289,6 +289,93 @@ struct StoreReply {
   error @3 :Text;
 }
 
+# ---- a scheduler in its own process (actors/remote_scheduler.hpp) -------------------------
+# The typed scheduler protocol of actors/scheduler_api.hpp, between the coordinator's
+# scheduler gate and a scheduler that connected like a node (its connection named
+# "scheduler" in the transport handshake, with the job token).
+
+struct PlacementRule {
+  kind @0 :Text;              # pin, forbid or clear
+  node @1 :Text;
+  stage @2 :Int32;            # -1: every stage
+}
+
+struct PlanRequest {
+  requestId @0 :Int64;
+  reason @1 :Text;
+  nodes @2 :List(NodeInventory);
+  hasCurrent @3 :Bool;
+  current @4 :Plan;
+  rules @5 :List(PlacementRule);
+  objective @6 :List(Text);   # key=value
+  modelLayers @7 :Int32;
+}
+
+struct PlanReply {
+  requestId @0 :Int64;
+  ok @1 :Bool;
+  plan @2 :Plan;
+  error @3 :Text;
+}
+
+struct AvailabilityEvent {
+  kind @0 :Text;              # joined, preemption_notice or lost
+  node @1 :NodeInventory;
+  reason @2 :Text;
+  deadlineMs @3 :Int64;
+}
+
+struct IterationTelemetry {
+  planVersion @0 :Int64;
+  iteration @1 :Int64;
+  node @2 :Text;
+  stage @3 :Int32;
+  replica @4 :Int32;
+  measuredS @5 :Float64;
+  computeS @6 :Float64;
+  waitS @7 :Float64;
+  allReduceS @8 :Float64;
+  predictedS @9 :Float64;
+  loss @10 :Float64;
+}
+
+struct PlanApplied {
+  planVersion @0 :Int64;
+  plan @1 :Plan;
+  by @2 :Text;
+}
+
+struct PlanRefused {
+  requestId @0 :Int64;
+  reason @1 :Text;
+}
+
+struct ReplanFinished {
+  planVersion @0 :Int64;
+  reason @1 :Text;
+  recoveryS @2 :Float64;
+}
+
+struct SchedulerHello { name @0 :Text; }
+
+struct SchedulerRequest {
+  requestId @0 :Int64;
+  kind @1 :Text;              # replan_now, drain_node, evict_node, pin, forbid, clear,
+                              # objective_change
+  node @2 :Text;
+  reason @3 :Text;
+  deadlineMs @4 :Int64;
+  stage @5 :Int32;
+  key @6 :Text;
+  value @7 :Text;
+}
+
+struct SchedulerReply {
+  requestId @0 :Int64;        # 0: the answer to the hello
+  accepted @1 :Bool;
+  reason @2 :Text;
+}
+
 struct Envelope {
   protocolVersion @0 :UInt16;
   sender @1 :Text;            # the sending actor's name
@@ -309,5 +396,16 @@ struct Envelope {
     trainReport @15 :TrainReport;
     storeRequest @16 :StoreRequest;
     storeReply @17 :StoreReply;
+    # A scheduler in its own process (scheduler_messages.hpp).
+    planRequest @18 :PlanRequest;
+    planReply @19 :PlanReply;
+    availabilityEvent @20 :AvailabilityEvent;
+    iterationTelemetry @21 :IterationTelemetry;
+    planApplied @22 :PlanApplied;
+    planRefused @23 :PlanRefused;
+    replanFinished @24 :ReplanFinished;
+    schedulerHello @25 :SchedulerHello;
+    schedulerRequest @26 :SchedulerRequest;
+    schedulerReply @27 :SchedulerReply;
   }
 }

@@ -119,6 +119,17 @@ cluster_status sample_status() {
   return s;
 }
 
+plan_request sample_plan_request() {
+  return plan_request{12,
+                      "node n4 lost",
+                      {sample_inventory()},
+                      true,
+                      sample_plan(),
+                      {placement_rule{"pin", "n1", 1}, placement_rule{"forbid", "n7", -1}},
+                      {"objective=cost", "max_cost_per_hour=3.5"},
+                      9};
+}
+
 train_report sample_report() {
   return train_report{5,   "n2",  3,     1,   0,   1,   17,  2.5, 0.1,       0.02, 0.03,
                       0.04, 0.2, 4096, "x", "checkpoints/job/v5/s1.pt", true, 2.7,
@@ -141,7 +152,18 @@ std::vector<message> every_message() {
           sample_job(),
           sample_report(),
           store_request{11, 4, "rank0/addr", true, {'a', '\0', 'b'}, 900, "n1"},
-          store_reply{11, true, {'x', 'y'}, "gone"}};
+          store_reply{11, true, {'x', 'y'}, "gone"},
+          // a scheduler in its own process
+          sample_plan_request(),
+          plan_reply{12, true, sample_plan(), "late"},
+          availability_event{"preemption_notice", sample_inventory(), "spot", 2500},
+          iteration_telemetry{3, 17, "n2", 1, 2, 0.5, 0.3, 0.1, 0.05, 0.45, 2.25},
+          plan_applied{3, sample_plan(), "built-in planner"},
+          plan_refused{12, "stage 1 is on node n3, which a rule forbids"},
+          replan_finished{3, "node n4 lost", 1.75},
+          scheduler_hello{"cost-cap"},
+          scheduler_request{5, "pin", "n1", "hot", 1200, 2, "objective", "cost"},
+          scheduler_reply{5, true, "already draining"}};
 }
 
 envelope round_trip(const message& m) {
@@ -181,6 +203,30 @@ TEST_CASE("protocol: every message survives encoding and decoding, every field")
       },
       m);
   }
+}
+
+// The scheduler's messages that hold a plan (which has no ==): the fields beside it.
+TEST_CASE("protocol: a plan request reaches a scheduler in another process whole") {
+  auto sent = sample_plan_request();
+  auto got = std::get<plan_request>(round_trip(sent).body);
+  CHECK(got.request_id == 12);
+  CHECK(got.reason == sent.reason);
+  CHECK(got.nodes == sent.nodes);
+  CHECK(got.has_current);
+  REQUIRE(got.current.stages.size() == 2);
+  CHECK(got.current.stages[1].replicas[0].nodes == std::vector<std::string>{"n2", "n3"});
+  CHECK(got.rules == sent.rules);
+  CHECK(got.objective == sent.objective);
+  CHECK(got.model_layers == 9);
+  auto reply = std::get<plan_reply>(round_trip(plan_reply{12, true, sample_plan(), "x"}).body);
+  CHECK(reply.ok);
+  CHECK(reply.request_id == 12);
+  CHECK(reply.plan.stages.size() == 2);
+  CHECK(reply.plan.estimate.has_value());
+  auto applied = std::get<plan_applied>(round_trip(plan_applied{3, sample_plan(), "scheduler"}).body);
+  CHECK(applied.plan_version == 3);
+  CHECK(applied.by == "scheduler");
+  CHECK(applied.plan.micro_batch == 2);
 }
 
 // The messages that hold config values (which have no ==): every field, by name.

@@ -1,12 +1,14 @@
 #pragma once
 // What the encoder and the decoder share: the schema's namespace and the enum mappings.
 
+#include <optional>
 #include <string>
 
 #include <sailor/protocol/schema/messages.capnp.h>
 
 #include "sailor/config/job.hpp"
 #include "sailor/config/model.hpp"
+#include "sailor/protocol/codec.hpp"
 #include "sailor/protocol/messages.hpp"
 
 namespace sailor::protocol::detail {
@@ -63,5 +65,25 @@ bool from_wire(const enum_pair<A, B> (&table)[N], B v, A& out) {
     }
   return false;
 }
+
+// The parts of codec_write.cpp and codec_read.cpp that codec_scheduler.cpp reuses, and the
+// scheduler's messages (scheduler_messages.hpp) that it encodes and decodes.
+void put_inventory(s::NodeInventory::Builder b, const node_inventory& v);
+void put_plan(s::Plan::Builder b, const config::plan& p);
+node_inventory get_inventory(s::NodeInventory::Reader r);
+config::plan get_plan(s::Plan::Reader r);
+
+void put_scheduler(s::Envelope::Body::Builder b, const plan_request& v);
+void put_scheduler(s::Envelope::Body::Builder b, const plan_reply& v);
+void put_scheduler(s::Envelope::Body::Builder b, const availability_event& v);
+void put_scheduler(s::Envelope::Body::Builder b, const iteration_telemetry& v);
+void put_scheduler(s::Envelope::Body::Builder b, const plan_applied& v);
+void put_scheduler(s::Envelope::Body::Builder b, const plan_refused& v);
+void put_scheduler(s::Envelope::Body::Builder b, const replan_finished& v);
+void put_scheduler(s::Envelope::Body::Builder b, const scheduler_hello& v);
+void put_scheduler(s::Envelope::Body::Builder b, const scheduler_request& v);
+void put_scheduler(s::Envelope::Body::Builder b, const scheduler_reply& v);
+/// One of the scheduler's messages; nothing when `b` holds another.
+std::optional<message> get_scheduler(s::Envelope::Body::Reader b);
 
 }  // namespace sailor::protocol::detail

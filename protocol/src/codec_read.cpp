@@ -278,9 +278,19 @@ std::optional<body_result> get(s::Envelope::Body::Reader b) {
       return message{
         store_reply{x.getRequestId(), x.getFound(), chars_of(x.getValue()), x.getError()}};
     }
+    default: break;
   }
+  if (auto m = get_scheduler(b))  // the scheduler's messages: codec_scheduler.cpp
+    return body_result{std::move(*m)};
   return std::nullopt;  // a variant this build does not know
 }
+
+}  // namespace
+
+node_inventory detail::get_inventory(s::NodeInventory::Reader r) { return get(r); }
+config::plan detail::get_plan(s::Plan::Reader r) { return get(r); }
+
+namespace {
 
 decode_error invalid(std::string what) {
   return decode_error{decode_error::kind::invalid, std::move(what)};

@@ -293,16 +293,27 @@ struct body_writer {
     x.setValue(data_of(v.value));
     x.setError(v.error);
   }
+  // The scheduler's messages: codec_scheduler.cpp.
+  template <class T>
+  void operator()(const T& v) {
+    put_scheduler(b, v);
+  }
 };
 
 }  // namespace
+
+void detail::put_inventory(s::NodeInventory::Builder b, const node_inventory& v) { put(b, v); }
+void detail::put_plan(s::Plan::Builder b, const config::plan& p) { put(b, p); }
 
 const char* name_of(const message& m) {
   static constexpr const char* names[] = {
     "join_request",  "join_accepted",  "join_refused",     "heartbeat",
     "role_assignment", "stage_ready",  "stage_failed",     "preemption_notice",
     "shutdown_notice", "status_request", "cluster_status", "training_job",
-    "train_report",  "store_request",  "store_reply"};
+    "train_report",  "store_request",  "store_reply",
+    "plan_request",  "plan_reply",     "availability_event", "iteration_telemetry",
+    "plan_applied",  "plan_refused",   "replan_finished", "scheduler_hello",
+    "scheduler_request", "scheduler_reply"};
   static_assert(std::size(names) == std::variant_size_v<message>);
   return names[m.index()];
 }

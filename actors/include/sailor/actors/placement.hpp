@@ -11,14 +11,24 @@
 #include "sailor/actors/messages.hpp"
 #include "sailor/config/error.hpp"
 #include "sailor/config/plan.hpp"
+#include "sailor/protocol/scheduler_messages.hpp"
 
 namespace sailor::actors {
+
+using protocol::placement_rule;
 
 /// Places every replica of `p` whose `nodes` are empty on free devices of joined nodes in its
 /// zone with its GPU type (an empty GPU type matches any), preferring one node for the whole
 /// TP group. Replicas already placed are checked (the nodes exist, devices free). On error
 /// `p` is unchanged and the error says which replica did not fit.
-status place_replicas(config::plan& p, const std::vector<node_inventory>& nodes);
+///
+/// The scheduler's placement `rules` are honoured: a stage pinned to a node that none of its
+/// placed replicas uses gets its first unplaced replica that fits the node (zone, GPU type,
+/// tp free devices) placed there, before any other replica takes the node's devices; no
+/// replica is placed on a node a rule forbids for its stage. (Rules the plan's own placed
+/// replicas break are not changed here: the supervisor refuses such a plan.)
+status place_replicas(config::plan& p, const std::vector<node_inventory>& nodes,
+                      const std::vector<placement_rule>& rules = {});
 
 /// The roles of each node under a placed plan (nodes without roles are absent).
 std::map<std::string, std::vector<stage_role>> roles_by_node(const config::plan& p,

@@ -28,6 +28,9 @@ struct coordinator_options {
   /// planner beside it (supervisor_options::builtin).
   planning_function plan;
   comm::transport* transport = nullptr;  ///< comm transport (UCX...); null: comm TCP, no token
+  /// The scheduler runs in its own process and connects (remote_scheduler.hpp): the
+  /// supervisor's scheduler is the gate to it, and `plan` the built-in planner beside it.
+  bool remote_scheduler = false;
 };
 
 /// A running coordinator. Destroying it stops the supervisor and closes every link.

@@ -65,93 +65,21 @@
 
 #include "sailor/actors/messages.hpp"
 #include "sailor/config/plan.hpp"
+#include "sailor/protocol/scheduler_messages.hpp"
 
 namespace sailor::actors {
 
-/// A node joined, got a preemption notice, or was lost. `reason` says why a node was lost
-/// (missed heartbeats, endpoint closed, preempted, evicted, drained).
-struct availability_event {
-  std::string kind;  ///< "joined", "preemption_notice" (then "lost" follows) or "lost"
-  node_inventory node;
-  std::string reason;
-  /// preemption_notice: milliseconds until the node goes (0: at once, as spot notices that
-  /// come without a deadline are treated).
-  std::int64_t deadline_ms = 0;
-};
-
-/// A placement rule a scheduler set: kept by the supervisor and checked on every plan.
-struct placement_rule {
-  std::string kind;  ///< "pin" (stage on this node), "forbid" (not on this node), "clear"
-  std::string node;
-  int stage = -1;  ///< -1: every stage (forbid, clear); pin needs a stage
-};
-
-/// Asks for a plan over `nodes` (every node that is up and not drained or forbidden now).
-struct plan_request {
-  std::int64_t request_id = 0;
-  std::string reason;  ///< why a plan is needed now, for logs
-  std::vector<node_inventory> nodes;
-  bool has_current = false;
-  config::plan current;  ///< the plan running now, when has_current (for re-planning)
-  /// The placement rules in force (a plan that breaks one is refused).
-  std::vector<placement_rule> rules;
-  /// Objective and constraints the schedulers set (objective_change), as key=value pairs.
-  std::vector<std::string> objective;
-  /// The model's layer count, embedding and head included (0: unknown): a plan's stages must
-  /// cover layers 0 .. model_layers - 1, each in exactly one stage.
-  int model_layers = 0;
-};
-
-/// The scheduler's answer: a plan, or the reason there is none.
-struct plan_reply {
-  std::int64_t request_id = 0;
-  bool ok = false;
-  config::plan plan;
-  std::string error;
-
-  static plan_reply success(std::int64_t id, config::plan p) {
-    return plan_reply{id, true, std::move(p), {}};
-  }
-  static plan_reply failure(std::int64_t id, std::string why) {
-    return plan_reply{id, false, {}, std::move(why)};
-  }
-};
-
-/// One rank's iteration, as the supervisor heard it, with what the plan predicted.
-struct iteration_telemetry {
-  std::int64_t plan_version = 0;
-  std::int64_t iteration = 0;
-  std::string node;
-  int stage = 0;
-  int replica = 0;
-  double measured_s = 0;  ///< the rank's whole iteration
-  double compute_s = 0;
-  double wait_s = 0;        ///< send and receive waits
-  double all_reduce_s = 0;
-  double predicted_s = 0;  ///< the iteration time the plan was chosen with (0: none)
-  double loss = 0;
-};
-
-/// A plan was handed to the nodes. `by`: "scheduler" or "built-in planner" (the fallback).
-struct plan_applied {
-  std::int64_t plan_version = 0;
-  config::plan plan;
-  std::string by;
-};
-
-/// The scheduler's plan of request `request_id` was refused before any node acted on it.
-struct plan_refused {
-  std::int64_t request_id = 0;
-  std::string reason;
-};
-
-/// Every rank of plan `plan_version` started it: `recovery_s` from the moment the re-plan
-/// began (`reason`) to then.
-struct replan_finished {
-  std::int64_t plan_version = 0;
-  std::string reason;
-  double recovery_s = 0;
-};
+// The inputs a scheduler gets and its plan replies are protocol/'s structs
+// (sailor/protocol/scheduler_messages.hpp says what each field means), so that they travel
+// as they are to a scheduler in another process (remote_scheduler.hpp).
+using protocol::availability_event;
+using protocol::placement_rule;
+using protocol::plan_request;
+using protocol::plan_reply;
+using protocol::iteration_telemetry;
+using protocol::plan_applied;
+using protocol::plan_refused;
+using protocol::replan_finished;
 
 /// Requests from a scheduler to the supervisor.
 struct replan_now {
@@ -206,6 +134,37 @@ struct scheduler_attached {
 scheduler_actor adapt_scheduler(caf::actor_system& system, caf::actor plain);
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, replan_now& x) {
+  return f(caf::meta::type_name("replan_now"), x.reason);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, drain_node& x) {
+  return f(caf::meta::type_name("drain_node"), x.node, x.deadline_ms);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, evict_node& x) {
+  return f(caf::meta::type_name("evict_node"), x.node, x.reason);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, objective_change& x) {
+  return f(caf::meta::type_name("objective_change"), x.key, x.value);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, scheduler_answer& x) {
+  return f(caf::meta::type_name("scheduler_answer"), x.accepted, x.reason);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, scheduler_attached& x) {
+  return f(caf::meta::type_name("scheduler_attached"), x.supervisor, x.builtin);
+}
+
+}  // namespace sailor::actors
+
+// CAF 0.17 inspection of the scheduler protocol's wire structs (found by argument-dependent
+// lookup in their namespace).
+namespace sailor::protocol {
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, availability_event& x) {
   return f(caf::meta::type_name("availability_event"), x.kind, x.node, x.reason, x.deadline_ms);
 }
@@ -241,28 +200,17 @@ typename Inspector::result_type inspect(Inspector& f, replan_finished& x) {
   return f(caf::meta::type_name("replan_finished"), x.plan_version, x.reason, x.recovery_s);
 }
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, replan_now& x) {
-  return f(caf::meta::type_name("replan_now"), x.reason);
+typename Inspector::result_type inspect(Inspector& f, scheduler_hello& x) {
+  return f(caf::meta::type_name("scheduler_hello"), x.name);
 }
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, drain_node& x) {
-  return f(caf::meta::type_name("drain_node"), x.node, x.deadline_ms);
+typename Inspector::result_type inspect(Inspector& f, scheduler_request& x) {
+  return f(caf::meta::type_name("scheduler_request"), x.request_id, x.kind, x.node, x.reason,
+           x.deadline_ms, x.stage, x.key, x.value);
 }
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, evict_node& x) {
-  return f(caf::meta::type_name("evict_node"), x.node, x.reason);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, objective_change& x) {
-  return f(caf::meta::type_name("objective_change"), x.key, x.value);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, scheduler_answer& x) {
-  return f(caf::meta::type_name("scheduler_answer"), x.accepted, x.reason);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, scheduler_attached& x) {
-  return f(caf::meta::type_name("scheduler_attached"), x.supervisor, x.builtin);
+typename Inspector::result_type inspect(Inspector& f, scheduler_reply& x) {
+  return f(caf::meta::type_name("scheduler_reply"), x.request_id, x.accepted, x.reason);
 }
 
-}  // namespace sailor::actors
+}  // namespace sailor::protocol

@@ -17,6 +17,7 @@
 
 #include "sailor/config/error.hpp"
 #include "sailor/protocol/messages.hpp"
+#include "sailor/protocol/scheduler_messages.hpp"
 
 namespace sailor::protocol {
 
@@ -24,7 +25,11 @@ namespace sailor::protocol {
 using message =
   std::variant<join_request, join_accepted, join_refused, heartbeat, role_assignment,
                stage_ready, stage_failed, preemption_notice, shutdown_notice, status_request,
-               cluster_status, training_job, train_report, store_request, store_reply>;
+               cluster_status, training_job, train_report, store_request, store_reply,
+               // a scheduler in its own process (scheduler_messages.hpp)
+               plan_request, plan_reply, availability_event, iteration_telemetry, plan_applied,
+               plan_refused, replan_finished, scheduler_hello, scheduler_request,
+               scheduler_reply>;
 
 /// One message as it travels.
 struct envelope {

@@ -1,0 +1,236 @@
+// A scheduler in its own process (README: "A scheduler in its own process"). It connects to
+// `sailor coordinator --scheduler remote` like a node does, asks the coordinator's built-in
+// planner for a candidate plan and returns it, and prints what the job tells it.
+//
+//   remote_scheduler --join HOST:PORT [--token-file FILE]
+//
+// Without options it checks itself: a coordinator with a scheduler gate and two nodes in this
+// process, this scheduler connected to it over TCP on loopback; then the scheduler goes, the
+// job keeps its plan, and the built-in planner decides the next re-plan.
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <caf/typed_response_promise.hpp>
+
+#include "sailor/actors/placement.hpp"
+#include "sailor/actors/remote_scheduler.hpp"
+#include "sailor/actors/runtime.hpp"
+#include "sailor/comm/auth.hpp"
+#include "sailor/comm/transport.hpp"
+
+using namespace sailor::actors;
+using namespace std::chrono_literals;
+
+namespace {
+
+// What the self-check reads.
+struct seen {
+  std::atomic<int> attached{0}, applied_by_scheduler{0}, answers{0};
+};
+
+struct candidate_state {
+  // First: CAF builds the state from the actor's pointer when its first member takes one.
+  std::shared_ptr<seen> counts;
+  supervisor_port supervisor;
+  scheduler_actor builtin;
+  static inline const char* name = "candidate_scheduler";
+};
+using candidate_pointer = scheduler_actor::stateful_pointer<candidate_state>;
+
+// A request the supervisor refuses (no such node): shows the answer path, changes nothing.
+void ask_something(candidate_pointer self) {
+  auto counts = self->state.counts;
+  self->request(self->state.supervisor, 10s, evict_node{"no-such-node", "a check"})
+    .then(
+      [counts](const scheduler_answer& a) {
+        ++counts->answers;
+        std::printf("scheduler: evict no-such-node: %s: %s\n",
+                    a.accepted ? "accepted" : "refused", a.reason.c_str());
+      },
+      [](caf::error& e) {
+        std::printf("scheduler: evict no-such-node: no answer: %s\n", caf::to_string(e).c_str());
+      });
+}
+
+scheduler_actor::behavior_type candidate_scheduler(candidate_pointer self,
+                                                   std::shared_ptr<seen> counts) {
+  self->state.counts = std::move(counts);
+  return {
+    [self](const plan_request& r) -> caf::typed_response_promise<plan_reply> {
+      auto promise = self->make_response_promise<plan_reply>();
+      self->request(self->state.builtin, 30s, r)
+        .then(
+          [promise](plan_reply& candidate) mutable {
+            std::printf("scheduler: candidate for request %lld: %s\n",
+                        static_cast<long long>(candidate.request_id),
+                        candidate.ok ? describe_plan(candidate.plan).c_str()
+                                     : candidate.error.c_str());
+            promise.deliver(std::move(candidate));
+          },
+          [promise](caf::error& e) mutable { promise.deliver(std::move(e)); });
+      return promise;
+    },
+    [self](const scheduler_attached& x) {
+      self->state.supervisor = x.supervisor;
+      self->state.builtin = x.builtin;
+      ++self->state.counts->attached;
+      std::printf("scheduler: attached\n");
+    },
+    [self](const plan_applied& x) {
+      std::printf("scheduler: plan v%lld applied by the %s\n",
+                  static_cast<long long>(x.plan_version), x.by.c_str());
+      if (x.by == "scheduler" && self->state.counts->applied_by_scheduler++ == 0)
+        ask_something(self);
+    },
+    [](const iteration_telemetry& t) {
+      std::printf("scheduler: telemetry v%lld iteration %lld node %s stage %d: %.3f s, loss "
+                  "%.4f\n",
+                  static_cast<long long>(t.plan_version), static_cast<long long>(t.iteration),
+                  t.node.c_str(), t.stage, t.measured_s, t.loss);
+    },
+    [](const availability_event& x) {
+      std::printf("scheduler: node %s %s\n", x.node.name.c_str(), x.kind.c_str());
+    },
+    [](const plan_refused& x) { std::printf("scheduler: plan refused: %s\n", x.reason.c_str()); },
+    [](const replan_finished& x) {
+      std::printf("scheduler: re-plan to v%lld took %.3f s\n",
+                  static_cast<long long>(x.plan_version), x.recovery_s);
+    },
+  };
+}
+
+std::optional<cluster_status> wait_for(caf::actor_system& system, std::uint16_t port,
+                                       const std::function<bool(const cluster_status&)>& ready) {
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (auto s = query_status(system, "127.0.0.1", port, 2s); s && ready(*s))
+      return *s;
+    std::this_thread::sleep_for(50ms);  // sleep override: polls another actor system, bounded
+  }
+  return std::nullopt;
+}
+
+int fail(const char* why) {
+  std::fprintf(stderr, "remote_scheduler: check failed: %s\n", why);
+  return 1;
+}
+
+// Everything in this process; the scheduler still talks to the coordinator over TCP.
+int self_check() {
+  runtime_config cfg;
+  caf::actor_system system{cfg};
+  coordinator_options options;
+  options.supervisor.zones = {"local-a"};
+  options.supervisor.quorum = 2;
+  options.supervisor.model_layers = 6;
+  options.supervisor.heartbeat_interval = 100ms;
+  options.supervisor.heartbeat_timeout = 600ms;
+  options.remote_scheduler = true;
+  options.plan = [](const plan_request& r) { return even_plan(r.nodes, r.model_layers, 8); };
+  auto coord = coordinator::start(system, options);
+  if (!coord)
+    return fail(coord.error().message.c_str());
+  auto counts = std::make_shared<seen>();
+  auto remote = remote_scheduler::connect(system, "127.0.0.1", (*coord)->port(),
+                                          system.spawn(candidate_scheduler, counts));
+  if (!remote)
+    return fail(remote.error().message.c_str());
+  std::vector<std::unique_ptr<node>> nodes;
+  for (auto name : {"n1", "n2"}) {
+    node_agent_options agent;
+    agent.inventory = {name, "local-a", "CPU", "localhost", {{0, "cpu", 1ull << 30}}, "", {}};
+    auto n = node::start(system, "127.0.0.1", (*coord)->port(), agent);
+    if (!n)
+      return fail(n.error().message.c_str());
+    nodes.push_back(std::move(*n));
+  }
+  auto running = [](const cluster_status& s) { return s.phase == "running"; };
+  auto first = wait_for(system, (*coord)->port(), running);
+  if (!first || counts->applied_by_scheduler == 0)
+    return fail("no plan of the remote scheduler's ran within 20 s");
+  for (int i = 0; i < 200 && counts->answers == 0; ++i)
+    std::this_thread::sleep_for(50ms);  // sleep override: the answer crosses two bridges
+  if (counts->answers == 0)
+    return fail("the supervisor's answer to a request did not come back");
+  std::printf("check: plan v%lld of the remote scheduler runs: %s\n",
+              static_cast<long long>(first->plan_version), first->plan_summary.c_str());
+  (*remote).reset();  // the scheduler's process goes
+  nodes.pop_back();  // and then a node: the built-in planner re-plans
+  auto after = wait_for(system, (*coord)->port(), [&](const cluster_status& s) {
+    return s.phase == "running" && s.plan_version > first->plan_version;
+  });
+  if (!after)
+    return fail("no re-plan by the built-in planner after the scheduler went");
+  bool builtin = false;
+  for (auto& e : after->events)
+    builtin = builtin || e.find("the built-in planner decides") != std::string::npos;
+  if (!builtin)
+    return fail("the status does not say the built-in planner decided");
+  std::printf("check: after the scheduler went, plan v%lld by the built-in planner: %s\n",
+              static_cast<long long>(after->plan_version), after->plan_summary.c_str());
+  return 0;
+}
+
+int join(const std::string& where, const std::string& token_file) {
+  auto address = sailor::comm::address::parse(where);
+  if (!address) {
+    std::fprintf(stderr, "remote_scheduler: --join: %s\n", address.error().message.c_str());
+    return 2;
+  }
+  auto token = sailor::comm::load_job_token(token_file);
+  if (!token) {
+    std::fprintf(stderr, "remote_scheduler: --token-file: %s\n", token.error().message.c_str());
+    return 2;
+  }
+  auto transport = make_transport("tcp", sailor::protocol::scheduler_peer_name, "", *token);
+  if (!transport) {
+    std::fprintf(stderr, "remote_scheduler: %s\n", transport.error().message.c_str());
+    return 1;
+  }
+  runtime_config cfg;
+  caf::actor_system system{cfg};
+  auto counts = std::make_shared<seen>();
+  auto remote = remote_scheduler::connect(system, address->host, address->port,
+                                          system.spawn(candidate_scheduler, counts),
+                                          transport->get());
+  if (!remote) {
+    std::fprintf(stderr, "remote_scheduler: %s\n", remote.error().message.c_str());
+    return 1;
+  }
+  while (!(*remote)->wait_closed(1h)) {
+  }
+  std::printf("scheduler: the coordinator closed the connection\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  std::string where, token_file;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if ((arg == "--join" || arg == "--token-file") && i + 1 < argc) {
+      (arg == "--join" ? where : token_file) = argv[++i];
+    } else {
+      std::printf("usage: remote_scheduler [--join HOST:PORT [--token-file FILE]]: a scheduler "
+                  "in its own process for `sailor coordinator --scheduler remote`; without "
+                  "options, a check in this process\n");
+      return arg == "--help" ? 0 : 2;
+    }
+  }
+  if (!where.empty())
+    return join(where, token_file);
+  if (!token_file.empty()) {
+    std::fprintf(stderr, "remote_scheduler: --token-file needs --join\n");
+    return 2;
+  }
+  return self_check();
+}

@@ -1,0 +1,111 @@
+// A scheduler in its own process (issue 21, item 3): it connects to the coordinator like a
+// node, authenticated by the job token; its plan trains; when its process is SIGKILLed the job
+// keeps training on its last plan to the end.
+
+// Built only with LibTorch (the nodes train).
+#if __has_include(<sailor/models/shapes.hpp>)
+
+#include <doctest/doctest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "child_process.hpp"
+#include "run_command.hpp"
+#include "temp_file.hpp"
+
+using namespace std::chrono;
+using sailor::testing::child;
+using sailor::testing::eventually;
+using sailor::testing::job_token_file;
+using sailor::testing::sailor_bin;
+using sailor::testing::temp_dir;
+
+namespace {
+
+const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0)
+    port = ntohs(sa.sin_port);
+  ::close(fd);
+  return port;
+}
+
+bool has(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("remote scheduler: its plan trains, and after a SIGKILL the job finishes on that plan") {
+  temp_dir dir;
+  const int port = free_port();
+  REQUIRE(port > 0);
+  const std::string at = "127.0.0.1:" + std::to_string(port);
+  const std::string token = job_token_file(dir);
+  const int iterations = 24;
+  child coordinator{{sailor_bin(), "coordinator", "--scheduler", "remote", "--planner", "even",
+                     "--listen", at, "--cluster", configs + "/clusters/local-2-zones.yaml",
+                     "--model", configs + "/models/tiny.yaml", "--job",
+                     configs + "/jobs/tiny.yaml", "--quorum", "2", "--settle-s", "60",
+                     "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "5000", "--token-file",
+                     token, "--train-dir", dir.path("train"), "--iterations",
+                     std::to_string(iterations), "--exit-when-done"},
+                    dir.path("c.out"), dir.path("c.err")};
+  REQUIRE(eventually(30s, [&] { return has(coordinator.out(), "waiting for a scheduler"); }));
+
+  // Another job's token: refused in the transport's handshake.
+  auto wrong = dir.write("wrong.token", "not-this-job\n");
+  child intruder{{sailor_bin("remote_scheduler"), "--join", at, "--token-file", wrong},
+                 dir.path("i.out"), dir.path("i.err")};
+  CHECK(intruder.wait_exit(30s) == 1);
+
+  child scheduler{{sailor_bin("remote_scheduler"), "--join", at, "--token-file", token},
+                  dir.path("s.out"), dir.path("s.err")};
+  REQUIRE(eventually(30s, [&] { return has(scheduler.out(), "scheduler: attached"); }));
+  std::vector<std::unique_ptr<child>> nodes;
+  for (std::string name : {"n1", "n2"})
+    nodes.push_back(std::make_unique<child>(
+      std::vector<std::string>{sailor_bin("sailor-node"), "--join", at, "--zone", "local-a",
+                               "--devices", "cpu:1", "--name", name, "--transport", "tcp",
+                               "--token-file", token, "--state-dir", dir.path("state-" + name),
+                               "--log-dir", dir.path("logs-" + name)},
+      dir.path(name + ".out"), dir.path(name + ".err")));
+  // The scheduler's plan runs: it hears its first iteration.
+  bool training = eventually(60s, [&] { return has(scheduler.out(), "scheduler: telemetry v1"); });
+  INFO(scheduler.out());
+  INFO(scheduler.err());
+  INFO(coordinator.out());
+  INFO(coordinator.err());
+  REQUIRE(training);
+  scheduler.signal(SIGKILL);
+  REQUIRE(scheduler.wait_exit(10s) == 128 + SIGKILL);
+  const int code = coordinator.wait_exit(90s);
+  const auto out = coordinator.out(), err = coordinator.err(), said = scheduler.out();
+  INFO(out);
+  INFO(err);
+  INFO(said);
+  INFO(intruder.err());
+  REQUIRE(code == 0);
+  CHECK(has(said, "plan v1 applied by the scheduler"));
+  CHECK(has(said, "refused: evict: node 'no-such-node' has not joined"));
+  CHECK(has(err, "scheduler 'remote scheduler' is gone"));
+  CHECK(has(out, "training finished: " + std::to_string(iterations) + " iterations"));
+  CHECK_FALSE(has(out, "plan v2"));  // the job ran on the plan the scheduler made
+  for (auto& n : nodes)
+    CHECK(n->wait_exit(30s) == 0);
+}
+
+#endif
