@@ -206,10 +206,12 @@ int run(const soak_args& a) {
       break;
     }
     if (p.iterations_printed != last_seen) {
+      // The wait for the first iteration is the job's start-up, not a gap between iterations.
+      if (last_seen > 0)
+        longest_gap = std::max(longest_gap, seconds_since(last_progress));
       last_seen = p.iterations_printed;
       if (in_stall)
         stall_total += seconds_since(last_progress);
-      longest_gap = std::max(longest_gap, seconds_since(last_progress));
       last_progress = clock_type::now();
       in_stall = false;
     } else if (!in_stall && p.iterations_printed > 0 && seconds_since(last_progress) > a.stall_s) {

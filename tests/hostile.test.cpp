@@ -13,12 +13,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <regex>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -70,6 +73,43 @@ long open_fds(pid_t pid) {
        !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
     ++n;
   return n;
+}
+
+// The addresses (host:port) process `pid` listens on over TCP: its sockets' inodes, looked
+// up in the kernel's tables of its network namespace.
+std::vector<std::string> listening_addresses(pid_t pid) {
+  std::set<std::string> inodes;
+  std::error_code ec;
+  const std::string proc = "/proc/" + std::to_string(pid);
+  for (auto it = std::filesystem::directory_iterator(proc + "/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    auto target = std::filesystem::read_symlink(it->path(), ec);
+    const auto t = target.string();
+    if (!ec && t.rfind("socket:[", 0) == 0) inodes.insert(t.substr(8, t.size() - 9));
+  }
+  std::vector<std::string> out;
+  for (const char* table : {"/net/tcp", "/net/tcp6"}) {
+    std::ifstream in(proc + table);
+    std::string line;
+    std::getline(in, line);  // the column names
+    while (std::getline(in, line)) {
+      std::istringstream row(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      row >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+      if (state != "0A" || !inodes.count(inode)) continue;  // 0A: LISTEN
+      const auto colon = local.find(':');
+      const std::string hex = local.substr(0, colon);
+      unsigned char raw[16];
+      for (std::size_t w = 0; w < hex.size() / 8; ++w) {  // 32-bit words in host order
+        auto v = static_cast<std::uint32_t>(std::stoul(hex.substr(8 * w, 8), nullptr, 16));
+        std::memcpy(raw + 4 * w, &v, 4);
+      }
+      char text[INET6_ADDRSTRLEN] = {};
+      ::inet_ntop(hex.size() == 8 ? AF_INET : AF_INET6, raw, text, sizeof text);
+      out.push_back(std::string(text) + ":" + std::to_string(std::stoul(local.substr(colon + 1), nullptr, 16)));
+    }
+  }
+  return out;
 }
 
 // A raw TCP connection to the coordinator; closed on destruction.
@@ -140,7 +180,8 @@ struct hostile_fixture {
                                configs + "/models/tiny.yaml", "--job",
                                configs + "/jobs/tiny.yaml", "--quorum", "1", "--settle-s", "30",
                                "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1500",
-                               "--transport", "tcp", "--token-file", token_file},
+                               // No --transport: the public port's default must be tcp.
+                               "--token-file", token_file},
       dir.path("coordinator.out"), dir.path("coordinator.err"));
     REQUIRE(coordinator->pid() > 0);
     static const std::regex listening{R"(listening on 127\.0\.0\.1:([0-9]+))"};
@@ -188,6 +229,13 @@ struct hostile_fixture {
       if (e.find(text) != std::string::npos) return true;
     return false;
   }
+  bool has_refusal(const std::string& text) {
+    auto s = status();
+    if (!s) return false;
+    for (auto& r : s->refusals)
+      if (r.reason.find(text) != std::string::npos) return true;
+    return false;
+  }
   // The coordinator is alive, answers `sailor status` (the command, as JSON) and runs `n` nodes.
   void still_serves(std::size_t n) {
     CHECK(::kill(coordinator->pid(), 0) == 0);
@@ -203,7 +251,7 @@ struct hostile_fixture {
 
 }  // namespace
 
-TEST_CASE_FIXTURE(hostile_fixture, "hostile: random, truncated and oversized frames on the TCP port are refused, memory stays flat") {
+TEST_CASE_FIXTURE(hostile_fixture, "hostile: random, truncated and oversized frames on the default port are refused, memory stays flat, it listens only where asked") {
   start_good_node("n1");
   REQUIRE(eventually(20s, [&] { return ready(1); }));
   long rss_before = rss_kib(coordinator->pid());
@@ -227,6 +275,15 @@ TEST_CASE_FIXTURE(hostile_fixture, "hostile: random, truncated and oversized fra
     p.send(junk.data(), junk.size());
   }
   CHECK(all_closed(peers, 8s));
+  // It listens where it was asked (127.0.0.1, with the default transport tcp), nowhere else:
+  // its port and its dashboard's (on loopback by default).
+  auto listening = listening_addresses(coordinator->pid());
+  INFO("listening on " << listening.size() << " addresses");
+  CHECK(std::count(listening.begin(), listening.end(), "127.0.0.1:" + std::to_string(port)) == 1);
+  for (const auto& address : listening) {
+    INFO(address);
+    CHECK(address.rfind("127.0.0.1:", 0) == 0);
+  }
   // Oversized length prefixes before any handshake: a hello with 64 MiB behind it, a
   // 2^40-byte tensor, a 64 MiB control message, a 64 MiB hello header. The coordinator must
   // not allocate for them (it once held 64 MiB per such hello until the peer went away).
@@ -300,7 +357,7 @@ TEST_CASE_FIXTURE(hostile_fixture, "hostile: a slow-loris is cut at the handshak
   CHECK(eventually(8s, [&] { return open_fds(coordinator->pid()) <= fds_before + 4; }));
 }
 
-TEST_CASE_FIXTURE(hostile_fixture, "hostile: an authenticated peer cannot speak for another node") {
+TEST_CASE_FIXTURE(hostile_fixture, "hostile: an authenticated peer cannot speak for another node nor send a message over its kind's ceiling") {
   start_good_node("n1");
   REQUIRE(eventually(20s, [&] { return ready(1); }));
   // Mallory holds the token and connects under her own name: a preemption and a finished
@@ -333,6 +390,21 @@ TEST_CASE_FIXTURE(hostile_fixture, "hostile: an authenticated peer cannot speak 
     caf::anon_send(supervisor, fake);
     CHECK(eventually(5s, [&] { return has_event("refused a preemption notice for node n1 from another sender"); }));
   }
+  // A heartbeat of 64 KiB (its ceiling is a few KiB, the frame limit 16 MiB) is refused before
+  // it is decoded, with its kind, size and limit named; only that connection closes.
+  {
+    auto t = sailor::actors::make_transport("tcp", "mallory", "local-a", token);
+    REQUIRE(t.ok());
+    sailor::actors::bridge links{system, t->get()};
+    auto peer = links.connect("127.0.0.1", port);
+    REQUIRE(peer.ok());
+    caf::anon_send(links.remote_actor(*peer, "supervisor"),
+                   sailor::actors::heartbeat{std::string(64 * 1024, 'm'), 1});
+    REQUIRE(eventually(5s, [&] { return links.open_peers() == 0; }));
+  }
+  CHECK(eventually(5s, [&] { return has_refusal("a heartbeat of "); }));
+  CHECK(std::regex_search(coordinator->err(),
+                          std::regex{"refused peer: a heartbeat of [0-9]+ bytes, over its limit of [0-9]+ bytes"}));
   CHECK_FALSE(has_event("node n1 lost"));
   still_serves(1);
 }

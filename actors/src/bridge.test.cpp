@@ -18,6 +18,9 @@
 
 #include "sailor/actors/runtime.hpp"
 #include "sailor/actors/wire.hpp"
+#include "sailor/comm/transport.hpp"
+#include "sailor/protocol/codec.hpp"
+#include "sailor/protocol/limits.hpp"
 
 using namespace sailor::actors;
 using namespace std::chrono_literals;
@@ -161,6 +164,29 @@ TEST_CASE_FIXTURE(two_processes, "bridge: garbage and other protocol versions ar
     REQUIRE(wait_for(1));
     CHECK_FALSE(refused[0].reason.empty());
   }
+  SUBCASE("a heartbeat over its kind's ceiling, far under the frame limit") {
+    auto [left, right] = local_link_pair();
+    server.adopt(left);
+    bool closed = false;
+    right->start(link_handlers{[](std::vector<char>&&) {}, [&](const std::string&) {
+                                 std::lock_guard<std::mutex> guard{mutex};
+                                 closed = true;
+                                 changed.notify_all();
+                               }});
+    auto frame = encode_envelope(b, "agent", "echo", caf::make_message(heartbeat{std::string(64 * 1024, 'n'), 1}));
+    REQUIRE(frame.ok());
+    right->send(*frame);
+    REQUIRE(wait_for(1));
+    const auto limit = sailor::protocol::max_encoded_bytes(sailor::protocol::message{heartbeat{}}.index());
+    CHECK(refused[0].reason == "a heartbeat of " + std::to_string(frame->size()) +
+                                 " bytes, over its limit of " + std::to_string(limit) + " bytes");
+    // That link is closed; the server goes on serving others (below).
+    std::unique_lock<std::mutex> lock{mutex};
+    CHECK(changed.wait_for(lock, 5s, [&] { return closed; }));
+  }
+  // The control frame limit comm's transports apply by default is the protocol's.
+  CHECK(sailor::comm::transport_options{}.max_control_bytes ==
+        sailor::protocol::wire_bounds::control_frame_bytes);
   // The server still serves well-formed peers.
   bridge client{b};
   auto [left, right] = local_link_pair();

@@ -55,6 +55,17 @@ std::vector<std::string> remove_plan_folders(const std::string& job_dir,
     if (!kept.count(normal(i->path())))
       doomed.push_back(i->path());
   }
+  // Copies of survivors' memory state fetched to disk (mem/iter-N, node_recovery.hpp) are
+  // bounded too: the newest two iterations stay, as in memory (memory_shards), and any named
+  // in `keep` (the checkpoint a pending plan restores). Without this a node's state folder
+  // grew by one such copy per re-plan (bench/soak: 36 MiB per node in 10 minutes).
+  const auto mem = (fs::path{job_dir} / "mem").string();
+  const auto copies = detail::checkpoint_iterations(mem);
+  for (std::size_t i = 0; i + 2 < copies.size(); ++i) {
+    const fs::path folder{checkpoint_path(mem, copies[i])};
+    if (!kept.count(normal(folder)))
+      doomed.push_back(folder);
+  }
   std::vector<std::string> removed;
   for (const auto& path : doomed) {
     std::error_code gone;

@@ -133,9 +133,15 @@ TEST_CASE("checkpoint index: the plan folders no plan restores from are removed"
   for (auto v : {"v1", "v2", "v3", "v4"})
     make_checkpoint((job / v).string(), 2, g, 1);
   fs::create_directories(job / "notes");
+  // Copies of survivors' memory state, one per re-plan: the newest two and the one a pending
+  // plan restores (named in keep) stay.
+  for (int n = 1; n <= 5; ++n)
+    make_checkpoint((job / "mem").string(), n, g, 1);
+  const auto pinned = train::checkpoint_path((job / "mem").string(), 2);
   auto removed = train::remove_plan_folders(
-    job.string(), {(job / "v2").string(), (job / "v4/").string()});
-  CHECK(removed.size() == 2);
+    job.string(), {(job / "v2").string(), (job / "v4/").string(), pinned});
+  CHECK(removed.size() == 4);
+  CHECK(train::detail::checkpoint_iterations((job / "mem").string()) == std::vector<int>{2, 4, 5});
   CHECK_FALSE(fs::exists(job / "v1"));
   CHECK(fs::exists(job / "v2"));
   CHECK_FALSE(fs::exists(job / "v3"));

@@ -8,13 +8,15 @@
 #include <caf/message.hpp>
 
 #include "sailor/actors/messages.hpp"
+#include "sailor/protocol/limits.hpp"
 
 namespace sailor::actors::detail {
 
-/// Longest node name, zone, GPU type or host a node may announce.
-inline constexpr std::size_t max_inventory_text = 256;
+/// Longest node name, zone, GPU type or host a node may announce (the protocol's bound, which
+/// its messages' size ceilings follow from).
+inline constexpr std::size_t max_inventory_text = protocol::wire_bounds::name_bytes;
 /// Most devices a node may announce.
-inline constexpr std::size_t max_devices_per_node = 4096;
+inline constexpr std::size_t max_devices_per_node = protocol::wire_bounds::devices_per_node;
 
 /// The node a wire message speaks for (join, heartbeat, stage reports, telemetry,
 /// preemption, train reports, rendezvous store requests); nullopt for messages that speak for

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "sailor/actors/placement.hpp"
+#include "sailor/protocol/limits.hpp"
 #include "supervisor_scheduler.hpp"
 
 namespace sailor::actors::supervision {
@@ -41,6 +42,22 @@ std::optional<std::string> layer_refusal(const config::plan& p, int model_layers
     return "the stages cover layers 0.." + std::to_string(next - 1) + " of a model of " +
            std::to_string(model_layers) + " layers";
   return std::nullopt;
+}
+
+// No larger than a role assignment carries (protocol/limits.hpp: the assignment's size ceiling
+// follows from these bounds), so that no node is sent a plan it must refuse.
+std::optional<std::string> wire_refusal(const config::plan& p) {
+  std::size_t devices = 0;
+  for (const auto& stage : p.stages)
+    for (const auto& r : stage.replicas)
+      devices += r.nodes.size();
+  if (p.stages.size() <= protocol::wire_bounds::plan_stages &&
+      devices <= protocol::wire_bounds::plan_devices)
+    return std::nullopt;
+  return "the plan has " + std::to_string(p.stages.size()) + " stages on " +
+         std::to_string(devices) + " devices, more than a role assignment carries (at most " +
+         std::to_string(protocol::wire_bounds::plan_stages) + " stages, " +
+         std::to_string(protocol::wire_bounds::plan_devices) + " devices)";
 }
 
 // Replicas placed by the scheduler name nodes that are available to plans.
@@ -120,6 +137,8 @@ std::optional<std::string> plan_refusal(const config::plan& p,
                                         const std::vector<placement_rule>& rules,
                                         int model_layers) {
   if (auto why = layer_refusal(p, model_layers))
+    return why;
+  if (auto why = wire_refusal(p))
     return why;
   std::map<std::string, const node_inventory*> by;
   for (const auto& n : nodes)

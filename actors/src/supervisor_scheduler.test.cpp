@@ -388,6 +388,17 @@ TEST_CASE("scheduler: plan checks name what is wrong") {
         std::string::npos);
   CHECK(sailor::actors::supervision::plan_refusal(sailor::config::plan{}, nodes, {}, 6) ==
         std::string("the plan has no stages"));
+  // More devices than a role assignment carries (protocol/limits.hpp): refused before any
+  // node is told, not sent for every node to refuse.
+  auto wide = *p;
+  wide.stages[0].replicas.assign(8193, sailor::config::replica{"CPU", "a", 1, {"n1"}, {0}});
+  std::size_t devices = 0;
+  for (auto& stage : wide.stages)
+    for (auto& r : stage.replicas) devices += r.nodes.size();
+  CHECK(sailor::actors::supervision::plan_refusal(wide, nodes, {}, 6) ==
+        "the plan has " + std::to_string(wide.stages.size()) + " stages on " +
+          std::to_string(devices) +
+          " devices, more than a role assignment carries (at most 64 stages, 8192 devices)");
 }
 
 TEST_CASE_FIXTURE(with_scheduler, "scheduler: when it dies the job stays on its last plan, and the built-in planner takes the next decision") {

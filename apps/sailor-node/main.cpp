@@ -38,6 +38,7 @@
 #include "sailor/comm/tcp.hpp"
 #include "sailor/comm/ucx.hpp"
 #include "sailor/config/log.hpp"
+#include "sailor/protocol/limits.hpp"
 #ifdef SAILOR_WITH_TRAIN
 #include "sailor/actors/train/node_training.hpp"
 #include "sailor/actors/train/profiler.hpp"
@@ -133,8 +134,11 @@ result<std::string> advertised_address(const node_args& args, const std::string&
   return out;
 }
 
-// The checkpoint shards under `state_dir` (relative paths), at most `limit` of them.
-std::vector<std::string> held_shards(const std::string& state_dir, std::size_t limit = 4096) {
+// The checkpoint shards under `state_dir` (relative paths), at most `limit` of them, each of
+// at most the protocol's bound (a longer path is not one Sailor wrote): the join request
+// stays under its size ceiling.
+std::vector<std::string> held_shards(const std::string& state_dir,
+                                     std::size_t limit = protocol::wire_bounds::shards_per_node) {
   namespace fs = std::filesystem;
   std::vector<std::string> out;
   std::error_code ec;
@@ -151,7 +155,9 @@ std::vector<std::string> held_shards(const std::string& state_dir, std::size_t l
                               i->path().string(), *bad);
       continue;
     }
-    out.push_back(i->path().lexically_relative(state_dir).string());
+    auto relative = i->path().lexically_relative(state_dir).string();
+    if (relative.size() <= protocol::wire_bounds::shard_path_bytes)
+      out.push_back(std::move(relative));
   }
   return out;
 }

@@ -10,6 +10,7 @@
 
 #include "codec_internal.hpp"
 #include "sailor/protocol/codec.hpp"
+#include "sailor/protocol/limits.hpp"
 
 namespace sailor::protocol {
 namespace {
@@ -296,7 +297,17 @@ decode_error invalid(std::string what) {
   return decode_error{decode_error::kind::invalid, std::move(what)};
 }
 
-std::variant<envelope, decode_error> read(s::Envelope::Reader root) {
+// A message over its kind's ceiling is refused before any of its fields is read.
+std::optional<decode_error> over_limit(s::Envelope::Reader root, std::size_t size) {
+  const auto kind = static_cast<std::size_t>(root.getBody().which());
+  const auto limit = max_encoded_bytes(kind);
+  if (limit == 0 || size <= limit) return std::nullopt;  // an unknown kind is refused below
+  return invalid("a " + std::string(kind_name(kind)) + " of " + std::to_string(size) +
+                 " bytes, over its limit of " + std::to_string(limit) + " bytes");
+}
+
+std::variant<envelope, decode_error> read(s::Envelope::Reader root, std::size_t size) {
+  if (auto too_big = over_limit(root, size)) return *too_big;
   envelope e;
   e.version = root.getProtocolVersion();
   e.sender = root.getSender();
@@ -334,7 +345,7 @@ std::variant<envelope, decode_error> decode(std::span<const std::byte> bytes) {
     capnp::ReaderOptions opts;
     opts.traversalLimitInWords = 64 * 1024 * 1024;
     capnp::FlatArrayMessageReader reader(words, opts);
-    return read(reader.getRoot<s::Envelope>());
+    return read(reader.getRoot<s::Envelope>(), bytes.size());
   } catch (const kj::Exception& e) {
     return invalid(std::string("does not decode: ") + e.getDescription().cStr());
   }

@@ -8,11 +8,16 @@
 
 #include "codec_internal.hpp"
 #include "sailor/protocol/codec.hpp"
+#include "sailor/protocol/limits.hpp"
 
 namespace sailor::protocol {
 namespace {
 
 using namespace detail;
+
+// Text for people, cut to its bound so that the message stays under its kind's ceiling
+// (protocol/limits.hpp): a long exception text must not get its node refused.
+std::string reason(const std::string& text) { return clip_text(text, wire_bounds::reason_bytes); }
 
 template <class Builder, class T>
 void put_list(Builder out, const std::vector<T>& in) {
@@ -205,12 +210,12 @@ void put(s::TrainReport::Builder b, const train_report& v) {
   b.setAllReduceS(v.all_reduce_s);
   b.setTotalS(v.total_s);
   b.setTokens(v.tokens);
-  b.setError(v.error);
+  b.setError(reason(v.error));
   b.setCheckpointFile(v.checkpoint_file);
   b.setHasValLoss(v.has_val_loss);
   b.setValLoss(v.val_loss);
   b.setKind(v.kind);
-  b.setPhase(v.phase);
+  b.setPhase(clip_text(v.phase, wire_bounds::word_bytes));
   b.setBlamedNode(v.blamed_node);
   b.setBytes(v.bytes);
 }
@@ -233,7 +238,7 @@ struct body_writer {
   }
   void operator()(const join_refused& v) {
     auto x = b.initJoinRefused();
-    x.setReason(v.reason);
+    x.setReason(reason(v.reason));
     x.setCode(to_wire(refuse_reasons, v.code));
   }
   void operator()(const heartbeat& v) {
@@ -263,15 +268,15 @@ struct body_writer {
     auto x = b.initStageFailed();
     x.setNode(v.node);
     put(x.initRole(), v.role);
-    x.setReason(v.reason);
+    x.setReason(reason(v.reason));
   }
   void operator()(const preemption_notice& v) {
     auto x = b.initPreemptionNotice();
     x.setNode(v.node);
-    x.setReason(v.reason);
+    x.setReason(reason(v.reason));
     x.setSecondsLeft(v.seconds_left);
   }
-  void operator()(const shutdown_notice& v) { b.initShutdownNotice().setReason(v.reason); }
+  void operator()(const shutdown_notice& v) { b.initShutdownNotice().setReason(reason(v.reason)); }
   void operator()(const status_request& v) { b.initStatusRequest().setUnused(v.unused); }
   void operator()(const cluster_status& v) { put(b.initClusterStatus(), v); }
   void operator()(const training_job& v) { put(b.initTrainingJob(), v); }
@@ -291,7 +296,7 @@ struct body_writer {
     x.setRequestId(v.request_id);
     x.setFound(v.found);
     x.setValue(data_of(v.value));
-    x.setError(v.error);
+    x.setError(reason(v.error));
   }
   // The scheduler's messages: codec_scheduler.cpp.
   template <class T>

@@ -357,6 +357,8 @@ void node_trainer::on_job(const actors::training_job& job) {
   std::vector<std::string> keep{impl_->local_path(job.checkpoint_dir)};
   for (const auto& dir : job.keep_checkpoint_dirs)
     keep.push_back(impl_->local_path(dir));
+  if (!impl_->pinned.empty())
+    keep.push_back(impl_->pinned);  // when it is a copy of a survivor's memory (mem/iter-N)
   const auto job_dir = std::filesystem::path{keep.front()}.parent_path().string();
   for (const auto& gone : remove_plan_folders(job_dir, keep))
     log::get("train")->info("[{}] removed {}: no plan restores from it any more", impl_->node,

@@ -44,6 +44,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "sailor/comm/collective.hpp"
+#include "sailor/protocol/limits.hpp"
 #include "sailor/protocol/messages.hpp"
 
 namespace sailor::protocol {
@@ -82,8 +83,9 @@ struct rendezvous_limits {
   /// are answered. False: any request opens its scope (tests of the store alone).
   bool require_scope = false;
   int keep_versions = 4;
-  std::size_t max_key_bytes = 1024;
-  std::size_t max_value_bytes = 1 << 20;
+  /// The protocol's bounds, which a store message's size ceiling follows from.
+  std::size_t max_key_bytes = protocol::wire_bounds::store_key_bytes;
+  std::size_t max_value_bytes = protocol::wire_bounds::store_value_bytes;
   std::size_t max_keys_per_scope = 65536;
   std::size_t max_waiters = 65536;
 };
