@@ -74,12 +74,27 @@ constexpr std::array<std::size_t, message_kinds> body_bytes = {
   struct_bytes<s::StoreRequest>() + text(b::store_key_bytes) + data(b::store_value_bytes) +
     text(b::name_bytes),
   struct_bytes<s::StoreReply>() + data(b::store_value_bytes) + text(b::reason_bytes),
+  // A scheduler in its own process.
+  0,  // plan_request: every joined node and the current plan (from the coordinator)
+  struct_bytes<s::PlanReply>() + plan_bytes + text(b::reason_bytes),
+  struct_bytes<s::AvailabilityEvent>() + text(b::word_bytes) + inventory_bytes +
+    text(b::reason_bytes),
+  struct_bytes<s::IterationTelemetry>() + text(b::name_bytes),
+  struct_bytes<s::PlanApplied>() + plan_bytes + text(b::name_bytes),
+  struct_bytes<s::PlanRefused>() + text(b::reason_bytes),
+  struct_bytes<s::ReplanFinished>() + text(b::reason_bytes),
+  struct_bytes<s::SchedulerHello>() + text(b::name_bytes),
+  struct_bytes<s::SchedulerRequest>() + text(b::word_bytes) + text(b::name_bytes) +
+    text(b::reason_bytes) + text(b::name_bytes) /* key */ + text(b::reason_bytes) /* value */,
+  struct_bytes<s::SchedulerReply>() + text(b::reason_bytes),
 };
 
 constexpr std::array<const char*, message_kinds> names = {
   "join_request", "join_accepted",  "join_refused", "heartbeat",    "role_assignment",
   "stage_ready",  "stage_failed",   "preemption_notice", "shutdown_notice", "status_request",
   "cluster_status", "training_job", "train_report", "store_request", "store_reply",
+  "plan_request", "plan_reply", "availability_event", "iteration_telemetry", "plan_applied",
+  "plan_refused", "replan_finished", "scheduler_hello", "scheduler_request", "scheduler_reply",
 };
 
 static_assert(message_kinds == std::variant_size_v<message>);

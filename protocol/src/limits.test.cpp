@@ -73,6 +73,17 @@ std::vector<message> largest_messages() {
     store_request{1, 2, text(b::store_key_bytes), true, std::vector<char>(b::store_value_bytes, 'v'),
                   1000, text(b::name_bytes)},
     store_reply{1, true, std::vector<char>(b::store_value_bytes, 'v'), text(b::reason_bytes)},
+    // A scheduler in its own process.
+    plan_reply{1, true, largest_plan(), text(b::reason_bytes)},
+    availability_event{text(b::word_bytes), largest_inventory(), text(b::reason_bytes), 1},
+    iteration_telemetry{1, 2, text(b::name_bytes), 3, 4, 1, 1, 1, 1, 1, 1},
+    plan_applied{1, largest_plan(), text(b::name_bytes)},
+    plan_refused{1, text(b::reason_bytes)},
+    replan_finished{1, text(b::reason_bytes), 1},
+    scheduler_hello{text(b::name_bytes)},
+    scheduler_request{1, text(b::word_bytes), text(b::name_bytes), text(b::reason_bytes), 1, 2,
+                      text(b::name_bytes), text(b::reason_bytes)},
+    scheduler_reply{1, true, text(b::reason_bytes)},
   };
 }
 
@@ -87,6 +98,7 @@ TEST_CASE("limits: kinds are named as the codec names them, every kind has a cei
   for (const auto& m : largest_messages()) CHECK(std::string(kind_name(m.index())) == name_of(m));
   CHECK(std::string(kind_name(message{cluster_status{}}.index())) == "cluster_status");
   CHECK(std::string(kind_name(message{training_job{}}.index())) == "training_job");
+  CHECK(std::string(kind_name(message{plan_request{}}.index())) == "plan_request");
   CHECK(std::string(kind_name(message_kinds)) == "unknown");
   CHECK(max_encoded_bytes(message_kinds) == 0);
   // No ceiling is over the control frame limit, which the transport checks first (the bridge's

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <unistd.h>
+
 #include <fstream>
 
 #include <doctest/doctest.h>
@@ -42,7 +44,9 @@ gpt_neo_pool load() {
   std::ifstream in(std::string(SAILOR_DATA_DIR) + "/sailor-planner-results/e_gptneo27_homo_A100_128.json");
   REQUIRE(in.good());
   const auto j = nlohmann::json::parse(in);
-  const auto path = std::filesystem::temp_directory_path() / "sailor_memory_check_test_plan.json";
+  // One file per process: ctest runs this file's cases in parallel processes.
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("sailor_memory_check_test_plan." + std::to_string(::getpid()) + ".json");
   std::ofstream(path) << j.at("plan").dump();
   auto p = config::load_sailor_plan(path.string());
   std::filesystem::remove(path);
