@@ -37,6 +37,7 @@ function(sailor_module name)
     add_executable(${ARG_TARGET}_tests ${tests} ${SAILOR_SOURCE_DIR}/tests/support/doctest_main.cpp)
     target_link_libraries(${ARG_TARGET}_tests PRIVATE ${ARG_TARGET} ${ARG_DEPS} ${ARG_PRIVATE_DEPS}
                           ${ARG_TEST_DEPS} doctest::doctest)
+    target_compile_options(${ARG_TARGET}_tests PRIVATE ${SAILOR_TEST_OPTIMIZATION})
     target_include_directories(${ARG_TARGET}_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src
                                ${SAILOR_SOURCE_DIR}/tests/support)
     target_compile_definitions(${ARG_TARGET}_tests PRIVATE
