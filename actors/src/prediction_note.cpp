@@ -4,16 +4,12 @@
 #include <cmath>
 #include <cstdio>
 
+#include "sailor/simulator/correction.hpp"
+
 namespace sailor::actors {
 namespace {
 
-double median_of(std::vector<double> v) {
-  if (v.empty())
-    return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using simulator::median_of;
 
 bool usable(double s) { return std::isfinite(s) && s > 0; }
 

@@ -5,17 +5,12 @@
 #include <cstdio>
 
 #include "live_slow_nodes.hpp"
+#include "sailor/simulator/correction.hpp"
 
 namespace sailor::app {
 namespace {
 
-double median_of(std::vector<double> v) {
-  if (v.empty())
-    return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using simulator::median_of;
 
 // "layers [a, b) of N" for the stages `node` runs.
 std::string share_text(const config::plan& p, const std::string& node) {

@@ -6,7 +6,6 @@
 #include <vector>
 
 namespace sailor::simulator {
-namespace {
 
 double median_of(std::vector<double> v) {
   if (v.empty())
@@ -15,6 +14,8 @@ double median_of(std::vector<double> v) {
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+namespace {
 
 std::string format_ratio(const char* what, double ratio, double reference) {
   char buf[160];

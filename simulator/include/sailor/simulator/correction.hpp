@@ -13,12 +13,16 @@
 #include <deque>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "sailor/config/cluster.hpp"
 #include "sailor/config/gpu.hpp"
 #include "sailor/config/profile.hpp"
 
 namespace sailor::simulator {
+
+/// The median of `v` (the mean of the middle two for an even count); 0 when empty.
+double median_of(std::vector<double> v);
 
 struct correction_options {
   std::size_t window = 16;        ///< trusted samples kept per GPU type
