@@ -20,6 +20,7 @@
 #include <sailor/comm/collective.hpp>
 #include <sailor/config/load.hpp>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -33,6 +34,7 @@
 #include <latch>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -70,6 +72,35 @@ config::plan plan_for(const std::string& layout, const config::model_shape& mode
     p.micro_batch = job.global_batch / replicas;
   }
   return p;
+}
+
+// CPU seconds (user + system) of this process (RUSAGE_SELF) or of its waited-for children.
+double cpu_seconds(int who) {
+  rusage u{};
+  ::getrusage(who, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+// One run's figures, for the comparison with the reference.
+struct timing {
+  double wall = 0, cpu = 0;
+};
+
+// Runs scripts/char_lm_reference.py (the same recipe in plain PyTorch, with Debian's
+// python3-torch) with the same iterations, evaluation and torch threads; its wall and CPU time.
+std::optional<timing> run_reference(const config::job& job, int iterations, int threads) {
+  const std::string command = "/usr/bin/python3 scripts/char_lm_reference.py --iterations " +
+                              std::to_string(iterations) + " --threads " + std::to_string(threads) +
+                              " --eval-every " + std::to_string(job.eval_every) + " --eval-batches " +
+                              std::to_string(job.eval_batches) + " --data " +
+                              (job.data ? job.data->path : std::string("?"));
+  std::printf("char_lm: reference: %s\n", command.c_str());
+  const double cpu_before = cpu_seconds(RUSAGE_CHILDREN);
+  const auto start = clock_type::now();
+  if (std::system(command.c_str()) != 0) return std::nullopt;
+  return timing{std::chrono::duration<double>(clock_type::now() - start).count(),
+                cpu_seconds(RUSAGE_CHILDREN) - cpu_before};
 }
 
 struct report {
@@ -182,6 +213,9 @@ int run_processes(const std::string& layout, const std::string& model_path,
   return 0;
 }
 
+int run_threads(const std::string& layout, const config::model_shape& model, const config::job& job,
+                int iterations, int threads);
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -190,12 +224,16 @@ int main(int argc, char** argv) {
   std::string job_path = "configs/jobs/tinyshakespeare-char.yaml";
   std::string layout = "single";
   int iterations = 0, threads = 0;
+  bool reference = false;
   app.add_option("--model", model_path, "model file");
   app.add_option("--job", job_path, "job file");
   app.add_option("--layout", layout, "single, dp2, dp4, pp2, pp2dp2 (threads) or proc-dp2, proc-pp2, proc-pp2dp2 (processes)")
       ->check(CLI::IsMember({"single", "dp2", "dp4", "pp2", "pp2dp2", "proc-dp2", "proc-pp2", "proc-pp2dp2"}));
   app.add_option("--iterations", iterations, "iterations (default: the job's)");
   app.add_option("--threads", threads, "torch threads (default: 2 for single, 1 per rank otherwise)");
+  app.add_flag("--reference", reference,
+               "then run scripts/char_lm_reference.py (the recipe in plain PyTorch, /usr/bin/python3 "
+               "with python3-torch) with the same iterations and threads, and print the ratios");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines as they come, also into a file
 
@@ -204,16 +242,38 @@ int main(int argc, char** argv) {
   auto job = config::load_job(job_path);
   if (!job) return std::fprintf(stderr, "%s\n", job.error().to_string().c_str()), 2;
   if (iterations <= 0) iterations = job->iterations;
-  if (layout.rfind("proc-", 0) == 0) return run_processes(layout, model_path, job_path, *model, *job, iterations);
-  auto plan = plan_for(layout, *model, *job);
-  if (auto st = train::validate_for_training(*model, plan))
+  const auto start = clock_type::now();
+  const double cpu_before = cpu_seconds(RUSAGE_SELF) + cpu_seconds(RUSAGE_CHILDREN);
+  const int code = layout.rfind("proc-", 0) == 0
+                       ? run_processes(layout, model_path, job_path, *model, *job, iterations)
+                       : run_threads(layout, *model, *job, iterations, threads);
+  if (code != 0 || !reference) return code;
+  const timing ours{std::chrono::duration<double>(clock_type::now() - start).count(),
+                    cpu_seconds(RUSAGE_SELF) + cpu_seconds(RUSAGE_CHILDREN) - cpu_before};
+  const int torch_threads = threads > 0 ? threads : layout == "single" ? 2 : 1;
+  const auto ref = run_reference(*job, iterations, torch_threads);
+  if (!ref) return std::fprintf(stderr, "char_lm: the reference failed (needs /usr/bin/python3 with python3-torch)\n"), 1;
+  std::printf("ours: wall %.1f s, CPU %.1f s; reference (%d torch threads): wall %.1f s, CPU %.1f s; "
+              "ours/reference: wall %.2f, CPU %.2f (under 1 is faster)\n",
+              ours.wall, ours.cpu, torch_threads, ref->wall, ref->cpu, ours.wall / ref->wall,
+              ours.cpu / ref->cpu);
+  return 0;
+}
+
+namespace {
+
+// Runs an in-process layout (ranks as threads).
+int run_threads(const std::string& layout, const config::model_shape& model, const config::job& job,
+                int iterations, int threads) {
+  auto plan = plan_for(layout, model, job);
+  if (auto st = train::validate_for_training(model, plan))
     return std::fprintf(stderr, "%s\n", st->to_string().c_str()), 2;
-  auto options = train::options_from(*job);
+  auto options = train::options_from(job);
   options.torch_threads = threads > 0 ? threads : layout == "single" ? 2 : 1;
   const int n = train::world_size(plan);
   std::printf("char_lm: %s (%s, %lld parameters), %s, %d iterations, layout %s (%d ranks)\n",
-              model->name.c_str(), config::to_string(model->arch),
-              static_cast<long long>(model->total_params()), job->data ? job->data->path.c_str() : "synthetic",
+              model.name.c_str(), config::to_string(model.arch),
+              static_cast<long long>(model.total_params()), job.data ? job.data->path.c_str() : "synthetic",
               iterations, layout.c_str(), n);
   comm::gloo_options gopts;
   gopts.in_process_store = comm::make_in_process_store();
@@ -222,10 +282,12 @@ int main(int argc, char** argv) {
   std::vector<std::string> errors(n);
   std::vector<std::thread> ranks;
   for (int r = 0; r < n; ++r)
-    ranks.emplace_back([&, r] { errors[r] = run_rank(r, *model, plan, *job, options, iterations, gopts, out, done); });
+    ranks.emplace_back([&, r] { errors[r] = run_rank(r, model, plan, job, options, iterations, gopts, out, done); });
   for (auto& t : ranks) t.join();
   for (int r = 0; r < n; ++r)
     if (!errors[r].empty()) return std::fprintf(stderr, "rank %d: %s\n", r, errors[r].c_str()), 1;
   std::printf("wall time %.1f s (reference: validation loss 1.89 at 2000 in about 150 s)\n", out.seconds());
   return 0;
 }
+
+}  // namespace
