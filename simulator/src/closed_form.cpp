@@ -370,6 +370,71 @@ quick_estimate closed_form(const sim_context& ctx, const resolved_plan& p) {
   return q;
 }
 
+namespace {
+
+// Why a plan does not fit: the worst replica by either memory check, what it needs and has.
+std::string out_of_memory_verdict(const sim_context& ctx, const config::plan& plan, const quick_estimate& q) {
+  const auto& st = plan.stages[q.worst_memory_stage];
+  const auto& rep = st.replicas[q.worst_memory_replica];
+  const double capacity = ctx.gpu_memory_bytes(ctx.gpu_id(rep.gpu_type));
+  return std::string(q.worst_memory_by_sailor_check ? "out of memory by Sailor's formula: " : "out of memory: ") +
+         "stage " + std::to_string(q.worst_memory_stage) + " replica " + std::to_string(q.worst_memory_replica) +
+         " (" + rep.gpu_type + " in " + rep.zone + ", tp " + std::to_string(rep.tp) + ") needs " +
+         fmt_gb(capacity - q.worst_memory_headroom_bytes) + " of " + fmt_gb(capacity) + ", over by " +
+         fmt_gb(-q.worst_memory_headroom_bytes);
+}
+
+// Bytes that cross zones per iteration (for the report; the cost is priced per link in
+// closed_form): activations and gradients between stages, and the all-reduce of stages whose
+// replicas span zones.
+double egress_bytes(const sim_context& ctx, const resolved_plan& p, const std::vector<stage_times>& t) {
+  const int S = p.num_stages;
+  double bytes = 0;
+  const double act = ctx.activation_bytes(p.micro_batch);
+  for (int s = 0; s + 1 < S; ++s) {
+    const auto& a = p.stages[s];
+    const auto& b = p.stages[s + 1];
+    const int n = std::max(a.num_replicas, b.num_replicas);
+    for (int i = 0; i < n; ++i) {
+      const endpoint& x = a.replicas[i % a.num_replicas];
+      const endpoint& y = b.replicas[i % b.num_replicas];
+      if (x.zone != y.zone) bytes += 2.0 * act * p2p_copies(ctx, x, y) * t[s].micro_batches;
+    }
+  }
+  for (int s = 0; s < S; ++s) {
+    const auto& st = p.stages[s];
+    int zones = 1;
+    for (int r = 1; r < st.num_replicas; ++r)
+      if (st.replicas[r].zone != st.replicas[0].zone) zones = 2;
+    if (zones > 1 && st.num_replicas > 1)
+      bytes += 2.0 * (st.num_replicas - 1) / st.num_replicas * ctx.params_per_gpu(1, st.first, st.end) *
+               ctx.options().grad_bytes_per_param * 2;  // at least two zone crossings in the ring
+  }
+  return bytes;
+}
+
+// A note per GPU type of the plan whose times come from the catalog's peak, not a profile.
+std::vector<std::string> analytic_notes(const sim_context& ctx, const resolved_plan& p) {
+  std::vector<std::string> notes;
+  for (int g = 0; g < ctx.num_gpu_types(); ++g) {
+    bool used = false, analytic = false;
+    for (int s = 0; s < p.num_stages; ++s)
+      for (int r = 0; r < p.stages[s].num_replicas; ++r)
+        if (p.stages[s].replicas[r].gpu == g) {
+          used = true;
+          analytic = analytic || ctx.compute(g, p.stages[s].replicas[r].tp, p.micro_batch, p.stages[s].first,
+                                             p.stages[s].end).analytic;
+        }
+    if (used && analytic)
+      notes.push_back("GPU type " + ctx.gpu_name(g) +
+                      ": no profile for this model at this TP/micro-batch; times from the catalog's peak "
+                      "FLOP/s x efficiency " + std::to_string(ctx.options().analytic_efficiency));
+  }
+  return notes;
+}
+
+}  // namespace
+
 result<estimate> simulate(const sim_context& ctx, const config::plan& plan) {
   auto rp = resolve(ctx, plan);
   if (!rp) return rp.error();
@@ -430,65 +495,15 @@ result<estimate> simulate(const sim_context& ctx, const config::plan& plan) {
   if (e.sailor_check_headroom_bytes >= 1e300 || !ctx.options().sailor_memory_check) e.sailor_check_headroom_bytes = 0;
   e.peak_memory_bytes = q.peak_memory_bytes;
   e.fits_memory = q.worst_memory_headroom_bytes >= 0;
-  if (e.fits_memory) {
-    e.memory_verdict = "fits";
-  } else {
-    const auto& st = plan.stages[q.worst_memory_stage];
-    const auto& rep = st.replicas[q.worst_memory_replica];
-    e.memory_verdict = std::string(q.worst_memory_by_sailor_check ? "out of memory by Sailor's formula: "
-                                                                  : "out of memory: ") +
-                       "stage " + std::to_string(q.worst_memory_stage) + " replica " +
-                       std::to_string(q.worst_memory_replica) + " (" + rep.gpu_type + " in " + rep.zone +
-                       ", tp " + std::to_string(rep.tp) + ") needs " +
-                       fmt_gb(ctx.gpu_memory_bytes(ctx.gpu_id(rep.gpu_type)) - q.worst_memory_headroom_bytes) +
-                       " of " + fmt_gb(ctx.gpu_memory_bytes(ctx.gpu_id(rep.gpu_type))) + ", over by " +
-                       fmt_gb(-q.worst_memory_headroom_bytes);
-  }
+  e.memory_verdict = e.fits_memory ? "fits" : out_of_memory_verdict(ctx, plan, q);
   e.throughput_iters_per_s = e.iteration_time_s > 0 ? 1.0 / e.iteration_time_s : 0;
   e.tokens_per_s = e.throughput_iters_per_s * double(p.global_batch) * ctx.model().sequence;
   e.gpu_usd_per_hour = q.gpu_usd_per_hour;
   e.egress_usd_per_iteration = q.egress_usd_per_iteration;
   e.cost_per_iteration_usd = q.cost_per_iteration_usd;
   e.cost_per_hour_usd = e.cost_per_iteration_usd * e.throughput_iters_per_s * 3600.0;
-  // egress bytes (for the report): price-weighted bytes / price is not recoverable; recount
-  {
-    double bytes = 0;
-    const double act = ctx.activation_bytes(p.micro_batch);
-    for (int s = 0; s + 1 < S; ++s) {
-      const auto& a = p.stages[s];
-      const auto& b = p.stages[s + 1];
-      const int n = std::max(a.num_replicas, b.num_replicas);
-      for (int i = 0; i < n; ++i) {
-        const endpoint& x = a.replicas[i % a.num_replicas];
-        const endpoint& y = b.replicas[i % b.num_replicas];
-        if (x.zone != y.zone) bytes += 2.0 * act * p2p_copies(ctx, x, y) * t[s].micro_batches;
-      }
-    }
-    for (int s = 0; s < S; ++s) {
-      const auto& st = p.stages[s];
-      int zones = 1;
-      for (int r = 1; r < st.num_replicas; ++r)
-        if (st.replicas[r].zone != st.replicas[0].zone) zones = 2;
-      if (zones > 1 && st.num_replicas > 1)
-        bytes += 2.0 * (st.num_replicas - 1) / st.num_replicas * ctx.params_per_gpu(1, st.first, st.end) *
-                 ctx.options().grad_bytes_per_param * 2;  // at least two zone crossings in the ring
-    }
-    e.egress_bytes_per_iteration = bytes;
-  }
-  for (int g = 0; g < ctx.num_gpu_types(); ++g) {
-    bool used = false, analytic = false;
-    for (int s = 0; s < S; ++s)
-      for (int r = 0; r < p.stages[s].num_replicas; ++r)
-        if (p.stages[s].replicas[r].gpu == g) {
-          used = true;
-          analytic = analytic || ctx.compute(g, p.stages[s].replicas[r].tp, p.micro_batch, p.stages[s].first,
-                                             p.stages[s].end).analytic;
-        }
-    if (used && analytic)
-      e.notes.push_back("GPU type " + ctx.gpu_name(g) +
-                        ": no profile for this model at this TP/micro-batch; times from the catalog's peak "
-                        "FLOP/s x efficiency " + std::to_string(ctx.options().analytic_efficiency));
-  }
+  e.egress_bytes_per_iteration = egress_bytes(ctx, p, t);
+  e.notes = analytic_notes(ctx, p);
   return e;
 }
 

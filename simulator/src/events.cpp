@@ -48,39 +48,75 @@ static void add_final(const sim_context& ctx, const resolved_plan& p, const stag
 // the micro-batches (global micro-batch j goes to replica j mod R_s of stage s, as our runtime
 // routes them), its own compute (its GPU type and TP) and its own links to the replicas it
 // exchanges with; a stage's all-reduce starts when its last replica is done.
-static result<event_result> simulate_events_per_replica(const sim_context& ctx, const resolved_plan& p) {
-  const int S = p.num_stages;
-  const bool overlap = ctx.options().overlap_p2p;
-  const bool sync_recv = !overlap && ctx.options().receiver_blocks;
-  const int M = std::max(1, (p.global_batch + p.micro_batch - 1) / p.micro_batch);
-  const double act = ctx.activation_bytes(p.micro_batch);
-  struct unit {
-    int stage, replica;
-    double forward_s, backward_s, update_s;
-    std::vector<int> mine;  // its micro-batches, in order
-    size_t next_f = 0, next_b = 0;
-    double free_at = 0, fwd_lane = 0, bwd_lane = 0, done = 0;
-    bool busy = false;
-  };
-  std::vector<unit> units;
-  std::vector<int> first_unit(S + 1, 0);
-  for (int s = 0; s < S; ++s) {
+namespace {
+
+// One replica of one stage in the per-replica event simulation: its times, its micro-batches
+// and where its schedule stands.
+struct replica_stream {
+  int stage, replica;
+  double forward_s, backward_s, update_s;
+  std::vector<int> mine;  // its micro-batches, in order
+  size_t next_f = 0, next_b = 0;
+  double free_at = 0, fwd_lane = 0, bwd_lane = 0, done = 0;
+  bool busy = false;
+};
+
+}  // namespace
+
+// Every replica's stream, stage by stage; first_unit[s] is stage s's first stream (and
+// first_unit[S] the count).
+static std::vector<replica_stream> make_streams(const sim_context& ctx, const resolved_plan& p, int M,
+                                                std::vector<int>& first_unit) {
+  std::vector<replica_stream> units;
+  first_unit.assign(p.num_stages + 1, 0);
+  for (int s = 0; s < p.num_stages; ++s) {
     first_unit[s] = static_cast<int>(units.size());
     const auto& st = p.stages[s];
     for (int r = 0; r < st.num_replicas; ++r) {
       const endpoint& e = st.replicas[r];
       stage_compute c = ctx.compute(e.gpu, e.tp, p.micro_batch, st.first, st.end);
       const double k = host_slowdown(ctx, p);
-      unit u{s, r, k * c.forward_s, k * (c.backward_s + (st.recompute ? c.forward_s : 0.0)), k * c.update_s, {}};
+      replica_stream u{s, r, k * c.forward_s, k * (c.backward_s + (st.recompute ? c.forward_s : 0.0)),
+                       k * c.update_s, {}};
       for (int j = r; j < M; j += st.num_replicas) u.mine.push_back(j);
       units.push_back(std::move(u));
     }
   }
-  first_unit[S] = static_cast<int>(units.size());
+  first_unit[p.num_stages] = static_cast<int>(units.size());
+  return units;
+}
+
+// Per stage: the all-reduce starts when its last replica is done; each replica then steps.
+static void add_sync_and_update(const sim_context& ctx, const resolved_plan& p,
+                                const std::vector<replica_stream>& units, const std::vector<int>& first_unit,
+                                event_result& out) {
+  for (int s = 0; s < p.num_stages; ++s) {
+    double start = 0;
+    for (int u = first_unit[s]; u < first_unit[s + 1]; ++u) start = std::max(start, units[u].done);
+    const auto& st = p.stages[s];
+    const double ar = ctx.allreduce_s(st.replicas, st.num_replicas, ctx.params_per_gpu(1, st.first, st.end),
+                                      ctx.options().allreduce_per_layer ? st.end - st.first : 0);
+    if (ar > 0) out.events.push_back({"all-reduce", "collective", s, 0, start, start + ar});
+    for (int u = first_unit[s]; u < first_unit[s + 1]; ++u) {
+      const double at = start + std::max(0.0, ar);
+      out.events.push_back({"update", "optimizer", s, 2 * units[u].replica, at, at + units[u].update_s});
+      out.iteration_time_s = std::max(out.iteration_time_s, at + units[u].update_s);
+    }
+  }
+}
+
+static result<event_result> simulate_events_per_replica(const sim_context& ctx, const resolved_plan& p) {
+  const int S = p.num_stages;
+  const bool overlap = ctx.options().overlap_p2p;
+  const bool sync_recv = !overlap && ctx.options().receiver_blocks;
+  const int M = std::max(1, (p.global_batch + p.micro_batch - 1) / p.micro_batch);
+  const double act = ctx.activation_bytes(p.micro_batch);
+  std::vector<int> first_unit;
+  std::vector<replica_stream> units = make_streams(ctx, p, M, first_unit);
   auto unit_of = [&](int s, int j) { return first_unit[s] + j % p.stages[s].num_replicas; };
   auto link_s = [&](int from_unit, int to_unit) {
-    const unit& a = units[from_unit];
-    const unit& b = units[to_unit];
+    const replica_stream& a = units[from_unit];
+    const replica_stream& b = units[to_unit];
     return ctx.transfer_s(p.stages[a.stage].replicas[a.replica], p.stages[b.stage].replicas[b.replica], act);
   };
   const double never = -1;
@@ -96,7 +132,7 @@ static result<event_result> simulate_events_per_replica(const sim_context& ctx, 
   while (!queue.empty()) {
     event ev = queue.top();
     queue.pop();
-    unit& w = units[ev.stage];
+    replica_stream& w = units[ev.stage];
     const int s = w.stage;
     const double now = ev.time;
     if (w.busy && now >= w.free_at) w.busy = false;
@@ -152,20 +188,7 @@ static result<event_result> simulate_events_per_replica(const sim_context& ctx, 
     if (w.next_b != w.mine.size())
       return sailor::error{error_kind::failed, "event simulation deadlocked at stage " + std::to_string(w.stage) +
                                                    " replica " + std::to_string(w.replica), "", 0, ""};
-  // Per stage: the all-reduce starts when its last replica is done; each replica then steps.
-  for (int s = 0; s < S; ++s) {
-    double start = 0;
-    for (int u = first_unit[s]; u < first_unit[s + 1]; ++u) start = std::max(start, units[u].done);
-    const auto& st = p.stages[s];
-    const double ar = ctx.allreduce_s(st.replicas, st.num_replicas, ctx.params_per_gpu(1, st.first, st.end),
-                                      ctx.options().allreduce_per_layer ? st.end - st.first : 0);
-    if (ar > 0) out.events.push_back({"all-reduce", "collective", s, 0, start, start + ar});
-    for (int u = first_unit[s]; u < first_unit[s + 1]; ++u) {
-      const double at = start + std::max(0.0, ar);
-      out.events.push_back({"update", "optimizer", s, 2 * units[u].replica, at, at + units[u].update_s});
-      out.iteration_time_s = std::max(out.iteration_time_s, at + units[u].update_s);
-    }
-  }
+  add_sync_and_update(ctx, p, units, first_unit, out);
   std::vector<stage_times> t(S);
   for (int s = 0; s < S; ++s) t[s] = compute_stage_times(ctx, p, s);
   add_final(ctx, p, t.data(), out);
