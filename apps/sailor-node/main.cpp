@@ -34,6 +34,7 @@
 #include "sailor/actors/runtime.hpp"
 #include "sailor/actors/train/checkpoint.hpp"
 #include "job_token.hpp"
+#include "profile_command.hpp"
 #include "sailor/comm/auth.hpp"
 #include "sailor/comm/tcp.hpp"
 #include "sailor/comm/ucx.hpp"
@@ -561,7 +562,7 @@ int main(int argc, char** argv) {
   // `sailor-node profile ...` is what `sailor profile` runs (this binary holds LibTorch).
   if (argc > 1 && std::string(argv[1]) == "profile") {
 #ifdef SAILOR_WITH_TRAIN
-    return train::profile_command(std::vector<std::string>(argv + 2, argv + argc));
+    return node::profile_command(std::vector<std::string>(argv + 2, argv + argc));
 #else
     std::fprintf(stderr, "sailor profile: not built yet (this build has no LibTorch)\n");
     return 3;

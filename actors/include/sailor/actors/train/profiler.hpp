@@ -79,8 +79,4 @@ result<host_figures> measure_host_communication(const config::model_shape& model
 result<host_figures> load_host_figures(const std::string& path);
 status save_host_figures(const host_figures& figures, const std::string& path);
 
-/// `sailor-node profile ...` (what `sailor profile` runs): parses `args` (argv without the
-/// program name and the word `profile`), profiles and writes the JSON file. Exit code.
-int profile_command(const std::vector<std::string>& args);
-
 }  // namespace sailor::train
