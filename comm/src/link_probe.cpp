@@ -74,9 +74,24 @@ connection_handlers prober_handlers(const std::shared_ptr<probe_inbox>& inbox) {
   return h;
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
+// Sends `count` tensors of `size` bytes back to back and waits for every acknowledgement; ""
+// on success.
+std::string send_train(connection& conn, probe_inbox& inbox, std::uint64_t size, int count, double timeout_s) {
+  std::vector<std::byte> payload(size, std::byte{0x5a});
+  tensor_descriptor desc;
+  desc.type = dtype::u8;
+  desc.shape = {static_cast<std::int64_t>(size)};
+  desc.name = "link probe";
+  for (int k = 0; k < count; ++k) conn.send_tensor(desc, payload, nullptr);
+  // The payload stays alive until the last reply: the responder acknowledges each tensor once
+  // received.
+  for (int k = 0; k < count; ++k) {
+    std::uint64_t reply = 0;
+    if (auto why = await(inbox, timeout_s, false, &reply); !why.empty()) return std::to_string(size) + " bytes: " + why;
+    if (reply != size)
+      return "the responder acknowledged " + std::to_string(reply) + " bytes of " + std::to_string(size);
+  }
+  return {};
 }
 
 }  // namespace
@@ -124,29 +139,26 @@ sailor::result<link_probe_result> probe_link(transport& t, const address& to,
     trips.push_back(since(sent));
   }
   link_probe_result out;
-  const double round_trip = median_of(trips);
+  // The floor of the round trips: a busy host only ever adds to a round trip, so the smallest
+  // is the closest to the link's own (a median moved with the load and, subtracted from a
+  // transfer below, could leave nothing of it).
+  const double round_trip = *std::min_element(trips.begin(), trips.end());
   out.latency_s = round_trip / 2;
   for (const auto size : o.sizes) {
+    // A train of back-to-back messages of this size, at least train_bytes long, so that the
+    // transfer's time stands well above the noise of one round trip.
+    const int count = static_cast<int>(std::max<std::uint64_t>(1, (o.train_bytes + size - 1) / size));
+    const double bytes = static_cast<double>(size) * count;
     // Predicted from the last figure: a size that would pass the budget is left out.
-    if (!out.bandwidth.empty() &&
-        since(start) + round_trip + static_cast<double>(size) / out.bandwidth.back().second >
-          o.budget_s)
+    if (!out.bandwidth.empty() && since(start) + round_trip + bytes / out.bandwidth.back().second > o.budget_s)
       break;
-    std::vector<std::byte> payload(size, std::byte{0x5a});
-    tensor_descriptor desc;
-    desc.type = dtype::u8;
-    desc.shape = {static_cast<std::int64_t>(size)};
-    desc.name = "link probe";
     const auto sent = clock_type::now();
-    (*conn)->send_tensor(desc, payload, nullptr);
-    // The payload stays alive until the reply: the responder acknowledges it once received.
-    if (auto why = await(*inbox, o.timeout_s, false, &reply); !why.empty())
-      return probe_error(to, std::to_string(size) + " bytes: " + why);
-    if (reply != size)
-      return probe_error(to, "the responder acknowledged " + std::to_string(reply) + " bytes of " +
-                               std::to_string(size));
-    const double took = std::max(since(sent) - round_trip, 1e-6);
-    out.bandwidth.emplace_back(static_cast<double>(size), static_cast<double>(size) / took);
+    if (auto why = send_train(**conn, *inbox, size, count, o.timeout_s); !why.empty()) return probe_error(to, why);
+    const double took = since(sent) - round_trip;
+    // Nothing left of the transfer once the round trip is taken off: this size says nothing
+    // about the bandwidth (no figure rather than an absurd one).
+    if (took <= 0) continue;
+    out.bandwidth.emplace_back(static_cast<double>(size), bytes / took);
   }
   out.elapsed_s = since(start);
   return out;

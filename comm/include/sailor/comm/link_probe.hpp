@@ -26,15 +26,19 @@ namespace sailor::comm {
 struct probe_options {
   /// Transfer sizes, smallest first.
   std::vector<std::uint64_t> sizes = {64u << 10, 1u << 20, 4u << 20, 16u << 20, 64u << 20};
-  int pings = 5;          ///< small round trips for the latency
+  int pings = 5;          ///< small round trips; the smallest gives the latency
+  /// Each size is sent as a train of back-to-back messages of at least this many bytes (one
+  /// message at sizes above it), so that its time stands above a round trip's noise.
+  std::uint64_t train_bytes = 2u << 20;
   double budget_s = 0.6;  ///< sizes that would take the probe past this are left out
   double timeout_s = 5;   ///< bound on the connection and on every reply
 };
 
 /// What a probe measured.
 struct link_probe_result {
-  double latency_s = 0;  ///< one way: half the median round trip of a small message
-  /// (bytes, bytes per second), one per size measured, smallest first.
+  double latency_s = 0;  ///< one way: half the smallest round trip of a small message
+  /// (message bytes, bytes per second), one per size measured, smallest first: a train's bytes
+  /// over its time less one round trip. A size whose time was all round trip has no entry.
   std::vector<std::pair<double, double>> bandwidth;
   double elapsed_s = 0;  ///< the whole probe, connection included
 };
