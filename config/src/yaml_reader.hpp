@@ -69,4 +69,16 @@ private:
 std::string join_path(const std::string& path, const std::string& key);
 std::string index_path(const std::string& path, std::size_t index);
 
+/// Runs a loader's body, turning a load_failure or a yaml-cpp exception into an error value.
+template <class T, class F>
+result<T> guarded(F&& body) {
+  try {
+    return body();
+  } catch (const load_failure& f) {
+    return f.err;
+  } catch (const YAML::Exception& e) {
+    return sailor::error{error_kind::invalid_input, e.what(), "", 0, ""};
+  }
+}
+
 }  // namespace sailor::config::detail

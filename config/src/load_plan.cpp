@@ -1,0 +1,253 @@
+// Plans: loading (checked against the model when given), validation against a model and a
+// cluster, writing as YAML, and the inputs a plan was made for (made_for).
+#include "sailor/config/load.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include "sailor/config/text.hpp"
+#include "yaml_reader.hpp"
+
+namespace sailor::config {
+
+using detail::guarded;
+using detail::index_path;
+using detail::join_path;
+using detail::load_failure;
+using detail::yaml_reader;
+
+namespace {
+
+result<plan> load_plan_impl(const std::string& path, const model_shape* model) {
+  return guarded<plan>([&] {
+    yaml_reader r(path);
+    YAML::Node root = r.parse();
+    r.only_keys(root, "", {"micro_batch", "global_batch", "stages", "estimate", "made_for"});
+    plan p;
+    p.micro_batch = static_cast<int>(r.req_count(root, "", "micro_batch", true));
+    p.global_batch = static_cast<int>(r.req_count(root, "", "global_batch", true));
+    YAML::Node stages = r.required(root, "", "stages");
+    r.expect_sequence(stages, "stages");
+    std::vector<YAML::Node> stage_nodes;
+    for (std::size_t i = 0; i < stages.size(); ++i) {
+      std::string spath = index_path("stages", i);
+      const YAML::Node& sn = stages[i];
+      r.expect_map(sn, spath);
+      r.only_keys(sn, spath, {"layers", "recompute", "replicas"});
+      stage_plan s;
+      YAML::Node layers = r.required(sn, spath, "layers");
+      std::string lpath = join_path(spath, "layers");
+      r.expect_map(layers, lpath);
+      r.only_keys(layers, lpath, {"first", "count"});
+      s.first_layer = static_cast<int>(r.req_count(layers, lpath, "first", false));
+      s.num_layers = static_cast<int>(r.req_count(layers, lpath, "count", true));
+      s.recompute = r.opt_bool(sn, spath, "recompute").value_or(false);
+      YAML::Node reps = r.required(sn, spath, "replicas");
+      std::string rpath = join_path(spath, "replicas");
+      r.expect_sequence(reps, rpath);
+      for (std::size_t k = 0; k < reps.size(); ++k) {
+        std::string ppath = index_path(rpath, k);
+        const YAML::Node& rn = reps[k];
+        r.expect_map(rn, ppath);
+        r.only_keys(rn, ppath, {"gpu", "zone", "tp", "nodes", "devices"});
+        replica rep;
+        rep.gpu_type = r.req_string(rn, ppath, "gpu");
+        rep.zone = r.req_string(rn, ppath, "zone");
+        rep.tp = static_cast<int>(r.req_count(rn, ppath, "tp", true));
+        if (YAML::Node nodes = rn["nodes"]; nodes.IsDefined() && !nodes.IsNull()) {
+          r.expect_sequence(nodes, join_path(ppath, "nodes"));
+          for (std::size_t q = 0; q < nodes.size(); ++q)
+            rep.nodes.push_back(r.get_string(nodes[q], index_path(join_path(ppath, "nodes"), q)));
+        }
+        if (YAML::Node devs = rn["devices"]; devs.IsDefined() && !devs.IsNull()) {
+          r.expect_sequence(devs, join_path(ppath, "devices"));
+          for (std::size_t q = 0; q < devs.size(); ++q) {
+            long long d = r.get_int(devs[q], index_path(join_path(ppath, "devices"), q));
+            if (d < 0) r.fail(devs[q], index_path(join_path(ppath, "devices"), q), "expected a non-negative device index");
+            rep.devices.push_back(static_cast<int>(d));
+          }
+        }
+        s.replicas.push_back(std::move(rep));
+      }
+      p.stages.push_back(std::move(s));
+      stage_nodes.push_back(sn);
+    }
+    if (YAML::Node e = root["estimate"]; e.IsDefined() && !e.IsNull()) {
+      r.expect_map(e, "estimate");
+      plan_estimate est;
+      est.iteration_time_s = r.opt_double(e, "estimate", "iteration_time_s").value_or(0);
+      est.throughput_iters_per_s = r.opt_double(e, "estimate", "throughput_iters_per_s").value_or(0);
+      est.cost_per_iteration_usd = r.opt_double(e, "estimate", "cost_per_iteration_usd").value_or(0);
+      est.cost_per_hour_usd = r.opt_double(e, "estimate", "cost_per_hour_usd").value_or(0);
+      est.peak_memory_bytes = r.opt_double(e, "estimate", "peak_memory_bytes").value_or(0);
+      p.estimate = est;
+    }
+    status bad = model ? validate_plan(p, *model, nullptr, path) : validate_plan(p, model_shape{}, nullptr, path);
+    if (bad) {
+      // Point at the stage the error is about, when it names one.
+      sailor::error err = *bad;
+      if (err.field.rfind("stages[", 0) == 0) {
+        std::size_t idx = std::stoul(err.field.substr(7));
+        if (idx < stage_nodes.size()) err.line = stage_nodes[idx].Mark().line + 1;
+      } else if (err.line == 0) {
+        err.line = root.Mark().line + 1;
+      }
+      throw load_failure{err};
+    }
+    return p;
+  });
+}
+
+}  // namespace
+
+result<plan> load_plan(const std::string& path, const model_shape& model) {
+  return load_plan_impl(path, &model);
+}
+
+result<plan> load_plan(const std::string& path) { return load_plan_impl(path, nullptr); }
+
+status validate_plan(const plan& p, const model_shape& model, const cluster* c, const std::string& file) {
+  auto bad = [&](std::string field, std::string message, error_kind kind = error_kind::invalid_input) {
+    return status{sailor::error{kind, std::move(message), file, 0, std::move(field)}};
+  };
+  if (p.micro_batch <= 0) return bad("micro_batch", "expected a positive integer");
+  if (p.global_batch <= 0) return bad("global_batch", "expected a positive integer");
+  if (p.stages.empty()) return bad("stages", "expected at least one stage");
+  const bool check_model = model.num_layers > 0;
+  int expected_first = 0;
+  std::map<std::pair<std::string, std::string>, int> placed;  // (zone, GPU type) -> GPUs
+  for (std::size_t i = 0; i < p.stages.size(); ++i) {
+    const auto& s = p.stages[i];
+    std::string spath = index_path("stages", i);
+    if (s.num_layers <= 0) return bad(spath + ".layers.count", "expected a positive layer count");
+    if (s.first_layer < expected_first) {
+      return bad(spath + ".layers", "layers " + std::to_string(s.first_layer) + ".." +
+                                        std::to_string(s.end_layer() - 1) + " overlap the previous stage, which ends at layer " +
+                                        std::to_string(expected_first - 1));
+    }
+    if (s.first_layer > expected_first) {
+      return bad(spath + ".layers", "gap: layers " + std::to_string(expected_first) + ".." +
+                                        std::to_string(s.first_layer - 1) + " belong to no stage");
+    }
+    expected_first = s.end_layer();
+    if (s.replicas.empty()) return bad(spath + ".replicas", "expected at least one replica");
+    if (p.global_batch % (p.micro_batch * static_cast<int>(s.replicas.size())) != 0) {
+      return bad(spath + ".replicas", "global_batch " + std::to_string(p.global_batch) +
+                                          " is not a multiple of micro_batch x replicas (" +
+                                          std::to_string(p.micro_batch) + " x " + std::to_string(s.replicas.size()) + ")");
+    }
+    for (std::size_t k = 0; k < s.replicas.size(); ++k) {
+      const auto& rep = s.replicas[k];
+      std::string rpath = index_path(spath + ".replicas", k);
+      if (rep.tp <= 0) return bad(rpath + ".tp", "expected a positive tensor-parallel degree");
+      if (!rep.devices.empty() && static_cast<int>(rep.devices.size()) != rep.tp)
+        return bad(rpath + ".devices", "expected " + std::to_string(rep.tp) + " devices (one per TP rank), found " + std::to_string(rep.devices.size()));
+      if (check_model && rep.tp > 1 && model.heads % rep.tp != 0)
+        return bad(rpath + ".tp", "tp " + std::to_string(rep.tp) + " does not divide the model's " + std::to_string(model.heads) + " heads");
+      if (c) {
+        const gpu_spec* g = c->gpus.find(rep.gpu_type);
+        if (!g) return bad(rpath + ".gpu", "unknown GPU type '" + rep.gpu_type + "'", error_kind::not_found);
+        if (!c->find_zone(rep.zone)) return bad(rpath + ".zone", "zone '" + rep.zone + "' is not in the cluster", error_kind::not_found);
+        if (rep.tp > g->gpus_per_node)
+          return bad(rpath + ".tp", "tp " + std::to_string(rep.tp) + " exceeds the " + std::to_string(g->gpus_per_node) + " GPUs of one " + rep.gpu_type + " node");
+        // The GPUs of every replica so far must exist in the zone.
+        const auto& zone_gpus = c->find_zone(rep.zone)->gpus;
+        const auto have = zone_gpus.find(rep.gpu_type);
+        const int available = have == zone_gpus.end() ? 0 : have->second;
+        const int used = placed[{rep.zone, rep.gpu_type}] += rep.tp;
+        if (available == 0)
+          return bad(rpath + ".zone", "zone '" + rep.zone + "' has no " + rep.gpu_type + " GPUs in the cluster");
+        if (used > available)
+          return bad(rpath + ".zone", "the plan places " + std::to_string(used) + " " + rep.gpu_type + " GPUs in zone '" + rep.zone +
+                                          "' up to here, but the cluster has " + std::to_string(available) + " there");
+      }
+    }
+  }
+  if (check_model && expected_first != model.num_all_layers()) {
+    if (expected_first < model.num_all_layers())
+      return bad("stages", "layers " + std::to_string(expected_first) + ".." + std::to_string(model.num_all_layers() - 1) +
+                               " of " + model.name + " belong to no stage (the model has " + std::to_string(model.num_all_layers()) +
+                               " layers: embedding, " + std::to_string(model.num_layers) + " blocks, head)");
+    return bad("stages", "the stages cover " + std::to_string(expected_first) + " layers but " + model.name + " has " +
+                             std::to_string(model.num_all_layers()));
+  }
+  return std::nullopt;
+}
+
+std::string to_yaml(const plan& p) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "micro_batch" << YAML::Value << p.micro_batch;
+  out << YAML::Key << "global_batch" << YAML::Value << p.global_batch;
+  out << YAML::Key << "stages" << YAML::Value << YAML::BeginSeq;
+  for (const auto& s : p.stages) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "layers" << YAML::Value << YAML::Flow << YAML::BeginMap
+        << YAML::Key << "first" << YAML::Value << s.first_layer
+        << YAML::Key << "count" << YAML::Value << s.num_layers << YAML::EndMap;
+    if (s.recompute) out << YAML::Key << "recompute" << YAML::Value << true;
+    out << YAML::Key << "replicas" << YAML::Value << YAML::BeginSeq;
+    for (const auto& rep : s.replicas) {
+      out << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "gpu" << YAML::Value << rep.gpu_type;
+      out << YAML::Key << "zone" << YAML::Value << rep.zone;
+      out << YAML::Key << "tp" << YAML::Value << rep.tp;
+      if (!rep.nodes.empty()) out << YAML::Key << "nodes" << YAML::Value << YAML::Flow << rep.nodes;
+      if (!rep.devices.empty()) out << YAML::Key << "devices" << YAML::Value << YAML::Flow << rep.devices;
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  if (p.estimate) {
+    const auto& e = *p.estimate;
+    out << YAML::Key << "estimate" << YAML::Value << YAML::BeginMap
+        << YAML::Key << "iteration_time_s" << YAML::Value << e.iteration_time_s
+        << YAML::Key << "throughput_iters_per_s" << YAML::Value << e.throughput_iters_per_s
+        << YAML::Key << "cost_per_iteration_usd" << YAML::Value << e.cost_per_iteration_usd
+        << YAML::Key << "cost_per_hour_usd" << YAML::Value << e.cost_per_hour_usd
+        << YAML::Key << "peak_memory_bytes" << YAML::Value << e.peak_memory_bytes << YAML::EndMap;
+  }
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+result<plan_origin> load_plan_origin(const std::string& path) {
+  return guarded<plan_origin>([&] {
+    yaml_reader r(path);
+    YAML::Node root = r.parse();
+    plan_origin o;
+    YAML::Node m = root["made_for"];
+    if (!m.IsDefined() || m.IsNull()) return o;
+    r.expect_map(m, "made_for");
+    r.only_keys(m, "made_for", {"model", "cluster", "job", "sailor_data", "quotas", "profile"});
+    o.model = r.opt_string(m, "made_for", "model").value_or("");
+    o.cluster = r.opt_string(m, "made_for", "cluster").value_or("");
+    o.job = r.opt_string(m, "made_for", "job").value_or("");
+    o.sailor_data = r.opt_string(m, "made_for", "sailor_data").value_or("");
+    o.quotas = r.opt_string(m, "made_for", "quotas").value_or("");
+    o.profile = r.opt_string(m, "made_for", "profile").value_or("");
+    return o;
+  });
+}
+
+std::string to_yaml(const plan_origin& origin) {
+  YAML::Emitter out;
+  out << YAML::BeginMap << YAML::Key << "made_for" << YAML::Value << YAML::BeginMap;
+  auto field = [&](const char* key, const std::string& value) {
+    if (!value.empty()) out << YAML::Key << key << YAML::Value << value;
+  };
+  field("model", origin.model);
+  field("cluster", origin.cluster);
+  field("job", origin.job);
+  field("sailor_data", origin.sailor_data);
+  field("quotas", origin.quotas);
+  field("profile", origin.profile);
+  out << YAML::EndMap << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace sailor::config
