@@ -129,6 +129,9 @@ bool recovery_report(supervisor* self, const train_report& x) {
     ++rec.received;
     maybe_resume(self);
   }
+  if (kind == report_kind::snapshot && x.phase == "handover")
+    log::get("actors")->info("[supervisor] {} holds {} ({} bytes), handed over by a node that "
+                             "leaves", x.node, x.checkpoint_file, x.bytes);
   if (kind == report_kind::snapshot && !x.error.empty())
     log::get("actors")->info("[supervisor] {} rank {} keeps no state: {}", x.node, x.rank, x.error);
   return kind == report_kind::snapshot;

@@ -22,6 +22,7 @@ namespace {
 
 constexpr std::string_view get_prefix = "get ";
 constexpr std::string_view error_prefix = "error ";
+constexpr std::string_view stored_reply = "stored";
 
 std::vector<std::byte> bytes_of(std::string_view text) {
   auto* p = reinterpret_cast<const std::byte*>(text.data());
@@ -49,6 +50,32 @@ bool servable_path(const std::string& path) {
     if (*part == ".." || *part == ".")
       return false;
   return true;
+}
+
+bool handover_path(const std::string& path) {
+  if (!servable_path(path))
+    return false;
+  const fs::path p{path};
+  auto part = p.begin();
+  // checkpoints / <job> / mem / <iteration> / <shard>
+  for (int k = 0; k < 2 && part != p.end(); ++k)
+    ++part;
+  return part != p.end() && *part == "mem" && std::distance(part, p.end()) == 3;
+}
+
+void memory_shards::set_handover_listener(handover_listener listener) {
+  std::lock_guard lock{mu_};
+  listener_ = std::move(listener);
+}
+
+void memory_shards::handed_over(const std::string& path, std::int64_t bytes) const {
+  handover_listener listener;
+  {
+    std::lock_guard lock{mu_};
+    listener = listener_;
+  }
+  if (listener)
+    listener(path, bytes);
 }
 
 void memory_shards::put(const std::string& path, std::vector<std::byte> bytes, int keep) {
@@ -125,6 +152,29 @@ struct shard_server::impl : std::enable_shared_from_this<shard_server::impl> {
     conn->send_tensor(desc, *data, [data](const comm::op_status&) {});
   }
 
+  // Runs on the transport's thread: a leaving peer hands over a shard of its memory.
+  void store(const comm::connection_ptr& conn, const comm::tensor_descriptor& desc,
+             const comm::payload_buffer& payload) {
+    const auto& path = desc.name;
+    std::string why;
+    if (!memory)
+      why = "this node keeps no state in memory";
+    else if (!handover_path(path))
+      why = "not a path of in-memory state: '" + path + "'";
+    if (!why.empty()) {
+      log::get("train")->warn("[shards {}] {} handed over {}: refused: {}", address,
+                              conn->peer().name, path, why);
+      conn->send_control(bytes_of(std::string{error_prefix} + why), {});
+      return;
+    }
+    const auto bytes = payload.bytes();
+    memory->put(path, std::vector<std::byte>(bytes.begin(), bytes.end()));
+    conn->send_control(bytes_of(stored_reply), {});
+    log::get("train")->info("[shards {}] holds {} ({} bytes) handed over by {}", address, path,
+                            bytes.size(), conn->peer().name);
+    memory->handed_over(path, static_cast<std::int64_t>(bytes.size()));
+  }
+
   result<std::vector<std::byte>> read(const std::string& path) const {
     if (!servable_path(path))
       return failure("not a checkpoint path: '" + path + "'");
@@ -154,6 +204,12 @@ result<std::unique_ptr<shard_server>> shard_server::start(comm::transport& trans
       auto c = wconn.lock();
       if (me && c)
         me->serve(c, bytes);
+    };
+    h.on_tensor = [weak, wconn](comm::tensor_descriptor desc, comm::payload_buffer payload) {
+      auto me = weak.lock();
+      auto c = wconn.lock();
+      if (me && c)
+        me->store(c, desc, payload);
     };
     return h;
   };
@@ -244,6 +300,54 @@ result<comm::payload_buffer> fetch_one(comm::transport& transport, const shard_s
 }
 
 }  // namespace
+
+status hand_over_shard(comm::transport& transport, const std::string& holder,
+                       const std::string& path, memory_shards::bytes_ptr bytes,
+                       std::chrono::milliseconds timeout) {
+  if (!bytes || !handover_path(path))
+    return failure("refusing to hand over '" + path + "': not in-memory state");
+  auto where = comm::address::parse(holder);
+  if (!where)
+    return where.error();
+  auto call = std::make_shared<fetch_call>();
+  comm::connection_handlers h;
+  h.on_control = [call](std::vector<std::byte> reply) {
+    const auto text = text_of(reply);
+    if (text == stored_reply)
+      call->finish(comm::payload_buffer{});
+    else
+      call->finish(failure(text));
+  };
+  h.on_error = [call](const comm::transport_error& e) { call->finish(failure(e.to_string())); };
+  h.on_open = [call] { call->opened(); };
+  auto conn = transport.connect(*where, h);
+  if (!conn)
+    return conn.error();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock lock{call->mutex};
+  const bool open = call->done.wait_until(
+    lock, deadline, [&] { return call->open || call->outcome.has_value(); });
+  const bool failed_early = call->outcome.has_value();
+  lock.unlock();
+  if (open && !failed_early) {
+    comm::tensor_descriptor desc;
+    desc.type = comm::dtype::u8;
+    desc.shape = {static_cast<std::int64_t>(bytes->size())};
+    desc.name = path;
+    (*conn)->send_tensor(desc, *bytes, [bytes](const comm::op_status&) {});  // `bytes` lives
+  }
+  lock.lock();
+  const bool answered =
+    open && call->done.wait_until(lock, deadline, [&] { return call->outcome.has_value(); });
+  lock.unlock();
+  (*conn)->close();
+  if (!answered)
+    return failure(holder + ": no answer within " + std::to_string(timeout.count()) + " ms");
+  std::lock_guard relock{call->mutex};
+  if (!*call->outcome)
+    return failure(holder + ": " + call->outcome->error().message);
+  return {};
+}
 
 status probe_shard_server(comm::transport& transport, const std::string& holder,
                           std::chrono::milliseconds timeout) {
