@@ -263,3 +263,42 @@ TEST_CASE_FIXTURE(training_run, "supervisor: checkpoint writes that fail are tol
   CHECK(failures->empty());
   CHECK(state().plan_version == 1);
 }
+
+TEST_CASE_FIXTURE(training_run, "supervisor: a node leaving with notice stops counting as a holder when its grace is over, and the shard it handed over stays held") {
+  start(training());
+  join_four();
+  for (const auto& n : {"n1", "n2", "n3", "n4"})
+    report_all(n, report_kind::reached, "setup");
+  for (const auto& n : {"n1", "n2", "n3", "n4"})
+    report_all(n, report_kind::iteration, "", 0);
+  REQUIRE(state().plan_version == 1);
+  // n4 gets a notice with 2.5 s left; the state only it held (a memory shard after iteration
+  // 1) goes to n1, which reports it as handed over (no plan version: not a survivor's report).
+  caf::anon_send(fakes.at("n4"), preempt_atom::value);
+  sched.run();
+  REQUIRE(state().recovery.leaving.count("n4") == 1);
+  const auto file = shard("checkpoints/j/mem", 1);
+  train_report kept;
+  kept.plan_version = 1;
+  kept.node = "n4";
+  kept.kind = static_cast<std::int32_t>(report_kind::snapshot);
+  kept.iteration = 1;
+  kept.checkpoint_file = file;
+  send("n4", kept);
+  auto given = kept;
+  given.plan_version = 0;
+  given.node = "n1";
+  given.rank = -1;
+  given.phase = "handover";
+  send("n1", given);
+  auto held = state().holdings.newest();
+  CHECK(held.iterations == 1);
+  CHECK(held.holders.size() == 2);
+  // Its grace period over, n4 is gone: a plan made now fetches from n1 alone.
+  run_for(3s);
+  CHECK(state().recovery.leaving.count("n4") == 0);
+  held = state().holdings.newest();
+  CHECK(held.iterations == 1);
+  CHECK(held.folder == "checkpoints/j/mem");
+  CHECK(held.holders == std::vector<std::string>{state().nodes.at("n1").inventory.address});
+}
