@@ -2,6 +2,8 @@
 // (train/shard_service.hpp): two shard servers on loopback TCP in this process. The shard
 // arrives byte for byte in the receiver's memory, its node is told, and it is then served to
 // a third party like any shard; what is not in-memory state is refused and changes nothing.
+// A shard several nodes hold is fetched in parts from all of them at once, and whole when one
+// of them is gone.
 
 #if __has_include(<sailor/actors/train/shard_service.hpp>) && defined(SAILOR_WITH_TRAIN)
 
@@ -96,6 +98,53 @@ TEST_CASE("shard handover: a leaving node's in-memory shard is held and served b
   CHECK(staying_memory->get(disk) == nullptr);
   std::lock_guard lock{mu};
   CHECK(told.size() == 1);
+}
+
+namespace {
+
+std::vector<char> file_bytes(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {(std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()};
+}
+
+bool same(const std::vector<char>& a, const std::vector<std::byte>& b) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), reinterpret_cast<const char*>(b.data()));
+}
+
+}  // namespace
+
+TEST_CASE("shard fetch: a shard two nodes hold comes in parts from both, and from the one left when the other is gone") {
+  temp_dir dir;
+  auto fetcher = tcp("fetcher");
+  auto holder_a = tcp("holder-a");
+  auto holder_b = tcp("holder-b");
+  const std::string path = "checkpoints/job/mem/iter-00000002/shard-b-w0-of-1-layers-0-6-tp0-of-1.ckpt";
+  const auto shard = pattern((9 << 20) + 12345);  // over the size that is split; odd length
+  auto memory_a = std::make_shared<train::memory_shards>();
+  auto memory_b = std::make_shared<train::memory_shards>();
+  memory_a->put(path, shard);
+  memory_b->put(path, shard);
+  auto a = train::shard_server::start(*holder_a, "127.0.0.1", dir.path("a"), memory_a);
+  auto b = train::shard_server::start(*holder_b, "127.0.0.1", dir.path("b"), memory_b);
+  REQUIRE(a);
+  REQUIRE(b);
+  std::int64_t fetched = 0;
+  auto err = train::fetch_shards(*fetcher, dir.path("both"),
+                                 {{path, (*a)->address()}, {path, (*b)->address()}}, 10s, &fetched);
+  REQUIRE_MESSAGE(!err, (err ? err->message : ""));
+  CHECK(fetched == static_cast<std::int64_t>(shard.size()));
+  CHECK(same(file_bytes(std::filesystem::path{dir.path("both")} / path), shard));
+
+  // Holder a is gone: its part comes from b.
+  const auto gone = (*a)->address();
+  a->reset();
+  fetched = 0;
+  err = train::fetch_shards(*fetcher, dir.path("one"), {{path, gone}, {path, (*b)->address()}},
+                            10s, &fetched);
+  REQUIRE_MESSAGE(!err, (err ? err->message : ""));
+  CHECK(fetched == static_cast<std::int64_t>(shard.size()));
+  CHECK(same(file_bytes(std::filesystem::path{dir.path("one")} / path), shard));
 }
 
 #endif
