@@ -149,6 +149,44 @@ TEST_CASE("elastic: sailor demo loses a whole stage with notice and no iteration
   check_same_curve(j["loss_curve"].get<std::vector<double>>(), reference);
 }
 
+TEST_CASE("elastic: sailor demo loses a whole stage by SIGKILL: no survivor holds its layers, every completed iteration is run again and counted, with the same loss curve") {
+  temp_dir dir;
+  auto summary = dir.path("summary.json");
+  // 2 stages of 2 replicas; both replicas of stage 1 (node-2, node-3) die without a word
+  // after iteration 3. Nodes share no file system: stage 1's checkpoints lived on its replica
+  // 0 (node-2) alone and its memory on both, so no survivor holds layers 3..5 and the job
+  // starts again from iteration 0 (state_source none): lost_iterations counts the iterations
+  // completed before the kill, the curve is the uninterrupted one.
+  auto r = run_command(sailor_bin() + " demo --nodes 4 --zones 2 --iterations 6 --preempt-at 3 "
+                                      "--preempt-stage --checkpoint-every 2 --planner even "
+                                      "--no-dashboard --model " +
+                         configs + "/models/tiny.yaml --job " + configs +
+                         "/jobs/tiny.yaml --profile " + dir.path("profile.json") +
+                         " --summary-json " + summary,
+                       150);
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::ifstream in(summary);
+  REQUIRE(in);
+  auto j = nlohmann::json::parse(in);
+  CHECK(j["iterations_completed"].get<int>() == 6);
+  CHECK(j["preempted"].get<std::vector<std::string>>() ==
+        std::vector<std::string>{"node-2", "node-3"});
+  auto resumed = j["resumed_at"].get<std::vector<int>>();
+  REQUIRE_FALSE(resumed.empty());
+  CHECK(resumed.back() == 0);
+  CHECK(j["state_source"].get<std::string>() == "none");
+  // The kill lands after iteration 3 completed, or 4 when it completed on every rank first.
+  const int lost = j["lost_iterations"].get<int>();
+  CHECK(lost >= 3);
+  CHECK(lost <= 4);
+  CHECK(j["bytes_restored"].get<std::int64_t>() == 0);
+  auto reference = single_rank_losses(j["plan"]["micro_batch"].get<int>(),
+                                      j["plan"]["global_batch"].get<int>(), 6);
+  check_same_curve(j["loss_curve"].get<std::vector<double>>(), reference);
+}
+
 TEST_CASE("elastic: sailor coordinator --train-dir trains the nodes that join and resumes after one is killed") {
   temp_dir dir;
   // Enough that `sailor status` (a LibTorch process) and the kill land mid-training.

@@ -399,7 +399,8 @@ caf::message_handler common(supervisor* self) {
     [self](const preemption_notice& x) {
       if (from_the_node(self, x.node, "preemption notice")) {
         tell_preemption(self, x.node, detail::printable(x.reason, 1024), x.seconds_left);
-        recovery_notice(self, x.node, "preempted (" + detail::printable(x.reason, 1024) + ")");
+        recovery_notice(self, x.node, "preempted (" + detail::printable(x.reason, 1024) + ")",
+                        x.seconds_left);
       }
     },
     [self](const peer_refused& x) { refused(self, x); },
@@ -422,6 +423,7 @@ caf::message_handler common(supervisor* self) {
     },
     [self](train_check_atom, std::int64_t version) { on_train_check(self, version); },
     [self](recovery_wait_atom, std::int64_t serial) { recovery_deadline(self, serial); },
+    [self](leave_deadline_atom, const std::string& name) { recovery_leave_deadline(self, name); },
     [self](startup_deadline_atom, std::int64_t version, std::int64_t serial) {
       on_startup_deadline(self, version, serial);
     },

@@ -120,6 +120,8 @@ caf::behavior member(agent* self) {
       auto grace_s = std::chrono::duration<double>(st.options.leave_grace).count();
       self->send(st.options.supervisor,
                  preemption_notice{st.options.inventory.name, "preemption notice", grace_s});
+      if (st.options.on_leaving)
+        st.options.on_leaving();
       stop_stages(self);
       self->delayed_send(self, st.options.leave_grace, leave_atom::value);
       self->become(leaving(self));

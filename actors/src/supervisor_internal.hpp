@@ -20,6 +20,8 @@ using supervisor = caf::stateful_actor<supervisor_state>;
 
 /// The wait for the survivors' state is over: (serial of the timer).
 using recovery_wait_atom = caf::atom_constant<caf::atom("recwait")>;
+/// Supervisor to itself: the grace period of a node that left with notice is over.
+using leave_deadline_atom = caf::atom_constant<caf::atom("leavedl")>;
 
 /// A start-up step's deadline: (plan version, serial of the timer).
 using startup_deadline_atom = caf::atom_constant<caf::atom("stdeadln")>;
@@ -74,7 +76,11 @@ void recovery_step(supervisor* self, const train_report& x);
 void recovery_done(supervisor* self, const iteration_record& done);
 /// A preemption notice from node `name`: while training, it stays until the next plan took
 /// its state; otherwise it is lost at once.
-void recovery_notice(supervisor* self, const std::string& name, const std::string& reason);
+void recovery_notice(supervisor* self, const std::string& name, const std::string& reason,
+                     double seconds_left = 0);
+/// The grace period of node `name` (a notice's seconds_left) is over: it is gone, and so is
+/// what only it held (the shards it handed over to nodes that stay are still held).
+void recovery_leave_deadline(supervisor* self, const std::string& name);
 /// The shard server address of node `name` when the current sender is that node, still in
 /// the job or leaving with notice; empty otherwise.
 std::string reporting_node_address(supervisor* self, const std::string& name);

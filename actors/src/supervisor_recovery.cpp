@@ -129,6 +129,9 @@ bool recovery_report(supervisor* self, const train_report& x) {
     ++rec.received;
     maybe_resume(self);
   }
+  if (kind == report_kind::snapshot && x.phase == "handover")
+    log::get("actors")->info("[supervisor] {} holds {} ({} bytes), handed over by a node that "
+                             "leaves", x.node, x.checkpoint_file, x.bytes);
   if (kind == report_kind::snapshot && !x.error.empty())
     log::get("actors")->info("[supervisor] {} rank {} keeps no state: {}", x.node, x.rank, x.error);
   return kind == report_kind::snapshot;
@@ -203,7 +206,8 @@ void recovery_done(supervisor* self, const iteration_record& done) {
     st.options.on_recovery(r);
 }
 
-void recovery_notice(supervisor* self, const std::string& name, const std::string& reason) {
+void recovery_notice(supervisor* self, const std::string& name, const std::string& reason,
+                     double seconds_left) {
   auto& st = self->state;
   auto i = st.nodes.find(name);
   if (i == st.nodes.end())
@@ -214,7 +218,24 @@ void recovery_notice(supervisor* self, const std::string& name, const std::strin
   }
   st.recovery.leaving[name] = leaving_node{i->second.endpoint, i->second.inventory.address,
                                            static_cast<int>(i->second.roles.size())};
-  lose_node(self, name, reason, true);
+  lose_node(self, name, reason, true);  // A plan made after the node's grace period must not count on its shard server.
+  if (seconds_left > 0 && seconds_left < 86400)
+    self->delayed_send(self,
+                       std::chrono::duration_cast<caf::timespan>(
+                         std::chrono::duration<double>(seconds_left)),
+                       leave_deadline_atom::value, name);
+}
+
+void recovery_leave_deadline(supervisor* self, const std::string& name) {
+  auto& st = self->state;
+  auto l = st.recovery.leaving.find(name);
+  if (l == st.recovery.leaving.end())
+    return;
+  log::get("actors")->warn("[supervisor] node {} left with notice before the next plan took its "
+                           "state: only what it handed over to nodes that stay is still held",
+                           name);
+  st.holdings.forget(l->second.address);
+  st.recovery.leaving.erase(l);
 }
 
 std::string reporting_node_address(supervisor* self, const std::string& name) {

@@ -263,3 +263,99 @@ TEST_CASE_FIXTURE(training_run, "supervisor: checkpoint writes that fail are tol
   CHECK(failures->empty());
   CHECK(state().plan_version == 1);
 }
+
+TEST_CASE_FIXTURE(training_run, "supervisor: a node leaving with notice stops counting as a holder when its grace is over, and the shard it handed over stays held") {
+  start(training());
+  join_four();
+  for (const auto& n : {"n1", "n2", "n3", "n4"})
+    report_all(n, report_kind::reached, "setup");
+  for (const auto& n : {"n1", "n2", "n3", "n4"})
+    report_all(n, report_kind::iteration, "", 0);
+  REQUIRE(state().plan_version == 1);
+  // n4 gets a notice with 2.5 s left; the state only it held (a memory shard after iteration
+  // 1) goes to n1, which reports it as handed over (no plan version: not a survivor's report).
+  caf::anon_send(fakes.at("n4"), preempt_atom::value);
+  sched.run();
+  REQUIRE(state().recovery.leaving.count("n4") == 1);
+  const auto file = shard("checkpoints/j/mem", 1);
+  train_report kept;
+  kept.plan_version = 1;
+  kept.node = "n4";
+  kept.kind = static_cast<std::int32_t>(report_kind::snapshot);
+  kept.iteration = 1;
+  kept.checkpoint_file = file;
+  send("n4", kept);
+  auto given = kept;
+  given.plan_version = 0;
+  given.node = "n1";
+  given.rank = -1;
+  given.phase = "handover";
+  send("n1", given);
+  auto held = state().holdings.newest();
+  CHECK(held.iterations == 1);
+  CHECK(held.holders.size() == 2);
+  // Its grace period over, n4 is gone: a plan made now fetches from n1 alone.
+  run_for(3s);
+  CHECK(state().recovery.leaving.count("n4") == 0);
+  held = state().holdings.newest();
+  CHECK(held.iterations == 1);
+  CHECK(held.folder == "checkpoints/j/mem");
+  CHECK(held.holders == std::vector<std::string>{state().nodes.at("n1").inventory.address});
+}
+
+TEST_CASE_FIXTURE(training_run, "supervisor: a holder killed while the next plan fetches the survivors' state: the job is re-planned again from the state the others hold") {
+  start(training());
+  join_four();
+  for (const auto& n : {"n1", "n2", "n3", "n4"})
+    report_all(n, report_kind::reached, "setup");
+  for (const auto& n : {"n1", "n2", "n3", "n4"})
+    report_all(n, report_kind::iteration, "", 0);
+  // n4 dies; the survivors keep their state after iteration 1 in memory and say so.
+  caf::anon_send_exit(fakes.at("n4"), caf::exit_reason::kill);
+  sched.run();
+  const auto file = shard("checkpoints/j/mem", 1);
+  for (const auto& n : {"n1", "n2", "n3"}) {
+    for (std::size_t k = 0; k < state().nodes.at(n).roles.size(); ++k) {
+      train_report kept;
+      kept.plan_version = 1;
+      kept.node = n;
+      kept.rank = static_cast<int>(k);
+      kept.kind = static_cast<std::int32_t>(report_kind::snapshot);
+      kept.iteration = 1;
+      kept.checkpoint_file = file;
+      send(n, kept);
+    }
+  }
+  REQUIRE(state().plan_version == 2);
+  CHECK(logs.at("n2")->jobs.back().start_iteration == 1);
+  CHECK(logs.at("n2")->jobs.back().restore_dir == "checkpoints/j/mem");
+  for (const auto& n : {"n1", "n2", "n3"})
+    report_all(n, report_kind::reached, "setup");
+  // n1, a holder, dies while the others fetch from it; their restore fails on it.
+  caf::anon_send_exit(fakes.at("n1"), caf::exit_reason::kill);
+  sched.run();
+  auto fetch_failed = failure("n2", "restore", "fetching the checkpoint after iteration 1: cannot "
+                                             "fetch checkpoint shard " + file + " (n1:7000: "
+                                             "disconnected)");
+  fetch_failed.plan_version = 2;  // a rank of the plan the loss ended
+  send("n2", fetch_failed);
+  REQUIRE(state().plan_version == 3);
+  CHECK_FALSE(state().nodes.count("n1"));
+  // The next plan resumes where the last did, from the state n2 and n3 still hold.
+  CHECK(logs.at("n2")->jobs.back().plan_version == 3);
+  CHECK(logs.at("n2")->jobs.back().start_iteration == 1);
+  CHECK(logs.at("n2")->jobs.back().restore_dir == "checkpoints/j/mem");
+  auto held = state().holdings.newest();
+  CHECK(held.iterations == 1);
+  CHECK(std::find(held.holders.begin(), held.holders.end(), "n1:7000") == held.holders.end());
+  CHECK(held.holders.size() == 2);
+  for (const auto& n : {"n2", "n3"})
+    report_all(n, report_kind::reached, "setup");
+  for (const auto& n : {"n2", "n3"})
+    report_all(n, report_kind::reached, "restore");
+  for (const auto& n : {"n2", "n3"})
+    report_all(n, report_kind::iteration, "", 1);
+  run_for(400ms);
+  CHECK(failures->empty());
+  CHECK(state().training.completed_count() == 2);
+}

@@ -348,6 +348,7 @@ int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& st
       return trainer->on_role(role, std::move(ready));
     };
     options.on_training_job = [trainer](const actors::training_job& job) { trainer->on_job(job); };
+    options.on_leaving = [trainer] { trainer->leaving(); };
 #endif
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::milliseconds{static_cast<std::int64_t>(ctx.args.join_timeout_s * 1000)};

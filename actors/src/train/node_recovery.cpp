@@ -1,7 +1,9 @@
 #include "node_recovery.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <set>
 
 #include "sailor/actors/train/checkpoint.hpp"
 #include "sailor/config/log.hpp"
@@ -43,6 +45,47 @@ actors::train_report keep_state(memory_shards* memory, const actors::training_jo
                           std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
                             .count(),
                           r.checkpoint_file);
+  return r;
+}
+
+std::optional<std::string> handover_target(const actors::training_job& job,
+                                           const actors::stage_role& role,
+                                           const std::string& node) {
+  if (role.stage < 0 || role.stage >= job.plan.num_stages())
+    return std::nullopt;
+  std::set<std::string> own_stage;
+  for (const auto& r : job.plan.stages.at(static_cast<std::size_t>(role.stage)).replicas)
+    own_stage.insert(r.nodes.begin(), r.nodes.end());
+  std::vector<std::string> others;  // nodes of the plan without a role in this stage
+  for (const auto& stage : job.plan.stages)
+    for (const auto& r : stage.replicas)
+      for (const auto& n : r.nodes)
+        if (!own_stage.count(n) && std::find(others.begin(), others.end(), n) == others.end())
+          others.push_back(n);
+  std::vector<std::string> same;  // the other nodes of this stage
+  for (const auto& n : own_stage)
+    if (n != node)
+      same.push_back(n);
+  const auto& pick = others.empty() ? same : others;
+  if (pick.empty())
+    return std::nullopt;
+  const auto& target = pick[static_cast<std::size_t>(std::max(0, role.replica)) % pick.size()];
+  for (std::size_t i = 0; i < job.peer_nodes.size() && i < job.peer_addresses.size(); ++i)
+    if (job.peer_nodes[i] == target)
+      return job.peer_addresses[i];
+  return std::nullopt;
+}
+
+actors::train_report handover_report(const std::string& node, const std::string& path,
+                                     std::int64_t bytes) {
+  actors::train_report r;
+  r.kind = static_cast<std::int32_t>(actors::report_kind::snapshot);
+  r.phase = "handover";
+  r.plan_version = 0;
+  r.node = node;
+  r.rank = -1;
+  r.checkpoint_file = path;
+  r.bytes = bytes;
   return r;
 }
 

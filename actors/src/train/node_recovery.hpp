@@ -9,6 +9,7 @@
 // supervisor (a train_report of kind snapshot): the supervisor's holdings then list it like
 // a file on disk, and the node's shard server serves it like one. No LibTorch here.
 
+#include <optional>
 #include <string>
 
 #include "sailor/actors/train/executor.hpp"
@@ -28,5 +29,19 @@ std::string memory_state_path(const std::string& checkpoint_dir, int iterations,
 actors::train_report keep_state(memory_shards* memory, const actors::training_job& job,
                                 const actors::train_report& base, const stage_executor& exec,
                                 int completed);
+
+/// Where a rank of `node` in `role` that leaves with notice hands its in-memory state over:
+/// the shard server (host:port) of a node of the job's plan that holds other layers (another
+/// stage: when a whole stage leaves, no replica of it survives), picked by the rank's replica
+/// so that the replicas of a leaving stage spread over the others; failing that, another
+/// node of its own stage. Nullopt when the plan has no other node.
+std::optional<std::string> handover_target(const actors::training_job& job,
+                                           const actors::stage_role& role,
+                                           const std::string& node);
+
+/// The report a node sends when it holds a shard a leaving peer handed over (kind snapshot,
+/// phase "handover", of no plan version: it does not count as a survivor's report).
+actors::train_report handover_report(const std::string& node, const std::string& path,
+                                     std::int64_t bytes);
 
 }  // namespace sailor::train

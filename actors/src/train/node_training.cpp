@@ -55,6 +55,7 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
   std::map<std::int64_t, actors::training_job> jobs;
   std::atomic<std::int64_t> current{0};
   std::atomic<bool> stopping{false};
+  std::atomic<bool> leaving{false};
   struct rank_thread {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
@@ -120,6 +121,31 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
     std::lock_guard lock{fetching};
     return fetch_shards(*options.transport, options.state_dir, sources,
                         std::chrono::milliseconds{job.timeout_ms}, &fetched);
+  }
+
+  // Leaving with notice: the state this rank keeps in memory goes to a node that stays, so
+  // that it outlives this node's grace period (the next plan may take longer to come).
+  void hand_over(const actors::training_job& job, const actors::stage_role& role,
+                 const std::string& path) {
+    if (!options.transport || !options.memory)
+      return;
+    auto target = handover_target(job, role, node);
+    if (!target) {
+      log::get("train")->warn("[{}] leaves with {}: no other node of its plan takes it", node,
+                              path);
+      return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    auto held = options.memory->get(path);
+    if (auto err = hand_over_shard(*options.transport, *target, path, held,
+                                   std::chrono::milliseconds{job.timeout_ms})) {
+      log::get("train")->warn("[{}] could not hand {} over: {}", node, path, err->message);
+      return;
+    }
+    log::get("train")->info("[{}] handed {} ({} bytes) over to {} in {:.3f} s", node, path,
+                            held ? held->size() : 0, *target,
+                            std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                              .count());
   }
 
   // The rank's data-plane channel: the node's transport kind and job token, the store and
@@ -273,7 +299,10 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
     ready();
     const int end = train(job, base, **exec, released, fail);
     if (end < job.iterations) {
-      send(keep_state(options.memory.get(), job, base, **exec, end));
+      auto kept = keep_state(options.memory.get(), job, base, **exec, end);
+      send(kept);
+      if (leaving && kept.error.empty())
+        hand_over(job, role, kept.checkpoint_file);
       return;
     }
     if (auto err = (*exec)->flush_checkpoints())
@@ -323,7 +352,15 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
 node_trainer::node_trainer(node_training_options options) : impl_(std::make_shared<impl>()) {
   impl_->node = options.node_name;
   impl_->options = std::move(options);
+  if (impl_->options.memory)
+    impl_->options.memory->set_handover_listener(
+      [weak = std::weak_ptr<impl>(impl_)](const std::string& path, std::int64_t bytes) {
+        if (auto self = weak.lock())
+          self->send(handover_report(self->node, path, bytes));
+      });
 }
+
+void node_trainer::leaving() { impl_->leaving = true; }
 
 node_trainer::~node_trainer() { stop(); }
 

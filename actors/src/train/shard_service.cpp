@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "sailor/config/log.hpp"
@@ -22,6 +25,10 @@ namespace {
 
 constexpr std::string_view get_prefix = "get ";
 constexpr std::string_view error_prefix = "error ";
+constexpr std::string_view stored_reply = "stored";
+constexpr std::string_view stat_prefix = "stat ";
+constexpr std::string_view range_prefix = "range ";
+constexpr std::string_view size_prefix = "size ";
 
 std::vector<std::byte> bytes_of(std::string_view text) {
   auto* p = reinterpret_cast<const std::byte*>(text.data());
@@ -49,6 +56,32 @@ bool servable_path(const std::string& path) {
     if (*part == ".." || *part == ".")
       return false;
   return true;
+}
+
+bool handover_path(const std::string& path) {
+  if (!servable_path(path))
+    return false;
+  const fs::path p{path};
+  auto part = p.begin();
+  // checkpoints / <job> / mem / <iteration> / <shard>
+  for (int k = 0; k < 2 && part != p.end(); ++k)
+    ++part;
+  return part != p.end() && *part == "mem" && std::distance(part, p.end()) == 3;
+}
+
+void memory_shards::set_handover_listener(handover_listener listener) {
+  std::lock_guard lock{mu_};
+  listener_ = std::move(listener);
+}
+
+void memory_shards::handed_over(const std::string& path, std::int64_t bytes) const {
+  handover_listener listener;
+  {
+    std::lock_guard lock{mu_};
+    listener = listener_;
+  }
+  if (listener)
+    listener(path, bytes);
 }
 
 void memory_shards::put(const std::string& path, std::vector<std::byte> bytes, int keep) {
@@ -96,6 +129,10 @@ struct shard_server::impl : std::enable_shared_from_this<shard_server::impl> {
   // Runs on the transport's thread: a request names one file; the reply is the file.
   void serve(const comm::connection_ptr& conn, const std::vector<std::byte>& request) {
     const auto text = text_of(request);
+    if (text.rfind(stat_prefix, 0) == 0 || text.rfind(range_prefix, 0) == 0) {
+      serve_part(conn, text);
+      return;
+    }
     if (text.rfind(get_prefix, 0) != 0) {
       conn->send_control(bytes_of(std::string{error_prefix} + "unknown request"), {});
       return;
@@ -123,6 +160,68 @@ struct shard_server::impl : std::enable_shared_from_this<shard_server::impl> {
     desc.name = path;
     // `data` lives until the send is done.
     conn->send_tensor(desc, *data, [data](const comm::op_status&) {});
+  }
+
+  // "stat <path>": its size ("size <n>"); "range <offset> <length> <path>": those bytes of
+  // it (a fetching rank splits a shard several nodes hold among them).
+  void serve_part(const comm::connection_ptr& conn, const std::string& text) {
+    const bool stat = text.rfind(stat_prefix, 0) == 0;
+    std::uint64_t offset = 0, length = 0;
+    std::string path;
+    if (stat) {
+      path = text.substr(stat_prefix.size());
+    } else {
+      std::istringstream in{text.substr(range_prefix.size())};
+      in >> offset >> length;
+      in.get();
+      std::getline(in, path, '\0');
+    }
+    memory_shards::bytes_ptr held = memory ? memory->get(path) : nullptr;
+    if (!held) {
+      auto contents = read(path);
+      if (!contents) {
+        conn->send_control(bytes_of(std::string{error_prefix} + contents.error().message), {});
+        return;
+      }
+      held = std::make_shared<const std::vector<std::byte>>(std::move(*contents));
+    }
+    if (stat) {
+      conn->send_control(bytes_of(std::string{size_prefix} + std::to_string(held->size())), {});
+      return;
+    }
+    if (offset > held->size() || length > held->size() - offset) {
+      conn->send_control(bytes_of(std::string{error_prefix} + "range out of " + path), {});
+      return;
+    }
+    comm::tensor_descriptor desc;
+    desc.type = comm::dtype::u8;
+    desc.shape = {static_cast<std::int64_t>(length)};
+    desc.name = path;
+    conn->send_tensor(desc, std::span<const std::byte>{held->data() + offset, length},
+                      [held](const comm::op_status&) {});
+  }
+
+  // Runs on the transport's thread: a leaving peer hands over a shard of its memory.
+  void store(const comm::connection_ptr& conn, const comm::tensor_descriptor& desc,
+             const comm::payload_buffer& payload) {
+    const auto& path = desc.name;
+    std::string why;
+    if (!memory)
+      why = "this node keeps no state in memory";
+    else if (!handover_path(path))
+      why = "not a path of in-memory state: '" + path + "'";
+    if (!why.empty()) {
+      log::get("train")->warn("[shards {}] {} handed over {}: refused: {}", address,
+                              conn->peer().name, path, why);
+      conn->send_control(bytes_of(std::string{error_prefix} + why), {});
+      return;
+    }
+    const auto bytes = payload.bytes();
+    memory->put(path, std::vector<std::byte>(bytes.begin(), bytes.end()));
+    conn->send_control(bytes_of(stored_reply), {});
+    log::get("train")->info("[shards {}] holds {} ({} bytes) handed over by {}", address, path,
+                            bytes.size(), conn->peer().name);
+    memory->handed_over(path, static_cast<std::int64_t>(bytes.size()));
   }
 
   result<std::vector<std::byte>> read(const std::string& path) const {
@@ -155,6 +254,12 @@ result<std::unique_ptr<shard_server>> shard_server::start(comm::transport& trans
       if (me && c)
         me->serve(c, bytes);
     };
+    h.on_tensor = [weak, wconn](comm::tensor_descriptor desc, comm::payload_buffer payload) {
+      auto me = weak.lock();
+      auto c = wconn.lock();
+      if (me && c)
+        me->store(c, desc, payload);
+    };
     return h;
   };
   auto listener = transport.listen(comm::address{host, 0}, on_accept);
@@ -181,6 +286,7 @@ struct fetch_call {
   std::mutex mutex;
   std::condition_variable done;
   bool open = false;
+  std::int64_t size = -1;  // a "size <n>" answer
   std::optional<result<comm::payload_buffer>> outcome;
 
   void opened() {
@@ -202,9 +308,11 @@ struct fetch_call {
   }
 };
 
-result<comm::payload_buffer> fetch_one(comm::transport& transport, const shard_source& src,
-                                         std::chrono::milliseconds timeout) {
-  auto where = comm::address::parse(src.holder);
+// One request to one holder; a "size <n>" answer comes back as an empty buffer and `size`.
+result<comm::payload_buffer> ask(comm::transport& transport, const std::string& holder,
+                                 const std::string& request, std::chrono::milliseconds timeout,
+                                 std::int64_t* size = nullptr) {
+  auto where = comm::address::parse(holder);
   if (!where)
     return where.error();
   auto call = std::make_shared<fetch_call>();
@@ -213,7 +321,23 @@ result<comm::payload_buffer> fetch_one(comm::transport& transport, const shard_s
     call->finish(std::move(payload));  // no copy: written from the buffer
   };
   h.on_control = [call](std::vector<std::byte> bytes) {
-    call->finish(failure(text_of(bytes)));
+    const auto text = text_of(bytes);
+    std::int64_t n = -1;
+    if (text.rfind(size_prefix, 0) == 0) {
+      const auto* first = text.data() + size_prefix.size();
+      const auto* last = text.data() + text.size();
+      if (auto [end, ec] = std::from_chars(first, last, n); ec != std::errc{} || end != last || n < 0)
+        n = -1;
+    }
+    if (n < 0) {
+      call->finish(failure(text));
+      return;
+    }
+    {
+      std::lock_guard lock{call->mutex};
+      call->size = n;
+    }
+    call->finish(comm::payload_buffer{});
   };
   h.on_error = [call](const comm::transport_error& e) { call->finish(failure(e.to_string())); };
   h.on_open = [call] { call->opened(); };
@@ -232,7 +356,7 @@ result<comm::payload_buffer> fetch_one(comm::transport& transport, const shard_s
   const bool failed_early = call->outcome.has_value();
   lock.unlock();
   if (!failed_early)
-    (*conn)->send_control(bytes_of(std::string{get_prefix} + src.path), {});
+    (*conn)->send_control(bytes_of(request), {});
   lock.lock();
   const bool answered = call->done.wait_until(lock, deadline, [&] { return call->outcome.has_value(); });
   lock.unlock();
@@ -240,10 +364,65 @@ result<comm::payload_buffer> fetch_one(comm::transport& transport, const shard_s
   if (!answered)
     return failure("no answer within " + std::to_string(timeout.count()) + " ms");
   std::lock_guard relock{call->mutex};
+  if (size)
+    *size = call->size;
   return std::move(*call->outcome);
 }
 
+result<comm::payload_buffer> fetch_one(comm::transport& transport, const shard_source& src,
+                                       std::chrono::milliseconds timeout) {
+  return ask(transport, src.holder, std::string{get_prefix} + src.path, timeout);
+}
+
 }  // namespace
+
+status hand_over_shard(comm::transport& transport, const std::string& holder,
+                       const std::string& path, memory_shards::bytes_ptr bytes,
+                       std::chrono::milliseconds timeout) {
+  if (!bytes || !handover_path(path))
+    return failure("refusing to hand over '" + path + "': not in-memory state");
+  auto where = comm::address::parse(holder);
+  if (!where)
+    return where.error();
+  auto call = std::make_shared<fetch_call>();
+  comm::connection_handlers h;
+  h.on_control = [call](std::vector<std::byte> reply) {
+    const auto text = text_of(reply);
+    if (text == stored_reply)
+      call->finish(comm::payload_buffer{});
+    else
+      call->finish(failure(text));
+  };
+  h.on_error = [call](const comm::transport_error& e) { call->finish(failure(e.to_string())); };
+  h.on_open = [call] { call->opened(); };
+  auto conn = transport.connect(*where, h);
+  if (!conn)
+    return conn.error();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock lock{call->mutex};
+  const bool open = call->done.wait_until(
+    lock, deadline, [&] { return call->open || call->outcome.has_value(); });
+  const bool failed_early = call->outcome.has_value();
+  lock.unlock();
+  if (open && !failed_early) {
+    comm::tensor_descriptor desc;
+    desc.type = comm::dtype::u8;
+    desc.shape = {static_cast<std::int64_t>(bytes->size())};
+    desc.name = path;
+    (*conn)->send_tensor(desc, *bytes, [bytes](const comm::op_status&) {});  // `bytes` lives
+  }
+  lock.lock();
+  const bool answered =
+    open && call->done.wait_until(lock, deadline, [&] { return call->outcome.has_value(); });
+  lock.unlock();
+  (*conn)->close();
+  if (!answered)
+    return failure(holder + ": no answer within " + std::to_string(timeout.count()) + " ms");
+  std::lock_guard relock{call->mutex};
+  if (!*call->outcome)
+    return failure(holder + ": " + call->outcome->error().message);
+  return {};
+}
 
 status probe_shard_server(comm::transport& transport, const std::string& holder,
                           std::chrono::milliseconds timeout) {
@@ -273,7 +452,8 @@ status probe_shard_server(comm::transport& transport, const std::string& holder,
 
 namespace {
 
-status write_atomically(const fs::path& target, std::span<const std::byte> bytes) {
+status write_atomically(const fs::path& target,
+                        const std::vector<std::span<const std::byte>>& parts) {
   std::error_code ec;
   fs::create_directories(target.parent_path(), ec);
   // A name of this fetch alone: ranks of nodes that share a folder (a demo on one machine)
@@ -284,8 +464,9 @@ status write_atomically(const fs::path& target, std::span<const std::byte> bytes
                      std::to_string(serial++) + ".fetch");
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(bytes.data()),
-              static_cast<std::streamsize>(bytes.size()));
+    for (const auto& bytes : parts)
+      out.write(reinterpret_cast<const char*>(bytes.data()),
+                static_cast<std::streamsize>(bytes.size()));
     if (!out)
       return failure("cannot write " + temp.string());
   }
@@ -293,6 +474,60 @@ status write_atomically(const fs::path& target, std::span<const std::byte> bytes
   if (ec)
     return failure("cannot rename " + temp.string() + ": " + ec.message());
   return {};
+}
+
+// Below this a shard comes whole from one holder: splitting it would cost more round trips
+// than it saves.
+constexpr std::int64_t split_bytes = std::int64_t{8} << 20;
+constexpr std::size_t max_parts = 4;
+
+// A shard several nodes hold: its size from the first that answers, then one contiguous range
+// from each of (up to max_parts) holders at once; a range whose holder fails is asked of the
+// others in turn. Written to `target` in one piece. Returns the bytes fetched.
+result<std::int64_t> fetch_split(comm::transport& transport, const std::string& path,
+                                 const std::vector<std::string>& from, const fs::path& target,
+                                 std::chrono::milliseconds timeout) {
+  std::int64_t size = -1;
+  std::string why;
+  for (const auto& holder : from) {
+    auto r = ask(transport, holder, std::string{stat_prefix} + path, timeout, &size);
+    if (r && size >= 0)
+      break;
+    why += (why.empty() ? "" : "; ") + holder + ": " + (r ? "no size" : r.error().message);
+  }
+  if (size < 0)
+    return failure(why);
+  if (size < split_bytes)
+    return std::int64_t{-1};  // small: whole, from one holder
+  const std::size_t n = std::min(from.size(), max_parts);
+  auto begin = [&](std::size_t k) { return size * static_cast<std::int64_t>(k) / static_cast<std::int64_t>(n); };
+  auto range = [&](std::size_t k) {
+    return std::string{range_prefix} + std::to_string(begin(k)) + " " +
+           std::to_string(begin(k + 1) - begin(k)) + " " + path;
+  };
+  std::vector<std::optional<result<comm::payload_buffer>>> parts(n);
+  {
+    std::vector<std::thread> threads;
+    for (std::size_t k = 0; k < n; ++k)
+      threads.emplace_back([&, k] { parts[k] = ask(transport, from[k], range(k), timeout); });
+    for (auto& t : threads)
+      t.join();
+  }
+  std::vector<std::span<const std::byte>> spans;
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto want = static_cast<std::size_t>(begin(k + 1) - begin(k));
+    for (std::size_t other = 1; other < from.size() && !(*parts[k] && (*parts[k])->size() == want); ++other)
+      parts[k] = ask(transport, from[(k + other) % from.size()], range(k), timeout);
+    if (!*parts[k] || (*parts[k])->size() != want)
+      return failure("bytes " + std::to_string(begin(k)) + ".." + std::to_string(begin(k + 1)) +
+                     " from no holder" + (*parts[k] ? "" : ": " + parts[k]->error().message));
+    spans.emplace_back((*parts[k])->bytes());
+  }
+  if (auto err = write_atomically(target, spans))
+    return *err;
+  log::get("train")->info("[shards] fetched {} ({} bytes) in {} parts from {} holders at once",
+                          path, size, n, n);
+  return size;
 }
 
 }  // namespace
@@ -312,13 +547,27 @@ status fetch_shards(comm::transport& transport, const std::string& state_dir,
       continue;
     std::string why;
     bool fetched = false;
+    std::vector<std::string> distinct;
+    for (const auto& holder : from)
+      if (std::find(distinct.begin(), distinct.end(), holder) == distinct.end())
+        distinct.push_back(holder);
+    if (distinct.size() > 1) {
+      auto split = fetch_split(transport, path, distinct, target, timeout);
+      if (split && *split >= 0) {
+        if (fetched_bytes)
+          *fetched_bytes += *split;
+        continue;
+      }
+      if (!split)
+        why = "in parts: " + split.error().message;
+    }
     for (const auto& holder : from) {
       auto bytes = fetch_one(transport, {path, holder}, timeout);
       if (!bytes) {
         why += (why.empty() ? "" : "; ") + holder + ": " + bytes.error().message;
         continue;
       }
-      if (auto err = write_atomically(target, bytes->bytes()))
+      if (auto err = write_atomically(target, {bytes->bytes()}))
         return err;
       if (fetched_bytes)
         *fetched_bytes += static_cast<std::int64_t>(bytes->bytes().size());

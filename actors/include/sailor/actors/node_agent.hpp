@@ -53,6 +53,9 @@ struct node_agent_options {
   std::shared_ptr<agent_outcome> outcome = std::make_shared<agent_outcome>();
   /// After a preemption notice: the longest the node stays to hand over its state.
   caf::timespan leave_grace = std::chrono::seconds{10};
+  /// Called on a preemption notice, before the node's stages stop (the trainer then hands
+  /// its ranks' state over to nodes that stay). Empty: nothing.
+  std::function<void()> on_leaving;
 };
 
 struct node_agent_state {

@@ -73,6 +73,10 @@ public:
   /// joined by stop()).
   result<std::unique_ptr<actors::stage_work>> on_role(const actors::stage_role& role,
                                                       actors::stage_ready_fn ready);
+  /// The node leaves with notice: each rank whose plan ends from now on hands the state it
+  /// keeps in memory over to a node of its plan that holds other layers (hand_over_shard),
+  /// so that the state outlives the grace period. Call before the ranks are stopped.
+  void leaving();
   /// Asks every thread to stop after its current iteration and joins them. A thread blocked
   /// on a peer that is gone ends when its wait times out (the job's timeout).
   void stop();

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,9 +47,16 @@ public:
   bytes_ptr get(const std::string& path) const;
   std::size_t bytes() const;
 
+  /// Called (on the transport's thread) for each shard a leaving peer handed over to this
+  /// node (`hand_over_shard`), once it is held: the node tells its supervisor.
+  using handover_listener = std::function<void(const std::string& path, std::int64_t bytes)>;
+  void set_handover_listener(handover_listener listener);
+  void handed_over(const std::string& path, std::int64_t bytes) const;
+
 private:
   mutable std::mutex mu_;
   std::map<std::string, bytes_ptr> held_;
+  handover_listener listener_;
 };
 
 /// Serves the checkpoint shards under `state_dir` to peers. Resource type.
@@ -96,5 +104,21 @@ status probe_shard_server(comm::transport& transport, const std::string& holder,
 
 /// True when `path` is a relative path under checkpoints/ without `..` (what a server serves).
 bool servable_path(const std::string& path);
+
+/// True when `path` is servable and names in-memory state (checkpoints/<job>/mem/...): the
+/// only shards a peer may hand over.
+bool handover_path(const std::string& path);
+
+/// A node leaving with notice hands a shard only it may hold over to the node at `holder`
+/// (host:port of its shard_server), which keeps it in its memory_shards under the same path
+/// and tells its supervisor: the state outlives the leaving node even when the next plan
+/// takes longer than the grace period. Bounded by `timeout`; the error names the holder.
+///
+///   leaving node                                 receiving node (shard_server)
+///   tensor (u8, the shard, name = path) ------->  memory_shards::put, handed_over
+///             <-------------------------------  control "stored" or "error <why>"
+status hand_over_shard(comm::transport& transport, const std::string& holder,
+                       const std::string& path, memory_shards::bytes_ptr bytes,
+                       std::chrono::milliseconds timeout);
 
 }  // namespace sailor::train
