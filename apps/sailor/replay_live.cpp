@@ -63,6 +63,7 @@ struct live_run {
   time_split time;
   clock_type::time_point t0, last_change, last_iteration;
   bool trained = false;
+  int plans_at_change = -1;  // the job's plan count at the last change; -1: recovered since
   std::string phase;
 
   double trace_s(clock_type::time_point at) const { return seconds_between(t0, at) * opt.time_scale; }
@@ -170,8 +171,13 @@ void watch_supervisor(live_run& r, clock_type::time_point& last_query) {
 void account(live_run& r, double dt) {
   const bool idle = r.phase == "collecting" || r.phase == "waiting";
   if (r.live() == 0 || idle) r.time.waiting += dt;
-  else if (r.last_change > r.last_iteration) r.time.recovering += dt;
+  else if (r.plans_at_change >= 0) r.time.recovering += dt;
   else r.time.training += dt;
+}
+
+int plans_of(training_events& events) {
+  std::lock_guard lock{events.mu};
+  return events.plans;
 }
 
 // Until the first iteration completed (the plan made, profiled and started): the trace's clock
@@ -204,8 +210,11 @@ int replay_loop(live_run& r, training_events& events, local_progress& progress) 
     const int before = static_cast<int>(progress.records().size());
     const auto before_last = progress.last_progress();
     const std::string error = progress.take(events, r.live());
-    if (progress.last_progress() != before_last || static_cast<int>(progress.records().size()) != before)
+    const int plans = plans_of(events);
+    if (progress.last_progress() != before_last || static_cast<int>(progress.records().size()) != before) {
       r.last_iteration = progress.last_progress();
+      if (plans > r.plans_at_change) r.plans_at_change = -1;  // the new plan's first iteration
+    }
     const auto now = clock_type::now();
     account(r, seconds_between(last_pass, now));
     last_pass = now;
@@ -216,8 +225,10 @@ int replay_loop(live_run& r, training_events& events, local_progress& progress) 
     }
     if (r.trace_s(now) >= r.script.end_s) return exit_done;
     if (r.cluster.interrupted()) return fail("interrupted after " + std::to_string(progress.done()) + " iterations");
-    for (; next < r.script.changes.size() && r.script.changes[next].at_s <= r.trace_s(now); ++next)
+    for (; next < r.script.changes.size() && r.script.changes[next].at_s <= r.trace_s(now); ++next) {
       if (auto err = apply_change(r, r.script.changes[next], progress)) return fail(err->message);
+      r.plans_at_change = plans;  // recovering until a newer plan completes an iteration
+    }
     reap_nodes(r);
     watch_supervisor(r, last_query);
     const auto quiet = now - std::max(r.last_iteration, r.last_change);
@@ -324,6 +335,7 @@ local_run_args local_args_for(const live_replay_options& opt, const planner::liv
   args.job = opt.job.empty() ? SAILOR_SOURCE_DIR "/configs/jobs/tiny.yaml" : opt.job;
   args.iterations = opt.iterations > 0 ? opt.iterations : 1000000;
   args.node_binary = opt.node_binary;
+  args.profile_cache = opt.profile_cache;
   args.planner = "even";
   args.stall_timeout_s = opt.stall_timeout_s;
   args.verbose = opt.verbose;
@@ -361,6 +373,7 @@ void add_live_replay_options(CLI::App* sub, live_replay_options& o) {
       ->check(CLI::PositiveNumber);
   sub->add_option("--summary-json", o.summary_json, "Live: write the summary JSON here");
   sub->add_option("--node-binary", o.node_binary, "Live: the sailor-node program (default: beside this one)");
+  sub->add_option("--profile-cache", o.profile_cache, "Live: folder of the profiles measured on this machine (kept)");
   sub->add_option("--stall-timeout", o.stall_timeout_s, "Live: fail when nodes run and no iteration completes this long (s)")
       ->check(positive_number());
   sub->add_flag("--keep-logs", o.keep_logs, "Live: keep the nodes' logs");

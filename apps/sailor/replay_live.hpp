@@ -31,6 +31,7 @@ struct live_replay_options {
   int iterations = 0;  ///< the job's iteration cap (0: 1000000, the slice's end stops it)
   std::string summary_json;
   std::string node_binary;
+  std::string profile_cache;  ///< folder of the measured profiles (default: the work folder's)
   double join_timeout_s = 60;
   double stall_timeout_s = 60;
   bool verbose = false, keep_logs = false;
