@@ -46,6 +46,7 @@ std::string match_gpu(const std::string& token, const config::gpu_catalog& catal
   if (catalog.find(token)) return token;
   std::string found;
   for (const auto& g : catalog.gpus()) {
+    if (!config::pool_base_type(g.name).empty()) continue;  // a trace counts a type, not a pool
     const std::string family = lower(g.name.substr(0, g.name.find('-')));
     if (lower(g.name) == lower(token)) return g.name;
     if (family == lower(token)) {
