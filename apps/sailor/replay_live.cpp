@@ -64,6 +64,7 @@ struct live_run {
   clock_type::time_point t0, last_change, last_iteration;
   bool trained = false;
   int plans_at_change = -1;  // the job's plan count at the last change; -1: recovered since
+  std::optional<clock_type::time_point> slice_end;  // then only a recovery in progress finishes
   std::string phase;
 
   double trace_s(clock_type::time_point at) const { return seconds_between(t0, at) * opt.time_scale; }
@@ -216,16 +217,23 @@ int replay_loop(live_run& r, training_events& events, local_progress& progress) 
       if (plans > r.plans_at_change) r.plans_at_change = -1;  // the new plan's first iteration
     }
     const auto now = clock_type::now();
-    account(r, seconds_between(last_pass, now));
+    if (!r.slice_end) account(r, seconds_between(last_pass, now));
     last_pass = now;
     if (!error.empty()) return fail("training failed: " + error);
     if (progress.finished()) {
       std::printf("  the job's %d iterations done at trace %.0f s\n", progress.total(), r.trace_s(now));
       return exit_done;
     }
-    if (r.trace_s(now) >= r.script.end_s) return exit_done;
+    if (!r.slice_end && r.trace_s(now) >= r.script.end_s) {
+      r.slice_end = now;
+      if (r.plans_at_change >= 0 && r.live() > 0)
+        std::printf("  the slice ended while recovering: waiting (up to --stall-timeout) for the next plan's first "
+                    "iteration\n");
+    }
+    // The summary is of a settled job: a recovery in progress at the slice's end is finished.
+    if (r.slice_end && (r.plans_at_change < 0 || r.live() == 0)) return exit_done;
     if (r.cluster.interrupted()) return fail("interrupted after " + std::to_string(progress.done()) + " iterations");
-    for (; next < r.script.changes.size() && r.script.changes[next].at_s <= r.trace_s(now); ++next) {
+    for (; !r.slice_end && next < r.script.changes.size() && r.script.changes[next].at_s <= r.trace_s(now); ++next) {
       if (auto err = apply_change(r, r.script.changes[next], progress)) return fail(err->message);
       r.plans_at_change = plans;  // recovering until a newer plan completes an iteration
     }
@@ -253,7 +261,10 @@ std::vector<planner::gpu_usage> usage_of(const live_run& r, clock_type::time_poi
 
 json summary_of(const live_run& r, const local_progress& progress, const config::gpu_catalog& catalog,
                 clock_type::time_point end) {
+  const double after_s = r.slice_end ? seconds_between(*r.slice_end, end) : 0;
+  if (r.slice_end) end = *r.slice_end;  // GPU-hours and time: the slice's
   auto j = progress.summary_json(seconds_between(r.t0, end));
+  j["recovery_after_slice_s"] = after_s;  // a recovery in progress at the end, finished
   j["completed_iterations"] = progress.done();
   j["seconds"] = {{"starting", r.time.starting}, {"training", r.time.training},
                   {"recovering", r.time.recovering}, {"waiting_for_capacity", r.time.waiting}};
