@@ -9,6 +9,10 @@
 //
 //   build/bench/spot_replay [--model OPT-350] [--checkpoint-interval-s 600] [--restart-s 3]
 //                           [--baseline-restart-s 3] [--target-iterations 10000]
+//   build/bench/spot_replay --live-slice [--live-from 3 --live-to 23] [--live-nodes-per-zone 1]
+//                           [--live-time-scale 300] [--live-kill-fraction 0]
+//     a slice played live against its simulation instead (spot_live_slice.hpp; needs the
+//     sailor and sailor-node programs built)
 //
 // The recovery model's figures and where they come from: planner/spot_replay.hpp.
 #include <chrono>
@@ -21,6 +25,7 @@
 #include "sailor/config/load.hpp"
 #include "sailor/config/sailor_format.hpp"
 #include "sailor/planner/spot_replay.hpp"
+#include "spot_live_slice.hpp"
 
 using namespace sailor;
 using namespace sailor::planner;
@@ -146,6 +151,14 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-interval-s", opt.rec.checkpoint_interval_s, "Seconds between checkpoints");
   app.add_option("--restart-s", opt.rec.restart_s, "Our stop-and-start of a plan, s");
   app.add_option("--baseline-restart-s", opt.rec.baseline_restart_s, "The baselines' full restart, s");
+  bool live = false;
+  live_slice::args slice;
+  app.add_flag("--live-slice", live, "A slice played live against its simulated replay (and nothing else)");
+  app.add_option("--live-from", slice.from, "The live slice's first tick");
+  app.add_option("--live-to", slice.to, "The first tick after the live slice");
+  app.add_option("--live-nodes-per-zone", slice.nodes_per_zone, "Nodes per zone of the live slice, at most");
+  app.add_option("--live-time-scale", slice.time_scale, "Trace seconds per real second of the live slice");
+  app.add_option("--live-kill-fraction", slice.kill_fraction, "Share of the live slice's stops without notice");
   CLI11_PARSE(app, argc, argv);
 
   const std::string data_dir = SAILOR_DATA_DIR;
@@ -170,6 +183,9 @@ int main(int argc, char** argv) {
               opt.rec.detection_s, opt.rec.restart_s, opt.rec.baseline_restart_s, opt.rec.state_bytes_per_param,
               opt.rec.transfer_gbytes_per_s, opt.rec.checkpoint_interval_s, opt.rec.notice_s);
   const std::string dir = data_dir + "/spot-traces/aws-16-node-v100/";
+  if (live)
+    return live_slice::run(slice, {dir + "us-east-2b_v100_1.json", dir + "us-west-2a_v100_1.json",
+                                   dir + "us-west-2c_v100_1.json"});
   const std::vector<std::pair<std::string, std::vector<std::string>>> traces = {
       {"us-east-2b", {dir + "us-east-2b_v100_1.json"}},
       {"us-west-2a", {dir + "us-west-2a_v100_1.json"}},

@@ -153,23 +153,28 @@ std::optional<actors::cluster_status> local_cluster::query() {
 }
 
 status local_cluster::spawn_nodes(const std::string& node_binary, int nodes, int zones) {
-  for (int k = 0; k < nodes; ++k) {
-    child c;
-    c.name = "node-" + std::to_string(k);
-    c.log = (work_ / (c.name + ".log")).string();
-    // One state folder for the nodes of this machine: the last plan's checkpoint is then
-    // whole in one place, for the sample at the end.
-    c.pid = spawn({node_binary, "--join", "127.0.0.1:" + std::to_string(port()), "--zone",
-                   local_zone_name(k % zones), "--devices", "cpu:1", "--name", c.name,
-                   "--transport", "tcp", "--token-file", token_file_.string(),
-                   "--state-dir", work_.string(), "--log-dir",
-                   "",  // its log is c.log already
-                   "--slowdown-file", (work_ / (c.name + ".slowdown")).string()},
-                  c.log);
-    if (c.pid < 0)
-      return failure("cannot start " + node_binary);
-    children_.push_back(c);
-  }
+  for (int k = 0; k < nodes; ++k)
+    if (auto err = spawn_node(node_binary, "node-" + std::to_string(k), local_zone_name(k % zones)))
+      return err;
+  return {};
+}
+
+status local_cluster::spawn_node(const std::string& node_binary, const std::string& name,
+                                 const std::string& zone) {
+  child c;
+  c.name = name;
+  c.log = (work_ / (c.name + ".log")).string();
+  // One state folder for the nodes of this machine: the last plan's checkpoint is then
+  // whole in one place, for the sample at the end.
+  c.pid = spawn({node_binary, "--join", "127.0.0.1:" + std::to_string(port()), "--zone", zone,
+                 "--devices", "cpu:1", "--name", c.name, "--transport", "tcp", "--token-file",
+                 token_file_.string(), "--state-dir", work_.string(), "--log-dir",
+                 "",  // its log is c.log already
+                 "--slowdown-file", (work_ / (c.name + ".slowdown")).string()},
+                c.log);
+  if (c.pid < 0)
+    return failure("cannot start " + node_binary);
+  children_.push_back(c);
   return {};
 }
 

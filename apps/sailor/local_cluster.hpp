@@ -106,6 +106,9 @@ public:
 
   /// Starts node k of `nodes` (one CPU device, zone k % zones) with `node_binary`.
   status spawn_nodes(const std::string& node_binary, int nodes, int zones);
+  /// Starts one node `name` (one CPU device) in `zone`; it is the newest of children().
+  status spawn_node(const std::string& node_binary, const std::string& name,
+                    const std::string& zone);
   /// Waits until `nodes` joined (bounded); an error names a node that exited, or the count.
   status wait_for_joins(int nodes, double timeout_s);
   std::vector<child>& children() { return children_; }

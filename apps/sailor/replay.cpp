@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "replay_live.hpp"
 #include "replay_spot.hpp"
 #include "sailor/actors/sailor_planning.hpp"
 #include "sailor/config/sailor_format.hpp"
@@ -27,6 +28,8 @@ struct replay_options {
   std::string sailor_data, model, trace;
   int gbs = 0;
   spot_replay_options spot;
+  bool live = false;
+  live_replay_options live_opt;
 };
 
 // The simulated replay of a whole timeline is asked for by a job file, --json, a spot trace or
@@ -149,8 +152,18 @@ void add_replay(CLI::App& app, command_set& commands) {
       ->check(positive_number());
   sub->add_option("--checkpoint-interval-s", rec.checkpoint_interval_s, "Seconds of training between checkpoints (default 600)")
       ->check(positive_number());
+  sub->add_flag("--live", opt->live, "Play a slice of the trace on local nodes while the job trains (replay_live.hpp)");
+  add_live_replay_options(sub, opt->live_opt);
   sub->callback([&commands, opt] {
     commands.selected = [opt] {
+      if (opt->live) {
+        auto& live = opt->live_opt;
+        live.traces = opt->spot.traces;
+        live.cluster = opt->spot.cluster;
+        live.model = opt->model;
+        live.job = opt->spot.job;
+        return run_live_replay(live);
+      }
       if (wants_timeline(*opt)) {
         opt->spot.model = opt->model;
         opt->spot.sailor_data = opt->sailor_data;

@@ -45,6 +45,7 @@ result<planner::problem> load_problem(const spot_replay_options& opt, planner::a
   auto t = planner::read_traces(opt.traces, base.gpus);
   if (!t) return t.error();
   if (opt.skip_empty_start) *t = planner::from_first_capacity(std::move(*t));
+  planner::add_pool_columns(*t, base);  // the --cluster's on-demand pools beside the trace's spot GPUs
   if (auto err = planner::check_timeline(*t, base, !opt.cluster.empty())) return *err;
   // The planner sees the trace's zones only.
   for (auto& z : base.zones) z.gpus.clear();

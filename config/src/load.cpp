@@ -1,4 +1,5 @@
 #include "sailor/config/load.hpp"
+#include "sailor/config/pools.hpp"
 
 #include <algorithm>
 #include <map>
@@ -145,9 +146,10 @@ result<cluster> load_cluster(const std::string& path) {
         for (const auto& kv : g) {
           std::string type = kv.first.as<std::string>();
           std::string tpath = join_path(gpath, type);
-          if (!c.gpus.find(type))
+          if (!c.gpus.find(type) && !add_pool_type(type, c.gpus))  // `<type>/on-demand`: pools.hpp
             r.fail(kv.first, tpath, "unknown GPU type '" + type + "'; known: " + known_gpu_list(c.gpus) +
-                                        " (or declare it under gpus:)", error_kind::not_found);
+                                        " (or declare it under gpus:; a pool is <type>/on-demand or <type>/spot)",
+                   error_kind::not_found);
           long long count = r.get_int(kv.second, tpath);
           if (count < 0) r.fail(kv.second, tpath, "expected a non-negative GPU count, found " + std::to_string(count));
           if (count > max_gpus_per_zone)

@@ -1,5 +1,7 @@
 #include "sailor/config/profile.hpp"
 
+#include "sailor/config/pools.hpp"
+
 namespace sailor::config {
 
 const std::vector<layer_time>* gpu_profile::find(int micro_batch, int tp) const {
@@ -11,7 +13,10 @@ const std::vector<layer_time>* gpu_profile::find(int micro_batch, int tp) const 
 
 const gpu_profile* model_profile::find(const std::string& gpu_type) const {
   auto it = by_gpu.find(gpu_type);
-  return it == by_gpu.end() ? nullptr : &it->second;
+  if (it != by_gpu.end()) return &it->second;
+  // A spot or on-demand pool of a type runs as the type does (pools.hpp).
+  const std::string base = pool_base_type(gpu_type);
+  return base.empty() ? nullptr : find(base);
 }
 
 }  // namespace sailor::config

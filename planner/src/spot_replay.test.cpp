@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include "sailor/config/pools.hpp"
 #include "test_pools.hpp"
 
 using namespace sailor;
@@ -132,4 +133,27 @@ TEST_CASE("preemption history: falls below a level, per second, from the past on
   CHECK(h.crossing_rate(0, 12) == doctest::Approx(3.0 / (3 * 3600 + prior)));
   CHECK(h.crossing_rate(0, 8) == doctest::Approx(2.0 / (3 * 3600 + prior)));
   CHECK(h.crossing_rate(0, 2) == doctest::Approx(1.0 / (3 * 3600 + prior)));
+}
+
+TEST_CASE("an on-demand pool beside the trace: a constant column, mixed into ours' plans and priced on demand") {
+  auto prob = two_zone_problem();
+  REQUIRE(config::add_pool_type("A100-40/on-demand", prob.cluster.gpus));
+  prob.cluster.zones[0].gpus["A100-40/on-demand"] = 2;
+  auto t = two_zone_timeline();
+  REQUIRE(add_pool_columns(t, prob.cluster) == 1);
+  REQUIRE(t.columns.size() == 3);
+  CHECK(t.columns[2].gpu_type == "A100-40/on-demand");
+  CHECK(t.counts[1] == std::vector<int>{8, 2, 2});
+  prob.cluster = cluster_for(t, prob.cluster);
+  spot_replayer replay(prob, t, fixed_recovery(0));
+  const auto& e = replay.plan_for({8, 2, 2});
+  REQUIRE(e.ok);
+  // Ours pays each GPU it holds at its pool's price: the on-demand ones at the catalog's 3.673
+  // $/hour, the spot ones at the spot price.
+  const auto* a100 = prob.cluster.gpus.find("A100-40");
+  const double expected = (e.held[0] + e.held[1]) * a100->spot_usd_per_hour + e.held[2] * a100->on_demand_usd_per_hour;
+  CHECK(e.held[2] > 0);  // the plan over 8 + 2 spot GPUs takes the 2 on-demand ones too
+  CHECK(e.gpu_usd_per_s * 3600 == doctest::Approx(expected));
+  auto ours = replay.run(spot_policy::ours);
+  CHECK(ours.iterations > 0);
 }

@@ -1,5 +1,7 @@
 #include "sailor/planner/spot_trace.hpp"
 
+#include "sailor/config/pools.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -44,6 +46,7 @@ std::string match_gpu(const std::string& token, const config::gpu_catalog& catal
   if (catalog.find(token)) return token;
   std::string found;
   for (const auto& g : catalog.gpus()) {
+    if (!config::pool_base_type(g.name).empty()) continue;  // a trace counts a type, not a pool
     const std::string family = lower(g.name.substr(0, g.name.find('-')));
     if (lower(g.name) == lower(token)) return g.name;
     if (family == lower(token)) {
@@ -282,6 +285,19 @@ availability_timeline from_first_capacity(availability_timeline t, int* skipped)
 config::cluster cluster_for(const availability_timeline& t, config::cluster base) {
   for (const auto& c : t.columns) base.add_zone(c.zone);
   return base;
+}
+
+int add_pool_columns(availability_timeline& t, const config::cluster& cluster) {
+  int added = 0;
+  for (const auto& z : cluster.zones)
+    for (const auto& [type, count] : z.gpus) {
+      if (config::pool_base_type(type).empty() || count <= 0) continue;
+      t.columns.push_back({type, z.name, "cluster pool " + type + "@" + z.name});
+      for (auto& row : t.counts) row.push_back(count);
+      ++added;
+    }
+  if (added > 0) t.notes.push_back(std::to_string(added) + " pool column(s) of constant count from the cluster");
+  return added;
 }
 
 }  // namespace sailor::planner

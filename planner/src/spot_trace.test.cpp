@@ -11,6 +11,8 @@
 
 #include <doctest/doctest.h>
 
+#include "sailor/config/pools.hpp"
+
 using namespace sailor;
 using namespace sailor::planner;
 
@@ -167,4 +169,14 @@ TEST_CASE("a timeline is checked against the cluster and for capacity at the sta
   CHECK(from.ticks() == 1);
   CHECK(from.start_s[0] == 0);
   CHECK_FALSE(check_timeline(from, cluster_for(from, cluster), true));
+}
+
+TEST_CASE("a spot trace's GPU type matches the catalog's type, not its on-demand pool") {
+  auto c = catalog;
+  REQUIRE(config::add_pool_type("V100-16/on-demand", c));
+  scratch s;
+  auto path = s.write("us-west-2a_v100_1.json", R"({"metadata": {"gap_seconds": 300}, "data": [2, 1]})");
+  auto t = read_spot_trace_json(path, c);
+  REQUIRE(t);
+  CHECK(t->columns.front().gpu_type == "V100-16");
 }

@@ -69,6 +69,11 @@ status check_timeline(const availability_timeline& t, const config::cluster& clu
 /// the number of ticks left out. A timeline with no GPU at all is returned unchanged.
 availability_timeline from_first_capacity(availability_timeline t, int* skipped = nullptr);
 
+/// The cluster's pools of a type rented apart from the trace (`<type>/on-demand`, `<type>/spot`:
+/// config/pools.hpp) added to the timeline as columns of constant count, one per (pool, zone),
+/// so that plans may mix them with the trace's spot GPUs. Returns how many were added.
+int add_pool_columns(availability_timeline& t, const config::cluster& cluster);
+
 /// The cluster with a zone for every zone of the timeline (regions from the zone names) and
 /// the catalog and links of `base`.
 config::cluster cluster_for(const availability_timeline& t, config::cluster base);

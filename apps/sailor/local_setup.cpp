@@ -1,0 +1,178 @@
+// The inputs and options `sailor train`, `sailor demo` and `sailor replay --live` share
+// (see local_setup.hpp).
+#include "local_setup.hpp"
+
+#include <unistd.h>
+
+#include "demo_corpus.hpp"
+#include "live_planning.hpp"
+#include "sailor/config/load.hpp"
+
+namespace sailor::app {
+
+namespace fs = std::filesystem;
+
+result<local_inputs> load_inputs(const local_run_args& args, const fs::path& work) {
+  auto bad = [](const std::string& why, const std::string& field) {
+    return sailor::error{error_kind::invalid_input, why, "", 0, field};
+  };
+  if (args.nodes < 1 || args.zones < 1 || args.zones > 26 || args.zones > args.nodes)
+    return bad("expected between 1 and min(--nodes, 26) zones, and at least 1 node", "--zones");
+  if (args.preempt_at < 0 || (args.preempt_at > 0 && args.nodes < 2))
+    return bad("expected 0 (never), or a positive number with at least 2 nodes (one is lost)",
+               "--preempt-at");
+  if (args.checkpoint_every < 0)
+    return bad("expected 0 (never) or more", "--checkpoint-every");
+  if (args.planner != "search" && args.planner != "even")
+    return bad("expected search or even, got '" + args.planner + "'", "--planner");
+  local_inputs in;
+  auto model = config::load_model(args.model);
+  if (!model)
+    return model.error();
+  in.model = *model;
+  auto job = config::load_job(args.job);
+  if (!job)
+    return job.error();
+  in.job = *job;
+  std::string data = args.data;
+  if (data.empty() && args.fortunes_corpus) {
+    data = (work / "fortunes.txt").string();
+    if (auto err = write_fortunes_corpus(data))
+      return *err;
+  }
+  if (!data.empty()) {
+    if (!in.job.data)
+      in.job.data = config::data_source{};
+    in.job.data->path = data;
+  }
+  in.iterations = args.iterations > 0 ? args.iterations : in.job.iterations;
+  if (in.iterations < 1)
+    return bad("expected a positive number of iterations (or 'iterations' in " + args.job + ")",
+               "--iterations");
+  if (args.preempt_at >= in.iterations)
+    return bad("expected fewer than the " + std::to_string(in.iterations) + " iterations",
+               "--preempt-at");
+  if (auto err = check_training_inputs(in.model, in.job, args.job))
+    return *err;
+  auto base = config::load_cluster(args.cluster);
+  if (!base)
+    return base.error();
+  if (!base->gpus.find("CPU"))
+    return sailor::error{error_kind::invalid_input,
+                         "the catalog has no 'CPU' GPU type (the nodes' devices)", args.cluster,
+                         0, "gpus"};
+  in.cluster = local_zones_cluster(*base, args.nodes, args.zones);
+  if (!args.plan.empty()) {
+    auto p = config::load_plan(args.plan, in.model);
+    if (!p)
+      return p.error();
+    in.fixed = *p;
+  }
+  in.node_binary = args.node_binary;
+  if (in.node_binary.empty())
+    in.node_binary = (fs::read_symlink("/proc/self/exe").parent_path() / "sailor-node").string();
+  if (access(in.node_binary.c_str(), X_OK) != 0)
+    return bad("cannot run " + in.node_binary + " (build it, or give --node-binary)",
+               "--node-binary");
+  return in;
+}
+
+training_settings settings_for(const local_inputs& in, const local_run_args& args,
+                               const fs::path& work) {
+  training_settings settings;
+  settings.model = in.model;
+  settings.job = in.job;
+  settings.work_dir = work.string();
+  settings.iterations = in.iterations;
+  settings.checkpoint_every = args.checkpoint_every;
+  settings.timeout_ms = static_cast<std::int64_t>(args.stall_timeout_s * 1000);
+  settings.links = in.cluster.links;
+  return settings;
+}
+
+local_planning_inputs planning_inputs_for(const local_inputs& in, const local_run_args& args,
+                                          const fs::path& work, std::shared_ptr<live_loop> loop) {
+  return {in.fixed,
+          in.cluster,
+          in.model,
+          in.job,
+          {args.profile, args.model,
+           // Within the run at least: a re-plan over as many ranks does not profile again.
+           args.profile_cache.empty() ? (work / "profiles").string() : args.profile_cache},
+          in.node_binary,
+          work,
+          args.planner,
+          std::move(loop),
+          {},  // profiles measured on this machine (obtain_profile)
+          {},  // the local zones' links as configured
+          true};
+}
+
+actors::coordinator_options coordinator_options_for(const local_inputs& in,
+                                                    const local_run_args& args,
+                                                    const training_settings& settings,
+                                                    training_events& events,
+                                                    local_planning_inputs planning) {
+  actors::coordinator_options options;
+  for (auto& z : in.cluster.zones)
+    options.supervisor.zones.push_back(z.name);
+  options.supervisor.quorum = args.nodes;
+  options.supervisor.settle = std::chrono::seconds{3600};  // the quorum starts planning
+  // Generous: on a loaded 2-core machine a heartbeat can be late without the node being gone.
+  options.supervisor.heartbeat_interval = std::chrono::milliseconds{500};
+  options.supervisor.heartbeat_timeout = std::chrono::seconds{10};
+  auto loop = planning.loop;
+  options.plan = local_planner(std::move(planning), [&events](const plan_prediction& p) {
+    std::lock_guard lock{events.mu};
+    events.prediction = p;
+  });
+  options.supervisor.prepare_training = [&events, settings, loop](
+                                          actors::training_job& tj,
+                                          const actors::checkpoint_holdings& held) {
+    // Resumes from the newest complete checkpoint of an earlier plan, if any.
+    if (!fill_training_job(tj, settings, held))
+      return false;
+    plan_prediction prediction;
+    {
+      std::lock_guard lock{events.mu};
+      prediction = events.prediction;
+    }
+    loop->on_plan(tj.start_iteration, prediction.uncorrected_s, prediction.bottleneck_type);
+    std::lock_guard lock{events.mu};
+    tj.predicted_iteration_s = events.prediction.predicted_s;
+    events.plan = tj.plan;
+    events.plan_version = tj.plan_version;
+    ++events.plans;
+    events.start_iteration = tj.start_iteration;
+    events.resume_source =
+      fs::path{tj.restore_dir}.filename() == "mem" ? "memory" : "checkpoint";
+    events.finished = false;
+    return true;
+  };
+  // A lost node's peers usually fail before the loss is noticed: give the supervisor time.
+  options.supervisor.training_failure_grace = std::chrono::seconds{10};
+  options.supervisor.on_iteration = [&events, loop](const actors::iteration_record& r,
+                                                    const actors::training_progress& p) {
+    loop->observe(r);
+    std::lock_guard lock{events.mu};
+    events.iterations.push_back(r);
+    events.loss_curve = p.loss_curve();
+    events.val_loss_curve = p.val_loss_curve();
+    events.finished = p.finished();
+    events.cv.notify_all();
+  };
+  options.supervisor.on_training_error = [&events](const std::string& why) {
+    std::lock_guard lock{events.mu};
+    if (events.error.empty())
+      events.error = why;
+    events.cv.notify_all();
+  };
+  options.supervisor.on_recovery = [&events](const actors::recovery_record& r) {
+    std::lock_guard lock{events.mu};
+    events.recoveries.push_back(r);
+  };
+  options.supervisor.board = std::make_shared<actors::status_board>();
+  return options;
+}
+
+}  // namespace sailor::app

@@ -1,0 +1,206 @@
+#pragma once
+// bench/spot_replay --live-slice: a slice of the AWS spot traces played live (`sailor replay
+// --live`: local sailor-node processes, the tiny model, one CPU device per node) against the
+// simulated replay of the same slice (planner/spot_replay.hpp, policy ours), iterations and
+// dollars side by side, with the target (within 10%).
+//
+// The simulated replay is given what the live one ran on: the same capped counts per zone
+// (min(count, nodes per zone)), on the CPU devices the nodes are, with the profile the live run
+// measured on this machine (--profile-cache), on the trace's time divided by the time scale
+// (the live run plays S trace-seconds per real second), with the recovery time the live run
+// measured per change (its mean), and its CPU priced per GPU-hour as the trace's V100s; its
+// dollars are scaled back to trace time. What it does not model: the cores the nodes share on
+// this machine (the live run's predictions do; the planner's search does not), and the start-up
+// before the slice (the live clock starts at the first iteration).
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sailor/config/load.hpp"
+#include "sailor/config/profile.hpp"
+#include "sailor/planner/spot_live.hpp"
+#include "sailor/planner/spot_replay.hpp"
+
+namespace live_slice {
+
+struct args {
+  int from = 3, to = 23;  ///< a slice of the three zones with 3 falls and rises at 1 node per zone
+  int nodes_per_zone = 1;
+  double time_scale = 300;  ///< a 5-minute tick per second
+  double kill_fraction = 0;
+};
+
+inline std::string tail_of(const std::string& path) {
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text.size() > 1500 ? text.substr(text.size() - 1500) : text;
+}
+
+// `sailor replay --live` on the slice; its summary JSON, or nothing (the reason printed).
+inline std::optional<nlohmann::json> run_live(const args& a, const std::vector<std::string>& files,
+                                              const std::filesystem::path& dir) {
+  std::string cmd = std::string(SAILOR_BIN_DIR) + "/sailor replay --live --job " + (dir / "job.yaml").string();
+  for (const auto& f : files) cmd += " --trace " + f;
+  cmd += " --cluster " + std::string(SAILOR_SOURCE_DIR) + "/configs/clusters/aws-v100-spot.yaml --from " +
+         std::to_string(a.from) + " --to " + std::to_string(a.to) + " --nodes-per-zone " +
+         std::to_string(a.nodes_per_zone) + " --time-scale " + std::to_string(a.time_scale) + " --kill-fraction " +
+         std::to_string(a.kill_fraction) + " --profile-cache " + (dir / "profiles").string() + " --summary-json " +
+         (dir / "summary.json").string() + " >" + (dir / "live.out").string() + " 2>" + (dir / "live.err").string();
+  if (int rc = std::system(cmd.c_str()); rc != 0) {
+    std::printf("  the live replay failed (%d): %s\n%s\n", rc, cmd.c_str(), tail_of((dir / "live.err").string()).c_str());
+    return std::nullopt;
+  }
+  std::ifstream in(dir / "summary.json");
+  return nlohmann::json::parse(in);
+}
+
+// The profile the live run measured with the most processes at once (its .host.json says how
+// many): the nodes' CPU time per layer under the contention of the slice's largest plans.
+inline std::string measured_profile(const std::filesystem::path& dir) {
+  std::string best;
+  int ranks = -1;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const auto name = e.path().filename().string();
+    if (name.rfind("profile-CPU-", 0) != 0 || name.find(".host.json") != std::string::npos) continue;
+    std::ifstream host(e.path().string() + ".host.json");
+    int r = 1;
+    if (host) r = nlohmann::json::parse(host, nullptr, false).value("ranks", 1);
+    if (r > ranks) ranks = r, best = e.path().string();
+  }
+  return best;
+}
+
+// The simulated replay of the slice as the live run ran it (see the top of this file).
+struct simulated {
+  sailor::planner::replay_totals ours;     ///< grows only when the gain pays for the switch
+  sailor::planner::replay_totals every;    ///< re-plans on every change (restart_from_checkpoint)
+};
+
+inline std::optional<simulated> simulate(const args& a, const sailor::planner::live_script& s,
+                                                              const nlohmann::json& live, const std::string& profile,
+                                                              const sailor::config::gpu_spec& priced_as,
+                                                              const std::filesystem::path& dir) {
+  using namespace sailor;
+  const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+  auto base = config::load_cluster(configs + "/clusters/local-2-zones.yaml");
+  auto model = config::load_model(configs + "/models/tiny.yaml");
+  auto job = config::load_job((dir / "job.yaml").string());
+  auto prof = config::load_profile_json(profile);
+  if (!base || !model || !job || !prof) {
+    std::printf("  cannot set the simulation up: %s\n",
+                (!base ? base.error() : !model ? model.error() : !job ? job.error() : prof.error()).to_string().c_str());
+    return std::nullopt;
+  }
+  planner::availability_timeline t;
+  for (std::size_t c = 0; c < s.columns.size(); ++c)
+    t.columns.push_back({"CPU", std::string("local-") + static_cast<char>('a' + c), s.columns[c].source});
+  for (double at : s.start_s) t.start_s.push_back(at / a.time_scale);
+  t.counts = s.nodes;
+  t.end_s = s.end_s / a.time_scale;
+  t.tick_s = t.start_s.size() > 1 ? t.start_s[1] : t.end_s;
+  config::gpu_spec cpu = *base->gpus.find("CPU");
+  cpu.spot_usd_per_hour = priced_as.spot_usd_per_hour;
+  cpu.on_demand_usd_per_hour = priced_as.on_demand_usd_per_hour;
+  // The catalog's nominal 2 GiB refuses the tiny model's head by the planner's memory model
+  // (4.3 GB for layer 5 from the measured profile), which the live nodes run: the host's memory.
+  cpu.memory_bytes = 64ull << 30;
+  base->gpus.upsert(cpu);
+  base->use_spot_prices = true;
+  for (auto& z : base->zones) z.gpus.clear();
+  planner::problem prob;
+  prob.model = *model;
+  prob.job = *job;
+  prob.profile = *prof;
+  prob.cluster = planner::cluster_for(t, *base);
+  planner::recovery_model rec;
+  // The live run's wall time recovering (from each change to the next plan's first iteration:
+  // noticing, planning, profiling a new count of ranks, rendezvous, restore) per re-plan.
+  const int replans = live.value("replans", 0);
+  rec.restart_s = rec.baseline_restart_s = replans > 0 ? live["seconds"]["recovering"].get<double>() / replans : 3.0;
+  rec.detection_s = 0.5;  // a killed node's connection closes at once on loopback
+  rec.notice_s = 10;      // the node's grace period after SIGTERM (real seconds)
+  rec.checkpoint_interval_s = live.value("measured_iteration_s", 0.1);  // a checkpoint every iteration
+  rec.no_notice_fraction = a.kill_fraction;
+  planner::spot_replayer replay(prob, t, rec);
+  simulated out{replay.run(planner::spot_policy::ours, planner::spot_objective::throughput),
+                replay.run(planner::spot_policy::restart_from_checkpoint)};
+  if (const auto& first = replay.plan_for(t.counts.front()); !first.ok)
+    std::printf("  the simulation has no plan at the slice's start: %s\n", first.why.c_str());
+  return out;
+}
+
+inline void compare(const char* what, double live, double sim) {
+  const double gap = live > 0 ? sim / live - 1 : 0;
+  std::printf("  %-34s live %10.2f  simulated %10.2f  (%+.1f%%): %s\n", what, live, sim, gap * 100,
+              live > 0 && std::abs(gap) <= 0.10 ? "within 10%" : "NOT within 10%");
+}
+
+inline int run(const args& a, const std::vector<std::string>& files) {
+  using namespace sailor;
+  auto prices = config::load_cluster(std::string(SAILOR_SOURCE_DIR) + "/configs/clusters/aws-v100-spot.yaml");
+  if (!prices) return std::printf("%s\n", prices.error().to_string().c_str()), 1;
+  auto t = planner::read_traces(files, prices->gpus);
+  if (!t) return std::printf("%s\n", t.error().to_string().c_str()), 1;
+  auto s = planner::make_live_script(*t, {a.from, a.to, a.nodes_per_zone, a.kill_fraction, 1});
+  if (!s) return std::printf("%s\n", s.error().to_string().c_str()), 1;
+  std::printf("\nlive slice: ticks %d..%d of the three zones, at most %d node(s) per zone, %.0f trace-s per s: %d stops "
+              "(%d without notice), %d starts\n",
+              a.from, a.to - 1, a.nodes_per_zone, a.time_scale, s->stops, s->stops_without_notice, s->starts);
+  std::fflush(stdout);
+  auto dir = std::filesystem::temp_directory_path() / ("sailor-live-slice-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "profiles");
+  // The tiny job with a global batch of 12: the planner splits a batch evenly over 1, 2 or 3
+  // replicas (with 8 it leaves the third node of a slice idle, which the live run trains on).
+  {
+    std::ifstream in(std::string(SAILOR_SOURCE_DIR) + "/configs/jobs/tiny.yaml");
+    std::ofstream out(dir / "job.yaml");
+    for (std::string line; std::getline(in, line);)
+      out << (line.rfind("global_batch:", 0) == 0 ? "global_batch: 12" : line) << "\n";
+  }
+  auto live = run_live(a, files, dir);
+  if (!live) return 1;
+  const auto profile = measured_profile(dir / "profiles");
+  if (profile.empty()) return std::printf("  no profile measured by the live run in %s\n", dir.c_str()), 1;
+  auto sim = simulate(a, *s, *live, profile, *prices->gpus.find("V100-16"), dir);
+  if (!sim) return 1;
+  const double live_it = (*live)["completed_iterations"].get<double>();
+  const double live_usd = (*live)["dollars"]["spot"].get<double>();
+  std::printf("  live: %.0f iterations, %d lost, %d re-plans, training %.1f s, recovering %.1f s, waiting %.1f s, "
+              "measured %.4f s per iteration\n",
+              live_it, (*live)["lost_iterations"].get<int>(), (*live)["replans"].get<int>(),
+              (*live)["seconds"]["training"].get<double>(), (*live)["seconds"]["recovering"].get<double>(),
+              (*live)["seconds"]["waiting_for_capacity"].get<double>(), (*live)["measured_iteration_s"].get<double>());
+  const double measured_s = (*live)["measured_iteration_s"].get<double>();
+  const double usd_per_gpu_hour = prices->gpus.find("V100-16")->spot_usd_per_hour;
+  const std::pair<const char*, const planner::replay_totals*> rows[] = {
+      {"ours (grows when it pays)", &sim->ours}, {"re-plan on every change", &sim->every}};
+  for (const auto& [name, r] : rows) {
+    std::printf("  simulated, %s: %.0f iterations, %.1f lost, %d re-plans, training %.1f s, recovery %.1f s, waiting "
+                "%.1f s, GPU-hours (trace time) %.3f against %.3f live\n",
+                name, r->iterations, r->lost_iterations, r->replans, r->training_s, r->recovery_s_total, r->waiting_s,
+                r->gpu_hours * a.time_scale, (*live)["gpu_hours_total"].get<double>());
+    compare("iterations (simulator's speed)", live_it, r->iterations);
+    // The planner's simulator does not see the cores the nodes share here: with its speed
+    // replaced by the one the live run measured (the closed loop's correction), what is left
+    // to compare is the replay's time model (training, recovery and waiting per change).
+    if (measured_s > 0)
+      compare("iterations (live-measured speed)", live_it, r->training_s / measured_s - r->lost_iterations);
+    // GPU time only: the live replay does not count egress.
+    compare("dollars at spot prices (GPU time)", live_usd, r->gpu_hours * a.time_scale * usd_per_gpu_hour);
+  }
+  std::printf("  (profile %s)\n", std::filesystem::path(profile).filename().c_str());
+  std::filesystem::remove_all(dir);
+  return 0;
+}
+
+}  // namespace live_slice

@@ -1,0 +1,95 @@
+// `sailor replay --live`: short traces played on local nodes while the tiny model trains. A fall
+// with notice stops a node and nothing is lost, a rise starts one, training goes on, and the
+// GPU-hours and dollars are those the nodes ran; when every node is killed the job waits for
+// capacity and trains again when it returns; a slice with no node at its start is refused.
+#if __has_include(<sailor/models/shapes.hpp>)
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "run_command.hpp"
+
+using sailor::testing::run_command;
+using sailor::testing::sailor_bin;
+using sailor::testing::temp_dir;
+
+TEST_CASE("sailor replay --live stops a node with notice on a fall and starts one on a rise") {
+  temp_dir dir;
+  // Two zones of one V100 each, a tick a minute: zone b falls at tick 2 and returns at tick 4.
+  auto trace = dir.write("trace.csv",
+                         ",Timestamp,V100-16_us-east-2b,V100-16_us-west-2a\n"
+                         "0,0,1,1\n1,60,1,1\n2,120,1,0\n3,180,1,0\n4,240,1,1\n5,300,1,1\n6,360,1,1\n");
+  const auto summary = dir.path("summary.json");
+  // 120 trace-seconds per second: 7 ticks in 3.5 s, from the first iteration on.
+  auto r = run_command(sailor_bin() + " replay --live --trace " + trace + " --cluster " + SAILOR_SOURCE_DIR +
+                           "/configs/clusters/aws-v100-spot.yaml --nodes-per-zone 1 --time-scale 120 "
+                           "--stall-timeout 30 --summary-json " + summary,
+                       90);
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::ifstream in(summary);
+  REQUIRE(in);
+  auto j = nlohmann::json::parse(in);
+  CHECK(j["nodes_started"]["initially"] == 2);
+  CHECK(j["nodes_started"]["by_the_trace"] == 1);
+  CHECK(j["nodes_stopped"]["with_notice"] == 1);
+  CHECK(j["nodes_stopped"]["without_notice"] == 0);
+  CHECK(j["nodes_stopped"]["exited_by_themselves"] == 0);
+  REQUIRE(j["changes"].size() == 2);
+  CHECK(j["changes"][0]["zone"] == "V100-16@us-west-2a");
+  CHECK(j["changes"][0]["stopped"][0]["notice"] == true);
+  CHECK(j["changes"][1]["started"].size() == 1);
+  // Training went on after the preemption.
+  CHECK(j["completed_iterations"].get<int>() > j["changes"][0]["iterations_done"].get<int>());
+  CHECK(j["lost_iterations"] == 0);  // the only stop came with notice
+  CHECK(j["replans"].get<int>() >= 1);
+  // Zone a ran 7 ticks of 60 s, zone b 2 + 3 of them (measured in real time: some slack).
+  const auto& hours = j["gpu_hours"];
+  REQUIRE(hours.size() == 2);
+  CHECK(hours[0]["gpu_hours"].get<double>() == doctest::Approx(7 * 60 / 3600.0).epsilon(0.15));
+  CHECK(hours[1]["gpu_hours"].get<double>() == doctest::Approx(5 * 60 / 3600.0).epsilon(0.2));
+  const double total = j["gpu_hours_total"].get<double>();
+  CHECK(j["dollars"]["spot"].get<double>() == doctest::Approx(total * 0.918));
+  CHECK(j["dollars"]["on_demand"].get<double>() == doctest::Approx(total * 3.06));
+}
+
+TEST_CASE("sailor replay --live waits for capacity when every node is killed, and trains again when it returns") {
+  temp_dir dir;
+  // Both zones fall at tick 2 without notice (--kill-fraction 1) and return at tick 4.
+  auto trace = dir.write("trace.csv",
+                         ",Timestamp,V100-16_us-east-2b,V100-16_us-west-2a\n"
+                         "0,0,1,1\n1,60,1,1\n2,120,0,0\n3,180,0,0\n4,240,1,1\n5,300,1,1\n");
+  // A slice without capacity at its start is refused, naming the option, the tick and the file.
+  auto refused = run_command(sailor_bin() + " replay --live --trace " + trace + " --from 2 --to 4", 30);
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.err.find("--from") != std::string::npos);
+  CHECK(refused.err.find("tick 2") != std::string::npos);
+  CHECK(refused.err.find("trace.csv") != std::string::npos);
+  const auto summary = dir.path("summary.json");
+  auto r = run_command(sailor_bin() + " replay --live --trace " + trace +
+                           " --nodes-per-zone 1 --time-scale 120 --kill-fraction 1 --stall-timeout 30 --summary-json " +
+                           summary,
+                       90);
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("every node is gone: waiting for capacity") != std::string::npos);
+  std::ifstream in(summary);
+  REQUIRE(in);
+  auto j = nlohmann::json::parse(in);
+  CHECK(j["nodes_stopped"]["without_notice"] == 2);
+  CHECK(j["nodes_started"]["by_the_trace"] == 2);
+  CHECK(j["waits_for_capacity"] == 1);
+  // Two ticks of 0.5 s without a node.
+  CHECK(j["seconds"]["waiting_for_capacity"].get<double>() > 0.5);
+  // Training went on once the nodes were back.
+  REQUIRE(j["changes"].size() == 4);
+  CHECK(j["completed_iterations"].get<int>() > j["changes"][3]["iterations_done"].get<int>());
+}
+
+#endif
