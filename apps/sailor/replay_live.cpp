@@ -212,10 +212,11 @@ int replay_loop(live_run& r, training_events& events, local_progress& progress) 
     const auto before_last = progress.last_progress();
     const std::string error = progress.take(events, r.live());
     const int plans = plans_of(events);
-    if (progress.last_progress() != before_last || static_cast<int>(progress.records().size()) != before) {
-      r.last_iteration = progress.last_progress();
-      if (plans > r.plans_at_change) r.plans_at_change = -1;  // the new plan's first iteration
-    }
+    const bool completed = static_cast<int>(progress.records().size()) != before;
+    if (completed || progress.last_progress() != before_last) r.last_iteration = progress.last_progress();
+    // Recovered at the new plan's first completed iteration (not at a mere sign of life: a
+    // re-plan's profiling touches the progress too).
+    if (completed && plans > r.plans_at_change) r.plans_at_change = -1;
     const auto now = clock_type::now();
     if (!r.slice_end) account(r, seconds_between(last_pass, now));
     last_pass = now;
