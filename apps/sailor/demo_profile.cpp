@@ -271,6 +271,9 @@ result<measured_profile> obtain_profile(const profile_request& args, const std::
   }
   if (auto cached = cached_profile(where.profile, p, shape))
     return *cached;
+  if (args.cached_only)
+    return sailor::error{error_kind::failed,
+                         "no cached profile for " + std::to_string(shape.ranks) + " processes at once", "", 0, ""};
   auto procs = spawn_profilers(args, node_binary, work, p, shape);
   if (!procs)
     return procs.error();

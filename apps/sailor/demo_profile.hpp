@@ -30,6 +30,9 @@ struct profile_request {
   /// the number of processes measuring at once (profile_cache_file).
   std::string cache_dir;
   std::string device_type = "CPU";
+  /// Only a cached profile (an error when none covers the plan): a re-plan during recovery
+  /// does not stop to measure one.
+  bool cached_only = false;
 };
 
 /// The cache file of a device type's profile of a model under a build:

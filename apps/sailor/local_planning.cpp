@@ -133,6 +133,22 @@ result<measured_profile> profile_of(const local_planning_inputs& in,
   return obtain_profile(in.profile, in.node_binary, in.work, shape);
 }
 
+// The profile the new plan is predicted with when it has another count of ranks than the one
+// searched on: measured for that count, except during a re-plan of a running job, where only a
+// cached one is taken (measuring takes seconds of every process on the machine while the job
+// waits) and otherwise the running plan's profile, whose host figures are those of its count.
+result<measured_profile> profile_for_prediction(const local_planning_inputs& in,
+                                                const actors::plan_request& request,
+                                                const config::plan& real,
+                                                std::optional<result<measured_profile>> searched_on) {
+  const bool recovering = request.has_current && searched_on && *searched_on;
+  if (!recovering || in.profile_source) return profile_of(in, request, real);
+  local_planning_inputs cached = in;
+  cached.profile.cached_only = true;
+  auto exact = obtain_profile(cached.profile, in.node_binary, in.work, real);
+  return exact ? std::move(exact) : std::move(*searched_on);
+}
+
 }  // namespace
 
 result<planned> plan_and_predict(const local_planning_inputs& in,
@@ -219,7 +235,7 @@ result<planned> plan_and_predict(const local_planning_inputs& in,
   // The profile's host figures are those of as many processes as the plan has ranks: the
   // search's plan may use fewer devices than joined (cached per count of processes).
   if (!profile || (!what_if && actors::plan_world_size(real) != profiled_ranks))
-    profile = profile_of(in, request, real);
+    profile = profile_for_prediction(in, request, real, std::move(profile));
   // Predicted with the slowed nodes at their speed: the drift check compares each node's
   // compute with its stage's prediction.
   auto prediction = prediction_of(slowed_in, p, with_slow(*profile));
