@@ -149,8 +149,9 @@ sailor::result<link_probe_result> probe_link(transport& t, const address& to,
     // transfer's time stands well above the noise of one round trip.
     const int count = static_cast<int>(std::max<std::uint64_t>(1, (o.train_bytes + size - 1) / size));
     const double bytes = static_cast<double>(size) * count;
-    // Predicted from the last figure: a size that would pass the budget is left out.
-    if (!out.bandwidth.empty() && since(start) + round_trip + bytes / out.bandwidth.back().second > o.budget_s)
+    // Predicted from the last figure: a size that would pass the budget is left out, once
+    // two sizes give the curve a shape (a slow connection on a busy host must not leave one).
+    if (out.bandwidth.size() >= 2 && since(start) + round_trip + bytes / out.bandwidth.back().second > o.budget_s)
       break;
     const auto sent = clock_type::now();
     if (auto why = send_train(**conn, *inbox, size, count, o.timeout_s); !why.empty()) return probe_error(to, why);

@@ -30,7 +30,7 @@ struct probe_options {
   /// Each size is sent as a train of back-to-back messages of at least this many bytes (one
   /// message at sizes above it), so that its time stands above a round trip's noise.
   std::uint64_t train_bytes = 2u << 20;
-  double budget_s = 0.6;  ///< sizes that would take the probe past this are left out
+  double budget_s = 0.6;  ///< sizes that would take the probe past this are left out (the first two never)
   double timeout_s = 5;   ///< bound on the connection and on every reply
 };
 
