@@ -10,6 +10,12 @@
 // Hysteresis: a node must be slow over `window` iterations, a node left out stays out, and no
 // second drift re-plan comes within `cooldown` iterations.
 //
+// Links: a zone pair's correction (its all-reduce measured against the prediction) that moved
+// `link_factor` times off what the running plan was predicted with makes it ask the search on
+// the corrected links, and re-plan on the same terms; the search is asked again about that
+// pair only when its factor moved 10% more. Why not (the gain under the threshold, a fixed
+// plan) goes out with link_note().
+//
 // One watch serves both live paths: `sailor demo`/`sailor train` (live_drift.hpp) and
 // `sailor coordinator` (coordinator_drift.hpp); each gives it the running plan's prediction,
 // the rank reports and the completed iterations, and sends the supervisor drift_replan_atom
