@@ -31,6 +31,7 @@
 #include <unistd.h>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -86,6 +87,51 @@ corrected_figures correct(double uncorrected_s, const std::vector<double>& each,
   return out;
 }
 
+// The link scenario: the tiny model at global batch 64 over 2 nodes in 2 zones (the search
+// splits its batch over both, so the gradient all-reduce crosses the link); the link becomes
+// `change` after 5 iterations in every node. Prints the zone pair's correction, the re-plans
+// and their reasons, and tokens/s before, during and after.
+void link_scenario(const std::string& sailor, const std::filesystem::path& dir,
+                   const std::string& change, int iterations) {
+  const auto job = dir / "job-batch64.yaml";
+  {
+    std::ifstream tiny(std::string(SAILOR_SOURCE_DIR) + "/configs/jobs/tiny.yaml");
+    std::stringstream text;
+    text << tiny.rdbuf();
+    std::string yaml = text.str();
+    const auto at = yaml.find("global_batch: 8");
+    if (at != std::string::npos)
+      yaml.replace(at, 15, "global_batch: 64");
+    std::ofstream(job) << yaml;
+  }
+  const auto summary = dir / "summary-link.json";
+  const std::string cmd = sailor + " demo --model " + SAILOR_SOURCE_DIR "/configs/models/tiny.yaml --job " +
+                          job.string() + " --nodes 2 --zones 2 --iterations " +
+                          std::to_string(iterations) + " --link-change-at 5 --link-change " + change +
+                          " --profile-cache " + (dir / "profiles-link").string() +
+                          " --no-dashboard --summary-json " + summary.string() + " > " +
+                          (dir / "demo.out").string() + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream in(summary);
+  if (rc != 0 || !in) {
+    std::printf("link change: demo failed (exit %d)\n", rc);
+    return;
+  }
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  std::printf("\nlink local-a<->local-b changed to %s after iteration 5 (2 nodes, 2 zones): "
+              "tokens/s before %.0f, during %.0f, after the re-plan %.0f; re-plans %d\n",
+              change.c_str(), j.value("tokens_per_s_before", 0.0), j.value("tokens_per_s_during", 0.0),
+              j.value("tokens_per_s_after", 0.0), j.value("replans", 0));
+  std::printf("  the last plan: %s\n", shape_of(j.value("plan", nlohmann::json{})).c_str());
+  for (const auto& [key, factor] : j.value("link_factors", std::map<std::string, double>{}))
+    std::printf("  link %s: all-reduce measured/predicted %.2f\n", key.c_str(), factor);
+  for (const auto& why : j.value("replan_reasons", std::vector<std::string>{}))
+    std::printf("  reason: %s\n", why.c_str());
+  for (const auto& note : j.value("loop_notes", std::vector<std::string>{}))
+    if (note.find("not re-planning") != std::string::npos)
+      std::printf("  %s\n", note.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -101,6 +147,9 @@ int main(int argc, char** argv) {
   app.add_option("--straggler-slowdown", straggler_slowdown,
                  "the straggler scenario's slowdown (1: skip it)");
   app.add_option("--learn", learn, "iterations (after the first) the correction learns from");
+  std::string link_change = "local-a:local-b=30,5";
+  app.add_option("--link-change", link_change,
+                 "the link scenario's changed link, ZONE_A:ZONE_B=LATENCY_MS,MBPS (empty: skip it)");
   CLI11_PARSE(app, argc, argv);
   const std::string sailor = std::string(SAILOR_BIN_DIR) + "/sailor";
   const auto dir = std::filesystem::temp_directory_path() / ("sim_vs_runtime-" + std::to_string(::getpid()));
@@ -168,6 +217,8 @@ int main(int argc, char** argv) {
         std::printf("  reason: %s\n", why.c_str());
     }
   }
+  if (!link_change.empty())
+    link_scenario(sailor, dir, link_change, 30);
   std::filesystem::remove_all(dir);
   return 0;
 }

@@ -29,6 +29,24 @@ std::string share_text(const config::plan& p, const std::string& node) {
   return "layers " + out + " of " + std::to_string(total);
 }
 
+// The same stages, layers, micro-batch and replicas (type, zone, TP) in the same order: the
+// nodes a plan is placed on aside.
+bool same_shape(const config::plan& a, const config::plan& b) {
+  if (a.micro_batch != b.micro_batch || a.stages.size() != b.stages.size())
+    return false;
+  for (std::size_t s = 0; s < a.stages.size(); ++s) {
+    const auto &x = a.stages[s], &y = b.stages[s];
+    if (x.first_layer != y.first_layer || x.num_layers != y.num_layers ||
+        x.recompute != y.recompute || x.replicas.size() != y.replicas.size())
+      return false;
+    for (std::size_t r = 0; r < x.replicas.size(); ++r)
+      if (x.replicas[r].gpu_type != y.replicas[r].gpu_type ||
+          x.replicas[r].zone != y.replicas[r].zone || x.replicas[r].tp != y.replicas[r].tp)
+        return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void node_speeds::add(const std::string& node, double compute_s, double predicted_compute_s) {
@@ -99,6 +117,11 @@ std::optional<std::string> drift_watch::check(const std::vector<actors::board_ra
     return std::nullopt;
   last_checked_ = done;
   auto slow = speeds_.straggler(options_);
+  // A link that drifted explains the slowness of the nodes it joins (their backward waits in
+  // the overlapped all-reduce): no straggler is judged, nor are samples held back as a
+  // suspect's, until a plan predicted on the corrected link runs.
+  if (slow && link_drifted(running))
+    slow.reset();
   if (loop_) {
     std::lock_guard lock{loop_->mu};
     loop_->suspect = slow.has_value();
@@ -242,6 +265,20 @@ std::optional<std::string> drift_watch::link_note() {
   return out;
 }
 
+bool drift_watch::link_drifted(const plan_prediction& running) const {
+  if (!loop_)
+    return false;
+  std::lock_guard lock{loop_->mu};
+  for (const auto& [k, f] : loop_->links.factors()) {
+    auto then = running.link_factors.find(k);
+    const double m = f / (then == running.link_factors.end() ? 1.0 : then->second);
+    if (loop_->links.samples(k) >= options_.link_samples &&
+        std::max(m, 1 / m) >= options_.link_factor)
+      return true;
+  }
+  return false;
+}
+
 std::optional<std::string> drift_watch::link_drift(
   const plan_prediction& running, const std::vector<actors::iteration_record>& records, int left,
   const std::set<std::string>& gone, const std::optional<config::plan>& current) {
@@ -318,6 +355,10 @@ std::optional<std::string> drift_watch::link_drift(
   const std::string why = std::string(head) + tail;
   if (running.planner == "fixed") {
     why_not_ = "not re-planning: " + why + " (the plan is fixed: --plan)";
+    return std::nullopt;
+  }
+  if (same_shape(choice->plan, *current)) {
+    why_not_ = "not re-planning: " + why + " (the search keeps the running plan's shape)";
     return std::nullopt;
   }
   if (gain <= options_.threshold) {

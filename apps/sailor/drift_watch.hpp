@@ -116,6 +116,8 @@ private:
   // running plan was predicted with and the search's plan on the corrected links beats the
   // measured iteration time by the threshold; a fixed plan is never re-planned (why not is
   // noted instead).
+  // Whether a zone pair's correction moved `link_factor` times off the running plan's.
+  bool link_drifted(const plan_prediction& running) const;
   std::optional<std::string> link_drift(const plan_prediction& running,
                                         const std::vector<actors::iteration_record>& records,
                                         int left, const std::set<std::string>& gone,
