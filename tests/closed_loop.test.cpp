@@ -59,6 +59,64 @@ TEST_CASE("sailor demo notices a straggler from telemetry and re-plans around it
   CHECK(after > 1.5 * during);
 }
 
+TEST_CASE("sailor demo: a link slowed at run time moves its zone pair's correction, and the job says why it does not re-plan") {
+  temp_dir dir;
+  const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+  // One stage of two replicas, one per zone: the gradient all-reduce crosses the link (the
+  // search, on this model, keeps to one zone).
+  const auto plan = dir.write("plan.yaml",
+                              "micro_batch: 1\nglobal_batch: 8\nstages:\n"
+                              "  - layers: {first: 0, count: 6}\n    replicas:\n"
+                              "      - {gpu: CPU, zone: local-a, tp: 1}\n"
+                              "      - {gpu: CPU, zone: local-b, tp: 1}\n");
+  const auto summary = dir.path("summary.json");
+  // 2 ms, 100 MB/s (the cluster's) to 30 ms, 10 MB/s after 3 iterations: each of the
+  // all-reduce's crossings of the ~0.9 MB of gradients then takes 0.1 s or more.
+  auto r = run_command(sailor_bin() + " demo --job " + configs + "/jobs/tiny.yaml --model " +
+                         configs + "/models/tiny.yaml --nodes 2 --zones 2 --iterations 11 " +
+                         "--plan " + plan + " --link-change-at 3 --link-change local-a:local-b=30,10 " +
+                         "--profile-cache " + dir.path("profiles") +
+                         " --no-dashboard --summary-json " + summary,
+                       120);
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("link local-a <-> local-b changed to 30.0 ms, 10 MB/s in 2 nodes") != std::string::npos);
+  std::ifstream in(summary);
+  REQUIRE(in);
+  auto j = nlohmann::json::parse(in);
+  CHECK(j["iterations_completed"].get<int>() == 11);
+  CHECK(j["link_change_at"].get<int>() == 3);
+  // The link's correction: its all-reduce measured against the plan's prediction. The shaper
+  // never releases early, so load can only push it further up.
+  REQUIRE(j["link_factors"].contains("local-a<->local-b"));
+  CHECK(j["link_factors"]["local-a<->local-b"].get<double>() > 4);
+  // A fixed plan is not re-planned; the job says so, with the search's answer on the
+  // corrected link.
+  CHECK(j["replans"].get<int>() == 0);
+  bool why_not = false;
+  for (const auto& note : j["loop_notes"]) {
+    const auto text = note.get<std::string>();
+    why_not = why_not || (text.find("not re-planning: link local-a<->local-b") != std::string::npos &&
+                          text.find("the plan is fixed") != std::string::npos &&
+                          text.find("predicted gain") != std::string::npos);
+  }
+  CHECK(why_not);
+}
+
+TEST_CASE("sailor demo refuses a bad link change, naming the option, before starting anything") {
+  const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+  const std::string base = sailor_bin() + " demo --job " + configs + "/jobs/tiny.yaml --model " +
+                           configs + "/models/tiny.yaml --nodes 2 --zones 2 --iterations 6 --no-dashboard ";
+  auto zone = run_command(base + "--link-change-at 2 --link-change local-a:local-z=30,5", 30);
+  CHECK(zone.exit_code == 2);
+  CHECK(zone.err.find("--link-change") != std::string::npos);
+  CHECK(zone.err.find("no zone 'local-z'") != std::string::npos);
+  auto alone = run_command(base + "--link-change local-a:local-b=30,5", 30);
+  CHECK(alone.exit_code == 2);
+  CHECK(alone.err.find("--link-change-at") != std::string::npos);
+}
+
 TEST_CASE("sailor demo plans on the catalog when profiling fails, and says what is missing") {
   temp_dir dir;
   const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";

@@ -1,5 +1,6 @@
 // The link shaper and the link probe over real transports: a shaped link never delivers
-// before its latency and bandwidth allow, and a probe measures the shaped link.
+// before its latency and bandwidth allow, a link changed at run time holds from then on, and a
+// probe measures the shaped link.
 
 #include <doctest/doctest.h>
 
@@ -21,6 +22,7 @@
 #include <thread>
 
 #include "sailor/comm/link_probe.hpp"
+#include "sailor/comm/link_table.hpp"
 #include "sailor/protocol/codec.hpp"
 #include "transport_harness.hpp"
 
@@ -105,6 +107,44 @@ TEST_CASE("link shaping never delivers before the configured latency and bandwid
   }
   CHECK(first >= 0.99 * expected_first);
   CHECK(last >= 0.99 * expected_last);
+}
+
+TEST_CASE("link shaping: a link changed at run time holds the bytes sent from then on (20 ms, then 150 ms)") {
+  config::zone_link link;
+  link.latency_s = 0.020;
+  link.bandwidth_gbytes_per_s = 0.050;
+  auto changes = std::make_shared<link_table>();
+  auto lookup = overridden(changes, [link](const std::string& a, const std::string& b) {
+    return a == b ? config::zone_link{} : link;
+  });
+  using clk = std::chrono::steady_clock;
+  event_box box;
+  std::vector<clk::time_point> arrivals;
+  client_events ev;
+  auto server_t = make_shaped_transport(sailor::test::make_tcp(opts("server", "zone-a")), lookup);
+  auto client_t = make_shaped_transport(sailor::test::make_tcp(opts("client", "zone-b")), lookup);
+  auto l = server_t->listen(address{"127.0.0.1", 0}, [&](const connection_ptr&) {
+    connection_handlers h;
+    h.on_control = [&](std::vector<std::byte>) { box.update([&] { arrivals.push_back(clk::now()); }); };
+    return h;
+  });
+  REQUIRE(l.ok());
+  auto conn = client_t->connect((*l)->local_address(), ev.handlers());
+  REQUIRE(conn.ok());
+  REQUIRE(ev.box.wait_for([&] { return ev.opened; }, wait_s));
+  // One message at a time on the one open connection: its one-way time, never under the
+  // link's latency (the shaper never releases early; an upper bound would fail under load).
+  auto one_way = [&](int i) {
+    auto sent = clk::now();
+    (*conn)->send_control(encode("client", protocol::heartbeat{"client", static_cast<std::uint64_t>(i)}), nullptr);
+    REQUIRE(box.wait_for([&] { return arrivals.size() == static_cast<std::size_t>(i + 1); }, wait_s));
+    std::lock_guard lock(box.mutex());
+    return std::chrono::duration<double>(arrivals.back() - sent).count();
+  };
+  CHECK(one_way(0) >= 0.99 * 0.020);
+  changes->set(*parse_link_change("zone-b:zone-a=150,50", "test"));
+  CHECK(one_way(1) >= 0.99 * 0.150);
+  CHECK(one_way(2) >= 0.99 * 0.150);
 }
 
 TEST_CASE("a link probe measures the shaped link (20 ms, 50 MB/s), and a dead responder is an error") {

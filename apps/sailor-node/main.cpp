@@ -36,6 +36,7 @@
 #include "job_token.hpp"
 #include "profile_command.hpp"
 #include "sailor/comm/auth.hpp"
+#include "sailor/comm/link_table.hpp"
 #include "sailor/comm/tcp.hpp"
 #include "sailor/comm/ucx.hpp"
 #include "sailor/config/log.hpp"
@@ -78,6 +79,7 @@ struct node_args {
   double join_timeout_s = 60;  ///< retry the join this long (at start, and after a drop)
   double slowdown = 1;         ///< emulation: compute stretched this many times
   std::string slowdown_file;   ///< SIGUSR2 reads the slowdown from its first line
+  std::string link_file;       ///< SIGUSR2 reads the emulated links changed from it
   double leave_in_s = 0;  ///< > 0: a preemption notice to itself this long after the start
   double grace_s = 10;    ///< after a notice: the longest it stays to hand over its state
 };
@@ -288,6 +290,7 @@ struct session_context {
   std::shared_ptr<train::memory_shards> memory;  // ranks' state when a plan ends (recovery)
 #endif
   std::shared_ptr<std::atomic<double>> slowdown = std::make_shared<std::atomic<double>>(1.0);
+  std::shared_ptr<comm::link_table> links = std::make_shared<comm::link_table>();  // --link-file
 };
 
 // Joins the coordinator, retrying with backoff while it is not up, until `deadline`.
@@ -342,6 +345,7 @@ int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& st
     training.transport = ctx.data;
     training.make_data_transport = data_transport_maker(ctx.args, ctx.advertise);
     training.slowdown = ctx.slowdown;
+    training.link_changes = ctx.links;
     training.memory = ctx.memory;
     auto trainer = std::make_shared<train::node_trainer>(std::move(training));
     options.hook = [trainer](const actors::stage_role& role, actors::stage_ready_fn ready) {
@@ -414,6 +418,33 @@ void reload_slowdown(const std::string& file, std::atomic<double>& slowdown) {
   std::fprintf(stderr, "sailor-node: compute now stretched %.2f times\n", f);
 }
 
+// --link-file: the emulated links changed (comm/link_table.hpp), all or none; a bad file is
+// an error naming its line, and changes nothing.
+sailor::status reload_links(const std::string& file, comm::link_table& links) {
+  auto changes = comm::read_link_changes(file);
+  if (!changes)
+    return changes.error();
+  for (auto& l : *changes) {
+    std::fprintf(stderr, "sailor-node: link %s <-> %s now %.1f ms, %.3g MB/s (--link-file)\n",
+                 l.from.c_str(), l.to.c_str(), l.latency_s * 1000, l.bandwidth_gbytes_per_s * 1000);
+    links.set(std::move(l));
+  }
+  return {};
+}
+
+// SIGUSR2: the emulation files read again, those given that exist (a missing one is no
+// change; the demo writes them only when it changes something).
+void reload_emulation(const session_context& ctx) {
+  std::error_code ec;
+  const auto& a = ctx.args;
+  if (!a.slowdown_file.empty() && std::filesystem::exists(a.slowdown_file, ec))
+    reload_slowdown(a.slowdown_file, *ctx.slowdown);
+  if (!a.link_file.empty() && std::filesystem::exists(a.link_file, ec))
+    if (auto err = reload_links(a.link_file, *ctx.links))
+      std::fprintf(stderr, "sailor-node: SIGUSR2: %s; the links stay as they were\n",
+                   err->to_string().c_str());
+}
+
 // Runs the node's sessions with SIGTERM/SIGINT turned into a stop (a preemption notice).
 int run_until_stopped(session_context& ctx) {
   // SIGTERM/SIGINT go through a self-pipe to a watcher thread. A handler, not a signal mask:
@@ -428,7 +459,7 @@ int run_until_stopped(session_context& ctx) {
   sigemptyset(&action.sa_mask);
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGUSR2, &action, nullptr);  // --slowdown-file read again
+  sigaction(SIGUSR2, &action, nullptr);  // --slowdown-file and --link-file read again
 
   actors::runtime_config cfg;
   caf::actor_system system{cfg};
@@ -439,7 +470,7 @@ int run_until_stopped(session_context& ctx) {
       while (::read(signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
       }
       if (sig == SIGUSR2) {
-        reload_slowdown(ctx.args.slowdown_file, *ctx.slowdown);
+        reload_emulation(ctx);
         continue;
       }
       if (sig == SIGTERM || sig == SIGINT)
@@ -553,6 +584,12 @@ int run(const node_args& args) {
 #endif
   };
   ctx.slowdown->store(args.slowdown);
+  std::error_code missing;
+  if (!args.link_file.empty() && std::filesystem::exists(args.link_file, missing))
+    if (auto err = reload_links(args.link_file, *ctx.links)) {
+      std::fprintf(stderr, "sailor-node: error: --link-file: %s\n", err->to_string().c_str());
+      return 2;
+    }
   return run_until_stopped(ctx);
 }
 
@@ -607,6 +644,11 @@ int main(int argc, char** argv) {
     ->capture_default_str();
   app.add_option("--slowdown-file", args.slowdown_file,
                  "emulation: on SIGUSR2 the slowdown is read again from this file's first line");
+  app.add_option("--link-file", args.link_file,
+                 "emulation (with the coordinator's --emulate-links): emulated zone links "
+                 "changed at run time, one 'ZONE_A:ZONE_B=LATENCY_MS,MBPS' a line, read at the "
+                 "start and again on SIGUSR2; the shaper applies them to the bytes sent from "
+                 "then on");
   app.add_option("--leave-in", args.leave_in_s,
                  "seconds after the start at which the node gets a preemption notice (as "
                  "SIGTERM: it tells the coordinator, hands over its state, then leaves)")

@@ -4,6 +4,7 @@
 
 #include <caf/send.hpp>
 
+#include "live_drift.hpp"
 #include "live_planning.hpp"
 #include "sailor/actors/loop_note.hpp"
 
@@ -41,7 +42,8 @@ void coordinator_drift::plan_started(const actors::training_job& tj) {
     current_ = tj.plan;
   }
   if (loop_)
-    loop_->on_plan(tj.start_iteration, running.uncorrected_s, running.bottleneck_type);
+    loop_->on_plan(tj.start_iteration, running.uncorrected_s, running.bottleneck_type,
+                   cross_zone_allreduce_s(running, tj.plan));
 }
 
 void coordinator_drift::iteration(const actors::iteration_record& r,

@@ -77,6 +77,16 @@ void add_local_run_options(CLI::App* sub, local_run_args& args) {
                   "the straggler's compute stretched this many times")
     ->check(CLI::Range(1.0, 1000.0))
     ->capture_default_str();
+  sub->add_option("--link-change-at", args.link_change_at,
+                  "emulate a link change: after this many iterations every node shapes the "
+                  "zone pair of --link-change with its new latency and bandwidth (sailor-node "
+                  "--link-file and SIGUSR2); the job notices it in the all-reduces that cross "
+                  "it and re-plans when that pays (0: never)")
+    ->check(CLI::NonNegativeNumber)
+    ->capture_default_str();
+  sub->add_option("--link-change", args.link_change,
+                  "the changed link, ZONE_A:ZONE_B=LATENCY_MS,MBPS (zones local-a, local-b, ...; "
+                  "e.g. local-a:local-b=50,5)");
   sub->add_flag("--replan-on-drift", args.replan_on_drift,
                 "re-plan when a node's measured compute runs 1.5x over its own earlier figure "
                 "and the plan without it is predicted over 10% faster after the re-plan's cost "

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "live_slow_nodes.hpp"
+#include "sailor/actors/placement.hpp"
 #include "sailor/simulator/correction.hpp"
 
 namespace sailor::app {
@@ -26,6 +27,24 @@ std::string share_text(const config::plan& p, const std::string& node) {
       }
   }
   return "layers " + out + " of " + std::to_string(total);
+}
+
+// The same stages, layers, micro-batch and replicas (type, zone, TP) in the same order: the
+// nodes a plan is placed on aside.
+bool same_shape(const config::plan& a, const config::plan& b) {
+  if (a.micro_batch != b.micro_batch || a.stages.size() != b.stages.size())
+    return false;
+  for (std::size_t s = 0; s < a.stages.size(); ++s) {
+    const auto &x = a.stages[s], &y = b.stages[s];
+    if (x.first_layer != y.first_layer || x.num_layers != y.num_layers ||
+        x.recompute != y.recompute || x.replicas.size() != y.replicas.size())
+      return false;
+    for (std::size_t r = 0; r < x.replicas.size(); ++r)
+      if (x.replicas[r].gpu_type != y.replicas[r].gpu_type ||
+          x.replicas[r].zone != y.replicas[r].zone || x.replicas[r].tp != y.replicas[r].tp)
+        return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -98,13 +117,25 @@ std::optional<std::string> drift_watch::check(const std::vector<actors::board_ra
     return std::nullopt;
   last_checked_ = done;
   auto slow = speeds_.straggler(options_);
+  // A link that drifted explains the slowness of the nodes it joins (their backward waits in
+  // the overlapped all-reduce): no straggler is judged, nor are samples held back as a
+  // suspect's, until a plan predicted on the corrected link runs.
+  if (slow && link_drifted(running))
+    slow.reset();
   if (loop_) {
     std::lock_guard lock{loop_->mu};
     loop_->suspect = slow.has_value();
     if (slow && loop_->excluded.count(slow->first))
       return std::nullopt;
   }
-  if (!slow || records.size() < static_cast<std::size_t>(options_.window) || left <= 0)
+  if (!slow) {
+    auto why = link_drift(running, records, left, gone, current);
+    if (why)
+      last_replan_iteration_ = done;
+    return why;
+  }
+  if (running.planner == "fixed" || records.size() < static_cast<std::size_t>(options_.window) ||
+      left <= 0)
     return std::nullopt;
   std::vector<double> recent;
   for (auto it = records.end() - options_.window; it != records.end(); ++it)
@@ -215,7 +246,8 @@ std::optional<std::string> drift_watch::link_note() {
     for (const auto& [key, factor] : loop_->links.factors())
       now[key] = {factor, loop_->links.samples(key)};
   }
-  std::string out;
+  std::string out = std::move(why_not_);
+  why_not_.clear();
   for (const auto& [key, figure] : now) {
     auto& noted = noted_links_[key];
     if (noted > 0 && std::abs(figure.first / noted - 1) < 0.1)
@@ -231,6 +263,111 @@ std::optional<std::string> drift_watch::link_note() {
   if (out.empty())
     return std::nullopt;
   return out;
+}
+
+bool drift_watch::link_drifted(const plan_prediction& running) const {
+  if (!loop_)
+    return false;
+  std::lock_guard lock{loop_->mu};
+  for (const auto& [k, f] : loop_->links.factors()) {
+    auto then = running.link_factors.find(k);
+    const double m = f / (then == running.link_factors.end() ? 1.0 : then->second);
+    if (loop_->links.samples(k) >= options_.link_samples &&
+        std::max(m, 1 / m) >= options_.link_factor)
+      return true;
+  }
+  return false;
+}
+
+std::optional<std::string> drift_watch::link_drift(
+  const plan_prediction& running, const std::vector<actors::iteration_record>& records, int left,
+  const std::set<std::string>& gone, const std::optional<config::plan>& current) {
+  if (!loop_ || !current || left <= 0 || records.size() < static_cast<std::size_t>(options_.window))
+    return std::nullopt;
+  // The zone pair whose correction moved most off the one the running plan was predicted
+  // with, and not asked about again unless it moved by 10% more since.
+  std::string key;
+  double moved = 1, factor = 1;
+  std::size_t samples = 0;
+  auto off = [](double m) { return std::max(m, 1 / m); };
+  {
+    std::lock_guard lock{loop_->mu};
+    for (const auto& [k, f] : loop_->links.factors()) {
+      auto then = running.link_factors.find(k);
+      const double m = f / (then == running.link_factors.end() ? 1.0 : then->second);
+      auto asked = asked_links_.find(k);
+      if ((asked != asked_links_.end() && off(f / asked->second) < 1.1) ||
+          loop_->links.samples(k) < options_.link_samples)
+        continue;
+      if (off(m) > off(moved)) {
+        key = k;
+        moved = m;
+        factor = f;
+        samples = loop_->links.samples(k);
+      }
+    }
+  }
+  if (key.empty() || off(moved) < options_.link_factor)
+    return std::nullopt;
+  // The running plan's iterations only, its first (warm-up) left out.
+  std::int64_t start = 0;
+  {
+    std::lock_guard lock{loop_->mu};
+    start = loop_->plan_start_iteration;
+  }
+  std::vector<double> recent;
+  for (auto it = records.rbegin(); it != records.rend() && recent.size() < static_cast<std::size_t>(options_.window); ++it)
+    if (it->iteration > start)
+      recent.push_back(it->measured_s);
+  if (recent.size() < static_cast<std::size_t>(options_.window))
+    return std::nullopt;
+  asked_links_[key] = factor;
+  actors::plan_request what_if;
+  what_if.has_current = true;
+  what_if.current = *current;
+  for (const auto& n : nodes_)
+    if (!gone.count(n.name))
+      what_if.nodes.push_back(n);
+  auto choice = what_if_(what_if);
+  char head[240];
+  std::snprintf(head, sizeof head,
+                "link %s: what crosses it takes %.2fx the time the running plan was predicted "
+                "with (its all-reduce, median of %zu samples)",
+                key.c_str(), moved, samples);
+  if (!choice) {
+    why_not_ = std::string(head) + "; not re-planning: no plan on the corrected link: " +
+               choice.error().message;
+    return std::nullopt;
+  }
+  const double measured = median_of(recent);
+  const double cost_per_iteration = options_.replan_cost_s / left;
+  const double predicted = choice->prediction.predicted_s + cost_per_iteration;
+  const double gain = measured > 0 ? 1 - predicted / measured : 0;
+  auto described = actors::describe_plan(choice->plan);
+  std::replace(described.begin(), described.end(), '\n', ';');
+  char tail[600];
+  std::snprintf(tail, sizeof tail,
+                "; the search's plan on the corrected link (%s) is predicted %.4f s per "
+                "iteration (+%.4f s of re-planning spread over %d iterations) against %.4f s "
+                "measured: predicted gain %+.0f%%",
+                described.c_str(), choice->prediction.predicted_s,
+                cost_per_iteration, left, measured, 100 * gain);
+  const std::string why = std::string(head) + tail;
+  if (running.planner == "fixed") {
+    why_not_ = "not re-planning: " + why + " (the plan is fixed: --plan)";
+    return std::nullopt;
+  }
+  if (same_shape(choice->plan, *current)) {
+    why_not_ = "not re-planning: " + why + " (the search keeps the running plan's shape)";
+    return std::nullopt;
+  }
+  if (gain <= options_.threshold) {
+    char t[64];
+    std::snprintf(t, sizeof t, " (threshold %.0f%%)", 100 * options_.threshold);
+    why_not_ = "not re-planning: " + why + t;
+    return std::nullopt;
+  }
+  return why;
 }
 
 void drift_watch::forget_slowdown(const std::string& node) {

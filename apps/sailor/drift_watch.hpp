@@ -10,6 +10,12 @@
 // Hysteresis: a node must be slow over `window` iterations, a node left out stays out, and no
 // second drift re-plan comes within `cooldown` iterations.
 //
+// Links: a zone pair's correction (its all-reduce measured against the prediction) that moved
+// `link_factor` times off what the running plan was predicted with makes it ask the search on
+// the corrected links, and re-plan on the same terms; the search is asked again about that
+// pair only when its factor moved 10% more. Why not (the gain under the threshold, a fixed
+// plan) goes out with link_note().
+//
 // One watch serves both live paths: `sailor demo`/`sailor train` (live_drift.hpp) and
 // `sailor coordinator` (coordinator_drift.hpp); each gives it the running plan's prediction,
 // the rank reports and the completed iterations, and sends the supervisor drift_replan_atom
@@ -41,6 +47,12 @@ struct drift_options {
   /// iteration's warm-up): about 1.5 s for the demo's tiny model on this 2-core machine.
   double replan_cost_s = 2;
   int cooldown = 4;          ///< iterations after a drift re-plan before the next
+  /// A zone pair's correction this many times (or its inverse) what the running plan was
+  /// predicted with makes the job ask the search again (a link changed, or was mispredicted).
+  double link_factor = 2;
+  /// All-reduces measured over a link (two per iteration of a two-replica stage) before its
+  /// drift is acted on: the first few after a plan starts are noisy.
+  std::size_t link_samples = 6;
 };
 
 /// A node's compute against its stage's prediction, over time.
@@ -84,8 +96,9 @@ public:
                                    const std::set<std::string>& gone,
                                    const std::optional<config::plan>& current);
 
-  /// What changed in the links' correction since the last note (by 10% or more), as a line
-  /// for the log and `sailor status`; nothing when nothing did.
+  /// What changed in the links' correction since the last note (by 10% or more), and why a
+  /// link's drift did not re-plan, as a line for the log and `sailor status`; nothing when
+  /// nothing did.
   std::optional<std::string> link_note();
 
 private:
@@ -99,6 +112,16 @@ private:
                               const std::optional<config::plan>& current);
   // A re-plan not made: the node's planned speed is what it was.
   void forget_slowdown(const std::string& node);
+  // Why to re-plan when a zone pair's correction moved `link_factor` times off what the
+  // running plan was predicted with and the search's plan on the corrected links beats the
+  // measured iteration time by the threshold; a fixed plan is never re-planned (why not is
+  // noted instead).
+  // Whether a zone pair's correction moved `link_factor` times off the running plan's.
+  bool link_drifted(const plan_prediction& running) const;
+  std::optional<std::string> link_drift(const plan_prediction& running,
+                                        const std::vector<actors::iteration_record>& records,
+                                        int left, const std::set<std::string>& gone,
+                                        const std::optional<config::plan>& current);
 
   what_if_planner what_if_;
   std::shared_ptr<live_loop> loop_;
@@ -107,6 +130,8 @@ private:
   drift_options options_;
   node_speeds speeds_;
   std::map<std::string, double> noted_links_;  ///< link factors last told
+  std::map<std::string, double> asked_links_;  ///< link factors the search was last asked on
+  std::string why_not_;                        ///< a link drift not re-planned, for link_note
   std::set<std::tuple<std::int64_t, std::string, int, std::int64_t>> seen_;
   std::int64_t last_replan_iteration_ = -1000000;
   std::int64_t last_checked_ = -1;

@@ -14,6 +14,7 @@
 #include "live_slow_nodes.hpp"
 #include "sailor/actors/loop_note.hpp"
 #include "local_cluster.hpp"
+#include "sailor/comm/link_table.hpp"
 
 namespace sailor::app {
 namespace {
@@ -34,13 +35,44 @@ std::vector<actors::node_inventory> local_nodes(const local_run_args& args) {
 
 }  // namespace
 
+double cross_zone_allreduce_s(const plan_prediction& prediction, const config::plan& plan) {
+  double out = 0;
+  for (std::size_t s = 0; s < plan.stages.size() && s < prediction.stages.size(); ++s) {
+    std::set<std::string> zones;
+    for (const auto& r : plan.stages[s].replicas)
+      zones.insert(r.zone);
+    if (zones.size() > 1)
+      out = std::max(out, prediction.stages[s].allreduce_s);
+  }
+  return out;
+}
+
+namespace {
+
+// What the drift watch asks: the planning itself, but for a fixed plan the search (a fixed
+// plan is not re-planned; the search's answer says what that costs).
+local_planning_inputs searching(local_planning_inputs in) {
+  if (in.fixed) {
+    in.fixed.reset();
+    in.policy = "search";
+  }
+  return in;
+}
+
+}  // namespace
+
 local_drift::local_drift(const local_run_args& args, local_planning_inputs planning,
                          std::shared_ptr<actors::status_board> board)
     : straggler_at_(args.straggler_at), straggler_slowdown_(args.straggler_slowdown),
-      iterations_(args.iterations), enabled_(args.replan_on_drift || args.straggler_at > 0),
+      iterations_(args.iterations),
+      enabled_(args.replan_on_drift || args.straggler_at > 0 || args.link_change_at > 0),
+      link_change_at_(args.link_change_at), link_change_(args.link_change),
       board_(std::move(board)),
-      watch_([planning](const actors::plan_request& r) { return plan_and_predict(planning, r, true); },
-             planning.loop, local_nodes(args)) {}
+      watch_([asked = searching(planning)](const actors::plan_request& r) {
+               return plan_and_predict(asked, r, true);
+             },
+             planning.loop, local_nodes(args)),
+      planning_loop_(planning.loop) {}
 
 void local_drift::slow_one_node(local_cluster& cluster, training_events& events,
                                 local_progress& progress) {
@@ -66,9 +98,31 @@ void local_drift::slow_one_node(local_cluster& cluster, training_events& events,
     }
 }
 
+void local_drift::change_link(local_cluster& cluster, local_progress& progress) {
+  link_changed_ = true;
+  auto link = comm::parse_link_change(link_change_, "--link-change");
+  if (!link)  // checked with the other inputs
+    return;
+  int told = 0;
+  for (auto& c : cluster.children())
+    if (c.exit_code == -1) {
+      std::ofstream(cluster.work() / (c.name + ".links")) << link_change_ << "\n";
+      kill(c.pid, SIGUSR2);
+      ++told;
+    }
+  std::printf("  link %s <-> %s changed to %.1f ms, %.3g MB/s in %d nodes (--link-file and "
+              "SIGUSR2) after iteration %d\n",
+              link->from.c_str(), link->to.c_str(), link->latency_s * 1000,
+              link->bandwidth_gbytes_per_s * 1000, told, progress.done());
+  std::fflush(stdout);
+  progress.link_changed(progress.done(), link_change_);
+}
+
 void local_drift::step(local_cluster& cluster, training_events& events, local_progress& progress) {
   if (straggler_at_ > 0 && !straggled_ && progress.done() >= straggler_at_)
     slow_one_node(cluster, events, progress);
+  if (link_change_at_ > 0 && !link_changed_ && progress.done() >= link_change_at_)
+    change_link(cluster, progress);
   plan_prediction running;
   std::int64_t version = 0;
   std::optional<config::plan> current;
@@ -78,7 +132,8 @@ void local_drift::step(local_cluster& cluster, training_events& events, local_pr
     version = events.plan_version;
     current = events.plan;
   }
-  if (!enabled_ || !board_ || running.stages.empty() || running.planner == "fixed")
+  // A fixed plan is watched too: its links are corrected, and why it is not re-planned said.
+  if (!enabled_ || !board_ || running.stages.empty())
     return;
   const auto& gone_list = progress.preempted_nodes();
   std::set<std::string> gone{gone_list.begin(), gone_list.end()};
@@ -88,6 +143,11 @@ void local_drift::step(local_cluster& cluster, training_events& events, local_pr
     std::printf("  closed loop: %s\n", note->c_str());
     std::fflush(stdout);
     caf::anon_send(cluster.supervisor(), actors::loop_note_atom::value, *note);
+    progress.loop_note(*note);
+  }
+  if (planning_loop_) {
+    std::lock_guard lock{planning_loop_->mu};
+    progress.link_factors(planning_loop_->links.factors());
   }
   if (!why)
     return;

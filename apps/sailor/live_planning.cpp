@@ -30,7 +30,15 @@ void live_loop::observe(const actors::iteration_record& r) {
   // Each plan's first iteration pays the warm-up (allocations, first connections).
   if (r.iteration <= plan_start_iteration || bottleneck_type.empty() || suspect)
     return;
-  auto why = correction.add(bottleneck_type, raw_predicted_s, r.measured_s);
+  // Without the time on zone links when the plan has some (both sides): a link's slowness is
+  // the link's correction (drift_watch::observe_link), not the device type's.
+  double predicted = raw_predicted_s, measured = r.measured_s;
+  if (raw_cross_zone_s > 0 && r.all_reduce_s > 0 && raw_predicted_s > raw_cross_zone_s &&
+      r.measured_s > r.all_reduce_s) {
+    predicted -= raw_cross_zone_s;
+    measured -= r.all_reduce_s;
+  }
+  auto why = correction.add(bottleneck_type, predicted, measured);
   if (!why.empty()) {
     std::fprintf(stderr, "  warning: iteration %lld's time not trusted: %s\n",
                  static_cast<long long>(r.iteration + 1), why.c_str());
@@ -40,8 +48,10 @@ void live_loop::observe(const actors::iteration_record& r) {
   }
 }
 
-void live_loop::on_plan(int start_iteration, double raw_s, const std::string& type) {
+void live_loop::on_plan(int start_iteration, double raw_s, const std::string& type,
+                        double cross_zone_s) {
   std::lock_guard lock{mu};
+  raw_cross_zone_s = cross_zone_s;
   plan_start_iteration = start_iteration;
   suspect = false;
   raw_predicted_s = raw_s;

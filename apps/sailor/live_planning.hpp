@@ -33,6 +33,10 @@ struct live_loop {
   std::mutex mu;
   simulator::speed_correction correction;
   double raw_predicted_s = 0;  ///< the running plan's prediction before correction
+  /// Of it, the all-reduce of stages whose replicas span zones: left out of the GPU type's
+  /// samples with the measured all-reduce, so that a slow link is corrected as the link's, not
+  /// as the devices' (0: nothing crosses a zone).
+  double raw_cross_zone_s = 0;
   std::string bottleneck_type;  ///< GPU type of the running plan's bottleneck stage
   std::int64_t plan_start_iteration = -1;  ///< its first iteration (warm-up: not a sample)
   std::vector<std::string> refused;  ///< why samples were not trusted (the last few)
@@ -49,8 +53,10 @@ struct live_loop {
 
   /// Folds one completed iteration into the correction.
   void observe(const actors::iteration_record& r);
-  /// A new plan runs from `start_iteration` predicted `raw_s` (uncorrected).
-  void on_plan(int start_iteration, double raw_s, const std::string& type);
+  /// A new plan runs from `start_iteration` predicted `raw_s` (uncorrected), `cross_zone_s`
+  /// of it in all-reduces across zones.
+  void on_plan(int start_iteration, double raw_s, const std::string& type,
+               double cross_zone_s = 0);
 };
 
 /// The search's plan over `nodes` (unplaced: the supervisor places it), fed by `profile` (null:

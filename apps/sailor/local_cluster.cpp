@@ -170,7 +170,8 @@ status local_cluster::spawn_node(const std::string& node_binary, const std::stri
                  "--devices", "cpu:1", "--name", c.name, "--transport", "tcp", "--token-file",
                  token_file_.string(), "--state-dir", work_.string(), "--log-dir",
                  "",  // its log is c.log already
-                 "--slowdown-file", (work_ / (c.name + ".slowdown")).string()},
+                 "--slowdown-file", (work_ / (c.name + ".slowdown")).string(), "--link-file",
+                 (work_ / (c.name + ".links")).string()},
                 c.log);
   if (c.pid < 0)
     return failure("cannot start " + node_binary);

@@ -66,6 +66,10 @@ struct local_run_args {
   /// Re-plan when telemetry shows a straggler and a plan without it is clearly faster
   /// (implied by straggler_at).
   bool replan_on_drift = false;
+  /// Change one emulated link after this many iterations (0: never), to `link_change`
+  /// ("ZONE_A:ZONE_B=LATENCY_MS,MBPS", comm/link_table.hpp), in every node.
+  int link_change_at = 0;
+  std::string link_change;
 };
 
 /// The options both subcommands take (defaults as `args` holds them).

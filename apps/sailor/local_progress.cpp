@@ -197,11 +197,19 @@ nlohmann::json local_progress::summary_json(double wall_s) const {
   j["measured_iteration_s"] = measured;
   j["replans"] = plans_ > 0 ? plans_ - 1 : 0;
   j["replan_reasons"] = replan_reasons_;
-  if (straggler_at_ > 0) {
-    // Before the slowdown, between it and the plan made on drift, and after that plan.
+  if (link_change_at_ > 0) {
+    j["link_change_at"] = link_change_at_;
+    j["link_change"] = link_change_;
+  }
+  j["link_factors"] = link_factors_;
+  j["loop_notes"] = loop_notes_;
+  if (straggler_at_ > 0 || link_change_at_ > 0) {
+    // Before the slowdown (or the link's change), between it and the plan made on drift, and
+    // after that plan.
     const int drift = drift_plan_ > 0 ? drift_plan_ : plans_ + 1;
-    const int at = straggler_at_;
-    j["straggler_at"] = at;
+    const int at = straggler_at_ > 0 ? straggler_at_ : link_change_at_;
+    if (straggler_at_ > 0)
+      j["straggler_at"] = at;
     j["tokens_per_s_before"] =
       tokens_per_s_where([&](int plan, std::int64_t it) { return plan < drift && it < at; });
     j["tokens_per_s_during"] =

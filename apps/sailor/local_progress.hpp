@@ -83,6 +83,15 @@ public:
   }
   /// The emulated straggler was slowed after `iteration` iterations.
   void straggled(int iteration) { straggler_at_ = iteration; }
+  /// The emulated link was changed (`change`, comm/link_table.hpp) after `iteration` iterations.
+  void link_changed(int iteration, std::string change) {
+    link_change_at_ = iteration;
+    link_change_ = std::move(change);
+  }
+  /// What the closed loop noted (link corrections, a link drift not re-planned).
+  void loop_note(std::string note) { loop_notes_.push_back(std::move(note)); }
+  /// The zone pairs' corrections now (simulator::link_key -> measured over predicted).
+  void link_factors(std::map<std::string, double> f) { link_factors_ = std::move(f); }
   /// The job asked for a re-plan on drift (the next plan is its answer).
   void drift_replan(const std::string& reason) {
     replan_reasons_.push_back(reason);
@@ -125,6 +134,10 @@ private:
   std::vector<std::pair<int, actors::iteration_record>> history_;
   std::vector<std::string> replan_reasons_;
   int straggler_at_ = 0;
+  int link_change_at_ = 0;
+  std::string link_change_;
+  std::vector<std::string> loop_notes_;
+  std::map<std::string, double> link_factors_;
   int drift_plan_ = 0;  // the plan made on drift (0: none)
   // Tokens per second over the history's records that `keep` selects (each plan's first
   // iteration left out).

@@ -5,12 +5,42 @@
 #include <unistd.h>
 
 #include "demo_corpus.hpp"
+#include "live_drift.hpp"
 #include "live_planning.hpp"
+#include "sailor/comm/link_table.hpp"
 #include "sailor/config/load.hpp"
 
 namespace sailor::app {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// --link-change-at and --link-change: both or neither, a link between two of the run's zones,
+// before the last iteration.
+status check_link_change(const local_run_args& args, const config::cluster& cluster,
+                         int iterations) {
+  auto bad = [](const std::string& why, const std::string& field) {
+    return sailor::error{error_kind::invalid_input, why, "", 0, field};
+  };
+  if (args.link_change_at == 0 && args.link_change.empty())
+    return {};
+  if (args.link_change_at <= 0 || args.link_change_at >= iterations)
+    return bad("expected a number of iterations from 1 to " + std::to_string(iterations - 1) +
+                 " with --link-change",
+               "--link-change-at");
+  auto link = comm::parse_link_change(args.link_change, "--link-change");
+  if (!link)
+    return link.error();
+  for (const auto* zone : {&link->from, &link->to})
+    if (!cluster.find_zone(*zone))
+      return bad("no zone '" + *zone + "' among the run's " + std::to_string(args.zones) +
+                   " zones (local-a, local-b, ...)",
+                 "--link-change");
+  return {};
+}
+
+}  // namespace
 
 result<local_inputs> load_inputs(const local_run_args& args, const fs::path& work) {
   auto bad = [](const std::string& why, const std::string& field) {
@@ -62,6 +92,8 @@ result<local_inputs> load_inputs(const local_run_args& args, const fs::path& wor
                          "the catalog has no 'CPU' GPU type (the nodes' devices)", args.cluster,
                          0, "gpus"};
   in.cluster = local_zones_cluster(*base, args.nodes, args.zones);
+  if (auto err = check_link_change(args, in.cluster, in.iterations))
+    return *err;
   if (!args.plan.empty()) {
     auto p = config::load_plan(args.plan, in.model);
     if (!p)
@@ -137,7 +169,8 @@ actors::coordinator_options coordinator_options_for(const local_inputs& in,
       std::lock_guard lock{events.mu};
       prediction = events.prediction;
     }
-    loop->on_plan(tj.start_iteration, prediction.uncorrected_s, prediction.bottleneck_type);
+    loop->on_plan(tj.start_iteration, prediction.uncorrected_s, prediction.bottleneck_type,
+                  cross_zone_allreduce_s(prediction, tj.plan));
     std::lock_guard lock{events.mu};
     tj.predicted_iteration_s = events.prediction.predicted_s;
     events.plan = tj.plan;

@@ -162,7 +162,7 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
     c.host = options.advertise;
     c.timeout = gopts.timeout;
     c.prefix = gopts.prefix;
-    return data_plane_options(job.plan, rr, job.links, std::move(c));
+    return data_plane_options(job.plan, rr, job.links, std::move(c), options.link_changes);
   }
 
   // The report of a completed iteration: its measurements and the newest checkpoint shard.

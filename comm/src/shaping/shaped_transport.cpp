@@ -74,7 +74,7 @@ public:
   connection_ptr inner_;
   connection_handlers user_;  // called on the inner progress thread only
   // Guarded by core_->mutex_:
-  std::optional<config::zone_link> link_;
+  std::optional<std::string> peer_zone_;  // known once the handshake finished
   double link_free_s_ = 0;
   std::deque<queued_send> queue_;
   bool closing_ = false;
@@ -111,11 +111,15 @@ public:
 };
 
 void shaper_core::schedule(shaped_connection& c) {
-  if (!c.link_) return;
+  if (!c.peer_zone_) return;
+  // Looked up again for every message scheduled: a link changed at run time (link_table.hpp)
+  // applies to the bytes sent from then on.
+  std::optional<config::zone_link> link;
   for (auto& s : c.queue_) {
     if (s.release_s >= 0) continue;
+    if (!link) link = links_(local_zone_, *c.peer_zone_);
     double bytes = s.tensor ? static_cast<double>(s.payload.size()) : static_cast<double>(s.control.size());
-    auto step = shape_step(*c.link_, s.enqueued_s, c.link_free_s_, bytes);
+    auto step = shape_step(*link, s.enqueued_s, c.link_free_s_, bytes);
     s.release_s = step.release_s;
     c.link_free_s_ = step.link_free_s;
   }
@@ -127,7 +131,7 @@ void shaper_core::set_link(const std::shared_ptr<shaped_connection>& c, const st
               link.latency_s, link.bandwidth_gbytes_per_s);
   {
     std::lock_guard lock(mutex_);
-    c->link_ = link;
+    c->peer_zone_ = peer_zone;
     schedule(*c);
   }
   cv_.notify_all();

@@ -9,7 +9,9 @@
 /// been serialized. Release times are monotone per connection, so order is preserved. A timer
 /// thread owned by the decorator releases messages. The link is `cluster.link(local zone,
 /// peer zone)` with the peer's zone learned in the handshake; messages issued before the
-/// handshake finished wait for it. Incoming traffic is not shaped here: the sender shapes.
+/// handshake finished wait for it. The lookup is asked again for each message scheduled, so
+/// a lookup over a link_table (link_table.hpp) changes the link at run time. Incoming traffic
+/// is not shaped here: the sender shapes.
 
 #include <functional>
 #include <memory>

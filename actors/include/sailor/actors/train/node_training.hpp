@@ -24,6 +24,7 @@
 #include "sailor/actors/train/messages.hpp"
 #include "sailor/actors/train/shard_service.hpp"
 #include "sailor/comm/channel.hpp"
+#include "sailor/comm/link_table.hpp"
 #include "sailor/comm/transport.hpp"
 
 namespace sailor::train {
@@ -47,6 +48,9 @@ struct node_training_options {
   /// times (the rank waits (F-1) x its compute after the step); changeable while training.
   /// Null or 1: none.
   std::shared_ptr<std::atomic<double>> slowdown;
+  /// Emulation (`sailor-node --link-file`): zone links changed while training, over the
+  /// job's; the shaper applies them to the bytes sent from then on. Null: none.
+  std::shared_ptr<const comm::link_table> link_changes;
   /// Where a rank keeps its state when its plan ends before the job's last iteration (the
   /// node's shard server serves it, node_recovery.hpp); null: nothing is kept in memory.
   std::shared_ptr<memory_shards> memory;
