@@ -3,8 +3,6 @@
 // Only with LibTorch: the profiler lives in sailor_train.
 #ifdef SAILOR_WITH_TRAIN
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,6 +22,7 @@ namespace sailor::node {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+using train::process_cpu_s;
 using train::profile_options;
 
 std::vector<int> parse_list(const std::string& text) {
@@ -37,14 +36,6 @@ std::vector<int> parse_list(const std::string& text) {
     at = comma + 1;
   }
   return out;
-}
-
-// CPU seconds of this process (user and system, every thread).
-double process_cpu_s() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 }  // namespace

@@ -136,14 +136,14 @@ kind_times profile_rank(const config::model_shape& model, const profile_options&
   return out;
 }
 
+}  // namespace
+
 double process_cpu_s() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
          1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
-
-}  // namespace
 
 result<host_figures> measure_host_communication(const config::model_shape& model, int mbs,
                                                 const profile_options& o) {

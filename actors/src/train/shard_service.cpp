@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -308,6 +309,35 @@ struct fetch_call {
   }
 };
 
+// Connects to `where` with `h` (whose handlers settle `call`), sends with `send` once the
+// handshake (the job token) is through (a frame before it is refused by the serving side), and
+// waits for the answer, all within `timeout`: "" once `call` has its outcome, else what did not
+// come in time.
+result<std::string> exchange(comm::transport& transport, const comm::address& where,
+                             comm::connection_handlers h, fetch_call& call,
+                             const std::function<void(comm::connection&)>& send,
+                             std::chrono::milliseconds timeout) {
+  auto conn = transport.connect(where, std::move(h));
+  if (!conn)
+    return conn.error();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock lock{call.mutex};
+  if (!call.done.wait_until(lock, deadline, [&] { return call.open || call.outcome.has_value(); })) {
+    lock.unlock();
+    (*conn)->close();
+    return "no handshake within " + std::to_string(timeout.count()) + " ms";
+  }
+  const bool failed_early = call.outcome.has_value();
+  lock.unlock();
+  if (!failed_early)
+    send(**conn);
+  lock.lock();
+  const bool answered = call.done.wait_until(lock, deadline, [&] { return call.outcome.has_value(); });
+  lock.unlock();
+  (*conn)->close();
+  return answered ? std::string{} : "no answer within " + std::to_string(timeout.count()) + " ms";
+}
+
 // One request to one holder; a "size <n>" answer comes back as an empty buffer and `size`.
 result<comm::payload_buffer> ask(comm::transport& transport, const std::string& holder,
                                  const std::string& request, std::chrono::milliseconds timeout,
@@ -341,28 +371,13 @@ result<comm::payload_buffer> ask(comm::transport& transport, const std::string& 
   };
   h.on_error = [call](const comm::transport_error& e) { call->finish(failure(e.to_string())); };
   h.on_open = [call] { call->opened(); };
-  auto conn = transport.connect(*where, h);
-  if (!conn)
-    return conn.error();
-  // The request goes once the handshake (the job token) is through: a frame before it is
-  // refused by the serving side.
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::unique_lock lock{call->mutex};
-  if (!call->done.wait_until(lock, deadline, [&] { return call->open || call->outcome.has_value(); })) {
-    lock.unlock();
-    (*conn)->close();
-    return failure("no handshake within " + std::to_string(timeout.count()) + " ms");
-  }
-  const bool failed_early = call->outcome.has_value();
-  lock.unlock();
-  if (!failed_early)
-    (*conn)->send_control(bytes_of(request), {});
-  lock.lock();
-  const bool answered = call->done.wait_until(lock, deadline, [&] { return call->outcome.has_value(); });
-  lock.unlock();
-  (*conn)->close();
-  if (!answered)
-    return failure("no answer within " + std::to_string(timeout.count()) + " ms");
+  auto waited = exchange(
+    transport, *where, std::move(h), *call,
+    [&](comm::connection& c) { c.send_control(bytes_of(request), {}); }, timeout);
+  if (!waited)
+    return waited.error();
+  if (!waited->empty())
+    return failure(*waited);
   std::lock_guard relock{call->mutex};
   if (size)
     *size = call->size;
@@ -395,29 +410,18 @@ status hand_over_shard(comm::transport& transport, const std::string& holder,
   };
   h.on_error = [call](const comm::transport_error& e) { call->finish(failure(e.to_string())); };
   h.on_open = [call] { call->opened(); };
-  auto conn = transport.connect(*where, h);
-  if (!conn)
-    return conn.error();
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::unique_lock lock{call->mutex};
-  const bool open = call->done.wait_until(
-    lock, deadline, [&] { return call->open || call->outcome.has_value(); });
-  const bool failed_early = call->outcome.has_value();
-  lock.unlock();
-  if (open && !failed_early) {
+  auto send = [&](comm::connection& c) {
     comm::tensor_descriptor desc;
     desc.type = comm::dtype::u8;
     desc.shape = {static_cast<std::int64_t>(bytes->size())};
     desc.name = path;
-    (*conn)->send_tensor(desc, *bytes, [bytes](const comm::op_status&) {});  // `bytes` lives
-  }
-  lock.lock();
-  const bool answered =
-    open && call->done.wait_until(lock, deadline, [&] { return call->outcome.has_value(); });
-  lock.unlock();
-  (*conn)->close();
-  if (!answered)
-    return failure(holder + ": no answer within " + std::to_string(timeout.count()) + " ms");
+    c.send_tensor(desc, *bytes, [bytes](const comm::op_status&) {});  // `bytes` lives
+  };
+  auto waited = exchange(transport, *where, std::move(h), *call, send, timeout);
+  if (!waited)
+    return waited.error();
+  if (!waited->empty())
+    return failure(holder + ": " + *waited);
   std::lock_guard relock{call->mutex};
   if (!*call->outcome)
     return failure(holder + ": " + call->outcome->error().message);

@@ -75,6 +75,9 @@ struct host_figures {
 result<host_figures> measure_host_communication(const config::model_shape& model, int mbs,
                                                 const profile_options& options);
 
+/// CPU seconds of this process (user and system, every thread) so far.
+double process_cpu_s();
+
 /// Reads and writes host figures as a small JSON object. Errors name the file.
 result<host_figures> load_host_figures(const std::string& path);
 status save_host_figures(const host_figures& figures, const std::string& path);
