@@ -4,6 +4,7 @@
 // implementation reaches 1.89 at iteration 2000 in about 2.5 minutes on a 2-core machine.
 //
 //   char_lm [--model FILE] [--job FILE] [--layout L] [--iterations N] [--threads T]
+//           [--blas-threads B] [--reference]
 //
 // Run from the repository root (the job's data path is relative to it). Two kinds of layout:
 // - in this process, ranks as threads meeting through an in-memory Gloo store (no zones):
@@ -214,7 +215,7 @@ int run_processes(const std::string& layout, const std::string& model_path,
 }
 
 int run_threads(const std::string& layout, const config::model_shape& model, const config::job& job,
-                int iterations, int threads);
+                int iterations, int threads, int blas_threads);
 
 }  // namespace
 
@@ -223,14 +224,16 @@ int main(int argc, char** argv) {
   std::string model_path = "configs/models/char-gpt-4x128.yaml";
   std::string job_path = "configs/jobs/tinyshakespeare-char.yaml";
   std::string layout = "single";
-  int iterations = 0, threads = 0;
+  int iterations = 0, threads = 0, blas_threads = 0;
   bool reference = false;
   app.add_option("--model", model_path, "model file");
   app.add_option("--job", job_path, "job file");
   app.add_option("--layout", layout, "single, dp2, dp4, pp2, pp2dp2 (threads) or proc-dp2, proc-pp2, proc-pp2dp2 (processes)")
       ->check(CLI::IsMember({"single", "dp2", "dp4", "pp2", "pp2dp2", "proc-dp2", "proc-pp2", "proc-pp2dp2"}));
   app.add_option("--iterations", iterations, "iterations (default: the job's)");
-  app.add_option("--threads", threads, "torch threads (default: 2 for single, 1 per rank otherwise)");
+  app.add_option("--threads", threads, "torch intra-op threads (default: 1 per rank)");
+  app.add_option("--blas-threads", blas_threads,
+                 "OpenBLAS threads (default: this machine's cores for single, as --threads otherwise)");
   app.add_flag("--reference", reference,
                "then run scripts/char_lm_reference.py (the recipe in plain PyTorch, /usr/bin/python3 "
                "with python3-torch) with the same iterations and threads, and print the ratios");
@@ -246,14 +249,15 @@ int main(int argc, char** argv) {
   const double cpu_before = cpu_seconds(RUSAGE_SELF) + cpu_seconds(RUSAGE_CHILDREN);
   const int code = layout.rfind("proc-", 0) == 0
                        ? run_processes(layout, model_path, job_path, *model, *job, iterations)
-                       : run_threads(layout, *model, *job, iterations, threads);
+                       : run_threads(layout, *model, *job, iterations, threads, blas_threads);
   if (code != 0 || !reference) return code;
   const timing ours{std::chrono::duration<double>(clock_type::now() - start).count(),
                     cpu_seconds(RUSAGE_SELF) + cpu_seconds(RUSAGE_CHILDREN) - cpu_before};
-  const int torch_threads = threads > 0 ? threads : layout == "single" ? 2 : 1;
+  const int torch_threads = threads > 0 ? threads : 1;
   const auto ref = run_reference(*job, iterations, torch_threads);
   if (!ref) return std::fprintf(stderr, "char_lm: the reference failed (needs /usr/bin/python3 with python3-torch)\n"), 1;
-  std::printf("ours: wall %.1f s, CPU %.1f s; reference (%d torch threads): wall %.1f s, CPU %.1f s; "
+  std::printf("ours: wall %.1f s, CPU %.1f s; reference (%d torch threads, OpenBLAS's default): wall "
+              "%.1f s, CPU %.1f s; "
               "ours/reference: wall %.2f, CPU %.2f (under 1 is faster)\n",
               ours.wall, ours.cpu, torch_threads, ref->wall, ref->cpu, ours.wall / ref->wall,
               ours.cpu / ref->cpu);
@@ -264,17 +268,21 @@ namespace {
 
 // Runs an in-process layout (ranks as threads).
 int run_threads(const std::string& layout, const config::model_shape& model, const config::job& job,
-                int iterations, int threads) {
+                int iterations, int threads, int blas_threads) {
   auto plan = plan_for(layout, model, job);
   if (auto st = train::validate_for_training(model, plan))
     return std::fprintf(stderr, "%s\n", st->to_string().c_str()), 2;
   auto options = train::options_from(job);
-  options.torch_threads = threads > 0 ? threads : layout == "single" ? 2 : 1;
+  options.torch_threads = threads > 0 ? threads : 1;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options.blas_threads = blas_threads > 0 ? blas_threads : layout == "single" ? cores : 0;
   const int n = train::world_size(plan);
-  std::printf("char_lm: %s (%s, %lld parameters), %s, %d iterations, layout %s (%d ranks)\n",
+  std::printf("char_lm: %s (%s, %lld parameters), %s, %d iterations, layout %s (%d ranks, %d torch "
+              "and %d OpenBLAS threads each)\n",
               model.name.c_str(), config::to_string(model.arch),
               static_cast<long long>(model.total_params()), job.data ? job.data->path.c_str() : "synthetic",
-              iterations, layout.c_str(), n);
+              iterations, layout.c_str(), n, options.torch_threads,
+              options.blas_threads > 0 ? options.blas_threads : options.torch_threads);
   comm::gloo_options gopts;
   gopts.in_process_store = comm::make_in_process_store();
   report out;

@@ -165,7 +165,7 @@ result<std::unique_ptr<stage_executor>> stage_executor::create(
                       " differs from the role's " + std::to_string(rank),
                   error_kind::invalid_input);
   try {
-    set_compute_threads(options.torch_threads);
+    set_compute_threads(options.torch_threads, options.blas_threads);
     if (options.cuda_device >= 0 && !torch::cuda::is_available())
       return failed("cuda_device " + std::to_string(options.cuda_device) +
                         " asked for, but this LibTorch sees no CUDA device",

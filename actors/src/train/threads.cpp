@@ -6,12 +6,12 @@
 
 namespace sailor::train {
 
-void set_compute_threads(int n) {
+void set_compute_threads(int n, int blas) {
   if (n <= 0) return;
   torch::set_num_threads(n);
   using setter = void (*)(int);
   if (auto* set = reinterpret_cast<setter>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
-    set(n);
+    set(blas > 0 ? blas : n);
 }
 
 }  // namespace sailor::train

@@ -8,6 +8,7 @@ namespace sailor::train {
 /// per core) spins while it waits, which on a machine with more single-threaded ranks than
 /// cores steals the cores the other ranks compute on (a block's forward ran 30x slower with 4
 /// ranks on 2 cores). OpenBLAS is looked up at run time; without it only torch is set.
-void set_compute_threads(int n);
+/// `blas` > 0 gives OpenBLAS that many threads instead of `n`.
+void set_compute_threads(int n, int blas = 0);
 
 }  // namespace sailor::train

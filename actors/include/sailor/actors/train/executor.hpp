@@ -77,6 +77,11 @@ struct train_options {
   /// Torch intra-op threads for this process; 0 leaves the setting alone (it is per process,
   /// so tests running ranks as threads set it once).
   int torch_threads = 0;
+  /// OpenBLAS's threads (its matrix products) when torch_threads is set; 0: as many as
+  /// torch_threads. One process alone on a machine trains a small model fastest with one
+  /// intra-op thread (small element-wise operators gain nothing from a second) and every
+  /// core for the products, PyTorch's own default on OpenBLAS.
+  int blas_threads = 0;
   /// -1: train on the CPU (use a Gloo factory). >= 0: parameters, activations and buffers on
   /// this CUDA device (use an NCCL factory: Gloo cannot read device memory). Needs a
   /// CUDA-enabled LibTorch; untested on this project's CPU machines.
