@@ -34,6 +34,7 @@
 #include "sailor/actors/runtime.hpp"
 #include "sailor/actors/train/checkpoint.hpp"
 #include "job_token.hpp"
+#include "node_host.hpp"
 #include "profile_command.hpp"
 #include "sailor/comm/auth.hpp"
 #include "sailor/comm/link_table.hpp"
@@ -50,6 +51,7 @@
 namespace {
 
 using namespace sailor;
+using namespace sailor::node;
 
 // The one piece of process-wide state: a signal handler can reach nothing else.
 int signal_pipe[2] = {-1, -1};
@@ -98,148 +100,6 @@ comm::transport_maker data_transport_maker(const node_args& args, const std::str
     }
     return comm::make_tcp_transport(o);
   };
-}
-
-// The address of this machine's interface that routes to host:port (a UDP socket connected
-// there: nothing is sent). Empty when the host does not resolve or no route exists.
-std::string local_address_towards(const std::string& host, std::uint16_t port) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found)
-    return {};
-  std::string out;
-  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
-  if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
-    sockaddr_in local{};
-    socklen_t len = sizeof local;
-    char text[INET_ADDRSTRLEN] = {};
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
-        ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text))
-      out = text;
-  }
-  if (fd >= 0)
-    ::close(fd);
-  ::freeaddrinfo(found);
-  return out;
-}
-
-// The address peers reach this node on: --advertise, or the interface towards the coordinator.
-result<std::string> advertised_address(const node_args& args, const std::string& host,
-                                       std::uint16_t port) {
-  auto out = args.advertise.empty() ? local_address_towards(host, port) : args.advertise;
-  if (out.empty())
-    return sailor::error{error_kind::invalid_input,
-                         "cannot tell which address of this machine reaches " + args.join +
-                           "; name it with --advertise HOST",
-                         "", 0, "--advertise"};
-  return out;
-}
-
-// The checkpoint shards under `state_dir` (relative paths), at most `limit` of them, each of
-// at most the protocol's bound (a longer path is not one Sailor wrote): the join request
-// stays under its size ceiling.
-std::vector<std::string> held_shards(const std::string& state_dir,
-                                     std::size_t limit = protocol::wire_bounds::shards_per_node) {
-  namespace fs = std::filesystem;
-  std::vector<std::string> out;
-  std::error_code ec;
-  const fs::path root = fs::path{state_dir} / "checkpoints";
-  for (fs::recursive_directory_iterator i{root, ec}, end; !ec && i != end && out.size() < limit;
-       i.increment(ec)) {
-    const auto name = i->path().filename().string();
-    if (!i->is_regular_file(ec) || name.rfind("shard-", 0) != 0 || name.size() <= 5 ||
-        name.substr(name.size() - 5) != ".ckpt")
-      continue;
-    // A corrupt shard is not offered: the job resumes from an older checkpoint instead.
-    if (auto bad = train::verify_checkpoint_shard(i->path().string())) {
-      log::get("train")->warn("[state {}] skipping checkpoint shard {}: {}", state_dir,
-                              i->path().string(), *bad);
-      continue;
-    }
-    auto relative = i->path().lexically_relative(state_dir).string();
-    if (relative.size() <= protocol::wire_bounds::shard_path_bytes)
-      out.push_back(std::move(relative));
-  }
-  return out;
-}
-
-// The default state folder of node `name`.
-std::string default_state_dir(const std::string& name) {
-  namespace fs = std::filesystem;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-    return (fs::path{xdg} / "sailor" / name).string();
-  if (const char* home = std::getenv("HOME"); home && *home)
-    return (fs::path{home} / ".cache" / "sailor" / name).string();
-  return (fs::temp_directory_path() / ("sailor-" + name)).string();
-}
-
-// The node's state folder, made if missing; the error names the folder.
-result<std::string> make_state_dir(const node_args& args, const std::string& name) {
-  const std::string dir = args.state_dir.empty() ? default_state_dir(name) : args.state_dir;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec)
-    return sailor::error{error_kind::invalid_input, dir + ": " + ec.message(), "", 0,
-                         "--state-dir"};
-  return dir;
-}
-
-// Devices from "cpu:N" or "cuda:all" / "cuda:N".
-result<std::vector<actors::device_info>> parse_devices(const std::string& text,
-                                                       std::string& default_type) {
-  std::smatch m;
-  static const std::regex pattern{R"(^(cpu|cuda):(all|[0-9]+)$)"};
-  if (!std::regex_match(text, m, pattern))
-    return sailor::error{error_kind::invalid_input,
-                         "expected cpu:N, cuda:N or cuda:all, got '" + text + "'", "", 0,
-                         "--devices"};
-  std::string kind = m[1];
-#ifndef SAILOR_WITH_CUDA
-  if (kind == "cuda")
-    return sailor::error{error_kind::invalid_input,
-                         "this sailor-node was built without CUDA (its LibTorch is CPU only): it "
-                         "cannot run on '" + text + "'; give cpu:N, or use a build with CUDA",
-                         "", 0, "--devices"};
-#endif
-  int count = 0;
-  if (m[2] == "all") {
-    if (kind == "cpu") {
-      count = static_cast<int>(std::thread::hardware_concurrency());
-    } else {
-      // Without linking CUDA here: count the device nodes the driver creates.
-      static const std::regex gpu_node{R"(^nvidia[0-9]+$)"};
-      std::error_code ec;
-      for (auto& entry : std::filesystem::directory_iterator("/dev", ec))
-        if (std::regex_match(entry.path().filename().string(), gpu_node))
-          ++count;
-    }
-  } else {
-    count = std::stoi(m[2]);
-  }
-  if (count <= 0)
-    return sailor::error{error_kind::not_found, "no " + kind + " devices found", "", 0,
-                         "--devices"};
-  std::uint64_t memory = 0;
-  if (kind == "cpu") {
-    auto pages = sysconf(_SC_PHYS_PAGES);
-    auto page = sysconf(_SC_PAGE_SIZE);
-    memory = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * page / count : 0;
-    default_type = "CPU";
-  } else {
-    default_type = "GPU";
-  }
-  std::vector<actors::device_info> out;
-  for (int k = 0; k < count; ++k)
-    out.push_back(actors::device_info{k, kind, memory});
-  return out;
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  ::gethostname(buf, sizeof(buf) - 1);
-  return buf;
 }
 
 // A stop asked for by a signal: the agent of the session in progress is told (a preemption
@@ -534,12 +394,12 @@ int run(const node_args& args) {
       std::fprintf(stderr, "sailor-node: --log-dir: cannot write %s; logging to stderr only\n",
                    file.c_str());
   }
-  auto advertise = advertised_address(args, where->host, where->port);
+  auto advertise = advertised_address(args.advertise, where->host, where->port);
   if (!advertise) {
     std::fprintf(stderr, "sailor-node: %s\n", advertise.error().message.c_str());
     return 2;
   }
-  auto state_dir = make_state_dir(args, options.inventory.name);
+  auto state_dir = make_state_dir(args.state_dir, options.inventory.name);
   if (!state_dir) {
     std::fprintf(stderr, "sailor-node: --state-dir %s\n", state_dir.error().message.c_str());
     return 2;
