@@ -93,9 +93,14 @@ void recovery_on_loss(supervisor* self) {
     rec.expected += static_cast<int>(node.roles.size());
   for (auto& [name, node] : rec.leaving)
     rec.expected += node.ranks;
-  rec.waiting = rec.expected > 0;
-  if (!rec.waiting)
+  // Nothing (more) to wait for, as when a second loss takes the last survivors: the wait
+  // ends now, and a plan held meanwhile goes on (it was left held, and the supervisor stalled
+  // in planning while new nodes joined).
+  rec.waiting = true;
+  if (rec.received >= rec.expected) {
+    maybe_resume(self);
     return;
+  }
   self->delayed_send(self, st.options.state_wait, recovery_wait_atom::value, ++rec.serial);
 }
 

@@ -141,12 +141,15 @@ result<measured_profile> profile_for_prediction(const local_planning_inputs& in,
                                                 const actors::plan_request& request,
                                                 const config::plan& real,
                                                 std::optional<result<measured_profile>> searched_on) {
-  const bool recovering = request.has_current && searched_on && *searched_on;
+  const bool recovering = request.has_current && !request.current.stages.empty();
   if (!recovering || in.profile_source) return profile_of(in, request, real);
-  local_planning_inputs cached = in;
-  cached.profile.cached_only = true;
-  auto exact = obtain_profile(cached.profile, in.node_binary, in.work, real);
-  return exact ? std::move(exact) : std::move(*searched_on);
+  profile_request cached = in.profile;
+  cached.cached_only = true;
+  if (auto exact = obtain_profile(cached, in.node_binary, in.work, real)) return exact;
+  if (searched_on && *searched_on) return std::move(*searched_on);
+  // Planned without a profile (`--planner even`): the one the running plan was predicted with.
+  if (auto running = obtain_profile(cached, in.node_binary, in.work, request.current)) return running;
+  return profile_of(in, request, real);
 }
 
 }  // namespace
