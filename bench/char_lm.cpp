@@ -17,7 +17,7 @@
 //   layout is the one named; the figures come from the run's summary JSON.
 // Every rank shares this machine's cores.
 
-#include <sailor/actors/train/executor.hpp>
+#include <sailor/train/executor.hpp>
 #include <sailor/comm/collective.hpp>
 #include <sailor/config/load.hpp>
 

@@ -61,7 +61,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sailor/actors/runtime.hpp"
-#include "sailor/actors/train/shard_service.hpp"
+#include "sailor/train/shard_service.hpp"
 
 namespace {
 

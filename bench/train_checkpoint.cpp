@@ -11,8 +11,8 @@
 // rank 1 the head. Each checkpointed iteration is followed by flush_checkpoints(), timed: that
 // is the background write, which in training overlaps the next iteration.
 
-#include <sailor/actors/train/checkpoint.hpp>
-#include <sailor/actors/train/executor.hpp>
+#include <sailor/train/checkpoint.hpp>
+#include <sailor/train/executor.hpp>
 #include <sailor/models/shapes.hpp>
 
 #include <CLI/CLI.hpp>

@@ -24,7 +24,7 @@
 
 #include <torch/csrc/autograd/profiler_legacy.h>
 
-#include "../actors/src/train/fused_adamw.hpp"
+#include "../train/src/fused_adamw.hpp"
 
 #include <algorithm>
 #include <cstdio>

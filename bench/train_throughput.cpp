@@ -17,7 +17,7 @@
 // both sides back to back, alternating which goes first, and the bench reports the median of
 // the per-round ratios with their spread (min..max), by wall time and by CPU time.
 
-#include <sailor/actors/train/executor.hpp>
+#include <sailor/train/executor.hpp>
 #include <sailor/models/shapes.hpp>
 
 #include <spawn.h>

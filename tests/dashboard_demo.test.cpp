@@ -91,6 +91,92 @@ int count_of(const std::string& text, const std::string& what) {
   return n;
 }
 
+
+// The whole loss curve after training ended, resumed after the loss: every point measured and
+// predicted, the plan after the notice marked as a re-plan with its recovery time.
+void check_curve(dashboard_client& web, json& metrics, std::int64_t newest_at_notice) {
+  auto& points = metrics["points"];
+  REQUIRE(points.size() == iterations);
+  for (int k = 0; k < iterations; ++k) {
+    CHECK(points[k]["iteration"] == k);
+    CHECK(points[k]["measured_s"].get<double>() > 0);
+    CHECK(points[k]["predicted_s"].get<double>() > 0);
+    CHECK(points[k]["tokens_per_s"].get<double>() > 0);
+  }
+  CHECK(points.back()["loss"].get<double>() < points.front()["loss"].get<double>());
+  CHECK(points.back()["plan_version"].get<int>() >= 2);
+  // Marks: plan v1 from the start, and the plan after the loss where it resumed.
+  auto& replans = metrics["replans"];
+  REQUIRE(replans.size() >= 2);
+  CHECK(replans[0]["first_iteration"] == 0);
+  auto& resumed = replans.back();
+  CHECK(resumed["first_iteration"].get<std::int64_t>() <= newest_at_notice + 2);
+  CHECK(resumed["reason"].get<std::string>().find("lost") != std::string::npos);
+  CHECK(resumed["recovery_s"].get<double>() > 0);
+  // The since= query returns the tail.
+  auto tail = web.json("/api/metrics?since=" + std::to_string(iterations - 2));
+  CHECK(tail["points"].size() == 2);
+}
+
+// The preemption and the re-plan in the event list.
+void check_events(dashboard_client& web) {
+  auto events = web.json("/api/events");
+  bool preempted = false, replanned = false;
+  for (auto& e : events["events"]) {
+    preempted = preempted || (e["kind"] == "preempted" && e["node"] == "node-2");
+    if (e["kind"] == "plan" && e["plan_version"].get<int>() >= 2) {
+      replanned = true;
+      CHECK(e["recovery_s"].get<double>() > 0);
+    }
+  }
+  CHECK(preempted);
+  CHECK(replanned);
+}
+
+// The trace: every rank of the newest plan, its iterations and measured phases.
+void check_trace(dashboard_client& web) {
+  auto trace = web.json("/api/trace");
+  int iteration_spans = 0, compute_spans = 0, stage_names = 0;
+  for (auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "X" && e["cat"] == "iteration") {
+      ++iteration_spans;
+      CHECK(e["dur"].get<double>() > 0);
+    }
+    compute_spans += e["ph"] == "X" && e["name"] == "compute" ? 1 : 0;
+    stage_names += e["ph"] == "M" && e["name"] == "process_name" ? 1 : 0;
+  }
+  CHECK(iteration_spans > 0);
+  CHECK(compute_spans == iteration_spans);
+  CHECK(stage_names >= 1);
+}
+
+// The page after the preemption: all the points, every stage of the new plan, the preemption
+// listed as such, the zones as boxes with their nodes and states, and the link. Its screenshot
+// and DOM are kept in `artifacts`.
+void check_final_page(dashboard_client& web, const std::string& url,
+                      const std::filesystem::path& artifacts) {
+  int stages = 0;
+  const auto shot = (artifacts / "dashboard.png").string();
+  std::filesystem::remove(shot);
+  auto dom = page_until(web, url, iterations, stages, shot);
+  std::ofstream{artifacts / "dashboard.html"} << dom;
+  CHECK(dom_attribute(dom, "loss-chart", "data-points") == std::to_string(iterations));
+  CHECK(dom_attribute(dom, "plan-grid", "data-stages") == std::to_string(stages));
+  CHECK(std::regex_search(dom, std::regex{"data-kind=\"preempted\"><td>[^<]*</td>"
+                                           "<td>preempted</td><td>node-2</td>"}));
+  CHECK(dom.find("class=\"replan\"") != std::string::npos);
+  CHECK(count_of(dom, "class=\"zone\" data-zone=\"") == 2);
+  CHECK(dom.find("class=\"node preempted state-preempted\" data-node=\"node-2\"") !=
+        std::string::npos);
+  for (const char* survivor : {"node-0", "node-1"})
+    CHECK(std::regex_search(dom, std::regex{std::string{"class=\"node state-[a-z]+\" "
+                                                        "data-node=\""} + survivor + "\""}));
+  CHECK(std::regex_search(dom, std::regex{"<li>[^<]+ \u21c4 [^<]+: [0-9.]+ ms, [0-9.]+ GB/s, "
+                                          "egress \\$[0-9.]+/GB</li>"}));
+  CHECK(std::filesystem::file_size(shot) > 10000);
+  MESSAGE("screenshot: " << shot);
+}
+
 }  // namespace
 
 TEST_CASE("dashboard: during a demo with a preempted node, the API and the page show the "
@@ -144,81 +230,12 @@ TEST_CASE("dashboard: during a demo with a preempted node, the API and the page 
     return !running(demo) || (!metrics.is_null() && metrics["newest"] == iterations - 1);
   }));
   REQUIRE(running(demo));
-  auto& points = metrics["points"];
-  REQUIRE(points.size() == iterations);
-  for (int k = 0; k < iterations; ++k) {
-    CHECK(points[k]["iteration"] == k);
-    CHECK(points[k]["measured_s"].get<double>() > 0);
-    CHECK(points[k]["predicted_s"].get<double>() > 0);
-    CHECK(points[k]["tokens_per_s"].get<double>() > 0);
-  }
-  CHECK(points.back()["loss"].get<double>() < points.front()["loss"].get<double>());
-  CHECK(points.back()["plan_version"].get<int>() >= 2);
-  // Marks: plan v1 from the start, and the plan after the loss where it resumed.
-  auto& replans = metrics["replans"];
-  REQUIRE(replans.size() >= 2);
-  CHECK(replans[0]["first_iteration"] == 0);
-  auto& resumed = replans.back();
-  CHECK(resumed["first_iteration"].get<std::int64_t>() <= newest_at_notice + 2);
-  CHECK(resumed["reason"].get<std::string>().find("lost") != std::string::npos);
-  CHECK(resumed["recovery_s"].get<double>() > 0);
-  // The since= query returns the tail.
-  auto tail = web.json("/api/metrics?since=" + std::to_string(iterations - 2));
-  CHECK(tail["points"].size() == 2);
+  check_curve(web, metrics, newest_at_notice);
+  check_events(web);
+  check_trace(web);
 
-  // The preemption and the re-plan in the event list.
-  auto events = web.json("/api/events");
-  bool preempted = false, replanned = false;
-  for (auto& e : events["events"]) {
-    preempted = preempted || (e["kind"] == "preempted" && e["node"] == "node-2");
-    if (e["kind"] == "plan" && e["plan_version"].get<int>() >= 2) {
-      replanned = true;
-      CHECK(e["recovery_s"].get<double>() > 0);
-    }
-  }
-  CHECK(preempted);
-  CHECK(replanned);
-
-  // The trace: every rank of the newest plan, its iterations and measured phases.
-  auto trace = web.json("/api/trace");
-  int iteration_spans = 0, compute_spans = 0, stage_names = 0;
-  for (auto& e : trace["traceEvents"]) {
-    if (e["ph"] == "X" && e["cat"] == "iteration") {
-      ++iteration_spans;
-      CHECK(e["dur"].get<double>() > 0);
-    }
-    compute_spans += e["ph"] == "X" && e["name"] == "compute" ? 1 : 0;
-    stage_names += e["ph"] == "M" && e["name"] == "process_name" ? 1 : 0;
-  }
-  CHECK(iteration_spans > 0);
-  CHECK(compute_spans == iteration_spans);
-  CHECK(stage_names >= 1);
-
-  if (browser) {
-    // The page after the preemption: all the points, every stage of the new plan, the
-    // preemption listed as such.
-    int stages = 0;
-    const auto shot = (artifacts / "dashboard.png").string();
-    std::filesystem::remove(shot);
-    auto dom = page_until(web, url, iterations, stages, shot);
-    std::ofstream{artifacts / "dashboard.html"} << dom;
-    CHECK(dom_attribute(dom, "loss-chart", "data-points") == std::to_string(iterations));
-    CHECK(dom_attribute(dom, "plan-grid", "data-stages") == std::to_string(stages));
-    CHECK(std::regex_search(dom, std::regex{"data-kind=\"preempted\"><td>[^<]*</td>"
-                                             "<td>preempted</td><td>node-2</td>"}));
-    CHECK(dom.find("class=\"replan\"") != std::string::npos);
-    // The zones as boxes with their nodes and states (node-2 preempted), and the link.
-    CHECK(count_of(dom, "class=\"zone\" data-zone=\"") == 2);
-    CHECK(dom.find("class=\"node preempted state-preempted\" data-node=\"node-2\"") !=
-          std::string::npos);
-    for (const char* survivor : {"node-0", "node-1"})
-      CHECK(std::regex_search(dom, std::regex{std::string{"class=\"node state-[a-z]+\" "
-                                                          "data-node=\""} + survivor + "\""}));
-    CHECK(std::regex_search(dom, std::regex{"<li>[^<]+ \u21c4 [^<]+: [0-9.]+ ms, [0-9.]+ GB/s, "
-                                            "egress \\$[0-9.]+/GB</li>"}));
-    CHECK(std::filesystem::file_size(shot) > 10000);
-    MESSAGE("screenshot: " << shot);
-  }
+  if (browser)
+    check_final_page(web, url, artifacts);
 
   demo.signal(SIGTERM);  // ends the hold
   CHECK(demo.wait_exit(30s) == 0);

@@ -16,8 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <sailor/actors/train/executor.hpp>
-#include <sailor/actors/train/node_training.hpp>
+#include <sailor/train/executor.hpp>
+#include <sailor/actors/node_training.hpp>
 #include <sailor/comm/collective.hpp>
 #include <sailor/config/load.hpp>
 

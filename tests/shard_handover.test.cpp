@@ -5,7 +5,7 @@
 // A shard several nodes hold is fetched in parts from all of them at once, and whole when one
 // of them is gone.
 
-#if __has_include(<sailor/actors/train/shard_service.hpp>) && defined(SAILOR_WITH_TRAIN)
+#if __has_include(<sailor/train/shard_service.hpp>) && defined(SAILOR_WITH_TRAIN)
 
 #include <doctest/doctest.h>
 
@@ -16,7 +16,7 @@
 #include <mutex>
 #include <vector>
 
-#include "sailor/actors/train/shard_service.hpp"
+#include "sailor/train/shard_service.hpp"
 #include "sailor/comm/tcp.hpp"
 #include "temp_file.hpp"
 

@@ -4,7 +4,7 @@
 // Built only with LibTorch (the training executor); an empty program otherwise.
 #if __has_include(<sailor/models/shapes.hpp>)
 
-#include <sailor/actors/train/executor.hpp>
+#include <sailor/train/executor.hpp>
 #include <sailor/models/shapes.hpp>
 
 #include "rank_threads.hpp"

@@ -7,8 +7,8 @@
 // Built only with LibTorch (the training executor); an empty program otherwise.
 #if __has_include(<sailor/models/shapes.hpp>)
 
-#include <sailor/actors/train/executor.hpp>
-#include <sailor/actors/train/export.hpp>
+#include <sailor/train/executor.hpp>
+#include <sailor/train/export.hpp>
 #include <sailor/models/shapes.hpp>
 
 #include "rank_threads.hpp"

@@ -4,7 +4,7 @@
 // Built only with LibTorch (the training executor); an empty program otherwise.
 #if __has_include(<sailor/models/gpt.hpp>)
 
-#include "../actors/src/train/fused_adamw.hpp"
+#include "../train/src/fused_adamw.hpp"
 
 #include <doctest/doctest.h>
 

@@ -10,7 +10,7 @@
 
 #include <sailor/config/load.hpp>
 #include <sailor/config/profile.hpp>
-#include <sailor/actors/train/profiler.hpp>
+#include <sailor/train/profiler.hpp>
 
 #include <fstream>
 #include <sailor/simulator/simulator.hpp>

@@ -9,8 +9,8 @@
 // Built only with LibTorch (the training executor).
 #if __has_include(<sailor/models/shapes.hpp>)
 
-#include <sailor/actors/train/executor.hpp>
-#include <sailor/actors/train/data_plane.hpp>
+#include <sailor/train/executor.hpp>
+#include <sailor/train/data_plane.hpp>
 #include <sailor/models/shapes.hpp>
 
 #include <doctest/doctest.h>

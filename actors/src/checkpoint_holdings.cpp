@@ -1,9 +1,9 @@
-#include "sailor/actors/train/holdings.hpp"
+#include "sailor/actors/checkpoint_holdings.hpp"
 
 #include <filesystem>
 
-#include "sailor/actors/train/checkpoint.hpp"
-#include "train/checkpoint_files.hpp"
+#include "sailor/train/checkpoint.hpp"
+#include "sailor/train/checkpoint_files.hpp"
 
 namespace sailor::actors {
 

@@ -1,9 +1,9 @@
 // The supervisor's view of which node holds which checkpoint shard (no disk, no network).
-#include "sailor/actors/train/holdings.hpp"
+#include "sailor/actors/checkpoint_holdings.hpp"
 
 #include <doctest/doctest.h>
 
-#include "train/checkpoint_files.hpp"
+#include "sailor/train/checkpoint_files.hpp"
 
 using namespace sailor;
 

@@ -2,7 +2,7 @@
 
 #include "sailor/actors/rendezvous.hpp"
 #include "sailor/actors/scheduler_api.hpp"
-#include "sailor/actors/train/messages.hpp"
+#include "sailor/actors/train_messages.hpp"
 #include "sailor/comm/auth.hpp"
 
 namespace sailor::actors::detail {

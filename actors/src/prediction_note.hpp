@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "sailor/actors/train/progress.hpp"
+#include "sailor/actors/train_progress.hpp"
 
 namespace sailor::actors {
 

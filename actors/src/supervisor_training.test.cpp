@@ -5,7 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "supervisor_fixture.hpp"
-#include "train/checkpoint_files.hpp"
+#include "sailor/train/checkpoint_files.hpp"
 
 namespace {
 

@@ -8,7 +8,7 @@
 
 #include "sailor/actors/messages.hpp"
 #include "sailor/actors/rendezvous.hpp"
-#include "sailor/actors/train/messages.hpp"
+#include "sailor/actors/train_messages.hpp"
 #include "sailor/protocol/codec.hpp"
 
 namespace sailor::actors {

@@ -10,7 +10,7 @@
 #include <caf/make_message.hpp>
 
 #include "sailor/actors/runtime.hpp"
-#include "sailor/actors/train/messages.hpp"
+#include "sailor/actors/train_messages.hpp"
 
 using namespace sailor::actors;
 

@@ -32,7 +32,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include "sailor/actors/runtime.hpp"
-#include "sailor/actors/train/checkpoint.hpp"
+#include "sailor/train/checkpoint.hpp"
 #include "job_token.hpp"
 #include "node_host.hpp"
 #include "profile_command.hpp"
@@ -43,9 +43,9 @@
 #include "sailor/config/log.hpp"
 #include "sailor/protocol/limits.hpp"
 #ifdef SAILOR_WITH_TRAIN
-#include "sailor/actors/train/node_training.hpp"
-#include "sailor/actors/train/profiler.hpp"
-#include "sailor/actors/train/shard_service.hpp"
+#include "sailor/actors/node_training.hpp"
+#include "sailor/train/profiler.hpp"
+#include "sailor/train/shard_service.hpp"
 #endif
 
 namespace {

@@ -13,7 +13,7 @@
 #include <regex>
 #include <thread>
 
-#include "sailor/actors/train/checkpoint.hpp"
+#include "sailor/train/checkpoint.hpp"
 #include "sailor/config/log.hpp"
 
 namespace sailor::node {

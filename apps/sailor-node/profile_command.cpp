@@ -1,6 +1,6 @@
 #include "profile_command.hpp"
 
-// Only with LibTorch: the profiler lives in sailor_train.
+// Only with LibTorch: the profiler lives in sailor_train (train/).
 #ifdef SAILOR_WITH_TRAIN
 
 #include <algorithm>
@@ -14,7 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "sailor/actors/train/profiler.hpp"
+#include "sailor/train/profiler.hpp"
 #include "sailor/config/load.hpp"
 
 namespace sailor::node {

@@ -24,7 +24,7 @@
 #include "local_planning.hpp"
 #include "sailor/actors/messages.hpp"
 #include "sailor/actors/status_board.hpp"
-#include "sailor/actors/train/progress.hpp"
+#include "sailor/actors/train_progress.hpp"
 
 namespace sailor::app {
 

@@ -21,7 +21,7 @@
 #include "sailor/config/load.hpp"
 
 #if defined(SAILOR_WITH_TRAIN)
-#include "sailor/actors/train/export.hpp"
+#include "sailor/train/export.hpp"
 #include "sailor/models/token_data.hpp"
 #endif
 

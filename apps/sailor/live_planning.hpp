@@ -13,7 +13,7 @@
 
 #include "demo_profile.hpp"
 #include "sailor/actors/messages.hpp"
-#include "sailor/actors/train/progress.hpp"
+#include "sailor/actors/train_progress.hpp"
 #include "sailor/config/cluster.hpp"
 #include "sailor/config/job.hpp"
 #include "sailor/config/model.hpp"

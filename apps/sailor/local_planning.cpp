@@ -7,7 +7,7 @@
 #include "live_planning.hpp"
 #include "live_slow_nodes.hpp"
 #include "sailor/actors/placement.hpp"
-#include "sailor/actors/train/progress.hpp"
+#include "sailor/actors/train_progress.hpp"
 #include "sailor/simulator/simulator.hpp"
 #include "training_setup.hpp"
 

@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sailor/actors/job_supervisor.hpp"
-#include "sailor/actors/train/progress.hpp"
+#include "sailor/actors/train_progress.hpp"
 #include "sailor/config/plan.hpp"
 
 namespace sailor::app {

@@ -5,11 +5,11 @@
 #include <filesystem>
 #include <system_error>
 
-#include "sailor/actors/train/checkpoint.hpp"
+#include "sailor/train/checkpoint.hpp"
 #include "sailor/simulator/simulator.hpp"
 
 #if defined(SAILOR_WITH_TRAIN)
-#include "sailor/actors/train/executor.hpp"
+#include "sailor/train/executor.hpp"
 #include "sailor/models/token_data.hpp"
 #endif
 

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "sailor/actors/train/holdings.hpp"
+#include "sailor/actors/checkpoint_holdings.hpp"
 #include "sailor/config/error.hpp"
-#include "sailor/actors/train/messages.hpp"
+#include "sailor/actors/train_messages.hpp"
 #include "sailor/config/cluster.hpp"
 #include "sailor/config/plan.hpp"
 #include "sailor/config/job.hpp"

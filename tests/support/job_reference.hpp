@@ -11,7 +11,7 @@
 
 #include <doctest/doctest.h>
 
-#include <sailor/actors/train/executor.hpp>
+#include <sailor/train/executor.hpp>
 #include <sailor/comm/collective.hpp>
 #include <sailor/config/load.hpp>
 

@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include <sailor/actors/train/data_plane.hpp>
-#include <sailor/actors/train/executor.hpp>
+#include <sailor/train/data_plane.hpp>
+#include <sailor/train/executor.hpp>
 #include <sailor/comm/channel.hpp>
 #include <sailor/comm/collective.hpp>
 

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include <sailor/actors/train/executor.hpp>
+#include <sailor/train/executor.hpp>
 #include <sailor/config/plan.hpp>
 
 namespace sailor::testing {

@@ -8,8 +8,8 @@
 
 #include <doctest/doctest.h>
 
-#include <sailor/actors/train/executor.hpp>
-#include <sailor/actors/train/node_training.hpp>
+#include <sailor/train/executor.hpp>
+#include <sailor/actors/node_training.hpp>
 #include <sailor/comm/collective.hpp>
 #include <sailor/config/load.hpp>
 

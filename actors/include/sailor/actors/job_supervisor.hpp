@@ -55,9 +55,9 @@
 #include "sailor/actors/messages.hpp"
 #include "sailor/actors/scheduler_api.hpp"
 #include "sailor/actors/scheduler_session.hpp"
-#include "sailor/actors/train/holdings.hpp"
+#include "sailor/actors/checkpoint_holdings.hpp"
 #include "sailor/actors/status_board.hpp"
-#include "sailor/actors/train/progress.hpp"
+#include "sailor/actors/train_progress.hpp"
 
 namespace sailor::actors {
 

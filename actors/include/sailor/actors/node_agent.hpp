@@ -27,7 +27,7 @@
 
 #include "sailor/actors/messages.hpp"
 #include "sailor/actors/stage_actor.hpp"
-#include "sailor/actors/train/messages.hpp"
+#include "sailor/actors/train_messages.hpp"
 
 namespace sailor::actors {
 

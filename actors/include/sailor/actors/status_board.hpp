@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "sailor/actors/messages.hpp"
-#include "sailor/actors/train/progress.hpp"
+#include "sailor/actors/train_progress.hpp"
 
 namespace sailor::actors {
 

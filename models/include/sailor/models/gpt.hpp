@@ -3,7 +3,7 @@
 /// from tensor-parallel layers (as Megatron-LM builds it), cut into stage modules by layer
 /// range.
 ///
-/// Includes LibTorch: only the training executor (actors/src/train/) includes this header;
+/// Includes LibTorch: only the training executor (train/src/) includes this header;
 /// everything else talks to the executor through its torch-free header.
 ///
 /// Layers as in config/model.hpp: 0 = token embedding (vocabulary-parallel) + learned

@@ -84,7 +84,7 @@ struct sim_options {
   /// the receiver gathers it inside its node: one copy crosses the network (DeepSpeed's
   /// `pipe_partitioned` / `grad_partitioned`, on by default, and Megatron's scatter-gather;
   /// Sailor's measurements). false: every TP rank of the receiving replica gets a full copy
-  /// (our runtime, actors/train/executor.cpp): tp copies cross.
+  /// (our runtime, train/src/executor.cpp): tp copies cross.
   bool p2p_partitioned = true;
   /// Data-parallel groups that span zones all-reduce hierarchically, as the runtime does
   /// (comm::make_hierarchical): (1) inside each zone a reduce-scatter (equal zones) or an

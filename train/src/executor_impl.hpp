@@ -3,7 +3,7 @@
 // step, pipeline.cpp, gradient_sync.cpp and optimizer_step.cpp: its parts; executor_setup.cpp:
 // creation, communicators, gradient buckets). Private to the
 // training runtime: includes LibTorch.
-#include <sailor/actors/train/executor.hpp>
+#include <sailor/train/executor.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -23,7 +23,7 @@
 
 #include <torch/torch.h>
 
-#include <sailor/actors/train/export.hpp>
+#include <sailor/train/export.hpp>
 #include <sailor/comm/hierarchical.hpp>
 #include <sailor/config/log.hpp>
 #include <sailor/models/gpt.hpp>

@@ -1,7 +1,7 @@
 // The checkpoint index on hand-made folders (no LibTorch, no training): names, completeness
 // per writer group, and pruning.
 
-#include <sailor/actors/train/checkpoint.hpp>
+#include <sailor/train/checkpoint.hpp>
 
 #include <doctest/doctest.h>
 
@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "temp_file.hpp"
-#include "train/checkpoint_files.hpp"
+#include "sailor/train/checkpoint_files.hpp"
 
 namespace {
 

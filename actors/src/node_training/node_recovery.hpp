@@ -12,9 +12,9 @@
 #include <optional>
 #include <string>
 
-#include "sailor/actors/train/executor.hpp"
-#include "sailor/actors/train/messages.hpp"
-#include "sailor/actors/train/shard_service.hpp"
+#include "sailor/train/executor.hpp"
+#include "sailor/actors/train_messages.hpp"
+#include "sailor/train/shard_service.hpp"
 
 namespace sailor::train {
 

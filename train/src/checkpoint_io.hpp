@@ -25,13 +25,13 @@
 
 #include <torch/torch.h>
 
-#include <sailor/actors/train/executor.hpp>
+#include <sailor/train/executor.hpp>
 #include <sailor/config/error.hpp>
 #include <sailor/config/model.hpp>
 #include <sailor/config/plan.hpp>
 #include <sailor/models/gpt.hpp>
 
-#include "checkpoint_files.hpp"
+#include "sailor/train/checkpoint_files.hpp"
 
 namespace sailor::train::detail {
 

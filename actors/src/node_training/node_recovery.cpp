@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <set>
 
-#include "sailor/actors/train/checkpoint.hpp"
+#include "sailor/train/checkpoint.hpp"
 #include "sailor/config/log.hpp"
 
 namespace sailor::train {

@@ -1,4 +1,4 @@
-#include <sailor/actors/train/data_plane.hpp>
+#include <sailor/train/data_plane.hpp>
 
 #include <sailor/comm/shaping.hpp>
 #include <sailor/comm/tcp.hpp>

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <map>
 
-#include <sailor/actors/train/checkpoint.hpp>
+#include <sailor/train/checkpoint.hpp>
 #include <sailor/config/log.hpp>
 
 #include "checkpoint_format.hpp"

@@ -1,4 +1,4 @@
-#include <sailor/actors/train/profiler.hpp>
+#include <sailor/train/profiler.hpp>
 
 #include <algorithm>
 #include <cmath>

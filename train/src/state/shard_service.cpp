@@ -1,4 +1,4 @@
-#include "sailor/actors/train/shard_service.hpp"
+#include "sailor/train/shard_service.hpp"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "sailor/actors/train/node_training.hpp"
+#include "sailor/actors/node_training.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -12,9 +12,9 @@
 #include <caf/send.hpp>
 
 #include "sailor/comm/collective.hpp"
-#include "sailor/actors/train/data_plane.hpp"
-#include "sailor/actors/train/checkpoint.hpp"
-#include "sailor/actors/train/shard_service.hpp"
+#include "sailor/train/data_plane.hpp"
+#include "sailor/train/checkpoint.hpp"
+#include "sailor/train/shard_service.hpp"
 #include "node_recovery.hpp"
 #include "sailor/config/log.hpp"
 

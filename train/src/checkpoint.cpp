@@ -18,7 +18,7 @@
 #include <c10/util/string_utils.h>
 #include <nlohmann/json.hpp>
 
-#include <sailor/actors/train/checkpoint.hpp>
+#include <sailor/train/checkpoint.hpp>
 #include <sailor/config/log.hpp>
 
 #include "checkpoint_format.hpp"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <sailor/actors/train/executor.hpp>
+#include <sailor/train/executor.hpp>
 #include <sailor/comm/channel.hpp>
 #include <sailor/comm/link_table.hpp>
 #include <sailor/config/cluster.hpp>

@@ -13,7 +13,7 @@
 
 #include <torch/torch.h>
 
-#include <sailor/actors/train/executor.hpp>
+#include <sailor/train/executor.hpp>
 #include <sailor/comm/collective.hpp>
 #include <sailor/models/gpt.hpp>
 

@@ -4,7 +4,7 @@
 // whose header does not parse, whose data section is shorter or longer than the header says,
 // or one of whose tensors does not match its checksum is refused, named in the error.
 
-#include <sailor/actors/train/checkpoint.hpp>
+#include <sailor/train/checkpoint.hpp>
 
 #include <zlib.h>
 
@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sailor/config/log.hpp"
-#include "train/checkpoint_files.hpp"
+#include "sailor/train/checkpoint_files.hpp"
 
 namespace sailor::train {
 namespace detail {

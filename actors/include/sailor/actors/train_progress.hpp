@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "sailor/actors/train/messages.hpp"
+#include "sailor/actors/train_messages.hpp"
 
 namespace sailor::actors {
 

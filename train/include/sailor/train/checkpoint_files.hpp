@@ -1,6 +1,7 @@
 #pragma once
-// Private: how a checkpoint folder is laid out (no LibTorch; shared by the index in
-// sailor_actors and the reader and writer in sailor_train).
+// How a checkpoint folder is laid out (no LibTorch; namespace detail: shared by the index in
+// sailor_train_state, the supervisor's holdings in sailor_actors and the reader and writer in
+// sailor_train, not an API for users).
 //
 // checkpoint_path(dir, n) = dir/iter-<n, 8 digits>/ holds one file per writer (a rank of
 // replica 0), named

@@ -2,7 +2,7 @@
 // a CRC-32 per tensor. A corrupt, truncated or padded shard is refused with the file named,
 // and the resume point falls back to the previous complete checkpoint.
 
-#include <sailor/actors/train/checkpoint.hpp>
+#include <sailor/train/checkpoint.hpp>
 
 #include <doctest/doctest.h>
 
@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "temp_file.hpp"
-#include "train/checkpoint_files.hpp"
+#include "sailor/train/checkpoint_files.hpp"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include <sailor/actors/train/executor.hpp>
+#include <sailor/train/executor.hpp>
 
 namespace sailor::train {
 

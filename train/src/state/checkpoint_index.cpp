@@ -1,7 +1,7 @@
 // The checkpoint index: folder names, completeness and pruning (no LibTorch: the supervisor
 // and the `sailor` app use it).
 
-#include <sailor/actors/train/checkpoint.hpp>
+#include <sailor/train/checkpoint.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -9,7 +9,7 @@
 #include <map>
 #include <set>
 
-#include "train/checkpoint_files.hpp"
+#include "sailor/train/checkpoint_files.hpp"
 
 namespace sailor::train {
 

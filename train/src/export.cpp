@@ -1,4 +1,4 @@
-#include <sailor/actors/train/export.hpp>
+#include <sailor/train/export.hpp>
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include <sailor/actors/train/checkpoint.hpp>
+#include <sailor/train/checkpoint.hpp>
 #include <sailor/models/gpt.hpp>
 
 #include "checkpoint_io.hpp"

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include <sailor/actors/train/executor.hpp>
+#include <sailor/train/executor.hpp>
 #include <sailor/config/error.hpp>
 #include <sailor/config/model.hpp>
 
