@@ -78,7 +78,8 @@ result<gathered_state> gather_state(const actors::training_job& job, int first_l
     std::error_code ec;
     const auto local = fs::path{state_dir} / path;
     if (!state_dir.empty() && fs::is_regular_file(local, ec)) {
-      out.bytes += static_cast<std::int64_t>(fs::file_size(local, ec));
+      if (const auto size = fs::file_size(local, ec); !ec)
+        out.bytes += static_cast<std::int64_t>(size);
       out.shards.push_back({path, local.string(), {}});
       taken.insert(path);
       continue;
