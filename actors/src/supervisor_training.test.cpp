@@ -434,3 +434,45 @@ TEST_CASE_FIXTURE(training_run, "supervisor: survivors that hold some layers and
   CHECK(state().recovery.record.state_source == "mixed");
   CHECK(state().recovery.record.lost_iterations == 0);
 }
+
+TEST_CASE_FIXTURE(training_run, "supervisor: a rank whose fetch of the survivors' state fails on a holder that died, before its loss is noticed, names it: the job re-plans without it from the state the others hold") {
+  start(training());
+  join_four();
+  for (const auto& n : {"n1", "n2", "n3", "n4"})
+    report_all(n, report_kind::reached, "setup");
+  for (const auto& n : {"n1", "n2", "n3", "n4"})
+    report_all(n, report_kind::iteration, "", 0);
+  caf::anon_send_exit(fakes.at("n4"), caf::exit_reason::kill);
+  sched.run();
+  const auto file = shard("checkpoints/j/mem", 1);
+  for (const auto& n : {"n1", "n2", "n3"}) {
+    for (std::size_t k = 0; k < state().nodes.at(n).roles.size(); ++k) {
+      train_report kept;
+      kept.plan_version = 1;
+      kept.node = n;
+      kept.rank = static_cast<int>(k);
+      kept.kind = static_cast<std::int32_t>(report_kind::snapshot);
+      kept.iteration = 1;
+      kept.checkpoint_file = file;
+      send(n, kept);
+    }
+  }
+  REQUIRE(state().plan_version == 2);
+  for (const auto& n : {"n1", "n2", "n3"})
+    report_all(n, report_kind::reached, "setup");
+  // n1, a holder, dies during the transfer; n2's fetch fails first and names it (its
+  // heartbeats have not missed yet: the fake stays up).
+  auto fetch_failed = failure("n2", "restore", "fetching the state after iteration 1: cannot "
+                                             "fetch checkpoint shard " + file + " (n1:7000: "
+                                             "disconnected)", 0, "n1");
+  send("n2", fetch_failed);
+  REQUIRE(state().plan_version == 3);
+  CHECK_FALSE(state().nodes.count("n1"));
+  // The state the others hold is not forgotten: the next plan resumes from it, no iteration lost.
+  const auto& job = logs.at("n2")->jobs.back();
+  CHECK(job.plan_version == 3);
+  CHECK(job.start_iteration == 1);
+  CHECK(job.restore_dir == "checkpoints/j/mem");
+  CHECK(state().recovery.record.lost_iterations == 0);
+  CHECK_FALSE(has_event("re-planning from an older checkpoint"));
+}

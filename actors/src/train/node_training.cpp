@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -142,6 +143,19 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
                             node, rank, from, state->shards.size(), state->bytes,
                             state->fetched_bytes);
     return state->bytes;
+  }
+
+  // A node of the plan that holds state this job restores and cannot be reached now (its
+  // name; empty: none): a fetch that failed on a holder that died names it, so the supervisor
+  // re-plans without it rather than forgetting the state the others hold.
+  std::string unreachable_holder(const actors::training_job& job) const {
+    std::set<std::string> holders{job.restore_holders.begin(), job.restore_holders.end()};
+    const auto bound = std::chrono::milliseconds{std::min<std::int64_t>(job.timeout_ms, 3000)};
+    for (std::size_t i = 0; i < job.peer_nodes.size() && i < job.peer_addresses.size(); ++i)
+      if (job.peer_nodes[i] != node && holders.count(job.peer_addresses[i]) &&
+          probe_shard_server(*options.transport, job.peer_addresses[i], bound))
+        return job.peer_nodes[i];
+    return {};
   }
 
   // Leaving with notice: the state this rank keeps in memory goes to a node that stays, so
@@ -304,7 +318,7 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
     if (job.start_iteration > 0 && restores_from_memory(job) && options.transport) {
       auto fetched = restore_in_memory(job, rank, role, **exec);
       if (!fetched) {
-        fail("restore", fetched.error().message);
+        fail("restore", fetched.error().message, unreachable_holder(job));
         return;
       }
       reached("restore", *fetched);
