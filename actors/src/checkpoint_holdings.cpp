@@ -1,5 +1,6 @@
 #include "sailor/actors/checkpoint_holdings.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "sailor/train/checkpoint.hpp"
@@ -58,41 +59,67 @@ bool memory_folder(const std::string& folder) {
 }  // namespace
 
 held_checkpoint checkpoint_holdings::newest(const std::string& under, int below) const {
-  // Of the complete checkpoints after the most iterations, the survivors' memory first (no
-  // disk read, and it is where the newest state is).
-  auto best = held_.rend();
-  std::map<int, std::string> best_writers;
-  for (auto c = held_.rbegin(); c != held_.rend(); ++c) {
-    if (!under.empty() && c->first.folder.rfind(under, 0) != 0)
-      continue;
-    if (below > 0 && c->first.iterations >= below)
-      continue;
-    if (best != held_.rend() && c->first.iterations < best->first.iterations)
-      break;
-    auto writers = complete_files(c->second);
-    if (writers.empty())
-      continue;
-    if (best == held_.rend() || memory_folder(c->first.folder)) {
-      best = c;
-      best_writers = std::move(writers);
-    }
-  }
-  if (best != held_.rend()) {
-    const auto c = best;
-    const auto& writers = best_writers;
-    held_checkpoint out;
-    out.iterations = c->first.iterations;
-    out.folder = c->first.folder;
-    const auto dir = fs::path{c->first.folder} / fs::path{train::checkpoint_path("", out.iterations)}.filename();
-    for (const auto& [writer, name] : writers) {
-      for (const auto& holder : c->second.at(name)) {
-        out.files.push_back((dir / name).string());
-        out.holders.push_back(holder);
+  // Of the iterations with complete state, the newest; there, the survivors' memory first (no
+  // disk read, and it is where the newest state is), then memory for the layers it holds and
+  // the plan's checkpoint of the same iteration for the others (mixed), then the checkpoint.
+  for (auto c = held_.rbegin(); c != held_.rend();) {
+    const int n = c->first.iterations;
+    const files_held* memory = nullptr;
+    std::string memory_folder_name;
+    std::vector<std::pair<const std::string*, const files_held*>> disks;  // newest folder first
+    for (; c != held_.rend() && c->first.iterations == n; ++c) {
+      if ((!under.empty() && c->first.folder.rfind(under, 0) != 0) || (below > 0 && n >= below))
+        continue;
+      if (memory_folder(c->first.folder)) {
+        memory = &c->second;
+        memory_folder_name = c->first.folder;
+      } else {
+        disks.emplace_back(&c->first.folder, &c->second);
       }
     }
-    return out;
+    if (memory)
+      if (auto out = assemble(n, memory_folder_name, *memory, {}); out.iterations > 0)
+        return out;
+    if (memory)
+      for (const auto& [folder, files] : disks)
+        if (auto out = assemble(n, memory_folder_name, *memory, {*folder, files}); out.iterations > 0)
+          return out;
+    for (const auto& [folder, files] : disks)
+      if (auto out = assemble(n, *folder, *files, {}); out.iterations > 0)
+        return out;
   }
   return {};
+}
+
+held_checkpoint checkpoint_holdings::assemble(int iterations, const std::string& folder,
+                                              const files_held& first,
+                                              std::pair<std::string, const files_held*> rest) {
+  // Each file name of one writing layout, from `first` where it holds it, else from `rest`.
+  files_held both = first;
+  if (rest.second)
+    for (const auto& [name, holders] : *rest.second)
+      both.emplace(name, holders);
+  auto writers = complete_files(both);
+  if (writers.empty() ||
+      std::none_of(writers.begin(), writers.end(), [&](const auto& w) { return first.count(w.second) > 0; }))
+    return {};
+  held_checkpoint out;
+  out.iterations = iterations;
+  out.folder = folder;
+  const auto iteration_folder = fs::path{train::checkpoint_path("", iterations)}.filename();
+  for (const auto& [writer, name] : writers) {
+    const bool own = first.count(name) > 0;
+    if (!own)
+      out.mixed = true;
+    const auto dir = fs::path{own ? folder : rest.first} / iteration_folder;
+    for (const auto& holder : (own ? first : *rest.second).at(name)) {
+      out.files.push_back((dir / name).string());
+      out.holders.push_back(holder);
+    }
+  }
+  if (out.mixed)
+    out.other_folder = rest.first;
+  return out;
 }
 
 void checkpoint_holdings::prune_older_than(int iterations) {

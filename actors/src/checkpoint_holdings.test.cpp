@@ -108,14 +108,55 @@ TEST_CASE("holdings: the survivors' memory wins over a disk checkpoint of the sa
   REQUIRE(best.files.size() == 3);
   CHECK(best.holders[0] == "10.0.0.1:7000");
   CHECK(best.holders[1] == "10.0.0.3:7000");
-  // The only holder of stage 1's state is lost: the disk checkpoint stands in.
+  // The only holder of stage 1's state is lost: the disk checkpoint stands in for its layers
+  // (memory still for stage 0's: mixed).
   held.forget("10.0.0.4:7000");
   best = held.newest("checkpoints/j/");
   CHECK(best.iterations == 5);
-  CHECK(best.folder == "checkpoints/j/v1");
+  CHECK(best.folder == "checkpoints/j/mem");
+  CHECK(best.mixed);
+  CHECK(best.other_folder == "checkpoints/j/v1");
+  CHECK(best.files.back() == shard("checkpoints/j/v1", 5, 1, 2));
   // A newer state in memory that is complete wins over an older disk checkpoint.
   held.add(shard("checkpoints/j/mem", 7, 0, 2), "10.0.0.1:7000");
   held.add(shard("checkpoints/j/mem", 7, 1, 2), "10.0.0.2:7000");
   CHECK(held.newest("checkpoints/j/").iterations == 7);
   CHECK(held.newest("checkpoints/j/").folder == "checkpoints/j/mem");
+}
+
+TEST_CASE("holdings: memory for the layers survivors hold and the checkpoint of the same iteration for the others (mixed)") {
+  actors::checkpoint_holdings held;
+  // The plan's checkpoint after 4 iterations: both writers on disk. The survivors' memory
+  // after 4 holds writer 0's layers only (writer 1's ranks are gone).
+  held.add(shard("checkpoints/j/v1", 4, 0, 2), "n1:7000");
+  held.add(shard("checkpoints/j/v1", 4, 1, 2), "n2:7000");
+  held.add(shard("checkpoints/j/mem", 4, 0, 2), "n3:7000");
+  auto best = held.newest("checkpoints/j/");
+  CHECK(best.iterations == 4);
+  CHECK(best.mixed);
+  CHECK(best.folder == "checkpoints/j/mem");
+  CHECK(best.other_folder == "checkpoints/j/v1");
+  CHECK(best.files == std::vector<std::string>{shard("checkpoints/j/mem", 4, 0, 2),
+                                               shard("checkpoints/j/v1", 4, 1, 2)});
+  CHECK(best.holders == std::vector<std::string>{"n3:7000", "n2:7000"});
+  // Once memory holds every layer, memory alone.
+  held.add(shard("checkpoints/j/mem", 4, 1, 2), "n4:7000");
+  best = held.newest("checkpoints/j/");
+  CHECK_FALSE(best.mixed);
+  CHECK(best.folder == "checkpoints/j/mem");
+  CHECK(best.files.size() == 2);
+  // Memory of a newer iteration that the disk does not complete: not mixed with another
+  // iteration's checkpoint; the newest complete state wins.
+  held.add(shard("checkpoints/j/mem", 5, 0, 2), "n3:7000");
+  held.add(shard("checkpoints/j/v1", 6, 1, 2), "n2:7000");
+  best = held.newest("checkpoints/j/");
+  CHECK(best.iterations == 4);
+  CHECK_FALSE(best.mixed);
+  // Without memory of it, the checkpoint alone.
+  held.forget("n3:7000");
+  held.forget("n4:7000");
+  best = held.newest("checkpoints/j/");
+  CHECK(best.iterations == 4);
+  CHECK_FALSE(best.mixed);
+  CHECK(best.folder == "checkpoints/j/v1");
 }

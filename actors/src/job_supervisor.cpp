@@ -256,6 +256,7 @@ void assign(supervisor* self, config::plan chosen) {
   st.training = training_progress{};
   st.restore_folder.clear();
   st.restore_iterations = 0;
+  st.restore_mixed = false;
   st.checkpoint_failures.clear();
   if (st.options.prepare_training) {
     training_job job;
@@ -269,6 +270,7 @@ void assign(supervisor* self, config::plan chosen) {
     if (st.options.prepare_training(job, st.holdings)) {
       st.restore_folder = job.restore_dir;
       st.restore_iterations = job.start_iteration;
+      st.restore_mixed = mixed_restore(job);
       // What no plan restores from any more is forgotten here, as the nodes remove it.
       if (!job.checkpoint_dir.empty()) {
         std::set<std::string> keep{job.keep_checkpoint_dirs.begin(),

@@ -70,6 +70,9 @@ void recovery_deadline(supervisor* self, std::int64_t serial);
 bool recovery_report(supervisor* self, const train_report& x);
 /// The plan after a loss was assigned (its restore folder and iteration set).
 void recovery_assigned(supervisor* self, const std::vector<iteration_record>& earlier);
+/// Whether `job` restores some layers from the survivors' memory (its restore_dir) and others
+/// from a checkpoint on disk (files outside that folder): state_source "mixed".
+bool mixed_restore(const training_job& job);
 /// A start-up step reached by a rank of the current plan.
 void recovery_step(supervisor* self, const train_report& x);
 /// An iteration completed: the first of a recovered plan closes its record.

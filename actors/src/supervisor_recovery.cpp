@@ -142,6 +142,14 @@ bool recovery_report(supervisor* self, const train_report& x) {
   return kind == report_kind::snapshot;
 }
 
+bool mixed_restore(const training_job& job) {
+  if (!memory_folder(job.restore_dir))
+    return false;
+  return std::any_of(job.restore_files.begin(), job.restore_files.end(), [&](const std::string& f) {
+    return f.rfind(job.restore_dir + "/", 0) != 0;
+  });
+}
+
 void recovery_assigned(supervisor* self, const std::vector<iteration_record>& earlier) {
   auto& st = self->state;
   auto& rec = st.recovery;
@@ -157,12 +165,15 @@ void recovery_assigned(supervisor* self, const std::vector<iteration_record>& ea
     earlier.begin(), earlier.end(),
     [&](const iteration_record& e) { return e.iteration >= st.restore_iterations; }));
   r.state_source = st.restore_iterations == 0        ? "none"
+                   : st.restore_mixed                 ? "mixed"
                    : memory_folder(st.restore_folder) ? "replicas"
                                                       : "checkpoint";
   r.planning_s = seconds_between(rec.noticed, rec.assigned);
   record(self, "recovery: plan v" + std::to_string(st.plan_version) + " resumes after iteration " +
                  std::to_string(r.start_iteration) + " from " +
-                 (r.state_source == "replicas" ? "the survivors' memory" : r.state_source) +
+                 (r.state_source == "replicas" ? "the survivors' memory"
+                  : r.state_source == "mixed"  ? "the survivors' memory and the checkpoint"
+                                               : r.state_source) +
                  "; " + std::to_string(r.lost_iterations) + " completed iterations run again");
 }
 

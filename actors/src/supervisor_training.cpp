@@ -169,15 +169,17 @@ void failed(supervisor* self, const train_report& x) {
   st.training.add(x);
   if (had_error)
     return;  // the first failure decides; the others follow from it
-  if (x.phase == step_restore && st.restore_iterations > 0) {
-    restore_failed(self, x);
-    return;
-  }
-  // A peer this rank could not reach: the plan goes on without that node.
+  // A peer this rank could not reach (in set-up, or a holder of the state it restores, as when
+  // a holder dies during the transfer and its peers notice first): the plan goes on without
+  // that node, from the state the others hold, which is not bad.
   if (!x.blamed_node.empty() && x.blamed_node != x.node && st.nodes.count(x.blamed_node)) {
     const auto why = detail::printable(x.error, 1024);
-    record(self, "plan v" + std::to_string(st.plan_version) + " setup: " + why);
+    record(self, "plan v" + std::to_string(st.plan_version) + " " + x.phase + ": " + why);
     lose_node(self, x.blamed_node, "unreachable by its peers: " + why);
+    return;
+  }
+  if (x.phase == step_restore && st.restore_iterations > 0) {
+    restore_failed(self, x);
     return;
   }
   log::get("actors")->info("[supervisor] a rank failed: {} (a failure unless a node is lost "

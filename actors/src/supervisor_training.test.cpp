@@ -359,3 +359,120 @@ TEST_CASE_FIXTURE(training_run, "supervisor: a holder killed while the next plan
   CHECK(failures->empty());
   CHECK(state().training.completed_count() == 2);
 }
+
+namespace {
+
+std::string shard_of(const std::string& folder, int iterations, int writer, int writers) {
+  sailor::train::detail::shard_file f;
+  f.group = "00000000000000cd";
+  f.writer = writer;
+  f.writers = writers;
+  f.first_layer = writer * 3;
+  f.end_layer = writer * 3 + 3;
+  char iter[32];
+  std::snprintf(iter, sizeof iter, "iter-%08d", iterations);
+  return folder + "/" + iter + "/" + sailor::train::detail::shard_file_name(f);
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(training_run, "supervisor: survivors that hold some layers and a checkpoint of the same iteration that holds the others: the next plan takes both (state_source mixed)") {
+  auto o = training();
+  o.prepare_training = [](training_job& j, const checkpoint_holdings& held) {
+    j.iterations = 10;
+    auto from = held.newest();
+    if (from.iterations > 0) {
+      j.start_iteration = from.iterations;
+      j.restore_dir = from.folder;
+      j.restore_files = from.files;
+      j.restore_holders = from.holders;
+    }
+    return true;
+  };
+  start(o);
+  join_four();
+  for (const auto& n : {"n1", "n2", "n3", "n4"})
+    report_all(n, report_kind::reached, "setup");
+  for (const auto& n : {"n1", "n2", "n3", "n4"})
+    report_all(n, report_kind::iteration, "", 0);
+  // n1 wrote the checkpoint of layers 3..5 after iteration 1 to its disk.
+  train_report written;
+  written.plan_version = 1;
+  written.node = "n1";
+  written.iteration = 0;
+  written.checkpoint_file = shard_of("checkpoints/j/v1", 1, 1, 2);
+  send("n1", written);
+  // n4 dies; the survivors keep layers 0..2 after iteration 1 in memory (those of layers
+  // 3..5 could not keep theirs).
+  caf::anon_send_exit(fakes.at("n4"), caf::exit_reason::kill);
+  sched.run();
+  const auto kept_file = shard_of("checkpoints/j/mem", 1, 0, 2);
+  for (const auto& n : {"n1", "n2", "n3"}) {
+    for (std::size_t k = 0; k < state().nodes.at(n).roles.size(); ++k) {
+      train_report kept;
+      kept.plan_version = 1;
+      kept.node = n;
+      kept.rank = static_cast<int>(k);
+      kept.kind = static_cast<std::int32_t>(report_kind::snapshot);
+      kept.iteration = 1;
+      kept.checkpoint_file = kept_file;
+      if (n == std::string{"n1"}) {
+        kept.checkpoint_file.clear();
+        kept.error = "the state cannot be encoded";
+      }
+      send(n, kept);
+    }
+  }
+  REQUIRE(state().plan_version == 2);
+  const auto& job = logs.at("n2")->jobs.back();
+  CHECK(job.start_iteration == 1);
+  CHECK(job.restore_dir == "checkpoints/j/mem");
+  // Memory for layers 0..2 (from n2 and n3), n1's disk for layers 3..5.
+  const auto& files = job.restore_files;
+  CHECK(std::count(files.begin(), files.end(), kept_file) == 2);
+  CHECK(std::count(files.begin(), files.end(), shard_of("checkpoints/j/v1", 1, 1, 2)) == 1);
+  CHECK(state().recovery.record.state_source == "mixed");
+  CHECK(state().recovery.record.lost_iterations == 0);
+}
+
+TEST_CASE_FIXTURE(training_run, "supervisor: a rank whose fetch of the survivors' state fails on a holder that died, before its loss is noticed, names it: the job re-plans without it from the state the others hold") {
+  start(training());
+  join_four();
+  for (const auto& n : {"n1", "n2", "n3", "n4"})
+    report_all(n, report_kind::reached, "setup");
+  for (const auto& n : {"n1", "n2", "n3", "n4"})
+    report_all(n, report_kind::iteration, "", 0);
+  caf::anon_send_exit(fakes.at("n4"), caf::exit_reason::kill);
+  sched.run();
+  const auto file = shard("checkpoints/j/mem", 1);
+  for (const auto& n : {"n1", "n2", "n3"}) {
+    for (std::size_t k = 0; k < state().nodes.at(n).roles.size(); ++k) {
+      train_report kept;
+      kept.plan_version = 1;
+      kept.node = n;
+      kept.rank = static_cast<int>(k);
+      kept.kind = static_cast<std::int32_t>(report_kind::snapshot);
+      kept.iteration = 1;
+      kept.checkpoint_file = file;
+      send(n, kept);
+    }
+  }
+  REQUIRE(state().plan_version == 2);
+  for (const auto& n : {"n1", "n2", "n3"})
+    report_all(n, report_kind::reached, "setup");
+  // n1, a holder, dies during the transfer; n2's fetch fails first and names it (its
+  // heartbeats have not missed yet: the fake stays up).
+  auto fetch_failed = failure("n2", "restore", "fetching the state after iteration 1: cannot "
+                                             "fetch checkpoint shard " + file + " (n1:7000: "
+                                             "disconnected)", 0, "n1");
+  send("n2", fetch_failed);
+  REQUIRE(state().plan_version == 3);
+  CHECK_FALSE(state().nodes.count("n1"));
+  // The state the others hold is not forgotten: the next plan resumes from it, no iteration lost.
+  const auto& job = logs.at("n2")->jobs.back();
+  CHECK(job.plan_version == 3);
+  CHECK(job.start_iteration == 1);
+  CHECK(job.restore_dir == "checkpoints/j/mem");
+  CHECK(state().recovery.record.lost_iterations == 0);
+  CHECK_FALSE(has_event("re-planning from an older checkpoint"));
+}

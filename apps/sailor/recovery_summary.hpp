@@ -12,8 +12,9 @@ namespace sailor::app {
 
 /// Sets lost_iterations (sum), recovery_s (`recovery_s`: one per recovery, seconds from the
 /// kill or notice, or from the loss noticed when the caller cannot see the kill, to the next
-/// completed iteration), state_source (replicas, checkpoint, none, or mixed when recoveries
-/// differ; null without one), bytes_restored (sum) and recovery (each record's time split).
+/// completed iteration), state_source (replicas, checkpoint, none, or mixed: when recoveries
+/// differ, or one took some layers from memory and others from a checkpoint; null without
+/// one), bytes_restored (sum) and recovery (each record's time split).
 void add_recovery_fields(nlohmann::json& j, const std::vector<actors::recovery_record>& records,
                          const std::vector<double>& recovery_s);
 

@@ -153,6 +153,8 @@ bool fill_training_job(actors::training_job& tj, const training_settings& s,
     tj.keep_checkpoint_dirs.push_back(tj.checkpoint_dir);
     if (from.iterations > 0) {
       tj.keep_checkpoint_dirs.push_back(from.folder);
+      if (from.mixed)  // the checkpoint that holds the layers memory lacks
+        tj.keep_checkpoint_dirs.push_back(from.other_folder);
       if (auto older = held.newest(mine, from.iterations); older.iterations > 0)
         tj.keep_checkpoint_dirs.push_back(older.folder);
     }

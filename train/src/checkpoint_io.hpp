@@ -106,4 +106,10 @@ status restore_checkpoint(const std::string& dir, int iterations,
                           models::stage_module& module, torch::optim::Optimizer& optimizer,
                           const std::string& who);
 
+/// The same from `shards` (memory or files, executor.hpp), of one complete writing layout.
+status restore_shards(const std::vector<shard_input>& shards, int iterations,
+                      const config::model_shape& model, const train_options& options,
+                      models::stage_module& module, torch::optim::Optimizer& optimizer,
+                      const std::string& who);
+
 }  // namespace sailor::train::detail

@@ -3,6 +3,7 @@
 // them, whatever the stage boundaries and TP degrees of the plan that wrote them.
 
 #include <cstring>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -19,33 +20,33 @@ namespace {
 namespace fs = std::filesystem;
 using namespace shard_format;
 
-// One shard file opened for reading: its header, and its tensors by (name, state).
+// One shard opened for reading (a file, or bytes received into memory): its header, and
+// its tensors by (name, state).
 struct shard_reader {
   shard_file file;
   json header;
   std::uint64_t data_start = 0;
   std::map<std::pair<std::string, std::string>, const json*> tensors;
-  std::ifstream in;
+  std::unique_ptr<shard_bytes> in;
 
-  status open(const shard_file& f, const config::model_shape& model, optimizer_kind optimizer,
-              int iterations) {
+  status open(const shard_file& f, std::unique_ptr<shard_bytes> bytes,
+              const config::model_shape& model, optimizer_kind optimizer, int iterations) {
     file = f;
-    // The whole file is checked (header, sizes, each tensor's checksum) before any of it is
-    // trusted, although only some of its rows may be read below.
-    if (auto bad = verify_shard(f.path)) return invalid(*bad);
-    in.open(f.path, std::ios::binary);
+    in = std::move(bytes);
     if (!in) return invalid("cannot open checkpoint file " + f.path);
+    // The whole shard is checked (header, sizes, each tensor's checksum) before any of it is
+    // trusted, although only some of its rows may be read below.
+    if (auto bad = verify_shard(*in)) return invalid(*bad);
     char head[magic_bytes + 8];
-    if (!in.read(head, sizeof head) || std::memcmp(head, magic, magic_bytes) != 0)
+    if (!in->read(0, head, sizeof head) || std::memcmp(head, magic, magic_bytes) != 0)
       return invalid(f.path + " is not a checkpoint file");
     std::uint64_t length = 0;
     for (int i = 0; i < 8; ++i)
       length |= static_cast<std::uint64_t>(static_cast<unsigned char>(head[magic_bytes + i])) << (8 * i);
-    std::error_code ec;
-    const auto size = fs::file_size(f.path, ec);
-    if (ec || length > size) return invalid(f.path + " is truncated");
+    const auto size = in->size();
+    if (length > size) return invalid(f.path + " is truncated");
     std::string text(length, '\0');
-    if (!in.read(text.data(), static_cast<std::streamsize>(length))) return invalid(f.path + " is truncated");
+    if (!in->read(sizeof head, text.data(), length)) return invalid(f.path + " is truncated");
     try {
       header = json::parse(text);
       data_start = magic_bytes + 8 + length;
@@ -81,7 +82,7 @@ struct shard_reader {
   }
 
   // Copies elements [begin, begin + count) along `dim` of tensor `t` (count < 0: all of it)
-  // into `dest`: straight from the file when they are contiguous there and in dest.
+  // into `dest`: straight from the shard when they are contiguous there and in dest.
   void read_into(const json& t, int dim, std::int64_t begin, std::int64_t count, torch::Tensor dest) {
     auto shape = t.at("shape").get<std::vector<std::int64_t>>();
     auto type = dtype_of(t.at("dtype").get<std::string>());
@@ -94,10 +95,8 @@ struct shard_reader {
         shape[0] = count;
       }
       if (dest.sizes().equals(shape)) {
-        in.clear();
-        in.seekg(static_cast<std::streamoff>(offset));
         const std::uint64_t want = dest.numel() * dest.element_size();
-        if (!in.read(static_cast<char*>(dest.data_ptr()), static_cast<std::streamsize>(want)))
+        if (!in->read(offset, dest.data_ptr(), want))
           throw std::runtime_error(file.path + " is truncated");
         return;
       }
@@ -123,9 +122,7 @@ struct shard_reader {
     }
     auto out = torch::empty(shape, torch::TensorOptions().dtype(*type));
     const std::uint64_t want = out.numel() * out.element_size();
-    in.clear();
-    in.seekg(static_cast<std::streamoff>(offset));
-    if (!in.read(static_cast<char*>(out.data_ptr()), static_cast<std::streamsize>(want)))
+    if (!in->read(offset, out.data_ptr(), want))
       throw std::runtime_error(file.path + " is truncated");
     return narrow_after ? out.narrow(dim, begin, count) : out;
   }
@@ -145,6 +142,38 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 
 }  // namespace
 
+namespace {
+
+status load_from(std::vector<std::unique_ptr<shard_reader>>& readers, const std::string& folder,
+                 const std::string& where, const train_options& options,
+                 models::stage_module& module, torch::optim::Optimizer& optimizer);
+
+// Opens the shards of `files` that hold any of `module`'s layers (`open` gives each one's
+// bytes) and loads this rank's slices from them.
+status restore_from(const std::vector<shard_file>& files,
+                    const std::function<std::unique_ptr<shard_bytes>(const shard_file&)>& open,
+                    const std::string& folder, int iterations, const config::model_shape& model,
+                    const train_options& options, models::stage_module& module,
+                    torch::optim::Optimizer& optimizer, const std::string& who) {
+  const auto where = who + " restore: ";
+  std::vector<std::unique_ptr<shard_reader>> readers;
+  for (const auto& f : files) {
+    if (f.end_layer <= module.first_layer() || f.first_layer >= module.end_layer()) continue;
+    auto r = std::make_unique<shard_reader>();
+    if (auto st = r->open(f, open(f), model, options.optimizer, iterations)) {
+      st->message = where + st->message;
+      return st;
+    }
+    readers.push_back(std::move(r));
+  }
+  if (auto st = load_from(readers, folder, where, options, module, optimizer)) return st;
+  log::get("train")->info("{} restored {} ({} parameters from {} shards)", who, folder,
+                          module.parameters().size(), readers.size());
+  return {};
+}
+
+}  // namespace
+
 status restore_checkpoint(const std::string& dir, int iterations,
                           const config::model_shape& model, const train_options& options,
                           models::stage_module& module, torch::optim::Optimizer& optimizer,
@@ -159,19 +188,46 @@ status restore_checkpoint(const std::string& dir, int iterations,
     return invalid(where + "checkpoint " + folder + " is incomplete: " +
                    std::to_string(state.best_found) + " of " + std::to_string(state.best_needed) +
                    " writer files");
+  return restore_from(state.complete, [](const shard_file& f) { return open_shard_file(f.path); },
+                      "checkpoint " + folder, iterations, model, options, module, optimizer, who);
+}
 
-  // The files that hold any of this stage's layers.
-  std::vector<std::unique_ptr<shard_reader>> readers;
-  for (const auto& f : state.complete) {
-    if (f.end_layer <= module.first_layer() || f.first_layer >= module.end_layer()) continue;
-    auto r = std::make_unique<shard_reader>();
-    if (auto st = r->open(f, model, options.optimizer, iterations)) {
-      st->message = where + st->message;
-      return st;
-    }
-    readers.push_back(std::move(r));
+status restore_shards(const std::vector<shard_input>& shards, int iterations,
+                      const config::model_shape& model, const train_options& options,
+                      models::stage_module& module, torch::optim::Optimizer& optimizer,
+                      const std::string& who) {
+  // Only the shards that hold this rank's layers need be given: completeness is checked
+  // parameter by parameter as they are assembled (load_from), not by counting writers.
+  const auto where = who + " restore: ";
+  std::vector<shard_file> files;
+  std::map<std::string, const shard_input*> by_name;  // the same shard from two places: once
+  for (const auto& in : shards) {
+    const auto name = fs::path{in.path}.filename().string();
+    auto f = parse_shard_file_name(name);
+    if (!f)
+      return invalid(where + "'" + in.path + "' is not the name of a checkpoint shard");
+    if (!files.empty() && f->group != files.front().group)
+      return invalid(where + in.path + " was written by another layout than " +
+                     files.front().path);
+    if (!by_name.emplace(name, &in).second) continue;
+    f->path = in.path;
+    files.push_back(std::move(*f));
   }
+  const std::string what = "the state after " + std::to_string(iterations) + " iterations (" +
+                           std::to_string(files.size()) + " shards)";
+  auto open = [&](const shard_file& f) -> std::unique_ptr<shard_bytes> {
+    const auto* in = by_name.at(fs::path{f.path}.filename().string());
+    if (!in->file.empty()) return open_shard_file(in->file);
+    return shard_in_memory(in->path, in->parts);
+  };
+  return restore_from(files, open, what, iterations, model, options, module, optimizer, who);
+}
 
+namespace {
+
+status load_from(std::vector<std::unique_ptr<shard_reader>>& readers, const std::string& folder,
+                 const std::string& where, const train_options& options,
+                 models::stage_module& module, torch::optim::Optimizer& optimizer) {
   std::vector<std::string> states = {"param"};
   if (options.optimizer == optimizer_kind::adamw) {
     states.push_back("exp_avg");
@@ -231,7 +287,7 @@ status restore_checkpoint(const std::string& dir, int iterations,
           covered += hi - lo;
         }
         if (!whole && (dim < 0 || covered != length))
-          return invalid(where + "checkpoint " + folder + " does not hold all of parameter " +
+          return invalid(where + folder + " does not hold all of parameter " +
                          p.name + " (" + state_name + ")");
         values[i].push_back(std::move(out));
       }
@@ -262,9 +318,8 @@ status restore_checkpoint(const std::string& dir, int iterations,
       opt_state.erase(key);
     }
   }
-  log::get("train")->info("{} restored checkpoint {} ({} parameters from {} files)", who, folder,
-                          params.size(), readers.size());
   return {};
 }
 
+}  // namespace
 }  // namespace sailor::train::detail

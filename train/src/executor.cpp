@@ -139,6 +139,17 @@ status stage_executor::restore(const std::string& dir, int iterations) {
   }
 }
 
+status stage_executor::restore(const std::vector<shard_input>& shards, int iterations) {
+  try {
+    return detail::restore_shards(shards, iterations, impl_->model, impl_->options, *impl_->module,
+                                  *impl_->optimizer, impl_->who);
+  } catch (const std::exception& e) {
+    return failed(impl_->who + " restore of the state after " + std::to_string(iterations) +
+                      " iterations: " + e.what(),
+                  error_kind::invalid_input);
+  }
+}
+
 result<state_shard> stage_executor::state_snapshot(int iterations) const {
   try {
     return detail::encode_shard(iterations, impl_->model, impl_->plan, impl_->role,

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "sailor/train/checkpoint.hpp"
+#include "sailor/train/checkpoint_files.hpp"
 #include "sailor/config/log.hpp"
 
 namespace sailor::train {
@@ -46,6 +47,55 @@ actors::train_report keep_state(memory_shards* memory, const actors::training_jo
                             .count(),
                           r.checkpoint_file);
   return r;
+}
+
+bool restores_from_memory(const actors::training_job& job) {
+  if (fs::path{job.restore_dir}.filename() == "mem")
+    return true;
+  return std::any_of(job.restore_files.begin(), job.restore_files.end(), [](const std::string& f) {
+    return fs::path{f}.parent_path().parent_path().filename() == "mem";
+  });
+}
+
+result<gathered_state> gather_state(const actors::training_job& job, int first_layer,
+                                    int end_layer, const memory_shards* memory,
+                                    const std::string& state_dir, comm::transport& transport) {
+  gathered_state out;
+  std::vector<shard_source> fetch;
+  std::set<std::string> taken;
+  for (std::size_t i = 0; i < job.restore_files.size() && i < job.restore_holders.size(); ++i) {
+    const auto& path = job.restore_files[i];
+    auto f = detail::parse_shard_file_name(fs::path{path}.filename().string());
+    if (!f || f->end_layer <= first_layer || f->first_layer >= end_layer || taken.count(path))
+      continue;
+    if (auto held = memory ? memory->get(path) : nullptr) {
+      out.bytes += static_cast<std::int64_t>(held->size());
+      out.shards.push_back({path, {}, {std::span<const std::byte>{held->data(), held->size()}}});
+      out.held.push_back(std::move(held));
+      taken.insert(path);
+      continue;
+    }
+    std::error_code ec;
+    const auto local = fs::path{state_dir} / path;
+    if (!state_dir.empty() && fs::is_regular_file(local, ec)) {
+      if (const auto size = fs::file_size(local, ec); !ec)
+        out.bytes += static_cast<std::int64_t>(size);
+      out.shards.push_back({path, local.string(), {}});
+      taken.insert(path);
+      continue;
+    }
+    fetch.push_back({path, job.restore_holders[i]});
+  }
+  // Every holder of a shard to fetch, not only the first listed: a large one comes in parts.
+  auto received = fetch_into_memory(transport, fetch, std::chrono::milliseconds{job.timeout_ms},
+                                    &out.fetched_bytes);
+  if (!received)
+    return received.error();
+  out.received = std::move(*received);
+  out.bytes += out.fetched_bytes;
+  for (const auto& r : out.received)
+    out.shards.push_back({r.path, {}, r.spans()});
+  return out;
 }
 
 std::optional<std::string> handover_target(const actors::training_job& job,

@@ -30,6 +30,25 @@ actors::train_report keep_state(memory_shards* memory, const actors::training_jo
                                 const actors::train_report& base, const stage_executor& exec,
                                 int completed);
 
+/// Whether a job's restore takes any shard from the survivors' memory (a path under
+/// checkpoints/<job>/mem): such a restore reads no file it does not already have.
+bool restores_from_memory(const actors::training_job& job);
+
+/// The state a rank restores from, gathered without writing a file: the shards of the job's
+/// restore that hold any of layers [first_layer, end_layer), each from this node's memory
+/// when it holds it, else from its state folder when the file is there, else fetched into
+/// memory from its holders over `transport` (several at once for a large shard).
+struct gathered_state {
+  std::vector<shard_input> shards;            ///< what stage_executor::restore reads
+  std::vector<received_shard> received;       ///< keeps fetched bytes alive
+  std::vector<memory_shards::bytes_ptr> held;  ///< keeps this node's own bytes alive
+  std::int64_t fetched_bytes = 0;             ///< that came over the transport
+  std::int64_t bytes = 0;                     ///< of every shard read, from wherever
+};
+result<gathered_state> gather_state(const actors::training_job& job, int first_layer,
+                                    int end_layer, const memory_shards* memory,
+                                    const std::string& state_dir, comm::transport& transport);
+
 /// Where a rank of `node` in `role` that leaves with notice hands its in-memory state over:
 /// the shard server (host:port) of a node of the job's plan that holds other layers (another
 /// stage: when a whole stage leaves, no replica of it survives), picked by the rank's replica

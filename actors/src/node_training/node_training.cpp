@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -121,6 +122,40 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
     std::lock_guard lock{fetching};
     return fetch_shards(*options.transport, options.state_dir, sources,
                         std::chrono::milliseconds{job.timeout_ms}, &fetched);
+  }
+
+  // The survivors' state into this rank's tensors, no file written or read for what a holder
+  // keeps in memory (node_recovery.hpp's gather_state): the bytes of state restored (from this
+  // node's memory or over the transport), or why it failed.
+  result<std::int64_t> restore_in_memory(const actors::training_job& job, int rank,
+                                         const actors::stage_role& role, stage_executor& exec) {
+    const auto& stage = job.plan.stages.at(static_cast<std::size_t>(role.stage));
+    const auto from = "the state after iteration " + std::to_string(job.start_iteration);
+    auto state = gather_state(job, stage.first_layer, stage.end_layer(), options.memory.get(),
+                              options.state_dir, *options.transport);
+    if (!state)
+      return sailor::error{state.error().kind, "fetching " + from + ": " + state.error().to_string(),
+                           "", 0, ""};
+    if (auto err = exec.restore(state->shards, job.start_iteration))
+      return sailor::error{err->kind, "restoring " + from + ": " + err->to_string(), "", 0, ""};
+    log::get("train")->info("[{} rank {}] resumed from {} in memory ({} shards, {} bytes, {} of "
+                            "them over the transport, no file written)",
+                            node, rank, from, state->shards.size(), state->bytes,
+                            state->fetched_bytes);
+    return state->bytes;
+  }
+
+  // A node of the plan that holds state this job restores and cannot be reached now (its
+  // name; empty: none): a fetch that failed on a holder that died names it, so the supervisor
+  // re-plans without it rather than forgetting the state the others hold.
+  std::string unreachable_holder(const actors::training_job& job) const {
+    std::set<std::string> holders{job.restore_holders.begin(), job.restore_holders.end()};
+    const auto bound = std::chrono::milliseconds{std::min<std::int64_t>(job.timeout_ms, 3000)};
+    for (std::size_t i = 0; i < job.peer_nodes.size() && i < job.peer_addresses.size(); ++i)
+      if (job.peer_nodes[i] != node && holders.count(job.peer_addresses[i]) &&
+          probe_shard_server(*options.transport, job.peer_addresses[i], bound))
+        return job.peer_nodes[i];
+    return {};
   }
 
   // Leaving with notice: the state this rank keeps in memory goes to a node that stays, so
@@ -280,7 +315,14 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
     log::get("train")->info("[{} rank {}] stage {} replica {} tp rank {}: {} parameters", node,
                             rank, role.stage, role.replica, role.tp_rank,
                             (*exec)->num_parameters());
-    if (job.start_iteration > 0) {
+    if (job.start_iteration > 0 && restores_from_memory(job) && options.transport) {
+      auto fetched = restore_in_memory(job, rank, role, **exec);
+      if (!fetched) {
+        fail("restore", fetched.error().message, unreachable_holder(job));
+        return;
+      }
+      reached("restore", *fetched);
+    } else if (job.start_iteration > 0) {
       std::int64_t fetched = 0;
       if (auto err = fetch(job, fetched)) {
         fail("restore", "fetching the checkpoint after iteration " +

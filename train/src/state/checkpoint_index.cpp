@@ -132,14 +132,24 @@ folder_state inspect_folder(const std::string& folder) {
   folder_state out;
   std::error_code ec;
   if (!fs::is_directory(folder, ec)) return out;
-  out.exists = true;
-  std::map<std::string, std::map<int, shard_file>> groups;
+  std::vector<shard_file> files;
   for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
     auto f = parse_shard_file_name(it->path().filename().string());
     if (!f || !it->is_regular_file(ec)) continue;
     f->path = it->path().string();
-    groups[f->group].emplace(f->writer, *f);
+    files.push_back(std::move(*f));
   }
+  auto state = complete_group(files);
+  state.exists = true;
+  return state;
+}
+
+folder_state complete_group(const std::vector<shard_file>& all) {
+  folder_state out;
+  out.exists = !all.empty();
+  std::map<std::string, std::map<int, shard_file>> groups;
+  for (const auto& f : all)
+    groups[f.group].emplace(f.writer, f);  // a writer's first file only (the same bytes)
   for (auto& [group, files] : groups) {
     const int needed = files.begin()->second.writers;
     int found = 0;

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "sailor/config/log.hpp"
+#include "state/shard_fetch.hpp"
 
 namespace sailor::train {
 
@@ -487,10 +488,12 @@ constexpr std::size_t max_parts = 4;
 
 // A shard several nodes hold: its size from the first that answers, then one contiguous range
 // from each of (up to max_parts) holders at once; a range whose holder fails is asked of the
-// others in turn. Written to `target` in one piece. Returns the bytes fetched.
-result<std::int64_t> fetch_split(comm::transport& transport, const std::string& path,
-                                 const std::vector<std::string>& from, const fs::path& target,
-                                 std::chrono::milliseconds timeout) {
+// others in turn. Returns the parts in order; none when the shard is small (it comes whole
+// from one holder).
+result<std::vector<comm::payload_buffer>> fetch_split(comm::transport& transport,
+                                                      const std::string& path,
+                                                      const std::vector<std::string>& from,
+                                                      std::chrono::milliseconds timeout) {
   std::int64_t size = -1;
   std::string why;
   for (const auto& holder : from) {
@@ -502,7 +505,7 @@ result<std::int64_t> fetch_split(comm::transport& transport, const std::string& 
   if (size < 0)
     return failure(why);
   if (size < split_bytes)
-    return std::int64_t{-1};  // small: whole, from one holder
+    return std::vector<comm::payload_buffer>{};  // small: whole, from one holder
   const std::size_t n = std::min(from.size(), max_parts);
   auto begin = [&](std::size_t k) { return size * static_cast<std::int64_t>(k) / static_cast<std::int64_t>(n); };
   auto range = [&](std::size_t k) {
@@ -517,7 +520,7 @@ result<std::int64_t> fetch_split(comm::transport& transport, const std::string& 
     for (auto& t : threads)
       t.join();
   }
-  std::vector<std::span<const std::byte>> spans;
+  std::vector<comm::payload_buffer> out;
   for (std::size_t k = 0; k < n; ++k) {
     const auto want = static_cast<std::size_t>(begin(k + 1) - begin(k));
     for (std::size_t other = 1; other < from.size() && !(*parts[k] && (*parts[k])->size() == want); ++other)
@@ -525,16 +528,53 @@ result<std::int64_t> fetch_split(comm::transport& transport, const std::string& 
     if (!*parts[k] || (*parts[k])->size() != want)
       return failure("bytes " + std::to_string(begin(k)) + ".." + std::to_string(begin(k + 1)) +
                      " from no holder" + (*parts[k] ? "" : ": " + parts[k]->error().message));
-    spans.emplace_back((*parts[k])->bytes());
+    out.push_back(std::move(**parts[k]));
   }
-  if (auto err = write_atomically(target, spans))
-    return *err;
   log::get("train")->info("[shards] fetched {} ({} bytes) in {} parts from {} holders at once",
                           path, size, n, n);
-  return size;
+  return out;
 }
 
 }  // namespace
+
+namespace detail {
+
+result<std::vector<comm::payload_buffer>> fetch_from(comm::transport& transport,
+                                                     const std::string& path,
+                                                     const std::vector<std::string>& from,
+                                                     std::chrono::milliseconds timeout) {
+  std::string why;
+  std::vector<std::string> distinct;
+  for (const auto& holder : from)
+    if (std::find(distinct.begin(), distinct.end(), holder) == distinct.end())
+      distinct.push_back(holder);
+  if (distinct.size() > 1) {
+    auto split = fetch_split(transport, path, distinct, timeout);
+    if (split && !split->empty())
+      return split;
+    if (!split)
+      why = "in parts: " + split.error().message;
+  }
+  for (const auto& holder : distinct) {
+    auto bytes = fetch_one(transport, {path, holder}, timeout);
+    if (!bytes) {
+      why += (why.empty() ? "" : "; ") + holder + ": " + bytes.error().message;
+      continue;
+    }
+    log::get("train")->info("[shards] fetched {} ({} bytes) from {}", path, bytes->size(), holder);
+    return std::vector<comm::payload_buffer>{std::move(*bytes)};
+  }
+  return failure("cannot fetch checkpoint shard " + path + " (" + why + ")");
+}
+
+std::int64_t total_size(const std::vector<comm::payload_buffer>& parts) {
+  std::int64_t n = 0;
+  for (const auto& p : parts)
+    n += static_cast<std::int64_t>(p.size());
+  return n;
+}
+
+}  // namespace detail
 
 status fetch_shards(comm::transport& transport, const std::string& state_dir,
                     const std::vector<shard_source>& sources, std::chrono::milliseconds timeout,
@@ -549,39 +589,16 @@ status fetch_shards(comm::transport& transport, const std::string& state_dir,
     std::error_code ec;
     if (fs::exists(target, ec))
       continue;
-    std::string why;
-    bool fetched = false;
-    std::vector<std::string> distinct;
-    for (const auto& holder : from)
-      if (std::find(distinct.begin(), distinct.end(), holder) == distinct.end())
-        distinct.push_back(holder);
-    if (distinct.size() > 1) {
-      auto split = fetch_split(transport, path, distinct, target, timeout);
-      if (split && *split >= 0) {
-        if (fetched_bytes)
-          *fetched_bytes += *split;
-        continue;
-      }
-      if (!split)
-        why = "in parts: " + split.error().message;
-    }
-    for (const auto& holder : from) {
-      auto bytes = fetch_one(transport, {path, holder}, timeout);
-      if (!bytes) {
-        why += (why.empty() ? "" : "; ") + holder + ": " + bytes.error().message;
-        continue;
-      }
-      if (auto err = write_atomically(target, {bytes->bytes()}))
-        return err;
-      if (fetched_bytes)
-        *fetched_bytes += static_cast<std::int64_t>(bytes->bytes().size());
-      log::get("train")->info("[shards] fetched {} ({} bytes) from {}", path, bytes->bytes().size(),
-                              holder);
-      fetched = true;
-      break;
-    }
-    if (!fetched)
-      return failure("cannot fetch checkpoint shard " + path + " (" + why + ")");
+    auto parts = detail::fetch_from(transport, path, from, timeout);
+    if (!parts)
+      return parts.error();
+    std::vector<std::span<const std::byte>> spans;
+    for (const auto& p : *parts)
+      spans.emplace_back(p.data(), p.size());
+    if (auto err = write_atomically(target, spans))
+      return err;
+    if (fetched_bytes)
+      *fetched_bytes += detail::total_size(*parts);
   }
   return {};
 }

@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sailor::actors {
@@ -24,6 +25,10 @@ struct held_checkpoint {
   std::string folder;        ///< relative to the state folders, e.g. checkpoints/v3
   std::vector<std::string> files;    ///< relative paths
   std::vector<std::string> holders;  ///< one per file: a shard server's host:port
+  /// Mixed: `folder` (the survivors' memory) holds some of its layers and `other_folder`, the
+  /// on-disk checkpoint of the same iteration, the others; `files` lists each from where.
+  bool mixed = false;
+  std::string other_folder;
 };
 
 class checkpoint_holdings {
@@ -34,7 +39,9 @@ public:
   void forget(const std::string& holder);
   /// The complete checkpoint after the most iterations among folders under `under` (a job's
   /// own, e.g. checkpoints/<job>/; empty: any) and before `below` iterations (0: no bound);
-  /// iterations 0 when none.
+  /// iterations 0 when none. Of one iteration, the survivors' memory when it holds every
+  /// layer, else memory with a checkpoint on disk of the same iteration for the layers memory
+  /// lacks (mixed), else a checkpoint on disk.
   held_checkpoint newest(const std::string& under = {}, int below = 0) const;
   /// Keeps only checkpoints at least as new as `iterations` of any folder (bounded memory).
   void prune_older_than(int iterations);
@@ -59,6 +66,11 @@ private:
   using files_held = std::map<std::string, std::set<std::string>>;  // file name -> holders
   /// The files of one complete writing layout of `c` (by writer), empty when none is.
   static std::map<int, std::string> complete_files(const files_held& c);
+  /// Checkpoint `iterations` from `first` (in `folder`), completed with files of `rest`
+  /// (another folder of the same iteration) where given; iterations 0 when incomplete.
+  static held_checkpoint assemble(int iterations, const std::string& folder,
+                                  const files_held& first,
+                                  std::pair<std::string, const files_held*> rest);
   std::map<key, files_held> held_;
   std::set<key> bad_;  // bounded: one per failed restore
 };

@@ -190,6 +190,7 @@ struct supervisor_state {
   /// The checkpoint the current plan restores (folder, iterations; 0: none).
   std::string restore_folder;
   int restore_iterations = 0;
+  bool restore_mixed = false;  ///< memory for some layers, a checkpoint on disk for the rest
   /// Checkpoint writes that fail, by node, for the current plan (told once each).
   std::map<std::string, std::string> checkpoint_failures;
   scheduler_session sched;  ///< the scheduler's rules, drains and the re-plan under way

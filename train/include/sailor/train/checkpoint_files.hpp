@@ -16,9 +16,12 @@
 // no race between processes, and files left by a plan that crashed mid-checkpoint (another
 // group) are ignored.
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -53,6 +56,9 @@ struct folder_state {
   int best_found = 0, best_needed = 0;
 };
 folder_state inspect_folder(const std::string& folder);
+/// The same test over `files` (wherever they are: a folder, memory, or both): the files of the
+/// first complete group in name order, by writer.
+folder_state complete_group(const std::vector<shard_file>& files);
 
 /// The iteration counts of the checkpoint folders under `dir`, ascending.
 std::vector<int> checkpoint_iterations(const std::string& dir);
@@ -60,9 +66,34 @@ std::vector<int> checkpoint_iterations(const std::string& dir);
 /// CRC-32 of `bytes` at `data`, continuing `crc` (0 to start): the checksum of each tensor.
 std::uint32_t checkpoint_crc(std::uint32_t crc, const void* data, std::uint64_t bytes);
 
+/// Random access to one shard's bytes, wherever they are: a file in a state folder, or the
+/// buffers a fetch received from a holder's memory (recovery from the survivors' memory:
+/// such bytes are read straight into the rank's tensors, never written to a file).
+class shard_bytes {
+public:
+  virtual ~shard_bytes() = default;
+  /// The file's path or the shard's path: what messages call it.
+  virtual const std::string& name() const = 0;
+  virtual std::uint64_t size() const = 0;
+  /// Copies bytes [offset, offset + n) to `dest`; false when they are not all there.
+  virtual bool read(std::uint64_t offset, void* dest, std::uint64_t n) = 0;
+  /// checkpoint_crc of bytes [offset, offset + n) continuing `crc`; nullopt when they are not
+  /// all there. By default through read(); memory computes it in place.
+  virtual std::optional<std::uint32_t> crc(std::uint32_t crc, std::uint64_t offset,
+                                           std::uint64_t n);
+};
+
+/// The shard file at `path`; null when it cannot be opened.
+std::unique_ptr<shard_bytes> open_shard_file(const std::string& path);
+/// A shard in memory as `parts` back to back (not copied: the caller keeps them alive).
+std::unique_ptr<shard_bytes> shard_in_memory(std::string name,
+                                             std::vector<std::span<const std::byte>> parts);
+
 /// Reads the whole shard file at `path` and checks its header and every tensor's checksum;
 /// the reason (naming the file) when it is truncated, padded or corrupt.
 std::optional<std::string> verify_shard(const std::string& path);
+/// The same check of a shard wherever it is.
+std::optional<std::string> verify_shard(shard_bytes& shard);
 
 /// Keeps the newest `keep` complete checkpoints under `dir` and removes every checkpoint
 /// folder older than the oldest of them (best effort; never a complete one among the newest

@@ -39,6 +39,7 @@
 #include <sailor/config/job.hpp>
 #include <sailor/config/model.hpp>
 #include <optional>
+#include <span>
 #include <sailor/config/plan.hpp>
 
 namespace sailor::train {
@@ -150,6 +151,16 @@ struct state_shard {
   std::vector<std::byte> bytes;
 };
 
+/// One checkpoint shard a restore reads: its path (the file name says the writing layout, the
+/// layers and the TP slice), and its bytes: in memory as `parts` back to back (what a fetch
+/// received from a holder's memory, never written to a file; the caller keeps them alive), or,
+/// when `file` is set, the local file there.
+struct shard_input {
+  std::string path;
+  std::string file;
+  std::vector<std::span<const std::byte>> parts;
+};
+
 /// One rank of a plan. Resource type: not copyable, one owner, one thread drives it.
 class stage_executor {
 public:
@@ -182,6 +193,9 @@ public:
   /// any plan of the same model and optimizer): this rank's slices of parameters and
   /// optimizer state. The next iteration to run is then `iterations`.
   status restore(const std::string& dir, int iterations);
+  /// The same from `shards` (any mix of memory and files, of one writing layout, after
+  /// `iterations` iterations): every shard is checked whole first, as from a folder.
+  status restore(const std::vector<shard_input>& shards, int iterations);
   /// Waits for this rank's checkpoint writes in flight; returns the first failure.
   status flush_checkpoints();
   /// The path of the newest checkpoint shard this rank has written in full (empty: none).

@@ -25,9 +25,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "sailor/comm/tensor.hpp"
 #include "sailor/comm/transport.hpp"
 #include "sailor/config/error.hpp"
 
@@ -94,6 +96,25 @@ struct shard_source {
 status fetch_shards(comm::transport& transport, const std::string& state_dir,
                     const std::vector<shard_source>& sources, std::chrono::milliseconds timeout,
                     std::int64_t* fetched_bytes = nullptr);
+
+/// A shard received into memory: the buffers it arrived in, in order (one per holder it came
+/// from in parts), never copied into one piece nor written to a file.
+struct received_shard {
+  std::string path;
+  std::vector<comm::payload_buffer> parts;
+  std::int64_t size() const;
+  /// The parts as spans (what a restore reads, executor.hpp's shard_input).
+  std::vector<std::span<const std::byte>> spans() const;
+};
+
+/// Fetches every file of `sources` into memory, as fetch_shards does (in parts from several
+/// holders at once when a large shard has several, each bounded by `timeout`), and writes
+/// nothing: recovery from the survivors' memory restores straight from the received bytes.
+/// An error names the file and the holders that failed. Calls may overlap.
+result<std::vector<received_shard>> fetch_into_memory(comm::transport& transport,
+                                                      const std::vector<shard_source>& sources,
+                                                      std::chrono::milliseconds timeout,
+                                                      std::int64_t* fetched_bytes = nullptr);
 
 /// Whether the shard server at `holder` (host:port) can be reached: the transport's handshake
 /// completes within `timeout`. A rank checks its plan's peers this way before the rendezvous:
