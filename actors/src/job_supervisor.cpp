@@ -208,6 +208,8 @@ void admit(supervisor* self, const join_request& request) {
   self->send(sender, join_accepted{inv.name, zone, to_ms(st.options.heartbeat_interval),
                                    to_ms(st.options.heartbeat_timeout)});
   self->send(st.zones[inv.zone], track_node{inv.name});
+  if (st.options.on_admitted)
+    st.options.on_admitted(inv, sender);
   if (st.options.scheduler)
     self->send(st.options.scheduler, availability_event{"joined", inv, ""});
   log::get("actors")->info("[supervisor] node {} joined: zone {}, {} x {} ({})", inv.name,

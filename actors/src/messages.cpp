@@ -1,5 +1,6 @@
 #include "sailor/actors/messages.hpp"
 
+#include "sailor/actors/probe_messages.hpp"
 #include "sailor/actors/scheduler_api.hpp"
 #include "sailor/actors/rendezvous.hpp"
 #include "sailor/actors/train_messages.hpp"
@@ -52,6 +53,9 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<protocol::scheduler_hello>("sailor.scheduler_hello")
     .add_message_type<protocol::scheduler_request>("sailor.scheduler_request")
     .add_message_type<protocol::scheduler_reply>("sailor.scheduler_reply");
+  // Link probes between nodes (probe_messages.hpp).
+  cfg.add_message_type<protocol::link_probe_request>("sailor.link_probe_request")
+    .add_message_type<protocol::link_probe_result>("sailor.link_probe_result");
 }
 
 }  // namespace sailor::actors

@@ -2,6 +2,7 @@
 
 #include <caf/exit_reason.hpp>
 
+#include "sailor/actors/probe_messages.hpp"
 #include "sailor/config/log.hpp"
 
 namespace sailor::actors {
@@ -66,8 +67,24 @@ void take_job(agent* self, const role_assignment& x) {
   st.jobs.erase(st.jobs.begin(), st.jobs.upper_bound(x.plan_version));
 }
 
+// A link probe the coordinator asked for: answered to the asking actor, from the probe's
+// thread (the agent does not wait for it).
+void link_probe(agent* self, const protocol::link_probe_request& x) {
+  auto to = caf::actor_cast<caf::actor>(self->current_sender());
+  if (!to)
+    return;
+  auto answer = [to](protocol::link_probe_result r) { caf::anon_send(to, std::move(r)); };
+  auto& st = self->state;
+  if (!st.options.on_link_probe) {
+    answer({x.probe_id, st.options.inventory.name, "this node does not probe links", {}, 0, {}, {}, 0});
+    return;
+  }
+  st.options.on_link_probe(x, std::move(answer));
+}
+
 caf::behavior member(agent* self) {
   return {
+    [self](const protocol::link_probe_request& x) { link_probe(self, x); },
     [self](const role_assignment& x) {
       auto& st = self->state;
       if (x.plan_version < st.plan_version)

@@ -1,5 +1,6 @@
 #include "peer_checks.hpp"
 
+#include "sailor/actors/probe_messages.hpp"
 #include "sailor/actors/rendezvous.hpp"
 #include "sailor/actors/scheduler_api.hpp"
 #include "sailor/actors/train_messages.hpp"
@@ -24,6 +25,9 @@ std::optional<std::string> node_spoken_for(const caf::message& m) {
   // the scopes of plans it has ranks in (rendezvous.hpp says what is enforced).
   if (m.match_elements<protocol::store_request>())
     return m.get_as<protocol::store_request>(0).node;
+  // A link probe's answer is the answering node's measurement.
+  if (m.match_elements<protocol::link_probe_result>())
+    return m.get_as<protocol::link_probe_result>(0).node;
   return std::nullopt;
 }
 

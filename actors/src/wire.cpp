@@ -7,6 +7,7 @@
 #include <caf/make_message.hpp>
 
 #include "sailor/actors/messages.hpp"
+#include "sailor/actors/probe_messages.hpp"
 #include "sailor/actors/rendezvous.hpp"
 #include "sailor/actors/train_messages.hpp"
 #include "sailor/protocol/codec.hpp"

@@ -35,6 +35,7 @@
 #include "sailor/train/checkpoint.hpp"
 #include "job_token.hpp"
 #include "node_host.hpp"
+#include "node_probes.hpp"
 #include "profile_command.hpp"
 #include "sailor/comm/auth.hpp"
 #include "sailor/comm/link_table.hpp"
@@ -151,6 +152,7 @@ struct session_context {
 #endif
   std::shared_ptr<std::atomic<double>> slowdown = std::make_shared<std::atomic<double>>(1.0);
   std::shared_ptr<comm::link_table> links = std::make_shared<comm::link_table>();  // --link-file
+  std::shared_ptr<node_probes> probes = {};  // link probes the coordinator asks for
 };
 
 // Joins the coordinator, retrying with backoff while it is not up, until `deadline`.
@@ -346,6 +348,8 @@ int run_until_stopped(session_context& ctx) {
         stop.signal();
     });
   const int code = run_sessions(system, ctx, stop);
+  if (ctx.probes)
+    ctx.probes->wait();  // their answers go through `system`
   const unsigned char wake = 0;  // not a signal: only ends the watcher
   (void)!::write(signal_pipe[1], &wake, 1);
   signal_thread.join();
@@ -442,6 +446,19 @@ int run(const node_args& args) {
 #ifdef SAILOR_WITH_TRAIN
                       , memory
 #endif
+  };
+  // Link probes the coordinator asks for (issue 14), over this node's data-transport kind.
+  comm::transport_options probe_options;
+  probe_options.local_name = options.inventory.name;
+  probe_options.local_zone = options.inventory.zone;
+  probe_options.token = *token;
+  probe_options.tls = args.tls;
+  auto probes = std::make_shared<node_probes>(data_transport_maker(args, *advertise), probe_options,
+                                              *advertise, ctx.links);
+  ctx.probes = probes;
+  ctx.options.on_link_probe = [probes](const protocol::link_probe_request& r,
+                                       std::function<void(protocol::link_probe_result)> answer) {
+    probes->handle(r, std::move(answer));
   };
   ctx.slowdown->store(args.slowdown);
   std::error_code missing;

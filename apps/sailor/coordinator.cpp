@@ -16,6 +16,7 @@
 #include "commands.hpp"
 #include "coordinator_drift.hpp"
 #include "coordinator_parts.hpp"
+#include "link_probes.hpp"
 #include "dashboard.hpp"
 #include "job_token.hpp"
 #include "exit_codes.hpp"
@@ -111,6 +112,8 @@ int serve(const coordinator_args& args, const coordinator_inputs& in, caf::actor
     return exit_unavailable;
   }
   in.drift->start(board, (*coordinator)->supervisor());
+  if (in.probes)
+    in.probes->attach(system, (*coordinator)->links());
   auto dashboard = start_dashboard(args.dashboard, board, in.cluster, in.model);
   if (!dashboard) {
     std::fprintf(stderr, "sailor coordinator: %s\n", dashboard.error().message.c_str());
@@ -137,6 +140,8 @@ int serve(const coordinator_args& args, const coordinator_inputs& in, caf::actor
   if (sig != SIGUSR1)
     log::get("actors")->info("[coordinator] {}: shutting down", sig == SIGINT ? "interrupted" : "terminated");
   in.drift->stop();
+  if (in.probes)
+    in.probes->detach();
   dashboard->reset();
   coordinator->reset();
   if (!args.summary_json.empty() && !args.train_dir.empty())
@@ -152,6 +157,9 @@ int run_coordinator(const coordinator_args& args) {
   if (int code = load_inputs(args, in); code != exit_done)
     return code;
   in.drift = std::make_shared<coordinator_drift>(args.replan_on_drift && !args.train_dir.empty());
+  if (args.planner == "search" && (args.emulate_links || args.probe_links))
+    in.probes = std::make_shared<zone_link_probes>(in.cluster, args.emulate_links,
+                                                   args.probe_timeout_s);
   const sigset_t signals = block_signals();
   auto token = job_token(args.token_file, true, "sailor coordinator");
   if (!token) {
@@ -245,7 +253,18 @@ void add_coordinator(CLI::App& app, command_set& commands) {
     ->check(non_negative_number());
   sub->add_flag("--emulate-links", args->emulate_links,
                 "hold transfers and all-reduces that cross zones for the cluster's link "
-                "latency and bandwidth (for nodes that share one machine)");
+                "latency and bandwidth (for nodes that share one machine); with --planner "
+                "search, the nodes probe each zone pair's shaped link and the search plans on "
+                "what they measured");
+  sub->add_flag("--probe-links", args->probe_links,
+                "with --planner search: the nodes probe the real link of each zone pair "
+                "(latency, bandwidth from 64 KiB to 64 MiB) and the search plans on what they "
+                "measured instead of the cluster file's figures");
+  sub->add_option("--probe-timeout-s", args->probe_timeout_s,
+                  "bound on each wait of a link probe between nodes; a pair whose probe fails "
+                  "keeps its configured link, with a warning")
+    ->check(positive_number())
+    ->capture_default_str();
   sub->add_flag("--replan-on-drift,!--no-replan-on-drift", args->replan_on_drift,
                 "with --planner search and --train-dir: re-plan when a node's measured compute "
                 "drifts (a straggler) and another plan is predicted faster by 10% or more, "

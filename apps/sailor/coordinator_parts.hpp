@@ -19,6 +19,7 @@
 namespace sailor::app {
 
 class coordinator_drift;
+class zone_link_probes;
 
 struct coordinator_args {
   std::string listen = "127.0.0.1:7100";
@@ -41,6 +42,8 @@ struct coordinator_args {
   double startup_deadline_s = 0;  ///< 0: twice --peer-timeout-s, at least 60 s
   bool exit_when_done = false;
   bool emulate_links = false;
+  bool probe_links = false;     ///< --planner search: the nodes probe the real zone links
+  double probe_timeout_s = 5;   ///< bound on each wait of a probe between nodes
   bool replan_on_drift = true;  ///< --planner search with --train-dir (coordinator_drift.hpp)
   std::string summary_json;  ///< empty: none
   dashboard_args dashboard;
@@ -54,6 +57,9 @@ struct coordinator_inputs {
   config::job job;
   /// The drift loop (coordinator_drift.hpp): --planner search arms it, training feeds it.
   std::shared_ptr<coordinator_drift> drift;
+  /// --emulate-links / --probe-links with --planner search: the zone links the nodes probe
+  /// (link_probes.hpp); null: the configured links.
+  std::shared_ptr<zone_link_probes> probes;
 };
 
 /// What the supervisor's training callbacks write and main reads at exit.

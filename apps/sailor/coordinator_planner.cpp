@@ -8,6 +8,7 @@
 #include "coordinator_drift.hpp"
 #include "coordinator_parts.hpp"
 #include "coordinator_search.hpp"
+#include "link_probes.hpp"
 #include "exit_codes.hpp"
 #include "training_setup.hpp"
 #include "sailor/actors/placement.hpp"
@@ -44,11 +45,23 @@ int sailor_planner(const coordinator_args& args, const coordinator_inputs& in,
 int search_planner(const coordinator_args& args, const coordinator_inputs& in,
                    actors::coordinator_options& options) {
   auto self = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "sailor-node";
+  // Profiles measured here are cached (a re-plan takes them from there), by default in the
+  // train dir.
+  std::string cache = args.profile_cache;
+  if (cache.empty() && !args.train_dir.empty())
+    cache = (std::filesystem::path{args.train_dir} / "profiles").string();
   coordinator_search_inputs search_in{
-    in.model, in.cluster, in.job, args.model, args.profile, args.profile_cache,
+    in.model, in.cluster, in.job, args.model, args.profile, cache,
     access(self.c_str(), X_OK) == 0 ? self.string() : "",
     args.train_dir.empty() ? std::filesystem::temp_directory_path().string() : args.train_dir,
-    !args.train_dir.empty(), args.emulate_links};
+    !args.train_dir.empty(), in.probes};
+  if (in.probes) {
+    auto probes = in.probes;
+    options.supervisor.on_admitted = [probes](const actors::node_inventory& node,
+                                              const caf::actor& agent) {
+      probes->admitted(node, agent);
+    };
+  }
   auto search = coordinator_search(std::move(search_in));
   if (!search) {
     std::fprintf(stderr, "sailor coordinator: --profile: %s\n", search.error().to_string().c_str());

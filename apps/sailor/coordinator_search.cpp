@@ -19,7 +19,7 @@ namespace {
 result<measured_profile> profile_for(const coordinator_search_inputs& in,
                                      const std::optional<config::model_profile>& file,
                                      const actors::plan_request& request,
-                                     const config::plan& shape) {
+                                     const config::plan& shape, bool cached_only) {
   std::set<std::string> types;
   for (const auto& n : request.nodes)
     if (!n.devices.empty())
@@ -35,6 +35,7 @@ result<measured_profile> profile_for(const coordinator_search_inputs& in,
     if (type == "CPU" && !in.node_binary.empty()) {
       // Measured on this machine: the CPU nodes are taken to run on hosts like this one.
       profile_request req{"", in.model_file, in.cache_dir, type};
+      req.cached_only = cached_only;  // a re-plan takes the cached one (local_planning.cpp)
       auto measured = obtain_profile(req, in.node_binary, in.work_dir, shape);
       if (measured) {
         for (auto& [name, gp] : measured->profile.by_gpu)
@@ -46,6 +47,8 @@ result<measured_profile> profile_for(const coordinator_search_inputs& in,
         out.cpu_per_collective_s = measured->cpu_per_collective_s;
         continue;
       }
+      if (cached_only)  // the caller falls back on another profile at hand: no warning yet
+        return measured.error();
       why = "profiling failed: " + measured.error().message;
     }
     missing += (missing.empty() ? "" : "; ") + type + " (" + why + ")";
@@ -79,14 +82,15 @@ result<local_planning_inputs> coordinator_search(coordinator_search_inputs in) {
   out.work = in.work_dir;
   out.policy = "search";
   out.refuse_unfit = in.training;
-  if (in.probe_links) {
-    auto probes = std::make_shared<zone_link_probes>(in.cluster);
+  if (in.probes) {
+    auto probes = in.probes;
     out.network = [probes](const actors::plan_request& request) {
       return probes->network_for(request.nodes);
     };
   }
-  out.profile_source = [in, file](const actors::plan_request& request, const config::plan& shape) {
-    return profile_for(in, file, request, shape);
+  out.profile_source = [in, file](const actors::plan_request& request, const config::plan& shape,
+                                  bool cached_only) {
+    return profile_for(in, file, request, shape, cached_only);
   };
   return out;
 }

@@ -3,9 +3,11 @@
 // the profiles at hand: a profile file (--profile), else for CPU nodes the model's profile
 // measured on this machine (`sailor-node profile`, cached in --profile-cache), else the
 // catalog's analytic model with a warning naming the device types without a profile. Links
-// come from the cluster file (the emulated links' settings). Plans are made and predicted by
+// come from the cluster file, or as the nodes probed them (--emulate-links, --probe-links:
+// link_probes.hpp). Plans are made and predicted by
 // plan_and_predict, as in `sailor demo`: the loop's correction, its stragglers left out or
 // planned at their measured speed (coordinator_drift.hpp).
+#include <memory>
 #include <string>
 
 #include "local_planning.hpp"
@@ -15,6 +17,8 @@
 #include "sailor/config/model.hpp"
 
 namespace sailor::app {
+
+class zone_link_probes;
 
 struct coordinator_search_inputs {
   config::model_shape model;
@@ -26,7 +30,8 @@ struct coordinator_search_inputs {
   std::string node_binary;  ///< sailor-node, to profile CPU devices ("" : no profiling)
   std::string work_dir;     ///< where profiling runs
   bool training = false;    ///< refuse plans that do not fit a device's memory
-  bool probe_links = false; ///< --emulate-links: plan on the zone links probed (link_probes.hpp)
+  /// Plan on the zone links probed (link_probes.hpp); null: the configured links.
+  std::shared_ptr<zone_link_probes> probes;
 };
 
 /// What plan_and_predict plans with; errors on a profile file that cannot be read (naming it).

@@ -125,12 +125,29 @@ result<config::plan> searched(const local_planning_inputs& in, const actors::pla
                      *correction);
 }
 
-// The profile for `shape` from the inputs' source.
+// The profile for `shape` from the inputs' source (`cached_only`: one at hand, or an error).
 result<measured_profile> profile_of(const local_planning_inputs& in,
-                                    const actors::plan_request& request, const config::plan& shape) {
+                                    const actors::plan_request& request, const config::plan& shape,
+                                    bool cached_only) {
   if (in.profile_source)
-    return in.profile_source(request, shape);
-  return obtain_profile(in.profile, in.node_binary, in.work, shape);
+    return in.profile_source(request, shape, cached_only);
+  profile_request req = in.profile;
+  req.cached_only = req.cached_only || cached_only;
+  return obtain_profile(req, in.node_binary, in.work, shape);
+}
+
+bool replanning(const actors::plan_request& request) {
+  return request.has_current && !request.current.stages.empty();
+}
+
+// The profile the search chooses on: for a re-plan of a running job, the running plan's
+// (cached: it was measured when that plan was made) unless none is at hand.
+result<measured_profile> profile_for_search(const local_planning_inputs& in,
+                                            const actors::plan_request& request,
+                                            const config::plan& shape) {
+  if (replanning(request))
+    if (auto cached = profile_of(in, request, shape, true)) return cached;
+  return profile_of(in, request, shape, false);
 }
 
 // The profile the new plan is predicted with when it has another count of ranks than the one
@@ -141,15 +158,12 @@ result<measured_profile> profile_for_prediction(const local_planning_inputs& in,
                                                 const actors::plan_request& request,
                                                 const config::plan& real,
                                                 std::optional<result<measured_profile>> searched_on) {
-  const bool recovering = request.has_current && !request.current.stages.empty();
-  if (!recovering || in.profile_source) return profile_of(in, request, real);
-  profile_request cached = in.profile;
-  cached.cached_only = true;
-  if (auto exact = obtain_profile(cached, in.node_binary, in.work, real)) return exact;
+  if (!replanning(request)) return profile_of(in, request, real, false);
+  if (auto exact = profile_of(in, request, real, true)) return exact;
   if (searched_on && *searched_on) return std::move(*searched_on);
   // Planned without a profile (`--planner even`): the one the running plan was predicted with.
-  if (auto running = obtain_profile(cached, in.node_binary, in.work, request.current)) return running;
-  return profile_of(in, request, real);
+  if (auto running = profile_of(in, request, request.current, true)) return running;
+  return profile_of(in, request, real, false);
 }
 
 }  // namespace
@@ -211,7 +225,7 @@ result<planned> plan_and_predict(const local_planning_inputs& in,
       // of processes changes the host's figures, not the layers' order.
       const config::plan& shape =
         request.has_current && !request.current.stages.empty() ? request.current : p;
-      profile = profile_of(in, request, shape);
+      profile = profile_for_search(in, request, shape);
       profiled_ranks = actors::plan_world_size(shape);
       auto found = searched(slowed_in, slowed_request, with_slow(*profile));
       if (found) {

@@ -35,8 +35,11 @@ struct local_planning_inputs {
   std::shared_ptr<live_loop> loop;
   /// Where the profile comes from for a request's nodes and a plan's shape (null:
   /// obtain_profile on `profile`, measured on this machine). `sailor coordinator`'s: a
-  /// profile file, and for CPU nodes measured here (coordinator_search.hpp).
-  std::function<result<measured_profile>(const actors::plan_request&, const config::plan&)>
+  /// profile file, and for CPU nodes measured here (coordinator_search.hpp). `cached_only`:
+  /// only a profile at hand, else an error (a re-plan of a running job does not stop it to
+  /// measure one).
+  std::function<result<measured_profile>(const actors::plan_request&, const config::plan&,
+                                         bool cached_only)>
     profile_source;
   /// The network to plan a request's nodes on (null: `cluster` as configured); `sailor
   /// coordinator --emulate-links`: the zone links probed (link_probes.hpp).

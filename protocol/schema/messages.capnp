@@ -376,6 +376,33 @@ struct SchedulerReply {
   reason @2 :Text;
 }
 
+# ---- link probes between nodes (issue 14) -------------------------------------------------
+# The coordinator has the nodes of a zone pair probe the link between them, over their data
+# transport (shaped by `links` when the links are emulated): first node B is asked to serve
+# (it answers with its responder's address), then node A to probe that address (it answers
+# with the latency and the bandwidth curve).
+
+struct LinkProbeRequest {
+  probeId @0 :UInt64;
+  kind @1 :Text;              # serve or probe
+  peer @2 :Text;              # the other node of the pair
+  peerZone @3 :Text;
+  address @4 :Text;           # probe: the responder's host:port
+  links @5 :List(ZoneLink);   # the emulated links (empty: unshaped)
+  timeoutMs @6 :Int64;        # bound on every wait of the probe
+}
+
+struct LinkProbeResult {
+  probeId @0 :UInt64;
+  node @1 :Text;              # the answering node
+  error @2 :Text;             # empty: done
+  address @3 :Text;           # serve: where its responder listens
+  latencyS @4 :Float64;       # probe: one way
+  sizes @5 :List(Float64);    # probe: message bytes, smallest first
+  bytesPerS @6 :List(Float64);  # probe: one per size
+  elapsedS @7 :Float64;
+}
+
 struct Envelope {
   protocolVersion @0 :UInt16;
   sender @1 :Text;            # the sending actor's name
@@ -407,5 +434,8 @@ struct Envelope {
     schedulerHello @25 :SchedulerHello;
     schedulerRequest @26 :SchedulerRequest;
     schedulerReply @27 :SchedulerReply;
+    # Link probes between nodes (probe_messages.hpp).
+    linkProbeRequest @28 :LinkProbeRequest;
+    linkProbeResult @29 :LinkProbeResult;
   }
 }

@@ -130,6 +130,16 @@ plan_request sample_plan_request() {
                       9};
 }
 
+link_probe_request sample_probe_request() {
+  config::zone_link l;
+  l.from = "zone-a";
+  l.to = "zone-b";
+  l.latency_s = 0.02;
+  l.bandwidth_gbytes_per_s = 0.025;
+  l.egress_usd_per_gb = 0.01;
+  return link_probe_request{8, "probe", "n2", "zone-b", "10.0.0.8:4711", {l}, 2500};
+}
+
 train_report sample_report() {
   return train_report{5,   "n2",  3,     1,   0,   1,   17,  2.5, 0.1,       0.02, 0.03,
                       0.04, 0.2, 4096, "x", "checkpoints/job/v5/s1.pt", true, 2.7,
@@ -163,7 +173,11 @@ std::vector<message> every_message() {
           replan_finished{3, "node n4 lost", 1.75},
           scheduler_hello{"cost-cap"},
           scheduler_request{5, "pin", "n1", "hot", 1200, 2, "objective", "cost"},
-          scheduler_reply{5, true, "already draining"}};
+          scheduler_reply{5, true, "already draining"},
+          // link probes between nodes
+          sample_probe_request(),
+          link_probe_result{8, "n2", "no reply within 5 s", "10.0.0.8:4711", 0.021,
+                            {65536, 1048576}, {2.4e7, 2.5e7}, 0.35}};
 }
 
 envelope round_trip(const message& m) {

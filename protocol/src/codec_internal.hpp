@@ -83,6 +83,10 @@ void put_scheduler(s::Envelope::Body::Builder b, const replan_finished& v);
 void put_scheduler(s::Envelope::Body::Builder b, const scheduler_hello& v);
 void put_scheduler(s::Envelope::Body::Builder b, const scheduler_request& v);
 void put_scheduler(s::Envelope::Body::Builder b, const scheduler_reply& v);
+/// The link probes' messages (probe_messages.hpp): codec_probe.cpp.
+void put_probe(s::Envelope::Body::Builder b, const link_probe_request& v);
+void put_probe(s::Envelope::Body::Builder b, const link_probe_result& v);
+std::optional<message> get_probe(s::Envelope::Body::Reader b);
 /// One of the scheduler's messages; nothing when `b` holds another.
 std::optional<message> get_scheduler(s::Envelope::Body::Reader b);
 

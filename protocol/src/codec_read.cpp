@@ -283,6 +283,8 @@ std::optional<body_result> get(s::Envelope::Body::Reader b) {
   }
   if (auto m = get_scheduler(b))  // the scheduler's messages: codec_scheduler.cpp
     return body_result{std::move(*m)};
+  if (auto m = get_probe(b))  // the link probes' messages: codec_probe.cpp
+    return body_result{std::move(*m)};
   return std::nullopt;  // a variant this build does not know
 }
 

@@ -298,6 +298,9 @@ struct body_writer {
     x.setValue(data_of(v.value));
     x.setError(reason(v.error));
   }
+  // The link probes' messages: codec_probe.cpp.
+  void operator()(const link_probe_request& v) { put_probe(b, v); }
+  void operator()(const link_probe_result& v) { put_probe(b, v); }
   // The scheduler's messages: codec_scheduler.cpp.
   template <class T>
   void operator()(const T& v) {
@@ -318,7 +321,7 @@ const char* name_of(const message& m) {
     "train_report",  "store_request",  "store_reply",
     "plan_request",  "plan_reply",     "availability_event", "iteration_telemetry",
     "plan_applied",  "plan_refused",   "replan_finished", "scheduler_hello",
-    "scheduler_request", "scheduler_reply"};
+    "scheduler_request", "scheduler_reply", "link_probe_request", "link_probe_result"};
   static_assert(std::size(names) == std::variant_size_v<message>);
   return names[m.index()];
 }

@@ -87,6 +87,10 @@ constexpr std::array<std::size_t, message_kinds> body_bytes = {
   struct_bytes<s::SchedulerRequest>() + text(b::word_bytes) + text(b::name_bytes) +
     text(b::reason_bytes) + text(b::name_bytes) /* key */ + text(b::reason_bytes) /* value */,
   struct_bytes<s::SchedulerReply>() + text(b::reason_bytes),
+  // Link probes between nodes.
+  0,  // link_probe_request: the cluster's zone links
+  struct_bytes<s::LinkProbeResult>() + 2 * text(b::name_bytes) /* node, address */ +
+    text(b::reason_bytes) + 2 * (word + word * b::probe_sizes) /* sizes and rates */,
 };
 
 constexpr std::array<const char*, message_kinds> names = {
@@ -95,6 +99,7 @@ constexpr std::array<const char*, message_kinds> names = {
   "cluster_status", "training_job", "train_report", "store_request", "store_reply",
   "plan_request", "plan_reply", "availability_event", "iteration_telemetry", "plan_applied",
   "plan_refused", "replan_finished", "scheduler_hello", "scheduler_request", "scheduler_reply",
+  "link_probe_request", "link_probe_result",
 };
 
 static_assert(message_kinds == std::variant_size_v<message>);

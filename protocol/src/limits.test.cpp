@@ -84,6 +84,9 @@ std::vector<message> largest_messages() {
     scheduler_request{1, text(b::word_bytes), text(b::name_bytes), text(b::reason_bytes), 1, 2,
                       text(b::name_bytes), text(b::reason_bytes)},
     scheduler_reply{1, true, text(b::reason_bytes)},
+    // Link probes between nodes (a request carries the cluster's links: no ceiling of its own).
+    link_probe_result{1, text(b::name_bytes), text(b::reason_bytes), text(b::name_bytes), 1,
+                      std::vector<double>(b::probe_sizes, 1), std::vector<double>(b::probe_sizes, 2), 1},
   };
 }
 

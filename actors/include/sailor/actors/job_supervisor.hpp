@@ -127,6 +127,9 @@ struct supervisor_options {
   caf::timespan state_wait = std::chrono::seconds{5};
   /// Called (in the supervisor) when a recovered plan completed its first iteration.
   std::function<void(const recovery_record&)> on_recovery;
+  /// Called (in the supervisor) for each node admitted, with the actor its messages go to
+  /// (its agent): `sailor coordinator` asks nodes to probe their links through it.
+  std::function<void(const node_inventory&, const caf::actor&)> on_admitted;
 };
 
 /// A node preempted with notice that stays until the next plan took its state.

@@ -10,6 +10,8 @@
 ///             --tick--> heartbeat to the zone coordinator
 ///             --preempt (local: SIGTERM, spot notice)--> preemption_notice, its stage
 ///                 actors stop (its ranks keep their state in memory) --> [leaving]
+///             --link_probe_request (the coordinator)--> options.on_link_probe, whose
+///                 answer (a link_probe_result) goes back to the asking actor
 ///             --shutdown_notice--> quit
 ///   [leaving] the node's reports still go to the supervisor, its shard server serves its
 ///             state to the next plan; --shutdown_notice (the next plan has its state) or
@@ -26,6 +28,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "sailor/actors/messages.hpp"
+#include "sailor/protocol/probe_messages.hpp"
 #include "sailor/actors/stage_actor.hpp"
 #include "sailor/actors/train_messages.hpp"
 
@@ -56,6 +59,11 @@ struct node_agent_options {
   /// Called on a preemption notice, before the node's stages stop (the trainer then hands
   /// its ranks' state over to nodes that stay). Empty: nothing.
   std::function<void()> on_leaving;
+  /// Serves or runs a link probe the coordinator asked for (issue 14); must not block: the
+  /// answer goes to `answer`, from any thread. Empty: the request is answered with an error.
+  std::function<void(const protocol::link_probe_request&,
+                     std::function<void(protocol::link_probe_result)> answer)>
+    on_link_probe;
 };
 
 struct node_agent_state {

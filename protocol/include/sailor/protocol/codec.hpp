@@ -17,6 +17,7 @@
 
 #include "sailor/config/error.hpp"
 #include "sailor/protocol/messages.hpp"
+#include "sailor/protocol/probe_messages.hpp"
 #include "sailor/protocol/scheduler_messages.hpp"
 
 namespace sailor::protocol {
@@ -29,7 +30,9 @@ using message =
                // a scheduler in its own process (scheduler_messages.hpp)
                plan_request, plan_reply, availability_event, iteration_telemetry, plan_applied,
                plan_refused, replan_finished, scheduler_hello, scheduler_request,
-               scheduler_reply>;
+               scheduler_reply,
+               // link probes between nodes (probe_messages.hpp)
+               link_probe_request, link_probe_result>;
 
 /// One message as it travels.
 struct envelope {

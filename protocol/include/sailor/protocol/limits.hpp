@@ -54,11 +54,13 @@ inline constexpr std::size_t store_key_bytes = 1024;
 inline constexpr std::size_t store_value_bytes = std::size_t{1} << 20;
 /// The control frame's limit (comm::transport_options::max_control_bytes by default): the
 /// ceiling of the kinds that grow with the job.
+/// Sizes in a link probe's bandwidth curve (link_probe_result), at most.
+inline constexpr std::size_t probe_sizes = 64;
 inline constexpr std::size_t control_frame_bytes = std::size_t{16} << 20;
 }  // namespace wire_bounds
 
 /// Kinds of message: as many as `message` has alternatives.
-inline constexpr std::size_t message_kinds = 25;
+inline constexpr std::size_t message_kinds = 27;
 
 /// The most bytes an encoded envelope holding a message of kind `kind` (its index in
 /// `message`, as `message::index()` gives it) may take; 0 for a kind this build does not know.
