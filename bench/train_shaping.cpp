@@ -7,10 +7,12 @@
 //   2. training (ranks as threads, the tiny GPT): a 100 ms link between the zones of two
 //      pipeline stages, iteration time and receive waits with and without it, against 6
 //      latencies (two 1F1B round trips and the loss all-reduce);
+//   1b. the link probe on that link: the latency and bandwidths it reads, and its duration;
 //   3. a 50 ms, 0.1 GB/s link between two data-parallel replicas: the all-reduce time per
 //      iteration with and without it, against the ring model (2 steps per layer).
 //
 //   train_shaping [--iterations N]
+#include <sailor/comm/link_probe.hpp>
 #include <sailor/comm/shaping.hpp>
 #include <sailor/comm/tcp.hpp>
 #include <sailor/models/shapes.hpp>
@@ -24,29 +26,18 @@
 #include <mutex>
 #include <vector>
 
-#include "../tests/support/rank_threads.hpp"
+#include "../tests/support/zoned_training.hpp"
 
 namespace {
 
 using namespace sailor;
 using namespace std::chrono_literals;
 using clk = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-config::zone_link link_of(const std::string& a, const std::string& b, double latency_s, double gbytes_per_s) {
-  config::zone_link l;
-  l.from = a;
-  l.to = b;
-  l.latency_s = latency_s;
-  l.bandwidth_gbytes_per_s = gbytes_per_s;
-  return l;
-}
+using testing::link_of;
+using testing::median;
+using testing::median_after_first;
+using testing::make_plan;
+using testing::zoned_stage;
 
 // Arrival times at the receiving end of one shaped connection.
 struct arrivals {
@@ -130,86 +121,67 @@ int print_transport_shaping() {
   return 0;
 }
 
-config::stage_plan stage(int first, int count, const std::string& zone, const std::string& second_zone = "") {
-  config::stage_plan s;
-  s.first_layer = first;
-  s.num_layers = count;
-  config::replica r;
-  r.gpu_type = "CPU";
-  r.zone = zone;
-  s.replicas.push_back(r);
-  if (!second_zone.empty()) {
-    r.zone = second_zone;
-    s.replicas.push_back(r);
+// The link probe on the same shaped link: what it reads, and how long it takes (its budget is
+// about 0.6 s).
+int print_link_probe() {
+  const auto link = link_of("zone-a", "zone-b", 0.020, 0.050);
+  comm::link_lookup links = [link](const std::string&, const std::string&) { return link; };
+  auto responder = comm::make_shaped_transport(comm::make_tcp_transport(named("responder", "zone-a")).value(), links);
+  auto prober = comm::make_shaped_transport(comm::make_tcp_transport(named("prober", "zone-b")).value(), links);
+  auto listener = responder->listen(comm::address{"127.0.0.1", 0}, comm::probe_responder());
+  if (!listener) {
+    std::fprintf(stderr, "train_shaping: %s\n", listener.error().to_string().c_str());
+    return 1;
   }
-  return s;
+  auto probe = comm::probe_link(*prober, (*listener)->local_address());
+  if (!probe) {
+    std::fprintf(stderr, "train_shaping: %s\n", probe.error().to_string().c_str());
+    return 1;
+  }
+  std::printf("link probe, 20 ms / 50 MB/s: latency %.2f ms; bandwidth", probe->latency_s * 1e3);
+  for (const auto& [bytes, rate] : probe->bandwidth) std::printf(" %.0f KiB %.1f MB/s,", bytes / 1024, rate / 1e6);
+  std::printf(" in %.3f s\n", probe->elapsed_s);
+  return 0;
 }
 
-using telemetry = std::vector<std::vector<train::iteration_telemetry>>;  // [rank][iteration]
-
-telemetry train_plan(const config::plan& plan, int iterations, std::vector<config::zone_link> links) {
+train::train_options shaped_options(std::vector<config::zone_link> links) {
   train::train_options o;
   o.seed = 7;
   o.learning_rate = 3e-3;
   o.torch_threads = 1;
   o.timeout = 60s;
   o.links = std::move(links);
-  telemetry out(train::world_size(plan));
-  auto errors = sailor::testing::run_rank_threads(
-    models::tiny_gpt_shape(), plan, o, [&](int r, train::stage_executor& exec) -> std::string {
-      for (int it = 0; it < iterations; ++it) {
-        auto tel = exec.run_iteration(it);
-        if (!tel) return tel.error().to_string();
-        out[static_cast<std::size_t>(r)].push_back(*tel);
-      }
-      return {};
-    });
-  for (const auto& e : errors)
-    if (!e.empty()) std::fprintf(stderr, "train_shaping: %s\n", e.c_str());
-  return out;
+  return o;
 }
 
-// Median over iterations 1.. (the first warms up) of rank r's `field`.
-template <class F>
-double after_first(const telemetry& t, int rank, F field) {
-  std::vector<double> v;
-  for (std::size_t k = 1; k < t[static_cast<std::size_t>(rank)].size(); ++k)
-    v.push_back(field(t[static_cast<std::size_t>(rank)][k]));
-  return median(v);
+testing::zoned_run train_plan(const config::plan& plan, int iterations, std::vector<config::zone_link> links) {
+  auto run = testing::train_zoned(plan, iterations, shaped_options(std::move(links)));
+  for (const auto& e : run.errors)
+    if (!e.empty()) std::fprintf(stderr, "train_shaping: %s\n", e.c_str());
+  return run;
 }
 
 void print_pipeline_link(int iterations) {
-  config::plan plan;
-  plan.micro_batch = 2;
-  plan.global_batch = 8;
-  plan.stages = {stage(0, 3, "zone-a"), stage(3, 3, "zone-b")};
+  const auto plan = make_plan({zoned_stage(0, 3, "zone-a"), zoned_stage(3, 3, "zone-b")});
   const double latency = 0.100;
   const double expected = 6 * latency;
   auto plain = train_plan(plan, iterations, {});
   auto shaped = train_plan(plan, iterations, {link_of("zone-a", "zone-b", latency, 1.0)});
   auto total = [](const train::iteration_telemetry& t) { return t.total_s; };
   auto recv = [](const train::iteration_telemetry& t) { return t.recv_wait_s; };
-  const double grew = after_first(shaped, 0, total) - after_first(plain, 0, total);
-  const double recv_grew = after_first(shaped, 0, recv) + after_first(shaped, 1, recv) -
-                           after_first(plain, 0, recv) - after_first(plain, 1, recv);
+  const double grew = median_after_first(shaped, 0, total) - median_after_first(plain, 0, total);
+  const double recv_grew = median_after_first(shaped, 0, recv) + median_after_first(shaped, 1, recv) -
+                           median_after_first(plain, 0, recv) - median_after_first(plain, 1, recv);
   std::printf("100 ms link between 2 pipeline stages: iteration %.4f -> %.4f s (+%.4f, model +%.4f, "
               "ratio %.2f); receive waits +%.4f s\n",
-              after_first(plain, 0, total), after_first(shaped, 0, total), grew, expected,
+              median_after_first(plain, 0, total), median_after_first(shaped, 0, total), grew, expected,
               grew / expected, recv_grew);
 }
 
 void print_data_parallel_link(int iterations) {
-  config::plan plan;
-  plan.micro_batch = 2;
-  plan.global_batch = 8;
-  plan.stages = {stage(0, 6, "zone-a", "zone-b")};
+  const auto plan = make_plan({zoned_stage(0, 6, "zone-a", "zone-b")});
   const auto link = link_of("zone-a", "zone-b", 0.050, 0.1);
-  const auto model = models::tiny_gpt_shape();
-  auto ring_of_two = [&](double bytes) {
-    return 2 * (link.latency_s + bytes / 2 / (link.bandwidth_gbytes_per_s * 1e9));
-  };
-  double expected = ring_of_two(2 * 8.0);  // loss and norm
-  for (int l = 0; l < model.num_all_layers(); ++l) expected += ring_of_two(4.0 * static_cast<double>(model.params_of_layer(l)));
+  const double expected = testing::dp_link_all_reduce_s(link);
   auto plain = train_plan(plan, iterations, {});
   auto shaped = train_plan(plan, iterations, {link});
   auto all_reduce = [](const train::iteration_telemetry& t) { return t.all_reduce_s; };
@@ -217,9 +189,9 @@ void print_data_parallel_link(int iterations) {
   for (int r = 0; r < 2; ++r)
     std::printf("50 ms DP link, rank %d: all-reduce per iteration %.4f -> %.4f s (model %.4f, ratio %.2f), "
                 "iteration +%.4f s\n",
-                r, after_first(plain, r, all_reduce), after_first(shaped, r, all_reduce), expected,
-                after_first(shaped, r, all_reduce) / expected,
-                after_first(shaped, r, total) - after_first(plain, r, total));
+                r, median_after_first(plain, r, all_reduce), median_after_first(shaped, r, all_reduce), expected,
+                median_after_first(shaped, r, all_reduce) / expected,
+                median_after_first(shaped, r, total) - median_after_first(plain, r, total));
 }
 
 }  // namespace
@@ -231,6 +203,7 @@ int main(int argc, char** argv) {
     ->check(CLI::Range(2, 1000));
   CLI11_PARSE(app, argc, argv);
   if (int rc = print_transport_shaping(); rc != 0) return rc;
+  if (int rc = print_link_probe(); rc != 0) return rc;
   print_pipeline_link(iterations);
   print_data_parallel_link(iterations);
   return 0;

@@ -6,13 +6,10 @@
 
 #include "run_command.hpp"
 
-using sailor::testing::run_command;
-using sailor::testing::sailor_bin;
-using sailor::testing::temp_dir;
+using namespace sailor::testing;
 
 namespace {
-const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
-bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+const std::string configs = configs_dir();
 }  // namespace
 
 TEST_CASE("bounds: 10^10 GPUs in a zone are refused, not printed as 1410065408") {

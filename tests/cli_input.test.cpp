@@ -14,15 +14,11 @@
 #include "run_command.hpp"
 #include "sailor/config/profile.hpp"
 
-using sailor::testing::run_command;
-using sailor::testing::sailor_bin;
-using sailor::testing::temp_dir;
+using namespace sailor::testing;
 
 namespace {
-const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+const std::string configs = configs_dir();
 const std::string sailor_data = std::string(SAILOR_DATA_DIR) + "/sailor";
-bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
-
 // A plan of the tiny model (6 layers) on local-2-zones: `stages` as YAML list items.
 std::string tiny_plan(const std::string& stages) {
   return "micro_batch: 1\nglobal_batch: 8\nstages:\n" + stages;

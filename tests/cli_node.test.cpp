@@ -9,33 +9,18 @@
 
 #include <nlohmann/json.hpp>
 
-#include "child_process.hpp"
-#include "run_command.hpp"
+#include "local_job.hpp"
 
 using namespace std::chrono;
-using sailor::testing::child;
-using sailor::testing::eventually;
-using sailor::testing::run_command;
-using sailor::testing::sailor_bin;
-using sailor::testing::job_token_file;
-using sailor::testing::temp_dir;
+using namespace sailor::testing;
 
 namespace {
-const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
-bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
-
+const std::string configs = configs_dir();
 // `sailor coordinator` without --train-dir on port 0 over TCP; returns its port.
 std::string start_control_plane(std::unique_ptr<child>& coordinator, const temp_dir& dir) {
-  coordinator = std::make_unique<child>(
-      std::vector<std::string>{sailor_bin(), "coordinator", "--planner", "even", "--listen", "127.0.0.1:0", "--cluster",
-                               configs + "/clusters/local-2-zones.yaml", "--model", configs + "/models/tiny.yaml",
-                               "--job", configs + "/jobs/tiny.yaml", "--transport", "tcp", "--token-file", job_token_file(dir)},
-      dir.path("coordinator.out"), dir.path("coordinator.err"));
-  REQUIRE(coordinator->pid() > 0);
-  const std::string port = listening_port(*coordinator);
-  INFO(coordinator->err());
-  REQUIRE(!port.empty());
-  return port;
+  return start_listening(coordinator,
+                         coordinator_argv("127.0.0.1:0", {"--transport", "tcp", "--token-file", job_token_file(dir)}),
+                         dir.path("coordinator"));
 }
 }  // namespace
 

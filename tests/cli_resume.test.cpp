@@ -15,20 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "child_process.hpp"
-#include "run_command.hpp"
+#include "local_job.hpp"
 
 using namespace std::chrono;
-using sailor::testing::child;
-using sailor::testing::eventually;
-using sailor::testing::sailor_bin;
-using sailor::testing::slurp;
-using sailor::testing::job_token_file;
-using sailor::testing::temp_dir;
+using namespace sailor::testing;
 
 namespace {
-
-const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
 
 struct run_output {
   int coordinator_code = -1;
@@ -38,20 +30,18 @@ struct run_output {
 
 // One coordinator (quorum 1) and one node on `train_dir` until the coordinator exits.
 run_output train_until(const temp_dir& dir, const std::string& run, int iterations) {
-  child coordinator{{sailor_bin(), "coordinator", "--planner", "even", "--listen", "127.0.0.1:0", "--cluster",
-                     configs + "/clusters/local-2-zones.yaml", "--model", configs + "/models/tiny.yaml", "--job",
-                     configs + "/jobs/tiny.yaml", "--quorum", "1", "--settle-s", "30", "--heartbeat-ms", "200",
-                     "--heartbeat-timeout-ms", "3000", "--transport", "tcp", "--token-file", job_token_file(dir), "--train-dir", dir.path("train"),
-                     "--iterations", std::to_string(iterations), "--exit-when-done"},
-                    dir.path(run + ".out"), dir.path(run + ".err")};
-  REQUIRE(coordinator.pid() > 0);
-  const std::string port = listening_port(coordinator);
-  INFO(coordinator.err());
-  REQUIRE(!port.empty());
-  child node{{sailor_bin("sailor-node"), "--join", "127.0.0.1:" + port, "--zone", "local-a", "--devices",
-              "cpu:1", "--name", "node-" + run, "--transport", "tcp", "--token-file", job_token_file(dir), "--log-dir", dir.path("logs"),
-              // the same machine's folder each run: the checkpoints the job resumes from
-              "--state-dir", dir.path("state")},
+  std::unique_ptr<child> coordinator_process;
+  const std::string port = start_listening(
+    coordinator_process,
+    training_coordinator_argv("127.0.0.1:0", dir.path("train"), 1, iterations,
+                              {"--settle-s", "30", "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "3000",
+                               "--transport", "tcp", "--token-file", job_token_file(dir)}),
+    dir.path(run));
+  child& coordinator = *coordinator_process;
+  child node{node_argv("127.0.0.1:" + port, "node-" + run, "local-a",
+                       {"--token-file", job_token_file(dir), "--log-dir", dir.path("logs"),
+                        // the same machine's folder each run: the checkpoints the job resumes from
+                        "--state-dir", dir.path("state")}),
              dir.path(run + "-node.out"), dir.path(run + "-node.err")};
   REQUIRE(node.pid() > 0);
   run_output r;

@@ -16,32 +16,18 @@
 
 #include <nlohmann/json.hpp>
 
-#include "child_process.hpp"
-#include "run_command.hpp"
+#include "local_job.hpp"
 
 using namespace std::chrono_literals;
-using sailor::testing::child;
-using sailor::testing::eventually;
-using sailor::testing::run_command;
-using sailor::testing::sailor_bin;
-using sailor::testing::temp_dir;
-using sailor::testing::job_token_file;
+using namespace sailor::testing;
 
 TEST_CASE("sailor demo notices a straggler from telemetry and re-plans around it") {
   temp_dir dir;
   const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
-  const auto summary = dir.path("summary.json");
-  auto r = run_command(sailor_bin() + " demo --job " + configs + "/jobs/tiny.yaml --model " +
-                         configs + "/models/tiny.yaml --nodes 2 --zones 1 --iterations 40 " +
-                         "--straggler-at 4 --straggler-slowdown 8 --no-dashboard --summary-json " +
-                         summary,
-                       120);
-  INFO(r.out);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  std::ifstream in(summary);
-  REQUIRE(in);
-  auto j = nlohmann::json::parse(in);
+  auto [r, j] = run_with_summary(sailor_bin() + " demo --job " + configs + "/jobs/tiny.yaml --model " +
+                                   configs + "/models/tiny.yaml --nodes 2 --zones 1 --iterations 40 " +
+                                   "--straggler-at 4 --straggler-slowdown 8 --no-dashboard",
+                                 dir, 120);
   CHECK(j["iterations_completed"].get<int>() == 40);
   // One re-plan, for the drift, naming the slow node; none for noise.
   CHECK(j["replans"].get<int>() == 1);
@@ -69,22 +55,14 @@ TEST_CASE("sailor demo: a link slowed at run time moves its zone pair's correcti
                               "  - layers: {first: 0, count: 6}\n    replicas:\n"
                               "      - {gpu: CPU, zone: local-a, tp: 1}\n"
                               "      - {gpu: CPU, zone: local-b, tp: 1}\n");
-  const auto summary = dir.path("summary.json");
   // 2 ms, 100 MB/s (the cluster's) to 30 ms, 10 MB/s after 3 iterations: each of the
   // all-reduce's crossings of the ~0.9 MB of gradients then takes 0.1 s or more.
-  auto r = run_command(sailor_bin() + " demo --job " + configs + "/jobs/tiny.yaml --model " +
-                         configs + "/models/tiny.yaml --nodes 2 --zones 2 --iterations 11 " +
-                         "--plan " + plan + " --link-change-at 3 --link-change local-a:local-b=30,10 " +
-                         "--profile-cache " + dir.path("profiles") +
-                         " --no-dashboard --summary-json " + summary,
-                       120);
-  INFO(r.out);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
+  auto [r, j] = run_with_summary(sailor_bin() + " demo --job " + configs + "/jobs/tiny.yaml --model " +
+                                   configs + "/models/tiny.yaml --nodes 2 --zones 2 --iterations 11 " +
+                                   "--plan " + plan + " --link-change-at 3 --link-change local-a:local-b=30,10 " +
+                                   "--profile-cache " + dir.path("profiles") + " --no-dashboard",
+                                 dir, 120);
   CHECK(r.out.find("link local-a <-> local-b changed to 30.0 ms, 10 MB/s in 2 nodes") != std::string::npos);
-  std::ifstream in(summary);
-  REQUIRE(in);
-  auto j = nlohmann::json::parse(in);
   CHECK(j["iterations_completed"].get<int>() == 11);
   CHECK(j["link_change_at"].get<int>() == 3);
   // The link's correction: its all-reduce measured against the plan's prediction. The shaper
@@ -125,19 +103,12 @@ TEST_CASE("sailor demo plans on the catalog when profiling fails, and says what 
                                          "'emulated profiler failure' >&2; exit 1; fi\nexec " +
                                            sailor_bin("sailor-node") + " \"$@\"\n");
   std::filesystem::permissions(node, std::filesystem::perms::owner_all);
-  const auto summary = dir.path("summary.json");
-  auto r = run_command(sailor_bin() + " demo --job " + configs + "/jobs/tiny.yaml --model " +
-                         configs + "/models/tiny.yaml --nodes 2 --zones 2 --iterations 3 " +
-                         "--node-binary " + node + " --no-dashboard --summary-json " + summary,
-                       90);
-  INFO(r.out);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
+  auto [r, j] = run_with_summary(sailor_bin() + " demo --job " + configs + "/jobs/tiny.yaml --model " +
+                                   configs + "/models/tiny.yaml --nodes 2 --zones 2 --iterations 3 " +
+                                   "--node-binary " + node + " --no-dashboard",
+                                 dir, 90);
   CHECK(r.err.find("warning: no profile of CPU for model tiny-gpt") != std::string::npos);
   CHECK(r.err.find("emulated profiler failure") != std::string::npos);
-  std::ifstream in(summary);
-  REQUIRE(in);
-  auto j = nlohmann::json::parse(in);
   CHECK(j["iterations_completed"].get<int>() == 3);
   CHECK(j["planner"] == "search");
   CHECK(j["prediction_note"].get<std::string>().find("profiling failed") != std::string::npos);
@@ -228,9 +199,7 @@ TEST_CASE("sailor coordinator probes its zone link, plans with the search, predi
   CHECK(out.find("re-planning on drift", static_cast<std::size_t>(m.position(0)) + 1) ==
         std::string::npos);
   CHECK(out.find("plan v2:") != std::string::npos);
-  std::ifstream in(summary);
-  REQUIRE(in);
-  auto j = nlohmann::json::parse(in);
+  auto j = read_json(summary);
   CHECK(j["iterations_completed"].get<int>() == 24);
   CHECK(j["predicted_iteration_s"].get<double>() > 0);
 }

@@ -27,8 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "child_process.hpp"
-#include "run_command.hpp"
+#include "local_job.hpp"
 #include "sailor/actors/runtime.hpp"
 #include "sailor/actors/wire.hpp"
 #include "sailor/comm/ucx.hpp"
@@ -36,16 +35,11 @@
 extern char** environ;
 
 using namespace std::chrono;
-using sailor::testing::run_command;
-using sailor::testing::sailor_bin;
-using sailor::testing::temp_dir;
-using sailor::testing::child;
-using sailor::testing::eventually;
-using sailor::testing::slurp;
+using namespace sailor::testing;
 
 namespace {
 
-const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+const std::string configs = configs_dir();
 
 constexpr int heartbeat_ms = 100;
 constexpr int heartbeat_timeout_ms = 800;
@@ -90,19 +84,7 @@ struct cluster_fixture {
     // These tests check the even layout unless they name another planner.
     if (std::find(extra.begin(), extra.end(), "--planner") == extra.end())
       argv.insert(argv.end(), {"--planner", "even"});
-    coordinator = std::make_unique<child>(argv, dir.path("coordinator.out"),
-                                          dir.path("coordinator.err"));
-    REQUIRE(coordinator->pid() > 0);
-    std::smatch m;
-    static const std::regex listening{R"(listening on 127\.0\.0\.1:([0-9]+))"};
-    std::string out;
-    bool up = eventually(10s, [&] {
-      out = coordinator->out();
-      return std::regex_search(out, m, listening);
-    });
-    INFO(coordinator->err());
-    REQUIRE(up);
-    port = static_cast<std::uint16_t>(std::stoi(m[1]));
+    port = static_cast<std::uint16_t>(std::stoi(start_listening(coordinator, argv, dir.path("coordinator"))));
   }
 
   child& start_node(const std::string& name, const std::string& zone, std::string devices = "cpu:2",

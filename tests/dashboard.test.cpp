@@ -16,39 +16,27 @@
 
 #include <nlohmann/json.hpp>
 
-#include "child_process.hpp"
 #include "dashboard_support.hpp"
-#include "run_command.hpp"
+#include "local_job.hpp"
 
 using namespace std::chrono;
 using nlohmann::json;
-using sailor::testing::child;
-using sailor::testing::dashboard_client;
-using sailor::testing::dashboard_port;
-using sailor::testing::eventually;
-using sailor::testing::run_command;
-using sailor::testing::sailor_bin;
-using sailor::testing::job_token_file;
-using sailor::testing::temp_dir;
+using namespace sailor::testing;
 
 namespace {
 
-const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+const std::string configs = configs_dir();
 
-std::vector<std::string> coordinator_argv(const temp_dir& dir, int quorum) {
-  return {sailor_bin(), "coordinator", "--planner", "even", "--listen", "127.0.0.1:0", "--cluster",
-          configs + "/clusters/local-2-zones.yaml", "--model", configs + "/models/tiny.yaml",
-          "--job", configs + "/jobs/tiny.yaml", "--quorum", std::to_string(quorum),
-          "--settle-s", "30", "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "800",
-          "--transport", "tcp", "--token-file", job_token_file(dir)};
+std::vector<std::string> dashboard_coordinator_argv(const temp_dir& dir, int quorum) {
+  return coordinator_argv("127.0.0.1:0", {"--quorum", std::to_string(quorum), "--settle-s", "30", "--heartbeat-ms",
+                                          "100", "--heartbeat-timeout-ms", "800", "--transport", "tcp",
+                                          "--token-file", job_token_file(dir)});
 }
 
 std::unique_ptr<child> start_node(temp_dir& dir, int port, const std::string& name,
                                   const std::string& zone) {
   auto c = std::make_unique<child>(
-    std::vector<std::string>{sailor_bin("sailor-node"), "--join",
-                             "127.0.0.1:" + std::to_string(port), "--zone", zone, "--devices",
-                             "cpu:1", "--name", name, "--transport", "tcp", "--token-file", job_token_file(dir)},
+    node_argv("127.0.0.1:" + std::to_string(port), name, zone, {"--token-file", job_token_file(dir)}),
     dir.path(name + ".out"), dir.path(name + ".err"));
   REQUIRE(c->pid() > 0);
   return c;
@@ -92,7 +80,7 @@ int coordinator_port(const child& c) {
 TEST_CASE("dashboard: the JSON API of a coordinator with nodes, bad requests, and a "
           "preemption in the event list") {
   temp_dir dir;
-  child coordinator{coordinator_argv(dir, 3), dir.path("coordinator.out"),
+  child coordinator{dashboard_coordinator_argv(dir, 3), dir.path("coordinator.out"),
                     dir.path("coordinator.err")};
   const int web_port = dashboard_port(coordinator, 10s);
   INFO(coordinator.out());
@@ -207,7 +195,7 @@ TEST_CASE("dashboard: the JSON API of a coordinator with nodes, bad requests, an
 
 TEST_CASE("dashboard: an address other than loopback needs an explicit flag") {
   temp_dir dir;
-  auto args = coordinator_argv(dir, 1);
+  auto args = dashboard_coordinator_argv(dir, 1);
   std::string line;
   for (auto& a : args) line += a + " ";
   auto r = run_command(line + "--dashboard 0.0.0.0:0", 30);
@@ -273,7 +261,7 @@ TEST_CASE("dashboard page: the validation loss is drawn at the iterations that c
   if (!sailor::testing::require_browser())
     sailor::testing::end_as_skipped("the page's validation-loss line in a browser");
   temp_dir dir;
-  child coordinator{coordinator_argv(dir, 1), dir.path("coordinator.out"),
+  child coordinator{dashboard_coordinator_argv(dir, 1), dir.path("coordinator.out"),
                     dir.path("coordinator.err")};
   const int web_port = dashboard_port(coordinator, 10s);
   INFO(coordinator.out());

@@ -8,31 +8,21 @@
 
 #include <doctest/doctest.h>
 
-#include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include <sailor/train/executor.hpp>
-#include <sailor/actors/node_training.hpp>
-#include <sailor/comm/collective.hpp>
-#include <sailor/config/load.hpp>
-
-#include "run_command.hpp"
+#include "local_job.hpp"
 #include "tiny_reference.hpp"
 
-using sailor::testing::run_command;
-using sailor::testing::sailor_bin;
-using sailor::testing::temp_dir;
-using sailor::testing::single_rank_losses;
+using namespace sailor::testing;
 
 namespace {
 
 using namespace sailor;
-const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+const std::string configs = configs_dir();
 // The tiny model on the synthetic stream (the demo's own job trains on text: demo_text below).
 const std::string tiny_demo =
   " demo --job " + configs + "/jobs/tiny.yaml --model " + configs + "/models/tiny.yaml";
@@ -41,16 +31,7 @@ const std::string tiny_demo =
 
 TEST_CASE("sailor demo trains over node processes and matches a single-rank run") {
   temp_dir dir;
-  auto summary = dir.path("summary.json");
-  auto r = run_command(sailor_bin() + tiny_demo + " --nodes 2 --zones 2 --iterations 10 --summary-json " +
-                         summary,
-                       90);
-  INFO(r.out);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  std::ifstream in(summary);
-  REQUIRE(in);
-  auto j = nlohmann::json::parse(in);
+  auto j = run_with_summary(sailor_bin() + tiny_demo + " --nodes 2 --zones 2 --iterations 10", dir, 90).summary;
   CHECK(j["iterations_completed"].get<int>() == 10);
   auto curve = j["loss_curve"].get<std::vector<double>>();
   REQUIRE(curve.size() == 10);
@@ -68,13 +49,7 @@ TEST_CASE("sailor demo trains over node processes and matches a single-rank run"
     CHECK(st["compute_s"].get<double>() > 0);
     CHECK(st["compute_s"].get<double>() <= j["predicted_iteration_s_uncorrected"].get<double>());
   }
-
-  auto reference = single_rank_losses(j["plan"]["micro_batch"].get<int>(),
-                                      j["plan"]["global_batch"].get<int>(), 10);
-  for (std::size_t k = 0; k < curve.size(); ++k) {
-    INFO("iteration " << k << ": demo " << curve[k] << ", single rank " << reference[k]);
-    CHECK(std::abs(curve[k] - reference[k]) <= 1e-4 * std::abs(reference[k]));
-  }
+  check_single_rank_curve(j, 10);
 }
 
 TEST_CASE("sailor demo refuses a model that does not fit a device, before training") {
@@ -139,25 +114,16 @@ TEST_CASE("sailor demo holds activations between zones for the cluster's link") 
       "    replicas: [{gpu: CPU, zone: local-a, tp: 1}]\n"
       "  - layers: {first: 3, count: 3}\n"
       "    replicas: [{gpu: CPU, zone: local-b, tp: 1}]\n");
-  auto summary = dir.path("summary.json");
-  auto r = run_command(sailor_bin() + tiny_demo + " --nodes 2 --zones 2 --iterations 3 --cluster " + cluster +
-                           " --plan " + plan + " --summary-json " + summary,
-                       90);
-  INFO(r.out);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  std::ifstream in(summary);
-  REQUIRE(in);
-  auto j = nlohmann::json::parse(in);
+  auto j = run_with_summary(sailor_bin() + tiny_demo + " --nodes 2 --zones 2 --iterations 3 --cluster " + cluster +
+                              " --plan " + plan,
+                            dir, 90)
+             .summary;
   auto each = j["measured_iteration_s_each"].get<std::vector<double>>();
   REQUIRE(each.size() == 3);
   for (double t : each) CHECK(t > 0.95 * 4 * 0.080);
   // The simulator knows the link too.
   CHECK(j["predicted_iteration_s"].get<double>() > 4 * 0.080);
-  auto curve = j["loss_curve"].get<std::vector<double>>();
-  auto reference = single_rank_losses(2, 8, 3);
-  for (std::size_t k = 0; k < curve.size(); ++k)
-    CHECK(std::abs(curve[k] - reference[k]) <= 1e-4 * std::abs(reference[k]));
+  check_same_curve(j["loss_curve"].get<std::vector<double>>(), single_rank_losses(2, 8, 3));
 }
 
 TEST_CASE("sailor demo on its defaults trains on the fortunes-min quotes and ends with a sample") {
@@ -180,9 +146,7 @@ TEST_CASE("sailor demo on its defaults trains on the fortunes-min quotes and end
   }
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("model char-gpt-4x64 (gpt2,") != std::string::npos);
-  std::ifstream in(summary);
-  REQUIRE(in);
-  auto j = nlohmann::json::parse(in);
+  auto j = read_json(summary);
   CHECK(j["model"] == "char-gpt-4x64");
   REQUIRE(j["data"].is_string());
   CHECK(j["data"].get<std::string>().find("fortunes.txt") != std::string::npos);

@@ -27,8 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "child_process.hpp"
-#include "run_command.hpp"
+#include "local_job.hpp"
 #include <caf/scoped_actor.hpp>
 
 #include "sailor/actors/runtime.hpp"
@@ -36,15 +35,11 @@
 extern char** environ;
 
 using namespace std::chrono;
-using sailor::testing::child;
-using sailor::testing::eventually;
-using sailor::testing::run_command;
-using sailor::testing::sailor_bin;
-using sailor::testing::temp_dir;
+using namespace sailor::testing;
 
 namespace {
 
-const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+const std::string configs = configs_dir();
 
 // The TCP transport's frame header (comm/src/tcp/tcp_core.hpp), as an attacker writes it.
 struct frame_header {
@@ -174,26 +169,10 @@ struct hostile_fixture {
     auto t = sailor::actors::make_transport("tcp", "test", "", token);
     REQUIRE(t.ok());
     transport = std::move(*t);
-    coordinator = std::make_unique<child>(
-      std::vector<std::string>{sailor_bin(), "coordinator", "--planner", "even", "--listen", "127.0.0.1:0",
-                               "--cluster", configs + "/clusters/local-2-zones.yaml", "--model",
-                               configs + "/models/tiny.yaml", "--job",
-                               configs + "/jobs/tiny.yaml", "--quorum", "1", "--settle-s", "30",
-                               "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1500",
-                               // No --transport: the public port's default must be tcp.
-                               "--token-file", token_file},
-      dir.path("coordinator.out"), dir.path("coordinator.err"));
-    REQUIRE(coordinator->pid() > 0);
-    static const std::regex listening{R"(listening on 127\.0\.0\.1:([0-9]+))"};
-    std::smatch m;
-    std::string out;
-    bool up = eventually(10s, [&] {
-      out = coordinator->out();
-      return std::regex_search(out, m, listening);
-    });
-    INFO(coordinator->err());
-    REQUIRE(up);
-    port = static_cast<std::uint16_t>(std::stoi(m[1]));
+    // No --transport: the public port's default must be tcp.
+    const auto argv = coordinator_argv("127.0.0.1:0", {"--quorum", "1", "--settle-s", "30", "--heartbeat-ms", "100",
+                                                       "--heartbeat-timeout-ms", "1500", "--token-file", token_file});
+    port = static_cast<std::uint16_t>(std::stoi(start_listening(coordinator, argv, dir.path("coordinator"))));
   }
 
   child& start_node(const std::string& name, const std::string& zone,

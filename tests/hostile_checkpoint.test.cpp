@@ -9,51 +9,33 @@
 
 #include <doctest/doctest.h>
 
-#include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <random>
-#include <regex>
 #include <string>
 #include <vector>
 
-#include "child_process.hpp"
-#include "run_command.hpp"
+#include "local_job.hpp"
 #include "tiny_reference.hpp"
 
 using namespace std::chrono;
-using sailor::testing::child;
-using sailor::testing::eventually;
-using sailor::testing::sailor_bin;
-using sailor::testing::single_rank_losses;
-using sailor::testing::temp_dir;
+using namespace sailor::testing;
 
 namespace {
 
-const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
 namespace fs = std::filesystem;
 
 // Runs a coordinator and one node until training is done; returns the coordinator's output.
 std::string train(const temp_dir& dir, const std::string& token_file, int iterations,
                   const std::string& run, std::string* log) {
-  child coordinator(
-    std::vector<std::string>{sailor_bin(), "coordinator", "--planner", "even", "--listen", "127.0.0.1:0", "--cluster",
-                             configs + "/clusters/local-2-zones.yaml", "--model",
-                             configs + "/models/tiny.yaml", "--job", configs + "/jobs/tiny.yaml",
-                             "--quorum", "1", "--settle-s", "30", "--transport", "tcp",
-                             "--token-file", token_file, "--train-dir", dir.path("train"),
-                             "--iterations", std::to_string(iterations), "--exit-when-done"},
-    dir.path(run + "-coordinator.out"), dir.path(run + "-coordinator.err"));
-  REQUIRE(coordinator.pid() > 0);
-  const std::string port = listening_port(coordinator);
-  INFO(coordinator.err());
-  REQUIRE(!port.empty());
-  child node(std::vector<std::string>{sailor_bin("sailor-node"), "--join",
-                                      "127.0.0.1:" + port, "--zone", "local-a",
-                                      "--devices", "cpu:1", "--name", "n1", "--transport", "tcp",
-                                      "--token-file", token_file, "--state-dir",
-                                      dir.path("state")},
+  std::unique_ptr<child> coordinator_process;
+  const std::string port = start_listening(
+    coordinator_process,
+    training_coordinator_argv("127.0.0.1:0", dir.path("train"), 1, iterations,
+                              {"--settle-s", "30", "--transport", "tcp", "--token-file", token_file}),
+    dir.path(run + "-coordinator"));
+  child& coordinator = *coordinator_process;
+  child node(node_argv("127.0.0.1:" + port, "n1", "local-a", {"--token-file", token_file, "--state-dir", dir.path("state")}),
              dir.path(run + "-node.out"), dir.path(run + "-node.err"));
   const int code = coordinator.wait_exit(120s);
   // The node finishes its last checkpoint write and leaves once the coordinator is gone.
@@ -64,14 +46,6 @@ std::string train(const temp_dir& dir, const std::string& token_file, int iterat
   INFO(*log);
   REQUIRE(code == 0);
   return coordinator.out();
-}
-
-std::map<int, double> losses(const std::string& out, int iterations) {
-  std::map<int, double> loss;
-  const std::regex line{"iteration ([0-9]+)/" + std::to_string(iterations) + "  loss ([-0-9.naif]+)"};
-  for (std::sregex_iterator i{out.begin(), out.end(), line}, end; i != end; ++i)
-    loss[std::stoi((*i)[1])] = std::stod((*i)[2]);
-  return loss;
 }
 
 }  // namespace
@@ -104,16 +78,8 @@ TEST_CASE("hostile: a corrupt checkpoint shard is named and skipped, training re
   CHECK(log.find(shards[0].string()) != std::string::npos);
   CHECK(log.find("does not match its checksum") != std::string::npos);
   CHECK(out.find("training iterations 4..6 (resumed from the checkpoint)") != std::string::npos);
-  auto loss = losses(out, 6);
-  REQUIRE(loss.size() == 3);
-  std::smatch batch;
-  static const std::regex sizes{R"(micro-batch ([0-9]+), global batch ([0-9]+))"};
-  REQUIRE(std::regex_search(out, batch, sizes));
-  auto reference = single_rank_losses(std::stoi(batch[1]), std::stoi(batch[2]), 6);
-  for (int k = 4; k <= 6; ++k) {
-    INFO("iteration " << k << ": run " << loss[k] << ", single rank " << reference[k - 1]);
-    CHECK(std::abs(loss[k] - reference[k - 1]) <= 1e-4 * std::abs(reference[k - 1]));
-  }
+  CHECK(printed_losses(out, 6).size() == 3);
+  check_printed_curve(out, 6, 4);
 }
 
 #endif

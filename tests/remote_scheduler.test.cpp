@@ -7,41 +7,17 @@
 
 #include <doctest/doctest.h>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <signal.h>
 
 #include <string>
 #include <vector>
 
-#include "child_process.hpp"
-#include "run_command.hpp"
-#include "temp_file.hpp"
+#include "local_job.hpp"
 
 using namespace std::chrono;
-using sailor::testing::child;
-using sailor::testing::eventually;
-using sailor::testing::job_token_file;
-using sailor::testing::sailor_bin;
-using sailor::testing::temp_dir;
+using namespace sailor::testing;
 
 namespace {
-
-const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
-
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof sa;
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0)
-    port = ntohs(sa.sin_port);
-  ::close(fd);
-  return port;
-}
 
 bool has(const std::string& text, const std::string& what) {
   return text.find(what) != std::string::npos;
@@ -56,13 +32,9 @@ TEST_CASE("remote scheduler: its plan trains, and after a SIGKILL the job finish
   const std::string at = "127.0.0.1:" + std::to_string(port);
   const std::string token = job_token_file(dir);
   const int iterations = 24;
-  child coordinator{{sailor_bin(), "coordinator", "--scheduler", "remote", "--planner", "even",
-                     "--listen", at, "--cluster", configs + "/clusters/local-2-zones.yaml",
-                     "--model", configs + "/models/tiny.yaml", "--job",
-                     configs + "/jobs/tiny.yaml", "--quorum", "2", "--settle-s", "60",
-                     "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "5000", "--token-file",
-                     token, "--train-dir", dir.path("train"), "--iterations",
-                     std::to_string(iterations), "--exit-when-done"},
+  child coordinator{training_coordinator_argv(at, dir.path("train"), 2, iterations,
+                                              {"--scheduler", "remote", "--settle-s", "60", "--heartbeat-ms", "200",
+                                               "--heartbeat-timeout-ms", "5000", "--token-file", token}),
                     dir.path("c.out"), dir.path("c.err")};
   REQUIRE(eventually(30s, [&] { return has(coordinator.out(), "waiting for a scheduler"); }));
 
@@ -78,10 +50,8 @@ TEST_CASE("remote scheduler: its plan trains, and after a SIGKILL the job finish
   std::vector<std::unique_ptr<child>> nodes;
   for (std::string name : {"n1", "n2"})
     nodes.push_back(std::make_unique<child>(
-      std::vector<std::string>{sailor_bin("sailor-node"), "--join", at, "--zone", "local-a",
-                               "--devices", "cpu:1", "--name", name, "--transport", "tcp",
-                               "--token-file", token, "--state-dir", dir.path("state-" + name),
-                               "--log-dir", dir.path("logs-" + name)},
+      node_argv(at, name, "local-a",
+                {"--token-file", token, "--state-dir", dir.path("state-" + name), "--log-dir", dir.path("logs-" + name)}),
       dir.path(name + ".out"), dir.path(name + ".err")));
   // The scheduler's plan runs: it hears its first iteration.
   bool training = eventually(60s, [&] { return has(scheduler.out(), "scheduler: telemetry v1"); });

@@ -10,15 +10,11 @@
 
 #include "run_command.hpp"
 
-using sailor::testing::run_command;
-using sailor::testing::sailor_bin;
-using sailor::testing::temp_dir;
+using namespace sailor::testing;
 
 namespace {
 
 const std::string sailor_data = std::string(SAILOR_DATA_DIR) + "/sailor";
-
-bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
 // The output of one step: its header line and the lines under it.
 std::vector<std::string> steps_of(const std::string& out) {

@@ -6,16 +6,13 @@
 
 #include <doctest/doctest.h>
 
-#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
-#include "run_command.hpp"
+#include "local_job.hpp"
 
-using sailor::testing::run_command;
-using sailor::testing::sailor_bin;
-using sailor::testing::temp_dir;
+using namespace sailor::testing;
 
 TEST_CASE("sailor replay --live stops a node with notice on a fall and starts one on a rise") {
   temp_dir dir;
@@ -23,18 +20,11 @@ TEST_CASE("sailor replay --live stops a node with notice on a fall and starts on
   auto trace = dir.write("trace.csv",
                          ",Timestamp,V100-16_us-east-2b,V100-16_us-west-2a\n"
                          "0,0,1,1\n1,60,1,1\n2,120,1,0\n3,180,1,0\n4,240,1,1\n5,300,1,1\n6,360,1,1\n");
-  const auto summary = dir.path("summary.json");
   // 120 trace-seconds per second: 7 ticks in 3.5 s, from the first iteration on.
-  auto r = run_command(sailor_bin() + " replay --live --trace " + trace + " --cluster " + SAILOR_SOURCE_DIR +
-                           "/configs/clusters/aws-v100-spot.yaml --nodes-per-zone 1 --time-scale 120 "
-                           "--stall-timeout 30 --summary-json " + summary,
-                       90);
-  INFO(r.out);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  std::ifstream in(summary);
-  REQUIRE(in);
-  auto j = nlohmann::json::parse(in);
+  auto j = run_with_summary(sailor_bin() + " replay --live --trace " + trace + " --cluster " + configs_dir() +
+                              "/clusters/aws-v100-spot.yaml --nodes-per-zone 1 --time-scale 120 --stall-timeout 30",
+                            dir, 90)
+             .summary;
   CHECK(j["nodes_started"]["initially"] == 2);
   CHECK(j["nodes_started"]["by_the_trace"] == 1);
   CHECK(j["nodes_stopped"]["with_notice"] == 1);
@@ -70,18 +60,10 @@ TEST_CASE("sailor replay --live waits for capacity when every node is killed, an
   CHECK(refused.err.find("--from") != std::string::npos);
   CHECK(refused.err.find("tick 2") != std::string::npos);
   CHECK(refused.err.find("trace.csv") != std::string::npos);
-  const auto summary = dir.path("summary.json");
-  auto r = run_command(sailor_bin() + " replay --live --trace " + trace +
-                           " --nodes-per-zone 1 --time-scale 120 --kill-fraction 1 --stall-timeout 30 --summary-json " +
-                           summary,
-                       90);
-  INFO(r.out);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
+  auto [r, j] = run_with_summary(sailor_bin() + " replay --live --trace " + trace +
+                                   " --nodes-per-zone 1 --time-scale 120 --kill-fraction 1 --stall-timeout 30",
+                                 dir, 90);
   CHECK(r.out.find("every node is gone: waiting for capacity") != std::string::npos);
-  std::ifstream in(summary);
-  REQUIRE(in);
-  auto j = nlohmann::json::parse(in);
   CHECK(j["nodes_stopped"]["without_notice"] == 2);
   CHECK(j["nodes_started"]["by_the_trace"] == 2);
   CHECK(j["waits_for_capacity"] == 1);

@@ -8,91 +8,62 @@
 
 #include <doctest/doctest.h>
 
-#include <cmath>
-#include <fstream>
-#include <map>
-#include <regex>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "child_process.hpp"
-#include "run_command.hpp"
+#include "local_job.hpp"
 #include "tiny_reference.hpp"
 
 using namespace std::chrono;
-using sailor::testing::child;
-using sailor::testing::eventually;
-using sailor::testing::run_command;
-using sailor::testing::sailor_bin;
-using sailor::testing::single_rank_losses;
-using sailor::testing::job_token_file;
-using sailor::testing::temp_dir;
+using namespace sailor::testing;
 
 namespace {
 
-const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+const std::string configs = sailor::testing::configs_dir();
 
 // `sailor coordinator --train-dir` on port 0 over TCP; returns its port once it listens.
 std::string start_coordinator(std::unique_ptr<child>& coordinator, const temp_dir& dir,
                               const std::string& model, int quorum, int iterations) {
-  coordinator = std::make_unique<child>(
-    std::vector<std::string>{sailor_bin(), "coordinator", "--planner", "even", "--listen", "127.0.0.1:0", "--cluster",
-                             configs + "/clusters/local-2-zones.yaml", "--model",
-                             configs + "/models/" + model, "--job", configs + "/jobs/tiny.yaml",
-                             "--quorum", std::to_string(quorum), "--settle-s", "30",
-                             "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "3000",
-                             "--transport", "tcp", "--token-file", job_token_file(dir), "--train-dir", dir.path("train"),
-                             "--iterations", std::to_string(iterations), "--exit-when-done",
-                             "--summary-json", dir.path("summary.json")},
-    dir.path("coordinator.out"), dir.path("coordinator.err"));
-  REQUIRE(coordinator->pid() > 0);
-  const std::string port = listening_port(*coordinator);
-  INFO(coordinator->err());
-  REQUIRE(!port.empty());
-  return port;
+  auto argv = coordinator_argv("127.0.0.1:0",
+                               {"--quorum", std::to_string(quorum), "--settle-s", "30", "--heartbeat-ms", "200",
+                                "--heartbeat-timeout-ms", "3000", "--transport", "tcp", "--token-file",
+                                job_token_file(dir), "--train-dir", dir.path("train"), "--iterations",
+                                std::to_string(iterations), "--exit-when-done", "--summary-json",
+                                dir.path("summary.json")},
+                               configs + "/models/" + model);
+  return start_listening(coordinator, argv, dir.path("coordinator"));
 }
 
 std::unique_ptr<child> start_node(const temp_dir& dir, const std::string& port,
                                   const std::string& name, const std::string& zone) {
   auto node = std::make_unique<child>(
-    std::vector<std::string>{sailor_bin("sailor-node"), "--join", "127.0.0.1:" + port, "--zone",
-                             zone, "--devices", "cpu:1", "--name", name, "--transport", "tcp", "--token-file", job_token_file(dir),
-                             "--state-dir", dir.path("train")},
+    node_argv("127.0.0.1:" + port, name, zone, {"--token-file", job_token_file(dir), "--state-dir", dir.path("train")}),
     dir.path(name + ".out"), dir.path(name + ".err"));
   REQUIRE(node->pid() > 0);
   return node;
 }
 
-void check_same_curve(const std::vector<double>& curve, const std::vector<double>& reference) {
-  REQUIRE(curve.size() == reference.size());
-  for (std::size_t k = 0; k < curve.size(); ++k) {
-    INFO("iteration " << k + 1 << ": run " << curve[k] << ", single rank " << reference[k]);
-    CHECK(std::abs(curve[k] - reference[k]) <= 1e-4 * std::abs(reference[k]));
-  }
+// `sailor demo` on the tiny model and job with the measured profile kept in `dir`, even
+// planner, 4 nodes in 2 zones; `options` follow.
+nlohmann::json run_demo(const temp_dir& dir, const std::string& options) {
+  return run_with_summary(sailor_bin() + " demo --nodes 4 --zones 2 --planner even --model " + configs +
+                            "/models/tiny.yaml --job " + configs + "/jobs/tiny.yaml --profile " +
+                            dir.path("profile.json") + " " + options,
+                          dir, 150)
+    .summary;
 }
 
 }  // namespace
 
 TEST_CASE("elastic: sailor demo loses one replica of a DP=2 stage and resumes from the survivors' memory with no iteration lost and the same loss curve") {
   temp_dir dir;
-  auto summary = dir.path("summary.json");
   // 4 nodes in 2 zones: 2 stages of 2 replicas (one per zone). The kill takes node-3, a
   // replica of stage 1; the next plan (1 stage of 3 replicas: other stage boundaries) takes
   // every layer from the survivors' memory. The profile is measured once and reused; the
   // even planner makes that 2 x 2 layout (the search would put the job on fewer nodes).
-  auto r = run_command(sailor_bin() + " demo --nodes 4 --zones 2 --iterations 8 --preempt-at 3 "
-                                      "--planner even --model " + configs + "/models/tiny.yaml --job " +
-                         configs + "/jobs/tiny.yaml --profile " + dir.path("profile.json") +
-                         " --summary-json " + summary,
-                       150);
-  INFO(r.out);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  std::ifstream in(summary);
-  REQUIRE(in);
-  auto j = nlohmann::json::parse(in);
+  auto j = run_demo(dir, "--iterations 8 --preempt-at 3");
   CHECK(j["iterations_completed"].get<int>() == 8);
   CHECK(j["replans"].get<int>() == 1);
   CHECK(j["preempted"].get<std::vector<std::string>>() == std::vector<std::string>{"node-3"});
@@ -111,29 +82,15 @@ TEST_CASE("elastic: sailor demo loses one replica of a DP=2 stage and resumes fr
   CHECK(recovery_s[0] > 0);
   REQUIRE(j["recovery"].size() == 1);
   CHECK(j["recovery"][0]["total_s"].get<double>() > 0);
-  auto reference = single_rank_losses(j["plan"]["micro_batch"].get<int>(),
-                                      j["plan"]["global_batch"].get<int>(), 8);
-  check_same_curve(j["loss_curve"].get<std::vector<double>>(), reference);
+  check_single_rank_curve(j, 8);
 }
 
 TEST_CASE("elastic: sailor demo loses a whole stage with notice and no iteration: the leaving nodes hand over their state") {
   temp_dir dir;
-  auto summary = dir.path("summary.json");
   // 2 stages of 2 replicas; both replicas of the newest node's stage (stage 1: node-2 and
   // node-3) get SIGTERM. No survivor of the next plan held those layers: they come from the
   // leaving nodes' memory, which stay until the next plan restored.
-  auto r = run_command(sailor_bin() + " demo --nodes 4 --zones 2 --iterations 8 --preempt-at 3 "
-                                      "--preempt-mode notice --preempt-stage --planner even --model " +
-                         configs + "/models/tiny.yaml --job " + configs +
-                         "/jobs/tiny.yaml --profile " + dir.path("profile.json") +
-                         " --summary-json " + summary,
-                       150);
-  INFO(r.out);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  std::ifstream in(summary);
-  REQUIRE(in);
-  auto j = nlohmann::json::parse(in);
+  auto j = run_demo(dir, "--iterations 8 --preempt-at 3 --preempt-mode notice --preempt-stage");
   CHECK(j["iterations_completed"].get<int>() == 8);
   CHECK(j["preempted"].get<std::vector<std::string>>() ==
         std::vector<std::string>{"node-2", "node-3"});
@@ -144,32 +101,17 @@ TEST_CASE("elastic: sailor demo loses a whole stage with notice and no iteration
   auto resumed = j["resumed_at"].get<std::vector<int>>();
   REQUIRE_FALSE(resumed.empty());
   CHECK(resumed.back() >= 3);
-  auto reference = single_rank_losses(j["plan"]["micro_batch"].get<int>(),
-                                      j["plan"]["global_batch"].get<int>(), 8);
-  check_same_curve(j["loss_curve"].get<std::vector<double>>(), reference);
+  check_single_rank_curve(j, 8);
 }
 
 TEST_CASE("elastic: sailor demo loses a whole stage by SIGKILL: no survivor holds its layers, every completed iteration is run again and counted, with the same loss curve") {
   temp_dir dir;
-  auto summary = dir.path("summary.json");
   // 2 stages of 2 replicas; both replicas of stage 1 (node-2, node-3) die without a word
   // after iteration 3. Nodes share no file system: stage 1's checkpoints lived on its replica
   // 0 (node-2) alone and its memory on both, so no survivor holds layers 3..5 and the job
   // starts again from iteration 0 (state_source none): lost_iterations counts the iterations
   // completed before the kill, the curve is the uninterrupted one.
-  auto r = run_command(sailor_bin() + " demo --nodes 4 --zones 2 --iterations 6 --preempt-at 3 "
-                                      "--preempt-stage --checkpoint-every 2 --planner even "
-                                      "--no-dashboard --model " +
-                         configs + "/models/tiny.yaml --job " + configs +
-                         "/jobs/tiny.yaml --profile " + dir.path("profile.json") +
-                         " --summary-json " + summary,
-                       150);
-  INFO(r.out);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  std::ifstream in(summary);
-  REQUIRE(in);
-  auto j = nlohmann::json::parse(in);
+  auto j = run_demo(dir, "--iterations 6 --preempt-at 3 --preempt-stage --checkpoint-every 2 --no-dashboard");
   CHECK(j["iterations_completed"].get<int>() == 6);
   CHECK(j["preempted"].get<std::vector<std::string>>() ==
         std::vector<std::string>{"node-2", "node-3"});
@@ -182,9 +124,7 @@ TEST_CASE("elastic: sailor demo loses a whole stage by SIGKILL: no survivor hold
   CHECK(lost >= 3);
   CHECK(lost <= 4);
   CHECK(j["bytes_restored"].get<std::int64_t>() == 0);
-  auto reference = single_rank_losses(j["plan"]["micro_batch"].get<int>(),
-                                      j["plan"]["global_batch"].get<int>(), 6);
-  check_same_curve(j["loss_curve"].get<std::vector<double>>(), reference);
+  check_single_rank_curve(j, 6);
 }
 
 TEST_CASE("elastic: sailor coordinator --train-dir trains the nodes that join and resumes after one is killed") {
@@ -223,25 +163,14 @@ TEST_CASE("elastic: sailor coordinator --train-dir trains the nodes that join an
         std::string::npos);
   CHECK(out.find("(resumed from the checkpoint)") != std::string::npos);
   // The last line printed for each iteration (iterations after the checkpoint run again).
-  std::map<int, double> loss;
-  const std::regex line{"iteration ([0-9]+)/" + std::to_string(iterations) + "  loss ([0-9.]+)"};
-  for (std::sregex_iterator i{out.begin(), out.end(), line}, end; i != end; ++i)
-    loss[std::stoi((*i)[1])] = std::stod((*i)[2]);
-  std::vector<double> curve;
-  for (auto& [k, v] : loss)
-    curve.push_back(v);
-  std::smatch batch;
-  static const std::regex sizes{R"(micro-batch ([0-9]+), global batch ([0-9]+))"};
-  REQUIRE(std::regex_search(out, batch, sizes));
-  check_same_curve(curve, single_rank_losses(std::stoi(batch[1]), std::stoi(batch[2]), iterations));
+  check_printed_curve(out, iterations);
   // The summary for automation carries the same figures as the demo's.
-  std::ifstream in(dir.path("summary.json"));
-  REQUIRE(in);
-  auto j = nlohmann::json::parse(in);
+  auto j = read_json(dir.path("summary.json"));
   CHECK(j["iterations_completed"].get<int>() == iterations);
   CHECK(j["replans"].get<int>() == 1);
-  check_same_curve(j["loss_curve"].get<std::vector<double>>(),
-                   single_rank_losses(std::stoi(batch[1]), std::stoi(batch[2]), iterations));
+  // The coordinator's summary names its plan by version: the batch sizes are the printed ones.
+  const auto [micro_batch, global_batch] = printed_batch(out);
+  check_same_curve(j["loss_curve"].get<std::vector<double>>(), single_rank_losses(micro_batch, global_batch, iterations));
   auto recovery_s = j["recovery_s"].get<std::vector<double>>();
   REQUIRE(recovery_s.size() == 1);
   CHECK(recovery_s[0] > 0);

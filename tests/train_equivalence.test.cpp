@@ -21,9 +21,7 @@ namespace {
 
 using namespace sailor;
 using namespace std::chrono_literals;
-using sailor::testing::make_plan;
-using sailor::testing::options_for;
-using sailor::testing::stage;
+using namespace sailor::testing;
 
 struct run_result {
   std::vector<double> losses;              // rank 0's view

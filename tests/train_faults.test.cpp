@@ -22,48 +22,16 @@
 #include <string>
 #include <vector>
 
-#include "child_process.hpp"
+#include "local_job.hpp"
 #include "netns_lab.hpp"
-#include "run_command.hpp"
 #include "tiny_reference.hpp"
 
 using namespace std::chrono;
-using sailor::testing::child;
-using sailor::testing::eventually;
-using sailor::testing::netns_lab;
-using sailor::testing::run_command;
-using sailor::testing::sailor_bin;
-using sailor::testing::single_rank_losses;
-using sailor::testing::job_token_file;
-using sailor::testing::temp_dir;
+using namespace sailor::testing;
 
 namespace {
 
 namespace fs = std::filesystem;
-const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
-
-// The loss printed last for each iteration (iterations after a re-plan may run again).
-std::map<int, double> printed_losses(const std::string& out, int iterations) {
-  std::map<int, double> loss;
-  const std::regex line{"iteration ([0-9]+)/" + std::to_string(iterations) + "  loss ([-0-9.naif]+)"};
-  for (std::sregex_iterator i{out.begin(), out.end(), line}, end; i != end; ++i)
-    loss[std::stoi((*i)[1])] = std::stod((*i)[2]);
-  return loss;
-}
-
-// Every printed iteration from `first` on matches one rank trained undisturbed.
-void check_curve(const std::string& out, int iterations, int first = 1) {
-  std::smatch batch;
-  static const std::regex sizes{R"(micro-batch ([0-9]+), global batch ([0-9]+))"};
-  REQUIRE(std::regex_search(out, batch, sizes));
-  auto reference = single_rank_losses(std::stoi(batch[1]), std::stoi(batch[2]), iterations);
-  auto loss = printed_losses(out, iterations);
-  for (int k = first; k <= iterations; ++k) {
-    REQUIRE(loss.count(k));
-    INFO("iteration " << k << ": run " << loss[k] << ", single rank " << reference[k - 1]);
-    CHECK(std::abs(loss[k] - reference[k - 1]) <= 1e-4 * std::abs(reference[k - 1]));
-  }
-}
 
 // The port a coordinator printed it listens on (`host` as given).
 std::string port_of(const child& coordinator, const std::string& host) {
@@ -73,18 +41,12 @@ std::string port_of(const child& coordinator, const std::string& host) {
   return port;
 }
 
-std::vector<std::string> coordinator_argv(const std::string& listen, const std::string& train_dir,
-                                          int quorum, int iterations,
-                                          std::vector<std::string> extra = {}) {
-  std::vector<std::string> argv{
-    sailor_bin(), "coordinator", "--planner", "even", "--listen", listen, "--cluster",
-    configs + "/clusters/local-2-zones.yaml", "--model", configs + "/models/tiny.yaml", "--job",
-    configs + "/jobs/tiny.yaml", "--quorum", std::to_string(quorum), "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "5000", "--peer-timeout-s", "20",
-    "--train-dir", train_dir, "--iterations", std::to_string(iterations), "--exit-when-done"};
+std::vector<std::string> faults_coordinator_argv(const std::string& listen, const std::string& train_dir,
+                                                 int quorum, int iterations, std::vector<std::string> extra) {
+  extra.insert(extra.end(), {"--heartbeat-ms", "200", "--heartbeat-timeout-ms", "5000", "--peer-timeout-s", "20"});
   if (std::find(extra.begin(), extra.end(), "--settle-s") == extra.end())
     extra.insert(extra.end(), {"--settle-s", "60"});
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  return argv;
+  return training_coordinator_argv(listen, train_dir, quorum, iterations, extra);
 }
 
 }  // namespace
@@ -103,7 +65,7 @@ TEST_CASE("faults: a node its peers cannot reach at its advertised address is na
   const int iterations = 12;
   const std::vector<std::string> env{"UCX_NET_DEVICES=sl0", "UCX_TLS=tcp,self",
                                      "SPDLOG_LEVEL=info", "SAILOR_TOKEN=unreachable-test-4f1a"};
-  child coordinator{lab.in_host(0, coordinator_argv(lab.address(0) + ":0", "/tmp/job", 3,
+  child coordinator{lab.in_host(0, faults_coordinator_argv(lab.address(0) + ":0", "/tmp/job", 3,
                                                     iterations, {"--transport", "tcp"}),
                                 env),
                     dir.path("coordinator.out"), dir.path("coordinator.err")};
@@ -112,9 +74,7 @@ TEST_CASE("faults: a node its peers cannot reach at its advertised address is na
   std::vector<std::unique_ptr<child>> nodes;
   for (int k = 0; k < 3; ++k) {
     const std::string name = "node-" + std::to_string(k);
-    std::vector<std::string> argv{sailor_bin("sailor-node"), "--join", join, "--zone", "local-a",
-                                  "--devices", "cpu:1", "--name", name, "--transport", "tcp",
-                                  "--state-dir", "/tmp/state"};
+    auto argv = node_argv(join, name, "local-a", {"--state-dir", "/tmp/state"});
     if (k == 2) {
       argv.push_back("--advertise");
       argv.push_back(hidden);
@@ -139,7 +99,7 @@ TEST_CASE("faults: a node its peers cannot reach at its advertised address is na
   CHECK(out.find("training finished: " + std::to_string(iterations) + " iterations") !=
         std::string::npos);
   CHECK(nodes[2]->wait_exit(30s) == 0);  // told to leave by the coordinator
-  check_curve(out, iterations);
+  check_printed_curve(out, iterations);
 }
 
 TEST_CASE("faults: checkpoint writes failing on a read-only state folder are told, and training goes on") {
@@ -150,19 +110,18 @@ TEST_CASE("faults: checkpoint writes failing on a read-only state folder are tol
   temp_dir dir;
   fs::create_directories(dir.path("ro-state"));
   const int iterations = 10;
-  child coordinator{coordinator_argv("127.0.0.1:0", dir.path("train"), 2, iterations,
+  child coordinator{faults_coordinator_argv("127.0.0.1:0", dir.path("train"), 2, iterations,
                                      {"--transport", "tcp", "--token-file", job_token_file(dir)}),
                     dir.path("coordinator.out"), dir.path("coordinator.err")};
   const std::string join = "127.0.0.1:" + port_of(coordinator, "127.0.0.1");
-  auto node_argv = [&](const std::string& name, const std::string& state) {
-    return std::vector<std::string>{sailor_bin("sailor-node"), "--join", join, "--zone", "local-a",
-                                    "--devices", "cpu:1", "--name", name, "--transport", "tcp", "--token-file", job_token_file(dir),
-                                    "--state-dir", state, "--log-dir", dir.path("logs")};
+  auto faults_node_argv = [&](const std::string& name, const std::string& state) {
+    return node_argv(join, name, "local-a",
+                     {"--token-file", job_token_file(dir), "--state-dir", state, "--log-dir", dir.path("logs")});
   };
-  child good{node_argv("n1", dir.path("state")), dir.path("n1.out"), dir.path("n1.err")};
+  child good{faults_node_argv("n1", dir.path("state")), dir.path("n1.out"), dir.path("n1.err")};
   // n2's state folder is a read-only mount, in a mount namespace of its own.
   std::string script = "mount -t tmpfs -o ro sailor-ro '" + dir.path("ro-state") + "' && exec";
-  for (auto& a : node_argv("n2", dir.path("ro-state")))
+  for (auto& a : faults_node_argv("n2", dir.path("ro-state")))
     script += " '" + a + "'";
   child readonly{{"/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c", script},
                  dir.path("n2.out"), dir.path("n2.err")};
@@ -177,19 +136,18 @@ TEST_CASE("faults: checkpoint writes failing on a read-only state folder are tol
         std::string::npos);
   CHECK(std::regex_search(log, std::regex{"checkpoint writes fail on node n2: [^\\n]*Read-only "
                                           "file system[^\\n]*training goes on"}));
-  check_curve(out, iterations);
+  check_printed_curve(out, iterations);
 }
 
 TEST_CASE("faults: a checkpoint shard found corrupt when a plan restores it is skipped for the previous checkpoint") {
   temp_dir dir;
   // First run: one node trains 4 iterations, a checkpoint after each.
   {
-    child coordinator{coordinator_argv("127.0.0.1:0", dir.path("train"), 1, 4, {"--transport", "tcp", "--token-file", job_token_file(dir)}),
+    child coordinator{faults_coordinator_argv("127.0.0.1:0", dir.path("train"), 1, 4, {"--transport", "tcp", "--token-file", job_token_file(dir)}),
                       dir.path("c1.out"), dir.path("c1.err")};
     const std::string join = "127.0.0.1:" + port_of(coordinator, "127.0.0.1");
-    child node{{sailor_bin("sailor-node"), "--join", join, "--zone", "local-a", "--devices", "cpu:1",
-                "--name", "n1", "--transport", "tcp", "--token-file", job_token_file(dir), "--state-dir", dir.path("s1"),
-                "--log-dir", dir.path("logs")},
+    child node{node_argv(join, "n1", "local-a",
+                      {"--token-file", job_token_file(dir), "--state-dir", dir.path("s1"), "--log-dir", dir.path("logs")}),
                dir.path("n1a.out"), dir.path("n1a.err")};
     INFO(coordinator.err());
     REQUIRE(coordinator.wait_exit(120s) == 0);
@@ -197,12 +155,11 @@ TEST_CASE("faults: a checkpoint shard found corrupt when a plan restores it is s
   }
   // Second run, 6 iterations: n1 offers its shards (they verify when it joins); then the
   // newest is corrupted, and n2's join makes the plan that restores it.
-  child coordinator{coordinator_argv("127.0.0.1:0", dir.path("train"), 2, 6, {"--transport", "tcp", "--token-file", job_token_file(dir)}),
+  child coordinator{faults_coordinator_argv("127.0.0.1:0", dir.path("train"), 2, 6, {"--transport", "tcp", "--token-file", job_token_file(dir)}),
                     dir.path("c2.out"), dir.path("c2.err")};
   const std::string join = "127.0.0.1:" + port_of(coordinator, "127.0.0.1");
-  child n1{{sailor_bin("sailor-node"), "--join", join, "--zone", "local-a", "--devices", "cpu:1",
-            "--name", "n1", "--transport", "tcp", "--token-file", job_token_file(dir), "--state-dir", dir.path("s1"), "--log-dir",
-            dir.path("logs")},
+  child n1{node_argv(join, "n1", "local-a",
+                      {"--token-file", job_token_file(dir), "--state-dir", dir.path("s1"), "--log-dir", dir.path("logs")}),
            dir.path("n1b.out"), dir.path("n1b.err")};
   REQUIRE(eventually(60s, [&] { return coordinator.err().find("node n1 joined") != std::string::npos; }));
   fs::path shard;
@@ -217,9 +174,8 @@ TEST_CASE("faults: a checkpoint shard found corrupt when a plan restores it is s
     std::mt19937 rng(7);
     for (int i = 0; i < 4096; ++i) io.put(static_cast<char>(rng()));
   }
-  child n2{{sailor_bin("sailor-node"), "--join", join, "--zone", "local-a", "--devices", "cpu:1",
-            "--name", "n2", "--transport", "tcp", "--token-file", job_token_file(dir), "--state-dir", dir.path("s2"), "--log-dir",
-            dir.path("logs")},
+  child n2{node_argv(join, "n2", "local-a",
+                      {"--token-file", job_token_file(dir), "--state-dir", dir.path("s2"), "--log-dir", dir.path("logs")}),
            dir.path("n2.out"), dir.path("n2.err")};
   const int code = coordinator.wait_exit(150s);
   const auto out = coordinator.out();
@@ -231,22 +187,20 @@ TEST_CASE("faults: a checkpoint shard found corrupt when a plan restores it is s
   CHECK(std::regex_search(log, std::regex{"n[12] rank 0 could not restore the checkpoint after iteration 4 "}));
   CHECK(out.find("training iterations 4..6 (resumed from the checkpoint)") != std::string::npos);
   CHECK(out.find("training finished: 6 iterations") != std::string::npos);
-  check_curve(out, 6, 4);
+  check_printed_curve(out, 6, 4);
 }
 
 TEST_CASE("faults: across re-plans each node keeps a bounded number of plan folders") {
   temp_dir dir;
-  child coordinator{coordinator_argv("127.0.0.1:0", dir.path("train"), 3, 100000,
+  child coordinator{faults_coordinator_argv("127.0.0.1:0", dir.path("train"), 3, 100000,
                                      {"--transport", "tcp", "--token-file", job_token_file(dir), "--settle-s", "5"}),
                     dir.path("c.out"), dir.path("c.err")};
   const std::string join = "127.0.0.1:" + port_of(coordinator, "127.0.0.1");
   auto start = [&](int k) {
     const std::string name = "n" + std::to_string(k);
     return std::make_unique<child>(
-      std::vector<std::string>{sailor_bin("sailor-node"), "--join", join, "--zone", "local-a",
-                               "--devices", "cpu:1", "--name", name, "--transport", "tcp", "--token-file", job_token_file(dir),
-                               "--state-dir", dir.path("state-" + name), "--log-dir",
-                               dir.path("logs")},
+      node_argv(join, name, "local-a",
+                {"--token-file", job_token_file(dir), "--state-dir", dir.path("state-" + name), "--log-dir", dir.path("logs")}),
       dir.path(name + ".out"), dir.path(name + ".err"));
   };
   std::vector<std::unique_ptr<child>> nodes;

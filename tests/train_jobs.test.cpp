@@ -18,22 +18,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "child_process.hpp"
 #include "job_reference.hpp"
-#include "run_command.hpp"
+#include "local_job.hpp"
 
 using namespace std::chrono;
-using sailor::testing::child;
-using sailor::testing::eventually;
-using sailor::testing::run_command;
-using sailor::testing::sailor_bin;
-using sailor::testing::single_rank_job;
-using sailor::testing::job_token_file;
-using sailor::testing::temp_dir;
+using namespace sailor::testing;
 
 namespace {
 
-const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+const std::string configs = configs_dir();
 
 // About 12 kB of text over a few words, with some structure to learn.
 std::string corpus() {
@@ -62,18 +55,14 @@ std::string text_job(const std::string& data, int iterations) {
          "decay_iterations: 8\nbetas: [0.8, 0.95]\nweight_decay: 0.1\ngrad_clip: 0.5\n";
 }
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  REQUIRE(in);
-  return nlohmann::json::parse(in);
-}
-
-void check_same_curve(const std::vector<double>& got, const std::vector<double>& want) {
-  REQUIRE(got.size() == want.size());
-  for (std::size_t k = 0; k < got.size(); ++k) {
-    INFO("iteration " << k + 1 << ": run " << got[k] << ", one process " << want[k]);
-    CHECK(std::abs(got[k] - want[k]) <= 1e-4 * std::abs(want[k]));
-  }
+// The curves one process trains from the model and job files with these batch sizes.
+sailor::testing::job_curves one_process(const std::string& model_file, const std::string& job_file, int micro_batch,
+                                        int global_batch, int iterations) {
+  auto model = sailor::config::load_model(model_file);
+  auto job = sailor::config::load_job(job_file);
+  REQUIRE(model);
+  REQUIRE(job);
+  return single_rank_job(*model, *job, micro_batch, global_batch, iterations);
 }
 
 void check_same_validation(const nlohmann::json& got,
@@ -104,16 +93,10 @@ TEST_CASE("sailor train: a tiny Llama and a tiny OPT without biases train over n
   for (const auto& [family, yaml] : models) {
     CAPTURE(family);
     const auto model_file = dir.write(family + ".yaml", yaml);
-    const auto summary = dir.path(family + ".json");
-    auto r = run_command(sailor_bin() + " train --model " + model_file + " --job " + configs +
-                           "/jobs/tiny.yaml --nodes 2 --zones 2 --iterations 6 --summary-json " +
-                           summary,
-                         150);
-    INFO(r.out);
-    INFO(r.err);
-    REQUIRE(r.exit_code == 0);
+    auto [r, j] = run_with_summary(sailor_bin() + " train --model " + model_file + " --job " + configs +
+                                     "/jobs/tiny.yaml --nodes 2 --zones 2 --iterations 6",
+                                   dir, 150);
     CHECK(r.out.find("(" + family + ",") != std::string::npos);
-    auto j = read_json(summary);
     CHECK(j["plan"]["stages"].get<int>() >= 1);
     auto model = sailor::config::load_model(model_file);
     REQUIRE(model);
@@ -129,25 +112,16 @@ TEST_CASE("sailor train: a text job's data, schedule and validation reach the no
   const int iterations = 10;
   const auto job_file = dir.write("job.yaml", text_job(data, iterations));
   const auto model_file = dir.write("model.yaml", text_model);
-  const auto summary = dir.path("summary.json");
   // Three nodes in two zones; the newest dies after 4 iterations and the others go on.
-  auto r = run_command(sailor_bin() + " train --model " + model_file + " --job " + job_file +
-                         " --nodes 3 --zones 2 --preempt-at 4 --summary-json " + summary,
-                       200);
-  INFO(r.out);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
+  auto [r, j] = run_with_summary(sailor_bin() + " train --model " + model_file + " --job " + job_file +
+                                   " --nodes 3 --zones 2 --preempt-at 4",
+                                 dir, 200);
   CHECK(r.out.find("validation loss") != std::string::npos);
   CHECK(r.out.find("sample of the trained model") != std::string::npos);
-  auto j = read_json(summary);
   CHECK(j["replans"].get<int>() == 1);
   CHECK(j["iterations_completed"].get<int>() == iterations);
-  auto model = sailor::config::load_model(model_file);
-  auto job = sailor::config::load_job(job_file);
-  REQUIRE(model);
-  REQUIRE(job);
-  auto reference = single_rank_job(*model, *job, j["plan"]["micro_batch"].get<int>(),
-                                   j["plan"]["global_batch"].get<int>(), iterations);
+  auto reference = one_process(model_file, job_file, j["plan"]["micro_batch"].get<int>(),
+                               j["plan"]["global_batch"].get<int>(), iterations);
   check_same_curve(j["loss_curve"].get<std::vector<double>>(), reference.loss);
   // After iterations 3, 6, 9 and the last; the same numbers whichever plan ran them.
   check_same_validation(j["val_loss_curve"], reference.validation);
@@ -177,15 +151,10 @@ TEST_CASE("sailor train: a Llama-style model learns a text file over node proces
                   "eval_every: 10\neval_batches: 4\nlr: 1.0e-2\nmin_lr: 1.0e-3\n"
                   "warmup_iterations: 4\ndecay_iterations: 40\nbetas: [0.9, 0.99]\n"
                   "weight_decay: 0.1\ngrad_clip: 1.0\n");
-  const auto summary = dir.path("summary.json");
-  auto r = run_command(sailor_bin() + " train --model " + model_file + " --job " + job_file +
-                         " --nodes 2 --zones 2 --sample-tokens 0 --summary-json " + summary,
-                       200);
-  INFO(r.out);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
+  auto [r, j] = run_with_summary(sailor_bin() + " train --model " + model_file + " --job " + job_file +
+                                   " --nodes 2 --zones 2 --sample-tokens 0",
+                                 dir, 200);
   CHECK(r.out.find("(llama,") != std::string::npos);
-  auto j = read_json(summary);
   const auto loss = j["loss_curve"].get<std::vector<double>>();
   REQUIRE(loss.size() == static_cast<std::size_t>(iterations));
   // The first iterations guess among the corpus's symbols; the last have learnt the words.
@@ -202,12 +171,8 @@ TEST_CASE("sailor train: a Llama-style model learns a text file over node proces
   CHECK(val[3][1].get<double>() < val[0][1].get<double>());
   CHECK(val[3][1].get<double>() < 0.75 * first);
   // And it is the model one process trains from the same files.
-  auto model = sailor::config::load_model(model_file);
-  auto job = sailor::config::load_job(job_file);
-  REQUIRE(model);
-  REQUIRE(job);
-  auto reference = single_rank_job(*model, *job, j["plan"]["micro_batch"].get<int>(),
-                                   j["plan"]["global_batch"].get<int>(), iterations);
+  auto reference = one_process(model_file, job_file, j["plan"]["micro_batch"].get<int>(),
+                               j["plan"]["global_batch"].get<int>(), iterations);
   check_same_curve(loss, reference.loss);
   check_same_validation(val, reference.validation);
 }
@@ -219,21 +184,21 @@ TEST_CASE("sailor coordinator --train-dir: the validation curve in the progress 
   const auto job_file = dir.write("job.yaml", text_job(data, iterations));
   const auto model_file = dir.write("model.yaml", text_model);
   const auto summary = dir.path("summary.json");
-  child coordinator{{sailor_bin(), "coordinator", "--planner", "even", "--listen", "127.0.0.1:0", "--cluster",
-                     configs + "/clusters/local-2-zones.yaml", "--model", model_file, "--job",
-                     job_file, "--quorum", "2", "--settle-s", "30", "--transport", "tcp", "--token-file", job_token_file(dir),
-                     "--train-dir", dir.path("train"), "--summary-json", summary},
-                    dir.path("coordinator.out"), dir.path("coordinator.err")};
-  const std::string port = listening_port(coordinator);
-  INFO(coordinator.err());
-  REQUIRE(!port.empty());
+  std::unique_ptr<child> coordinator_process;
+  const std::string port = start_listening(
+    coordinator_process,
+    coordinator_argv("127.0.0.1:0",
+                     {"--quorum", "2", "--settle-s", "30", "--transport", "tcp", "--token-file", job_token_file(dir),
+                      "--train-dir", dir.path("train"), "--summary-json", summary},
+                     model_file, job_file),
+    dir.path("coordinator"));
+  child& coordinator = *coordinator_process;
   std::vector<std::unique_ptr<child>> nodes;
   for (int k = 0; k < 2; ++k) {
     const std::string name = "node-" + std::to_string(k);
     nodes.push_back(std::make_unique<child>(
-      std::vector<std::string>{sailor_bin("sailor-node"), "--join", "127.0.0.1:" + port, "--zone",
-                               k == 0 ? "local-a" : "local-b", "--devices", "cpu:1", "--name",
-                               name, "--transport", "tcp", "--token-file", job_token_file(dir), "--state-dir", dir.path(name)},
+      node_argv("127.0.0.1:" + port, name, k == 0 ? "local-a" : "local-b",
+                {"--token-file", job_token_file(dir), "--state-dir", dir.path(name)}),
       dir.path(name + ".out"), dir.path(name + ".err")));
   }
   const bool finished = eventually(120s, [&] {

@@ -26,16 +26,11 @@
 #include "tiny_reference.hpp"
 
 using namespace std::chrono;
-using sailor::testing::child;
-using sailor::testing::eventually;
-using sailor::testing::netns_lab;
-using sailor::testing::sailor_bin;
-using sailor::testing::single_rank_losses;
-using sailor::testing::temp_dir;
+using namespace sailor::testing;
 
 namespace {
 
-const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+const std::string configs = configs_dir();
 
 void skip_without_namespaces(const netns_lab& lab) {
   if (lab.available())

@@ -17,12 +17,10 @@
 
 #include "run_command.hpp"
 
-using sailor::testing::run_command;
-using sailor::testing::sailor_bin;
-using sailor::testing::temp_dir;
+using namespace sailor::testing;
 
 namespace {
-const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+const std::string configs = configs_dir();
 }  // namespace
 
 TEST_CASE("sailor profile writes positive times for every layer, and the simulator reads them") {

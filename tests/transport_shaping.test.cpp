@@ -30,7 +30,10 @@ using namespace sailor;
 using namespace sailor::comm;
 using namespace sailor::test;
 
-TEST_CASE("link shaping never delivers before the configured latency and bandwidth allow (20 ms, 50 MB/s)") {
+namespace {
+
+// Zones zone-a and zone-b in two regions, joined by a 20 ms, 50 MB/s link.
+config::cluster two_zones() {
   config::cluster cl;
   cl.regions = {{"r1", {"zone-a"}}, {"r2", {"zone-b"}}};
   cl.zones = {{"zone-a", "r1", {}}, {"zone-b", "r2", {}}};
@@ -40,6 +43,13 @@ TEST_CASE("link shaping never delivers before the configured latency and bandwid
   link.latency_s = 0.020;
   link.bandwidth_gbytes_per_s = 0.050;
   cl.links = {link};
+  return cl;
+}
+
+}  // namespace
+
+TEST_CASE("link shaping never delivers before the configured latency and bandwidth allow (20 ms, 50 MB/s)") {
+  const auto cl = two_zones();
   auto shaped = [&](const std::string& name, const std::string& zone) {
     return make_shaped_transport(sailor::test::make_ucx(opts(name, zone)), links_of(cl));
   };
@@ -148,15 +158,8 @@ TEST_CASE("link shaping: a link changed at run time holds the bytes sent from th
 }
 
 TEST_CASE("a link probe measures the shaped link (20 ms, 50 MB/s), and a dead responder is an error") {
-  config::cluster cl;
-  cl.regions = {{"r1", {"zone-a"}}, {"r2", {"zone-b"}}};
-  cl.zones = {{"zone-a", "r1", {}}, {"zone-b", "r2", {}}};
-  config::zone_link link;
-  link.from = "zone-a";
-  link.to = "zone-b";
-  link.latency_s = 0.020;
-  link.bandwidth_gbytes_per_s = 0.050;
-  cl.links = {link};
+  const auto cl = two_zones();
+  const auto& link = cl.links[0];
   auto shaped = [&](const std::string& name, const std::string& zone) {
     return make_shaped_transport(sailor::test::make_tcp(opts(name, zone)), links_of(cl));
   };
@@ -166,15 +169,16 @@ TEST_CASE("a link probe measures the shaped link (20 ms, 50 MB/s), and a dead re
   REQUIRE(l.ok());
   auto r = probe_link(*prober_t, (*l)->local_address());
   REQUIRE_MESSAGE(r.ok(), r.error().message);
-  // Loose bounds only (a loaded machine adds time, never removes it): the shaper never
-  // releases early, so the latency is at least the link's and no size beats its bandwidth.
+  // What load cannot break: the shaper never releases early, so the latency is at least the
+  // link's and no size beats its bandwidth. How close the probe reads the link, and in how
+  // long, are bench/train_shaping's figures (a bound above would fail on a loaded machine).
   CHECK(r->latency_s >= 0.015);
   REQUIRE(r->bandwidth.size() >= 2);
   CHECK(r->bandwidth.front().first == doctest::Approx(64 << 10));
-  for (const auto& [bytes, rate] : r->bandwidth)
+  for (const auto& [bytes, rate] : r->bandwidth) {
+    CHECK(rate > 0);
     CHECK(rate <= 60e6);
-  CHECK(r->bandwidth.back().second >= 5e6);  // a 10x slower machine still reads the order
-  CHECK(r->elapsed_s < 3);                   // the budget is 0.6 s; loose for load
+  }
   auto measured = measured_link(link, *r);
   CHECK(measured.latency_s == doctest::Approx(r->latency_s));
   CHECK(measured.bytes_per_s(64 << 10) == doctest::Approx(r->bandwidth.front().second));

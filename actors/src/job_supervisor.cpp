@@ -70,7 +70,7 @@ void clear_roles(supervisor* self) {
   for (auto& [name, node] : st.nodes) {
     node.roles.clear();
     node.ready_roles = 0;
-    node.state = "joined";
+    node.state = node_state::joined;
   }
 }
 
@@ -301,7 +301,7 @@ void assign(supervisor* self, config::plan chosen) {
   for (auto& [name, node] : st.nodes) {
     auto r = roles.find(name);
     node.roles = r == roles.end() ? std::vector<stage_role>{} : r->second;
-    node.state = node.roles.empty() ? "idle" : "assigned";
+    node.state = node.roles.empty() ? node_state::idle : node_state::assigned;
     st.roles_total += static_cast<int>(node.roles.size());
     // To every node, also those without a role: their ranks of older plans stop, keep the
     // checkpoint the plan restores, and drop the folders no plan needs.
@@ -477,7 +477,7 @@ caf::behavior running(supervisor* self) {
       ++i->second.ready_roles;
       ++st.roles_ready;
       if (i->second.ready_roles == static_cast<int>(i->second.roles.size()))
-        i->second.state = "ready";
+        i->second.state = node_state::ready;
       auto g = st.groups.find({x.role.stage, x.role.replica});
       if (g != st.groups.end())
         self->send(g->second, x);

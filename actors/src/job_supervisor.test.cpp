@@ -26,7 +26,7 @@ TEST_CASE_FIXTURE(deterministic, "supervisor: a quorum of nodes gets roles and e
   for (auto& n : {"n1", "n2", "n3", "n4"}) {
     REQUIRE(logs[n]->assignments.size() == 1);
     CHECK(logs[n]->assignments[0].roles.size() == 2);
-    CHECK(state().nodes.at(n).state == "ready");
+    CHECK(state().nodes.at(n).state == node_state::ready);
   }
   // Each node's roles are in its own zone.
   for (auto& role : logs["n3"]->assignments[0].roles)
@@ -177,7 +177,7 @@ TEST_CASE_FIXTURE(deterministic, "supervisor: a user's actor can be the schedule
   REQUIRE(state().phase == "running");
   CHECK(state().current->num_stages() == 4);
   CHECK(logs["n1"]->assignments.at(0).roles.empty());
-  CHECK(state().nodes.at("n1").state == "idle");
+  CHECK(state().nodes.at("n1").state == node_state::idle);
   CHECK(logs["n3"]->assignments.at(0).roles.size() == 2);
   caf::anon_send_exit(fakes["n4"], caf::exit_reason::kill);
   sched.run();

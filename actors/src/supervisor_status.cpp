@@ -60,7 +60,7 @@ cluster_status snapshot(supervisor* self) {
   for (auto& [name, node] : st.nodes) {
     node_status ns;
     ns.inventory = node.inventory;
-    ns.state = node.state;
+    ns.state = to_string(node.state);
     ns.heartbeat_age_ms = node.heard ? to_ms(now - node.last_heard) : -1;
     ns.roles = node.roles;
     ns.ready_roles = node.ready_roles;

@@ -4,20 +4,15 @@
 
 #include <doctest/doctest.h>
 
+#include "error_of.hpp"
 #include "temp_file.hpp"
 
 using namespace sailor;
 using namespace sailor::config;
+using sailor::testing::error_of;
 
 namespace {
-const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
-
-// The error of a failed load, or a test failure.
-template <class T>
-sailor::error error_of(const result<T>& r) {
-  REQUIRE_FALSE(r.ok());
-  return r.error();
-}
+const std::string configs = sailor::testing::configs_dir();
 
 const char* valid_cluster = R"(name: c
 zones:

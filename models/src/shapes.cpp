@@ -3,8 +3,9 @@
 namespace sailor::models {
 
 config::model_shape tiny_gpt_shape() {
+  // Its own name: configs/models/tiny.yaml's "tiny-gpt" is another model (hidden 64, sequence 32).
   config::model_shape m;
-  m.name = "tiny-gpt";
+  m.name = "tiny-gpt-4x32";
   m.num_layers = 4;
   m.hidden = 32;
   m.heads = 4;

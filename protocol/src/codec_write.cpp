@@ -29,8 +29,41 @@ unsigned size32(const std::vector<T>& v) {
   return static_cast<unsigned>(v.size());
 }
 
+void put(s::Device::Builder b, const device_info& v);
+void put(s::StageRole::Builder b, const stage_role& v);
+void put(s::NodeStatus::Builder b, const node_status& v);
+void put(s::PeerRefused::Builder b, const peer_refused& v);
+void put(s::ZoneLink::Builder b, const config::zone_link& v);
+
+// Each element of `in` into the list `out`, by the put() of its type (declared above: a call
+// in a template finds no function of this unnamed namespace declared after it).
+template <class List, class T>
+void put_each(List out, const std::vector<T>& in) {
+  for (unsigned i = 0; i < in.size(); ++i) put(out[i], in[i]);
+}
+
 capnp::Data::Reader data_of(const std::vector<char>& bytes) {
   return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size());
+}
+
+void put(s::Device::Builder b, const device_info& v) {
+  b.setIndex(v.index);
+  b.setKind(v.kind);
+  b.setMemoryBytes(v.memory_bytes);
+}
+
+void put(s::PeerRefused::Builder b, const peer_refused& v) {
+  b.setPeer(v.peer);
+  b.setReason(v.reason);
+  b.setUnixMs(v.unix_ms);
+}
+
+void put(s::ZoneLink::Builder b, const config::zone_link& v) {
+  b.setFrom(v.from);
+  b.setTo(v.to);
+  b.setLatencyS(v.latency_s);
+  b.setBandwidthGbytesPerS(v.bandwidth_gbytes_per_s);
+  b.setEgressUsdPerGb(v.egress_usd_per_gb);
 }
 
 void put(s::NodeInventory::Builder b, const node_inventory& v) {
@@ -38,12 +71,7 @@ void put(s::NodeInventory::Builder b, const node_inventory& v) {
   b.setZone(v.zone);
   b.setGpuType(v.gpu_type);
   b.setHost(v.host);
-  auto devs = b.initDevices(static_cast<unsigned>(v.devices.size()));
-  for (unsigned i = 0; i < v.devices.size(); ++i) {
-    devs[i].setIndex(v.devices[i].index);
-    devs[i].setKind(v.devices[i].kind);
-    devs[i].setMemoryBytes(v.devices[i].memory_bytes);
-  }
+  put_each(b.initDevices(size32(v.devices)), v.devices);
   b.setAddress(v.address);
   put_list(b.initCheckpoints(size32(v.checkpoints)), v.checkpoints);
 }
@@ -117,8 +145,7 @@ void put(s::NodeStatus::Builder b, const node_status& v) {
   put(b.initInventory(), v.inventory);
   b.setState(v.state);
   b.setHeartbeatAgeMs(v.heartbeat_age_ms);
-  auto roles = b.initRoles(static_cast<unsigned>(v.roles.size()));
-  for (unsigned i = 0; i < v.roles.size(); ++i) put(roles[i], v.roles[i]);
+  put_each(b.initRoles(size32(v.roles)), v.roles);
   b.setReadyRoles(v.ready_roles);
 }
 
@@ -132,15 +159,9 @@ void put(s::ClusterStatus::Builder b, const cluster_status& v) {
   b.setRolesReady(v.roles_ready);
   b.setPlanSummary(v.plan_summary);
   put_list(b.initZones(size32(v.zones)), v.zones);
-  auto nodes = b.initNodes(static_cast<unsigned>(v.nodes.size()));
-  for (unsigned i = 0; i < v.nodes.size(); ++i) put(nodes[i], v.nodes[i]);
+  put_each(b.initNodes(size32(v.nodes)), v.nodes);
   put_list(b.initEvents(size32(v.events)), v.events);
-  auto refusals = b.initRefusals(static_cast<unsigned>(v.refusals.size()));
-  for (unsigned i = 0; i < v.refusals.size(); ++i) {
-    refusals[i].setPeer(v.refusals[i].peer);
-    refusals[i].setReason(v.refusals[i].reason);
-    refusals[i].setUnixMs(v.refusals[i].unix_ms);
-  }
+  put_each(b.initRefusals(size32(v.refusals)), v.refusals);
   b.setTrainingCompleted(v.training_completed);
   b.setTrainingTotal(v.training_total);
   b.setTrainingLoss(v.training_loss);
@@ -171,14 +192,7 @@ void put(s::TrainingJob::Builder b, const training_job& v) {
   b.setTorchThreads(v.torch_threads);
   b.setTimeoutMs(v.timeout_ms);
   b.setPredictedIterationS(v.predicted_iteration_s);
-  auto links = b.initLinks(static_cast<unsigned>(v.links.size()));
-  for (unsigned i = 0; i < v.links.size(); ++i) {
-    links[i].setFrom(v.links[i].from);
-    links[i].setTo(v.links[i].to);
-    links[i].setLatencyS(v.links[i].latency_s);
-    links[i].setBandwidthGbytesPerS(v.links[i].bandwidth_gbytes_per_s);
-    links[i].setEgressUsdPerGb(v.links[i].egress_usd_per_gb);
-  }
+  put_each(b.initLinks(size32(v.links)), v.links);
   b.setStartIteration(v.start_iteration);
   b.setCheckpointDir(v.checkpoint_dir);
   b.setCheckpointEvery(v.checkpoint_every);

@@ -38,6 +38,9 @@ inline command_result run_command(const std::string& command_line, int timeout_s
   return r;
 }
 
+/// Whether `text` holds `what`.
+inline bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
 inline std::string sailor_bin(const std::string& name = "sailor") { return std::string(SAILOR_BIN_DIR) + "/" + name; }
 
 }  // namespace sailor::testing

@@ -1,5 +1,6 @@
 #pragma once
-// A file in a fresh temporary directory, removed with the object. For tests only.
+// A file in a fresh temporary directory, removed with the object; the repository's configs/.
+// For tests only.
 
 #include <filesystem>
 #include <fstream>
@@ -34,6 +35,9 @@ public:
 private:
   std::filesystem::path path_;
 };
+
+/// The repository's configs/ folder.
+inline std::string configs_dir() { return std::string(SAILOR_SOURCE_DIR) + "/configs"; }
 
 /// The job token of a test job, written to `job.token` in `dir` (every process of the job is
 /// given the file with --token-file and proves the token in the transport handshake).

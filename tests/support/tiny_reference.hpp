@@ -3,15 +3,19 @@
 // the options `sailor demo` and `sailor coordinator --train-dir` give their training jobs.
 // Needs LibTorch (include only from tests built with it).
 
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <sailor/train/executor.hpp>
 #include <sailor/actors/node_training.hpp>
 #include <sailor/comm/collective.hpp>
 #include <sailor/config/load.hpp>
+
+#include "local_job.hpp"
 
 namespace sailor::testing {
 
@@ -49,6 +53,27 @@ inline std::vector<double> single_rank_losses(int micro_batch, int global_batch,
     out.push_back(tel->loss);
   }
   return out;
+}
+
+/// The loss curve in a `sailor demo`/`sailor train` summary is the single rank's for the
+/// summary's plan's batch sizes.
+inline void check_single_rank_curve(const nlohmann::json& summary, int iterations) {
+  check_same_curve(summary["loss_curve"].get<std::vector<double>>(),
+                   single_rank_losses(summary["plan"]["micro_batch"].get<int>(),
+                                      summary["plan"]["global_batch"].get<int>(), iterations));
+}
+
+/// Every iteration a coordinator printed from `first` on has the single rank's loss for the
+/// batch sizes it printed.
+inline void check_printed_curve(const std::string& out, int iterations, int first = 1) {
+  const auto [micro_batch, global_batch] = printed_batch(out);
+  auto reference = single_rank_losses(micro_batch, global_batch, iterations);
+  auto loss = printed_losses(out, iterations);
+  for (int k = first; k <= iterations; ++k) {
+    REQUIRE(loss.count(k));
+    INFO("iteration " << k << ": run " << loss[k] << ", single rank " << reference[k - 1]);
+    CHECK(std::abs(loss[k] - reference[k - 1]) <= 1e-4 * std::abs(reference[k - 1]));
+  }
 }
 
 }  // namespace sailor::testing

@@ -152,10 +152,25 @@ struct recovery_progress {
   std::map<std::string, leaving_node> leaving;
 };
 
+/// Where a node stands with the current plan (`sailor status` and the dashboard print its
+/// to_string): joined (no plan has placed it yet), assigned (roles, not all ready yet), idle
+/// (no role in the plan), ready (every role ready).
+enum class node_state { joined, assigned, idle, ready };
+
+inline const char* to_string(node_state s) {
+  switch (s) {
+    case node_state::joined: return "joined";
+    case node_state::assigned: return "assigned";
+    case node_state::idle: return "idle";
+    case node_state::ready: return "ready";
+  }
+  return "?";
+}
+
 struct supervised_node {
   node_inventory inventory;
   caf::actor endpoint;
-  std::string state = "joined";  ///< joined, assigned, idle, ready
+  node_state state = node_state::joined;
   std::vector<stage_role> roles;
   int ready_roles = 0;
   bool heard = false;
