@@ -3,9 +3,11 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <sailor/protocol/schema/messages.capnp.h>
 
+#include "sailor/config/cluster.hpp"
 #include "sailor/config/job.hpp"
 #include "sailor/config/model.hpp"
 #include "sailor/protocol/codec.hpp"
@@ -65,6 +67,21 @@ bool from_wire(const enum_pair<A, B> (&table)[N], B v, A& out) {
     }
   return false;
 }
+
+// A list of the schema as a vector of ours, element by element (T constructed from each).
+template <class T, class Reader>
+std::vector<T> list_of(Reader r) {
+  std::vector<T> out;
+  out.reserve(r.size());
+  for (auto x : r) out.push_back(T(x));
+  return out;
+}
+
+// Zone links, in the training job and in the link probes' requests: the constant figures only
+// (a bandwidth curve stays behind).
+void put_zone_links(capnp::List<s::ZoneLink>::Builder b,
+                    const std::vector<config::zone_link>& v);
+std::vector<config::zone_link> get_zone_links(capnp::List<s::ZoneLink>::Reader r);
 
 // The parts of codec_write.cpp and codec_read.cpp that codec_scheduler.cpp reuses, and the
 // scheduler's messages (scheduler_messages.hpp) that it encodes and decodes.

@@ -9,14 +9,6 @@
 namespace sailor::protocol::detail {
 namespace {
 
-template <class T, class Reader>
-std::vector<T> list_of(Reader r) {
-  std::vector<T> out;
-  out.reserve(r.size());
-  for (auto x : r) out.push_back(T(x));
-  return out;
-}
-
 link_probe_request get(s::LinkProbeRequest::Reader r) {
   link_probe_request v;
   v.probe_id = r.getProbeId();
@@ -24,15 +16,7 @@ link_probe_request get(s::LinkProbeRequest::Reader r) {
   v.peer = r.getPeer();
   v.peer_zone = r.getPeerZone();
   v.address = r.getAddress();
-  for (auto l : r.getLinks()) {
-    config::zone_link link;  // a bandwidth curve stays behind: the constant is used
-    link.from = l.getFrom();
-    link.to = l.getTo();
-    link.latency_s = l.getLatencyS();
-    link.bandwidth_gbytes_per_s = l.getBandwidthGbytesPerS();
-    link.egress_usd_per_gb = l.getEgressUsdPerGb();
-    v.links.push_back(std::move(link));
-  }
+  v.links = get_zone_links(r.getLinks());
   v.timeout_ms = r.getTimeoutMs();
   return v;
 }
@@ -67,14 +51,7 @@ void put_probe(s::Envelope::Body::Builder b, const link_probe_request& v) {
   x.setPeer(v.peer);
   x.setPeerZone(v.peer_zone);
   x.setAddress(v.address);
-  auto links = x.initLinks(static_cast<unsigned>(v.links.size()));
-  for (unsigned i = 0; i < v.links.size(); ++i) {
-    links[i].setFrom(v.links[i].from);
-    links[i].setTo(v.links[i].to);
-    links[i].setLatencyS(v.links[i].latency_s);
-    links[i].setBandwidthGbytesPerS(v.links[i].bandwidth_gbytes_per_s);
-    links[i].setEgressUsdPerGb(v.links[i].egress_usd_per_gb);
-  }
+  put_zone_links(x.initLinks(static_cast<unsigned>(v.links.size())), v.links);
   x.setTimeoutMs(v.timeout_ms);
 }
 

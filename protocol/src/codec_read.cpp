@@ -22,14 +22,6 @@ struct refused {
   std::string why;
 };
 
-template <class T, class Reader>
-std::vector<T> list_of(Reader r) {
-  std::vector<T> out;
-  out.reserve(r.size());
-  for (auto x : r) out.push_back(T(x));
-  return out;
-}
-
 std::vector<char> chars_of(capnp::Data::Reader d) {
   return std::vector<char>(reinterpret_cast<const char*>(d.begin()),
                            reinterpret_cast<const char*>(d.end()));
@@ -188,15 +180,7 @@ std::variant<training_job, refused> get(s::TrainingJob::Reader r) {
   v.torch_threads = r.getTorchThreads();
   v.timeout_ms = r.getTimeoutMs();
   v.predicted_iteration_s = r.getPredictedIterationS();
-  for (auto l : r.getLinks()) {
-    config::zone_link link;  // a bandwidth curve stays behind: the constant is used
-    link.from = l.getFrom();
-    link.to = l.getTo();
-    link.latency_s = l.getLatencyS();
-    link.bandwidth_gbytes_per_s = l.getBandwidthGbytesPerS();
-    link.egress_usd_per_gb = l.getEgressUsdPerGb();
-    v.links.push_back(std::move(link));
-  }
+  v.links = get_zone_links(r.getLinks());
   v.start_iteration = r.getStartIteration();
   v.checkpoint_dir = r.getCheckpointDir();
   v.checkpoint_every = r.getCheckpointEvery();
@@ -289,6 +273,21 @@ std::optional<body_result> get(s::Envelope::Body::Reader b) {
 }
 
 }  // namespace
+
+std::vector<config::zone_link> detail::get_zone_links(capnp::List<s::ZoneLink>::Reader r) {
+  std::vector<config::zone_link> out;
+  out.reserve(r.size());
+  for (auto l : r) {
+    config::zone_link link;
+    link.from = l.getFrom();
+    link.to = l.getTo();
+    link.latency_s = l.getLatencyS();
+    link.bandwidth_gbytes_per_s = l.getBandwidthGbytesPerS();
+    link.egress_usd_per_gb = l.getEgressUsdPerGb();
+    out.push_back(std::move(link));
+  }
+  return out;
+}
 
 node_inventory detail::get_inventory(s::NodeInventory::Reader r) { return get(r); }
 config::plan detail::get_plan(s::Plan::Reader r) { return get(r); }

@@ -6,14 +6,6 @@
 namespace sailor::protocol::detail {
 namespace {
 
-template <class T, class Reader>
-std::vector<T> list_of(Reader r) {
-  std::vector<T> out;
-  out.reserve(r.size());
-  for (auto x : r) out.push_back(T(x));
-  return out;
-}
-
 plan_request get(s::PlanRequest::Reader r) {
   plan_request v;
   v.request_id = r.getRequestId();

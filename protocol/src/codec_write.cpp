@@ -324,6 +324,11 @@ struct body_writer {
 
 }  // namespace
 
+void detail::put_zone_links(capnp::List<s::ZoneLink>::Builder b,
+                            const std::vector<config::zone_link>& v) {
+  put_each(b, v);
+}
+
 void detail::put_inventory(s::NodeInventory::Builder b, const node_inventory& v) { put(b, v); }
 void detail::put_plan(s::Plan::Builder b, const config::plan& p) { put(b, p); }
 

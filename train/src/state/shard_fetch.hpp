@@ -1,5 +1,5 @@
 #pragma once
-// Private to the shard client (shard_service.cpp, shard_memory.cpp): one shard fetched from
+// Private to the shard client (shard_client.cpp, shard_memory.cpp): one shard fetched from
 // its holders as the buffers it arrived in. No LibTorch here.
 
 #include <chrono>

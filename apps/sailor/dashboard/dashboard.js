@@ -1,12 +1,4 @@
-// The dashboard's script: polls the JSON API twice a second and redraws the page (plain DOM
-// and SVG, no library). The loss curve is fetched incrementally (?since=) and refetched whole
-// when the coordinator says it was rewound (a plan resumed from an earlier checkpoint).
-#include "dashboard_page.hpp"
-
-namespace sailor::app {
-
-std::string_view dashboard_js() {
-  return R"SAILOR('use strict';
+'use strict';
 const POLL_MS = 500;
 const SVGNS = 'http://www.w3.org/2000/svg';
 const state = { info: null, points: [], curveId: null, replans: [], nodeZones: new Map() };
@@ -296,7 +288,3 @@ async function refresh() {
   }
 }
 refresh();
-)SAILOR";
-}
-
-}  // namespace sailor::app
