@@ -68,6 +68,33 @@ struct training_run : deterministic {
     sched.run();
   }
 
+  // Four nodes train plan 1 through its first iteration (iteration 0).
+  void four_nodes_through_first_iteration() {
+    start(training());
+    join_four();
+    for (const auto& n : {"n1", "n2", "n3", "n4"})
+      report_all(n, report_kind::reached, "setup");
+    for (const auto& n : {"n1", "n2", "n3", "n4"})
+      report_all(n, report_kind::iteration, "", 0);
+  }
+
+  // Every rank of plan 1 on `node` says it keeps its state after `iteration` completed
+  // iterations in memory at `file` (or, with `error`, that it could not keep it).
+  void report_kept(const std::string& node, int iteration, const std::string& file,
+                   const std::string& error = {}) {
+    for (std::size_t k = 0; k < state().nodes.at(node).roles.size(); ++k) {
+      train_report kept;
+      kept.plan_version = 1;
+      kept.node = node;
+      kept.rank = static_cast<int>(k);
+      kept.kind = static_cast<std::int32_t>(report_kind::snapshot);
+      kept.iteration = iteration;
+      kept.checkpoint_file = error.empty() ? file : std::string{};
+      kept.error = error;
+      send(node, kept);
+    }
+  }
+
   train_report failure(const std::string& node, const std::string& phase, const std::string& why,
                        std::int64_t iteration = 0, const std::string& blamed = {}) {
     train_report r;
@@ -265,12 +292,7 @@ TEST_CASE_FIXTURE(training_run, "supervisor: checkpoint writes that fail are tol
 }
 
 TEST_CASE_FIXTURE(training_run, "supervisor: a node leaving with notice stops counting as a holder when its grace is over, and the shard it handed over stays held") {
-  start(training());
-  join_four();
-  for (const auto& n : {"n1", "n2", "n3", "n4"})
-    report_all(n, report_kind::reached, "setup");
-  for (const auto& n : {"n1", "n2", "n3", "n4"})
-    report_all(n, report_kind::iteration, "", 0);
+  four_nodes_through_first_iteration();
   REQUIRE(state().plan_version == 1);
   // n4 gets a notice with 2.5 s left; the state only it held (a memory shard after iteration
   // 1) goes to n1, which reports it as handed over (no plan version: not a survivor's report).
@@ -304,28 +326,13 @@ TEST_CASE_FIXTURE(training_run, "supervisor: a node leaving with notice stops co
 }
 
 TEST_CASE_FIXTURE(training_run, "supervisor: a holder killed while the next plan fetches the survivors' state: the job is re-planned again from the state the others hold") {
-  start(training());
-  join_four();
-  for (const auto& n : {"n1", "n2", "n3", "n4"})
-    report_all(n, report_kind::reached, "setup");
-  for (const auto& n : {"n1", "n2", "n3", "n4"})
-    report_all(n, report_kind::iteration, "", 0);
+  four_nodes_through_first_iteration();
   // n4 dies; the survivors keep their state after iteration 1 in memory and say so.
   caf::anon_send_exit(fakes.at("n4"), caf::exit_reason::kill);
   sched.run();
   const auto file = shard("checkpoints/j/mem", 1);
-  for (const auto& n : {"n1", "n2", "n3"}) {
-    for (std::size_t k = 0; k < state().nodes.at(n).roles.size(); ++k) {
-      train_report kept;
-      kept.plan_version = 1;
-      kept.node = n;
-      kept.rank = static_cast<int>(k);
-      kept.kind = static_cast<std::int32_t>(report_kind::snapshot);
-      kept.iteration = 1;
-      kept.checkpoint_file = file;
-      send(n, kept);
-    }
-  }
+  for (const auto& n : {"n1", "n2", "n3"})
+    report_kept(n, 1, file);
   REQUIRE(state().plan_version == 2);
   CHECK(logs.at("n2")->jobs.back().start_iteration == 1);
   CHECK(logs.at("n2")->jobs.back().restore_dir == "checkpoints/j/mem");
@@ -407,22 +414,8 @@ TEST_CASE_FIXTURE(training_run, "supervisor: survivors that hold some layers and
   caf::anon_send_exit(fakes.at("n4"), caf::exit_reason::kill);
   sched.run();
   const auto kept_file = shard_of("checkpoints/j/mem", 1, 0, 2);
-  for (const auto& n : {"n1", "n2", "n3"}) {
-    for (std::size_t k = 0; k < state().nodes.at(n).roles.size(); ++k) {
-      train_report kept;
-      kept.plan_version = 1;
-      kept.node = n;
-      kept.rank = static_cast<int>(k);
-      kept.kind = static_cast<std::int32_t>(report_kind::snapshot);
-      kept.iteration = 1;
-      kept.checkpoint_file = kept_file;
-      if (n == std::string{"n1"}) {
-        kept.checkpoint_file.clear();
-        kept.error = "the state cannot be encoded";
-      }
-      send(n, kept);
-    }
-  }
+  for (const auto& n : {"n1", "n2", "n3"})
+    report_kept(n, 1, kept_file, n == std::string{"n1"} ? "the state cannot be encoded" : "");
   REQUIRE(state().plan_version == 2);
   const auto& job = logs.at("n2")->jobs.back();
   CHECK(job.start_iteration == 1);
@@ -436,27 +429,12 @@ TEST_CASE_FIXTURE(training_run, "supervisor: survivors that hold some layers and
 }
 
 TEST_CASE_FIXTURE(training_run, "supervisor: a rank whose fetch of the survivors' state fails on a holder that died, before its loss is noticed, names it: the job re-plans without it from the state the others hold") {
-  start(training());
-  join_four();
-  for (const auto& n : {"n1", "n2", "n3", "n4"})
-    report_all(n, report_kind::reached, "setup");
-  for (const auto& n : {"n1", "n2", "n3", "n4"})
-    report_all(n, report_kind::iteration, "", 0);
+  four_nodes_through_first_iteration();
   caf::anon_send_exit(fakes.at("n4"), caf::exit_reason::kill);
   sched.run();
   const auto file = shard("checkpoints/j/mem", 1);
-  for (const auto& n : {"n1", "n2", "n3"}) {
-    for (std::size_t k = 0; k < state().nodes.at(n).roles.size(); ++k) {
-      train_report kept;
-      kept.plan_version = 1;
-      kept.node = n;
-      kept.rank = static_cast<int>(k);
-      kept.kind = static_cast<std::int32_t>(report_kind::snapshot);
-      kept.iteration = 1;
-      kept.checkpoint_file = file;
-      send(n, kept);
-    }
-  }
+  for (const auto& n : {"n1", "n2", "n3"})
+    report_kept(n, 1, file);
   REQUIRE(state().plan_version == 2);
   for (const auto& n : {"n1", "n2", "n3"})
     report_all(n, report_kind::reached, "setup");
