@@ -140,7 +140,7 @@ std::vector<group_spec> by_zone(const config::plan& p, std::vector<group_spec> g
       continue;
     }
     for (const auto& z : distinct) {
-      group_spec zone_group{g.name + "@" + z, {}, g.stage, {}};
+      group_spec zone_group{g.name + "@" + z, {}, g.stage, {}, false, {}, {}};
       for (std::size_t i = 0; i < g.members.size(); ++i)
         if (zones[i] == z) zone_group.members.push_back(g.members[i]);
       zone_group.zone_group_of = g.name;
@@ -157,13 +157,14 @@ std::vector<group_spec> by_zone(const config::plan& p, std::vector<group_spec> g
 
 std::vector<group_spec> groups_of(const config::plan& p) {
   std::vector<group_spec> groups;
-  group_spec world{"world", {}, -1, {}};
+  group_spec world{"world", {}, -1, {}, false, {}, {}};
   for (int r = 0; r < world_size(p); ++r) world.members.push_back(r);
   groups.push_back(std::move(world));
   for (int s = 0; s < p.num_stages(); ++s) {
     const auto& replicas = p.stages[s].replicas;
     for (int j = 0; j < static_cast<int>(replicas.size()); ++j) {
-      group_spec g{"tp.s" + std::to_string(s) + ".r" + std::to_string(j), {}, -1, {}};
+      group_spec g{"tp.s" + std::to_string(s) + ".r" + std::to_string(j), {}, -1, {}, false, {},
+                   {}};
       for (int k = 0; k < std::max(1, replicas[j].tp); ++k)
         g.members.push_back(global_rank_of(p, {s, j, k}));
       groups.push_back(std::move(g));
@@ -183,7 +184,8 @@ std::vector<group_spec> groups_of(const config::plan& p) {
       }
       auto it = by_members.find(members);
       if (it == by_members.end()) {
-        group_spec g{"dp.s" + std::to_string(s) + ".p" + std::to_string(piece), members, s, {piece}};
+        group_spec g{"dp.s" + std::to_string(s) + ".p" + std::to_string(piece), members, s,
+                     {piece}, false, {}, {}};
         by_members[members] = groups.size();
         groups.push_back(std::move(g));
       } else {
@@ -191,7 +193,7 @@ std::vector<group_spec> groups_of(const config::plan& p) {
       }
     }
   }
-  group_spec world_zones{"world.zones", groups.front().members, -1, {}};
+  group_spec world_zones{"world.zones", groups.front().members, -1, {}, false, {}, {}};
   groups.push_back(std::move(world_zones));
   return by_zone(p, std::move(groups));
 }
