@@ -10,7 +10,6 @@
 
 #include <sailor/train/executor.hpp>
 #include <sailor/train/shard_service.hpp>
-#include <sailor/comm/tcp.hpp>
 #include <sailor/models/shapes.hpp>
 
 #include <doctest/doctest.h>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "rank_threads.hpp"
+#include "loopback_tcp.hpp"
 #include "temp_file.hpp"
 #include "tiny_plans.hpp"
 
@@ -34,13 +34,7 @@ using sailor::testing::stage;
 namespace fs = std::filesystem;
 
 std::unique_ptr<comm::transport> tcp(const std::string& name) {
-  comm::transport_options o;
-  o.local_name = name;
-  o.local_zone = "zone-a";
-  o.token = "memory-restore-test-token-0123456789";
-  auto t = comm::make_tcp_transport(o);
-  REQUIRE(t);
-  return std::move(*t);
+  return sailor::testing::loopback_tcp(name, "memory-restore-test-token-0123456789");
 }
 
 // Trains `plan` from scratch for `iterations`; every rank's state after them (as it keeps it

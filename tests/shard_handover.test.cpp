@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "sailor/train/shard_service.hpp"
-#include "sailor/comm/tcp.hpp"
+#include "loopback_tcp.hpp"
 #include "temp_file.hpp"
 
 using namespace std::chrono_literals;
@@ -28,13 +28,7 @@ namespace train = sailor::train;
 namespace {
 
 std::unique_ptr<comm::transport> tcp(const std::string& name) {
-  comm::transport_options o;
-  o.local_name = name;
-  o.local_zone = "zone-a";
-  o.token = "handover-test-token-0123456789abcdef";
-  auto t = comm::make_tcp_transport(o);
-  REQUIRE(t);
-  return std::move(*t);
+  return sailor::testing::loopback_tcp(name, "handover-test-token-0123456789abcdef");
 }
 
 std::vector<std::byte> pattern(std::size_t n) {

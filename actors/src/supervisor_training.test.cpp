@@ -68,6 +68,12 @@ struct training_run : deterministic {
     sched.run();
   }
 
+  // `node` is killed (its connection drops).
+  void lose(const std::string& node) {
+    caf::anon_send_exit(fakes.at(node), caf::exit_reason::kill);
+    sched.run();
+  }
+
   // Four nodes train plan 1 through its first iteration (iteration 0).
   void four_nodes_through_first_iteration() {
     start(training());
@@ -328,8 +334,7 @@ TEST_CASE_FIXTURE(training_run, "supervisor: a node leaving with notice stops co
 TEST_CASE_FIXTURE(training_run, "supervisor: a holder killed while the next plan fetches the survivors' state: the job is re-planned again from the state the others hold") {
   four_nodes_through_first_iteration();
   // n4 dies; the survivors keep their state after iteration 1 in memory and say so.
-  caf::anon_send_exit(fakes.at("n4"), caf::exit_reason::kill);
-  sched.run();
+  lose("n4");
   const auto file = shard("checkpoints/j/mem", 1);
   for (const auto& n : {"n1", "n2", "n3"})
     report_kept(n, 1, file);
@@ -339,8 +344,7 @@ TEST_CASE_FIXTURE(training_run, "supervisor: a holder killed while the next plan
   for (const auto& n : {"n1", "n2", "n3"})
     report_all(n, report_kind::reached, "setup");
   // n1, a holder, dies while the others fetch from it; their restore fails on it.
-  caf::anon_send_exit(fakes.at("n1"), caf::exit_reason::kill);
-  sched.run();
+  lose("n1");
   auto fetch_failed = failure("n2", "restore", "fetching the checkpoint after iteration 1: cannot "
                                              "fetch checkpoint shard " + file + " (n1:7000: "
                                              "disconnected)");
@@ -411,8 +415,7 @@ TEST_CASE_FIXTURE(training_run, "supervisor: survivors that hold some layers and
   send("n1", written);
   // n4 dies; the survivors keep layers 0..2 after iteration 1 in memory (those of layers
   // 3..5 could not keep theirs).
-  caf::anon_send_exit(fakes.at("n4"), caf::exit_reason::kill);
-  sched.run();
+  lose("n4");
   const auto kept_file = shard_of("checkpoints/j/mem", 1, 0, 2);
   for (const auto& n : {"n1", "n2", "n3"})
     report_kept(n, 1, kept_file, n == std::string{"n1"} ? "the state cannot be encoded" : "");
@@ -430,8 +433,7 @@ TEST_CASE_FIXTURE(training_run, "supervisor: survivors that hold some layers and
 
 TEST_CASE_FIXTURE(training_run, "supervisor: a rank whose fetch of the survivors' state fails on a holder that died, before its loss is noticed, names it: the job re-plans without it from the state the others hold") {
   four_nodes_through_first_iteration();
-  caf::anon_send_exit(fakes.at("n4"), caf::exit_reason::kill);
-  sched.run();
+  lose("n4");
   const auto file = shard("checkpoints/j/mem", 1);
   for (const auto& n : {"n1", "n2", "n3"})
     report_kept(n, 1, file);
