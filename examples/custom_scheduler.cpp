@@ -81,8 +81,11 @@ int main(int argc, char** argv) {
   for (auto [name, zone] : {std::pair{"a1", "local-a"}, std::pair{"a2", "local-a"},
                             std::pair{"b1", "local-b"}, std::pair{"b2", "local-b"}}) {
     node_agent_options agent;
-    agent.inventory = node_inventory{name, zone, "CPU", "localhost",
-                                     {{0, "cpu", 1ull << 30}, {1, "cpu", 1ull << 30}}};
+    agent.inventory.name = name;
+    agent.inventory.zone = zone;
+    agent.inventory.gpu_type = "CPU";
+    agent.inventory.host = "localhost";
+    agent.inventory.devices = {{0, "cpu", 1ull << 30}, {1, "cpu", 1ull << 30}};
     auto n = node::start(system, "127.0.0.1", port, std::move(agent));
     if (!n) {
       std::fprintf(stderr, "node %s: %s\n", name, n.error().message.c_str());

@@ -119,14 +119,14 @@ TEST_CASE("rendezvous: with scopes required, only a plan's nodes are answered an
   limits.require_scope = true;
   auto server = spawn_rendezvous_server(system, limits);
   caf::scoped_actor self{system};
-  auto ask = [&](std::uint64_t version, const std::string& key, const std::string& node) {
+  auto ask = [&](std::int64_t version, const std::string& key, const std::string& node) {
     self->send(server, sailor::protocol::store_request{1, version, key, false, {}, 100, node});
     std::string out;
     self->receive([&](const sailor::protocol::store_reply& r) { out = r.found ? text(r.value) : "!" + r.error; },
                   caf::after(5s) >> [&] { out = "no answer"; });
     return out;
   };
-  auto put = [&](std::uint64_t version, const std::string& key, const std::string& value,
+  auto put = [&](std::int64_t version, const std::string& key, const std::string& value,
                  const std::string& node) {
     self->send(server, sailor::protocol::store_request{0, version, key, true, chars(value), 0, node});
   };
