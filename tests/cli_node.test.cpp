@@ -40,7 +40,8 @@ TEST_CASE("a coordinator without --train-dir says it trains nothing, and status 
   temp_dir dir;
   std::unique_ptr<child> coordinator;
   const std::string port = start_control_plane(coordinator, dir);
-  CHECK(contains(coordinator->out(), "control plane only (no --train-dir)"));
+  // Printed just after the "listening on" line the port came from: wait for it too.
+  CHECK(eventually(10s, [&] { return contains(coordinator->out(), "control plane only (no --train-dir)"); }));
   for (int k = 0; k < 3; ++k) {
     auto st = run_command(sailor_bin() + " status 127.0.0.1:" + port + " --transport tcp --token-file " + job_token_file(dir) + " --json --timeout-ms 20000", 60);
     INFO(st.err);
