@@ -16,15 +16,15 @@
 
 #include "sailor/comm/auth.hpp"
 #include "sailor/protocol/codec.hpp"
-#include "transport_support.hpp"
+#include "transport_harness.hpp"
 
 using namespace sailor;
 using namespace sailor::comm;
+using sailor::test::client_events;
 using sailor::test::event_box;
+using sailor::test::wait_s;
 
 namespace {
-
-constexpr double wait_s = 20.0;
 
 transport_options with_token(const std::string& name, const std::string& token) {
   transport_options o;
@@ -62,26 +62,8 @@ struct server_log {
   }
 };
 
-struct client_log {
-  event_box box;
-  bool opened = false;
-  std::vector<transport_error> errors;
-  connection_handlers handlers() {
-    connection_handlers h;
-    h.on_open = [this] { box.update([&] { opened = true; }); };
-    h.on_error = [this](const transport_error& e) { box.update([&] { errors.push_back(e); }); };
-    return h;
-  }
-  // Waits until the connection opened or failed; returns whether it opened.
-  bool outcome() {
-    box.wait_for([&] { return opened || !errors.empty(); }, wait_s);
-    std::lock_guard lock(box.mutex());
-    return opened && errors.empty();
-  }
-};
-
 std::vector<std::byte> hello_message(const std::string& from) {
-  return protocol::encode(protocol::envelope{protocol::protocol_version, from, "x", protocol::shutdown_notice{"hello"}});
+  return sailor::test::encode(from, protocol::shutdown_notice{"hello"});
 }
 
 }  // namespace
@@ -96,7 +78,7 @@ TEST_CASE("transport auth: the job token is proven both ways, a wrong or missing
     auto where = server.lst->local_address();
 
     // The right token: accepted, and each side knows the other by the name it proved.
-    client_log good, wrong, none;  // outlive the client transports that call them
+    client_events good, wrong, none;  // outlive the client transports that call them
     auto good_t = b.make(with_token("node-1", "job-secret"));
     auto conn = good_t->connect(where, good.handlers());
     REQUIRE(conn.ok());
@@ -147,7 +129,7 @@ TEST_CASE("transport auth: a control message over the receiver's limit closes th
     auto server_t = b.make(limited);
     server.listen(*server_t);
     auto where = server.lst->local_address();
-    client_log big, next;  // outlive the client transport that calls them
+    client_events big, next;  // outlive the client transport that calls them
     auto client_t = b.make(with_token("node-1", "job-secret"));
     auto conn = client_t->connect(where, big.handlers());
     REQUIRE(big.outcome());
@@ -193,7 +175,7 @@ TEST_CASE("transport auth: a receive handler that throws closes its connection o
     });
     REQUIRE(l.ok());
     auto where = (*l)->local_address();
-    client_log first, second;  // outlive the client transport that calls them
+    client_events first, second;  // outlive the client transport that calls them
     auto client_t = b.make(with_token("node-1", "job-secret"));
     auto conn = client_t->connect(where, first.handlers());
     REQUIRE(first.outcome());
@@ -279,7 +261,7 @@ std::string tapped_send(const sailor::test::backend& b) {
   auto server_t = b.make(with_token("server", "job-secret"));
   server.listen(*server_t);
   wire_tap tap(server.lst->local_address().port);
-  client_log client;
+  client_events client;
   auto client_t = b.make(with_token("node-1", "job-secret"));
   auto conn = client_t->connect(address{"127.0.0.1", tap.port}, client.handlers());
   REQUIRE(conn.ok());
@@ -331,7 +313,7 @@ TEST_CASE("transport TLS: bytes on the wire are encrypted, a peer without the jo
   auto stranger_opts = with_token("node-2", "job-secret");
   stranger_opts.tls = sailor::test::tls_files(true).as("stranger");
   stranger_opts.tls.ca = sailor::test::tls_files().dir + "/ca.pem";
-  client_log stranger, clear;
+  client_events stranger, clear;
   auto stranger_t = comm::make_tcp_transport(stranger_opts);
   REQUIRE(stranger_t.ok());
   REQUIRE((*stranger_t)->connect(where, stranger.handlers()).ok());

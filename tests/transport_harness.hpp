@@ -108,6 +108,12 @@ struct client_events {
     h.on_error = [this](const transport_error& e) { box.update([&] { errors.push_back(e); }); };
     return h;
   }
+  // Waits until the connection opened or failed; returns whether it opened.
+  bool outcome() {
+    box.wait_for([&] { return opened || !errors.empty(); }, wait_s);
+    std::lock_guard lock(box.mutex());
+    return opened && errors.empty();
+  }
 };
 
 // Counts completions per send id; a second call for one id is recorded as a defect.
