@@ -39,6 +39,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include <unistd.h>
@@ -179,6 +180,22 @@ public:
                        std::span<const std::byte> header, void* data, size_t length,
                        data_kind kind);
   ucs_status_t drop(void* data, data_kind kind);
+  // on_data's steps: a message held until the handshake is handled; the checks of an open
+  // connection's message (the error to fail it with); the slot it is received into; the copy
+  // or rendezvous receive into that slot.
+  ucs_status_t hold(const std::shared_ptr<ucx_connection>& c, unsigned id,
+                    std::span<const std::byte> header, void* data, size_t length, data_kind kind);
+  std::optional<transport_error> check_message(const ucx_connection& c, unsigned id,
+                                               std::span<const std::byte> header, size_t length,
+                                               std::uint64_t seq) const;
+  std::variant<std::unique_ptr<pending_recv>, transport_error> receive_slot(
+    const ucx_connection& c, unsigned id, std::span<const std::byte> header, size_t length);
+  ucs_status_t receive_into(const std::shared_ptr<ucx_connection>& c, std::uint64_t seq,
+                            std::unique_ptr<pending_recv> slot, void* data, size_t length,
+                            data_kind kind);
+  // Fails `c` with `e` from the loop and drops the message.
+  ucs_status_t refuse_message(const std::shared_ptr<ucx_connection>& c, transport_error e,
+                              void* data, data_kind kind);
   void replay_held(const std::shared_ptr<ucx_connection>& c);
   // Sends (or, once the connection failed or closed, completes with its error) what the
   // user queued before the connection was open.

@@ -93,31 +93,8 @@ ucs_status_t ucx_core::drop(void* data, data_kind kind) {
 ucs_status_t ucx_core::on_data(const std::shared_ptr<ucx_connection>& c, unsigned id,
                                std::span<const std::byte> header, void* data, size_t length,
                                data_kind kind) {
-  bool rndv = kind == data_kind::rndv;
-  if (c->state_ == connection_state::connecting) {
-    // Before the peer proved who it is, what it may make this side hold is bounded; a server
-    // that proved the job token (the client waits for its verdict) is not.
-    std::size_t eager = kind == data_kind::rndv ? 0 : length;
-    if (!c->handshaken_ && (c->held_.size() >= 4096 ||
-                            c->held_bytes_ + eager + header.size() > max_held_bytes)) {
-      deferred_.push_back([this, c] {
-        fail(c, {errc::invalid_message, "too many messages before the handshake"});
-      });
-      return drop(data, kind);
-    }
-    c->held_bytes_ += eager + header.size();
-    ucx_connection::held_message h{id, {header.begin(), header.end()}, data, length,
-                                   static_cast<int>(kind), nullptr};
-    if (kind == data_kind::transient) {
-      h.copy = std::make_shared<std::vector<std::byte>>(static_cast<const std::byte*>(data),
-                                                        static_cast<const std::byte*>(data) + length);
-      h.data = h.copy->data();
-      c->held_.push_back(std::move(h));
-      return UCS_OK;
-    }
-    c->held_.push_back(std::move(h));
-    return UCS_INPROGRESS;
-  }
+  if (c->state_ == connection_state::connecting)
+    return hold(c, id, header, data, length, kind);
   // Messages of a connection that is not (or no longer) open are dropped.
   if (!c->handshaken_ || c->state_ == connection_state::failed ||
       c->state_ == connection_state::closed) {
@@ -125,69 +102,103 @@ ucs_status_t ucx_core::on_data(const std::shared_ptr<ucx_connection>& c, unsigne
                to_string(c->state_.load()), c->handshaken_ ? "" : " before the handshake");
     return drop(data, kind);
   }
-  if (header.size() < sizeof(std::uint64_t)) {
-    deferred_.push_back([this, c] { fail(c, {errc::invalid_message, "message without sequence number"}); });
-    return drop(data, kind);
-  }
+  if (header.size() < sizeof(std::uint64_t))
+    return refuse_message(c, {errc::invalid_message, "message without sequence number"}, data, kind);
   std::uint64_t seq;
   std::memcpy(&seq, header.data(), sizeof(seq));
   header = header.subspan(sizeof(seq));
-  if (seq < c->deliver_seq_ || c->recvs_.count(seq)) {
-    deferred_.push_back([this, c, seq] {
-      fail(c, {errc::invalid_message, "duplicate sequence number " + std::to_string(seq)});
-    });
-    return drop(data, kind);
+  if (auto e = check_message(*c, id, header, length, seq))
+    return refuse_message(c, std::move(*e), data, kind);
+  auto slot = receive_slot(*c, id, header, length);
+  if (auto* e = std::get_if<transport_error>(&slot))
+    return refuse_message(c, std::move(*e), data, kind);
+  return receive_into(c, seq, std::move(std::get<std::unique_ptr<pending_recv>>(slot)), data,
+                      length, kind);
+}
+
+ucs_status_t ucx_core::refuse_message(const std::shared_ptr<ucx_connection>& c,
+                                      transport_error e, void* data, data_kind kind) {
+  deferred_.push_back([this, c, e = std::move(e)] { fail(c, e); });
+  return drop(data, kind);
+}
+
+// Before the peer proved who it is, what it may make this side hold is bounded; a server
+// that proved the job token (the client waits for its verdict) is not.
+ucs_status_t ucx_core::hold(const std::shared_ptr<ucx_connection>& c, unsigned id,
+                            std::span<const std::byte> header, void* data, size_t length,
+                            data_kind kind) {
+  std::size_t eager = kind == data_kind::rndv ? 0 : length;
+  if (!c->handshaken_ &&
+      (c->held_.size() >= 4096 || c->held_bytes_ + eager + header.size() > max_held_bytes))
+    return refuse_message(c, {errc::invalid_message, "too many messages before the handshake"},
+                          data, kind);
+  c->held_bytes_ += eager + header.size();
+  ucx_connection::held_message h{id, {header.begin(), header.end()}, data, length,
+                                 static_cast<int>(kind), nullptr};
+  if (kind == data_kind::transient) {
+    h.copy = std::make_shared<std::vector<std::byte>>(static_cast<const std::byte*>(data),
+                                                      static_cast<const std::byte*>(data) + length);
+    h.data = h.copy->data();
+    c->held_.push_back(std::move(h));
+    return UCS_OK;
   }
+  c->held_.push_back(std::move(h));
+  return UCS_INPROGRESS;
+}
+
+// A sequence number seen before, an unknown kind, or a message over its kind's limit.
+std::optional<transport_error> ucx_core::check_message(const ucx_connection& c, unsigned id,
+                                                       std::span<const std::byte> header,
+                                                       size_t length, std::uint64_t seq) const {
+  if (seq < c.deliver_seq_ || c.recvs_.count(seq))
+    return transport_error{errc::invalid_message, "duplicate sequence number " + std::to_string(seq)};
   const auto& limits = opts_.common;
   if ((id == am_control && length > limits.max_control_bytes) ||
-      (id == am_tensor && (length > limits.max_tensor_bytes ||
-                           header.size() > detail::max_tensor_header_bytes)) ||
-      (id != am_control && id != am_tensor)) {
-    transport_error e{errc::invalid_message,
-                      "a message (active message " + std::to_string(id) + ") of " +
-                          std::to_string(length) + " bytes, over its limit"};
-    deferred_.push_back([this, c, e] { fail(c, e); });
-    return drop(data, kind);
-  }
+      (id == am_tensor &&
+       (length > limits.max_tensor_bytes || header.size() > detail::max_tensor_header_bytes)) ||
+      (id != am_control && id != am_tensor))
+    return transport_error{errc::invalid_message, "a message (active message " + std::to_string(id) +
+                                                      ") of " + std::to_string(length) +
+                                                      " bytes, over its limit"};
+  return std::nullopt;
+}
+
+// A control message's bytes, or a tensor's decoded header and payload (the user's allocate()
+// where there is one).
+std::variant<std::unique_ptr<pending_recv>, transport_error> ucx_core::receive_slot(
+  const ucx_connection& c, unsigned id, std::span<const std::byte> header, size_t length) {
   auto slot = std::make_unique<pending_recv>();
-  std::byte* dest = nullptr;
   if (id == am_control) {
     slot->control.resize(length);
-    dest = slot->control.data();
-  } else {
-    slot->tensor = true;
-    auto decoded = detail::decode_tensor_header(header);
-    if (auto* err = std::get_if<transport_error>(&decoded)) {
-      auto e = *err;
-      deferred_.push_back([this, c, e] { fail(c, e); });
-      return drop(data, kind);
-    }
-    slot->desc = std::move(std::get<tensor_descriptor>(decoded));
-    if (slot->desc.bytes != length) {
-      transport_error e{errc::invalid_message, "tensor header says " +
-                                                   std::to_string(slot->desc.bytes) +
-                                                   " bytes, payload has " + std::to_string(length)};
-      deferred_.push_back([this, c, e] { fail(c, e); });
-      return drop(data, kind);
-    }
-    if (c->handlers_.allocate) {
-      slot->payload = c->handlers_.allocate(slot->desc);
-      if (slot->payload.size() < length) {
-        transport_error e{errc::invalid_argument, "allocate() gave " +
-                                                      std::to_string(slot->payload.size()) +
-                                                      " bytes for a payload of " +
-                                                      std::to_string(length)};
-        deferred_.push_back([this, c, e] { fail(c, e); });
-        return drop(data, kind);
-      }
-    } else {
-      slot->payload = payload_buffer::allocate(length);
-    }
-    dest = slot->payload.data();
+    return slot;
   }
+  slot->tensor = true;
+  auto decoded = detail::decode_tensor_header(header);
+  if (auto* err = std::get_if<transport_error>(&decoded))
+    return *err;
+  slot->desc = std::move(std::get<tensor_descriptor>(decoded));
+  if (slot->desc.bytes != length)
+    return transport_error{errc::invalid_message, "tensor header says " + std::to_string(slot->desc.bytes) +
+                                                      " bytes, payload has " + std::to_string(length)};
+  if (!c.handlers_.allocate) {
+    slot->payload = payload_buffer::allocate(length);
+    return slot;
+  }
+  slot->payload = c.handlers_.allocate(slot->desc);
+  if (slot->payload.size() < length)
+    return transport_error{errc::invalid_argument, "allocate() gave " + std::to_string(slot->payload.size()) +
+                                                       " bytes for a payload of " + std::to_string(length)};
+  return slot;
+}
+
+// Eager data is copied now; a rendezvous message is fetched into the slot by UCX.
+ucs_status_t ucx_core::receive_into(const std::shared_ptr<ucx_connection>& c, std::uint64_t seq,
+                                    std::unique_ptr<pending_recv> slot, void* data, size_t length,
+                                    data_kind kind) {
+  std::byte* dest = slot->tensor ? slot->payload.data() : slot->control.data();
   pending_recv* raw = slot.get();
   c->recvs_.emplace(seq, std::move(slot));
-  if (!rndv) {
+  if (kind != data_kind::rndv) {
     if (length) std::memcpy(dest, data, length);
     if (kind == data_kind::persistent && !on_callback_) ucp_am_data_release(worker_, data);
     raw->ready = true;
