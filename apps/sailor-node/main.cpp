@@ -26,6 +26,7 @@
 #include <regex>
 #include <string>
 #include <thread>
+#include <variant>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -359,114 +360,112 @@ int run_until_stopped(session_context& ctx) {
   return code;
 }
 
-int run(const node_args& args) {
-  auto where = comm::address::parse(args.join);
-  if (!where) {
-    std::fprintf(stderr, "sailor-node: --join: %s\n", where.error().message.c_str());
-    return 2;
-  }
+// Prints "sailor-node: <what>" and gives the exit code of bad input.
+int bad_input(const std::string& what) {
+  std::fprintf(stderr, "sailor-node: %s\n", what.c_str());
+  return 2;
+}
+
+// The node's inventory and grace from the command line; an exit code when it is refused.
+std::variant<actors::node_agent_options, int> agent_options(const node_args& args) {
   std::string default_type;
   auto devices = parse_devices(args.devices, default_type);
-  if (!devices) {
-    std::fprintf(stderr, "sailor-node: %s: %s\n", devices.error().field.c_str(),
-                 devices.error().message.c_str());
-    return 2;
-  }
+  if (!devices)
+    return bad_input(devices.error().field + ": " + devices.error().message);
   // CPU devices are planned by what they are: a GPU type would have the planner count on a GPU.
-  if (default_type == "CPU" && !args.gpu_type.empty() && args.gpu_type != "CPU" &&
-      !args.emulate_gpu) {
-    std::fprintf(stderr, "sailor-node: --gpu-type: '%s' names a GPU, but --devices %s are CPU "
-                         "cores (give --devices cuda:N on a GPU machine, leave --gpu-type out, or say "
-                         "--emulate-gpu)\n",
-                 args.gpu_type.c_str(), args.devices.c_str());
-    return 2;
-  }
+  if (default_type == "CPU" && !args.gpu_type.empty() && args.gpu_type != "CPU" && !args.emulate_gpu)
+    return bad_input("--gpu-type: '" + args.gpu_type + "' names a GPU, but --devices " + args.devices +
+                     " are CPU cores (give --devices cuda:N on a GPU machine, leave --gpu-type out, or "
+                     "say --emulate-gpu)");
   actors::node_agent_options options;
-  options.leave_grace = std::chrono::duration_cast<caf::timespan>(
-    std::chrono::duration<double>(args.grace_s));
+  options.leave_grace = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(args.grace_s));
   options.inventory.host = host_name();
-  options.inventory.name =
-    args.name.empty() ? options.inventory.host + "-" + std::to_string(::getpid()) : args.name;
+  options.inventory.name = args.name.empty() ? options.inventory.host + "-" + std::to_string(::getpid()) : args.name;
   options.inventory.zone = args.zone;
   options.inventory.gpu_type = args.gpu_type.empty() ? default_type : args.gpu_type;
   options.inventory.devices = std::move(*devices);
-  if (!args.log_dir.empty()) {
-    const auto file = (std::filesystem::path{args.log_dir} / (options.inventory.name + ".log")).string();
-    if (log::add_file(file))
-      log::get("actors")->info("[node {}] logging to {}", options.inventory.name, file);
-    else
-      std::fprintf(stderr, "sailor-node: --log-dir: cannot write %s; logging to stderr only\n",
-                   file.c_str());
-  }
+  return options;
+}
+
+// --log-dir: the node's log also goes to <dir>/<name>.log.
+void log_to_folder(const std::string& log_dir, const std::string& name) {
+  if (log_dir.empty())
+    return;
+  const auto file = (std::filesystem::path{log_dir} / (name + ".log")).string();
+  if (log::add_file(file))
+    log::get("actors")->info("[node {}] logging to {}", name, file);
+  else
+    std::fprintf(stderr, "sailor-node: --log-dir: cannot write %s; logging to stderr only\n", file.c_str());
+}
+
+// The link probes the coordinator asks for (issue 14), over this node's data-transport kind.
+void serve_link_probes(session_context& ctx, const std::string& token) {
+  comm::transport_options probe_options;
+  probe_options.local_name = ctx.options.inventory.name;
+  probe_options.local_zone = ctx.options.inventory.zone;
+  probe_options.token = token;
+  probe_options.tls = ctx.args.tls;
+  auto probes = std::make_shared<node_probes>(data_transport_maker(ctx.args, ctx.advertise), probe_options,
+                                              ctx.advertise, ctx.links);
+  ctx.probes = probes;
+  ctx.options.on_link_probe = [probes](const protocol::link_probe_request& r,
+                                       std::function<void(protocol::link_probe_result)> answer) {
+    probes->handle(r, std::move(answer));
+  };
+}
+
+// Checks the inputs, opens the transport and the shard server, then joins and serves until
+// stopped.
+int run(const node_args& args) {
+  auto where = comm::address::parse(args.join);
+  if (!where)
+    return bad_input("--join: " + where.error().message);
+  auto agent = agent_options(args);
+  if (auto* code = std::get_if<int>(&agent))
+    return *code;
+  auto& options = std::get<actors::node_agent_options>(agent);
+  log_to_folder(args.log_dir, options.inventory.name);
   auto advertise = advertised_address(args.advertise, where->host, where->port);
-  if (!advertise) {
-    std::fprintf(stderr, "sailor-node: %s\n", advertise.error().message.c_str());
-    return 2;
-  }
+  if (!advertise)
+    return bad_input(advertise.error().message);
   auto state_dir = make_state_dir(args.state_dir, options.inventory.name);
-  if (!state_dir) {
-    std::fprintf(stderr, "sailor-node: --state-dir %s\n", state_dir.error().message.c_str());
-    return 2;
-  }
+  if (!state_dir)
+    return bad_input("--state-dir " + state_dir.error().message);
   auto token = comm::load_job_token(args.token_file);
-  if (!token) {
-    std::fprintf(stderr, "sailor-node: %s\n", token.error().to_string().c_str());
-    return 2;
-  }
+  if (!token)
+    return bad_input(token.error().to_string());
   auto data_kind = args.data_transport.empty() ? args.transport : args.data_transport;
-  if (args.tls.enabled() && data_kind == "ucx") {
-    std::fprintf(stderr, "sailor-node: TLS (--tls-cert/--tls-key/--tls-ca) needs --transport tcp "
-                         "and --data-transport tcp: UCX does not encrypt\n");
-    return 2;
-  }
-  auto transport = actors::make_transport(args.transport, options.inventory.name,
-                                          options.inventory.zone, *token, *advertise, args.tls);
-  if (!transport) {
-    std::fprintf(stderr, "sailor-node: %s\n", transport.error().message.c_str());
-    return 2;
-  }
+  if (args.tls.enabled() && data_kind == "ucx")
+    return bad_input("TLS (--tls-cert/--tls-key/--tls-ca) needs --transport tcp and --data-transport tcp: "
+                     "UCX does not encrypt");
+  auto transport = actors::make_transport(args.transport, options.inventory.name, options.inventory.zone, *token,
+                                          *advertise, args.tls);
+  if (!transport)
+    return bad_input(transport.error().message);
   // Checkpoint shards travel over the bridge's transport.
   comm::transport* data = transport->get();
   options.inventory.address = *advertise + ":0";
 #ifdef SAILOR_WITH_TRAIN
   auto memory = std::make_shared<train::memory_shards>();
   auto shards = train::shard_server::start(*data, *advertise, *state_dir, memory);
-  if (!shards) {
-    std::fprintf(stderr, "sailor-node: serving checkpoint shards on %s: %s\n",
-                 advertise->c_str(), shards.error().message.c_str());
-    return 2;
-  }
+  if (!shards)
+    return bad_input("serving checkpoint shards on " + *advertise + ": " + shards.error().message);
   options.inventory.address = (*shards)->address();
   options.inventory.checkpoints = held_shards(*state_dir);
 #endif
   log::get("actors")->info("[node {}] peers reach it on {}; state in {} ({} checkpoint shards)",
-                           options.inventory.name, *advertise, *state_dir,
-                           options.inventory.checkpoints.size());
+                           options.inventory.name, *advertise, *state_dir, options.inventory.checkpoints.size());
   session_context ctx{args, *where, options, *state_dir, *advertise, data, transport->get()
 #ifdef SAILOR_WITH_TRAIN
                       , memory
 #endif
   };
-  // Link probes the coordinator asks for (issue 14), over this node's data-transport kind.
-  comm::transport_options probe_options;
-  probe_options.local_name = options.inventory.name;
-  probe_options.local_zone = options.inventory.zone;
-  probe_options.token = *token;
-  probe_options.tls = args.tls;
-  auto probes = std::make_shared<node_probes>(data_transport_maker(args, *advertise), probe_options,
-                                              *advertise, ctx.links);
-  ctx.probes = probes;
-  ctx.options.on_link_probe = [probes](const protocol::link_probe_request& r,
-                                       std::function<void(protocol::link_probe_result)> answer) {
-    probes->handle(r, std::move(answer));
-  };
+  serve_link_probes(ctx, *token);
   ctx.slowdown->store(args.slowdown);
   std::error_code missing;
   if (!args.link_file.empty() && std::filesystem::exists(args.link_file, missing))
-    if (auto err = reload_links(args.link_file, *ctx.links)) {
-      std::fprintf(stderr, "sailor-node: error: --link-file: %s\n", err->to_string().c_str());
-      return 2;
-    }
+    if (auto err = reload_links(args.link_file, *ctx.links))
+      return bad_input("error: --link-file: " + err->to_string());
   return run_until_stopped(ctx);
 }
 
