@@ -74,4 +74,37 @@ TEST_CASE("sailor replay --live waits for capacity when every node is killed, an
   CHECK(j["completed_iterations"].get<int>() > j["changes"][3]["iterations_done"].get<int>());
 }
 
+TEST_CASE("sailor replay --live: an on-demand pool of the cluster keeps the job training while every spot zone is down") {
+  temp_dir dir;
+  // Both spot zones fall at tick 2 with notice and return at tick 4; aws-v100-spot-anchor adds
+  // two on-demand V100-16s in us-east-2b (one node with --nodes-per-zone 1), which the trace
+  // never touches.
+  auto trace = dir.write("trace.csv",
+                         ",Timestamp,V100-16_us-east-2b,V100-16_us-west-2a\n"
+                         "0,0,1,1\n1,60,1,1\n2,120,0,0\n3,180,0,0\n4,240,1,1\n5,300,1,1\n6,360,1,1\n");
+  auto j = run_with_summary(sailor_bin() + " replay --live --trace " + trace + " --cluster " + configs_dir() +
+                              "/clusters/aws-v100-spot-anchor.yaml --nodes-per-zone 1 --time-scale 120 "
+                              "--stall-timeout 30",
+                            dir, 90)
+             .summary;
+  CHECK(j["nodes_started"]["initially"] == 3);
+  CHECK(j["nodes_stopped"]["with_notice"] == 2);
+  CHECK(j["waits_for_capacity"] == 0);  // the anchor was there all along
+  CHECK(j["lost_iterations"] == 0);
+  REQUIRE(j["changes"].size() == 4);
+  for (const auto& ch : j["changes"]) CHECK(ch["zone"] != "V100-16/on-demand@us-east-2b");
+  // Trained while every spot zone was down: iterations between the falls and the returns.
+  CHECK(j["changes"][2]["iterations_done"].get<int>() > j["changes"][1]["iterations_done"].get<int>());
+  const auto& hours = j["gpu_hours"];
+  REQUIRE(hours.size() == 3);
+  CHECK(hours[2]["gpu_type"] == "V100-16/on-demand");
+  CHECK(hours[2]["zone"] == "us-east-2b");
+  CHECK(hours[2]["gpu_hours"].get<double>() == doctest::Approx(7 * 60 / 3600.0).epsilon(0.15));
+  // Spot hours at $0.918, the pool's at $3.06 whatever the column of prices.
+  const double spot_hours = hours[0]["gpu_hours"].get<double>() + hours[1]["gpu_hours"].get<double>();
+  const double pool_hours = hours[2]["gpu_hours"].get<double>();
+  CHECK(j["dollars"]["spot"].get<double>() == doctest::Approx(spot_hours * 0.918 + pool_hours * 3.06));
+  CHECK(j["dollars"]["on_demand"].get<double>() == doctest::Approx((spot_hours + pool_hours) * 3.06));
+}
+
 #endif

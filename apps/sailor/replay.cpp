@@ -127,7 +127,8 @@ void add_replay(CLI::App& app, command_set& commands) {
                   "Trace files: Sailor's gpu_trace_*.csv or spot-traces JSON (<zone>_<gpu>_*.json); several combine");
   sub->add_option("--gbs", opt->gbs, "Global batch size (default: the job file's or the model's training config)");
   sub->add_option("--job", sp.job, "A job YAML file (the simulated replay of the whole timeline)");
-  sub->add_option("--cluster", sp.cluster, "A cluster YAML file: prices, GPU catalog, links (default: the trace's zones)");
+  sub->add_option("--cluster", sp.cluster, "A cluster YAML file: prices, GPU catalog, links (default: the trace's zones); its on-demand pools "
+                  "(<type>/on-demand) are capacity the trace never takes away, with --live too");
   sub->add_option("--profile", sp.profile, "A profile JSON file of `sailor profile`");
   sub->add_flag("--json", sp.as_json, "Print one JSON object: ours, ours_peak_throughput, restart_from_checkpoint, static, on_demand");
   sub->add_option("--objective", sp.objective, "How ours chooses plans: liveput (expected throughput under preemption) or throughput");

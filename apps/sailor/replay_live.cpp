@@ -326,10 +326,14 @@ result<planner::live_script> load_script(const live_replay_options& opt, config:
   auto t = planner::read_traces(opt.traces, prices.gpus);
   if (!t) return t.error();
   planner::live_slice_options so{opt.from_tick, opt.to_tick, opt.nodes_per_zone, opt.kill_fraction, opt.seed};
-  if (t->columns.size() > 26)
-    return sailor::error{error_kind::invalid_input, "at most 26 columns (emulated zones) in a live replay", "", 0, "--trace"};
   auto script = planner::make_live_script(*t, so);
   if (!script) return script.error();
+  planner::add_on_demand_pools(*script, prices, opt.nodes_per_zone);  // none without --cluster
+  if (script->columns.size() > 26)
+    return sailor::error{error_kind::invalid_input,
+                         "at most 26 columns (emulated zones) in a live replay, the trace's and the cluster's "
+                         "on-demand pools together",
+                         "", 0, "--trace"};
   // Unknown GPU types and zones, checked on the slice's first tick (which has capacity).
   auto head = *t;
   head.counts = {t->counts[static_cast<std::size_t>(opt.from_tick)]};

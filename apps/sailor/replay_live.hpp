@@ -8,7 +8,9 @@
 // trace runs --time-scale trace-seconds per real second: a fall stops the column's newest
 // nodes, with notice (SIGTERM) or, for a seeded share --kill-fraction, without (SIGKILL); a
 // rise starts new ones, which join and grow the job. When every node is gone the job waits for
-// capacity and goes on when a node joins again. The summary says what was trained, lost and
+// capacity and goes on when a node joins again. The --cluster's on-demand pools
+// (`<type>/on-demand`, config/pools.hpp) are emulated zones of their own that the trace never
+// touches (an on-demand anchor keeps the job training through a fall of every spot zone). The summary says what was trained, lost and
 // waited for, the GPU-hours each column's nodes ran (in trace time), and their dollars at the
 // catalog's spot and on-demand prices (planner/spot_live.hpp).
 #include <cstdint>

@@ -17,6 +17,8 @@ std::string pool_base_type(std::string_view name) {
   return {};
 }
 
+bool is_on_demand_pool(std::string_view name) { return ends_with(name, on_demand_suffix); }
+
 bool add_pool_type(std::string_view name, gpu_catalog& catalog) {
   const std::string base = pool_base_type(name);
   const gpu_spec* spec = base.empty() ? nullptr : catalog.find(base);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <random>
 
+#include "sailor/config/pools.hpp"
+
 namespace sailor::planner {
 
 namespace {
@@ -79,6 +81,18 @@ result<live_script> make_live_script(const availability_timeline& t, const live_
       s.changes.push_back(ch);
     }
   return s;
+}
+
+int add_on_demand_pools(live_script& s, const config::cluster& c, int nodes_per_zone) {
+  int added = 0;
+  for (const auto& zone : c.zones)
+    for (const auto& [type, count] : zone.gpus) {
+      if (!config::is_on_demand_pool(type) || count <= 0) continue;
+      s.columns.push_back({type, zone.name, "cluster " + c.name});
+      for (auto& row : s.nodes) row.push_back(std::min(count, nodes_per_zone));
+      ++added;
+    }
+  return added;
 }
 
 usage_dollars price_usage(const std::vector<gpu_usage>& usage, const config::gpu_catalog& catalog,

@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include "sailor/config/pools.hpp"
+
 using namespace sailor;
 using namespace sailor::planner;
 
@@ -114,4 +116,36 @@ TEST_CASE("GPU-hours are priced at the catalog's spot and on-demand prices") {
   CHECK(d.spot == doctest::Approx(2.5 * v100->spot_usd_per_hour));
   CHECK(d.on_demand == doctest::Approx(2.5 * v100->on_demand_usd_per_hour));
   CHECK(unpriced == std::vector<std::string>{"NoSuchGPU"});
+}
+
+TEST_CASE("a cluster's on-demand pools are columns the trace never changes, priced on demand") {
+  auto t = two_zones({{2, 2}, {0, 0}, {0, 0}, {2, 1}});
+  live_slice_options o;
+  o.nodes_per_zone = 1;
+  auto s = make_live_script(t, o);
+  REQUIRE(s);
+  const auto changes = s->changes.size();
+  config::cluster c;
+  c.name = "anchor";
+  c.zones = {{"us-east-2b", "us-east-2", {{"V100-16", 16}, {"V100-16/on-demand", 2}}},
+             {"us-west-2a", "us-west-2", {{"V100-16", 16}}}};
+  CHECK(add_on_demand_pools(*s, c, o.nodes_per_zone) == 1);
+  REQUIRE(s->columns.size() == 3);
+  CHECK(s->columns[2].gpu_type == "V100-16/on-demand");
+  CHECK(s->columns[2].zone == "us-east-2b");
+  for (const auto& row : s->nodes) CHECK(row[2] == 1);  // capped at --nodes-per-zone, every tick
+  CHECK(s->changes.size() == changes);                  // the trace's changes only
+  for (const auto& ch : s->changes) CHECK(ch.column < 2);
+  CHECK(s->initial_nodes() == 3);
+  // The pool's GPU-hours cost the on-demand price at both of price_usage's prices.
+  auto catalog = config::gpu_catalog::builtin();
+  REQUIRE(config::add_pool_type("V100-16/on-demand", catalog));
+  const double od = catalog.find("V100-16")->on_demand_usd_per_hour;
+  auto d = price_usage({{"V100-16/on-demand", "us-east-2b", 2.0}}, catalog);
+  CHECK(d.spot == doctest::Approx(2.0 * od));
+  CHECK(d.on_demand == doctest::Approx(2.0 * od));
+  // A cluster without pools adds nothing.
+  config::cluster plain;
+  plain.zones = {{"us-east-2b", "us-east-2", {{"V100-16", 16}}}};
+  CHECK(add_on_demand_pools(*s, plain, 1) == 0);
 }

@@ -15,6 +15,9 @@ namespace sailor::config {
 /// The catalog type a pool type is of: `V100-16/on-demand` -> `V100-16` ("" : no pool type).
 std::string pool_base_type(std::string_view name);
 
+/// Whether `name` is an on-demand pool type (`<type>/on-demand`): capacity no trace takes away.
+bool is_on_demand_pool(std::string_view name);
+
 /// Adds the pool type `name` to `catalog` when its base type is there: a copy of the base with
 /// both prices set to the pool's. Returns false (and changes nothing) when `name` is no pool
 /// type or the catalog lacks its base.

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "sailor/config/cluster.hpp"
 #include "sailor/config/error.hpp"
 #include "sailor/config/gpu.hpp"
 #include "sailor/planner/spot_trace.hpp"
@@ -53,6 +54,12 @@ struct live_script {
 /// The script of a slice. Bad options name the option (--from, --to, --nodes-per-zone,
 /// --kill-fraction); a slice with no node at its first tick names the trace files and the tick.
 result<live_script> make_live_script(const availability_timeline& t, const live_slice_options& o);
+
+/// Mixed pools (issue 18, item 6): the cluster's on-demand pools (`<type>/on-demand` in a zone's
+/// `gpus:`, config/pools.hpp) become columns of their own after the trace's, which no change
+/// touches: min(count, nodes_per_zone) nodes from the slice's start to its end, priced at the
+/// pool's on-demand price. Returns how many columns were added.
+int add_on_demand_pools(live_script& s, const config::cluster& c, int nodes_per_zone);
 
 /// GPU-hours one column's nodes ran.
 struct gpu_usage {
