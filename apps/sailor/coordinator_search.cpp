@@ -1,6 +1,8 @@
 #include "coordinator_search.hpp"
 
 #include <cstdio>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 
@@ -14,12 +16,23 @@
 namespace sailor::app {
 namespace {
 
+// The warnings given so far: each set of missing profiles is named once, not at every plan
+// (the search and the prediction of one plan both ask for the profile).
+struct warned_once {
+  std::mutex mutex;
+  std::set<std::string> said;
+  bool first(const std::string& what) {
+    std::lock_guard lock{mutex};
+    return said.insert(what).second;
+  }
+};
+
 // The profile of every type that joined, as far as it can be had; warns about the others.
 // `shape`: the plan whose processes measure a CPU profile at once.
 result<measured_profile> profile_for(const coordinator_search_inputs& in,
                                      const std::optional<config::model_profile>& file,
                                      const actors::plan_request& request,
-                                     const config::plan& shape, bool cached_only) {
+                                     const config::plan& shape, bool cached_only, warned_once& warned) {
   std::set<std::string> types;
   for (const auto& n : request.nodes)
     if (!n.devices.empty())
@@ -53,7 +66,7 @@ result<measured_profile> profile_for(const coordinator_search_inputs& in,
     }
     missing += (missing.empty() ? "" : "; ") + type + " (" + why + ")";
   }
-  if (!missing.empty())
+  if (!missing.empty() && warned.first(missing))
     std::fprintf(stderr, "sailor coordinator: warning: no profile of model %s for %s: the search "
                          "times those devices with the catalog's analytic model\n",
                  in.model.name.c_str(), missing.c_str());
@@ -88,9 +101,10 @@ result<local_planning_inputs> coordinator_search(coordinator_search_inputs in) {
       return probes->network_for(request.nodes);
     };
   }
-  out.profile_source = [in, file](const actors::plan_request& request, const config::plan& shape,
-                                  bool cached_only) {
-    return profile_for(in, file, request, shape, cached_only);
+  auto warned = std::make_shared<warned_once>();
+  out.profile_source = [in, file, warned](const actors::plan_request& request, const config::plan& shape,
+                                          bool cached_only) {
+    return profile_for(in, file, request, shape, cached_only, *warned);
   };
   return out;
 }
