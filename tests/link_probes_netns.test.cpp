@@ -25,13 +25,6 @@ using namespace sailor::testing;
 
 namespace {
 
-void skip_without_namespaces(const netns_lab& lab) {
-  if (lab.available())
-    return;
-  MESSAGE("skipped: " << lab.why_not());
-  std::exit(77);
-}
-
 // Every process of the lab: UCX over TCP (no RDMA device here), and the job token every
 // process proves in the transport handshake (a token file under /tmp would not be seen from
 // inside a host's private /tmp).

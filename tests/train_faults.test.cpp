@@ -53,10 +53,7 @@ std::vector<std::string> faults_coordinator_argv(const std::string& listen, cons
 
 TEST_CASE("faults: a node its peers cannot reach at its advertised address is named and the job re-planned without it") {
   netns_lab lab{4};
-  if (!lab.available()) {
-    MESSAGE("skipped: " << lab.why_not());
-    std::exit(77);
-  }
+  skip_without_namespaces(lab);
   // node-2 advertises an address of its own host that no other host has a route to.
   const std::string first = lab.address(0);  // 10.231.<lab>.1
   const std::string hidden = "10.232." + first.substr(7, first.rfind('.') - 7) + ".1";

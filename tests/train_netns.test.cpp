@@ -32,13 +32,6 @@ namespace {
 
 const std::string configs = configs_dir();
 
-void skip_without_namespaces(const netns_lab& lab) {
-  if (lab.available())
-    return;
-  MESSAGE("skipped: " << lab.why_not());
-  std::exit(77);
-}
-
 // The environment of every process in the lab: UCX over TCP (no RDMA device here; which
 // interface UCX uses is left to the node, which picks its advertised address's), and the job
 // token every process of the job proves in the transport handshake.

@@ -9,6 +9,8 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -96,5 +98,14 @@ private:
   std::vector<std::string> made_;
   bool ok_ = false;
 };
+
+/// Ends a test program that needs the lab where it cannot be made (not root): exit code 77,
+/// which CTest reports as skipped (SKIP_RETURN_CODE), never as passed.
+inline void skip_without_namespaces(const netns_lab& lab) {
+  if (lab.available())
+    return;
+  std::fprintf(stderr, "skipped: %s\n", lab.why_not().c_str());
+  std::exit(77);
+}
 
 }  // namespace sailor::testing
