@@ -82,6 +82,59 @@ void stop_nodes(const std::vector<pid_t>& pids) {
   }
 }
 
+// The job each plan trains (the model, N iterations) and what the run records of it: the first
+// plan's shape, each iteration's loss, the end or the error.
+void train_under_watch(supervisor_options& supervisor, const sailor::config::model_shape& model, int iterations,
+                       const std::shared_ptr<outcome>& result) {
+  supervisor.prepare_training = [shape = model, iterations, result](training_job& job,
+                                                                    const checkpoint_holdings&) {
+    {
+      std::lock_guard<std::mutex> lock{result->mutex};
+      if (result->plan.empty()) {
+        result->plan = describe_plan(job.plan);
+        result->stages = job.plan.num_stages();
+        for (auto& stage : job.plan.stages)
+          result->replicas += static_cast<int>(stage.replicas.size());
+      }
+    }
+    job.model = shape;
+    job.iterations = iterations;
+    job.seed = 1234;
+    job.timeout_ms = 20000;
+    return true;
+  };
+  supervisor.on_iteration = [result](const iteration_record& r, const training_progress& p) {
+    std::lock_guard<std::mutex> lock{result->mutex};
+    result->losses.push_back(r.loss);
+    std::printf("iteration %lld/%d  loss %.5f  %.3f s\n",
+                static_cast<long long>(r.iteration + 1), p.iterations(), r.loss, r.measured_s);
+    result->finished = p.finished();
+    result->changed.notify_all();
+  };
+  supervisor.on_training_error = [result](const std::string& why) {
+    std::lock_guard<std::mutex> lock{result->mutex};
+    result->error = why;
+    result->changed.notify_all();
+  };
+}
+
+// Says whether the run did what the example promises; 0 when it did.
+int verdict(const outcome& result) {
+  if (!result.finished) {
+    std::fprintf(stderr, "training did not finish within 25 s%s%s\n", result.error.empty() ? "" : ": ",
+                 result.error.c_str());
+  } else if (result.stages != 2 || result.replicas != 4) {
+    std::fprintf(stderr, "the plan is not one pipeline of 2 stages per zone: %s\n", result.plan.c_str());
+  } else if (!(result.losses.back() < result.losses.front())) {
+    std::fprintf(stderr, "the loss did not go down: %.5f -> %.5f\n", result.losses.front(), result.losses.back());
+  } else {
+    std::printf("zone-affine plan: %s\nloss %.5f -> %.5f\n", result.plan.c_str(), result.losses.front(),
+                result.losses.back());
+    return 0;
+  }
+  return 1;
+}
+
 int usage(int status) {
   std::printf("usage: zone_affine_training [--iterations N] [--model FILE]\n\nTrains the tiny "
               "GPT (default %s) for N iterations (default 12) under the\nzone-affine "
@@ -140,37 +193,7 @@ int main(int argc, char** argv) {
     options.supervisor.quorum = 4;
     options.supervisor.model_layers = model->num_all_layers();
     options.supervisor.scheduler = system.spawn(examples::zone_affine_scheduler);
-    options.supervisor.prepare_training = [shape = *model, iterations, result](
-                                            training_job& job, const checkpoint_holdings&) {
-      {
-        std::lock_guard<std::mutex> lock{result->mutex};
-        if (result->plan.empty()) {
-          result->plan = describe_plan(job.plan);
-          result->stages = job.plan.num_stages();
-          for (auto& stage : job.plan.stages)
-            result->replicas += static_cast<int>(stage.replicas.size());
-        }
-      }
-      job.model = shape;
-      job.iterations = iterations;
-      job.seed = 1234;
-      job.timeout_ms = 20000;
-      return true;
-    };
-    options.supervisor.on_iteration = [result](const iteration_record& r,
-                                               const training_progress& p) {
-      std::lock_guard<std::mutex> lock{result->mutex};
-      result->losses.push_back(r.loss);
-      std::printf("iteration %lld/%d  loss %.5f  %.3f s\n",
-                  static_cast<long long>(r.iteration + 1), p.iterations(), r.loss, r.measured_s);
-      result->finished = p.finished();
-      result->changed.notify_all();
-    };
-    options.supervisor.on_training_error = [result](const std::string& why) {
-      std::lock_guard<std::mutex> lock{result->mutex};
-      result->error = why;
-      result->changed.notify_all();
-    };
+    train_under_watch(options.supervisor, *model, iterations, result);
     auto coord = coordinator::start(system, options);
     if (!coord) {
       std::fprintf(stderr, "cannot start the coordinator: %s\n", coord.error().message.c_str());
@@ -186,20 +209,7 @@ int main(int argc, char** argv) {
     }
     stop_nodes(pids);
     std::lock_guard<std::mutex> lock{result->mutex};
-    if (!result->finished) {
-      std::fprintf(stderr, "training did not finish within 25 s%s%s\n",
-                   result->error.empty() ? "" : ": ", result->error.c_str());
-    } else if (result->stages != 2 || result->replicas != 4) {
-      std::fprintf(stderr, "the plan is not one pipeline of 2 stages per zone: %s\n",
-                   result->plan.c_str());
-    } else if (!(result->losses.back() < result->losses.front())) {
-      std::fprintf(stderr, "the loss did not go down: %.5f -> %.5f\n", result->losses.front(),
-                   result->losses.back());
-    } else {
-      std::printf("zone-affine plan: %s\nloss %.5f -> %.5f\n", result->plan.c_str(),
-                  result->losses.front(), result->losses.back());
-      status = 0;
-    }
+    status = verdict(*result);
   }
   std::error_code ec;
   fs::remove_all(dir, ec);
