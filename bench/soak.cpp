@@ -150,61 +150,53 @@ struct progress {
   }
 };
 
-int run(const soak_args& a) {
-  const fs::path dir = a.dir.empty() ? fs::temp_directory_path() / ("sailor-soak-" + std::to_string(::getpid()))
-                                     : fs::path{a.dir};
-  fs::create_directories(dir / "logs");
-  ::setenv("SAILOR_TOKEN", "soak-bench-token-5c1e", 1);
-  const std::string bin = SAILOR_BIN_DIR, configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
-  const std::string port = std::to_string(20000 + ::getpid() % 20000);
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+// The coordinator and the nodes of the soak, over TCP on loopback, in `dir`.
+struct soak_job {
+  fs::path dir;
+  std::string bin = SAILOR_BIN_DIR, configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
+  std::string port = std::to_string(20000 + ::getpid() % 20000);
   process coordinator;
-  coordinator.start({bin + "/sailor", "coordinator", "--planner", "even", "--listen", "127.0.0.1:" + port, "--cluster",
-                     configs + "/clusters/local-2-zones.yaml", "--model", configs + "/models/tiny.yaml",
-                     "--job", configs + "/jobs/tiny.yaml", "--quorum", std::to_string(a.nodes),
-                     "--settle-s", "10", "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "3000",
-                     "--peer-timeout-s", "20", "--transport", "tcp", "--train-dir",
-                     (dir / "train").string(), "--iterations", "100000000"},
-                    (dir / "coordinator.out").string(), (dir / "coordinator.err").string());
-  std::vector<process> nodes(static_cast<std::size_t>(a.nodes));
-  auto start_node = [&](int k) {
+  std::vector<process> nodes;
+
+  void start(int count) {
+    coordinator.start({bin + "/sailor", "coordinator", "--planner", "even", "--listen", "127.0.0.1:" + port,
+                       "--cluster", configs + "/clusters/local-2-zones.yaml", "--model",
+                       configs + "/models/tiny.yaml", "--job", configs + "/jobs/tiny.yaml", "--quorum",
+                       std::to_string(count), "--settle-s", "10", "--heartbeat-ms", "200",
+                       "--heartbeat-timeout-ms", "3000", "--peer-timeout-s", "20", "--transport", "tcp",
+                       "--train-dir", (dir / "train").string(), "--iterations", "100000000"},
+                      (dir / "coordinator.out").string(), (dir / "coordinator.err").string());
+    nodes.resize(static_cast<std::size_t>(count));
+    for (int k = 0; k < count; ++k)
+      start_node(k);
+  }
+  void start_node(int k) {
     const std::string name = "soak-" + std::to_string(k);
-    nodes[k].start({bin + "/sailor-node", "--join", "127.0.0.1:" + port, "--zone",
-                    k % 2 ? "local-b" : "local-a", "--devices", "cpu:1", "--name", name,
-                    "--transport", "tcp", "--state-dir", (dir / "state" / name).string(),
-                    "--log-dir", (dir / "logs").string(), "--join-timeout", "60"},
+    nodes[k].start({bin + "/sailor-node", "--join", "127.0.0.1:" + port, "--zone", k % 2 ? "local-b" : "local-a",
+                    "--devices", "cpu:1", "--name", name, "--transport", "tcp", "--state-dir",
+                    (dir / "state" / name).string(), "--log-dir", (dir / "logs").string(), "--join-timeout", "60"},
                    (dir / (name + ".out")).string(), (dir / (name + ".err")).string());
-  };
-  for (int k = 0; k < a.nodes; ++k)
-    start_node(k);
-  std::mt19937 rng{a.seed};
-  std::uniform_real_distribution<double> gap{a.min_gap_s, a.max_gap_s};
-  std::uniform_int_distribution<int> pick{0, a.nodes - 1};
-  const auto begin = clock_type::now();
-  auto seconds_since = [&](clock_type::time_point t) {
-    return std::chrono::duration<double>(clock_type::now() - t).count();
-  };
-  auto next_kill = begin + std::chrono::duration_cast<clock_type::duration>(
-                             std::chrono::duration<double>(gap(rng)));
-  progress p;
-  long kills = 0, stalls = 0, last_seen = -1;
+  }
+  void stop() {
+    for (auto& n : nodes)
+      n.stop(SIGTERM, std::chrono::seconds{20});
+    coordinator.stop(SIGTERM, std::chrono::seconds{20});
+  }
+};
+
+// Stalls: no new iteration printed for longer than the limit (not counting the start-up).
+struct stall_watch {
+  double limit_s = 20;
+  long stalls = 0, last_seen = -1;
   double longest_gap = 0, stall_total = 0;
-  auto last_progress = clock_type::now();
+  clock_type::time_point last_progress = clock_type::now();
   bool in_stall = false;
-  long rss_first = -1, rss_max = 0, fds_first = -1, fds_max = 0;
-  std::uintmax_t disk_max = 0;
-  long plan_folders_max = 0;
-  std::printf("soak: %.1f min, %d nodes, a kill and restart every %.0f-%.0f s, in %s\n", a.minutes,
-              a.nodes, a.min_gap_s, a.max_gap_s, dir.c_str());
-  std::printf("%7s %10s %6s %6s %7s %9s %5s %9s %6s %8s\n", "t_s", "iteration", "plans", "kills",
-              "stalls", "rss_MiB", "fds", "disk_MiB", "files", "plan_dirs");
-  auto next_print = begin;
-  while (seconds_since(begin) < a.minutes * 60) {
-    std::this_thread::sleep_for(std::chrono::milliseconds{500});
-    p.read((dir / "coordinator.out").string());
-    if (p.failed) {
-      std::printf("soak: training failed (see %s/coordinator.out)\n", dir.c_str());
-      break;
-    }
+
+  void observe(const progress& p) {
     if (p.iterations_printed != last_seen) {
       // The wait for the first iteration is the job's start-up, not a gap between iterations.
       if (last_seen > 0)
@@ -214,60 +206,108 @@ int run(const soak_args& a) {
         stall_total += seconds_since(last_progress);
       last_progress = clock_type::now();
       in_stall = false;
-    } else if (!in_stall && p.iterations_printed > 0 && seconds_since(last_progress) > a.stall_s) {
+    } else if (!in_stall && p.iterations_printed > 0 && seconds_since(last_progress) > limit_s) {
       in_stall = true;
       ++stalls;
-      std::printf("soak: stall: no iteration for %.0f s (after iteration %ld, plan %ld)\n",
-                  a.stall_s, p.newest_iteration, p.plans);
+      std::printf("soak: stall: no iteration for %.0f s (after iteration %ld, plan %ld)\n", limit_s,
+                  p.newest_iteration, p.plans);
     }
+  }
+  void finish() {
+    if (in_stall)
+      stall_total += seconds_since(last_progress);
+  }
+};
+
+// The coordinator's RSS and descriptors and the state folders' disk use: first, peak, last.
+struct resource_watch {
+  long rss_first = -1, rss_max = 0, fds_first = -1, fds_max = 0;
+  std::uintmax_t disk_max = 0;
+  long plan_folders_max = 0;
+
+  void sample(pid_t coordinator, const fs::path& state, const progress& p, const stall_watch& w,
+              long kills, clock_type::time_point begin) {
+    const long rss = proc_status_kib(coordinator, "VmRSS");
+    const long fds = open_fds(coordinator);
+    const auto disk = disk_of(state);
+    if (rss_first < 0 && p.iterations_printed > 0) {
+      rss_first = rss;
+      fds_first = fds;
+    }
+    rss_max = std::max(rss_max, rss);
+    fds_max = std::max(fds_max, fds);
+    disk_max = std::max(disk_max, disk.bytes);
+    plan_folders_max = std::max(plan_folders_max, disk.plan_folders);
+    std::printf("%7.0f %10ld %6ld %6ld %7ld %9.1f %5ld %9.1f %6ld %8ld\n", seconds_since(begin), p.newest_iteration,
+                p.plans, kills, w.stalls, rss / 1024.0, fds, static_cast<double>(disk.bytes) / (1 << 20), disk.files,
+                disk.plan_folders);
+    std::fflush(stdout);
+  }
+  void summary(pid_t coordinator, const fs::path& state) const {
+    const long rss_end = proc_status_kib(coordinator, "VmRSS");
+    const long fds_end = open_fds(coordinator);
+    const auto disk_end = disk_of(state);
+    std::printf("soak summary: coordinator RSS %.1f -> %.1f MiB (max %.1f), descriptors %ld -> %ld "
+                "(max %ld); state folders %.1f MiB, %ld files, %ld plan folders at the end (max "
+                "%.1f MiB, %ld plan folders)\n",
+                rss_first / 1024.0, rss_end / 1024.0, rss_max / 1024.0, fds_first, fds_end, fds_max,
+                static_cast<double>(disk_end.bytes) / (1 << 20), disk_end.files, disk_end.plan_folders,
+                static_cast<double>(disk_max) / (1 << 20), plan_folders_max);
+  }
+};
+
+int run(const soak_args& a) {
+  soak_job job;
+  job.dir = a.dir.empty() ? fs::temp_directory_path() / ("sailor-soak-" + std::to_string(::getpid())) : fs::path{a.dir};
+  fs::create_directories(job.dir / "logs");
+  ::setenv("SAILOR_TOKEN", "soak-bench-token-5c1e", 1);
+  job.start(a.nodes);
+  std::mt19937 rng{a.seed};
+  std::uniform_real_distribution<double> gap{a.min_gap_s, a.max_gap_s};
+  std::uniform_int_distribution<int> pick{0, a.nodes - 1};
+  auto after_gap = [&] {
+    return clock_type::now() + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(gap(rng)));
+  };
+  const auto begin = clock_type::now();
+  auto next_kill = after_gap(), next_print = begin;
+  progress p;
+  stall_watch stalls{a.stall_s};
+  resource_watch resources;
+  long kills = 0;
+  std::printf("soak: %.1f min, %d nodes, a kill and restart every %.0f-%.0f s, in %s\n", a.minutes, a.nodes,
+              a.min_gap_s, a.max_gap_s, job.dir.c_str());
+  std::printf("%7s %10s %6s %6s %7s %9s %5s %9s %6s %8s\n", "t_s", "iteration", "plans", "kills", "stalls",
+              "rss_MiB", "fds", "disk_MiB", "files", "plan_dirs");
+  while (seconds_since(begin) < a.minutes * 60) {
+    std::this_thread::sleep_for(std::chrono::milliseconds{500});
+    p.read((job.dir / "coordinator.out").string());
+    if (p.failed) {
+      std::printf("soak: training failed (see %s/coordinator.out)\n", job.dir.c_str());
+      break;
+    }
+    stalls.observe(p);
     if (clock_type::now() >= next_kill) {
       const int k = pick(rng);
-      nodes[k].stop(SIGKILL, std::chrono::seconds{5});
-      start_node(k);
+      job.nodes[k].stop(SIGKILL, std::chrono::seconds{5});
+      job.start_node(k);
       ++kills;
-      next_kill = clock_type::now() + std::chrono::duration_cast<clock_type::duration>(
-                                        std::chrono::duration<double>(gap(rng)));
+      next_kill = after_gap();
     }
     if (clock_type::now() >= next_print) {
       next_print += std::chrono::seconds{10};
-      const long rss = proc_status_kib(coordinator.pid, "VmRSS");
-      const long fds = open_fds(coordinator.pid);
-      const auto disk = disk_of(dir / "state");
-      if (rss_first < 0 && p.iterations_printed > 0) {
-        rss_first = rss;
-        fds_first = fds;
-      }
-      rss_max = std::max(rss_max, rss);
-      fds_max = std::max(fds_max, fds);
-      disk_max = std::max(disk_max, disk.bytes);
-      plan_folders_max = std::max(plan_folders_max, disk.plan_folders);
-      std::printf("%7.0f %10ld %6ld %6ld %7ld %9.1f %5ld %9.1f %6ld %8ld\n", seconds_since(begin),
-                  p.newest_iteration, p.plans, kills, stalls, rss / 1024.0, fds,
-                  static_cast<double>(disk.bytes) / (1 << 20), disk.files, disk.plan_folders);
-      std::fflush(stdout);
+      resources.sample(job.coordinator.pid, job.dir / "state", p, stalls, kills, begin);
     }
   }
-  const long rss_end = proc_status_kib(coordinator.pid, "VmRSS");
-  const long fds_end = open_fds(coordinator.pid);
-  const auto disk_end = disk_of(dir / "state");
-  if (in_stall)
-    stall_total += seconds_since(last_progress);
+  stalls.finish();
   std::printf("soak summary: %.1f min, %ld kills, %ld plans (re-plans %ld), newest iteration %ld, "
               "%ld stalls over %.0f s (%.0f s in all), longest gap between iterations %.1f s\n",
-              seconds_since(begin) / 60, kills, p.plans, std::max(0L, p.plans - 1),
-              p.newest_iteration, stalls, a.stall_s, stall_total, longest_gap);
-  std::printf("soak summary: coordinator RSS %.1f -> %.1f MiB (max %.1f), descriptors %ld -> %ld "
-              "(max %ld); state folders %.1f MiB, %ld files, %ld plan folders at the end (max "
-              "%.1f MiB, %ld plan folders)\n",
-              rss_first / 1024.0, rss_end / 1024.0, rss_max / 1024.0, fds_first, fds_end, fds_max,
-              static_cast<double>(disk_end.bytes) / (1 << 20), disk_end.files,
-              disk_end.plan_folders, static_cast<double>(disk_max) / (1 << 20), plan_folders_max);
-  for (auto& n : nodes)
-    n.stop(SIGTERM, std::chrono::seconds{20});
-  coordinator.stop(SIGTERM, std::chrono::seconds{20});
+              seconds_since(begin) / 60, kills, p.plans, std::max(0L, p.plans - 1), p.newest_iteration,
+              stalls.stalls, a.stall_s, stalls.stall_total, stalls.longest_gap);
+  resources.summary(job.coordinator.pid, job.dir / "state");
+  job.stop();
   if (a.dir.empty())
-    fs::remove_all(dir);
-  return stalls == 0 && !p.failed ? 0 : 1;
+    fs::remove_all(job.dir);
+  return stalls.stalls == 0 && !p.failed ? 0 : 1;
 }
 
 }  // namespace
