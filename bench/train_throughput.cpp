@@ -220,9 +220,8 @@ std::optional<run_figures> run_ddp(const bench_config& c) {
   return f;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The command line; nullopt after an unknown argument (said on stderr).
+std::optional<bench_config> parse_args(int argc, char** argv) {
   bench_config c;
   bool sequence_given = false;
   for (int i = 1; i < argc; ++i) {
@@ -243,7 +242,7 @@ int main(int argc, char** argv) {
     else if (a == "--opt350m") c.opt350m = true;
     else {
       std::cerr << "unknown argument " << a << "\n";
-      return 2;
+      return std::nullopt;
     }
   }
   if (c.opt350m) {
@@ -252,90 +251,113 @@ int main(int argc, char** argv) {
     if (!sequence_given) c.sequence = m.sequence;
     c.vocabulary = m.vocabulary;
   }
-  if (c.rank >= 0) return run_rank(c);
+  return c;
+}
 
-  // Both sides run with the same thread settings: one OpenMP and one OpenBLAS thread per rank
-  // (an OpenBLAS pool left at its default spins on the other core).
-  setenv("OMP_NUM_THREADS", "1", 1);
-  setenv("OPENBLAS_NUM_THREADS", "1", 1);
-  // Rounds: both sides back to back, the order alternating, so that both see the same
-  // background load; the median per-round ratio and its spread are reported.
-  std::vector<run_figures> ours_runs, ddp_runs;
+// What the rounds measured: each side's runs, the per-round ratios and the load at each start.
+struct rounds {
+  std::vector<run_figures> ours, ddp;
   std::vector<double> wall_ratios, cpu_ratios, loads;
+};
+
+// Rounds: both sides back to back, the order alternating, so that both see the same background
+// load. False when a side failed (said on stderr).
+bool run_rounds(const bench_config& c, rounds& out) {
   for (int round = 0; round < c.rounds; ++round) {
     std::optional<run_figures> ours, ddp;
-    loads.push_back(load_average());
+    out.loads.push_back(load_average());
     const bool ddp_first = c.ddp && round % 2 == 1;
     if (ddp_first) ddp = run_ddp(c);
     ours = run_ours(c);
     if (!ours) {
       std::cerr << "sailor ranks failed\n";
-      return 1;
+      return false;
     }
-    ours_runs.push_back(*ours);
+    out.ours.push_back(*ours);
     if (!c.ddp) continue;
     if (!ddp_first) ddp = run_ddp(c);
     if (!ddp) {
       std::cerr << "ddp reference failed\n";
-      return 1;
+      return false;
     }
-    ddp_runs.push_back(*ddp);
-    wall_ratios.push_back(ours->tokens_per_s / ddp->tokens_per_s);
-    cpu_ratios.push_back(ddp->cpu_s / ours->cpu_s);
+    out.ddp.push_back(*ddp);
+    out.wall_ratios.push_back(ours->tokens_per_s / ddp->tokens_per_s);
+    out.cpu_ratios.push_back(ddp->cpu_s / ours->cpu_s);
     std::fprintf(stderr, "round %d (load %.1f): sailor %.0f tokens/s (%.1f ms CPU), ddp %.0f tokens/s (%.1f ms CPU): ratio %.2f wall, %.2f CPU\n",
-                 round + 1, loads.back(), ours->tokens_per_s, ours->cpu_s * 1e3, ddp->tokens_per_s,
-                 ddp->cpu_s * 1e3, wall_ratios.back(), cpu_ratios.back());
+                 round + 1, out.loads.back(), ours->tokens_per_s, ours->cpu_s * 1e3, ddp->tokens_per_s,
+                 ddp->cpu_s * 1e3, out.wall_ratios.back(), out.cpu_ratios.back());
   }
-  auto median_of = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  };
-  auto pick = [&](const std::vector<run_figures>& runs, auto field) {
-    std::vector<double> v;
-    for (const auto& r : runs) v.push_back(field(r));
-    return median_of(v);
-  };
-  auto spread = [](const std::vector<double>& v) {
-    char text[64];
-    std::snprintf(text, sizeof text, "%.2f..%.2f", *std::min_element(v.begin(), v.end()),
-                  *std::max_element(v.begin(), v.end()));
-    return std::string(text);
-  };
-  auto low = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
-  auto high = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
-  auto values = [](const std::vector<run_figures>& runs, auto field) {
-    std::vector<double> v;
-    for (const auto& r : runs) v.push_back(field(r));
-    return v;
-  };
-  auto tps = [](const run_figures& r) { return r.tokens_per_s; };
-  auto iter = [](const run_figures& r) { return r.iteration_s; };
-  auto comp = [](const run_figures& r) { return r.compute_s; };
-  auto ar = [](const run_figures& r) { return r.all_reduce_s; };
-  auto opt = [](const run_figures& r) { return r.optimizer_s; };
-  auto fwd = [](const run_figures& r) { return r.forward_s; };
-  auto bwd = [](const run_figures& r) { return r.backward_s; };
-  auto cpu = [](const run_figures& r) { return r.cpu_s; };
+  return true;
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string spread(const std::vector<double>& v) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.2f..%.2f", *std::min_element(v.begin(), v.end()),
+                *std::max_element(v.begin(), v.end()));
+  return text;
+}
+
+// One field of every run, and its median, lowest and highest.
+template <class Field>
+std::vector<double> values(const std::vector<run_figures>& runs, Field field) {
+  std::vector<double> v;
+  for (const auto& r : runs) v.push_back(field(r));
+  return v;
+}
+template <class Field>
+double pick(const std::vector<run_figures>& runs, Field field) { return median_of(values(runs, field)); }
+double low(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+double high(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
+
+void report(const bench_config& c, const rounds& r) {
+  auto tps = [](const run_figures& x) { return x.tokens_per_s; };
+  auto iter = [](const run_figures& x) { return x.iteration_s; };
+  auto comp = [](const run_figures& x) { return x.compute_s; };
+  auto ar = [](const run_figures& x) { return x.all_reduce_s; };
+  auto opt = [](const run_figures& x) { return x.optimizer_s; };
+  auto fwd = [](const run_figures& x) { return x.forward_s; };
+  auto bwd = [](const run_figures& x) { return x.backward_s; };
+  auto cpu = [](const run_figures& x) { return x.cpu_s; };
   std::printf("model: %d layers, hidden %d, heads %d, sequence %d, vocabulary %d; global batch %d "
               "on 2 data-parallel CPU processes (Gloo, 1 thread each); medians of %d rounds\n",
               c.layers, c.hidden, c.heads, c.sequence, c.vocabulary, c.batch, c.rounds);
   std::printf("load average (1 min) at the rounds' starts: median %.1f, %s, on %ld cores\n",
-              median_of(loads), spread(loads).c_str(), sysconf(_SC_NPROCESSORS_ONLN));
+              median_of(r.loads), spread(r.loads).c_str(), sysconf(_SC_NPROCESSORS_ONLN));
   std::printf("sailor:  %10.0f tokens/s (spread %.0f..%.0f)  %.1f ms/iteration: compute %.1f ms, "
               "all-reduce %.1f ms, norm+clip+step %.1f ms; CPU %.1f ms/iteration on rank 0; loss %.3f\n",
-              pick(ours_runs, tps), low(values(ours_runs, tps)), high(values(ours_runs, tps)),
-              pick(ours_runs, iter) * 1e3, pick(ours_runs, comp) * 1e3, pick(ours_runs, ar) * 1e3,
-              pick(ours_runs, opt) * 1e3, pick(ours_runs, cpu) * 1e3, ours_runs.back().loss);
-  if (!c.ddp) return 0;
+              pick(r.ours, tps), low(values(r.ours, tps)), high(values(r.ours, tps)),
+              pick(r.ours, iter) * 1e3, pick(r.ours, comp) * 1e3, pick(r.ours, ar) * 1e3,
+              pick(r.ours, opt) * 1e3, pick(r.ours, cpu) * 1e3, r.ours.back().loss);
+  if (!c.ddp) return;
   std::printf("ddp:     %10.0f tokens/s (spread %.0f..%.0f)  %.1f ms/iteration: forward %.1f ms, "
               "backward with all-reduce %.1f ms, clip+step %.1f ms; CPU %.1f ms/iteration on rank 0\n",
-              pick(ddp_runs, tps), low(values(ddp_runs, tps)), high(values(ddp_runs, tps)),
-              pick(ddp_runs, iter) * 1e3, pick(ddp_runs, fwd) * 1e3, pick(ddp_runs, bwd) * 1e3,
-              pick(ddp_runs, opt) * 1e3, pick(ddp_runs, cpu) * 1e3);
+              pick(r.ddp, tps), low(values(r.ddp, tps)), high(values(r.ddp, tps)),
+              pick(r.ddp, iter) * 1e3, pick(r.ddp, fwd) * 1e3, pick(r.ddp, bwd) * 1e3,
+              pick(r.ddp, opt) * 1e3, pick(r.ddp, cpu) * 1e3);
   std::printf("ratio sailor/ddp (target >= 1.0): wall %.2f (median of %d rounds, spread %s); "
               "CPU time %.2f (spread %s)\n",
-              median_of(wall_ratios), c.rounds, spread(wall_ratios).c_str(), median_of(cpu_ratios),
-              spread(cpu_ratios).c_str());
+              median_of(r.wall_ratios), c.rounds, spread(r.wall_ratios).c_str(), median_of(r.cpu_ratios),
+              spread(r.cpu_ratios).c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto c = parse_args(argc, argv);
+  if (!c) return 2;
+  if (c->rank >= 0) return run_rank(*c);
+  // Both sides run with the same thread settings: one OpenMP and one OpenBLAS thread per rank
+  // (an OpenBLAS pool left at its default spins on the other core).
+  setenv("OMP_NUM_THREADS", "1", 1);
+  setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  rounds r;
+  if (!run_rounds(*c, r)) return 1;
+  report(*c, r);
   return 0;
 }
