@@ -6,8 +6,12 @@
 // PLANS_DIR is searched recursively for plan_config_*.json with measured "real" and "max_mem"
 // (default: Sailor's GH200 validation plans). The model is taken from the folder names
 // (OPT-350/...) unless given.
+//
+// Measured 2026-11-25 before and after one source of model shapes (GPT-Neo-2.7 with 20 heads
+// and a tied head, OPT's block family, Llama without biases): every figure identical,
+// iteration time mean |error| 3.13% worst 7.75%, peak memory 0.97% and 3.16% over 15 plans
+// (llm_info's per-layer sizes stand in for the shape on these plans).
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +23,7 @@
 #include <vector>
 
 #include "sailor/config/sailor_format.hpp"
+#include "sailor/config/shipped_models.hpp"
 #include "sailor/simulator/simulator.hpp"
 
 namespace fs = std::filesystem;
@@ -26,20 +31,15 @@ using namespace sailor;
 
 namespace {
 
-std::string normalized(const std::string& s) {
-  std::string out;
-  for (char c : s)
-    if (std::isalnum(static_cast<unsigned char>(c))) out += static_cast<char>(std::tolower(c));
-  return out;
-}
-
-// The model a plan was measured on, from a folder of its path (OPT-350/, gpt_neo27/, ...).
+// The model a plan was measured on, from a folder of its path (OPT-350/, gpt_neo27/, ...):
+// Sailor's name of a shipped model.
 std::string model_from_path(const fs::path& p, const std::string& root) {
-  for (const auto& part : p) {
-    const std::string s = normalized(part.string());
-    for (const char* m : {"OPT-350", "GPT-Neo-2.7", "LLAMA-3-8", "OPT-30"})
-      if (s == normalized(m)) return m;
-  }
+  const auto models = config::shipped_models();
+  for (const auto& part : p)
+    for (const auto& m : models)
+      if (!m.shape.sailor_name.empty() &&
+          config::normalized_name(part.string()) == config::normalized_name(m.shape.sailor_name))
+        return m.shape.sailor_name;
   return "OPT-350";
 }
 

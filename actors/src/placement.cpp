@@ -9,10 +9,6 @@
 namespace sailor::actors {
 namespace {
 
-sailor::error placement_error(error_kind kind, std::string message, std::string field) {
-  return sailor::error{kind, std::move(message), "", 0, std::move(field)};
-}
-
 std::string field_of(std::size_t s, std::size_t r) {
   return "stages[" + std::to_string(s) + "].replicas[" + std::to_string(r) + "]";
 }
@@ -71,17 +67,13 @@ status take_placed(config::plan& placed, const std::map<std::string, const node_
       if (rep.nodes.empty())
         continue;
       if (rep.nodes.size() != rep.devices.size() || static_cast<int>(rep.devices.size()) != rep.tp)
-        return placement_error(error_kind::invalid_input,
-                               "a placed replica needs tp node/device pairs", field_of(s, r));
+        return sailor::error::invalid_input(field_of(s, r), "a placed replica needs tp node/device pairs");
       for (std::size_t k = 0; k < rep.nodes.size(); ++k) {
         if (!by_name.count(rep.nodes[k]))
-          return placement_error(error_kind::not_found, "node '" + rep.nodes[k] + "' has not joined",
-                                 field_of(s, r));
+          return sailor::error::not_found("", field_of(s, r), "node '" + rep.nodes[k] + "' has not joined");
         if (!devices.take(rep.nodes[k], rep.devices[k]))
-          return placement_error(error_kind::invalid_input,
-                                 "device " + std::to_string(rep.devices[k]) + " of node '" +
-                                   rep.nodes[k] + "' is missing or already used",
-                                 field_of(s, r));
+          return sailor::error::invalid_input(field_of(s, r), "device " + std::to_string(rep.devices[k]) + " of node '" +
+                                              rep.nodes[k] + "' is missing or already used");
       }
     }
   return std::nullopt;
@@ -117,7 +109,7 @@ status place_one(config::replica& rep, std::size_t s, std::size_t r,
                  const std::vector<node_inventory>& nodes,
                  const std::vector<placement_rule>& rules, free_devices& devices) {
   if (rep.tp < 1)
-    return placement_error(error_kind::invalid_input, "tp must be at least 1", field_of(s, r));
+    return sailor::error::invalid_input(field_of(s, r), "tp must be at least 1");
   auto fits = [&](const node_inventory& n) {
     return n.zone == rep.zone && (rep.gpu_type.empty() || n.gpu_type == rep.gpu_type) &&
            !forbidden(rules, n.name, static_cast<int>(s));
@@ -136,13 +128,11 @@ status place_one(config::replica& rep, std::size_t s, std::size_t r,
         picked.emplace_back(n.name, d);
   }
   if (static_cast<int>(picked.size()) < rep.tp)
-    return placement_error(error_kind::infeasible,
-                           "not enough free " +
-                             (rep.gpu_type.empty() ? std::string("devices") : rep.gpu_type) +
-                             " devices in zone '" + rep.zone + "' for tp " +
-                             std::to_string(rep.tp) +
-                             (rules.empty() ? "" : " (on nodes the placement rules allow)"),
-                           field_of(s, r));
+    return sailor::error::infeasible(field_of(s, r), "not enough free " +
+                                     (rep.gpu_type.empty() ? std::string("devices") : rep.gpu_type) +
+                                     " devices in zone '" + rep.zone + "' for tp " +
+                                     std::to_string(rep.tp) +
+                                     (rules.empty() ? "" : " (on nodes the placement rules allow)"));
   for (auto& [node, device] : picked) {
     devices.take(node, device);
     rep.nodes.push_back(node);

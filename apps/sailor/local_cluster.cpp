@@ -18,12 +18,6 @@ namespace sailor::app {
 namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
 
-namespace {
-sailor::error failure(std::string message) {
-  return sailor::error{error_kind::failed, std::move(message), "", 0, ""};
-}
-}  // namespace
-
 std::string local_zone_name(int z) { return std::string("local-") + static_cast<char>('a' + z); }
 
 config::cluster local_zones_cluster(const config::cluster& base, int nodes, int zones) {
@@ -73,7 +67,7 @@ status local_cluster::make_work_dir() {
   std::vector<char> tmpl(prefix.begin(), prefix.end());
   tmpl.push_back('\0');
   if (!mkdtemp(tmpl.data()))
-    return failure("cannot create a temporary folder " + prefix);
+    return sailor::error::failed("cannot create a temporary folder " + prefix);
   work_ = tmpl.data();
   return {};
 }
@@ -118,16 +112,16 @@ status local_cluster::start(actors::coordinator_options options, const dashboard
   const auto token = comm::generate_job_token();
   token_file_ = work_ / "job.token";
   if (!(std::ofstream(token_file_) << token << "\n"))
-    return failure("cannot write " + token_file_.string());
+    return sailor::error::failed("cannot write " + token_file_.string());
   auto made = actors::make_transport("tcp", "coordinator", "", token, options.host);
   if (!made)
-    return failure("coordinator: " + made.error().message);
+    return sailor::error::failed("coordinator: " + made.error().message);
   transport_ = std::move(*made);
   options.transport = transport_.get();
   auto board = options.supervisor.board;
   auto started = actors::coordinator::start(*system_, std::move(options));
   if (!started)
-    return failure("coordinator: " + started.error().message);
+    return sailor::error::failed("coordinator: " + started.error().message);
   coordinator_ = std::move(*started);
   if (!board)
     return {};
@@ -174,7 +168,7 @@ status local_cluster::spawn_node(const std::string& node_binary, const std::stri
                  (work_ / (c.name + ".links")).string()},
                 c.log);
   if (c.pid < 0)
-    return failure("cannot start " + node_binary);
+    return sailor::error::failed("cannot start " + node_binary);
   children_.push_back(c);
   return {};
 }
@@ -198,16 +192,16 @@ status local_cluster::wait_for_joins(int nodes, double timeout_s) {
     clock_type::now() + std::chrono::milliseconds{static_cast<long>(timeout_s * 1000)};
   while (true) {
     if (interrupted())
-      return failure("interrupted");
+      return sailor::error::failed("interrupted");
     if (auto why = child_died(); !why.empty())
-      return failure("before joining: " + why);
+      return sailor::error::failed("before joining: " + why);
     auto st = query();
     const int joined = st ? static_cast<int>(st->nodes.size()) : 0;
     if (joined >= nodes)
       return {};
     if (clock_type::now() > deadline)
-      return failure(std::to_string(joined) + " of " + std::to_string(nodes) +
-                     " nodes joined within " + std::to_string(timeout_s) + " s");
+      return sailor::error::failed(std::to_string(joined) + " of " + std::to_string(nodes) +
+                                   " nodes joined within " + std::to_string(timeout_s) + " s");
     std::this_thread::sleep_for(std::chrono::milliseconds{50});  // polling the join count
   }
 }

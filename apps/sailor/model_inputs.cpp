@@ -1,10 +1,10 @@
 #include "model_inputs.hpp"
 
-#include <cctype>
 #include <filesystem>
 #include <set>
 
 #include "sailor/config/load.hpp"
+#include "sailor/config/shipped_models.hpp"
 
 namespace sailor::app {
 
@@ -17,14 +17,6 @@ bool is_yaml(const std::string& path) {
   return ends(".yaml") || ends(".yml");
 }
 
-// Letters and digits, lower case: "OPT-350M" and "opt_350m" compare equal.
-std::string normalized(const std::string& s) {
-  std::string out;
-  for (char c : s)
-    if (std::isalnum(static_cast<unsigned char>(c))) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // Folders of the registry: the working directory's configs/models, then the source tree's.
 std::vector<std::filesystem::path> registry_folders() {
   std::vector<std::filesystem::path> out{"configs/models"};
@@ -32,10 +24,6 @@ std::vector<std::filesystem::path> registry_folders() {
   out.emplace_back(std::string(SAILOR_SOURCE_DIR) + "/configs/models");
 #endif
   return out;
-}
-
-sailor::error bad_model(std::string message) {
-  return sailor::error{error_kind::invalid_input, std::move(message), "", 0, "--model"};
 }
 
 // Adds --profile's GPU types to `out` (a type in both: the file's wins).
@@ -58,7 +46,7 @@ status add_profile(model_inputs& out, const std::string& path) {
 }  // namespace
 
 std::string find_model_file(const std::string& name, std::vector<std::string>* known) {
-  const std::string want = normalized(name);
+  const std::string want = config::normalized_name(name);
   std::set<std::string> names;
   for (const auto& folder : registry_folders()) {
     std::error_code ec;
@@ -67,8 +55,8 @@ std::string find_model_file(const std::string& name, std::vector<std::string>* k
       if (!is_yaml(path)) continue;
       auto m = config::load_model(path);
       if (!m) continue;
-      if (normalized(m->name) == want || (!m->sailor_name.empty() && normalized(m->sailor_name) == want) ||
-          normalized(i->path().stem().string()) == want)
+      if (config::normalized_name(m->name) == want || (!m->sailor_name.empty() && config::normalized_name(m->sailor_name) == want) ||
+          config::normalized_name(i->path().stem().string()) == want)
         return path;
       names.insert(m->name);
     }
@@ -80,7 +68,7 @@ std::string find_model_file(const std::string& name, std::vector<std::string>* k
 result<model_inputs> load_model_inputs(const model_request& request) {
   model_inputs out;
   std::string file = request.model;
-  if (file.empty()) return bad_model("is required (a model YAML file or a model name)");
+  if (file.empty()) return sailor::error::invalid_input("--model", "is required (a model YAML file or a model name)");
   if (!is_yaml(file)) {
     // A name: Sailor's data first (its shape and profiles), then the shipped files.
     if (!request.sailor_data.empty()) {
@@ -99,9 +87,9 @@ result<model_inputs> load_model_inputs(const model_request& request) {
       if (found.empty()) {
         std::string list;
         for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-        return bad_model("unknown model '" + file + "' (known: " + list +
-                         (request.sailor_data.empty() ? "; or give --sailor-data DIR for Sailor's models" : ", and Sailor's") +
-                         "; or give a model YAML file)");
+        return sailor::error::invalid_input("--model", "unknown model '" + file + "' (known: " + list +
+                                            (request.sailor_data.empty() ? "; or give --sailor-data DIR for Sailor's models" : ", and Sailor's") +
+                                            "; or give a model YAML file)");
       }
       file = found;
     }

@@ -54,10 +54,6 @@ bool ends_with(const std::string& s, const char* e) {
 
 int fail(const sailor::error& e) { return report_error("plan", e); }
 
-sailor::error bad(std::string field, std::string message) {
-  return sailor::error{error_kind::invalid_input, std::move(message), "", 0, std::move(field)};
-}
-
 // The bottleneck with its time split as the table shows it: a stage's compute_ms is forward
 // and backward only, the bottleneck's time of a stage also holds its p2p transfers.
 void print_bottleneck(const planner::estimate& d) {
@@ -141,40 +137,37 @@ status load_problem(const plan_options& opt, planner::problem& prob, model_input
   prob.job = inputs.job;
   prob.profile = inputs.profile;
   if (!opt.cluster.empty()) {
-    if (!opt.quotas.empty()) return bad("--quotas", "give --cluster or --quotas, not both");
+    if (!opt.quotas.empty()) return sailor::error::invalid_input("--quotas", "give --cluster or --quotas, not both");
     auto c = config::load_cluster(opt.cluster);
     if (!c) return c.error();
     prob.cluster = std::move(*c);
   } else if (!opt.quotas.empty()) {
-    if (!data) return bad("--quotas", "needs --sailor-data DIR (for network fits and prices)");
+    if (!data) return sailor::error::invalid_input("--quotas", "needs --sailor-data DIR (for network fits and prices)");
     auto q = config::load_sailor_quotas(opt.quotas);
     if (!q) return q.error();
     int total = 0;
     for (const auto& [g, zones] : *q)
       for (const auto& [z, n] : zones) total += n;
-    if (total == 0) {
-      sailor::error e = bad("", "the quotas file lists no GPUs (expected {gpu_type: {zone: count}})");
-      e.file = opt.quotas;
-      return e;
-    }
+    if (total == 0)
+      return sailor::error::invalid_input(opt.quotas, "", "the quotas file lists no GPUs (expected {gpu_type: {zone: count}})");
     if (auto err = config::check_quotas(*q, *data, opt.quotas)) return err;
     prob.cluster = config::cluster_from_quotas(*q, *data);
     prob.network = data->network;
   } else {
-    return bad("--cluster", "a pool is required: --cluster C.yaml or --quotas QUOTAS.json");
+    return sailor::error::invalid_input("--cluster", "a pool is required: --cluster C.yaml or --quotas QUOTAS.json");
   }
   // Flags override the job file (their ranges are checked by the parser).
   if (opt.gbs > 0) prob.job.global_batch = opt.gbs;
   if (!opt.objective.empty()) {
     if (opt.objective == "throughput") prob.job.goal = config::objective::max_throughput;
     else if (opt.objective == "cost" || opt.objective == "iteration_cost") prob.job.goal = config::objective::min_cost;
-    else return bad("--objective", "expected throughput or cost, got '" + opt.objective + "'");
+    else return sailor::error::invalid_input("--objective", "expected throughput or cost, got '" + opt.objective + "'");
   }
   if (opt.max_cost_per_iteration > 0) prob.job.limits.max_cost_per_iteration_usd = opt.max_cost_per_iteration;
   if (opt.max_cost_per_hour > 0) prob.job.limits.max_cost_per_hour_usd = opt.max_cost_per_hour;
   if (opt.min_throughput > 0) prob.job.limits.min_iterations_per_s = opt.min_throughput;
   if (opt.max_micro_batch > 0) prob.job.max_micro_batch = opt.max_micro_batch;
-  if (prob.job.global_batch <= 0) return bad("--gbs", "a global batch size is required (--gbs or the job file)");
+  if (prob.job.global_batch <= 0) return sailor::error::invalid_input("--gbs", "a global batch size is required (--gbs or the job file)");
   return std::nullopt;
 }
 

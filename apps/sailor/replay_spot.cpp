@@ -16,10 +16,6 @@ namespace {
 
 using json = nlohmann::json;
 
-sailor::error bad(std::string field, std::string message) {
-  return sailor::error{error_kind::invalid_input, std::move(message), "", 0, std::move(field)};
-}
-
 int fail(const sailor::error& e) { return report_error("replay", e); }
 
 // The problem and timeline from the options: the cluster's zones are the trace's (a --cluster
@@ -51,7 +47,7 @@ result<planner::problem> load_problem(const spot_replay_options& opt, planner::a
   for (auto& z : base.zones) z.gpus.clear();
   prob.cluster = planner::cluster_for(*t, base);
   if (opt.gbs > 0) prob.job.global_batch = opt.gbs;
-  if (prob.job.global_batch <= 0) return bad("--gbs", "a global batch size is required (--gbs or the job file)");
+  if (prob.job.global_batch <= 0) return sailor::error::invalid_input("--gbs", "a global batch size is required (--gbs or the job file)");
   timeline = std::move(*t);
   return prob;
 }
@@ -89,9 +85,9 @@ void print_changes(const planner::replay_totals& r) {
 
 int run_spot_replay(const spot_replay_options& opt) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (opt.traces.empty()) return fail(bad("--trace", "at least one trace file is required"));
+  if (opt.traces.empty()) return fail(sailor::error::invalid_input("--trace", "at least one trace file is required"));
   if (opt.objective != "liveput" && opt.objective != "throughput")
-    return fail(bad("--objective", "expected liveput or throughput, got '" + opt.objective + "'"));
+    return fail(sailor::error::invalid_input("--objective", "expected liveput or throughput, got '" + opt.objective + "'"));
   planner::availability_timeline timeline;
   auto prob = load_problem(opt, timeline);
   if (!prob) return fail(prob.error());

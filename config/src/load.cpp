@@ -238,62 +238,76 @@ result<std::string> config_kind(const std::string& path) {
   });
 }
 
+namespace {
+
+model_shape read_model(const yaml_reader& r, const YAML::Node& root) {
+  r.only_keys(root, "", {"name", "sailor_name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden",
+                         "gated_mlp", "sequence", "vocabulary", "dtype", "tied_embeddings",
+                         "learned_positions", "architecture", "bias", "norm_eps", "rope_theta"});
+  model_shape m;
+  m.name = r.req_string(root, "", "name");
+  m.sailor_name = r.opt_string(root, "", "sailor_name").value_or("");
+  m.num_layers = static_cast<int>(r.req_count(root, "", "layers", true));
+  if (m.num_layers > max_model_layers)
+    r.fail(root["layers"], "layers", std::to_string(m.num_layers) + " layers, more than the planner handles (at most " +
+                                         std::to_string(max_model_layers) + ")");
+  m.hidden = static_cast<int>(r.req_count(root, "", "hidden", true));
+  m.heads = static_cast<int>(r.req_count(root, "", "heads", true));
+  m.sequence = static_cast<int>(r.req_count(root, "", "sequence", true));
+  m.vocabulary = static_cast<int>(r.req_count(root, "", "vocabulary", true));
+  if (m.hidden % m.heads != 0)
+    r.fail(root["heads"], "heads", "hidden (" + std::to_string(m.hidden) + ") must be a multiple of heads (" + std::to_string(m.heads) + ")");
+  if (auto kv = r.opt_int(root, "", "kv_heads")) {
+    if (*kv <= 0 || m.heads % *kv != 0) r.fail(root["kv_heads"], "kv_heads", "expected a positive divisor of heads");
+    m.kv_heads = static_cast<int>(*kv);
+  }
+  if (auto f = r.opt_int(root, "", "ffn_hidden")) {
+    if (*f <= 0) r.fail(root["ffn_hidden"], "ffn_hidden", "expected a positive integer");
+    m.ffn_hidden = static_cast<int>(*f);
+  }
+  if (auto a = r.opt_string(root, "", "architecture")) {
+    if (*a == "gpt2") m.arch = architecture::gpt2;
+    else if (*a == "opt") m.arch = architecture::opt;
+    else if (*a == "llama") m.arch = architecture::llama;
+    else r.fail(root["architecture"], "architecture", "expected gpt2, opt or llama, found '" + *a + "'");
+  }
+  const bool llama = m.arch == architecture::llama;
+  // Each family's defaults; a value that contradicts the family is kept and refused by the
+  // training runtime (naming the field), the planner and simulator accept it.
+  m.gated_mlp = r.opt_bool(root, "", "gated_mlp").value_or(llama);
+  m.tied_embeddings = r.opt_bool(root, "", "tied_embeddings").value_or(false);
+  m.learned_positions = r.opt_bool(root, "", "learned_positions").value_or(!m.gated_mlp && !llama);
+  m.bias = r.opt_bool(root, "", "bias").value_or(!llama);
+  if (auto v = r.opt_double(root, "", "norm_eps")) {
+    if (*v <= 0 || *v >= 1) r.fail(root["norm_eps"], "norm_eps", "expected a small positive number");
+    m.norm_eps = *v;
+  }
+  if (auto v = r.opt_double(root, "", "rope_theta")) {
+    if (*v <= 1) r.fail(root["rope_theta"], "rope_theta", "expected a number above 1");
+    m.rope_theta = *v;
+  }
+  if (auto d = r.opt_string(root, "", "dtype")) {
+    if (*d == "fp32") m.precision = dtype::fp32;
+    else if (*d == "fp16") m.precision = dtype::fp16;
+    else if (*d == "bf16") m.precision = dtype::bf16;
+    else r.fail(root["dtype"], "dtype", "expected fp32, fp16 or bf16, found '" + *d + "'");
+  }
+  return m;
+}
+
+}  // namespace
+
 result<model_shape> load_model(const std::string& path) {
   return guarded<model_shape>([&] {
     yaml_reader r(path);
-    YAML::Node root = r.parse();
-    r.only_keys(root, "", {"name", "sailor_name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden",
-                           "gated_mlp", "sequence", "vocabulary", "dtype", "tied_embeddings",
-                           "learned_positions", "architecture", "bias", "norm_eps", "rope_theta"});
-    model_shape m;
-    m.name = r.req_string(root, "", "name");
-    m.sailor_name = r.opt_string(root, "", "sailor_name").value_or("");
-    m.num_layers = static_cast<int>(r.req_count(root, "", "layers", true));
-    if (m.num_layers > max_model_layers)
-      r.fail(root["layers"], "layers", std::to_string(m.num_layers) + " layers, more than the planner handles (at most " +
-                                           std::to_string(max_model_layers) + ")");
-    m.hidden = static_cast<int>(r.req_count(root, "", "hidden", true));
-    m.heads = static_cast<int>(r.req_count(root, "", "heads", true));
-    m.sequence = static_cast<int>(r.req_count(root, "", "sequence", true));
-    m.vocabulary = static_cast<int>(r.req_count(root, "", "vocabulary", true));
-    if (m.hidden % m.heads != 0)
-      r.fail(root["heads"], "heads", "hidden (" + std::to_string(m.hidden) + ") must be a multiple of heads (" + std::to_string(m.heads) + ")");
-    if (auto kv = r.opt_int(root, "", "kv_heads")) {
-      if (*kv <= 0 || m.heads % *kv != 0) r.fail(root["kv_heads"], "kv_heads", "expected a positive divisor of heads");
-      m.kv_heads = static_cast<int>(*kv);
-    }
-    if (auto f = r.opt_int(root, "", "ffn_hidden")) {
-      if (*f <= 0) r.fail(root["ffn_hidden"], "ffn_hidden", "expected a positive integer");
-      m.ffn_hidden = static_cast<int>(*f);
-    }
-    if (auto a = r.opt_string(root, "", "architecture")) {
-      if (*a == "gpt2") m.arch = architecture::gpt2;
-      else if (*a == "opt") m.arch = architecture::opt;
-      else if (*a == "llama") m.arch = architecture::llama;
-      else r.fail(root["architecture"], "architecture", "expected gpt2, opt or llama, found '" + *a + "'");
-    }
-    const bool llama = m.arch == architecture::llama;
-    // Each family's defaults; a value that contradicts the family is kept and refused by the
-    // training runtime (naming the field), the planner and simulator accept it.
-    m.gated_mlp = r.opt_bool(root, "", "gated_mlp").value_or(llama);
-    m.tied_embeddings = r.opt_bool(root, "", "tied_embeddings").value_or(false);
-    m.learned_positions = r.opt_bool(root, "", "learned_positions").value_or(!m.gated_mlp && !llama);
-    m.bias = r.opt_bool(root, "", "bias").value_or(!llama);
-    if (auto v = r.opt_double(root, "", "norm_eps")) {
-      if (*v <= 0 || *v >= 1) r.fail(root["norm_eps"], "norm_eps", "expected a small positive number");
-      m.norm_eps = *v;
-    }
-    if (auto v = r.opt_double(root, "", "rope_theta")) {
-      if (*v <= 1) r.fail(root["rope_theta"], "rope_theta", "expected a number above 1");
-      m.rope_theta = *v;
-    }
-    if (auto d = r.opt_string(root, "", "dtype")) {
-      if (*d == "fp32") m.precision = dtype::fp32;
-      else if (*d == "fp16") m.precision = dtype::fp16;
-      else if (*d == "bf16") m.precision = dtype::bf16;
-      else r.fail(root["dtype"], "dtype", "expected fp32, fp16 or bf16, found '" + *d + "'");
-    }
-    return m;
+    return read_model(r, r.parse());
+  });
+}
+
+result<model_shape> load_model_text(const std::string& text, const std::string& file) {
+  return guarded<model_shape>([&] {
+    yaml_reader r(file);
+    return read_model(r, r.parse_text(text));
   });
 }
 

@@ -110,69 +110,66 @@ result<plan> load_plan(const std::string& path, const model_shape& model) {
 result<plan> load_plan(const std::string& path) { return load_plan_impl(path, nullptr); }
 
 status validate_plan(const plan& p, const model_shape& model, const cluster* c, const std::string& file) {
-  auto bad = [&](std::string field, std::string message, error_kind kind = error_kind::invalid_input) {
-    return status{sailor::error{kind, std::move(message), file, 0, std::move(field)}};
-  };
-  if (p.micro_batch <= 0) return bad("micro_batch", "expected a positive integer");
-  if (p.global_batch <= 0) return bad("global_batch", "expected a positive integer");
-  if (p.stages.empty()) return bad("stages", "expected at least one stage");
+  if (p.micro_batch <= 0) return error::invalid_input(file, "micro_batch", "expected a positive integer");
+  if (p.global_batch <= 0) return error::invalid_input(file, "global_batch", "expected a positive integer");
+  if (p.stages.empty()) return error::invalid_input(file, "stages", "expected at least one stage");
   const bool check_model = model.num_layers > 0;
   int expected_first = 0;
   std::map<std::pair<std::string, std::string>, int> placed;  // (zone, GPU type) -> GPUs
   for (std::size_t i = 0; i < p.stages.size(); ++i) {
     const auto& s = p.stages[i];
     std::string spath = index_path("stages", i);
-    if (s.num_layers <= 0) return bad(spath + ".layers.count", "expected a positive layer count");
+    if (s.num_layers <= 0) return error::invalid_input(file, spath + ".layers.count", "expected a positive layer count");
     if (s.first_layer < expected_first) {
-      return bad(spath + ".layers", "layers " + std::to_string(s.first_layer) + ".." +
-                                        std::to_string(s.end_layer() - 1) + " overlap the previous stage, which ends at layer " +
-                                        std::to_string(expected_first - 1));
+      return error::invalid_input(file, spath + ".layers", "layers " + std::to_string(s.first_layer) + ".." +
+                                  std::to_string(s.end_layer() - 1) + " overlap the previous stage, which ends at layer " +
+                                  std::to_string(expected_first - 1));
     }
     if (s.first_layer > expected_first) {
-      return bad(spath + ".layers", "gap: layers " + std::to_string(expected_first) + ".." +
-                                        std::to_string(s.first_layer - 1) + " belong to no stage");
+      return error::invalid_input(file, spath + ".layers", "gap: layers " + std::to_string(expected_first) + ".." +
+                                  std::to_string(s.first_layer - 1) + " belong to no stage");
     }
     expected_first = s.end_layer();
-    if (s.replicas.empty()) return bad(spath + ".replicas", "expected at least one replica");
+    if (s.replicas.empty()) return error::invalid_input(file, spath + ".replicas", "expected at least one replica");
     if (p.global_batch % (p.micro_batch * static_cast<int>(s.replicas.size())) != 0) {
-      return bad(spath + ".replicas", "global_batch " + std::to_string(p.global_batch) +
-                                          " is not a multiple of micro_batch x replicas (" +
-                                          std::to_string(p.micro_batch) + " x " + std::to_string(s.replicas.size()) + ")");
+      return error::invalid_input(file, spath + ".replicas", "global_batch " + std::to_string(p.global_batch) +
+                                  " is not a multiple of micro_batch x replicas (" +
+                                  std::to_string(p.micro_batch) + " x " + std::to_string(s.replicas.size()) + ")");
     }
     for (std::size_t k = 0; k < s.replicas.size(); ++k) {
       const auto& rep = s.replicas[k];
       std::string rpath = index_path(spath + ".replicas", k);
-      if (rep.tp <= 0) return bad(rpath + ".tp", "expected a positive tensor-parallel degree");
+      if (rep.tp <= 0) return error::invalid_input(file, rpath + ".tp", "expected a positive tensor-parallel degree");
       if (!rep.devices.empty() && static_cast<int>(rep.devices.size()) != rep.tp)
-        return bad(rpath + ".devices", "expected " + std::to_string(rep.tp) + " devices (one per TP rank), found " + std::to_string(rep.devices.size()));
+        return error::invalid_input(file, rpath + ".devices", "expected " + std::to_string(rep.tp) + " devices (one per TP rank), found " + std::to_string(rep.devices.size()));
       if (check_model && rep.tp > 1 && model.heads % rep.tp != 0)
-        return bad(rpath + ".tp", "tp " + std::to_string(rep.tp) + " does not divide the model's " + std::to_string(model.heads) + " heads");
+        return error::invalid_input(file, rpath + ".tp", "tp " + std::to_string(rep.tp) + " does not divide the model's " + std::to_string(model.heads) + " heads");
       if (c) {
         const gpu_spec* g = c->gpus.find(rep.gpu_type);
-        if (!g) return bad(rpath + ".gpu", "unknown GPU type '" + rep.gpu_type + "'", error_kind::not_found);
-        if (!c->find_zone(rep.zone)) return bad(rpath + ".zone", "zone '" + rep.zone + "' is not in the cluster", error_kind::not_found);
+        if (!g) return error::not_found(file, rpath + ".gpu", "unknown GPU type '" + rep.gpu_type + "'");
+        if (!c->find_zone(rep.zone)) return error::not_found(file, rpath + ".zone", "zone '" + rep.zone + "' is not in the cluster");
         if (rep.tp > g->gpus_per_node)
-          return bad(rpath + ".tp", "tp " + std::to_string(rep.tp) + " exceeds the " + std::to_string(g->gpus_per_node) + " GPUs of one " + rep.gpu_type + " node");
+          return error::invalid_input(file, rpath + ".tp", "tp " + std::to_string(rep.tp) + " exceeds the " + std::to_string(g->gpus_per_node) + " GPUs of one " + rep.gpu_type + " node");
         // The GPUs of every replica so far must exist in the zone.
         const auto& zone_gpus = c->find_zone(rep.zone)->gpus;
         const auto have = zone_gpus.find(rep.gpu_type);
         const int available = have == zone_gpus.end() ? 0 : have->second;
         const int used = placed[{rep.zone, rep.gpu_type}] += rep.tp;
         if (available == 0)
-          return bad(rpath + ".zone", "zone '" + rep.zone + "' has no " + rep.gpu_type + " GPUs in the cluster");
+          return error::invalid_input(file, rpath + ".zone", "zone '" + rep.zone + "' has no " + rep.gpu_type + " GPUs in the cluster");
         if (used > available)
-          return bad(rpath + ".zone", "the plan places " + std::to_string(used) + " " + rep.gpu_type + " GPUs in zone '" + rep.zone +
-                                          "' up to here, but the cluster has " + std::to_string(available) + " there");
+          return error::invalid_input(file, rpath + ".zone", "the plan places " + std::to_string(used) + " " + rep.gpu_type + " GPUs in zone '" + rep.zone +
+                                      "' up to here, but the cluster has " + std::to_string(available) + " there");
       }
     }
   }
   if (check_model && expected_first != model.num_all_layers()) {
     if (expected_first < model.num_all_layers())
-      return bad("stages", "layers " + std::to_string(expected_first) + ".." + std::to_string(model.num_all_layers() - 1) +
-                               " of " + model.name + " belong to no stage (the model has " + std::to_string(model.num_all_layers()) +
-                               " layers: embedding, " + std::to_string(model.num_layers) + " blocks, head)");
-    return bad("stages", "the stages cover " + std::to_string(expected_first) + " layers but " + model.name + " has " +
-                             std::to_string(model.num_all_layers()));
+      return error::invalid_input(file, "stages", "layers " + std::to_string(expected_first) + ".." + std::to_string(model.num_all_layers() - 1) +
+                                  " of " + model.name + " belong to no stage (the model has " + std::to_string(model.num_all_layers()) +
+                                  " layers: embedding, " + std::to_string(model.num_layers) + " blocks, head)");
+    return error::invalid_input(file, "stages", "the stages cover " + std::to_string(expected_first) + " layers but " + model.name + " has " +
+                                std::to_string(model.num_all_layers()));
   }
   return std::nullopt;
 }

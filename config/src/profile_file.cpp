@@ -11,15 +11,6 @@ namespace {
 
 using json = nlohmann::json;
 
-error profile_error(const std::string& file, const std::string& field, const std::string& message) {
-  error e;
-  e.kind = error_kind::invalid_input;
-  e.file = file;
-  e.field = field;
-  e.message = message;
-  return e;
-}
-
 // A non-negative integer key ("4"), or -1.
 int key_to_int(const std::string& key) {
   if (key.empty() || key.size() > 9) return -1;
@@ -54,61 +45,55 @@ std::string to_profile_json(const model_profile& profile) {
 result<model_profile> load_profile_json(const std::string& path, const std::string& model) {
   std::ifstream in(path);
   if (!in) {
-    error e;
-    e.kind = error_kind::not_found;
-    e.file = path;
-    e.message = "cannot open the profile";
-    return e;
+    return error::not_found(path, "", "cannot open the profile");
   }
   json root;
   try {
     root = json::parse(in);
   } catch (const json::exception& ex) {
-    return profile_error(path, "", std::string("not JSON: ") + ex.what());
+    return error::invalid_input(path, "", std::string("not JSON: ") + ex.what());
   }
-  if (!root.is_object() || root.empty()) return profile_error(path, "", "expected {model: {...}}");
+  if (!root.is_object() || root.empty()) return error::invalid_input(path, "", "expected {model: {...}}");
   std::string key = model;
   if (key.empty()) {
     if (root.size() != 1)
-      return profile_error(path, "", "the file holds several models: name one");
+      return error::invalid_input(path, "", "the file holds several models: name one");
     key = root.begin().key();
   } else if (!root.contains(key)) {
-    error e = profile_error(path, key, "no profile for model '" + key + "'");
-    e.kind = error_kind::not_found;
-    return e;
+    return error::not_found(path, key, "no profile for model '" + key + "'");
   }
   model_profile out;
   out.model = key;
   const json& by_gpu = root[key];
-  if (!by_gpu.is_object()) return profile_error(path, key, "expected {gpu_type: {...}}");
+  if (!by_gpu.is_object()) return error::invalid_input(path, key, "expected {gpu_type: {...}}");
   for (const auto& [gpu, by_mbs] : by_gpu.items()) {
     const std::string gf = key + "." + gpu;
-    if (!by_mbs.is_object()) return profile_error(path, gf, "expected {micro_batch: {...}}");
+    if (!by_mbs.is_object()) return error::invalid_input(path, gf, "expected {micro_batch: {...}}");
     auto& gp = out.by_gpu[gpu];
     gp.gpu_type = gpu;
     for (const auto& [mbs_key, by_tp] : by_mbs.items()) {
       const std::string mf = gf + "." + mbs_key;
       const int mbs = key_to_int(mbs_key);
-      if (mbs <= 0) return profile_error(path, mf, "micro-batch keys are positive integers");
-      if (!by_tp.is_object()) return profile_error(path, mf, "expected {tp: {...}}");
+      if (mbs <= 0) return error::invalid_input(path, mf, "micro-batch keys are positive integers");
+      if (!by_tp.is_object()) return error::invalid_input(path, mf, "expected {tp: {...}}");
       for (const auto& [tp_key, layers] : by_tp.items()) {
         const std::string tf = mf + "." + tp_key;
         const int tp = key_to_int(tp_key);
-        if (tp <= 0) return profile_error(path, tf, "TP keys are positive integers");
+        if (tp <= 0) return error::invalid_input(path, tf, "TP keys are positive integers");
         if (!layers.is_object() || layers.empty())
-          return profile_error(path, tf, "expected {layer: [fwd_s, bwd_s, update_s]}");
+          return error::invalid_input(path, tf, "expected {layer: [fwd_s, bwd_s, update_s]}");
         std::vector<layer_time> times(layers.size());
         for (const auto& [layer_key, v] : layers.items()) {
           const std::string lf = tf + "." + layer_key;
           const int layer = key_to_int(layer_key);
           if (layer < 0 || layer >= static_cast<int>(layers.size()))
-            return profile_error(path, lf, "layer ids must be 0.." + std::to_string(layers.size() - 1));
+            return error::invalid_input(path, lf, "layer ids must be 0.." + std::to_string(layers.size() - 1));
           if (!v.is_array() || v.size() < 3 || !v[0].is_number() || !v[1].is_number() ||
               !v[2].is_number())
-            return profile_error(path, lf, "expected [fwd_s, bwd_s, update_s]");
+            return error::invalid_input(path, lf, "expected [fwd_s, bwd_s, update_s]");
           times[layer] = {v[0].get<double>(), v[1].get<double>(), v[2].get<double>()};
           if (times[layer].forward_s < 0 || times[layer].backward_s < 0 || times[layer].update_s < 0)
-            return profile_error(path, lf, "times must not be negative");
+            return error::invalid_input(path, lf, "times must not be negative");
         }
         gp.times[mbs][tp] = std::move(times);
       }

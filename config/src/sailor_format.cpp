@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sailor/config/shipped_models.hpp"
 #include "sailor_json.hpp"
 
 namespace sailor::config {
@@ -33,7 +34,7 @@ constexpr const char* cluster_config = "sailor/Planner/simulations/configs/basic
 sailor_bandwidth_fit parse_fit(const json& j, const std::string& file, const std::string& field) {
   // [[a, b, c], max_bytes_per_s]
   if (!j.is_array() || j.size() != 2 || !j[0].is_array() || j[0].size() != 3)
-    throw make_error(error_kind::invalid_input, file, field, "expected [[a, b, c], max_bw]");
+    throw error::invalid_input(file, field, "expected [[a, b, c], max_bw]");
   sailor_bandwidth_fit f;
   f.a = number_at(j[0][0], file, field + "[0][0]");
   f.b = number_at(j[0][1], file, field + "[0][1]");
@@ -42,35 +43,24 @@ sailor_bandwidth_fit parse_fit(const json& j, const std::string& file, const std
   return f;
 }
 
-// Known shapes of the models Sailor profiles, for those without a training config.
+// The shape of a model Sailor profiles, from the shipped models (configs/models), under the
+// name the caller gave it; nullopt for another model.
 std::optional<model_shape> known_shape(const std::string& name) {
-  std::string n = normalized(name);
-  model_shape m;
-  m.sailor_name = name;
-  m.precision = dtype::fp16;
-  if (n == "opt350") {
-    m.name = "OPT-350M"; m.num_layers = 24; m.hidden = 1024; m.heads = 16; m.sequence = 2048;
-    m.vocabulary = 50272;
-  } else if (n == "opt30") {
-    m.name = "OPT-30B"; m.num_layers = 48; m.hidden = 7168; m.heads = 56; m.sequence = 2048;
-    m.vocabulary = 50272;
-  } else if (n == "gptneo27") {
-    m.name = "GPT-Neo-2.7B"; m.num_layers = 32; m.hidden = 2560; m.heads = 32; m.sequence = 2048;
-    m.vocabulary = 50257; m.tied_embeddings = true;
-  } else if (n == "llama38") {
-    // Llama-3-8B. Sailor's profile of it has 35 layers (embedding, 32 blocks, final norm,
-    // head); we number 34 (the final norm belongs to the head).
-    m.name = "Llama-3-8B"; m.num_layers = 32; m.hidden = 4096; m.heads = 32; m.kv_heads = 8;
-    m.ffn_hidden = 14336; m.gated_mlp = true; m.sequence = 8192; m.vocabulary = 128256;
-    m.learned_positions = false; m.precision = dtype::bf16;
-  } else {
-    return std::nullopt;
-  }
+  auto m = find_shipped_sailor_model(name);
+  if (m) m->sailor_name = name;
   return m;
 }
 
+// Sailor's names of the shipped models, for messages.
+std::string known_sailor_names() {
+  std::string out;
+  for (const auto& m : shipped_models())
+    if (!m.shape.sailor_name.empty()) out += (out.empty() ? "" : ", ") + m.shape.sailor_name;
+  return out;
+}
+
 optimizer_kind parse_optimizer(const std::string& s) {
-  std::string n = normalized(s);
+  std::string n = normalized_name(s);
   if (n == "sgd") return optimizer_kind::sgd;
   if (n == "adamw") return optimizer_kind::adamw;
   return optimizer_kind::adam;
@@ -79,26 +69,26 @@ optimizer_kind parse_optimizer(const std::string& s) {
 // model -> gpu -> mbs -> tp -> layer -> [fwd, bwd, update]; fills only what is missing.
 void merge_profile(gpu_profile& out, const json& by_mbs, const std::string& file,
                    const std::string& field) {
-  if (!by_mbs.is_object()) throw make_error(error_kind::invalid_input, file, field, "expected an object");
+  if (!by_mbs.is_object()) throw error::invalid_input(file, field, "expected an object");
   for (const auto& [mbs_key, by_tp] : by_mbs.items()) {
     int mbs = to_int(mbs_key, file, field + "." + mbs_key);
     if (!by_tp.is_object())
-      throw make_error(error_kind::invalid_input, file, field + "." + mbs_key, "expected an object");
+      throw error::invalid_input(file, field + "." + mbs_key, "expected an object");
     for (const auto& [tp_key, layers] : by_tp.items()) {
       int tp = to_int(tp_key, file, field + "." + mbs_key + "." + tp_key);
       auto& slot = out.times[mbs][tp];
       if (!slot.empty()) continue;
       std::string f = field + "." + mbs_key + "." + tp_key;
-      if (!layers.is_object()) throw make_error(error_kind::invalid_input, file, f, "expected an object");
+      if (!layers.is_object()) throw error::invalid_input(file, f, "expected an object");
       std::vector<layer_time> times(layers.size());
       for (const auto& [layer_key, v] : layers.items()) {
         int layer = to_int(layer_key, file, f + "." + layer_key);
         if (layer < 0 || layer >= static_cast<int>(layers.size()))
-          throw make_error(error_kind::invalid_input, file, f + "." + layer_key,
-                           "layer ids must be 0.." + std::to_string(layers.size() - 1));
+          throw error::invalid_input(file, f + "." + layer_key,
+                                     "layer ids must be 0.." + std::to_string(layers.size() - 1));
         if (!v.is_array() || v.size() < 3)
-          throw make_error(error_kind::invalid_input, file, f + "." + layer_key,
-                           "expected [fwd_s, bwd_s, update_s]");
+          throw error::invalid_input(file, f + "." + layer_key,
+                                     "expected [fwd_s, bwd_s, update_s]");
         times[layer] = {number_at(v[0], file, f + "." + layer_key + "[0]"),
                         number_at(v[1], file, f + "." + layer_key + "[1]"),
                         number_at(v[2], file, f + "." + layer_key + "[2]")};
@@ -156,10 +146,10 @@ public:
       const json j = parsed(file);
       std::string stem = fname.substr(16, fname.size() - 16 - 5);
       std::string declared = j.value("model", std::string());
-      if (normalized(declared) != normalized(model_name_) && normalized(stem) != normalized(model_name_)) continue;
+      if (normalized_name(declared) != normalized_name(model_name_) && normalized_name(stem) != normalized_name(model_name_)) continue;
       auto get_int = [&](const char* field) {
         if (!j.contains(field) || !j[field].is_number_integer())
-          throw make_error(error_kind::invalid_input, file, field, "expected an integer");
+          throw error::invalid_input(file, field, "expected an integer");
         return j[field].get<int>();
       };
       model_shape m = known_shape(model_name_).value_or(model_shape{});
@@ -168,13 +158,14 @@ public:
       m.hidden = get_int("hidden_size");
       m.sequence = get_int("sequence_length");
       m.num_layers = get_int("num_layers");
-      m.heads = get_int("heads");
-      // GPT-Neo's config lists Llama's vocabulary; the known shape (from llm_info's embedding
-      // size) wins where we have one.
+      // Sizes are what Sailor profiled, but heads and vocabulary of a known model come from its
+      // shipped shape: GPT-Neo-2.7's config lists 32 heads of 80 (the released model has 20 of
+      // 128) and Llama's vocabulary (llm_info's embedding has GPT-2's 50257 rows).
+      if (m.heads == 0) m.heads = get_int("heads");
       if (m.vocabulary == 0) m.vocabulary = get_int("vocab_size");
       if (j.contains("num_all_layers") && get_int("num_all_layers") != m.num_layers + 2)
-        throw make_error(error_kind::invalid_input, file, "num_all_layers",
-                         "expected num_layers + 2 (embedding, blocks, head)");
+        throw error::invalid_input(file, "num_all_layers",
+                                   "expected num_layers + 2 (embedding, blocks, head)");
       out_.model = m;
       out_.default_global_batch = j.value("global_batch_size", 0);
       out_.optimizer = parse_optimizer(j.value("optimizer", std::string("Adam")));
@@ -226,9 +217,9 @@ public:
         std::string f = key + "." + tp_key + "." + layer_key;
         int layer = to_int(layer_key, file, f);
         if (layer < 0 || layer >= static_cast<int>(sizes.size()))
-          throw make_error(error_kind::invalid_input, file, f, "layer id out of range");
+          throw error::invalid_input(file, f, "layer id out of range");
         auto num = [&](const char* name) {
-          if (!v.contains(name)) throw make_error(error_kind::invalid_input, file, f + "." + name, "missing");
+          if (!v.contains(name)) throw error::invalid_input(file, f + "." + name, "missing");
           return number_at(v[name], file, f + "." + name);
         };
         sizes[size_t(layer)] = {num("params_floats"), num("act_output_floats"), num("act_input_floats"),
@@ -300,9 +291,9 @@ private:
     return std::move(*j);
   }
   bool is_model(const std::string& name) const {
-    const std::string n = normalized(name);
+    const std::string n = normalized_name(name);
     const std::string& sailor_name = out_.profile.model;
-    return n == normalized(sailor_name) || n == normalized(model_name_);
+    return n == normalized_name(sailor_name) || n == normalized_name(model_name_);
   }
   // The key of this model in a file keyed by model name ("" when it has none).
   std::string model_key(const json& obj) const {
@@ -324,16 +315,16 @@ result<sailor_data> load_sailor_data(const std::string& root, const std::string&
   out.root = root;
   const fs::path base(root);
   if (!fs::is_directory(base))
-    return make_error(error_kind::not_found, root, "", "not a directory (expected a Sailor checkout)");
+    return error::not_found(root, "", "not a directory (expected a Sailor checkout)");
   try {
     sailor_reader reader(root, model_name, out);
     if (!reader.read_training_config()) {
       auto m = known_shape(model_name);
       if (!m && shape) m = *shape;
       if (!m)
-        return make_error(error_kind::not_found, (base / configs_dir / "training_config_<model>.json").string(),
-                          "model", "no training config for model '" + model_name +
-                          "' and no known shape (known: OPT-350, OPT-30, GPT-Neo-2.7, LLAMA-3-8)");
+        return error::not_found((base / configs_dir / "training_config_<model>.json").string(),
+                                "model", "no training config for model '" + model_name +
+                                "' and no known shape (known: " + known_sailor_names() + ")");
       out.model = *m;
       out.optimizer = optimizer_kind::adam;
     }
@@ -345,12 +336,12 @@ result<sailor_data> load_sailor_data(const std::string& root, const std::string&
   } catch (const sailor::error& e) {
     return e;
   } catch (const json::exception& e) {
-    return make_error(error_kind::invalid_input, root, "", std::string("unexpected JSON: ") + e.what());
+    return error::invalid_input(root, "", std::string("unexpected JSON: ") + e.what());
   }
   // A shape given by the caller needs no profile: its times are then analytic (and said so).
   if (out.profile.by_gpu.empty() && out.profile.sizes_by_tp.empty() && !shape)
-    return make_error(error_kind::not_found, (base / profiles_tmp).string(), model_name,
-                      "no profile and no llm_info entry for model '" + model_name + "'");
+    return error::not_found((base / profiles_tmp).string(), model_name,
+                            "no profile and no llm_info entry for model '" + model_name + "'");
   return out;
 }
 

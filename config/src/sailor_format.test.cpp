@@ -62,14 +62,27 @@ TEST_CASE("sailor data: GPT-Neo-2.7 by file name, models without a training conf
   REQUIRE(neo.ok());
   CHECK(neo->model.num_layers == 32);
   CHECK(neo->model.hidden == 2560);
+  // The shipped shape wins over Sailor's training config (32 heads, Llama's vocabulary).
+  CHECK(neo->model.heads == 20);
+  CHECK(neo->model.vocabulary == 50257);
+  CHECK(neo->model.tied_embeddings);
+  // ... and agrees with llm_info, whose head holds only the final norm's 2 x 2560 floats.
+  CHECK(neo->profile.sizes_by_tp.at(1).back().params_floats == doctest::Approx(double(neo->model.params_of_layer(33))));
   auto opt30 = load_sailor_data(data_root, "OPT-30");
   REQUIRE(opt30.ok());
   CHECK(opt30->model.num_layers == 48);
   CHECK(opt30->profile.find("A100-40") != nullptr);
+  CHECK(opt30->model.arch == architecture::opt);
+  auto llama = load_sailor_data(data_root, "LLAMA-3-8");
+  REQUIRE(llama.ok());
+  CHECK(llama->model.arch == architecture::llama);
+  CHECK_FALSE(llama->model.bias);
+  CHECK(llama->model.rope_theta == 500000);
   auto missing = load_sailor_data(data_root, "NO-SUCH-MODEL");
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().kind == sailor::error_kind::not_found);
   CHECK(missing.error().message.find("NO-SUCH-MODEL") != std::string::npos);
+  CHECK(missing.error().message.find("GPT-Neo-2.7, LLAMA-3-8, OPT-30, OPT-350") != std::string::npos);
   auto bad_root = load_sailor_data("/nonexistent/dir", "OPT-350");
   REQUIRE_FALSE(bad_root.ok());
   CHECK(bad_root.error().file == "/nonexistent/dir");

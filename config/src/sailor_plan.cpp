@@ -15,66 +15,66 @@ result<sailor_plan_file> load_sailor_plan(const std::string& path) {
   try {
     auto need = [&](const json& obj, const std::string& key, const std::string& field) -> const json& {
       if (!obj.is_object() || !obj.contains(key))
-        throw make_error(error_kind::invalid_input, path, field, "missing");
+        throw error::invalid_input(path, field, "missing");
       return obj[key];
     };
     const json& mbs = need(*j, "mbs", "mbs");
     const json& gbs = need(*j, "gbs", "gbs");
     out.value.micro_batch = static_cast<int>(number_at(mbs, path, "mbs"));
     out.value.global_batch = static_cast<int>(number_at(gbs, path, "gbs"));
-    if (out.value.micro_batch <= 0) throw make_error(error_kind::invalid_input, path, "mbs", "must be positive");
-    if (out.value.global_batch <= 0) throw make_error(error_kind::invalid_input, path, "gbs", "must be positive");
+    if (out.value.micro_batch <= 0) throw error::invalid_input(path, "mbs", "must be positive");
+    if (out.value.global_batch <= 0) throw error::invalid_input(path, "gbs", "must be positive");
     const json& pipelines = need(*j, "pipeline_list", "pipeline_list");
     if (!pipelines.is_array() || pipelines.empty())
-      throw make_error(error_kind::invalid_input, path, "pipeline_list", "expected a non-empty array");
+      throw error::invalid_input(path, "pipeline_list", "expected a non-empty array");
     for (size_t p = 0; p < pipelines.size(); ++p) {
       std::string pf = "pipeline_list[" + std::to_string(p) + "]";
       const json& pl = pipelines[p];
       const json& layers = need(pl, "layers_per_stage", pf + ".layers_per_stage");
       const json& tmp = need(pl, "tmp_per_stage", pf + ".tmp_per_stage");
       if (!layers.is_array() || !tmp.is_array() || layers.size() != tmp.size())
-        throw make_error(error_kind::invalid_input, path, pf,
-                         "layers_per_stage and tmp_per_stage must be arrays of the same length");
+        throw error::invalid_input(path, pf,
+                                   "layers_per_stage and tmp_per_stage must be arrays of the same length");
       if (pl.contains("num_stages") && pl["num_stages"].get<size_t>() != layers.size())
-        throw make_error(error_kind::invalid_input, path, pf + ".num_stages",
-                         "differs from the length of layers_per_stage");
+        throw error::invalid_input(path, pf + ".num_stages",
+                                   "differs from the length of layers_per_stage");
       std::vector<stage_plan> stages;
       for (size_t s = 0; s < layers.size(); ++s) {
         std::string sf = pf + ".layers_per_stage[" + std::to_string(s) + "]";
         if (!layers[s].is_array() || layers[s].empty())
-          throw make_error(error_kind::invalid_input, path, sf, "expected a non-empty array of layer ids");
+          throw error::invalid_input(path, sf, "expected a non-empty array of layer ids");
         stage_plan st;
         st.first_layer = layers[s][0].get<int>();
         for (size_t i = 0; i < layers[s].size(); ++i)
           if (layers[s][i].get<int>() != st.first_layer + static_cast<int>(i))
-            throw make_error(error_kind::invalid_input, path, sf, "layer ids must be consecutive");
+            throw error::invalid_input(path, sf, "layer ids must be consecutive");
         st.num_layers = static_cast<int>(layers[s].size());
         std::string tf = pf + ".tmp_per_stage[" + std::to_string(s) + "]";
         if (!tmp[s].is_array() || tmp[s].empty())
-          throw make_error(error_kind::invalid_input, path, tf, "expected a non-empty array of replicas");
+          throw error::invalid_input(path, tf, "expected a non-empty array of replicas");
         for (size_t r = 0; r < tmp[s].size(); ++r) {
           std::string rf = tf + "[" + std::to_string(r) + "]";
           const json& rep = tmp[s][r];
           // [[[gpu_type, gpus_per_node, zone], ...], tp]
           if (!rep.is_array() || rep.size() != 2 || !rep[0].is_array() || rep[0].empty() ||
               !rep[0][0].is_array() || rep[0][0].size() < 3)
-            throw make_error(error_kind::invalid_input, path, rf,
-                             "expected [[[gpu_type, gpus_per_node, zone], ...], tp]");
+            throw error::invalid_input(path, rf,
+                                       "expected [[[gpu_type, gpus_per_node, zone], ...], tp]");
           replica rp;
           rp.gpu_type = rep[0][0][0].get<std::string>();
           rp.zone = rep[0][0][2].get<std::string>();
           rp.tp = static_cast<int>(number_at(rep[1], path, rf + "[1]"));
-          if (rp.tp <= 0) throw make_error(error_kind::invalid_input, path, rf + "[1]", "tp must be positive");
+          if (rp.tp <= 0) throw error::invalid_input(path, rf + "[1]", "tp must be positive");
           for (size_t k = 1; k < rep[0].size(); ++k)
             if (rep[0][k][0].get<std::string>() != rp.gpu_type || rep[0][k][2].get<std::string>() != rp.zone)
-              throw make_error(error_kind::invalid_input, path, rf,
-                               "a replica spanning nodes of different GPU types or zones is not supported");
+              throw error::invalid_input(path, rf,
+                                         "a replica spanning nodes of different GPU types or zones is not supported");
           st.replicas.push_back(std::move(rp));
         }
         if (pl.contains("dp") && pl["dp"].is_array() && s < pl["dp"].size() &&
             pl["dp"][s].get<size_t>() != st.replicas.size())
-          throw make_error(error_kind::invalid_input, path, pf + ".dp[" + std::to_string(s) + "]",
-                           "differs from the number of replicas in tmp_per_stage");
+          throw error::invalid_input(path, pf + ".dp[" + std::to_string(s) + "]",
+                                     "differs from the number of replicas in tmp_per_stage");
         stages.push_back(std::move(st));
       }
       if (p == 0) {
@@ -82,11 +82,11 @@ result<sailor_plan_file> load_sailor_plan(const std::string& path) {
       } else {
         // Several pipelines with the same split are replicas of the same stages.
         if (stages.size() != out.value.stages.size())
-          throw make_error(error_kind::invalid_input, path, pf, "pipelines with different stage splits are not supported");
+          throw error::invalid_input(path, pf, "pipelines with different stage splits are not supported");
         for (size_t s = 0; s < stages.size(); ++s) {
           if (stages[s].first_layer != out.value.stages[s].first_layer ||
               stages[s].num_layers != out.value.stages[s].num_layers)
-            throw make_error(error_kind::invalid_input, path, pf, "pipelines with different stage splits are not supported");
+            throw error::invalid_input(path, pf, "pipelines with different stage splits are not supported");
           for (auto& r : stages[s].replicas) out.value.stages[s].replicas.push_back(std::move(r));
         }
       }
@@ -97,7 +97,7 @@ result<sailor_plan_file> load_sailor_plan(const std::string& path) {
   } catch (const sailor::error& e) {
     return e;
   } catch (const json::exception& e) {
-    return make_error(error_kind::invalid_input, path, "", std::string("unexpected JSON: ") + e.what());
+    return error::invalid_input(path, "", std::string("unexpected JSON: ") + e.what());
   }
   return out;
 }

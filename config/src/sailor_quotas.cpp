@@ -17,12 +17,12 @@ result<std::map<std::string, std::map<std::string, int>>> load_sailor_quotas(con
   auto j = read_json(path);
   if (!j) return j.error();
   std::map<std::string, std::map<std::string, int>> out;
-  if (!j->is_object()) return make_error(error_kind::invalid_input, path, "", "expected {gpu_type: {zone: count}}");
+  if (!j->is_object()) return error::invalid_input(path, "", "expected {gpu_type: {zone: count}}");
   for (const auto& [gpu, zones] : j->items()) {
-    if (!zones.is_object()) return make_error(error_kind::invalid_input, path, gpu, "expected {zone: count}");
+    if (!zones.is_object()) return error::invalid_input(path, gpu, "expected {zone: count}");
     for (const auto& [zone, count] : zones.items()) {
       if (!count.is_number_integer() || count.get<int>() < 0)
-        return make_error(error_kind::invalid_input, path, gpu + "." + zone, "expected a non-negative integer");
+        return error::invalid_input(path, gpu + "." + zone, "expected a non-negative integer");
       out[gpu][zone] = count.get<int>();
     }
   }
@@ -49,14 +49,14 @@ status check_quotas(const std::map<std::string, std::map<std::string, int>>& quo
     if (!data.gpus.find(gpu)) {
       std::vector<std::string> known;
       for (const auto& g : data.gpus.gpus()) known.push_back(g.name);
-      return make_error(error_kind::invalid_input, file, gpu,
-                        "unknown GPU type '" + gpu + "' (known: " + listed(known) + ")");
+      return error::invalid_input(file, gpu,
+                                  "unknown GPU type '" + gpu + "' (known: " + listed(known) + ")");
     }
     for (const auto& [zone_name, count] : counts)
       if (!zones.empty() && !zones.count(zone_name))
-        return make_error(error_kind::invalid_input, file, gpu + "." + zone_name,
-                          "unknown zone '" + zone_name + "': Sailor's data in " + data.root +
-                              " has no bandwidth or price for it (known: " + listed(zones) + ")");
+        return error::invalid_input(file, gpu + "." + zone_name,
+                                    "unknown zone '" + zone_name + "': Sailor's data in " + data.root +
+                                        " has no bandwidth or price for it (known: " + listed(zones) + ")");
   }
   return std::nullopt;
 }

@@ -40,33 +40,36 @@ std::string index_path(const std::string& path, std::size_t index) {
 YAML::Node yaml_reader::parse() const {
   std::error_code ec;
   if (!std::filesystem::exists(file_, ec)) {
-    throw load_failure{{error_kind::not_found, "file does not exist", file_, 0, ""}};
+    throw load_failure{error::not_found(file_, "", "file does not exist")};
   }
   std::ifstream in(file_);
-  if (!in) throw load_failure{{error_kind::not_found, "cannot open file for reading", file_, 0, ""}};
+  if (!in) throw load_failure{error::not_found(file_, "", "cannot open file for reading")};
   std::stringstream text;
   text << in.rdbuf();
-  if (text.str().find_first_not_of(" \t\r\n") == std::string::npos) {
-    throw load_failure{{error_kind::invalid_input, "file is empty", file_, 0, ""}};
+  return parse_text(text.str());
+}
+
+YAML::Node yaml_reader::parse_text(const std::string& text) const {
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+    throw load_failure{error::invalid_input(file_, "", "file is empty")};
   }
   try {
-    YAML::Node root = YAML::Load(text.str());
+    YAML::Node root = YAML::Load(text);
     if (!root.IsMap()) {
-      throw load_failure{{error_kind::invalid_input,
-                          std::string("expected a map of fields at the top level, found ") +
-                              type_name(root),
-                          file_, line_of(root), ""}};
+      throw load_failure{error::invalid_input(file_, "", std::string("expected a map of fields at the top level, found ") +
+                                              type_name(root))
+                             .at_line(line_of(root))};
     }
     return root;
   } catch (const YAML::ParserException& e) {
-    throw load_failure{{error_kind::invalid_input, "syntax error: " + e.msg, file_,
-                        e.mark.line >= 0 ? e.mark.line + 1 : 0, ""}};
+    throw load_failure{
+        error::invalid_input(file_, "", "syntax error: " + e.msg).at_line(e.mark.line >= 0 ? e.mark.line + 1 : 0)};
   }
 }
 
 void yaml_reader::fail(const YAML::Node& at, const std::string& field, const std::string& message,
                        error_kind kind) const {
-  throw load_failure{{kind, message, file_, line_of(at), field}};
+  throw load_failure{error::of(kind, file_, field, message).at_line(line_of(at))};
 }
 
 void yaml_reader::only_keys(const YAML::Node& map, const std::string& field,

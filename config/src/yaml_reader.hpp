@@ -23,6 +23,8 @@ public:
 
   /// Parses the whole file; a syntax error names its line.
   YAML::Node parse() const;
+  /// Parses `text` as the content of the file (for files compiled into the binary).
+  YAML::Node parse_text(const std::string& text) const;
 
   const std::string& file() const { return file_; }
 
@@ -77,7 +79,7 @@ result<T> guarded(F&& body) {
   } catch (const load_failure& f) {
     return f.err;
   } catch (const YAML::Exception& e) {
-    return sailor::error{error_kind::invalid_input, e.what(), "", 0, ""};
+    return sailor::error::invalid_input("", e.what());
   }
 }
 

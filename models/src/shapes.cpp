@@ -1,5 +1,10 @@
 #include <sailor/models/shapes.hpp>
 
+#include <cstdio>
+#include <cstdlib>
+
+#include <sailor/config/shipped_models.hpp>
+
 namespace sailor::models {
 
 config::model_shape tiny_gpt_shape() {
@@ -35,16 +40,13 @@ config::model_shape tiny_llama_shape() {
 }
 
 config::model_shape opt_350m_shape(config::dtype precision) {
-  config::model_shape m;
-  m.name = "OPT-350M";
-  m.sailor_name = "OPT-350";
-  m.num_layers = 24;
-  m.hidden = 1024;
-  m.heads = 16;
-  m.sequence = 2048;
-  m.vocabulary = 50272;
-  m.precision = precision;
-  return m;
+  auto m = config::find_shipped_model("OPT-350M");
+  if (!m) {
+    std::fprintf(stderr, "sailor: OPT-350M is not among the shipped models (configs/models)\n");
+    std::abort();
+  }
+  m->precision = precision;
+  return *m;
 }
 
 }  // namespace sailor::models

@@ -19,16 +19,6 @@
 namespace sailor::models {
 namespace {
 
-error data_error(const std::string& file, const std::string& message,
-                 error_kind kind = error_kind::invalid_input) {
-  error e;
-  e.kind = kind;
-  e.file = file;
-  e.field = "data";
-  e.message = message;
-  return e;
-}
-
 // The UTF-8 sequences of `text`, one per code point (a malformed byte stands for itself).
 std::vector<std::string> code_points(const std::string& text) {
   std::vector<std::string> out;
@@ -63,19 +53,18 @@ result<std::shared_ptr<const token_dataset>> token_dataset::open(const config::d
   const std::string& file = source.path;
   int fd = ::open(file.c_str(), O_RDONLY);
   if (fd < 0)
-    return data_error(file, std::string("cannot open the data file: ") + std::strerror(errno),
-                      errno == ENOENT ? error_kind::not_found : error_kind::invalid_input);
+    return error::of(errno == ENOENT ? error_kind::not_found : error_kind::invalid_input, file, "data", std::string("cannot open the data file: ") + std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return data_error(file, "not a regular file");
+    return error::invalid_input(file, "data", "not a regular file");
   }
   const auto bytes = static_cast<std::size_t>(st.st_size);
   if (source.format == config::data_format::text) {
     ::close(fd);
     std::ifstream in(file, std::ios::binary);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (!in.good() && !in.eof()) return data_error(file, "cannot read the data file");
+    if (!in.good() && !in.eof()) return error::invalid_input(file, "data", "cannot read the data file");
     auto points = code_points(text);
     std::vector<std::string> symbols = points;
     std::sort(symbols.begin(), symbols.end());
@@ -88,14 +77,14 @@ result<std::shared_ptr<const token_dataset>> token_dataset::open(const config::d
     d->base_ = reinterpret_cast<const unsigned char*>(d->owned_.data());
     d->count_ = static_cast<std::int64_t>(d->owned_.size());
     if (d->vocabulary_ > vocabulary)
-      return data_error(file, "the text has " + std::to_string(d->vocabulary_) +
+      return error::invalid_input(file, "data", "the text has " + std::to_string(d->vocabulary_) +
                                   " distinct characters, more than the model's vocabulary of " +
                                   std::to_string(vocabulary));
   } else {
     d->width_ = source.format == config::data_format::tokens_u16 ? 2 : 4;
     if (bytes % d->width_ != 0) {
       ::close(fd);
-      return data_error(file, "its size (" + std::to_string(bytes) + " bytes) is not a multiple of " +
+      return error::invalid_input(file, "data", "its size (" + std::to_string(bytes) + " bytes) is not a multiple of " +
                                   std::to_string(d->width_) + " bytes, the width of " +
                                   config::to_string(source.format));
     }
@@ -104,7 +93,7 @@ result<std::shared_ptr<const token_dataset>> token_dataset::open(const config::d
       void* m = mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
       if (m == MAP_FAILED) {
         ::close(fd);
-        return data_error(file, std::string("cannot map the data file: ") + std::strerror(errno));
+        return error::invalid_input(file, "data", std::string("cannot map the data file: ") + std::strerror(errno));
       }
       d->mapping_ = m;
       d->mapped_bytes_ = bytes;
@@ -117,7 +106,7 @@ result<std::shared_ptr<const token_dataset>> token_dataset::open(const config::d
     for (std::int64_t i = 0; i < d->count_; ++i) {
       std::int64_t t = d->token_at(i);
       if (t >= vocabulary)
-        return data_error(file, "token " + std::to_string(i) + " has id " + std::to_string(t) +
+        return error::invalid_input(file, "data", "token " + std::to_string(i) + " has id " + std::to_string(t) +
                                     ", at or above the model's vocabulary of " + std::to_string(vocabulary));
       largest = std::max(largest, t);
     }
@@ -126,7 +115,7 @@ result<std::shared_ptr<const token_dataset>> token_dataset::open(const config::d
   d->train_end_ = d->count_ - static_cast<std::int64_t>(source.validation_fraction * double(d->count_));
   const std::int64_t need = sequence + 2;  // one sample (sequence + 1) and one choice of offset
   if (d->train_end_ < need || (source.validation_fraction > 0 && d->count_ - d->train_end_ < need))
-    return data_error(file, "too short: " + std::to_string(d->count_) + " tokens, of which " +
+    return error::invalid_input(file, "data", "too short: " + std::to_string(d->count_) + " tokens, of which " +
                                 std::to_string(d->train_end_) + " train and " +
                                 std::to_string(d->count_ - d->train_end_) +
                                 " validate; each part needs at least " + std::to_string(need) +
@@ -169,7 +158,7 @@ result<std::vector<std::int64_t>> token_dataset::encode(const std::string& text)
   for (const auto& p : code_points(text)) {
     auto it = index.find(p);
     if (it == index.end())
-      return data_error(path_, "the character '" + p + "' is not in the vocabulary built from the data");
+      return error::invalid_input(path_, "data", "the character '" + p + "' is not in the vocabulary built from the data");
     out.push_back(it->second);
   }
   return out;
@@ -192,10 +181,7 @@ result<std::vector<std::string>> parse_vocabulary_json(const std::string& text) 
     auto j = nlohmann::json::parse(text);
     return j.get<std::vector<std::string>>();
   } catch (const std::exception& e) {
-    error err;
-    err.kind = error_kind::invalid_input;
-    err.message = std::string("a vocabulary is a JSON list of strings: ") + e.what();
-    return err;
+    return error::invalid_input("", std::string("a vocabulary is a JSON list of strings: ") + e.what());
   }
 }
 

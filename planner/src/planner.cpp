@@ -15,10 +15,6 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-sailor::error make_error(error_kind kind, std::string field, std::string message) {
-  return sailor::error{kind, std::move(message), "", 0, std::move(field)};
-}
-
 std::string fmt(double v, int digits = 4) {
   std::ostringstream o;
   o.precision(digits);
@@ -28,19 +24,19 @@ std::string fmt(double v, int digits = 4) {
 
 status check_problem(const problem& prob, const detail::tables& tab) {
   if (prob.job.global_batch <= 0)
-    return make_error(error_kind::invalid_input, "job.global_batch", "must be a positive number of sequences");
+    return error::invalid_input("job.global_batch", "must be a positive number of sequences");
   if (prob.model.num_layers <= 0)
-    return make_error(error_kind::invalid_input, "model.num_layers", "the model has no layers");
+    return error::invalid_input("model.num_layers", "the model has no layers");
   if (prob.cluster.total_gpus() == 0)
-    return make_error(error_kind::infeasible, "cluster.zones", "no GPUs are available");
+    return error::infeasible("cluster.zones", "no GPUs are available");
   if (tab.gpu_names().empty()) {
     std::string types;
     for (const auto& [g, zones] : availability_of(prob.cluster)) types += (types.empty() ? "" : ", ") + g;
     std::string profiled;
     for (const auto& [g, p] : prob.profile.by_gpu) profiled += (profiled.empty() ? "" : ", ") + g;
-    return make_error(error_kind::not_found, "profile",
-                      "no available GPU type (" + types + ") has a profile for model '" +
-                          prob.model.name + "' (profiled: " + profiled + ")");
+    return error::not_found("", "profile",
+                            "no available GPU type (" + types + ") has a profile for model '" +
+                                prob.model.name + "' (profiled: " + profiled + ")");
   }
   return std::nullopt;
 }
@@ -75,7 +71,7 @@ sailor::error explain_memory(const problem& prob, const detail::tables& tab) {
   std::string msg = "the model fits on none of the available GPUs";
   if (!where.empty()) {
     msg += ": " + where + " (over by " + fmt((best_ratio - 1) * 100, 3) + "%)";
-    return make_error(error_kind::infeasible, "cluster", msg);
+    return error::infeasible("cluster", msg);
   }
   // Every layer fits somewhere alone: the pool is too small for the whole model. Compare the
   // model's footprint (all layers, one micro-batch in flight, GPU memory summed over a replica)
@@ -104,7 +100,7 @@ sailor::error explain_memory(const problem& prob, const detail::tables& tab) {
          std::to_string(prob.cluster.total_gpus()) + " GPUs";
   if (need > pool) msg += " (short by " + fmt((need / std::max(pool, 1.0) - 1) * 100, 3) + "%)";
   else msg += " (too few GPUs of a kind, or per zone, for the stages the model needs)";
-  return make_error(error_kind::infeasible, "cluster", msg);
+  return error::infeasible("cluster", msg);
 }
 
 // Which constraint cannot be met, and by how much: the best value reachable without it.
@@ -125,33 +121,33 @@ sailor::error explain_constraints(const problem& prob, const detail::tables& tab
     if (!fastest) return explain_memory(prob, tab);
     double got = fastest->detail.totals.throughput_iters_per_s;
     if (got < *lim.min_iterations_per_s)
-      return make_error(error_kind::infeasible, "job.constraints.min_iterations_per_s",
-                        "cannot be met: " + fmt(*lim.min_iterations_per_s) +
-                            " iterations/s asked, the fastest plan reaches " + fmt(got) +
-                            " (short by " + fmt((1 - got / *lim.min_iterations_per_s) * 100, 3) + "%)");
+      return error::infeasible("job.constraints.min_iterations_per_s",
+                               "cannot be met: " + fmt(*lim.min_iterations_per_s) +
+                                   " iterations/s asked, the fastest plan reaches " + fmt(got) +
+                                   " (short by " + fmt((1 - got / *lim.min_iterations_per_s) * 100, 3) + "%)");
   }
   auto cheapest = best_under(config::objective::min_cost);
   if (!cheapest) return explain_memory(prob, tab);
   if (lim.max_cost_per_iteration_usd &&
       cheapest->detail.totals.cost_per_iteration_usd > *lim.max_cost_per_iteration_usd) {
     double got = cheapest->detail.totals.cost_per_iteration_usd;
-    return make_error(error_kind::infeasible, "job.constraints.max_cost_per_iteration_usd",
-                      "cannot be met: at most $" + fmt(*lim.max_cost_per_iteration_usd) +
-                          " per iteration asked, the cheapest plan costs $" + fmt(got) +
-                          " (over by " + fmt((got / *lim.max_cost_per_iteration_usd - 1) * 100, 3) + "%)");
+    return error::infeasible("job.constraints.max_cost_per_iteration_usd",
+                             "cannot be met: at most $" + fmt(*lim.max_cost_per_iteration_usd) +
+                                 " per iteration asked, the cheapest plan costs $" + fmt(got) +
+                                 " (over by " + fmt((got / *lim.max_cost_per_iteration_usd - 1) * 100, 3) + "%)");
   }
   if (lim.max_cost_per_hour_usd) {
     double got = cheapest->detail.totals.cost_per_hour_usd;
-    return make_error(error_kind::infeasible, "job.constraints.max_cost_per_hour_usd",
-                      "cannot be met: at most $" + fmt(*lim.max_cost_per_hour_usd) +
-                          " per hour asked, the cheapest plan per iteration runs at $" + fmt(got) +
-                          " per hour" +
-                          (got > *lim.max_cost_per_hour_usd
-                               ? " (over by " + fmt((got / *lim.max_cost_per_hour_usd - 1) * 100, 3) + "%)"
-                               : "; no plan found meets this together with the other constraints"));
+    return error::infeasible("job.constraints.max_cost_per_hour_usd",
+                             "cannot be met: at most $" + fmt(*lim.max_cost_per_hour_usd) +
+                                 " per hour asked, the cheapest plan per iteration runs at $" + fmt(got) +
+                                 " per hour" +
+                                 (got > *lim.max_cost_per_hour_usd
+                                      ? " (over by " + fmt((got / *lim.max_cost_per_hour_usd - 1) * 100, 3) + "%)"
+                                      : "; no plan found meets this together with the other constraints"));
   }
-  return make_error(error_kind::infeasible, "job.constraints",
-                    "the constraints cannot be met together (each alone can)");
+  return error::infeasible("job.constraints",
+                           "the constraints cannot be met together (each alone can)");
 }
 
 // The event-driven estimate of a plan: iteration time from the simulated 1F1B schedule, GPU
@@ -469,9 +465,9 @@ result<plan_result> exhaustive_search(const problem& prob, const options& opts, 
   detail::tables tab(prob, *ctx);
   if (auto err = check_problem(prob, tab)) return *err;
   if (prob.cluster.total_gpus() > max_gpus)
-    return make_error(error_kind::invalid_input, "cluster",
-                      "exhaustive search refuses " + std::to_string(prob.cluster.total_gpus()) +
-                          " GPUs (at most " + std::to_string(max_gpus) + ")");
+    return error::invalid_input("cluster",
+                                "exhaustive search refuses " + std::to_string(prob.cluster.total_gpus()) +
+                                    " GPUs (at most " + std::to_string(max_gpus) + ")");
   detail::network net(*ctx);
   exhaustive_state st{prob, tab, net, opts, {}, {}, 1, 1, 1, 1, {}, std::nullopt, 0};
   for (const auto& z : prob.cluster.zones) st.zones.push_back(z.name);
@@ -494,7 +490,7 @@ result<plan_result> exhaustive_search(const problem& prob, const options& opts, 
       }
     }
   }
-  if (!st.best) return make_error(error_kind::infeasible, "cluster", "no plan fits and meets the constraints");
+  if (!st.best) return error::infeasible("cluster", "no plan fits and meets the constraints");
   plan_result out;
   out.plan = st.best->plan;
   out.detail = st.best->detail;

@@ -9,25 +9,21 @@ namespace sailor::planner {
 
 namespace {
 
-sailor::error bad(std::string field, std::string message, std::string file = "") {
-  return sailor::error{error_kind::invalid_input, std::move(message), std::move(file), 0, std::move(field)};
-}
-
 // A uniform draw in [0, 1) from the generator's top 53 bits: the same on every standard library
 // (std::uniform_real_distribution is not).
 double uniform(std::mt19937_64& gen) { return static_cast<double>(gen() >> 11) * 0x1.0p-53; }
 
 status check_options(const availability_timeline& t, const live_slice_options& o) {
-  if (o.nodes_per_zone < 1) return bad("--nodes-per-zone", "expected at least 1 node per zone");
+  if (o.nodes_per_zone < 1) return error::invalid_input("--nodes-per-zone", "expected at least 1 node per zone");
   if (!(o.kill_fraction >= 0 && o.kill_fraction <= 1))
-    return bad("--kill-fraction", "expected a fraction between 0 and 1");
+    return error::invalid_input("--kill-fraction", "expected a fraction between 0 and 1");
   if (o.from_tick < 0 || o.from_tick >= t.ticks())
-    return bad("--from", "expected a tick from 0 to " + std::to_string(t.ticks() - 1) + ", got " +
-                             std::to_string(o.from_tick));
+    return error::invalid_input("--from", "expected a tick from 0 to " + std::to_string(t.ticks() - 1) + ", got " +
+                                std::to_string(o.from_tick));
   const int to = o.to_tick < 0 ? t.ticks() : o.to_tick;
   if (to <= o.from_tick || to > t.ticks())
-    return bad("--to", "expected a tick after --from (" + std::to_string(o.from_tick) + ") and at most " +
-                           std::to_string(t.ticks()) + ", got " + std::to_string(o.to_tick));
+    return error::invalid_input("--to", "expected a tick after --from (" + std::to_string(o.from_tick) + ") and at most " +
+                                std::to_string(t.ticks()) + ", got " + std::to_string(o.to_tick));
   return {};
 }
 
@@ -66,8 +62,7 @@ result<live_script> make_live_script(const availability_timeline& t, const live_
   }
   s.end_s = (to < t.ticks() ? t.start_s[static_cast<std::size_t>(to)] : t.end_s) - origin;
   if (s.initial_nodes() == 0)
-    return bad("--from", "no GPU at tick " + std::to_string(o.from_tick) + " of the trace: the live replay needs a node to start with",
-               sources(t));
+    return error::invalid_input(sources(t), "--from", "no GPU at tick " + std::to_string(o.from_tick) + " of the trace: the live replay needs a node to start with");
   std::mt19937_64 gen{o.seed};
   for (std::size_t k = 1; k < s.nodes.size(); ++k)
     for (std::size_t c = 0; c < s.columns.size(); ++c) {

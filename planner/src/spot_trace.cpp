@@ -16,10 +16,6 @@ namespace sailor::planner {
 
 namespace {
 
-sailor::error bad(const std::string& file, int line, std::string field, std::string message) {
-  return sailor::error{error_kind::invalid_input, std::move(message), file, line, std::move(field)};
-}
-
 std::string tick_field(int tick) { return "tick " + std::to_string(tick); }
 
 std::vector<std::string> split_csv(const std::string& line) {
@@ -62,11 +58,11 @@ result<int> parse_count(const std::string& cell, const std::string& file, int li
     size_t used = 0;
     long long n = std::stoll(cell, &used);
     if (used != cell.size()) throw std::invalid_argument(cell);
-    if (n < 0) return bad(file, line, field, "negative count " + std::to_string(n));
-    if (n > 1000000) return bad(file, line, field, "count " + std::to_string(n) + " is beyond any cluster");
+    if (n < 0) return error::invalid_input(file, field, "negative count " + std::to_string(n)).at_line(line);
+    if (n > 1000000) return error::invalid_input(file, field, "count " + std::to_string(n) + " is beyond any cluster").at_line(line);
     return static_cast<int>(n);
   } catch (const std::exception&) {
-    return bad(file, line, field, "expected a count, found '" + cell + "'");
+    return error::invalid_input(file, field, "expected a count, found '" + cell + "'").at_line(line);
   }
 }
 
@@ -91,17 +87,17 @@ availability availability_timeline::at(int tick) const {
 
 result<availability_timeline> read_sailor_trace_csv(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return sailor::error{error_kind::not_found, "cannot open file", path, 0, ""};
+  if (!in) return error::not_found(path, "", "cannot open file");
   std::string line;
-  if (!std::getline(in, line)) return bad(path, 1, "", "empty trace (expected a header ,Timestamp,GPU_zone,...)");
+  if (!std::getline(in, line)) return error::invalid_input(path, "", "empty trace (expected a header ,Timestamp,GPU_zone,...)").at_line(1);
   const auto header = split_csv(line);
   if (header.size() < 3 || lower(header[1]) != "timestamp")
-    return bad(path, 1, "header", "expected ',Timestamp,GPU_zone,...', found '" + line + "'");
+    return error::invalid_input(path, "header", "expected ',Timestamp,GPU_zone,...', found '" + line + "'").at_line(1);
   availability_timeline t;
   for (size_t i = 2; i < header.size(); ++i) {
     const auto pos = header[i].find('_');
     if (pos == std::string::npos || pos == 0 || pos + 1 == header[i].size())
-      return bad(path, 1, "column " + header[i], "expected GPU_zone (such as A100-40_us-central1-a)");
+      return error::invalid_input(path, "column " + header[i], "expected GPU_zone (such as A100-40_us-central1-a)").at_line(1);
     t.columns.push_back({header[i].substr(0, pos), header[i].substr(pos + 1), path});
   }
   std::vector<double> stamps;
@@ -112,17 +108,17 @@ result<availability_timeline> read_sailor_trace_csv(const std::string& path) {
     const int tick = static_cast<int>(t.counts.size());
     const auto cells = split_csv(line);
     if (cells.size() != header.size())
-      return bad(path, line_no, tick_field(tick),
-                 "expected " + std::to_string(header.size()) + " cells, found " + std::to_string(cells.size()));
+      return error::invalid_input(path, tick_field(tick),
+                                  "expected " + std::to_string(header.size()) + " cells, found " + std::to_string(cells.size())).at_line(line_no);
     double stamp = 0;
     try {
       stamp = std::stod(cells[1]);
     } catch (const std::exception&) {
-      return bad(path, line_no, tick_field(tick) + ", Timestamp", "expected seconds, found '" + cells[1] + "'");
+      return error::invalid_input(path, tick_field(tick) + ", Timestamp", "expected seconds, found '" + cells[1] + "'").at_line(line_no);
     }
     if (!stamps.empty() && stamp <= stamps.back())
-      return bad(path, line_no, tick_field(tick),
-                 "ticks out of order: timestamp " + cells[1] + " is not after the previous tick's");
+      return error::invalid_input(path, tick_field(tick),
+                                  "ticks out of order: timestamp " + cells[1] + " is not after the previous tick's").at_line(line_no);
     std::vector<int> row;
     for (size_t i = 2; i < cells.size(); ++i) {
       auto n = parse_count(cells[i], path, line_no, tick_field(tick) + ", column " + header[i]);
@@ -132,7 +128,7 @@ result<availability_timeline> read_sailor_trace_csv(const std::string& path) {
     stamps.push_back(stamp);
     t.counts.push_back(std::move(row));
   }
-  if (stamps.empty()) return bad(path, 2, "", "empty trace (a header and no ticks)");
+  if (stamps.empty()) return error::invalid_input(path, "", "empty trace (a header and no ticks)").at_line(2);
   for (double s : stamps) t.start_s.push_back(s - stamps.front());
   t.tick_s = stamps.size() > 1 ? (stamps.back() - stamps.front()) / double(stamps.size() - 1) : 60.0;
   t.end_s = t.start_s.back() + t.tick_s;
@@ -141,19 +137,19 @@ result<availability_timeline> read_sailor_trace_csv(const std::string& path) {
 
 result<availability_timeline> read_spot_trace_json(const std::string& path, const config::gpu_catalog& catalog) {
   std::ifstream in(path);
-  if (!in) return sailor::error{error_kind::not_found, "cannot open file", path, 0, ""};
+  if (!in) return error::not_found(path, "", "cannot open file");
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(in);
   } catch (const std::exception& e) {
-    return bad(path, 0, "", std::string("not JSON: ") + e.what());
+    return error::invalid_input(path, "", std::string("not JSON: ") + e.what());
   }
   if (!doc.is_object() || !doc.contains("data") || !doc["data"].is_array())
-    return bad(path, 0, "data", "expected {\"metadata\": {\"gap_seconds\": S}, \"data\": [count per tick, ...]}");
+    return error::invalid_input(path, "data", "expected {\"metadata\": {\"gap_seconds\": S}, \"data\": [count per tick, ...]}");
   const auto meta = doc.value("metadata", nlohmann::json::object());
   double gap = 0;
   if (meta.contains("gap_seconds") && meta["gap_seconds"].is_number()) gap = meta["gap_seconds"].get<double>();
-  if (!(gap > 0)) return bad(path, 0, "metadata.gap_seconds", "expected a positive tick length in seconds");
+  if (!(gap > 0)) return error::invalid_input(path, "metadata.gap_seconds", "expected a positive tick length in seconds");
   // Zone and GPU type: the metadata's, else the file name's `<zone>_<gpu>_...`.
   const std::string stem = std::filesystem::path(path).stem().string();
   const auto cut = stem.find('_');
@@ -164,10 +160,10 @@ result<availability_timeline> read_spot_trace_json(const std::string& path, cons
     gpu_token = rest.substr(0, rest.find('_'));
   }
   if (zone.empty() || gpu_token.empty())
-    return bad(path, 0, "metadata.zone/metadata.gpu",
-               "no zone or GPU type: give them in the metadata or name the file <zone>_<gpu>_*.json");
+    return error::invalid_input(path, "metadata.zone/metadata.gpu",
+                                "no zone or GPU type: give them in the metadata or name the file <zone>_<gpu>_*.json");
   const std::string gpu = match_gpu(gpu_token, catalog);
-  if (gpu.empty()) return bad(path, 0, "gpu", "unknown GPU type '" + gpu_token + "' (not one of the catalog's types)");
+  if (gpu.empty()) return error::invalid_input(path, "gpu", "unknown GPU type '" + gpu_token + "' (not one of the catalog's types)");
   availability_timeline t;
   t.tick_s = gap;
   t.columns.push_back({gpu, zone, path});
@@ -175,13 +171,13 @@ result<availability_timeline> read_spot_trace_json(const std::string& path, cons
   for (size_t i = 0; i < data.size(); ++i) {
     const int tick = static_cast<int>(i);
     const std::string field = "data[" + std::to_string(i) + "] (" + tick_field(tick) + ")";
-    if (!data[i].is_number_integer()) return bad(path, 0, field, "expected a count, found " + data[i].dump());
+    if (!data[i].is_number_integer()) return error::invalid_input(path, field, "expected a count, found " + data[i].dump());
     auto n = parse_count(std::to_string(data[i].get<long long>()), path, 0, field);
     if (!n) return n.error();
     t.start_s.push_back(gap * double(i));
     t.counts.push_back({*n});
   }
-  if (t.start_s.empty()) return bad(path, 0, "data", "empty trace (no ticks)");
+  if (t.start_s.empty()) return error::invalid_input(path, "data", "empty trace (no ticks)");
   t.end_s = gap * double(data.size());
   return t;
 }
@@ -190,11 +186,11 @@ result<availability_timeline> read_trace(const std::string& path, const config::
   const std::string ext = lower(std::filesystem::path(path).extension().string());
   if (ext == ".csv") return read_sailor_trace_csv(path);
   if (ext == ".json") return read_spot_trace_json(path, catalog);
-  return bad(path, 0, "", "unknown trace format: expected a .csv (Sailor's) or .json (spot-traces) file");
+  return error::invalid_input(path, "", "unknown trace format: expected a .csv (Sailor's) or .json (spot-traces) file");
 }
 
 result<availability_timeline> combine(const std::vector<availability_timeline>& parts) {
-  if (parts.empty()) return bad("", 0, "--trace", "no trace given");
+  if (parts.empty()) return error::invalid_input("--trace", "no trace given");
   if (parts.size() == 1) return parts.front();
   availability_timeline out;
   out.tick_s = std::numeric_limits<double>::infinity();
@@ -204,7 +200,7 @@ result<availability_timeline> combine(const std::vector<availability_timeline>& 
     for (const auto& c : p.columns) {
       for (const auto& o : out.columns)
         if (o.gpu_type == c.gpu_type && o.zone == c.zone)
-          return bad(c.source, 0, c.gpu_type + "_" + c.zone, "the same GPU type and zone as " + o.source);
+          return error::invalid_input(c.source, c.gpu_type + "_" + c.zone, "the same GPU type and zone as " + o.source);
       out.columns.push_back(c);
     }
     out.tick_s = std::min(out.tick_s, p.tick_s);
@@ -245,13 +241,13 @@ result<availability_timeline> read_traces(const std::vector<std::string>& paths,
 status check_timeline(const availability_timeline& t, const config::cluster& cluster, bool require_zones) {
   for (const auto& c : t.columns) {
     if (!cluster.gpus.find(c.gpu_type))
-      return bad(c.source, 0, "column " + c.gpu_type + "_" + c.zone + ", tick 0",
-                 "unknown GPU type '" + c.gpu_type + "' (not in the cluster's catalog)");
+      return error::invalid_input(c.source, "column " + c.gpu_type + "_" + c.zone + ", tick 0",
+                                  "unknown GPU type '" + c.gpu_type + "' (not in the cluster's catalog)");
     if (require_zones && !cluster.find_zone(c.zone))
-      return bad(c.source, 0, "column " + c.gpu_type + "_" + c.zone + ", tick 0",
-                 "unknown zone '" + c.zone + "' (not in the cluster " + cluster.name + ")");
+      return error::invalid_input(c.source, "column " + c.gpu_type + "_" + c.zone + ", tick 0",
+                                  "unknown zone '" + c.zone + "' (not in the cluster " + cluster.name + ")");
   }
-  if (t.ticks() == 0) return bad(t.columns.empty() ? "" : t.columns.front().source, 0, "", "no ticks");
+  if (t.ticks() == 0) return error::invalid_input(t.columns.empty() ? "" : t.columns.front().source, "", "no ticks");
   if (t.total(0) == 0) {
     int first = -1;
     for (int i = 0; i < t.ticks() && first < 0; ++i)
@@ -259,11 +255,11 @@ status check_timeline(const availability_timeline& t, const config::cluster& clu
     std::string files;
     for (const auto& c : t.columns)
       if (files.find(c.source) == std::string::npos) files += (files.empty() ? "" : ", ") + c.source;
-    return bad(files, 0, "tick 0",
-               "no GPU available at the start" +
-                   (first < 0 ? std::string(" nor at any later tick")
-                              : " (the first tick with capacity is tick " + std::to_string(first) +
-                                    "; --skip-empty-start begins there)"));
+    return error::invalid_input(files, "tick 0",
+                                "no GPU available at the start" +
+                                    (first < 0 ? std::string(" nor at any later tick")
+                                               : " (the first tick with capacity is tick " + std::to_string(first) +
+                                                     "; --skip-empty-start begins there)"));
   }
   return std::nullopt;
 }

@@ -12,14 +12,6 @@ namespace sailor::simulator {
 
 namespace {
 
-sailor::error make_error(error_kind kind, std::string field, std::string message) {
-  sailor::error e;
-  e.kind = kind;
-  e.field = std::move(field);
-  e.message = std::move(message);
-  return e;
-}
-
 std::string fmt_gb(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
@@ -220,11 +212,11 @@ result<resolved_plan> resolve(const sim_context& ctx, const config::plan& p) {
   out.micro_batch = p.micro_batch;
   out.global_batch = p.global_batch;
   out.num_stages = p.num_stages();
-  if (p.micro_batch <= 0) return make_error(error_kind::invalid_input, "micro_batch", "must be positive");
-  if (p.global_batch <= 0) return make_error(error_kind::invalid_input, "global_batch", "must be positive");
-  if (p.stages.empty()) return make_error(error_kind::invalid_input, "stages", "the plan has no stages");
+  if (p.micro_batch <= 0) return error::invalid_input("micro_batch", "must be positive");
+  if (p.global_batch <= 0) return error::invalid_input("global_batch", "must be positive");
+  if (p.stages.empty()) return error::invalid_input("stages", "the plan has no stages");
   if (p.num_stages() > resolved_plan::max_stages)
-    return make_error(error_kind::invalid_input, "stages", "more than 64 stages");
+    return error::invalid_input("stages", "more than 64 stages");
   const int L = ctx.num_layers();
   int next = 0;
   out.stages.resize(p.stages.size());
@@ -236,20 +228,20 @@ result<resolved_plan> resolve(const sim_context& ctx, const config::plan& p) {
       return stage_field() + ".replicas[" + std::to_string(r) + "]";
     };
     if (st.first_layer != next || st.num_layers <= 0)
-      return make_error(error_kind::invalid_input, stage_field() + ".first_layer",
-                        "layers must cover the model exactly once, in order: expected stage " +
-                            std::to_string(s) + " to start at layer " + std::to_string(next) +
-                            " with at least one layer, got first_layer " + std::to_string(st.first_layer) +
-                            " and " + std::to_string(st.num_layers) + " layers");
+      return error::invalid_input(stage_field() + ".first_layer",
+                                  "layers must cover the model exactly once, in order: expected stage " +
+                                      std::to_string(s) + " to start at layer " + std::to_string(next) +
+                                      " with at least one layer, got first_layer " + std::to_string(st.first_layer) +
+                                      " and " + std::to_string(st.num_layers) + " layers");
     next = st.end_layer();
     if (next > L)
-      return make_error(error_kind::invalid_input, stage_field() + ".num_layers",
-                        "ends at layer " + std::to_string(next) + " but the model has " + std::to_string(L) +
-                            " layers (0..L+1)");
-    if (st.replicas.empty()) return make_error(error_kind::invalid_input, stage_field() + ".replicas", "no replicas");
+      return error::invalid_input(stage_field() + ".num_layers",
+                                  "ends at layer " + std::to_string(next) + " but the model has " + std::to_string(L) +
+                                      " layers (0..L+1)");
+    if (st.replicas.empty()) return error::invalid_input(stage_field() + ".replicas", "no replicas");
     if (st.replicas.size() > size_t(resolved_plan::max_replicas))
-      return make_error(error_kind::invalid_input, stage_field() + ".replicas",
-                        "more than " + std::to_string(resolved_plan::max_replicas) + " replicas");
+      return error::invalid_input(stage_field() + ".replicas",
+                                  "more than " + std::to_string(resolved_plan::max_replicas) + " replicas");
     auto& rs = out.stages[s];
     rs.first = st.first_layer;
     rs.end = st.end_layer();
@@ -268,26 +260,26 @@ result<resolved_plan> resolve(const sim_context& ctx, const config::plan& p) {
       e.zone = same_zone ? rs.replicas[r - 1].zone : ctx.zone_id(rep.zone);
       e.tp = rep.tp;
       if (e.gpu < 0)
-        return make_error(error_kind::not_found, field_of(r) + ".gpu_type",
-                          "GPU type '" + rep.gpu_type + "' has neither a profile nor a catalog entry");
+        return error::not_found("", field_of(r) + ".gpu_type",
+                                "GPU type '" + rep.gpu_type + "' has neither a profile nor a catalog entry");
       if (e.zone < 0)
-        return make_error(error_kind::not_found, field_of(r) + ".zone",
-                          "zone '" + rep.zone + "' is not known to the network");
+        return error::not_found("", field_of(r) + ".zone",
+                                "zone '" + rep.zone + "' is not known to the network");
       if (rep.tp <= 0 || (rep.tp & (rep.tp - 1)) != 0)
-        return make_error(error_kind::invalid_input, field_of(r) + ".tp", "TP degree must be a power of two");
+        return error::invalid_input(field_of(r) + ".tp", "TP degree must be a power of two");
       if (!(same_gpu && previous->tp == rep.tp) &&
           !ctx.compute(e.gpu, e.tp, p.micro_batch, rs.first, rs.end).ok)
-        return make_error(error_kind::not_found, field_of(r),
-                          "no profile and no catalog figures for GPU type '" + rep.gpu_type + "' at tp " +
-                              std::to_string(rep.tp) + ", micro-batch " + std::to_string(p.micro_batch));
+        return error::not_found("", field_of(r),
+                                "no profile and no catalog figures for GPU type '" + rep.gpu_type + "' at tp " +
+                                    std::to_string(rep.tp) + ", micro-batch " + std::to_string(p.micro_batch));
       rs.replicas[r] = e;
       previous = &rep;
     }
   }
   if (next != L)
-    return make_error(error_kind::invalid_input, "stages",
-                      "layers must cover the model exactly once: the stages end at layer " + std::to_string(next) +
-                          " but the model has " + std::to_string(L) + " layers");
+    return error::invalid_input("stages",
+                                "layers must cover the model exactly once: the stages end at layer " + std::to_string(next) +
+                                    " but the model has " + std::to_string(L) + " layers");
   // Links between consecutive stages and inside each stage's replica set.
   const double act = ctx.activation_bytes(p.micro_batch);
   for (int s = 0; s + 1 < out.num_stages; ++s) {
@@ -298,16 +290,16 @@ result<resolved_plan> resolve(const sim_context& ctx, const config::plan& p) {
       const endpoint& x = a.replicas[i % a.num_replicas];
       const endpoint& y = b.replicas[i % b.num_replicas];
       if (ctx.transfer_s(x, y, act) < 0 || ctx.transfer_s(y, x, act) < 0)
-        return make_error(error_kind::not_found, "stages[" + std::to_string(s) + "]",
-                          "no link between (" + ctx.zone_name(x.zone) + ", " + ctx.gpu_name(x.gpu) +
-                              ") and (" + ctx.zone_name(y.zone) + ", " + ctx.gpu_name(y.gpu) + ")");
+        return error::not_found("", "stages[" + std::to_string(s) + "]",
+                                "no link between (" + ctx.zone_name(x.zone) + ", " + ctx.gpu_name(x.gpu) +
+                                    ") and (" + ctx.zone_name(y.zone) + ", " + ctx.gpu_name(y.gpu) + ")");
     }
   }
   for (int s = 0; s < out.num_stages; ++s) {
     const auto& st = out.stages[s];
     if (ctx.allreduce_s(st.replicas, st.num_replicas, ctx.params_per_gpu(1, st.first, st.end)) < 0)
-      return make_error(error_kind::not_found, "stages[" + std::to_string(s) + "].replicas",
-                        "no link between some of this stage's replicas for the gradient all-reduce");
+      return error::not_found("", "stages[" + std::to_string(s) + "].replicas",
+                              "no link between some of this stage's replicas for the gradient all-reduce");
   }
   return out;
 }

@@ -11,14 +11,6 @@ namespace sailor::simulator {
 
 namespace {
 
-sailor::error make_error(error_kind kind, std::string field, std::string message) {
-  sailor::error e;
-  e.kind = kind;
-  e.field = std::move(field);
-  e.message = std::move(message);
-  return e;
-}
-
 int log2_index(int v) {
   if (v <= 0 || (v & (v - 1)) != 0) return -1;
   int i = 0;
@@ -95,10 +87,10 @@ result<sim_context> sim_context::make(const sim_inputs& in, sim_options options)
   c.job_ = in.job;
   const auto& m = in.model;
   if (m.num_layers <= 0 || m.hidden <= 0 || m.heads <= 0 || m.sequence <= 0 || m.vocabulary <= 0)
-    return make_error(error_kind::invalid_input, "model",
-                      "model shape needs num_layers, hidden, heads, sequence and vocabulary > 0");
+    return error::invalid_input("model",
+                                "model shape needs num_layers, hidden, heads, sequence and vocabulary > 0");
   if (!in.cluster && !in.network)
-    return make_error(error_kind::invalid_input, "network", "neither a cluster nor Sailor's network fits given");
+    return error::invalid_input("network", "neither a cluster nor Sailor's network fits given");
   c.num_layers_ = m.num_all_layers();
   const std::optional<config::model_profile> folded = folded_profile(in.profile, c.num_layers_);
   const config::model_profile* profile = folded ? &*folded : nullptr;

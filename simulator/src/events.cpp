@@ -186,8 +186,8 @@ static result<event_result> simulate_events_per_replica(const sim_context& ctx, 
   }
   for (const auto& w : units)
     if (w.next_b != w.mine.size())
-      return sailor::error{error_kind::failed, "event simulation deadlocked at stage " + std::to_string(w.stage) +
-                                                   " replica " + std::to_string(w.replica), "", 0, ""};
+      return sailor::error::failed("event simulation deadlocked at stage " + std::to_string(w.stage) + " replica " +
+                                   std::to_string(w.replica));
   add_sync_and_update(ctx, p, units, first_unit, out);
   std::vector<stage_times> t(S);
   for (int s = 0; s < S; ++s) t[s] = compute_stage_times(ctx, p, s);
@@ -296,7 +296,7 @@ result<event_result> simulate_events(const sim_context& ctx, const config::plan&
   }
   for (int s = 0; s < S; ++s) {
     if (next[s] != ops[s].size())
-      return sailor::error{error_kind::failed, "event simulation deadlocked at stage " + std::to_string(s), "", 0, ""};
+      return sailor::error::failed("event simulation deadlocked at stage " + std::to_string(s));
     out.iteration_time_s = std::max(out.iteration_time_s, done[s]);
   }
   add_final(ctx, p, t.data(), out);

@@ -52,7 +52,7 @@ status set_option(sim_options& o, const std::string& key, double value) {
   }
   std::string known;
   for (const auto& e : entries) known += std::string(known.empty() ? "" : ", ") + e.name;
-  return sailor::error{error_kind::invalid_input, "unknown simulator option (known: " + known + ")", "", 0, key};
+  return sailor::error::invalid_input(key, "unknown simulator option (known: " + known + ")");
 }
 
 status set_options(sim_options& o, const std::string& list) {
@@ -62,12 +62,12 @@ status set_options(sim_options& o, const std::string& list) {
     if (item.empty()) continue;
     auto eq = item.find('=');
     if (eq == std::string::npos)
-      return sailor::error{error_kind::invalid_input, "expected key=value", "", 0, item};
+      return sailor::error::invalid_input(item, "expected key=value");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     char* end = nullptr;
     double v = std::strtod(value.c_str(), &end);
     if (end == value.c_str() || *end != '\0')
-      return sailor::error{error_kind::invalid_input, "expected a number, got '" + value + "'", "", 0, key};
+      return sailor::error::invalid_input(key, "expected a number, got '" + value + "'");
     if (auto err = set_option(o, key, v)) return err;
   }
   return std::nullopt;

@@ -77,7 +77,7 @@ status write_all(int fd, const void* data, std::size_t bytes, const std::string&
     ssize_t n = ::write(fd, p, bytes);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return failure("writing " + path + ": " + std::strerror(errno));
+      return error::failed("writing " + path + ": " + std::strerror(errno));
     }
     p += n;
     bytes -= static_cast<std::size_t>(n);
@@ -153,21 +153,21 @@ status write_shard(const std::string& folder, const shard_file& file, const json
   std::error_code ec;
   fs::create_directories(folder, ec);  // several writers may race here: check the result
   if (!fs::is_directory(folder))
-    return failure("cannot create the checkpoint folder " + folder + ": " + ec.message());
+    return error::failed("cannot create the checkpoint folder " + folder + ": " + ec.message());
   const std::string name = shard_file_name(file);
   const std::string final_path = (fs::path(folder) / name).string();
   const std::string temp_path = (fs::path(folder) / ("." + name + ".tmp")).string();
   int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return failure("creating " + temp_path + ": " + std::strerror(errno));
+  if (fd < 0) return error::failed("creating " + temp_path + ": " + std::strerror(errno));
   status st = write_all(fd, head.data(), head.size(), temp_path);
   for (const auto& e : snap.entries) {
     if (st) break;
     st = write_all(fd, e.value.data_ptr(), e.value.numel() * e.value.element_size(), temp_path);
   }
-  if (!st && ::fsync(fd) != 0) st = failure("syncing " + temp_path + ": " + std::strerror(errno));
-  if (::close(fd) != 0 && !st) st = failure("closing " + temp_path + ": " + std::strerror(errno));
+  if (!st && ::fsync(fd) != 0) st = error::failed("syncing " + temp_path + ": " + std::strerror(errno));
+  if (::close(fd) != 0 && !st) st = error::failed("closing " + temp_path + ": " + std::strerror(errno));
   if (!st && std::rename(temp_path.c_str(), final_path.c_str()) != 0)
-    st = failure("renaming " + temp_path + ": " + std::strerror(errno));
+    st = error::failed("renaming " + temp_path + ": " + std::strerror(errno));
   if (st) fs::remove(temp_path, ec);
   return st;
 }
@@ -243,7 +243,7 @@ double checkpoint_writer::take(int iterations, const models::stage_module& modul
   try {
     fill_snapshot(*snap, module, optimizer, optimizer_, cpu_copy);
   } catch (const std::exception& e) {
-    auto err = failure(who_ + " checkpoint " + std::to_string(iterations) + ": copying the state: " + e.what());
+    auto err = error::failed(who_ + " checkpoint " + std::to_string(iterations) + ": copying the state: " + e.what());
     log::get("train")->error("{}", err.message);
     note_failure(err);
     return seconds_since(start);
@@ -259,7 +259,7 @@ double checkpoint_writer::take(int iterations, const models::stage_module& modul
     try {
       write_result_ = write_shard(folder, file_, model, optimizer_, *snap);
     } catch (const std::exception& e) {
-      write_result_ = failure(std::string("writing ") + folder + ": " + e.what());
+      write_result_ = error::failed(std::string("writing ") + folder + ": " + e.what());
     }
     if (!write_result_)
       prune_writer_files(dir_, file_, 2, keep_);
@@ -283,9 +283,9 @@ result<state_shard> encode_shard(int iterations, const config::model_shape& mode
                                  torch::optim::Optimizer& optimizer) {
   const auto& replicas = plan.stages.at(role.stage).replicas;
   if (replicas.empty() || replicas[role.replica].tp != replicas[0].tp)
-    return invalid("stage " + std::to_string(role.stage) + " replica " +
-                   std::to_string(role.replica) + " has another TP degree than replica 0: its "
-                   "state has no shard name of the plan's checkpoint layout");
+    return error::invalid_input("", "stage " + std::to_string(role.stage) + " replica " +
+                                std::to_string(role.replica) + " has another TP degree than replica 0: its "
+                                "state has no shard name of the plan's checkpoint layout");
   snapshot snap;
   snap.iterations = iterations;
   fill_snapshot(snap, module, optimizer, kind, [](const torch::Tensor& t) {

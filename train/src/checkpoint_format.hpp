@@ -22,20 +22,6 @@ inline constexpr char magic[] = "SAILORCKPT1\n";  // 12 bytes without the termin
 inline constexpr std::size_t magic_bytes = sizeof(magic) - 1;
 inline constexpr int format_version = 1;
 
-inline error invalid(const std::string& message) {
-  error e;
-  e.kind = error_kind::invalid_input;
-  e.message = message;
-  return e;
-}
-
-inline error failure(const std::string& message) {
-  error e;
-  e.kind = error_kind::failed;
-  e.message = message;
-  return e;
-}
-
 inline const char* optimizer_name(optimizer_kind k) { return k == optimizer_kind::adamw ? "adamw" : "sgd"; }
 
 inline std::string dtype_name(torch::ScalarType t) {

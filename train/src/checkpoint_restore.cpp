@@ -33,50 +33,50 @@ struct shard_reader {
               const config::model_shape& model, optimizer_kind optimizer, int iterations) {
     file = f;
     in = std::move(bytes);
-    if (!in) return invalid("cannot open checkpoint file " + f.path);
+    if (!in) return error::invalid_input("", "cannot open checkpoint file " + f.path);
     // The whole shard is checked (header, sizes, each tensor's checksum) before any of it is
     // trusted, although only some of its rows may be read below.
-    if (auto bad = verify_shard(*in)) return invalid(*bad);
+    if (auto bad = verify_shard(*in)) return error::invalid_input("", *bad);
     char head[magic_bytes + 8];
     if (!in->read(0, head, sizeof head) || std::memcmp(head, magic, magic_bytes) != 0)
-      return invalid(f.path + " is not a checkpoint file");
+      return error::invalid_input("", f.path + " is not a checkpoint file");
     std::uint64_t length = 0;
     for (int i = 0; i < 8; ++i)
       length |= static_cast<std::uint64_t>(static_cast<unsigned char>(head[magic_bytes + i])) << (8 * i);
     const auto size = in->size();
-    if (length > size) return invalid(f.path + " is truncated");
+    if (length > size) return error::invalid_input("", f.path + " is truncated");
     std::string text(length, '\0');
-    if (!in->read(sizeof head, text.data(), length)) return invalid(f.path + " is truncated");
+    if (!in->read(sizeof head, text.data(), length)) return error::invalid_input("", f.path + " is truncated");
     try {
       header = json::parse(text);
       data_start = magic_bytes + 8 + length;
       if (header.at("format").get<int>() != format_version)
-        return invalid(f.path + ": checkpoint format " + header.at("format").dump() + ", expected " +
-                       std::to_string(format_version));
+        return error::invalid_input("", f.path + ": checkpoint format " + header.at("format").dump() + ", expected " +
+                                    std::to_string(format_version));
       if (data_start + header.at("data_bytes").get<std::uint64_t>() != size)
-        return invalid(f.path + " is truncated (" + std::to_string(size) + " bytes)");
+        return error::invalid_input("", f.path + " is truncated (" + std::to_string(size) + " bytes)");
       if (header.at("iterations").get<int>() != iterations)
-        return invalid(f.path + " holds the state after " + header.at("iterations").dump() +
-                       " iterations, expected " + std::to_string(iterations));
+        return error::invalid_input("", f.path + " holds the state after " + header.at("iterations").dump() +
+                                    " iterations, expected " + std::to_string(iterations));
       const json want = model_json(model);
       const json& got = header.at("model");
       for (const char* field :
            {"num_layers", "hidden", "heads", "kv_heads", "ffn", "sequence", "vocabulary"}) {
         const json& value = want.at(field);
         if (!got.contains(field) || got.at(field) != value)
-          return invalid(f.path + " was written for another model shape: " + std::string(field) + " " +
-                         (got.contains(field) ? got.at(field).dump() : "missing") + " there, " +
-                         value.dump() + " here (model " + got.value("name", "?") + " there, " +
-                         model.name + " here)");
+          return error::invalid_input("", f.path + " was written for another model shape: " + std::string(field) + " " +
+                                      (got.contains(field) ? got.at(field).dump() : "missing") + " there, " +
+                                      value.dump() + " here (model " + got.value("name", "?") + " there, " +
+                                      model.name + " here)");
       }
       const std::string opt = header.at("optimizer").get<std::string>();
       if (opt != optimizer_name(optimizer))
-        return invalid(f.path + " holds " + opt + " optimizer state; this run uses " +
-                       optimizer_name(optimizer));
+        return error::invalid_input("", f.path + " holds " + opt + " optimizer state; this run uses " +
+                                    optimizer_name(optimizer));
       for (const auto& t : header.at("tensors"))
         tensors[{t.at("name").get<std::string>(), t.at("state").get<std::string>()}] = &t;
     } catch (const std::exception& e) {
-      return invalid(f.path + ": malformed header: " + e.what());
+      return error::invalid_input("", f.path + ": malformed header: " + e.what());
     }
     return {};
   }
@@ -182,12 +182,12 @@ status restore_checkpoint(const std::string& dir, int iterations,
   const auto where = who + " restore: ";
   auto state = inspect_folder(folder);
   if (!state.exists)
-    return invalid(where + "no checkpoint taken after " + std::to_string(iterations) +
-                   " iterations: " + folder + " does not exist");
+    return error::invalid_input("", where + "no checkpoint taken after " + std::to_string(iterations) +
+                                " iterations: " + folder + " does not exist");
   if (state.complete.empty())
-    return invalid(where + "checkpoint " + folder + " is incomplete: " +
-                   std::to_string(state.best_found) + " of " + std::to_string(state.best_needed) +
-                   " writer files");
+    return error::invalid_input("", where + "checkpoint " + folder + " is incomplete: " +
+                                std::to_string(state.best_found) + " of " + std::to_string(state.best_needed) +
+                                " writer files");
   return restore_from(state.complete, [](const shard_file& f) { return open_shard_file(f.path); },
                       "checkpoint " + folder, iterations, model, options, module, optimizer, who);
 }
@@ -205,10 +205,10 @@ status restore_shards(const std::vector<shard_input>& shards, int iterations,
     const auto name = fs::path{in.path}.filename().string();
     auto f = parse_shard_file_name(name);
     if (!f)
-      return invalid(where + "'" + in.path + "' is not the name of a checkpoint shard");
+      return error::invalid_input("", where + "'" + in.path + "' is not the name of a checkpoint shard");
     if (!files.empty() && f->group != files.front().group)
-      return invalid(where + in.path + " was written by another layout than " +
-                     files.front().path);
+      return error::invalid_input("", where + in.path + " was written by another layout than " +
+                                  files.front().path);
     if (!by_name.emplace(name, &in).second) continue;
     f->path = in.path;
     files.push_back(std::move(*f));
@@ -257,20 +257,20 @@ status load_from(std::vector<std::unique_ptr<shard_reader>>& readers, const std:
           if (!r->file.holds_layer(layer)) continue;
           auto it = r->tensors.find({p.name, state_name});
           if (it == r->tensors.end())
-            return invalid(where + r->file.path + " has no " + state_name + " of parameter " +
-                           p.name + (state_name == "param" ? "" : " (written with another optimizer setting?)"));
+            return error::invalid_input("", where + r->file.path + " has no " + state_name + " of parameter " +
+                                        p.name + (state_name == "param" ? "" : " (written with another optimizer setting?)"));
           const json& t = *it->second;
           const auto saved_shape = t.at("shape").get<std::vector<std::int64_t>>();
           const int saved_dim = t.at("shard_dim").get<int>();
           const auto saved_full = full_shape(saved_shape, saved_dim, t.at("full_size").get<std::int64_t>());
           if (saved_dim != dim || saved_full != my_full)
-            return invalid(where + r->file.path + ": parameter " + p.name + " has full shape " +
-                           shape_text(saved_full) + " there, " + shape_text(my_full) +
-                           " here (another model shape)");
+            return error::invalid_input("", where + r->file.path + ": parameter " + p.name + " has full shape " +
+                                        shape_text(saved_full) + " there, " + shape_text(my_full) +
+                                        " here (another model shape)");
           if (state_name == "param" && options.optimizer == optimizer_kind::adamw) {
             const auto& steps_json = r->header.at("steps");
             if (!steps_json.contains(p.name))
-              return invalid(where + r->file.path + " has no AdamW step count of parameter " + p.name);
+              return error::invalid_input("", where + r->file.path + " has no AdamW step count of parameter " + p.name);
             steps[i] = steps_json.at(p.name).get<std::int64_t>();
           }
           if (dim < 0) {
@@ -287,13 +287,13 @@ status load_from(std::vector<std::unique_ptr<shard_reader>>& readers, const std:
           covered += hi - lo;
         }
         if (!whole && (dim < 0 || covered != length))
-          return invalid(where + folder + " does not hold all of parameter " +
-                         p.name + " (" + state_name + ")");
+          return error::invalid_input("", where + folder + " does not hold all of parameter " +
+                                      p.name + " (" + state_name + ")");
         values[i].push_back(std::move(out));
       }
     }
   } catch (const std::exception& e) {
-    return invalid(where + "reading " + folder + ": " + e.what());
+    return error::invalid_input("", where + "reading " + folder + ": " + e.what());
   }
 
   // Everything read: load it.

@@ -21,20 +21,13 @@ namespace {
 
 using json = nlohmann::json;
 
-error failure(const std::string& message, error_kind kind = error_kind::invalid_input) {
-  error e;
-  e.kind = kind;
-  e.message = message;
-  return e;
-}
-
 // The whole model (one rank, every layer) restored from the checkpoint, whichever optimizer
 // wrote it.
 result<std::unique_ptr<models::stage_module>> load_model(const config::model_shape& model,
                                                          const std::string& dir, int iterations) {
   if (auto st = validate_architecture(model)) return *st;
   if (iterations <= 0) iterations = latest_checkpoint(dir);
-  if (iterations <= 0) return failure("no complete checkpoint under " + dir, error_kind::not_found);
+  if (iterations <= 0) return error::not_found("", "", "no complete checkpoint under " + dir);
   auto module = std::make_unique<models::stage_module>(model, 0, model.num_all_layers(), models::tp_group{}, 1);
   std::string first_failure;
   for (auto kind : {optimizer_kind::adamw, optimizer_kind::sgd}) {
@@ -49,7 +42,7 @@ result<std::unique_ptr<models::stage_module>> load_model(const config::model_sha
     if (!st) return module;
     if (first_failure.empty()) first_failure = st->to_string();
   }
-  return failure(first_failure);
+  return error::invalid_input("", first_failure);
 }
 
 // Hugging Face's tensors of our parameters, for the model's family. Linear weights keep
@@ -182,14 +175,14 @@ status write_safetensors(const std::string& path, const std::map<std::string, to
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return failure("cannot write " + path + ": " + std::strerror(errno), error_kind::failed);
+  if (!out) return error::failed("cannot write " + path + ": " + std::strerror(errno));
   unsigned char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>((text.size() >> (8 * i)) & 0xFF);
   out.write(reinterpret_cast<const char*>(length), 8);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
   for (const auto& t : order) out.write(static_cast<const char*>(t.data_ptr()), t.numel() * 4);
   out.close();
-  if (!out) return failure("writing " + path + " failed", error_kind::failed);
+  if (!out) return error::failed("writing " + path + " failed");
   return {};
 }
 
@@ -208,7 +201,7 @@ result<int> export_safetensors(const config::model_shape& model, const std::stri
     std::ofstream(config_path) << hf_config(model).dump(2) << "\n";
     return static_cast<int>(tensors.size());
   } catch (const std::exception& e) {
-    return failure(std::string("export: ") + e.what(), error_kind::failed);
+    return error::failed(std::string("export: ") + e.what());
   }
 }
 
@@ -247,7 +240,7 @@ result<std::vector<std::int64_t>> generate_tokens(const config::model_shape& mod
     }
     return std::vector<std::int64_t>(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.end());
   } catch (const std::exception& e) {
-    return failure(std::string("generate: ") + e.what(), error_kind::failed);
+    return error::failed(std::string("generate: ") + e.what());
   }
 }
 

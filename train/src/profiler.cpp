@@ -29,13 +29,6 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-error failed(const std::string& message, error_kind kind = error_kind::failed) {
-  error e;
-  e.kind = kind;
-  e.message = message;
-  return e;
-}
-
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -232,19 +225,19 @@ result<host_figures> measure_host_communication(const config::model_shape& model
       });
     for (auto& t : threads) t.join();
     for (const auto& e : errors)
-      if (!e.empty()) return failed("host figures: " + e);
+      if (!e.empty()) return error::failed("host figures: " + e);
     host_figures h;
     h.cpu_per_message_s = (phase[1] - phase[0]) / (2.0 * 2.0 * rounds);
     h.cpu_per_collective_s = (phase[2] - phase[1]) / (2.0 * rounds);
     return h;
   } catch (const std::exception& e) {
-    return failed(std::string("host figures: ") + e.what());
+    return error::failed(std::string("host figures: ") + e.what());
   }
 }
 
 result<host_figures> load_host_figures(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return failed(path + ": cannot read", error_kind::not_found);
+  if (!in) return error::not_found("", "", path + ": cannot read");
   try {
     auto j = nlohmann::json::parse(in);
     host_figures h;
@@ -253,7 +246,7 @@ result<host_figures> load_host_figures(const std::string& path) {
     h.cpu_per_collective_s = j.at("cpu_per_collective_s").get<double>();
     return h;
   } catch (const std::exception& e) {
-    return failed(path + ": " + e.what(), error_kind::invalid_input);
+    return error::invalid_input("", path + ": " + e.what());
   }
 }
 
@@ -265,28 +258,25 @@ status save_host_figures(const host_figures& h, const std::string& path) {
   std::ofstream out(path);
   out << j.dump(1) << "\n";
   out.close();
-  if (!out) return failed(path + ": cannot write");
+  if (!out) return error::failed(path + ": cannot write");
   return {};
 }
 
 result<config::model_profile> profile_model(const config::model_shape& model,
                                             const profile_options& o) {
   if (o.micro_batches.empty() || o.tp_degrees.empty())
-    return failed("profile: give at least one micro-batch size and one TP degree",
-                  error_kind::invalid_input);
+    return error::invalid_input("", "profile: give at least one micro-batch size and one TP degree");
   if (o.repeats < 1 || o.warmup < 0)
-    return failed("profile: repeats must be >= 1 and warmup >= 0", error_kind::invalid_input);
+    return error::invalid_input("", "profile: repeats must be >= 1 and warmup >= 0");
   for (int mbs : o.micro_batches)
-    if (mbs < 1) return failed("profile: micro-batch sizes must be >= 1", error_kind::invalid_input);
+    if (mbs < 1) return error::invalid_input("", "profile: micro-batch sizes must be >= 1");
   for (int tp : o.tp_degrees)
     if (tp < 1 || model.heads % tp || model.vocabulary % tp || model.ffn() % tp || model.hidden % tp)
-      return failed("profile: TP degree " + std::to_string(tp) +
-                        " must divide heads, hidden, ffn and vocabulary",
-                    error_kind::invalid_input);
+      return error::invalid_input("", "profile: TP degree " + std::to_string(tp) +
+                                  " must divide heads, hidden, ffn and vocabulary");
   try {
     if (o.cuda_device >= 0 && !torch::cuda::is_available())
-      return failed("profile: a CUDA device was asked for, but this LibTorch sees none",
-                    error_kind::invalid_input);
+      return error::invalid_input("", "profile: a CUDA device was asked for, but this LibTorch sees none");
     const torch::Device device = o.cuda_device >= 0
                                      ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(o.cuda_device))
                                      : torch::Device(torch::kCPU);
@@ -328,7 +318,7 @@ result<config::model_profile> profile_model(const config::model_shape& model,
         }
         for (auto& t : threads) t.join();
         for (const auto& e : errors)
-          if (!e.empty()) return failed("profile: TP " + std::to_string(tp) + ": " + e);
+          if (!e.empty()) return error::failed("profile: TP " + std::to_string(tp) + ": " + e);
       }
       for (std::size_t mi = 0; mi < o.micro_batches.size(); ++mi) {
         std::vector<config::layer_time> layers(L + 2);
@@ -340,7 +330,7 @@ result<config::model_profile> profile_model(const config::model_shape& model,
     }
     return profile;
   } catch (const std::exception& e) {
-    return failed(std::string("profile: ") + e.what());
+    return error::failed(std::string("profile: ") + e.what());
   }
 }
 

@@ -20,13 +20,32 @@ enum class error_kind {
 
 const char* to_string(error_kind kind);
 
-/// An error with where it happened: file, line (1-based, 0 when unknown) and field path.
+/// The project's one error type: what the caller should do (kind), where it applies (file,
+/// line 1-based or 0 when unknown, field path) and what was wrong. Made by the named
+/// constructors below, one per kind; file and field may be empty.
 struct error {
   error_kind kind = error_kind::failed;
   std::string message;  ///< what was wrong and what was expected
   std::string file;
   int line = 0;
   std::string field;  ///< dotted path such as `stages[1].replicas[0].tp`
+
+  static error invalid_input(std::string file, std::string field, std::string message);
+  /// A bad value that came from no file (an option, a job field given in code).
+  static error invalid_input(std::string field, std::string message);
+  static error not_found(std::string file, std::string field, std::string message);
+  static error infeasible(std::string field, std::string message);
+  static error failed(std::string message);
+  static error disconnected(std::string message);
+  static error unimplemented(std::string message);
+  /// An error whose kind is chosen at run time.
+  static error of(error_kind kind, std::string file, std::string field, std::string message);
+
+  /// The same error at `line` of its file.
+  error at_line(int at) && {
+    line = at;
+    return std::move(*this);
+  }
 
   /// One line for a person: `file:line: field: message`.
   std::string to_string() const;

@@ -20,6 +20,8 @@ result<std::string> config_kind(const std::string& path);
 
 result<cluster> load_cluster(const std::string& path);
 result<model_shape> load_model(const std::string& path);
+/// A model file's content, read as load_model reads the file; errors name `file`.
+result<model_shape> load_model_text(const std::string& text, const std::string& file);
 result<job> load_job(const std::string& path);
 /// Loads a plan and checks it against the model: layers cover the model exactly once.
 result<plan> load_plan(const std::string& path, const model_shape& model);

@@ -14,8 +14,9 @@ config::model_shape tiny_opt_shape();
 /// sharing 2 KV heads, no biases.
 config::model_shape tiny_llama_shape();
 
-/// OPT-350M's shape (24 blocks, hidden 1024, 16 heads, sequence 2048, vocabulary 50272) in
-/// the given precision; our decoder has no project-in/out of OPT's 512-wide embedding.
+/// OPT-350M's shape (configs/models/opt-350m.yaml: OPT's block family, 24 blocks, hidden 1024,
+/// 16 heads, sequence 2048, vocabulary 50272) in the given precision; our decoder has no
+/// project-in/out of OPT's 512-wide embedding.
 config::model_shape opt_350m_shape(config::dtype precision = config::dtype::fp32);
 
 }  // namespace sailor::models
