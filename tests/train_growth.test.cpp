@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -25,14 +26,27 @@ using namespace sailor::testing;
 
 namespace {
 
-// A coordinator that trains `iterations` once `quorum` nodes joined and writes its summary.
+// A coordinator that trains `iterations` once `quorum` nodes joined and writes its summary;
+// `extra` options follow.
 std::string start_growth_coordinator(std::unique_ptr<child>& coordinator, const temp_dir& dir,
-                                     int quorum, int iterations) {
-  auto argv = training_coordinator_argv(
-    "127.0.0.1:0", dir.path("train"), quorum, iterations,
-    {"--settle-s", "60", "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "5000", "--transport",
-     "tcp", "--token-file", job_token_file(dir), "--summary-json", dir.path("summary.json")});
+                                     int quorum, int iterations,
+                                     const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> options{"--settle-s", "60", "--heartbeat-ms", "200",
+                                   "--heartbeat-timeout-ms", "5000", "--transport", "tcp",
+                                   "--token-file", job_token_file(dir), "--summary-json",
+                                   dir.path("summary.json")};
+  options.insert(options.end(), extra.begin(), extra.end());
+  auto argv = training_coordinator_argv("127.0.0.1:0", dir.path("train"), quorum, iterations, options);
   return start_listening(coordinator, argv, dir.path("coordinator"));
+}
+
+// The checkpoint shard files under a node's state folder.
+int shard_files(const std::string& state_dir) {
+  int n = 0;
+  std::error_code ec;
+  for (std::filesystem::recursive_directory_iterator i{state_dir, ec}, end; !ec && i != end; i.increment(ec))
+    n += i->path().extension() == ".ckpt";
+  return n;
 }
 
 // A node with a state folder of its own (nodes share no file system); `env` (VAR=value) is
@@ -110,11 +124,12 @@ long long fetched_over_transport(const std::string& log) {
 
 }  // namespace
 
-TEST_CASE("growth: a node joins a job running on one node: the plan over both takes the state from the running rank's memory, no iteration lost, the same loss curve") {
+TEST_CASE("growth: a node joins a job running on one node, no checkpoint on disk: the plan over both takes the state from the running rank's memory, no iteration lost, the same loss curve") {
   temp_dir dir;
   const int iterations = 100;
   std::unique_ptr<child> coordinator;
-  const auto port = start_growth_coordinator(coordinator, dir, 1, iterations);
+  // No checkpoint on disk at all (--checkpoint-every 0): the state can only come from memory.
+  const auto port = start_growth_coordinator(coordinator, dir, 1, iterations, {"--checkpoint-every", "0"});
   auto first = start_node(dir, port, "n0", "local-a");
   const bool trained = eventually(90s, [&] { return printed_iteration(*coordinator, 3, iterations); });
   INFO(coordinator->out());
@@ -141,6 +156,8 @@ TEST_CASE("growth: a node joins a job running on one node: the plan over both ta
   CHECK(j["bytes_restored"].get<std::int64_t>() >= 3 * 4 * 218496);
   CHECK(fetched_over_transport(second->err()) > 0);
   CHECK(second->err().find("no file written") != std::string::npos);
+  CHECK(shard_files(dir.path("state-n0")) == 0);
+  CHECK(shard_files(dir.path("state-n1")) == 0);
   CHECK(first->err().find("plan v1 ended after iteration " + std::to_string(resumed[0]) +
                           ": keeps its state in memory") != std::string::npos);
 }
