@@ -129,8 +129,10 @@ void lose_node(supervisor* self, const std::string& name, const std::string& rea
     self->send(z->second, untrack_node{name});
   if (st.options.scheduler)
     self->send(st.options.scheduler, availability_event{"lost", node.inventory, reason});
-  recovery_on_loss(self);
+  // The change first: a plan held for the survivors' state that the loss lets go on is then
+  // made again without the node, not assigned with it.
   capacity_changed(self, "node " + name + " lost");
+  recovery_on_loss(self);
 }
 
 // Whether a message about node `name` came from the endpoint that node joined with: no peer
@@ -330,6 +332,10 @@ void assign(supervisor* self, config::plan chosen) {
 void on_plan(supervisor* self, plan_reply reply) {
   auto& st = self->state;
   if (reply.request_id != st.pending_request || recovery_hold(self, reply))
+    return;
+  // A plan to switch to while the ranks train: held until they have stopped and kept their
+  // state (the request stays pending: the held reply comes back here).
+  if (!st.capacity_changed && recovery_replan(self, reply))
     return;
   st.pending_request = 0;
   if (st.capacity_changed) {

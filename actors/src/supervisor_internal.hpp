@@ -64,6 +64,10 @@ std::string training_notes(supervisor* self);
 void recovery_on_loss(supervisor* self);
 /// Whether the plan `reply` is held until the survivors' state is in (taken then).
 bool recovery_hold(supervisor* self, plan_reply& reply);
+/// A plan made while the current plan's ranks still train (growth, drift): they are released,
+/// and `reply` is held (taken) until they reported the state they keep. False when there is
+/// nothing to stop (no plan in its iterations, or its ranks already released).
+bool recovery_replan(supervisor* self, plan_reply& reply);
 void recovery_deadline(supervisor* self, std::int64_t serial);
 /// Counts a survivor's state report (or its failure before training); true for a state
 /// report (nothing more to do with it).

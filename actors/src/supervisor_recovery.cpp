@@ -11,6 +11,13 @@
 //        survivors' memory (checkpoints/<job>/mem) when it is complete, else the newest
 //        complete checkpoint on disk (checkpoint_holdings::newest);
 //     -> its first completed iteration closes the record (options.on_recovery).
+//
+//   a plan is made while every rank of the running plan still trains (a node joined: growth;
+//   a drift re-plan)
+//     -> the ranks trained on while it was made; now they are released as above, keep their
+//        state in memory and report it, and the plan is held until they have (recovery_replan);
+//     -> it resumes from their memory, every layer from the running ranks that hold it (the
+//        joining nodes fetch theirs over the transport): no completed iteration is run again.
 
 #include <algorithm>
 #include <chrono>
@@ -65,29 +72,33 @@ void maybe_resume(supervisor* self) {
   }
 }
 
-}  // namespace
+// A recovery starts now, for `cause` (the nodes leaving with notice stay listed).
+void begin(supervisor* self, const char* cause) {
+  auto& rec = self->state.recovery;
+  auto leaving = std::move(rec.leaving);
+  rec = recovery_progress{};
+  rec.leaving = std::move(leaving);
+  rec.active = true;
+  rec.cause = cause;
+  rec.noticed = self->clock().now();
+}
 
-void recovery_on_loss(supervisor* self) {
+// The ranks of the current plan stop: an empty assignment of the same version releases their
+// stage actors (the version stays: the next plan is the next version, as without this). Each
+// keeps its state after its last completed iteration and reports it.
+void release_ranks(supervisor* self) {
+  auto& st = self->state;
+  st.recovery.ended_version = st.plan_version;
+  st.recovery.received = 0;
+  for (auto& [name, node] : st.nodes)
+    self->send(node.endpoint, role_assignment{st.plan_version, {}, {}});
+}
+
+// Waits (bounded by options.state_wait) for the state reports of every rank of the released
+// plan still in the job; a plan held meanwhile goes on once they are in.
+void await_state(supervisor* self) {
   auto& st = self->state;
   auto& rec = st.recovery;
-  const bool running = in_iterations(self);
-  if (!running && !rec.waiting)
-    return;
-  if (!rec.active) {
-    auto leaving = std::move(rec.leaving);
-    rec = recovery_progress{};
-    rec.leaving = std::move(leaving);
-    rec.active = true;
-    rec.noticed = self->clock().now();
-  }
-  if (running && !(rec.waiting && rec.ended_version == st.plan_version)) {
-    // The ranks of the plan stop: an empty assignment of the same version releases their
-    // stage actors (the version stays: the next plan is the next version, as without this).
-    rec.ended_version = st.plan_version;
-    rec.received = 0;
-    for (auto& [name, node] : st.nodes)
-      self->send(node.endpoint, role_assignment{st.plan_version, {}, {}});
-  }
   rec.expected = 0;
   for (auto& [name, node] : st.nodes)
     rec.expected += static_cast<int>(node.roles.size());
@@ -102,6 +113,38 @@ void recovery_on_loss(supervisor* self) {
     return;
   }
   self->delayed_send(self, st.options.state_wait, recovery_wait_atom::value, ++rec.serial);
+}
+
+}  // namespace
+
+void recovery_on_loss(supervisor* self) {
+  auto& st = self->state;
+  auto& rec = st.recovery;
+  const bool running = in_iterations(self);
+  if (!running && !rec.waiting)
+    return;
+  if (!rec.active)
+    begin(self, "loss");
+  if (running && !(rec.waiting && rec.ended_version == st.plan_version))
+    release_ranks(self);
+  await_state(self);
+}
+
+bool recovery_replan(supervisor* self, plan_reply& reply) {
+  auto& st = self->state;
+  auto& rec = st.recovery;
+  // Ranks already released (a loss, or this plan's own release) have nothing more to stop.
+  if (!reply.ok || !in_iterations(self) || rec.ended_version == st.plan_version)
+    return false;
+  if (!rec.active)  // else a recovery whose plan has not completed an iteration yet goes on
+    begin(self, "replan");
+  log::get("actors")->info("[supervisor] plan v{} stops its ranks for the next plan: they keep "
+                           "their state in memory for it",
+                           st.plan_version);
+  release_ranks(self);
+  rec.held = std::move(reply);
+  await_state(self);
+  return true;
 }
 
 bool recovery_hold(supervisor* self, plan_reply& reply) {
@@ -158,12 +201,18 @@ void recovery_assigned(supervisor* self, const std::vector<iteration_record>& ea
   rec.assigned = self->clock().now();
   rec.set_up = rec.restored = {};
   auto& r = rec.record;
+  // A plan of this recovery that completed no iteration (replaced by this one) still counts
+  // the iterations run again and the bytes moved for it.
+  const int lost_before = r.plan_version != 0 ? r.lost_iterations : 0;
+  const std::int64_t bytes_before = r.plan_version != 0 ? r.bytes_restored : 0;
   r = recovery_record{};
+  r.cause = rec.cause;
+  r.bytes_restored = bytes_before;
   r.plan_version = st.plan_version;
   r.start_iteration = st.restore_iterations;
   r.lost_iterations = static_cast<int>(std::count_if(
     earlier.begin(), earlier.end(),
-    [&](const iteration_record& e) { return e.iteration >= st.restore_iterations; }));
+    [&](const iteration_record& e) { return e.iteration >= st.restore_iterations; })) + lost_before;
   r.state_source = st.restore_iterations == 0        ? "none"
                    : st.restore_mixed                 ? "mixed"
                    : memory_folder(st.restore_folder) ? "replicas"

@@ -456,3 +456,61 @@ TEST_CASE_FIXTURE(training_run, "supervisor: a rank whose fetch of the survivors
   CHECK(state().recovery.record.lost_iterations == 0);
   CHECK_FALSE(has_event("re-planning from an older checkpoint"));
 }
+
+TEST_CASE_FIXTURE(training_run, "supervisor: a node that joins a running job: the ranks train on while the plan is made, then stop and keep their state, and the next plan takes it from their memory with no iteration lost") {
+  four_nodes_through_first_iteration();
+  join("n5", "a");
+  // The plan over five nodes is made, and held: plan v1 stays current, its ranks are released
+  // (an empty assignment of v1) and nobody has a job of the next plan yet.
+  REQUIRE(state().plan_version == 1);
+  for (const auto& n : {"n1", "n2", "n3", "n4"}) {
+    INFO(n);
+    REQUIRE_FALSE(logs.at(n)->assignments.empty());
+    CHECK(logs.at(n)->assignments.back().plan_version == 1);
+    CHECK(logs.at(n)->assignments.back().roles.empty());
+  }
+  CHECK(logs.at("n5")->jobs.empty());
+  // An iteration the ranks completed before the release reached them still counts.
+  for (const auto& n : {"n1", "n2", "n3", "n4"})
+    report_all(n, report_kind::iteration, "", 1);
+  CHECK(state().training.completed_count() == 2);
+  const auto file = shard("checkpoints/j/mem", 2);
+  for (const auto& n : {"n1", "n2", "n3"})
+    report_kept(n, 2, file);
+  CHECK(state().plan_version == 1);  // n4's ranks have not reported yet
+  report_kept("n4", 2, file);
+  REQUIRE(state().plan_version == 2);
+  // Every node, the new one too, resumes after the two iterations from the ranks' memory.
+  for (const auto& n : {"n1", "n5"}) {
+    INFO(n);
+    REQUIRE_FALSE(logs.at(n)->jobs.empty());
+    CHECK(logs.at(n)->jobs.back().plan_version == 2);
+    CHECK(logs.at(n)->jobs.back().start_iteration == 2);
+    CHECK(logs.at(n)->jobs.back().restore_dir == "checkpoints/j/mem");
+  }
+  const auto& r = state().recovery.record;
+  CHECK(r.cause == "replan");
+  CHECK(r.start_iteration == 2);
+  CHECK(r.lost_iterations == 0);
+  CHECK(r.state_source == "replicas");
+}
+
+TEST_CASE_FIXTURE(training_run, "supervisor: a node lost while the ranks of a plan stopped for growth keep their state: the next plan waits for the others only") {
+  four_nodes_through_first_iteration();
+  join("n5", "a");
+  REQUIRE(state().plan_version == 1);
+  const auto file = shard("checkpoints/j/mem", 1);
+  for (const auto& n : {"n1", "n2", "n3"})
+    report_kept(n, 1, file);
+  // n4 dies before it reported: the plan made over five nodes is dropped for one without it.
+  lose("n4");
+  REQUIRE(state().plan_version == 2);
+  CHECK_FALSE(state().nodes.count("n4"));
+  CHECK(std::none_of(state().current->stages.begin(), state().current->stages.end(), [](const auto& s) {
+    return std::any_of(s.replicas.begin(), s.replicas.end(), [](const auto& r) {
+      return std::count(r.nodes.begin(), r.nodes.end(), "n4") > 0;
+    });
+  }));
+  CHECK(logs.at("n5")->jobs.back().start_iteration == 1);
+  CHECK(state().recovery.record.lost_iterations == 0);
+}

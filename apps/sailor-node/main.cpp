@@ -8,6 +8,7 @@
 // 0 shut down by the coordinator or preempted, 1 no coordinator within --join-timeout,
 // 2 bad arguments, 3 refused by the coordinator.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -266,6 +267,39 @@ int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& st
   }
 }
 
+#ifdef SAILOR_WITH_TRAIN
+// Test-only: SAILOR_TEST_HOLD_STATE_SERVE=FILE, given to several nodes: the first of them
+// whose shard server is asked for in-memory state (checkpoints/<job>/mem/...) creates FILE
+// (exclusively), writes its name into it, and from then on leaves every such request
+// unanswered; the others serve as usual. The process test of a holder killed during a state
+// transfer (tests/train_growth.test.cpp) waits for FILE and SIGKILLs the node it names, while
+// a fetch from it is under way.
+train::shard_server::request_hold held_state_requests(const std::string& node) {
+  const char* marker = std::getenv("SAILOR_TEST_HOLD_STATE_SERVE");
+  if (!marker || !*marker)
+    return {};
+  auto holding = std::make_shared<std::atomic<int>>(0);  // 0 undecided, 1 holds, 2 serves
+  return [file = std::string{marker}, node, holding](const std::string& path) {
+    if (path.find("/mem/") == std::string::npos)
+      return false;
+    if (holding->load() == 0) {
+      const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+      if (fd >= 0) {
+        std::fprintf(stderr, "sailor-node: SAILOR_TEST_HOLD_STATE_SERVE: holding the request "
+                             "for %s\n", path.c_str());
+        const std::string line = node + "\n";
+        const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+        ::close(fd);
+        holding->store(written ? 1 : 2);
+      } else {
+        holding->store(2);
+      }
+    }
+    return holding->load() == 1;
+  };
+}
+#endif
+
 // SIGUSR2: the slowdown from the first line of `file` (a number from 1 to 1000; anything else
 // is refused with a warning and changes nothing).
 void reload_slowdown(const std::string& file, std::atomic<double>& slowdown) {
@@ -447,7 +481,8 @@ int run(const node_args& args) {
   options.inventory.address = *advertise + ":0";
 #ifdef SAILOR_WITH_TRAIN
   auto memory = std::make_shared<train::memory_shards>();
-  auto shards = train::shard_server::start(*data, *advertise, *state_dir, memory);
+  auto shards = train::shard_server::start(*data, *advertise, *state_dir, memory,
+                                           held_state_requests(options.inventory.name));
   if (!shards)
     return bad_input("serving checkpoint shards on " + *advertise + ": " + shards.error().message);
   options.inventory.address = (*shards)->address();

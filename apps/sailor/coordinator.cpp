@@ -239,8 +239,8 @@ void add_coordinator(CLI::App& app, command_set& commands) {
                   "training iterations (default: the job file's 'iterations')")
     ->check(positive_number());
   sub->add_option("--checkpoint-every", args->checkpoint_every,
-                  "checkpoint every this many iterations (0: never; a re-plan then starts "
-                  "afresh)")
+                  "checkpoint every this many iterations (0: never; a re-plan then resumes "
+                  "from the ranks' memory, or afresh when no rank kept its state)")
     ->capture_default_str();
   sub->add_option("--peer-timeout-s", args->peer_timeout_s,
                   "bound on a rank's wait for a peer")

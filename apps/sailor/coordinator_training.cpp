@@ -146,9 +146,11 @@ int setup_training(const coordinator_args& args, const coordinator_inputs& in,
     return true;
   };
   supervisor.on_recovery = [&outcome](const actors::recovery_record& r) {
-    std::printf("plan v%lld recovered in %.3f s: state from %s (%lld bytes), %d completed "
+    std::printf("plan v%lld %s in %.3f s: state from %s (%lld bytes), %d completed "
                 "iterations run again\n",
-                static_cast<long long>(r.plan_version), r.total_s, r.state_source.c_str(),
+                static_cast<long long>(r.plan_version),
+                r.cause == "replan" ? "took over from the running ranks" : "recovered", r.total_s,
+                r.state_source.c_str(),
                 static_cast<long long>(r.bytes_restored), r.lost_iterations);
     std::fflush(stdout);
     outcome.summary.on_recovery(r);

@@ -54,7 +54,8 @@ void add_local_run_options(CLI::App* sub, local_run_args& args) {
                 "preempt every replica of the newest node's stage (the whole stage)");
   sub->add_option("--checkpoint-every", args.checkpoint_every,
                   "checkpoint every this many iterations and after the last (asynchronously; "
-                  "0: never, and a re-plan starts afresh)")
+                  "0: never, and a re-plan resumes from the ranks' memory, or afresh when no "
+                  "rank kept its state)")
     ->capture_default_str();
   sub->add_option("--sample-prompt", args.sample_prompt,
                   "text jobs: the sample printed at the end continues this")

@@ -50,7 +50,8 @@ struct local_run_args {
   int preempt_at = 0;        ///< kill one node (SIGKILL) after this many iterations; 0: never
   std::string preempt_mode = "kill";  ///< kill (SIGKILL) or notice (SIGTERM: a grace period)
   bool preempt_stage = false;  ///< preempt every replica of the newest node's stage
-  int checkpoint_every = 1;  ///< 0: no checkpoints (a re-plan starts training afresh)
+  int checkpoint_every = 1;  ///< 0: no checkpoints (a re-plan resumes from the
+                             ///< ranks' memory, or afresh)
   dashboard_args dashboard;
   double dashboard_hold_s = 0;  ///< keep serving the dashboard this long after training
   /// `sailor demo` on its own job: train on the quotes of Debian's fortunes-min package,

@@ -15,7 +15,8 @@ void add_recovery_fields(nlohmann::json& j, const std::vector<actors::recovery_r
     lost += r.lost_iterations;
     bytes += r.bytes_restored;
     sources.insert(r.state_source);
-    splits.push_back({{"plan_version", r.plan_version},
+    splits.push_back({{"cause", r.cause},
+                      {"plan_version", r.plan_version},
                       {"start_iteration", r.start_iteration},
                       {"lost_iterations", r.lost_iterations},
                       {"state_source", r.state_source},

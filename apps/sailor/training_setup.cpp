@@ -133,13 +133,15 @@ bool fill_training_job(actors::training_job& tj, const training_settings& s,
   // prediction is printed rather than "predicted 0").
   if (tj.plan.estimate && tj.plan.estimate->iteration_time_s > 0)
     tj.predicted_iteration_s = tj.plan.estimate->iteration_time_s;
-  if (s.checkpoint_every > 0) {
+  {
     // The newest checkpoint the nodes still in the job hold (they report their shards), in
     // folders relative to each node's state folder (sailor-node --state-dir).
     // Scoped by the job (its train folder and model), so that shards a node kept from another
-    // job in the same state folder are never resumed from.
+    // job in the same state folder are never resumed from. Without checkpoints on disk
+    // (checkpoint_every 0: the ranks write none) a plan still resumes from the state the ranks
+    // of the last one keep in memory (checkpoints/<job>/mem), and from nothing else.
     const std::string mine = "checkpoints/" + job_key(s) + "/";
-    auto from = held.newest(mine);
+    auto from = held.newest(s.checkpoint_every > 0 ? mine : mine + "mem");
     tj.start_iteration = std::min(from.iterations, s.iterations);
     if (from.iterations > 0) {
       tj.restore_dir = from.folder;

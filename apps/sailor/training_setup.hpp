@@ -25,7 +25,8 @@ struct training_settings {
   /// them; the supervisor resumes from what the nodes still in the job hold.
   std::string work_dir;
   int iterations = 0;
-  int checkpoint_every = 1;        ///< 0: no checkpoints (a re-plan then starts afresh)
+  int checkpoint_every = 1;        ///< 0: no checkpoints on disk (a re-plan resumes from
+                                   ///< the ranks' memory only)
   std::int64_t timeout_ms = 30000; ///< bound on every wait for a peer
   int torch_threads = 1;
   std::vector<config::zone_link> links;  ///< emulated links between zones (empty: none)

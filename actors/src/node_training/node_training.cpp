@@ -39,7 +39,8 @@ train_options options_for(const actors::training_job& job) {
   o.torch_threads = job.torch_threads;
   o.timeout = std::chrono::milliseconds{job.timeout_ms};
   o.links = job.links;
-  o.checkpoint_dir = job.checkpoint_dir;
+  // checkpoint_every 0: none written (the folder still names the state kept in memory).
+  o.checkpoint_dir = job.checkpoint_every > 0 ? job.checkpoint_dir : std::string{};
   o.checkpoint_every = std::max(1, job.checkpoint_every);
   o.checkpoint_final = job.iterations;
   return o;
@@ -296,7 +297,7 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
     }
     rank_role rr{role.stage, role.replica, role.tp_rank};
     auto topts = options_for(job);
-    topts.checkpoint_dir = local_path(job.checkpoint_dir);
+    topts.checkpoint_dir = local_path(topts.checkpoint_dir);
     topts.keep_checkpoint = [weak = std::weak_ptr<impl>(shared_from_this())](
                               const std::string& folder) {
       auto self = weak.lock();

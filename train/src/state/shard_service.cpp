@@ -104,6 +104,7 @@ std::size_t memory_shards::bytes() const {
 struct shard_server::impl : std::enable_shared_from_this<shard_server::impl> {
   std::string state_dir;
   std::shared_ptr<memory_shards> memory;
+  shard_server::request_hold hold;
   std::unique_ptr<comm::listener> listener;
   std::string address;
 
@@ -119,6 +120,8 @@ struct shard_server::impl : std::enable_shared_from_this<shard_server::impl> {
       return;
     }
     const std::string path = text.substr(get_prefix.size());
+    if (hold && hold(path))
+      return;
     if (auto held = memory ? memory->get(path) : nullptr) {
       comm::tensor_descriptor desc;
       desc.type = comm::dtype::u8;
@@ -157,6 +160,8 @@ struct shard_server::impl : std::enable_shared_from_this<shard_server::impl> {
       in.get();
       std::getline(in, path, '\0');
     }
+    if (hold && hold(path))
+      return;
     memory_shards::bytes_ptr held = memory ? memory->get(path) : nullptr;
     if (!held) {
       auto contents = read(path);
@@ -220,11 +225,13 @@ struct shard_server::impl : std::enable_shared_from_this<shard_server::impl> {
 result<std::unique_ptr<shard_server>> shard_server::start(comm::transport& transport,
                                                           const std::string& host,
                                                           std::string state_dir,
-                                                          std::shared_ptr<memory_shards> memory) {
+                                                          std::shared_ptr<memory_shards> memory,
+                                                          request_hold hold) {
   std::unique_ptr<shard_server> self{new shard_server};
   self->impl_ = std::make_shared<impl>();
   self->impl_->state_dir = std::move(state_dir);
   self->impl_->memory = std::move(memory);
+  self->impl_->hold = std::move(hold);
   std::weak_ptr<impl> weak = self->impl_;
   auto on_accept = [weak](const comm::connection_ptr& conn) {
     comm::connection_handlers h;

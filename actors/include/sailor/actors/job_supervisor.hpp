@@ -11,7 +11,9 @@
 ///                (the scheduler's protocol, its deadline, the built-in planner as fallback and
 ///                the checks of every plan: scheduler_api.hpp, supervisor_scheduler.cpp)
 ///   [running]    --stage_ready--> counted; every replica_group complete --> phase "running"
-///                --join_request--> admit --> [planning] (grow)
+///                --join_request--> admit --> [planning] (grow): the ranks train on while
+///                     the plan is made; then they stop, keep their state in memory, and the
+///                     plan that takes it from them is assigned (supervisor_recovery.cpp)
 ///   any state    --node_lost / endpoint down / preemption_notice--> drop the node, tell the
 ///                     scheduler; in [running] --> [planning] over what remains
 ///
@@ -61,15 +63,18 @@
 
 namespace sailor::actors {
 
-/// One recovery from a node lost during training: from the loss noticed to the next plan's
-/// first completed iteration (supervisor_recovery.cpp). Seconds.
+/// One recovery of a training job whose plan changed while it ran: from a node lost (or its
+/// notice), or a plan made while every rank still trained (a node joined, a drift re-plan),
+/// to the next plan's first completed iteration (supervisor_recovery.cpp). Seconds.
 struct recovery_record {
+  std::string cause;              ///< "loss" (a notice too) or "replan" (the ranks were stopped)
   std::int64_t plan_version = 0;  ///< the plan that resumed
   int start_iteration = 0;        ///< where it resumed (completed iterations kept)
   int lost_iterations = 0;        ///< iterations completed before the loss and run again
   std::string state_source;       ///< replicas (survivors' memory), checkpoint (disk), none
   std::int64_t bytes_restored = 0;  ///< state fetched over the transport by the plan's nodes
-  double planning_s = 0;  ///< noticed -> plan assigned (survivors' state, planning)
+  double planning_s = 0;  ///< noticed -> plan assigned (survivors' state, planning; for a
+                          ///< re-plan: the ranks stopped -> assigned, the planning ran before)
   double setup_s = 0;     ///< assigned -> every rank set up (rendezvous, communicators)
   double restore_s = 0;   ///< set up -> every rank restored (state transfer and load)
   double first_iteration_s = 0;  ///< restored -> first iteration completed
@@ -141,8 +146,10 @@ struct leaving_node {
 
 /// The supervisor's record of a recovery in progress (supervisor_recovery.cpp).
 struct recovery_progress {
-  bool active = false;    ///< between a loss during training and the next first iteration
+  bool active = false;    ///< between a loss (or a re-plan) during training and the next
+                          ///< plan's first iteration
   bool waiting = false;   ///< for the survivors' state reports
+  std::string cause;      ///< recovery_record::cause
   std::int64_t ended_version = 0;  ///< the plan whose ranks report their state
   int expected = 0, received = 0;
   std::int64_t serial = 0;              ///< of the wait's deadline timer

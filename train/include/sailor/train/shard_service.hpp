@@ -64,11 +64,17 @@ private:
 /// Serves the checkpoint shards under `state_dir` to peers. Resource type.
 class shard_server {
 public:
+  /// Test-only: asked (on the transport's thread) with the path of each request before it
+  /// is answered; true leaves the request unanswered, as a holder that stalls mid-transfer
+  /// (the process tests SIGKILL it there, at a point they know).
+  using request_hold = std::function<bool(const std::string& path)>;
+
   /// Listens on `host` (port 0: any free port) over `transport` (which must outlive it).
   static result<std::unique_ptr<shard_server>> start(comm::transport& transport,
                                                      const std::string& host,
                                                      std::string state_dir,
-                                                     std::shared_ptr<memory_shards> memory = {});
+                                                     std::shared_ptr<memory_shards> memory = {},
+                                                     request_hold hold = {});
   ~shard_server();
   shard_server(const shard_server&) = delete;
   shard_server& operator=(const shard_server&) = delete;
