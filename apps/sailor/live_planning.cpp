@@ -22,6 +22,8 @@ simulator::sim_options cpu_sim_options(const measured_profile* profile) {
   sim.host_cores = profile->host_cores;
   sim.cpu_per_message_s = profile->cpu_per_message_s;
   sim.cpu_per_collective_s = profile->cpu_per_collective_s;
+  // Plans of another count of ranks than measured the profile: their CPU work at their count.
+  sim.host_cpu_scale = profile->cpu_work_by_ranks;
   return sim;
 }
 
