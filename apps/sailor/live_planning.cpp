@@ -40,7 +40,7 @@ void live_loop::observe(const actors::iteration_record& r) {
     predicted -= raw_cross_zone_s;
     measured -= r.all_reduce_s;
   }
-  auto why = correction.add(bottleneck_type, predicted, measured);
+  auto why = correction.add(bottleneck_type, predicted, measured, r.iteration);
   if (!why.empty()) {
     std::fprintf(stderr, "  warning: iteration %lld's time not trusted: %s\n",
                  static_cast<long long>(r.iteration + 1), why.c_str());
