@@ -15,6 +15,7 @@
 #include "../apps/sailor/drift_watch.hpp"
 #include "../apps/sailor/live_planning.hpp"
 #include "../apps/sailor/local_planning.hpp"
+#include "rank_reports.hpp"
 #include "sailor/config/load.hpp"
 
 using namespace sailor;
@@ -115,16 +116,10 @@ std::optional<std::string> straggle(const app::measured_profile& profile, double
   for (int i = 1; i <= 20; ++i) {
     const double slow = i >= 5 ? slowdown : 1.0;
     std::vector<actors::board_rank_report> reports;
-    for (int stage = 0; stage < 2; ++stage) {
-      actors::board_rank_report b;
-      b.report.plan_version = 1;
-      b.report.node = "node-" + std::to_string(stage);
-      b.report.rank = stage;
-      b.report.stage = stage;
-      b.report.iteration = i;
-      b.report.compute_s = running->prediction.stages[stage].compute_s * (stage == 0 ? slow : 1.0);
-      reports.push_back(b);
-    }
+    for (int stage = 0; stage < 2; ++stage)
+      reports.push_back(testing::rank_report(
+        "node-" + std::to_string(stage), stage, stage, i,
+        running->prediction.stages[static_cast<std::size_t>(stage)].compute_s * (stage == 0 ? slow : 1.0)));
     actors::iteration_record r;
     r.iteration = i;
     r.measured_s = running->prediction.uncorrected_s * slow;
