@@ -33,6 +33,25 @@
 // (2 ranks sharing the cores) and correction, about 1.5x slower than it runs. Target (90% of
 // the best plan without that node): NOT met.
 //
+// Since (Nov 25 2026, session 10): the host model (apps/sailor/demo_profile.hpp: one process
+// alone is profiled too, and each count's pass work scales a plan's compute to its own count
+// of ranks, sim_options::host_cpu_scale), and the correction forgets the iterations a straggler
+// measured once it is found out (it had learnt them, and predicted the plans around it as slow
+// as the straggler: "not re-planning ... predicted 0.1716 s against 0.1716 s measured"). The
+// straggler scenario runs `sailor demo --nodes 1` just before and just after it and compares
+// with their mean. No quiet machine could be had (other sessions' builds and tests). At load
+// average 4.0-4.6, three runs: after the re-plan 14874, 14186, 12163 tokens/s against one node
+// alone 16392/13507, 13681/12844, 13841/11343 (before/after): 99%, 107%, 97% of their mean;
+// one re-plan each, without the straggler. Target (90% of the best plan without that node):
+// met in those runs. At load average 6-11 (4 runs, one node alone run once after): 68-261%,
+// the load moving by more than the margin between runs; the straggler left out in all, after
+// a first re-plan that kept a smaller share in one and a false straggler (load) in another.
+// Main table at load average 4.1-4.3, 12 iterations, 5 learned: predicted / measured 0.51-0.82
+// before the correction, 0.90-1.43 after it (search 1.08, 0.96, 0.90; even 1.43, 1.03, 1.17
+// for 2x1, 4x2, 3x3): within 10% in 3 of 6 rows under that load (the quiet machine's
+// 0.93-1.04 not re-measured). The search chose DP=2 in one zone for 2x1 and 4x2 and one node
+// for 3x3 in that run; one node in every layout at load average 8-10.
+//
 // The link scenario (--link-change; empty skips it), on the 2-core machine under load from
 // other builds (load average ~5), Nov 25 2026, 30 iterations, 30 ms / 5 MB/s after iteration
 // 5: one re-plan, for the link (factor 2.33 with 12 samples; the one-node plan predicted
@@ -48,6 +67,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -151,6 +171,62 @@ void link_scenario(const std::string& sailor, const std::filesystem::path& dir,
       std::printf("  %s\n", note.c_str());
 }
 
+// The machine's load average over the last minute (-1: unknown).
+double load_now() {
+  double load[1] = {-1};
+  return getloadavg(load, 1) == 1 ? load[0] : -1;
+}
+
+// `sailor demo` with `args`, its summary JSON (nothing when it failed: said).
+std::optional<nlohmann::json> demo(const std::string& sailor, const std::filesystem::path& dir,
+                                   const std::string& name, const std::string& args) {
+  const auto summary = dir / ("summary-" + name + ".json");
+  const std::string cmd = sailor + " demo " + args + " --profile-cache " + (dir / "profiles").string() +
+                          " --no-dashboard --summary-json " + summary.string() + " > " +
+                          (dir / "demo.out").string() + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream in(summary);
+  if (rc != 0 || !in) {
+    std::printf("%s: demo failed (exit %d)\n", name.c_str(), rc);
+    return std::nullopt;
+  }
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
+// The straggler scenario: the node the plan runs on (of two) slows down after 4 iterations;
+// the job re-plans around it. Throughput before, during (slowdown to re-plan) and after,
+// against the best plan without that node: the tiny model on one node alone, run just before
+// and just after (their mean: the machine's load moves between runs).
+void straggler_scenario(const std::string& sailor, const std::filesystem::path& dir,
+                        double slowdown) {
+  const double load_before = load_now();
+  auto first = demo(sailor, dir, "one-node-before", "--nodes 1 --zones 1 --iterations 40");
+  auto j = demo(sailor, dir, "straggler",
+                "--nodes 2 --zones 1 --iterations 40 --straggler-at 4 --straggler-slowdown " +
+                  std::to_string(slowdown));
+  auto second = demo(sailor, dir, "one-node-after", "--nodes 1 --zones 1 --iterations 40");
+  if (!j)
+    return;
+  const double after = j->value("tokens_per_s_after", 0.0);
+  std::printf("\nstraggler %.1fx after iteration 4 (2 nodes): tokens/s before %.0f, during "
+              "%.0f, after the re-plan %.0f (%.0f%% of before); re-plans %d\n",
+              slowdown, j->value("tokens_per_s_before", 0.0), j->value("tokens_per_s_during", 0.0),
+              after,
+              j->value("tokens_per_s_before", 0.0) > 0 ? 100 * after / j->value("tokens_per_s_before", 0.0) : 0.0,
+              j->value("replans", 0));
+  std::printf("  the last plan: %s\n", shape_of(j->value("plan", nlohmann::json{})).c_str());
+  for (const auto& why : j->value("replan_reasons", std::vector<std::string>{}))
+    std::printf("  reason: %s\n", why.c_str());
+  if (!first || !second)
+    return;
+  const double a = first->value("tokens_per_s", 0.0), b = second->value("tokens_per_s", 0.0);
+  const double best = 0.5 * (a + b);
+  std::printf("  one node alone (the best plan without the straggler): %.0f tokens/s before, %.0f "
+              "after; after the re-plan / their mean = %.0f%% (target 90%%); load average %.2f "
+              "before, %.2f after\n",
+              a, b, best > 0 ? 100 * after / best : 0.0, load_before, load_now());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -209,33 +285,8 @@ int main(int argc, char** argv) {
                 shape_of(j.value("plan", nlohmann::json{})).c_str());
     std::fflush(stdout);
   }
-  if (straggler_slowdown > 1) {
-    // The straggler scenario: the node the plan runs on slows down after 4 iterations; the
-    // job re-plans around it. Throughput before, during (slowdown to re-plan) and after.
-    const auto summary = dir / "summary-straggler.json";
-    const std::string cmd = sailor + " demo --nodes 2 --zones 1 --iterations 40 --straggler-at 4"
-                            " --straggler-slowdown " + std::to_string(straggler_slowdown) +
-                            " --profile-cache " + (dir / "profiles").string() +
-                            " --no-dashboard --summary-json " + summary.string() + " > " +
-                            (dir / "demo.out").string() + " 2>&1";
-    const int rc = std::system(cmd.c_str());
-    std::ifstream in(summary);
-    if (rc != 0 || !in) {
-      std::printf("straggler: demo failed (exit %d)\n", rc);
-    } else {
-      auto j = nlohmann::json::parse(in, nullptr, false);
-      std::printf("\nstraggler %.1fx after iteration 4 (2 nodes): tokens/s before %.0f, during "
-                  "%.0f, after the re-plan %.0f (%.0f%% of before); re-plans %d\n",
-                  straggler_slowdown, j.value("tokens_per_s_before", 0.0),
-                  j.value("tokens_per_s_during", 0.0), j.value("tokens_per_s_after", 0.0),
-                  j.value("tokens_per_s_before", 0.0) > 0
-                    ? 100 * j.value("tokens_per_s_after", 0.0) / j.value("tokens_per_s_before", 0.0)
-                    : 0.0,
-                  j.value("replans", 0));
-      for (const auto& why : j.value("replan_reasons", std::vector<std::string>{}))
-        std::printf("  reason: %s\n", why.c_str());
-    }
-  }
+  if (straggler_slowdown > 1)
+    straggler_scenario(sailor, dir, straggler_slowdown);
   if (!link_change.empty())
     link_scenario(sailor, dir, link_change, 30);
   std::filesystem::remove_all(dir);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../apps/sailor/drift_watch.hpp"
+#include "rank_reports.hpp"
 
 using namespace sailor;
 using app::drift_watch;
@@ -83,18 +84,9 @@ outcome run(drift_watch& watch, int n, int slow_from) {
   for (int i = 1; i <= n && !(out.why && i > out.at + 3); ++i) {
     const bool slow = i >= slow_from;
     std::vector<actors::board_rank_report> reports;
-    for (int rank = 0; rank < 2; ++rank) {
-      actors::board_rank_report b;
-      b.report.plan_version = 1;
-      b.report.node = "node-" + std::to_string(rank);
-      b.report.rank = rank;
-      b.report.replica = rank;
-      b.report.iteration = i;
-      b.report.compute_s = 0.1;
-      b.report.all_reduce_s = slow ? 0.2 : 0.02;
-      b.report.total_s = slow ? 0.3 : 0.12;
-      reports.push_back(b);
-    }
+    for (int rank = 0; rank < 2; ++rank)
+      reports.push_back(testing::rank_report("node-" + std::to_string(rank), rank, 0, i, 0.1,
+                                             slow ? 0.2 : 0.02, slow ? 0.3 : 0.12));
     actors::iteration_record r;
     r.iteration = i;
     r.measured_s = slow ? 0.3 : 0.12;

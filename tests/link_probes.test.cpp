@@ -1,7 +1,8 @@
 // Link probes between nodes (issue 14): `sailor coordinator --emulate-links` has a node of
 // each zone pair probe a node of the other zone over their data transport, through the link
 // shaper, and plans on what it measured; a node that does not answer leaves the pair on its
-// configured link, with a warning naming the pair, within a bounded wait.
+// configured link, with a warning naming the pair, within a bounded wait, and is probed again
+// later (a doubling wait, a few times at most).
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../apps/sailor/link_probes.hpp"
 #include "child_process.hpp"
 #include "run_command.hpp"
 
@@ -132,4 +134,37 @@ TEST_CASE("a node that does not answer a link probe leaves its pair on the confi
   CHECK(waited_s < 30);  // bounded: node-c's start and one 3 s wait
   coordinator->signal(SIGTERM);
   CHECK(coordinator->wait_exit(30s) == 0);
+}
+
+TEST_CASE("a zone pair whose probe failed is probed again when plans are next made, after a doubling wait, at most a few times") {
+  sailor::config::cluster configured;
+  configured.zones = {{"zone-a", "r", {{"EMU", 1}}}, {"zone-b", "r", {{"EMU", 1}}}};
+  configured.links.push_back({"zone-a", "zone-b", 0.02, 0.025, std::nullopt, 0.01});
+  // Real links (not emulated) and no node's agent known: every probe of the pair fails at once.
+  sailor::app::zone_link_probes probes{configured, false, 1.0, 10.0, 3};
+  auto now = std::chrono::steady_clock::time_point{};
+  probes.set_clock([&now] { return now; });
+  std::vector<sailor::actors::node_inventory> nodes(2);
+  nodes[0].name = "node-a";
+  nodes[0].zone = "zone-a";
+  nodes[1].name = "node-b";
+  nodes[1].zone = "zone-b";
+  auto network = probes.network_for(nodes);
+  CHECK(probes.probes_of("zone-a", "zone-b") == 1);
+  REQUIRE(network.links.size() == 1);  // planned on the configured link
+  CHECK(network.links[0].latency_s == doctest::Approx(0.02));
+  probes.network_for(nodes);
+  CHECK(probes.probes_of("zone-b", "zone-a") == 1);  // not again before its wait (10 s)
+  now += 10s;
+  probes.network_for(nodes);
+  CHECK(probes.probes_of("zone-a", "zone-b") == 2);
+  now += 10s;  // the wait doubled: 20 s
+  probes.network_for(nodes);
+  CHECK(probes.probes_of("zone-a", "zone-b") == 2);
+  now += 10s;
+  probes.network_for(nodes);
+  CHECK(probes.probes_of("zone-a", "zone-b") == 3);
+  now += 24h;  // three probes in all
+  probes.network_for(nodes);
+  CHECK(probes.probes_of("zone-a", "zone-b") == 3);
 }

@@ -58,6 +58,8 @@ result<measured_profile> profile_for(const coordinator_search_inputs& in,
         out.host_cores = measured->host_cores;
         out.cpu_per_message_s = measured->cpu_per_message_s;
         out.cpu_per_collective_s = measured->cpu_per_collective_s;
+        out.ranks = measured->ranks;
+        out.cpu_work_by_ranks = measured->cpu_work_by_ranks;
         continue;
       }
       if (cached_only)  // the caller falls back on another profile at hand: no warning yet

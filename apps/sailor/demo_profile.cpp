@@ -133,10 +133,15 @@ result<std::vector<child>> spawn_profilers(const profile_request& args,
   std::string tp_list;
   for (int tp : shape.tps)
     tp_list += (tp_list.empty() ? "" : ",") + std::to_string(tp);
+  // A go-ahead or ready file left by an earlier measurement (another count of processes)
+  // would start these before all are loaded.
+  std::error_code ec;
+  fs::remove(work / "profile.go", ec);
   std::vector<child> procs;
   for (int k = 0; k < std::max(1, shape.ranks); ++k) {
     child c;
     c.name = "profile-" + std::to_string(k);
+    fs::remove(work / (c.name + ".ready"), ec);
     c.log = (work / (c.name + ".log")).string();
     c.pid = spawn({node_binary, "profile", "--model", args.model, "--out",
                    (work / (c.name + ".json")).string(), "--micro-batches",
@@ -244,6 +249,75 @@ status write_profile(const measured_profile& m, const std::string& out, int rank
   return {};
 }
 
+// The cache file of the profile measured by `ranks` processes at once.
+std::string cache_file_for(const profile_request& args, const std::string& node_binary, int ranks) {
+  return profile_cache_file(args.cache_dir, args.device_type + "-" + std::to_string(ranks) + "ranks",
+                            args.model, node_binary);
+}
+
+// The profile measured by `shape.ranks` processes at once: the one at `file` when it covers
+// the plan, else measured and written there (`work`/profile.json when "").
+result<measured_profile> profile_at(const std::string& file, const profile_request& args,
+                                    const std::string& node_binary, const fs::path& work,
+                                    const config::plan& p, const plan_shape& shape) {
+  if (auto cached = cached_profile(file, p, shape))
+    return *cached;
+  if (args.cached_only)
+    return sailor::error{error_kind::failed,
+                         "no cached profile for " + std::to_string(shape.ranks) + " processes at once", "", 0, ""};
+  auto procs = spawn_profilers(args, node_binary, work, p, shape);
+  if (!procs)
+    return procs.error();
+  if (auto err = run_profilers(*procs, work))
+    return *err;
+  auto m = collect_profiles(*procs, work);
+  if (!m)
+    return m.error();
+  const std::string out = file.empty() ? (work / "profile.json").string() : file;
+  if (auto err = write_profile(*m, out, shape.ranks))
+    return *err;
+  return m;
+}
+
+// A pass's CPU work in `p`: every layer's forward, backward and update of `type` at
+// micro-batch `mbs` and TP 1 (0: not timed there).
+double pass_work(const config::model_profile& p, const std::string& type, int mbs) {
+  const auto* gp = p.find(type);
+  const auto* layers = gp ? gp->find(mbs, 1) : nullptr;
+  double out = 0;
+  if (layers)
+    for (const auto& l : *layers)
+      out += l.forward_s + l.backward_s + l.update_s;
+  return out;
+}
+
+// Counts of processes looked for in the cache (far more than this machine's cores).
+constexpr int most_ranks_cached = 64;
+
+// The host model of `m`, measured by `ranks` processes at once: the pass's work in the profile
+// of every other count cached for the same model and build, over `m`'s; and the most cores
+// the processes of any count got together (one process alone cannot show more than one).
+void add_host_model(measured_profile& m, const profile_request& args,
+                    const std::string& node_binary, int ranks, int mbs) {
+  m.ranks = ranks;
+  m.cpu_work_by_ranks = {{ranks, 1.0}};
+  const double own = pass_work(m.profile, args.device_type, mbs);
+  if (!(own > 0) || args.cache_dir.empty())
+    return;
+  for (int k = 1; k <= most_ranks_cached; ++k) {
+    const auto file = cache_file_for(args, node_binary, k);
+    std::error_code ec;
+    if (k == ranks || !fs::exists(file, ec))
+      continue;
+    auto other = config::load_profile_json(file);
+    const double work = other ? pass_work(*other, args.device_type, mbs) : 0;
+    if (work > 0)
+      m.cpu_work_by_ranks[k] = work / own;
+    if (auto host = read_host(file + ".host.json", {}, k))
+      m.host_cores = std::max(m.host_cores, host->host_cores);
+  }
+}
+
 }  // namespace
 
 // The model's profile for plan `p` on this machine: the cached file (and its .host.json) when
@@ -258,33 +332,32 @@ status write_profile(const measured_profile& m, const std::string& out, int rank
 // wall time, times their number (at most this machine's cores; less when other work loads
 // the machine). Each process also measures the CPU a message and a gradient all-reduce cost
 // on loopback (the median is kept). The simulator shares those cores among the ranks.
+//
+// Plans of another count of ranks (the search weighs them all) are predicted with the host
+// model: one process alone is measured too (the reference without contention), and the pass's
+// work of every count cached scales the profile's times to the candidate's count.
 result<measured_profile> obtain_profile(const profile_request& args, const std::string& node_binary,
                                         const fs::path& work, const config::plan& p) {
   const auto shape = shape_of(p);
-  profile_request where = args;
-  if (where.profile.empty() && !where.cache_dir.empty()) {
+  const bool by_count = args.profile.empty() && !args.cache_dir.empty();
+  std::string file = args.profile;
+  if (by_count) {
     std::error_code ec;
-    fs::create_directories(where.cache_dir, ec);
-    where.profile = profile_cache_file(where.cache_dir,
-                                       where.device_type + "-" + std::to_string(shape.ranks) + "ranks",
-                                       where.model, node_binary);
+    fs::create_directories(args.cache_dir, ec);
+    file = cache_file_for(args, node_binary, shape.ranks);
   }
-  if (auto cached = cached_profile(where.profile, p, shape))
-    return *cached;
-  if (args.cached_only)
-    return sailor::error{error_kind::failed,
-                         "no cached profile for " + std::to_string(shape.ranks) + " processes at once", "", 0, ""};
-  auto procs = spawn_profilers(args, node_binary, work, p, shape);
-  if (!procs)
-    return procs.error();
-  if (auto err = run_profilers(*procs, work))
-    return *err;
-  auto m = collect_profiles(*procs, work);
-  if (!m)
-    return m.error();
-  const std::string out = where.profile.empty() ? (work / "profile.json").string() : where.profile;
-  if (auto err = write_profile(*m, out, shape.ranks))
-    return *err;
+  auto m = profile_at(file, args, node_binary, work, p, shape);
+  if (!m || !by_count)
+    return m;
+  if (shape.ranks > 1 && !args.cached_only) {
+    const plan_shape alone{shape.tps, 1};
+    auto one = profile_at(cache_file_for(args, node_binary, 1), args, node_binary, work, p, alone);
+    if (!one)
+      std::fprintf(stderr, "  warning: no profile of one process alone (%s): plans of fewer "
+                           "ranks are predicted at the speed of %d sharing the host\n",
+                   one.error().message.c_str(), shape.ranks);
+  }
+  add_host_model(*m, args, node_binary, shape.ranks, p.micro_batch);
   return m;
 }
 

@@ -4,6 +4,7 @@
 // this host gives the ranks (cores, CPU per message and per all-reduce).
 
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include "sailor/config/error.hpp"
@@ -20,6 +21,12 @@ struct measured_profile {
   double host_cores = 0;            ///< cores the ranks get together (0: unknown)
   double cpu_per_message_s = 0;     ///< CPU of one point-to-point message, every thread
   double cpu_per_collective_s = 0;  ///< CPU of one gradient all-reduce, every thread
+  int ranks = 0;                    ///< processes that measured it at once (0: unknown)
+  /// The host model across counts of ranks: per count of processes that measured the model
+  /// at once on this host (those cached so far, this one's included), a pass's CPU work in
+  /// that count's profile over this profile's (1 at `ranks`). Ranks sharing the cores share
+  /// caches and memory bandwidth: each computes slower the more there are.
+  std::map<int, double> cpu_work_by_ranks;
 };
 
 /// Where the profile comes from.
@@ -42,7 +49,10 @@ std::string profile_cache_file(const std::string& dir, const std::string& device
                                const std::string& model_file, const std::string& node_binary);
 
 /// The model's profile for plan `p` on this machine: the cached file when it covers the plan,
-/// else measured by `node_binary profile` (bounded) in `work` and written to the cache.
+/// else measured by `node_binary profile` (bounded) in `work` and written to the cache. With a
+/// cache folder (`cache_dir`), a plan of several ranks is also measured by one process alone
+/// (unless `cached_only`), and the result carries the host model (cpu_work_by_ranks) of every
+/// count cached, and the most cores any count's processes got together.
 result<measured_profile> obtain_profile(const profile_request& args, const std::string& node_binary,
                                         const std::filesystem::path& work, const config::plan& p);
 

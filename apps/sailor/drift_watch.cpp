@@ -49,7 +49,8 @@ bool same_shape(const config::plan& a, const config::plan& b) {
 
 }  // namespace
 
-void node_speeds::add(const std::string& node, double compute_s, double predicted_compute_s) {
+void node_speeds::add(const std::string& node, double compute_s, double predicted_compute_s,
+                      std::int64_t iteration) {
   if (!std::isfinite(compute_s) || !std::isfinite(predicted_compute_s) || compute_s <= 0 ||
       predicted_compute_s <= 0)
     return;
@@ -62,6 +63,21 @@ void node_speeds::add(const std::string& node, double compute_s, double predicte
       return;
   }
   rs.push_back(ratio);
+  iterations_[node].push_back(iteration);
+}
+
+std::int64_t node_speeds::slow_since(const std::string& node, const drift_options& o) const {
+  auto it = ratios_.find(node);
+  const auto base = static_cast<std::size_t>(std::max(1, o.baseline));
+  if (it == ratios_.end() || it->second.size() <= base)
+    return -1;
+  const auto& rs = it->second;
+  const auto& at = iterations_.at(node);
+  const double before = median_of({rs.begin(), rs.begin() + static_cast<long>(base)});
+  std::int64_t since = -1;
+  for (std::size_t k = rs.size(); k-- > base && rs[k] > 1.25 * before;)
+    since = at[k];
+  return since;
 }
 
 double node_speeds::slowdown(const std::string& node, const drift_options& o) const {
@@ -78,10 +94,12 @@ double node_speeds::slowdown(const std::string& node, const drift_options& o) co
   return before > 0 ? now / before : 1;
 }
 
-std::optional<std::pair<std::string, double>> node_speeds::straggler(const drift_options& o) const {
+std::optional<std::pair<std::string, double>> node_speeds::straggler(
+  const drift_options& o, const std::set<std::string>& left_out) const {
   std::vector<std::pair<double, std::string>> by_slowdown;
   for (const auto& [node, rs] : ratios_)
-    by_slowdown.emplace_back(slowdown(node, o), node);
+    if (!left_out.count(node))
+      by_slowdown.emplace_back(slowdown(node, o), node);
   if (by_slowdown.empty())
     return std::nullopt;
   std::sort(by_slowdown.rbegin(), by_slowdown.rend());
@@ -108,7 +126,8 @@ std::optional<std::string> drift_watch::check(const std::vector<actors::board_ra
       continue;
     if (!seen_.insert({r.plan_version, r.node, r.rank, r.iteration}).second)
       continue;
-    speeds_.add(r.node, r.compute_s, running.stages[static_cast<std::size_t>(r.stage)].compute_s);
+    speeds_.add(r.node, r.compute_s, running.stages[static_cast<std::size_t>(r.stage)].compute_s,
+                r.iteration);
     if (loop_ && current)
       observe_link(r, running, *current);
   }
@@ -116,7 +135,12 @@ std::optional<std::string> drift_watch::check(const std::vector<actors::board_ra
   if (done == last_checked_ || done - last_replan_iteration_ < options_.cooldown)
     return std::nullopt;
   last_checked_ = done;
-  auto slow = speeds_.straggler(options_);
+  std::set<std::string> left_out;
+  if (loop_) {
+    std::lock_guard lock{loop_->mu};
+    left_out = loop_->excluded;
+  }
+  auto slow = speeds_.straggler(options_, left_out);
   // A link that drifted explains the slowness of the nodes it joins (their backward waits in
   // the overlapped all-reduce): no straggler is judged, nor are samples held back as a
   // suspect's, until a plan predicted on the corrected link runs.
@@ -124,6 +148,15 @@ std::optional<std::string> drift_watch::check(const std::vector<actors::board_ra
     slow.reset();
   if (loop_) {
     std::lock_guard lock{loop_->mu};
+    // The iterations since the node slowed down measured the node, not its type: out of the
+    // type's correction, or the plans around it would be predicted as slow as it is.
+    if (slow && !loop_->suspect)
+      if (const auto since = speeds_.slow_since(slow->first, options_); since >= 0)
+        if (auto n = loop_->correction.forget_from(loop_->bottleneck_type, since))
+          std::fprintf(stderr, "  closed loop: %zu iterations from %lld on left out of the %s "
+                               "correction (%s slowed down)\n",
+                       n, static_cast<long long>(since + 1), loop_->bottleneck_type.c_str(),
+                       slow->first.c_str());
     loop_->suspect = slow.has_value();
     if (slow && loop_->excluded.count(slow->first))
       return std::nullopt;

@@ -60,14 +60,21 @@ class node_speeds {
 public:
   /// One rank's iteration: measured compute and its stage's predicted compute per iteration.
   /// Samples that cannot be trusted (zero, negative, not finite) are dropped.
-  void add(const std::string& node, double compute_s, double predicted_compute_s);
+  void add(const std::string& node, double compute_s, double predicted_compute_s,
+           std::int64_t iteration = -1);
   /// The node's recent ratio over its baseline (1 while it has too few samples).
   double slowdown(const std::string& node, const drift_options& o) const;
-  /// The slowest node over `o.slow_factor` (and over that factor times its peers' median), if any.
-  std::optional<std::pair<std::string, double>> straggler(const drift_options& o) const;
+  /// The slowest node over `o.slow_factor` (and over that factor times its peers' median), if
+  /// any; nodes in `left_out` (no longer planned on) are not judged.
+  std::optional<std::pair<std::string, double>> straggler(const drift_options& o,
+                                                          const std::set<std::string>& left_out = {}) const;
+  /// The first iteration of the node's latest run of samples a quarter or more over its
+  /// baseline (when it began to slow down; -1: not known).
+  std::int64_t slow_since(const std::string& node, const drift_options& o) const;
 
 private:
   std::map<std::string, std::vector<double>> ratios_;
+  std::map<std::string, std::vector<std::int64_t>> iterations_;  // of each ratio
 };
 
 /// The plan the search would make over a request's nodes, and its prediction, without

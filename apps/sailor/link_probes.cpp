@@ -1,5 +1,6 @@
 #include "link_probes.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 
@@ -36,8 +37,10 @@ comm::link_probe_result to_comm(const protocol::link_probe_result& r) {
 
 }  // namespace
 
-zone_link_probes::zone_link_probes(config::cluster configured, bool emulated, double timeout_s)
-  : configured_(std::move(configured)), emulated_(emulated), timeout_s_(timeout_s) {}
+zone_link_probes::zone_link_probes(config::cluster configured, bool emulated, double timeout_s,
+                                   double retry_after_s, int most_probes)
+  : configured_(std::move(configured)), emulated_(emulated), timeout_s_(timeout_s),
+    retry_after_s_(retry_after_s), most_probes_(std::max(1, most_probes)) {}
 
 zone_link_probes::~zone_link_probes() { detach(); }
 
@@ -186,8 +189,8 @@ std::optional<config::zone_link> zone_link_probes::probe(
   }
   if (!r) {
     std::fprintf(stderr, "sailor coordinator: warning: [link %s->%s] probe failed (%s): planning "
-                         "on the configured link\n",
-                 a.c_str(), b.c_str(), r.error().message.c_str());
+                         "on the configured link%s\n",
+                 a.c_str(), b.c_str(), r.error().message.c_str(), next_probe(a, b).c_str());
     return std::nullopt;
   }
   auto measured = comm::measured_link(configured, to_comm(*r));
@@ -203,6 +206,30 @@ std::optional<config::zone_link> zone_link_probes::probe(
   return measured;
 }
 
+bool zone_link_probes::due(const pair_probes& p) const {
+  return !p.link && p.probes < most_probes_ && (p.probes == 0 || now_() >= p.again);
+}
+
+std::string zone_link_probes::next_probe(const std::string& a, const std::string& b) const {
+  auto it = probed_.find({a, b});
+  if (it == probed_.end())
+    return {};
+  const auto& p = it->second;
+  char buf[160];
+  if (p.probes >= most_probes_)
+    std::snprintf(buf, sizeof buf, " (probe %d of %d: not probed again)", p.probes, most_probes_);
+  else
+    std::snprintf(buf, sizeof buf, " (probe %d of %d: probed again when plans are made after %.0f s)",
+                  p.probes, most_probes_, std::chrono::duration<double>(p.again - now_()).count());
+  return buf;
+}
+
+int zone_link_probes::probes_of(const std::string& a, const std::string& b) {
+  std::lock_guard lock{mu_};
+  auto it = probed_.find(a < b ? std::make_pair(a, b) : std::make_pair(b, a));
+  return it == probed_.end() ? 0 : it->second.probes;
+}
+
 config::cluster zone_link_probes::network_for(const std::vector<actors::node_inventory>& nodes) {
   std::set<std::string> zones;
   for (const auto& n : nodes)
@@ -211,15 +238,19 @@ config::cluster zone_link_probes::network_for(const std::vector<actors::node_inv
   config::cluster out = configured_;
   for (auto a = zones.begin(); a != zones.end(); ++a)
     for (auto b = std::next(a); b != zones.end(); ++b) {
-      auto [it, fresh] = probed_.try_emplace({*a, *b});
-      if (fresh)
-        it->second = probe(*a, *b, nodes);
-      if (!it->second)
+      auto& pair = probed_[{*a, *b}];
+      if (due(pair)) {
+        ++pair.probes;
+        pair.again = now_() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                std::chrono::duration<double>(retry_after_s_ * (1 << std::min(pair.probes - 1, 20))));
+        pair.link = probe(*a, *b, nodes);
+      }
+      if (!pair.link)
         continue;
       std::erase_if(out.links, [&](const config::zone_link& l) {
         return (l.from == *a && l.to == *b) || (l.from == *b && l.to == *a);
       });
-      out.links.push_back(*it->second);
+      out.links.push_back(*pair.link);
     }
   return out;
 }

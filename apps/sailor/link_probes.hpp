@@ -11,10 +11,14 @@
 // warning naming the pair. Only when no node of a pair can be asked (no agent known, or the
 // answers are not attached yet) and the links are emulated, the pair is probed in this
 // process over loopback through the same shaper: on one machine that emulates its zones,
-// that is the link the nodes get. Each pair is probed once.
+// that is the link the nodes get. A pair is probed once when its probe succeeds; one that
+// failed is probed again when plans are next made over it, after a wait that doubles each
+// time (from `retry_after_s`), at most `most_probes` times in all.
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -38,7 +42,8 @@ public:
   /// `emulated`: the configured links are the shaper's (the nodes shape their probes by them);
   /// else the links are real and only probes between nodes measure them. `timeout_s` bounds
   /// every wait of a probe; an answer is waited for at most twice that.
-  zone_link_probes(config::cluster configured, bool emulated, double timeout_s = 5);
+  zone_link_probes(config::cluster configured, bool emulated, double timeout_s = 5,
+                   double retry_after_s = 10, int most_probes = 4);
   ~zone_link_probes();
   zone_link_probes(const zone_link_probes&) = delete;
   zone_link_probes& operator=(const zone_link_probes&) = delete;
@@ -50,8 +55,14 @@ public:
   /// Stops that actor (before the actor system ends).
   void detach();
 
-  /// The configured cluster with the link of every pair of `nodes`' zones as probed.
+  /// The configured cluster with the link of every pair of `nodes`' zones as probed. A pair
+  /// not probed yet is probed now, as is one whose probe failed and whose wait is over.
   config::cluster network_for(const std::vector<actors::node_inventory>& nodes);
+
+  /// Probes of the zone pair so far (either order), failed ones included.
+  int probes_of(const std::string& a, const std::string& b);
+  /// The clock the waits between probes are read on (tests move it).
+  void set_clock(std::function<std::chrono::steady_clock::time_point()> now) { now_ = std::move(now); }
 
 private:
   struct inbox {  // the answers, by probe id
@@ -81,8 +92,23 @@ private:
   std::mutex agents_mu_;  // agents_, answers_
   std::map<std::string, caf::actor> agents_;
   caf::actor answers_;
+  // A zone pair: its link as probed (nullopt: not yet, or the probes failed), the probes so
+  // far, and when a failed one may be probed again.
+  struct pair_probes {
+    std::optional<config::zone_link> link;
+    int probes = 0;
+    std::chrono::steady_clock::time_point again;
+  };
+  // Whether `p` is to be probed now.
+  bool due(const pair_probes& p) const;
+  // What a failed probe's warning adds: when the pair is probed next, if ever (under mu_).
+  std::string next_probe(const std::string& a, const std::string& b) const;
+
+  const double retry_after_s_;
+  const int most_probes_;
+  std::function<std::chrono::steady_clock::time_point()> now_ = [] { return std::chrono::steady_clock::now(); };
   std::mutex mu_;  // probed_
-  std::map<std::pair<std::string, std::string>, std::optional<config::zone_link>> probed_;
+  std::map<std::pair<std::string, std::string>, pair_probes> probed_;
 };
 
 }  // namespace sailor::app

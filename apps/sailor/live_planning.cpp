@@ -22,6 +22,8 @@ simulator::sim_options cpu_sim_options(const measured_profile* profile) {
   sim.host_cores = profile->host_cores;
   sim.cpu_per_message_s = profile->cpu_per_message_s;
   sim.cpu_per_collective_s = profile->cpu_per_collective_s;
+  // Plans of another count of ranks than measured the profile: their CPU work at their count.
+  sim.host_cpu_scale = profile->cpu_work_by_ranks;
   return sim;
 }
 
@@ -38,7 +40,7 @@ void live_loop::observe(const actors::iteration_record& r) {
     predicted -= raw_cross_zone_s;
     measured -= r.all_reduce_s;
   }
-  auto why = correction.add(bottleneck_type, predicted, measured);
+  auto why = correction.add(bottleneck_type, predicted, measured, r.iteration);
   if (!why.empty()) {
     std::fprintf(stderr, "  warning: iteration %lld's time not trusted: %s\n",
                  static_cast<long long>(r.iteration + 1), why.c_str());

@@ -77,12 +77,14 @@ plan_prediction prediction_of(const local_planning_inputs& in, const config::pla
   }
   out.predicted_s = out.uncorrected_s = measured->iteration_time_s;
   stage_times(*measured, p, out);
-  char buf[400];
+  char buf[480];
   std::snprintf(buf, sizeof buf,
                 "simulator on this machine's profile (CPU work, measured by %d processes at "
-                "once), the %d ranks sharing %.2f cores, %.0f/%.0f us CPU per message/"
-                "all-reduce; pipeline %.4f s + gradient sync and update %.4f s",
-                profile->profile.by_gpu.empty() ? 0 : ranks, ranks, profile->host_cores,
+                "once; x%.2f at %d, the host model of %zu counts), the %d ranks sharing %.2f "
+                "cores, %.0f/%.0f us CPU per message/all-reduce; pipeline %.4f s + gradient "
+                "sync and update %.4f s",
+                profile->ranks, simulator::host_cpu_scale(sim, ranks), ranks,
+                profile->cpu_work_by_ranks.size(), ranks, profile->host_cores,
                 profile->cpu_per_message_s * 1e6, profile->cpu_per_collective_s * 1e6,
                 measured->pipeline_s, measured->sync_and_update_s);
   out.note = buf;

@@ -35,17 +35,37 @@ int micro_batches_of(const resolved_plan& p, int s) {
   return std::max(1, (per_replica + p.micro_batch - 1) / p.micro_batch);
 }
 
-// Ranks sharing a host's cores (sim_options::host_cores): while more ranks compute than there
-// are cores, each runs at cores / ranks of its own speed; the schedule is costed as if all
-// were computing at once (its bubbles make that pessimistic, the CPU bound of cpu_bound_s
-// optimistic).
-double host_slowdown(const sim_context& ctx, const resolved_plan& p) {
-  const double cores = ctx.options().host_cores;
-  if (cores <= 0) return 1.0;
+namespace {
+// The plan's ranks: every replica's TP ranks.
+double ranks_of(const resolved_plan& p) {
   double ranks = 0;
   for (const auto& st : p.stages)
     for (int r = 0; r < st.num_replicas; ++r) ranks += std::max(1, st.replicas[r].tp);
-  return std::max(1.0, ranks / cores);
+  return ranks;
+}
+}  // namespace
+
+double host_cpu_scale(const sim_options& o, double ranks) {
+  const auto& table = o.host_cpu_scale;
+  if (o.host_cores <= 0 || table.empty()) return 1.0;
+  auto above = table.lower_bound(static_cast<int>(std::ceil(ranks)));
+  if (above == table.end()) return std::prev(above)->second;
+  if (above == table.begin() || above->first == ranks) return above->second;
+  const auto below = std::prev(above);
+  const double w = (ranks - below->first) / double(above->first - below->first);
+  return below->second + w * (above->second - below->second);
+}
+
+// Ranks sharing a host's cores (sim_options::host_cores): while more ranks compute than there
+// are cores, each runs at cores / ranks of its own speed; the schedule is costed as if all
+// were computing at once (its bubbles make that pessimistic, the CPU bound of cpu_bound_s
+// optimistic). Each pass's CPU work is the profile's at the plan's count of ranks
+// (sim_options::host_cpu_scale).
+double host_slowdown(const sim_context& ctx, const resolved_plan& p) {
+  const double cores = ctx.options().host_cores;
+  if (cores <= 0) return 1.0;
+  const double ranks = ranks_of(p);
+  return host_cpu_scale(ctx.options(), ranks) * std::max(1.0, ranks / cores);
 }
 
 stage_times compute_stage_times(const sim_context& ctx, const resolved_plan& p, int s) {
@@ -131,7 +151,8 @@ double cpu_bound_s(const sim_context& ctx, const resolved_plan& p, const stage_t
   }
   // Stage 0 ends its backward last; its gradient sync and the final all-reduce are waits that
   // no rank's work fills.
-  return work / o.host_cores + (S > 0 ? t[0].allreduce_s : 0.0) + final_allreduce_s(ctx, p);
+  return work * host_cpu_scale(o, ranks_of(p)) / o.host_cores + (S > 0 ? t[0].allreduce_s : 0.0) +
+         final_allreduce_s(ctx, p);
 }
 
 double finish_iteration(const sim_context& ctx, const resolved_plan& p, const stage_times* t,

@@ -26,8 +26,23 @@ std::string format_ratio(const char* what, double ratio, double reference) {
 
 }  // namespace
 
+std::vector<double> speed_correction::ratios_of(const std::string& gpu_type) const {
+  std::vector<double> out;
+  if (auto it = ratios_.find(gpu_type); it != ratios_.end())
+    for (const auto& s : it->second)
+      out.push_back(s.ratio);
+  return out;
+}
+
+std::size_t speed_correction::forget_from(const std::string& gpu_type, std::int64_t first) {
+  auto it = ratios_.find(gpu_type);
+  if (it == ratios_.end())
+    return 0;
+  return std::erase_if(it->second, [first](const sample& s) { return s.iteration >= first; });
+}
+
 std::string speed_correction::add(const std::string& gpu_type, double predicted_s,
-                                  double measured_s) {
+                                  double measured_s, std::int64_t iteration) {
   auto refuse = [this](std::string why) {
     ++refused_;
     return why;
@@ -43,7 +58,7 @@ std::string speed_correction::add(const std::string& gpu_type, double predicted_
   // Against the type's own history, once it has one.
   auto own = ratios_.find(gpu_type);
   if (own != ratios_.end() && own->second.size() >= options_.min_samples) {
-    const double ref = median_of({own->second.begin(), own->second.end()});
+    const double ref = median_of(ratios_of(gpu_type));
     if (absurd(ratio, ref))
       return refuse(format_ratio("its own median", ratio, ref));
   }
@@ -51,14 +66,14 @@ std::string speed_correction::add(const std::string& gpu_type, double predicted_
   std::vector<double> peers;
   for (const auto& [type, rs] : ratios_)
     if (type != gpu_type && rs.size() >= options_.min_samples)
-      peers.push_back(median_of({rs.begin(), rs.end()}));
+      peers.push_back(median_of(ratios_of(type)));
   if (!peers.empty()) {
     const double ref = median_of(peers);
     if (absurd(ratio, ref))
       return refuse(format_ratio("the other types' median", ratio, ref));
   }
   auto& rs = ratios_[gpu_type];
-  rs.push_back(ratio);
+  rs.push_back({ratio, iteration});
   while (rs.size() > std::max<std::size_t>(1, options_.window))
     rs.pop_front();
   return {};
@@ -68,7 +83,7 @@ double speed_correction::factor(const std::string& gpu_type) const {
   auto it = ratios_.find(gpu_type);
   if (it == ratios_.end() || it->second.size() < std::max<std::size_t>(1, options_.min_samples))
     return 1.0;
-  return median_of({it->second.begin(), it->second.end()});
+  return median_of(ratios_of(gpu_type));
 }
 
 std::size_t speed_correction::samples(const std::string& gpu_type) const {

@@ -101,3 +101,15 @@ TEST_CASE("correction: per zone pair, links take the factor times as long") {
   CHECK(corrected.link("b", "c").transfer_s(bytes) ==
         doctest::Approx(cl.link("b", "c").transfer_s(bytes)));
 }
+
+TEST_CASE("the correction forgets the iterations a slowed node measured, once it is found out") {
+  speed_correction c;
+  for (int k = 1; k <= 4; ++k) CHECK(c.add("CPU", 0.1, 0.12, k) == "");
+  // A node slowed down from iteration 5: its iterations take three times as long.
+  for (int k = 5; k <= 8; ++k) CHECK(c.add("CPU", 0.1, 0.36, k) == "");
+  CHECK(c.factor("CPU") == doctest::Approx(2.4));  // the median moved half-way to the straggler
+  CHECK(c.forget_from("CPU", 5) == 4);
+  CHECK(c.samples("CPU") == 4);
+  CHECK(c.factor("CPU") == doctest::Approx(1.2));
+  CHECK(c.forget_from("GPU", 0) == 0);  // no samples of that type
+}

@@ -322,3 +322,41 @@ TEST_CASE("our runtime's communication: an all-reduce per layer, a final all-red
   CHECK(re->iteration_time_s == doctest::Approx(oe->iteration_time_s).epsilon(1e-9));
   CHECK(se->iteration_time_s > 3 * oe->iteration_time_s);
 }
+
+TEST_CASE("the host model: a plan's CPU work at its own count of ranks sharing the host") {
+  fixture f;
+  sim_options shared;
+  shared.host_cores = 2;
+  // Measured by two processes at once; one alone does each pass in half the time, four in
+  // 1.4 times it (they share caches and memory bandwidth).
+  shared.host_cpu_scale = {{1, 0.5}, {2, 1.0}, {4, 1.4}};
+  CHECK(host_cpu_scale(shared, 1) == doctest::Approx(0.5));
+  CHECK(host_cpu_scale(shared, 2) == doctest::Approx(1.0));
+  CHECK(host_cpu_scale(shared, 3) == doctest::Approx(1.2));  // between the counts measured
+  CHECK(host_cpu_scale(shared, 8) == doctest::Approx(1.4));  // the nearest count beyond them
+  sim_options flat = shared;
+  flat.host_cpu_scale.clear();
+  CHECK(host_cpu_scale(flat, 1) == 1.0);
+
+  auto alone = make_plan(1, 8, {{4, {rep("fast", "a")}}});
+  auto pair = make_plan(1, 8, {{2, {rep("fast", "a")}}, {2, {rep("fast", "a")}}});
+  auto quad = make_plan(1, 8, {{1, {rep("fast", "a")}}, {1, {rep("fast", "a")}},
+                               {1, {rep("fast", "a")}}, {1, {rep("fast", "a")}}});
+  for (const auto* p : {&alone, &pair, &quad}) {
+    auto scaled = simulate(f.make(shared), *p);
+    auto as_measured = simulate(f.make(flat), *p);
+    REQUIRE(scaled.ok());
+    REQUIRE(as_measured.ok());
+    const double k = p == &alone ? 0.5 : p == &pair ? 1.0 : 1.4;
+    CHECK(scaled->stages[0].forward_s == doctest::Approx(k * as_measured->stages[0].forward_s));
+    CHECK(scaled->stages[0].backward_s == doctest::Approx(k * as_measured->stages[0].backward_s));
+  }
+  // The one-rank plan is now the faster of the first two, as the host runs them.
+  auto one = simulate(f.make(shared), alone);
+  auto two = simulate(f.make(shared), pair);
+  auto one_flat = simulate(f.make(flat), alone);
+  auto two_flat = simulate(f.make(flat), pair);
+  REQUIRE((one.ok() && two.ok() && one_flat.ok() && two_flat.ok()));
+  CHECK(one_flat->iteration_time_s > two_flat->iteration_time_s);
+  CHECK(one->iteration_time_s < two->iteration_time_s);
+}

@@ -10,6 +10,7 @@
 /// median of the type's own samples or of the other types' factors.
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <string>
@@ -35,8 +36,12 @@ public:
   explicit speed_correction(correction_options o = {}) : options_(o) {}
 
   /// One iteration of `gpu_type`: returns "" when the sample was kept, else why it was not
-  /// trusted (nothing changes then).
-  std::string add(const std::string& gpu_type, double predicted_s, double measured_s);
+  /// trusted (nothing changes then). `iteration`: which one (-1: not said), for forget_from.
+  std::string add(const std::string& gpu_type, double predicted_s, double measured_s,
+                  std::int64_t iteration = -1);
+  /// Drops the samples of `gpu_type` from iteration `first` on (what they measured was not
+  /// the type's: a node that slowed down before it was found out); returns how many.
+  std::size_t forget_from(const std::string& gpu_type, std::int64_t first);
 
   /// Median of the trusted ratios of `gpu_type` (1 with fewer than `min_samples`).
   double factor(const std::string& gpu_type) const;
@@ -53,7 +58,12 @@ public:
 
 private:
   correction_options options_;
-  std::map<std::string, std::deque<double>> ratios_;
+  struct sample {
+    double ratio = 1;
+    std::int64_t iteration = -1;
+  };
+  std::vector<double> ratios_of(const std::string& gpu_type) const;
+  std::map<std::string, std::deque<sample>> ratios_;
   std::size_t refused_ = 0;
 };
 

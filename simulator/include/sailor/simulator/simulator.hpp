@@ -42,6 +42,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <map>
 #include <unordered_map>
 #include <vector>
 
@@ -151,6 +152,13 @@ struct sim_options {
   /// plus the waits no rank's work can fill (the last gradient sync and the final
   /// all-reduce). 0: every rank has its own device (GPUs).
   double host_cores = 0;
+  /// How the profile's CPU work changes with the number of ranks sharing the host: per count
+  /// of ranks, a pass's CPU work relative to the profile's times (1 at the count that measured
+  /// them). Ranks that share cores also share caches and memory bandwidth, so a plan with
+  /// fewer ranks than the profile was measured with computes each pass faster, one with more
+  /// slower. Interpolated between the counts held, the nearest count's beyond them; empty:
+  /// the profile's times at every count. Only with `host_cores`.
+  std::map<int, double> host_cpu_scale;
   /// CPU seconds a rank's communication spends per point-to-point message (send or receive:
   /// its threads, copies, wake-ups) and per collective call; only with `host_cores`.
   double cpu_per_message_s = 0;
@@ -164,6 +172,11 @@ struct sim_options {
 status set_option(sim_options& o, const std::string& key, double value);
 /// Applies "key=value,key=value" (e.g. from --set or SAILOR_SIM_OPTIONS).
 status set_options(sim_options& o, const std::string& list);
+
+/// A pass's CPU work when `ranks` share the host, relative to the profile's times
+/// (sim_options::host_cpu_scale; 1 without a host model).
+double host_cpu_scale(const sim_options& o, double ranks);
+
 /// The options as "key=value" lines, for reports.
 std::string describe(const sim_options& o);
 
