@@ -256,7 +256,8 @@ void assign(supervisor* self, config::plan chosen) {
   std::optional<training_job> training;
   // Iterations completed so far, whatever plan ran them: a resumed plan keeps those before
   // its checkpoint.
-  auto earlier = st.training.completed();
+  const training_progress previous = std::move(st.training);
+  auto earlier = previous.completed();
   st.training = training_progress{};
   st.restore_folder.clear();
   st.restore_iterations = 0;
@@ -272,6 +273,11 @@ void assign(supervisor* self, config::plan chosen) {
         job.peer_addresses.push_back(node.inventory.address);
       }
     if (st.options.prepare_training(job, st.holdings)) {
+      // Finished by the survivors but not reported by a lost node: kept, not run again.
+      const auto settled = previous.unreported_before(job.start_iteration);
+      earlier.insert(earlier.end(), settled.begin(), settled.end());
+      std::sort(earlier.begin(), earlier.end(),
+                [](const iteration_record& a, const iteration_record& b) { return a.iteration < b.iteration; });
       st.restore_folder = job.restore_dir;
       st.restore_iterations = job.start_iteration;
       st.restore_mixed = mixed_restore(job);
@@ -292,6 +298,11 @@ void assign(supervisor* self, config::plan chosen) {
                        std::to_string(job.start_iteration));
       training = std::move(job);
       recovery_assigned(self, earlier);
+      for (const auto& r : settled) {
+        record(self, "iteration " + std::to_string(r.iteration + 1) +
+                       " settled from the survivors' reports (a lost node finished it without reporting)");
+        announce_iteration(self, r);
+      }
     }
   }
   if (st.options.store) {

@@ -79,6 +79,8 @@ void recovery_assigned(supervisor* self, const std::vector<iteration_record>& ea
 bool mixed_restore(const training_job& job);
 /// A start-up step reached by a rank of the current plan.
 void recovery_step(supervisor* self, const train_report& x);
+/// An iteration completed (or settled): logged, on the board, told to on_iteration.
+void announce_iteration(supervisor* self, const iteration_record& done);
 /// An iteration completed: the first of a recovered plan closes its record.
 void recovery_done(supervisor* self, const iteration_record& done);
 /// A preemption notice from node `name`: while training, it stays until the next plan took

@@ -191,6 +191,30 @@ void failed(supervisor* self, const train_report& x) {
 
 }  // namespace
 
+void announce_iteration(supervisor* self, const iteration_record& done) {
+  auto& st = self->state;
+  // Debug: the application prints one line per iteration (on_iteration); numbered from 1
+  // as there, and without a prediction when the plan came with none.
+  std::string predicted;
+  if (st.training.predicted_s() > 0)
+    predicted = fmt::format(", predicted {:.3f} s", st.training.predicted_s());
+  log::get("actors")->debug("[supervisor] iteration {}/{}: loss {:.4f}, measured {:.3f} s{} "
+                            "(compute {:.3f}, recv wait {:.3f}, send wait {:.3f}, all-reduce "
+                            "{:.3f})",
+                            done.iteration + 1, st.training.iterations(), done.loss,
+                            done.measured_s, predicted, done.compute_s, done.recv_wait_s,
+                            done.send_wait_s, done.all_reduce_s);
+  if (st.options.board) {
+    st.options.board->add_iteration(done, st.training.plan_version(), st.training.predicted_s());
+    publish_board(self);
+  }
+  if (st.training.finished())
+    record(self, "training finished: " + std::to_string(st.training.completed_count()) +
+                   " iterations of plan v" + std::to_string(st.training.plan_version()));
+  if (st.options.on_iteration)
+    st.options.on_iteration(done, st.training);
+}
+
 void on_train_report(supervisor* self, const train_report& x) {
   auto& st = self->state;
   const auto address = reporting_node_address(self, x.node);
@@ -230,26 +254,7 @@ void on_train_report(supervisor* self, const train_report& x) {
   if (!done)
     return;
   recovery_done(self, *done);
-  // Debug: the application prints one line per iteration (on_iteration); numbered from 1
-  // as there, and without a prediction when the plan came with none.
-  std::string predicted;
-  if (st.training.predicted_s() > 0)
-    predicted = fmt::format(", predicted {:.3f} s", st.training.predicted_s());
-  log::get("actors")->debug("[supervisor] iteration {}/{}: loss {:.4f}, measured {:.3f} s{} "
-                            "(compute {:.3f}, recv wait {:.3f}, send wait {:.3f}, all-reduce "
-                            "{:.3f})",
-                            done->iteration + 1, st.training.iterations(), done->loss,
-                            done->measured_s, predicted, done->compute_s, done->recv_wait_s,
-                            done->send_wait_s, done->all_reduce_s);
-  if (st.options.board) {
-    st.options.board->add_iteration(*done, st.training.plan_version(), st.training.predicted_s());
-    publish_board(self);
-  }
-  if (st.training.finished())
-    record(self, "training finished: " + std::to_string(st.training.completed_count()) +
-                   " iterations of plan v" + std::to_string(st.training.plan_version()));
-  if (st.options.on_iteration)
-    st.options.on_iteration(*done, st.training);
+  announce_iteration(self, *done);
 }
 
 void on_train_check(supervisor* self, std::int64_t version) {

@@ -514,3 +514,42 @@ TEST_CASE_FIXTURE(training_run, "supervisor: a node lost while the ranks of a pl
   CHECK(logs.at("n5")->jobs.back().start_iteration == 1);
   CHECK(state().recovery.record.lost_iterations == 0);
 }
+
+TEST_CASE_FIXTURE(training_run, "supervisor: an iteration the survivors finished but a lost node never reported is settled from their reports, not skipped") {
+  four_nodes_through_first_iteration();
+  // Iteration 1: every rank but n4's reports it (n4 is killed after the iteration's last
+  // collective, before its report); the last stage's loss comes from a surviving replica.
+  int last_stage = 0;
+  for (const auto& [name, node] : state().nodes)
+    for (const auto& role : node.roles) last_stage = std::max(last_stage, role.stage);
+  bool last_stage_survives = false;
+  for (const auto& n : {"n1", "n2", "n3"})
+    for (const auto& role : state().nodes.at(n).roles) {
+      last_stage_survives = last_stage_survives || (role.stage == last_stage && role.tp_rank == 0);
+      train_report r;
+      r.plan_version = 1;
+      r.node = n;
+      r.stage = role.stage;
+      r.replica = role.replica;
+      r.tp_rank = role.tp_rank;
+      r.kind = static_cast<std::int32_t>(report_kind::iteration);
+      r.iteration = 1;
+      r.loss = 2.5;
+      send(n, r);
+    }
+  REQUIRE(last_stage_survives);
+  CHECK(state().training.completed_count() == 1);  // n4's report is missing
+  lose("n4");
+  const auto file = shard("checkpoints/j/mem", 2);  // the survivors' state includes iteration 1
+  for (const auto& n : {"n1", "n2", "n3"})
+    report_kept(n, 2, file);
+  REQUIRE(state().plan_version == 2);
+  CHECK(logs.at("n2")->jobs.back().start_iteration == 2);
+  // Iteration 1 is counted, with the survivors' loss, and was not run again.
+  CHECK(state().training.completed_count() == 2);
+  const auto& done = state().training.completed();
+  REQUIRE(done.size() == 2);
+  CHECK(done[1].iteration == 1);
+  CHECK(done[1].loss == doctest::Approx(2.5));
+  CHECK(state().recovery.record.lost_iterations == 0);
+}

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -99,7 +100,9 @@ public:
     auto& rec = pending_[r.iteration];
     rec.iteration = r.iteration;
     ++rec.reports;
-    if (r.stage == last_stage_ && r.replica == 0 && r.tp_rank == 0) {
+    // The loss is all-reduced over the plan: replica 0's, else the first last-stage rank's.
+    if (r.stage == last_stage_ && r.tp_rank == 0 && (r.replica == 0 || !with_loss_.count(r.iteration))) {
+      with_loss_.insert(r.iteration);
       rec.loss = r.loss;
       if (r.has_val_loss)
         rec.val_loss = r.val_loss;
@@ -114,8 +117,21 @@ public:
       return std::nullopt;
     auto done = rec;
     pending_.erase(r.iteration);
+    with_loss_.erase(r.iteration);
     completed_.push_back(done);
     return done;
+  }
+
+  /// Iterations of this plan that its ranks finished but did not all report: a node was lost
+  /// after the iteration's last collective and before its report reached the supervisor. When
+  /// the next plan resumes after them (the survivors' state includes them), they are settled
+  /// with the loss a last-stage rank reported, so that they count and are never skipped unseen.
+  std::vector<iteration_record> unreported_before(int start_iteration) const {
+    std::vector<iteration_record> out;
+    for (const auto& [iteration, rec] : pending_)
+      if (iteration < start_iteration && with_loss_.count(iteration))
+        out.push_back(rec);
+    return out;
   }
 
   bool active() const { return world_ > 0; }
@@ -184,6 +200,7 @@ private:
   double predicted_s_ = 0;
   int start_iteration_ = 0;
   std::map<std::int64_t, iteration_record> pending_;
+  std::set<std::int64_t> with_loss_;  // pending iterations a last-stage rank reported
   std::vector<iteration_record> completed_;
   std::string error_;
   train_report failure_;
