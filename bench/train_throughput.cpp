@@ -19,6 +19,7 @@
 
 #include <sailor/train/executor.hpp>
 #include <sailor/models/shapes.hpp>
+#include <sailor/simulator/correction.hpp>
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -41,6 +42,7 @@ extern char** environ;
 namespace {
 
 using namespace sailor;
+using simulator::median_of;
 
 struct bench_config {
   int iterations = 10;
@@ -288,12 +290,6 @@ bool run_rounds(const bench_config& c, rounds& out) {
                  ddp->cpu_s * 1e3, out.wall_ratios.back(), out.cpu_ratios.back());
   }
   return true;
-}
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 std::string spread(const std::vector<double>& v) {
