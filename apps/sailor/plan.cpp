@@ -54,15 +54,37 @@ bool ends_with(const std::string& s, const char* e) {
 
 int fail(const sailor::error& e) { return report_error("plan", e); }
 
+// A row of the stage table: forward and backward of the slowest replica per micro-batch, its
+// gradient sync, and the fullest replica's memory (zeros without a breakdown).
+struct stage_row_values {
+  double compute_s = 0, sync_s = 0, memory_bytes = 0, capacity_bytes = 0;
+};
+
+stage_row_values stage_row(const planner::estimate& d, int s) {
+  stage_row_values out;
+  if (s < static_cast<int>(d.stages.size())) {
+    out.compute_s = d.stages[s].forward_s + d.stages[s].backward_s;
+    out.sync_s = d.stages[s].allreduce_s;
+  }
+  if (const auto* g = d.fullest_replica(s)) out.memory_bytes = g->bytes.total(), out.capacity_bytes = g->capacity_bytes;
+  return out;
+}
+
+int busiest_micro_batches(const planner::estimate& d) {
+  int m = 0;
+  for (const auto& st : d.stages) m = std::max(m, st.micro_batches);
+  return m;
+}
+
 // The bottleneck with its time split as the table shows it: a stage's compute_ms is forward
 // and backward only, the bottleneck's time of a stage also holds its p2p transfers.
 void print_bottleneck(const planner::estimate& d) {
-  const auto& b = d.bottleneck;
+  const auto b = planner::bottleneck_of(d);
   const auto at = b.what.rfind("stage ");
   const int stage = at == std::string::npos ? -1 : std::atoi(b.what.c_str() + at + 6);
   const bool per_micro_batch = b.what.rfind("compute", 0) == 0 || b.what.rfind("p2p", 0) == 0;
   if (per_micro_batch && stage >= 0 && stage < static_cast<int>(d.stages.size())) {
-    const double compute = d.stages[stage].compute_per_micro_batch_s;
+    const double compute = d.stages[stage].forward_s + d.stages[stage].backward_s;
     std::printf("bottleneck: %s, %.2f ms per micro-batch (compute_ms %.2f + p2p transfers %.2f)\n", b.what.c_str(),
                 b.seconds * 1e3, compute * 1e3, (b.seconds - compute) * 1e3);
   } else {
@@ -95,10 +117,9 @@ void print_human(const planner::plan_result& r, const config::plan& p, double to
     }
     char layers[32];
     std::snprintf(layers, sizeof layers, "%d..%d", st.first_layer, st.end_layer() - 1);
-    const auto& sr = d.stages[s];
+    const auto sr = stage_row(d, s);
     std::printf("  %-5d %-8s %-4s %-40s %10.2f %9.2f %6.2f of %5.2f\n", s, layers, st.recompute ? "yes" : "no",
-                reps.c_str(), sr.compute_per_micro_batch_s * 1e3, sr.sync_s * 1e3, sr.peak_memory_bytes / 1e9,
-                sr.memory_capacity_bytes / 1e9);
+                reps.c_str(), sr.compute_s * 1e3, sr.sync_s * 1e3, sr.memory_bytes / 1e9, sr.capacity_bytes / 1e9);
   }
   std::map<std::string, std::map<std::string, int>> per_zone;
   for (const auto& st : p.stages)
@@ -117,7 +138,7 @@ void print_human(const planner::plan_result& r, const config::plan& p, double to
   }
   if (uniform) degrees = p.stages.empty() ? "0" : std::to_string(p.stages[0].replicas.size());
   std::printf("DP degree %s (replicas per stage%s), %d micro-batches per pipeline (busiest replica)\n",
-              degrees.c_str(), uniform ? "" : ", stage by stage", d.micro_batches);
+              degrees.c_str(), uniform ? "" : ", stage by stage", busiest_micro_batches(d));
   std::printf("estimated iteration time %.4f s, throughput %.4f iterations/s\n", e.iteration_time_s,
               e.throughput_iters_per_s);
   std::printf("cost $%.4f per iteration, $%.2f per hour (egress $%.5f per iteration)\n", e.cost_per_iteration_usd,
@@ -198,14 +219,14 @@ void print_json(const planner::plan_result& r, const config::plan& p, double tot
   j["planner_search_s"] = r.search_s;
   j["iteration_time_s"] = e.iteration_time_s;
   j["estimate_from"] = closed_form ? "closed_form" : "events";
-  j["closed_form_iteration_time_s"] = r.detail.totals.iteration_time_s;
+  j["closed_form_iteration_time_s"] = r.detail.iteration_time_s;
   j["throughput_iters_per_s"] = e.throughput_iters_per_s;
   j["cost_per_iteration_usd"] = e.cost_per_iteration_usd;
   j["cost_per_hour_usd"] = e.cost_per_hour_usd;
   j["gpus_used"] = p.gpus_by_type();
   j["num_stages"] = p.num_stages();
   j["micro_batch"] = p.micro_batch;
-  j["bottleneck"] = r.detail.bottleneck.what;
+  j["bottleneck"] = planner::bottleneck_of(r.detail).what;
   j["configurations"] = r.configurations;
   j["dp_states"] = r.dp_states;
   j["notes"] = notes;
@@ -213,15 +234,15 @@ void print_json(const planner::plan_result& r, const config::plan& p, double tot
   json stages = json::array();
   for (int s = 0; s < p.num_stages(); ++s) {
     const auto& st = p.stages[s];
-    const auto& sr = r.detail.stages[s];
+    const auto sr = stage_row(r.detail, s);
     stages.push_back({{"first_layer", st.first_layer},
                       {"num_layers", st.num_layers},
                       {"recompute", st.recompute},
                       {"replicas", st.replicas.size()},
-                      {"compute_per_micro_batch_s", sr.compute_per_micro_batch_s},
+                      {"compute_per_micro_batch_s", sr.compute_s},
                       {"sync_s", sr.sync_s},
-                      {"peak_memory_bytes", sr.peak_memory_bytes},
-                      {"memory_capacity_bytes", sr.memory_capacity_bytes}});
+                      {"peak_memory_bytes", sr.memory_bytes},
+                      {"memory_capacity_bytes", sr.capacity_bytes}});
   }
   j["stages"] = stages;
   std::printf("%s\n", j.dump(2).c_str());
@@ -253,7 +274,7 @@ int run_plan(const plan_options& opt) {
     print_human(*r, p, total_s);
     std::printf("estimate from the %s (closed form: %.4f s per iteration)\n",
                 opt.no_rerank_events ? "closed form" : "event-driven simulation of the best candidates",
-                r->detail.totals.iteration_time_s);
+                r->detail.iteration_time_s);
     for (const auto& n : notes) std::printf("note: %s\n", n.c_str());
     if (!opt.out.empty()) std::printf("written to %s\n", opt.out.c_str());
   }

@@ -69,56 +69,31 @@ result<estimate> estimate_with(const problem& prob, const tables& tab, const net
                                const config::plan& p) {
   (void)prob;
   (void)net;
-  const auto& ctx = tab.context();
-  auto sim = simulator::simulate(ctx, p);
-  if (!sim) return sim.error();
-  estimate out;
-  const auto& e = *sim;
-  out.totals.iteration_time_s = e.iteration_time_s;
-  out.totals.throughput_iters_per_s = e.throughput_iters_per_s;
-  out.totals.cost_per_iteration_usd = e.cost_per_iteration_usd;
-  out.totals.cost_per_hour_usd = e.cost_per_hour_usd;
-  out.totals.peak_memory_bytes = e.peak_memory_bytes;
-  out.pipeline_s = e.pipeline_s;
-  out.egress_usd_per_iteration = e.egress_usd_per_iteration;
-  out.fits_memory = e.fits_memory;
-  out.stages.resize(e.stages.size());
-  int sync_stage = 0;
-  for (size_t s = 0; s < e.stages.size(); ++s) {
-    const auto& st = e.stages[s];
-    out.stages[s].compute_per_micro_batch_s = st.forward_s + st.backward_s;
-    out.stages[s].sync_s = st.allreduce_s;
-    if (st.allreduce_s > out.sync_s) out.sync_s = st.allreduce_s, sync_stage = int(s);
-    out.update_s = std::max(out.update_s, st.update_s);
-    out.micro_batches = std::max(out.micro_batches, st.micro_batches);
-  }
-  for (const auto& g : e.memory) {
-    auto& sr = out.stages[g.stage];
-    double cap = g.capacity_bytes;
-    if (sr.memory_capacity_bytes <= 0 ||
-        g.bytes.total() / std::max(cap, 1.0) > sr.peak_memory_bytes / std::max(sr.memory_capacity_bytes, 1.0)) {
-      sr.peak_memory_bytes = g.bytes.total();
-      sr.memory_capacity_bytes = cap;
-    }
-  }
-  std::ostringstream what;
-  if (e.sync_and_update_s > e.steady_s && out.sync_s >= out.update_s) {
-    what << "gradient sync of stage " << sync_stage;
-    out.bottleneck = {what.str(), out.sync_s};
-  } else if (e.sync_and_update_s > e.steady_s) {
-    what << "optimizer step";
-    out.bottleneck = {what.str(), out.update_s};
-  } else {
-    const auto& st = e.stages[e.bottleneck_stage];
-    double send = st.send_forward_s + st.send_backward_s;
-    if (send > st.forward_s + st.backward_s) what << "p2p transfers of stage " << e.bottleneck_stage;
-    else what << "compute of stage " << e.bottleneck_stage;
-    out.bottleneck = {what.str(), st.forward_s + st.backward_s + send};
-  }
-  return out;
+  return simulator::simulate(tab.context(), p);
 }
 
 }  // namespace detail
+
+bottleneck bottleneck_of(const estimate& e) {
+  if (e.stages.empty()) return {};
+  double sync_s = 0, update_s = 0;
+  int sync_stage = 0;
+  for (size_t s = 0; s < e.stages.size(); ++s) {
+    if (e.stages[s].allreduce_s > sync_s) sync_s = e.stages[s].allreduce_s, sync_stage = int(s);
+    update_s = std::max(update_s, e.stages[s].update_s);
+  }
+  std::ostringstream what;
+  if (e.sync_and_update_s > e.steady_s && sync_s >= update_s) {
+    what << "gradient sync of stage " << sync_stage;
+    return {what.str(), sync_s};
+  }
+  if (e.sync_and_update_s > e.steady_s) return {"optimizer step", update_s};
+  const auto& st = e.stages[e.bottleneck_stage];
+  const double send = st.send_forward_s + st.send_backward_s;
+  if (send > st.forward_s + st.backward_s) what << "p2p transfers of stage " << e.bottleneck_stage;
+  else what << "compute of stage " << e.bottleneck_stage;
+  return {what.str(), st.forward_s + st.backward_s + send};
+}
 
 result<simulator::sim_context> make_context(const problem& prob) {
   simulator::sim_inputs in;

@@ -119,7 +119,7 @@ sailor::error explain_constraints(const problem& prob, const detail::tables& tab
   if (lim.min_iterations_per_s) {
     auto fastest = best_under(config::objective::max_throughput);
     if (!fastest) return explain_memory(prob, tab);
-    double got = fastest->detail.totals.throughput_iters_per_s;
+    double got = fastest->detail.summary().throughput_iters_per_s;
     if (got < *lim.min_iterations_per_s)
       return error::infeasible("job.constraints.min_iterations_per_s",
                                "cannot be met: " + fmt(*lim.min_iterations_per_s) +
@@ -129,15 +129,15 @@ sailor::error explain_constraints(const problem& prob, const detail::tables& tab
   auto cheapest = best_under(config::objective::min_cost);
   if (!cheapest) return explain_memory(prob, tab);
   if (lim.max_cost_per_iteration_usd &&
-      cheapest->detail.totals.cost_per_iteration_usd > *lim.max_cost_per_iteration_usd) {
-    double got = cheapest->detail.totals.cost_per_iteration_usd;
+      cheapest->detail.summary().cost_per_iteration_usd > *lim.max_cost_per_iteration_usd) {
+    double got = cheapest->detail.summary().cost_per_iteration_usd;
     return error::infeasible("job.constraints.max_cost_per_iteration_usd",
                              "cannot be met: at most $" + fmt(*lim.max_cost_per_iteration_usd) +
                                  " per iteration asked, the cheapest plan costs $" + fmt(got) +
                                  " (over by " + fmt((got / *lim.max_cost_per_iteration_usd - 1) * 100, 3) + "%)");
   }
   if (lim.max_cost_per_hour_usd) {
-    double got = cheapest->detail.totals.cost_per_hour_usd;
+    double got = cheapest->detail.summary().cost_per_hour_usd;
     return error::infeasible("job.constraints.max_cost_per_hour_usd",
                              "cannot be met: at most $" + fmt(*lim.max_cost_per_hour_usd) +
                                  " per hour asked, the cheapest plan per iteration runs at $" + fmt(got) +
@@ -295,7 +295,7 @@ result<plan_result> plan_job(const problem& prob, const options& opts) {
   out.plan = cands[pick].plan;
   if (auto full = detail::estimate_with(prob, tab, net, out.plan)) out.detail = std::move(*full);
   else out.detail = cands[pick].detail;
-  if (!score) out.plan.estimate = out.detail.totals;
+  if (!score) out.plan.estimate = out.detail.summary();
   out.dp_states = stats.dp_states;
   out.configurations = stats.configurations;
   out.search_s = std::chrono::duration<double>(clock_type::now() - t0).count();
@@ -351,7 +351,7 @@ result<plan_result> replan(const problem& prob, const config::plan& current, con
   out.plan = cands[pick].plan;
   if (auto full = detail::estimate_with(prob, tab, net, out.plan)) out.detail = std::move(*full);
   else out.detail = cands[pick].detail;
-  out.plan.estimate = out.detail.totals;
+  out.plan.estimate = out.detail.summary();
   if (const scorer score = effective_scorer(opts, *ctx))
     if (auto e = score(out.plan)) out.plan.estimate = *e;
   out.dp_states = stats.dp_states;
@@ -494,7 +494,7 @@ result<plan_result> exhaustive_search(const problem& prob, const options& opts, 
   plan_result out;
   out.plan = st.best->plan;
   out.detail = st.best->detail;
-  if (!out.plan.estimate) out.plan.estimate = out.detail.totals;
+  if (!out.plan.estimate) out.plan.estimate = out.detail.summary();
   out.configurations = int(std::min<long long>(st.visited, 1 << 30));
   out.search_s = std::chrono::duration<double>(clock_type::now() - t0).count();
   return out;

@@ -211,7 +211,7 @@ TEST_CASE("re-ranking by the event simulation: the estimate is the events', and 
   // The breakdown stays the closed form's.
   auto cf = estimate_plan(prob, by_events->plan);
   REQUIRE(cf.ok());
-  CHECK(by_events->detail.totals.iteration_time_s == doctest::Approx(cf->totals.iteration_time_s));
+  CHECK(by_events->detail.summary().iteration_time_s == doctest::Approx(cf->iteration_time_s));
 }
 
 TEST_CASE("re-ranking changes the choice when the scorer disagrees with the closed form") {
@@ -270,6 +270,6 @@ TEST_CASE("data-parallel degrees that differ by stage use GPUs a uniform degree 
   // The simulator agrees with the estimate reported.
   auto e = estimate_plan(prob, y->plan);
   REQUIRE(e.ok());
-  CHECK(e->totals.iteration_time_s == doctest::Approx(y->plan.estimate->iteration_time_s));
+  CHECK(e->iteration_time_s == doctest::Approx(y->plan.estimate->iteration_time_s));
   CHECK(e->fits_memory);
 }

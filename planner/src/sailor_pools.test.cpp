@@ -43,7 +43,9 @@ TEST_CASE("GPT-Neo-2.7 on 128 A100-40: no stage all-reduces unsharded weights ov
     CHECK_FALSE((st.replicas.size() >= 32 && st.replicas.front().tp == 1));
   // The gradient sync is under a fifth of the iteration (the judge priced it at 3.4 s of 14,
   // 24%, for the TP-1 stages over 32 replicas the planner chose before).
-  CHECK(r->detail.sync_s < 0.2 * r->plan.estimate->iteration_time_s);
+  double sync_s = 0;
+  for (const auto& st : r->detail.stages) sync_s = std::max(sync_s, st.allreduce_s);
+  CHECK(sync_s < 0.2 * r->plan.estimate->iteration_time_s);
 }
 
 TEST_CASE("five zones over two regions: every stage's data parallelism stays in one region") {

@@ -325,8 +325,8 @@ result<resolved_plan> resolve(const sim_context& ctx, const config::plan& p) {
   return out;
 }
 
-quick_estimate closed_form(const sim_context& ctx, const resolved_plan& p) {
-  quick_estimate q;
+estimate closed_form(const sim_context& ctx, const resolved_plan& p) {
+  estimate q;
   stage_times t[resolved_plan::max_stages];
   const int S = p.num_stages;
   for (int s = 0; s < S; ++s) t[s] = compute_stage_times(ctx, p, s);
@@ -380,13 +380,39 @@ quick_estimate closed_form(const sim_context& ctx, const resolved_plan& p) {
       q.egress_usd_per_iteration += ctx.allreduce_egress_usd(st.replicas, st.num_replicas, ctx.params_per_gpu(1, st.first, st.end));
   }
   q.cost_per_iteration_usd = q.gpu_usd_per_hour * q.iteration_time_s / 3600.0 + q.egress_usd_per_iteration;
+  q.fits_memory = q.worst_memory_headroom_bytes >= 0;
+  q.throughput_iters_per_s = q.iteration_time_s > 0 ? 1.0 / q.iteration_time_s : 0;
+  q.tokens_per_s = q.throughput_iters_per_s * double(p.global_batch) * ctx.model().sequence;
+  q.cost_per_hour_usd = q.iteration_time_s > 0 ? q.cost_per_iteration_usd * 3600.0 / q.iteration_time_s : 0;
   return q;
+}
+
+config::plan_estimate estimate::summary() const {
+  config::plan_estimate out;
+  out.iteration_time_s = iteration_time_s;
+  out.throughput_iters_per_s = throughput_iters_per_s;
+  out.cost_per_iteration_usd = cost_per_iteration_usd;
+  out.cost_per_hour_usd = cost_per_hour_usd;
+  out.peak_memory_bytes = peak_memory_bytes;
+  return out;
+}
+
+const gpu_memory* estimate::fullest_replica(int stage) const {
+  const gpu_memory* best = nullptr;
+  for (const auto& g : memory) {
+    if (g.stage != stage) continue;
+    if (!best || best->capacity_bytes <= 0 ||
+        g.bytes.total() / std::max(g.capacity_bytes, 1.0) >
+            best->bytes.total() / std::max(best->capacity_bytes, 1.0))
+      best = &g;
+  }
+  return best;
 }
 
 namespace {
 
 // Why a plan does not fit: the worst replica by either memory check, what it needs and has.
-std::string out_of_memory_verdict(const sim_context& ctx, const config::plan& plan, const quick_estimate& q) {
+std::string out_of_memory_verdict(const sim_context& ctx, const config::plan& plan, const estimate& q) {
   const auto& st = plan.stages[q.worst_memory_stage];
   const auto& rep = st.replicas[q.worst_memory_replica];
   const double capacity = ctx.gpu_memory_bytes(ctx.gpu_id(rep.gpu_type));
@@ -456,15 +482,9 @@ result<estimate> simulate(const sim_context& ctx, const config::plan& plan) {
   std::vector<stage_times> t(S);
   for (int s = 0; s < S; ++s) t[s] = compute_stage_times(ctx, p, s);
   pipeline_times pt = combine(ctx, t.data(), S);
-  pt.iteration_s = finish_iteration(ctx, p, t.data(), pt.iteration_s);
-  quick_estimate q = closed_form(ctx, p);
-  estimate e;
-  e.iteration_time_s = pt.iteration_s;
-  e.pipeline_s = pt.pipeline_s;
+  estimate e = closed_form(ctx, p);
   e.warmup_drain_s = pt.round_trip_s;
   e.steady_s = pt.steady_s;
-  e.bottleneck_stage = pt.bottleneck;
-  e.sync_and_update_s = pt.iteration_s - pt.pipeline_s;
   e.our_check_headroom_bytes = e.sailor_check_headroom_bytes = 1e300;
   for (int s = 0; s < S; ++s) {
     stage_estimate se;
@@ -506,14 +526,7 @@ result<estimate> simulate(const sim_context& ctx, const config::plan& plan) {
   }
   if (e.our_check_headroom_bytes >= 1e300) e.our_check_headroom_bytes = 0;  // no capacity known
   if (e.sailor_check_headroom_bytes >= 1e300 || !ctx.options().sailor_memory_check) e.sailor_check_headroom_bytes = 0;
-  e.peak_memory_bytes = q.peak_memory_bytes;
-  e.fits_memory = q.worst_memory_headroom_bytes >= 0;
-  e.memory_verdict = e.fits_memory ? "fits" : out_of_memory_verdict(ctx, plan, q);
-  e.throughput_iters_per_s = e.iteration_time_s > 0 ? 1.0 / e.iteration_time_s : 0;
-  e.tokens_per_s = e.throughput_iters_per_s * double(p.global_batch) * ctx.model().sequence;
-  e.gpu_usd_per_hour = q.gpu_usd_per_hour;
-  e.egress_usd_per_iteration = q.egress_usd_per_iteration;
-  e.cost_per_iteration_usd = q.cost_per_iteration_usd;
+  e.memory_verdict = e.fits_memory ? "fits" : out_of_memory_verdict(ctx, plan, e);
   e.cost_per_hour_usd = e.cost_per_iteration_usd * e.throughput_iters_per_s * 3600.0;
   e.egress_bytes_per_iteration = egress_bytes(ctx, p, t);
   e.notes = analytic_notes(ctx, p);

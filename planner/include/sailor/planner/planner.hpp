@@ -73,26 +73,13 @@ struct bottleneck {
   double seconds = 0;
 };
 
-/// Per stage: where the memory stands.
-struct stage_report {
-  double compute_per_micro_batch_s = 0;  ///< forward+backward of the slowest replica
-  double sync_s = 0;                     ///< gradient all-reduce among its replicas
-  double peak_memory_bytes = 0;          ///< the fullest replica
-  double memory_capacity_bytes = 0;      ///< of that replica's GPU
-};
+/// The estimate the planner works with: the simulator's, with breakdowns where it was made by
+/// `estimate_plan` (a plan the search scored by the closed form alone has its scalars only).
+using estimate = simulator::estimate;
 
-/// The planner's closed-form estimate of a plan, with its parts.
-struct estimate {
-  config::plan_estimate totals;
-  double pipeline_s = 0;  ///< 1F1B schedule of all micro-batches
-  double sync_s = 0;      ///< slowest stage's gradient all-reduce
-  double update_s = 0;    ///< slowest optimizer step
-  double egress_usd_per_iteration = 0;
-  int micro_batches = 0;  ///< per pipeline
-  bool fits_memory = true;
-  std::vector<stage_report> stages;
-  struct bottleneck bottleneck;
-};
+/// The slowest part of an estimate with breakdowns (empty `what` without them): a stage's
+/// compute with its p2p transfers, its gradient sync, or the optimizer step.
+bottleneck bottleneck_of(const estimate& e);
 
 /// Scores a complete plan; the planner re-ranks its best candidates with it. Without one, the
 /// planner re-ranks by the simulator's event-driven 1F1B schedule when `rerank_with_events` is
@@ -145,14 +132,14 @@ robustness robustness_of(const config::cluster& cluster, const config::model_sha
 /// What the search found, and how hard it looked.
 struct plan_result {
   config::plan plan;       ///< with `estimate` filled (from the scorer)
-  estimate detail;         ///< the closed form's breakdown of the chosen plan
+  estimate detail;         ///< the closed form's breakdown of the chosen plan (its scalars only
+                           ///< when the breakdown failed)
   double search_s = 0;     ///< wall time of the search (not of reading inputs)
   long long dp_states = 0;  ///< partial pipelines created
   int configurations = 0;  ///< (micro-batch, data-parallel degree, zone set) searched
 };
 
-/// The simulator's closed-form estimate of `p`, with the planner's summary (bottleneck, per
-/// stage memory). Fails when the plan does not resolve (unknown GPU type, zone, layers).
+/// The simulator's closed-form estimate of `p`, with its breakdowns. Fails when the plan does not resolve (unknown GPU type, zone, layers).
 result<estimate> estimate_plan(const problem& prob, const config::plan& p);
 
 /// The best plan for the job (objective and constraints from `prob.job`). Errors name the

@@ -423,26 +423,6 @@ struct resolved_plan {
 /// consecutive stages) and resolves it. Errors name what is missing.
 result<resolved_plan> resolve(const sim_context& ctx, const config::plan& p);
 
-/// Scalars of the closed form, no breakdowns: what the planner ranks by.
-struct quick_estimate {
-  double iteration_time_s = 0;
-  double pipeline_s = 0;            ///< warm-up, steady state and drain
-  double sync_and_update_s = 0;     ///< after the pipeline: all-reduce and optimizer
-  int bottleneck_stage = 0;         ///< the stage whose view of the schedule is the longest
-  double peak_memory_bytes = 0;     ///< max over GPUs
-  double worst_memory_headroom_bytes = 0;  ///< min over GPUs of capacity - need (< 0: OOM)
-  int worst_memory_stage = -1;      ///< the stage of that GPU
-  int worst_memory_replica = -1;
-  bool worst_memory_by_sailor_check = false;  ///< that GPU's need is Sailor's formula's, not ours
-  double cost_per_iteration_usd = 0;
-  double gpu_usd_per_hour = 0;
-  double egress_usd_per_iteration = 0;
-};
-
-/// The closed form; allocation-free. A plan that does not fit memory is reported by
-/// `worst_memory_headroom_bytes < 0`, not refused.
-quick_estimate closed_form(const sim_context& ctx, const resolved_plan& p);
-
 struct stage_estimate {
   int first_layer = 0, end_layer = 0;
   double forward_s = 0, backward_s = 0, update_s = 0;  ///< slowest replica, per micro-batch
@@ -464,32 +444,50 @@ struct gpu_memory {
   bool fits() const { return capacity_bytes <= 0 || std::max(bytes.total(), sailor_check_bytes) <= capacity_bytes; }
 };
 
-/// The full estimate with its breakdowns.
+/// The estimate of a plan: scalars, and breakdowns that only `simulate` fills (per stage times,
+/// per GPU memory, notes). `closed_form` fills the scalars alone, without allocating: it is what
+/// the planner ranks by.
 struct estimate {
   double iteration_time_s = 0;
-  double pipeline_s = 0;
-  double warmup_drain_s = 0;        ///< one micro-batch's round trip through the pipeline
-  double steady_s = 0;              ///< (m-1) periods of the bottleneck stage
-  int bottleneck_stage = 0;
-  double sync_and_update_s = 0;
-  std::vector<stage_estimate> stages;
-  std::vector<gpu_memory> memory;   ///< one entry per replica (all its GPUs are alike)
-  double peak_memory_bytes = 0;
+  double pipeline_s = 0;            ///< warm-up, steady state and drain
+  double warmup_drain_s = 0;        ///< one micro-batch's round trip through the pipeline (simulate)
+  double steady_s = 0;              ///< (m-1) periods of the bottleneck stage (simulate)
+  int bottleneck_stage = 0;         ///< the stage whose view of the schedule is the longest
+  double sync_and_update_s = 0;     ///< after the pipeline: all-reduce and optimizer
+  double peak_memory_bytes = 0;     ///< max over GPUs
   bool fits_memory = true;
-  std::string memory_verdict;       ///< "fits", or which GPU is over and by how much
+  double worst_memory_headroom_bytes = 0;  ///< min over GPUs of capacity - need (< 0: OOM)
+  int worst_memory_stage = -1;      ///< the stage of that GPU
+  int worst_memory_replica = -1;
+  bool worst_memory_by_sailor_check = false;  ///< that GPU's need is Sailor's formula's, not ours
   /// Each check on its own: the least capacity - need over GPUs (< 0: out of memory), ours and
-  /// Sailor's formula's (sim_options::sailor_memory_check; 0 when off).
+  /// Sailor's formula's (sim_options::sailor_memory_check; 0 when off). From `simulate`.
   double our_check_headroom_bytes = 0;
   double sailor_check_headroom_bytes = 0;
   double throughput_iters_per_s = 0;
   double tokens_per_s = 0;
   double gpu_usd_per_hour = 0;
   double egress_usd_per_iteration = 0;
-  double egress_bytes_per_iteration = 0;
+  double egress_bytes_per_iteration = 0;  ///< from `simulate`
   double cost_per_iteration_usd = 0;
   double cost_per_hour_usd = 0;
+
+  // Breakdowns (empty from `closed_form`).
+  std::vector<stage_estimate> stages;
+  std::vector<gpu_memory> memory;   ///< one entry per replica (all its GPUs are alike)
+  std::string memory_verdict;       ///< "fits", or which GPU is over and by how much
   std::vector<std::string> notes;   ///< e.g. which GPU types used the analytic model
+
+  /// What a plan records of it (config::plan::estimate).
+  config::plan_estimate summary() const;
+  /// The replica of `stage` whose need is the largest share of its capacity (the first such),
+  /// or null without a memory breakdown.
+  const gpu_memory* fullest_replica(int stage) const;
 };
+
+/// The closed form: the scalars of the estimate, allocation-free (about a microsecond). A plan
+/// that does not fit memory is reported by `worst_memory_headroom_bytes < 0`, not refused.
+estimate closed_form(const sim_context& ctx, const resolved_plan& p);
 
 /// The closed form with breakdowns.
 result<estimate> simulate(const sim_context& ctx, const config::plan& p);
