@@ -1,6 +1,7 @@
 #include "sailor/actors/node_agent.hpp"
 
 #include <caf/exit_reason.hpp>
+#include <caf/send.hpp>
 
 #include "sailor/actors/probe_messages.hpp"
 #include "sailor/config/log.hpp"
@@ -8,7 +9,14 @@
 namespace sailor::actors {
 namespace {
 
-using agent = caf::stateful_actor<node_agent_state>;
+using agent = node_agent_actor::stateful_base<node_agent_state>;
+
+// The supervisor and the zone coordinator are dynamically typed actors (bridge proxies): sent
+// as this agent, so that their answers find it.
+template <class... Ts>
+void tell(agent* self, const caf::actor& to, Ts&&... xs) {
+  caf::send_as(caf::actor_cast<caf::actor>(self), to, std::forward<Ts>(xs)...);
+}
 
 void finish(agent* self, agent_outcome::kind how, std::string reason) {
   auto& outcome = *self->state.options.outcome;
@@ -29,13 +37,11 @@ void stop_stages(agent* self) {
   self->state.ready = 0;
 }
 
-using leave_atom = caf::atom_constant<caf::atom("leave")>;
-
 // Preempted with notice: the supervisor knows, the ranks are stopped (they keep their state in
 // memory and report it through here); the node stays until the next plan took that state.
-caf::behavior leaving(agent* self) {
+node_agent_actor::behavior_type leaving(agent* self) {
   return {
-    [self](train_report& x) { self->send(self->state.options.supervisor, std::move(x)); },
+    [self](train_report& x) { tell(self, self->state.options.supervisor, std::move(x)); },
     [self](const shutdown_notice& x) {
       log::get("actors")->info("[node {}] leaves: {}", self->state.options.inventory.name, x.reason);
       finish(self, agent_outcome::kind::preempted, "preempted");
@@ -51,6 +57,10 @@ caf::behavior leaving(agent* self) {
     [](preempt_atom) {},
     [](const stage_ready&) {},
     [](const stage_failed&) {},
+    [](start_atom) {},
+    [](const join_accepted&) {},
+    [](const join_refused&) {},
+    [](const protocol::link_probe_request&) {},
   };
 }
 
@@ -82,7 +92,7 @@ void link_probe(agent* self, const protocol::link_probe_request& x) {
   st.options.on_link_probe(x, std::move(answer));
 }
 
-caf::behavior member(agent* self) {
+node_agent_actor::behavior_type member(agent* self) {
   return {
     [self](const protocol::link_probe_request& x) { link_probe(self, x); },
     [self](const role_assignment& x) {
@@ -96,14 +106,13 @@ caf::behavior member(agent* self) {
       log::get("actors")->info("[node {}] plan v{}: {} roles", name, x.plan_version,
                                x.roles.size());
       for (auto& role : x.roles)
-        st.stages.push_back(self->spawn(stage_actor, name, role, caf::actor_cast<caf::actor>(self),
-                                        st.options.hook));
+        st.stages.push_back(self->spawn(stage_actor, name, role, node_agent_actor{self}, st.options.hook));
     },
     [self](stage_ready& x) {
       if (x.role.plan_version != self->state.plan_version)
         return;
       ++self->state.ready;
-      self->send(self->state.options.supervisor, std::move(x));
+      tell(self, self->state.options.supervisor, std::move(x));
     },
     [self](training_job& x) {
       auto& jobs = self->state.jobs;
@@ -113,17 +122,17 @@ caf::behavior member(agent* self) {
         jobs.erase(jobs.begin());
     },
     [self](train_report& x) {  // from a local training thread: to the supervisor
-      self->send(self->state.options.supervisor, std::move(x));
+      tell(self, self->state.options.supervisor, std::move(x));
     },
     [self](stage_failed& x) {
       if (x.role.plan_version != self->state.plan_version)
         return;
-      self->send(self->state.options.supervisor, std::move(x));
+      tell(self, self->state.options.supervisor, std::move(x));
     },
     [self](tick_atom) {
       auto& st = self->state;
       if (st.zone)
-        self->send(st.zone, heartbeat{st.options.inventory.name, ++st.heartbeat_seq});
+        tell(self, st.zone, heartbeat{st.options.inventory.name, ++st.heartbeat_seq});
       self->delayed_send(self, st.heartbeat_interval, tick_atom::value);
     },
     [self](preempt_atom) {
@@ -135,7 +144,7 @@ caf::behavior member(agent* self) {
                                  st.options.leave_grace)
                                  .count());
       auto grace_s = std::chrono::duration<double>(st.options.leave_grace).count();
-      self->send(st.options.supervisor,
+      tell(self, st.options.supervisor,
                  preemption_notice{st.options.inventory.name, "preemption notice", grace_s});
       if (st.options.on_leaving)
         st.options.on_leaving();
@@ -148,12 +157,16 @@ caf::behavior member(agent* self) {
                                self->state.options.inventory.name, x.reason);
       finish(self, agent_outcome::kind::shut_down, x.reason);
     },
+    [](leave_atom) {},
+    [](start_atom) {},
+    [](const join_accepted&) {},
+    [](const join_refused&) {},
   };
 }
 
 }  // namespace
 
-caf::behavior node_agent(agent* self, node_agent_options options) {
+node_agent_actor::behavior_type node_agent(agent* self, node_agent_options options) {
   self->state.options = std::move(options);
   auto& st = self->state;
   self->monitor(st.options.supervisor);
@@ -171,7 +184,7 @@ caf::behavior node_agent(agent* self, node_agent_options options) {
   return {
     [self](start_atom) {
       auto& st = self->state;
-      self->send(st.options.supervisor, join_request{protocol_version, st.options.inventory});
+      tell(self, st.options.supervisor, join_request{protocol_version, st.options.inventory});
     },
     [self](const join_accepted& x) {
       auto& st = self->state;
@@ -181,7 +194,7 @@ caf::behavior node_agent(agent* self, node_agent_options options) {
       log::get("actors")->info("[node {}] joined; heartbeats every {} ms to {}",
                                st.options.inventory.name, x.heartbeat_interval_ms, x.zone_actor);
       if (st.zone)
-        self->send(st.zone, heartbeat{st.options.inventory.name, ++st.heartbeat_seq});
+        tell(self, st.zone, heartbeat{st.options.inventory.name, ++st.heartbeat_seq});
       self->delayed_send(self, st.heartbeat_interval, tick_atom::value);
       self->become(member(self));
     },
@@ -193,6 +206,16 @@ caf::behavior node_agent(agent* self, node_agent_options options) {
     [self](preempt_atom) {
       finish(self, agent_outcome::kind::preempted, "preempted before joining");
     },
+    // Nothing else happens before the join is answered.
+    [](const role_assignment&) {},
+    [](const training_job&) {},
+    [](const protocol::link_probe_request&) {},
+    [](const shutdown_notice&) {},
+    [](const stage_ready&) {},
+    [](const stage_failed&) {},
+    [](const train_report&) {},
+    [](tick_atom) {},
+    [](leave_atom) {},
   };
 }
 

@@ -100,7 +100,7 @@ result<std::unique_ptr<node>> node::start(caf::actor_system& system, const std::
   self->outcome_ = options.outcome;
   // Publish before the agent sends its join, so that the reply finds it.
   auto agent = system.spawn(node_agent, std::move(options));
-  self->bridge_->publish("agent", agent);
+  self->bridge_->publish("agent", caf::actor_cast<caf::actor>(agent));
   self->agent_ = agent;
   caf::anon_send(agent, start_atom::value);
   return self;

@@ -7,7 +7,7 @@
 namespace sailor::actors {
 
 caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, std::string node,
-                          stage_role role, caf::actor agent, stage_hook hook) {
+                          stage_role role, node_agent_actor agent, stage_hook hook) {
   auto& st = self->state;
   st.node = std::move(node);
   st.role = std::move(role);

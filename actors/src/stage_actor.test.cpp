@@ -47,7 +47,8 @@ struct fixture {
   caf::scheduler::test_coordinator& sched =
     dynamic_cast<caf::scheduler::test_coordinator&>(system.scheduler());
   std::shared_ptr<agent_log> log = std::make_shared<agent_log>();
-  caf::actor agent = system.spawn(fake_agent, log);
+  caf::actor fake = system.spawn(fake_agent, log);
+  node_agent_actor agent = caf::actor_cast<node_agent_actor>(fake);  // it gets only what stages send
   stage_role role = [] {
     stage_role r;
     r.plan_version = 3;
@@ -57,7 +58,7 @@ struct fixture {
   }();
 
   ~fixture() {
-    caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(fake, caf::exit_reason::user_shutdown);
     sched.run();
   }
 };

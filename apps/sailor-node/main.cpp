@@ -120,7 +120,7 @@ public:
     std::lock_guard lock{mu_};
     return stopped_;
   }
-  void set_agent(caf::actor agent) {
+  void set_agent(actors::node_agent_actor agent) {
     std::lock_guard lock{mu_};
     agent_ = std::move(agent);
     if (stopped_ && agent_)
@@ -136,7 +136,7 @@ private:
   mutable std::mutex mu_;
   std::condition_variable woken_;
   bool stopped_ = false;
-  caf::actor agent_;
+  actors::node_agent_actor agent_;
 };
 
 // What every session with a coordinator shares: the node's inventory and state, and the
@@ -227,9 +227,9 @@ int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& st
                    node.error().message.c_str());
       return refused ? 3 : 1;
     }
-    caf::actor agent = (*node)->agent();
+    const actors::node_agent_actor agent = (*node)->agent();
 #ifdef SAILOR_WITH_TRAIN
-    trainer->set_agent(agent, (*node)->rendezvous());
+    trainer->set_agent(caf::actor_cast<caf::actor>(agent), (*node)->rendezvous());
 #endif
     stop.set_agent(agent);
     {

@@ -24,17 +24,12 @@
 #include <string>
 #include <vector>
 
-#include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "sailor/actors/messages.hpp"
-#include "sailor/protocol/probe_messages.hpp"
+#include "sailor/actors/node_agent_interface.hpp"
 #include "sailor/actors/stage_actor.hpp"
-#include "sailor/actors/train_messages.hpp"
 
 namespace sailor::actors {
-
-using preempt_atom = caf::atom_constant<caf::atom("preempt")>;
 
 /// How the agent ended; read after the agent is down.
 struct agent_outcome {
@@ -78,6 +73,9 @@ struct node_agent_state {
   static inline const char* name = "node_agent";
 };
 
-caf::behavior node_agent(caf::stateful_actor<node_agent_state>* self, node_agent_options options);
+/// Every state handles the whole interface (node_agent_interface.hpp); what a state does not
+/// act on, it drops.
+node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<node_agent_state> self,
+                                           node_agent_options options);
 
 }  // namespace sailor::actors

@@ -67,7 +67,7 @@ public:
                                              comm::transport* transport = nullptr);
   ~node();
 
-  const caf::actor& agent() const { return agent_; }
+  const node_agent_actor& agent() const { return agent_; }
   /// How the agent ended (valid once it is down).
   const agent_outcome& outcome() const { return *outcome_; }
   bridge& links() { return *bridge_; }
@@ -78,7 +78,7 @@ private:
   node() = default;
   std::unique_ptr<bridge> bridge_;
   std::shared_ptr<rendezvous_client> rendezvous_;
-  caf::actor agent_;
+  node_agent_actor agent_;
   std::shared_ptr<agent_outcome> outcome_;
 };
 

@@ -20,7 +20,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "sailor/actors/messages.hpp"
+#include "sailor/actors/node_agent_interface.hpp"
 #include "sailor/config/error.hpp"
 
 namespace sailor::actors {
@@ -43,13 +43,13 @@ using stage_hook =
 struct stage_state {
   std::string node;
   stage_role role;
-  caf::actor agent;
+  node_agent_actor agent;
   std::unique_ptr<stage_work> work;
   bool ready = false;
   static inline const char* name = "stage_actor";
 };
 
 caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, std::string node,
-                          stage_role role, caf::actor agent, stage_hook hook);
+                          stage_role role, node_agent_actor agent, stage_hook hook);
 
 }  // namespace sailor::actors
