@@ -6,14 +6,21 @@
 //
 // The simulated replay is given what the live one ran on: the same capped counts per zone
 // (min(count, nodes per zone)), on the CPU devices the nodes are, with the profile the live run
-// measured on this machine (--profile-cache), on the trace's time divided by the time scale
-// (the live run plays S trace-seconds per real second), with the recovery time the live run
-// measured per change (its mean), and its CPU priced per GPU-hour as the trace's V100s; its
-// dollars are scaled back to trace time. What it does not model: the cores the nodes share on
-// this machine (the live run's predictions do; the planner's search does not), and the start-up
-// before the slice (the live clock starts at the first iteration).
+// measured on this machine (--profile-cache) and its host figures, as the live coordinator
+// predicts with (simulator/host_profile.hpp: the cores the ranks got, CPU per message and per
+// all-reduce, CPU work by count of ranks), on the trace's time divided by the time scale (the
+// live run plays S trace-seconds per real second), with the time the live job was stopped per
+// change (its mean: from a change, or from the old plan's last iteration after it, to the next
+// plan's first iteration; the job trains on through a notice until the next plan is handed out,
+// which the simulation counts as training), and its CPU priced per GPU-hour as the trace's V100s;
+// its dollars are scaled back to trace time. What it does not model: the start-up before the
+// slice (the live clock starts at the first iteration), the online correction of the live
+// coordinator's prediction, and other programs loading this machine after the profile was taken.
+//
+// MEASURED: see README "Measured" (Spot traces: the live slice).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +36,7 @@
 #include "sailor/config/profile.hpp"
 #include "sailor/planner/spot_live.hpp"
 #include "sailor/planner/spot_replay.hpp"
+#include "sailor/simulator/host_profile.hpp"
 
 namespace live_slice {
 
@@ -64,20 +72,28 @@ inline std::optional<nlohmann::json> run_live(const args& a, const std::vector<s
 }
 
 // The profile the live run measured with the most processes at once (its .host.json says how
-// many): the nodes' CPU time per layer under the contention of the slice's largest plans.
-inline std::string measured_profile(const std::filesystem::path& dir) {
-  std::string best;
-  int ranks = -1;
+// many): the nodes' CPU time per layer under the contention of the slice's largest plans, with
+// the host model of every other count of processes it measured (as the live coordinator
+// predicts with: cores the ranks get, CPU per message and all-reduce, CPU work per count).
+inline sailor::result<sailor::simulator::measured_profile> live_run_profile(const std::filesystem::path& dir) {
+  using sailor::simulator::measured_profile;
+  std::vector<measured_profile> all;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     const auto name = e.path().filename().string();
     if (name.rfind("profile-CPU-", 0) != 0 || name.find(".host.json") != std::string::npos) continue;
-    std::ifstream host(e.path().string() + ".host.json");
-    int r = 1;
-    if (host) r = nlohmann::json::parse(host, nullptr, false).value("ranks", 1);
-    if (r > ranks) ranks = r, best = e.path().string();
+    auto m = sailor::simulator::load_measured_profile(e.path().string());
+    if (!m) return m.error();
+    m->ranks = std::max(1, m->ranks);
+    all.push_back(std::move(*m));
   }
-  return best;
+  if (all.empty()) return sailor::error::not_found(dir.string(), "", "no profile measured by the live run");
+  auto most = std::max_element(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.ranks < b.ranks; });
+  measured_profile out = *most;
+  const auto* cpu = out.profile.find("CPU");
+  const int mbs = cpu && !cpu->times.empty() ? cpu->times.begin()->first : 1;
+  sailor::simulator::add_host_model(out, all, "CPU", mbs);
+  return out;
 }
 
 // The simulated replay of the slice as the live run ran it (see the top of this file).
@@ -87,7 +103,8 @@ struct simulated {
 };
 
 inline std::optional<simulated> simulate(const args& a, const sailor::planner::live_script& s,
-                                                              const nlohmann::json& live, const std::string& profile,
+                                                              const nlohmann::json& live,
+                                                              const sailor::simulator::measured_profile& profile,
                                                               const sailor::config::gpu_spec& priced_as,
                                                               const std::filesystem::path& dir) {
   using namespace sailor;
@@ -95,10 +112,9 @@ inline std::optional<simulated> simulate(const args& a, const sailor::planner::l
   auto base = config::load_cluster(configs + "/clusters/local-2-zones.yaml");
   auto model = config::load_model(configs + "/models/tiny.yaml");
   auto job = config::load_job((dir / "job.yaml").string());
-  auto prof = config::load_profile_json(profile);
-  if (!base || !model || !job || !prof) {
+  if (!base || !model || !job) {
     std::printf("  cannot set the simulation up: %s\n",
-                (!base ? base.error() : !model ? model.error() : !job ? job.error() : prof.error()).to_string().c_str());
+                (!base ? base.error() : !model ? model.error() : job.error()).to_string().c_str());
     return std::nullopt;
   }
   planner::availability_timeline t;
@@ -120,13 +136,16 @@ inline std::optional<simulated> simulate(const args& a, const sailor::planner::l
   planner::problem prob;
   prob.model = *model;
   prob.job = *job;
-  prob.profile = *prof;
+  prob.profile = profile.profile;
+  prob.sim = simulator::cpu_sim_options(&profile);  // the host the live nodes share, as measured
   prob.cluster = planner::cluster_for(t, *base);
   planner::recovery_model rec;
-  // The live run's wall time recovering (from each change to the next plan's first iteration:
-  // noticing, planning, profiling a new count of ranks, rendezvous, restore) per re-plan.
+  // The live run's wall time stopped per re-plan: from each change (or the old plan's last
+  // iteration after it: the job trains on through a notice until the next plan is handed out)
+  // to the next plan's first iteration (noticing, planning, rendezvous, restore).
   const int replans = live.value("replans", 0);
-  rec.restart_s = rec.baseline_restart_s = replans > 0 ? live["seconds"]["recovering"].get<double>() / replans : 3.0;
+  rec.restart_s = rec.baseline_restart_s =
+      replans > 0 ? live["seconds"]["recovering_stopped"].get<double>() / replans : 3.0;
   rec.detection_s = 0.5;  // a killed node's connection closes at once on loopback
   rec.notice_s = 10;      // the node's grace period after SIGTERM (real seconds)
   rec.checkpoint_interval_s = live.value("measured_iteration_s", 0.1);  // a checkpoint every iteration
@@ -169,9 +188,9 @@ inline int run(const args& a, const std::vector<std::string>& files) {
   }
   auto live = run_live(a, files, dir);
   if (!live) return 1;
-  const auto profile = measured_profile(dir / "profiles");
-  if (profile.empty()) return std::printf("  no profile measured by the live run in %s\n", dir.c_str()), 1;
-  auto sim = simulate(a, *s, *live, profile, *prices->gpus.find("V100-16"), dir);
+  const auto profile = live_run_profile(dir / "profiles");
+  if (!profile) return std::printf("  %s\n", profile.error().to_string().c_str()), 1;
+  auto sim = simulate(a, *s, *live, *profile, *prices->gpus.find("V100-16"), dir);
   if (!sim) return 1;
   const double live_it = (*live)["completed_iterations"].get<double>();
   const double live_usd = (*live)["dollars"]["spot"].get<double>();
@@ -198,7 +217,10 @@ inline int run(const args& a, const std::vector<std::string>& files) {
     // GPU time only: the live replay does not count egress.
     compare("dollars at spot prices (GPU time)", live_usd, r->gpu_hours * a.time_scale * usd_per_gpu_hour);
   }
-  std::printf("  (profile %s)\n", std::filesystem::path(profile).filename().c_str());
+  std::printf("  (the live run's profile: measured by %d processes at once, host cores %.2f, CPU work by ranks",
+              profile->ranks, profile->host_cores);
+  for (const auto& [ranks, work] : profile->cpu_work_by_ranks) std::printf(" %d:%.2f", ranks, work);
+  std::printf(")\n");
   std::filesystem::remove_all(dir);
   return 0;
 }

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "sailor/config/pools.hpp"
+#include "sailor/simulator/host_profile.hpp"
 #include "test_pools.hpp"
 
 using namespace sailor;
@@ -156,4 +157,49 @@ TEST_CASE("an on-demand pool beside the trace: a constant column, mixed into our
   CHECK(e.gpu_usd_per_s * 3600 == doctest::Approx(expected));
   auto ours = replay.run(spot_policy::ours);
   CHECK(ours.iterations > 0);
+}
+
+TEST_CASE("the host figures reach the simulated replay: ranks sharing fewer cores train fewer iterations") {
+  // Every rank a process of one host (CPU training): the same profile, read as CPU work, on a
+  // host that gives the ranks 16 cores and on one that gives them 2.
+  simulator::measured_profile host;
+  host.profile = two_zone_problem().profile;
+  host.ranks = 4;
+  host.cpu_per_message_s = 1e-4;
+  host.cpu_per_collective_s = 1e-3;
+  auto on_host = [&](double cores) {
+    host.host_cores = cores;
+    problem prob = two_zone_problem();
+    prob.sim = simulator::cpu_sim_options(&host);
+    return prob;
+  };
+  spot_replayer roomy(on_host(16), two_zone_timeline(), fixed_recovery(0));
+  spot_replayer crowded(on_host(2), two_zone_timeline(), fixed_recovery(0));
+  const auto fast = roomy.run(spot_policy::ours), slow = crowded.run(spot_policy::ours);
+  REQUIRE(fast.iterations > 0);
+  CHECK(slow.iterations > 0);
+  CHECK(slow.iterations < 0.9 * fast.iterations);
+  CHECK(crowded.plan_for({8, 8}).throughput < roomy.plan_for({8, 8}).throughput);
+  // The time model is the same: only the speed differs.
+  CHECK(slow.training_s == doctest::Approx(fast.training_s).epsilon(0.01));
+}
+
+TEST_CASE("checkpoints only on the nodes that wrote them: a fall of every node starts over") {
+  auto t = two_zone_timeline();
+  t.counts = {{8, 8}, {0, 0}, {8, 8}};  // every GPU gone for an hour, with notice
+  auto rec = fixed_recovery(0);
+  spot_replayer replay(two_zone_problem(), t, rec);
+  const auto kept = replay.run(spot_policy::ours);
+  rec.checkpoints_outlive_nodes = false;
+  replay.set_recovery(rec);
+  const auto node_local = replay.run(spot_policy::ours);
+  const auto& full = replay.plan_for({8, 8});
+  REQUIRE(full.ok);
+  CHECK(kept.lost_iterations == 0);
+  CHECK(kept.waiting_s == doctest::Approx(3600));
+  // The first hour's iterations are lost with the nodes that held their state.
+  CHECK(node_local.lost_iterations == doctest::Approx(full.throughput * 3600).epsilon(0.01));
+  CHECK(node_local.iterations == doctest::Approx(kept.iterations - node_local.lost_iterations).epsilon(0.01));
+  CHECK(every_node_gone({8, 8}, {0, 0}));
+  CHECK_FALSE(every_node_gone({8, 0}, {1, 0}));
 }

@@ -3,10 +3,14 @@
 /// lose and spend recovering, under several ways of reacting to the changes.
 ///
 /// Policies (all priced by the same simulator and the same recovery model):
-/// - `ours`: re-plans on every change that touches the plan; state comes from the survivors'
-///   memory (only shards that must move are transferred), a node with notice hands its state
-///   over before it leaves, and only when no survivor holds some layer (or a notice is too short
-///   to hand the state over) does the job roll back to the newest checkpoint. With the liveput
+/// - `ours`: our runtime as it recovers (README "Preemption and growth"): re-plans on every
+///   change that touches the plan; a growth re-plan trains on while the next plan is made and
+///   takes state from the running ranks' memory (only shards that must move are transferred,
+///   no iteration lost: tests/train_growth); a loss whose survivors hold every layer resumes
+///   from their memory (the iteration in flight is lost: tests/train_elastic); a node with
+///   notice hands the state only it holds to a node that stays before it leaves (no loss);
+///   only when no survivor holds some layer (a whole stage lost without notice, or a notice
+///   too short to hand the state over) does the job roll back to the newest checkpoint. With the liveput
 ///   objective, plans are chosen by expected throughput under the preemption rates seen so far
 ///   (no look-ahead), and the job grows only when the gain pays for the switch.
 /// - `restart_from_checkpoint` (Sailor, Varuna): every change of plan stops the job and restarts
@@ -56,10 +60,14 @@ struct recovery_model {
   /// Fraction of the ticks with a drop whose preemptions come without notice (spread evenly
   /// over the trace, the same ticks for every policy).
   double no_notice_fraction = 0;
-  /// Ours takes state from the survivors' memory (the design). false: as the runtime runs
-  /// today (README "Preemption and growth"), every new plan restores the newest complete
-  /// checkpoint, so every change of plan, growth included, loses the work since it.
-  bool state_from_memory = true;
+  /// Checkpoints are kept where they outlive the nodes that wrote them (shared or object
+  /// storage, as restart_from_checkpoint assumes of Sailor and Varuna). false: as our runtime
+  /// keeps them across machines today, each node in its own state folder (README "Preemption
+  /// and growth"): when the survivors lack some layer (a whole stage lost without notice) or
+  /// no node of the plan is left (every one gone, with notice or not), no node holds those
+  /// layers' checkpoint either and the job starts over from iteration 0 (an upper bound: an
+  /// older plan's checkpoint on a surviving node may still hold them).
+  bool checkpoints_outlive_nodes = true;
 };
 
 enum class spot_policy { ours, restart_from_checkpoint, static_plan, on_demand };
@@ -162,6 +170,10 @@ private:
 /// the last stage backwards.
 bool survivors_hold_every_layer(const config::plan& plan, const std::vector<trace_column>& columns,
                                 const std::vector<int>& held, const std::vector<int>& counts);
+
+/// Whether none of the GPUs a plan holds per column (`held`) is left when the columns fall to
+/// `counts`.
+bool every_node_gone(const std::vector<int>& held, const std::vector<int>& counts);
 
 /// The replay's figures as the `--json` contract prints them (one policy); with
 /// `with_changes`, also `changes`: every change of plan.
