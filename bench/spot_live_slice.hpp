@@ -32,6 +32,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sailor/actors/placement.hpp"
 #include "sailor/config/load.hpp"
 #include "sailor/config/profile.hpp"
 #include "sailor/planner/spot_live.hpp"
@@ -96,10 +97,37 @@ inline sailor::result<sailor::simulator::measured_profile> live_run_profile(cons
   return out;
 }
 
+// The plan the live run makes over the capacity in `prob.cluster` (`sailor replay --live`
+// plans with --planner even: every node a data-parallel replica of one stage), predicted by
+// the simulator with `prob.sim` (the live run's host figures).
+inline sailor::result<sailor::planner::plan_result> live_runs_plan(const sailor::planner::problem& prob) {
+  using namespace sailor;
+  std::vector<actors::node_inventory> nodes;
+  for (const auto& z : prob.cluster.zones)
+    for (const auto& [type, count] : z.gpus)
+      for (int i = 0; i < count; ++i) {
+        actors::node_inventory n;
+        n.name = z.name + "-" + std::to_string(i);
+        n.zone = z.name;
+        n.gpu_type = type;
+        n.devices.resize(1);
+        nodes.push_back(n);
+      }
+  auto plan = actors::even_plan(nodes, prob.model.num_all_layers(), prob.job.global_batch);
+  if (!plan) return plan.error();
+  auto e = planner::estimate_plan(prob, *plan);
+  if (!e) return e.error();
+  planner::plan_result out;
+  plan->estimate = e->totals;
+  out.plan = std::move(*plan);
+  out.detail = std::move(*e);
+  return out;
+}
+
 // The simulated replay of the slice as the live run ran it (see the top of this file).
 struct simulated {
-  sailor::planner::replay_totals ours;     ///< grows only when the gain pays for the switch
-  sailor::planner::replay_totals every;    ///< re-plans on every change (restart_from_checkpoint)
+  sailor::planner::replay_totals live_plans;  ///< the live run's plans (every node a replica)
+  sailor::planner::replay_totals ours;        ///< the planner's plans, grows only when the gain pays
 };
 
 inline std::optional<simulated> simulate(const args& a, const sailor::planner::live_script& s,
@@ -139,6 +167,17 @@ inline std::optional<simulated> simulate(const args& a, const sailor::planner::l
   prob.profile = profile.profile;
   prob.sim = simulator::cpu_sim_options(&profile);  // the host the live nodes share, as measured
   prob.cluster = planner::cluster_for(t, *base);
+  // Every pair of the live run's zones is linked as local-a and local-b are (the live
+  // coordinator's local_zones_cluster; the file links only those two).
+  const config::zone_link link = base->links.front();
+  prob.cluster.links.clear();
+  for (std::size_t i = 0; i < t.columns.size(); ++i)
+    for (std::size_t j = i + 1; j < t.columns.size(); ++j) {
+      auto l = link;
+      l.from = t.columns[i].zone;
+      l.to = t.columns[j].zone;
+      prob.cluster.links.push_back(l);
+    }
   planner::recovery_model rec;
   // The live run's wall time stopped per re-plan: from each change (or the old plan's last
   // iteration after it: the job trains on through a notice until the next plan is handed out)
@@ -151,10 +190,15 @@ inline std::optional<simulated> simulate(const args& a, const sailor::planner::l
   rec.checkpoint_interval_s = live.value("measured_iteration_s", 0.1);  // a checkpoint every iteration
   rec.no_notice_fraction = a.kill_fraction;
   planner::spot_replayer replay(prob, t, rec);
-  simulated out{replay.run(planner::spot_policy::ours, planner::spot_objective::throughput),
-                replay.run(planner::spot_policy::restart_from_checkpoint)};
+  simulated out;
+  out.ours = replay.run(planner::spot_policy::ours, planner::spot_objective::throughput);
   if (const auto& first = replay.plan_for(t.counts.front()); !first.ok)
     std::printf("  the simulation has no plan at the slice's start: %s\n", first.why.c_str());
+  replay.set_plan_source(live_runs_plan);
+  replay.set_grow_on_every_rise(true);  // a node that joins the live job trains, faster or not
+  out.live_plans = replay.run(planner::spot_policy::ours, planner::spot_objective::throughput);
+  if (const auto& first = replay.plan_for(t.counts.front()); !first.ok)
+    std::printf("  the simulation has no live-run plan at the slice's start: %s\n", first.why.c_str());
   return out;
 }
 
@@ -192,6 +236,12 @@ inline int run(const args& a, const std::vector<std::string>& files) {
   if (!profile) return std::printf("  %s\n", profile.error().to_string().c_str()), 1;
   auto sim = simulate(a, *s, *live, *profile, *prices->gpus.find("V100-16"), dir);
   if (!sim) return 1;
+  {  // the live coordinator's plans and predictions (uncorrected at a plan's start)
+    std::ifstream out(dir / "live.out");
+    for (std::string line; std::getline(out, line);)
+      if (line.find("predicted iteration time") != std::string::npos || line.find("re-plan ") != std::string::npos)
+        std::printf("  live:%s\n", line.substr(0, 160).c_str());
+  }
   const double live_it = (*live)["completed_iterations"].get<double>();
   const double live_usd = (*live)["dollars"]["spot"].get<double>();
   std::printf("  live: %.0f iterations, %d lost, %d re-plans, training %.1f s, recovering %.1f s, waiting %.1f s, "
@@ -202,12 +252,16 @@ inline int run(const args& a, const std::vector<std::string>& files) {
   const double measured_s = (*live)["measured_iteration_s"].get<double>();
   const double usd_per_gpu_hour = prices->gpus.find("V100-16")->spot_usd_per_hour;
   const std::pair<const char*, const planner::replay_totals*> rows[] = {
-      {"ours (grows when it pays)", &sim->ours}, {"re-plan on every change", &sim->every}};
+      {"the live run's plans (every node)", &sim->live_plans}, {"the planner's plans (ours)", &sim->ours}};
   for (const auto& [name, r] : rows) {
     std::printf("  simulated, %s: %.0f iterations, %.1f lost, %d re-plans, training %.1f s, recovery %.1f s, waiting "
                 "%.1f s, GPU-hours (trace time) %.3f against %.3f live\n",
                 name, r->iterations, r->lost_iterations, r->replans, r->training_s, r->recovery_s_total, r->waiting_s,
                 r->gpu_hours * a.time_scale, (*live)["gpu_hours_total"].get<double>());
+    for (const auto& c : r->changes)
+      std::printf("    at %5.1f s %-22s %d -> %d GPUs: predicted %.4f s per iteration, stopped %.2f s\n", c.at_s,
+                  c.why.c_str(), c.gpus_before, c.gpus_after, c.throughput_after > 0 ? 1 / c.throughput_after : 0.0,
+                  c.downtime_s);
     compare("iterations (simulator's speed)", live_it, r->iterations);
     // The planner's simulator does not see the cores the nodes share here: with its speed
     // replaced by the one the live run measured (the closed loop's correction), what is left

@@ -68,6 +68,11 @@ struct spot_replayer::state {
 spot_replayer::spot_replayer(problem prob, availability_timeline timeline, recovery_model rec, options opts)
     : prob_(std::move(prob)), timeline_(std::move(timeline)), rec_(rec), opts_(std::move(opts)) {}
 
+void spot_replayer::set_plan_source(plan_source source) {
+  source_ = std::move(source);
+  cache_.clear();
+}
+
 void spot_replayer::set_recovery(const recovery_model& rec) {
   if (rec.state_bytes_per_param != rec_.state_bytes_per_param) cache_.clear();  // shard sizes change
   rec_ = rec;
@@ -98,7 +103,7 @@ const spot_replayer::entry& spot_replayer::plan_for(const std::vector<int>& coun
   p.cluster = with_availability(p.cluster, avail);
   p.cluster.use_spot_prices = !on_demand;
   ++planner_calls_;
-  auto r = plan_job(p, opts_);
+  auto r = source_ ? source_(p) : plan_job(p, opts_);
   if (!r) {
     e.why = r.error().to_string();
     return cache_.emplace(key, std::move(e)).first->second;
@@ -306,7 +311,7 @@ void spot_replayer::handle_growth(state& s, int tick, spot_policy policy, spot_o
     if (!e || e == s.cur) return;
     const double switch_s = rec_.restart_s + transfer_s(*s.cur, *e);  // planning overlaps training
     if (objective == spot_objective::throughput) {
-      if (e->throughput <= s.cur->throughput * (1 + 1e-6)) return;
+      if (!grow_on_every_rise_ && e->throughput <= s.cur->throughput * (1 + 1e-6)) return;
     } else {
       // Grow only when the expected gain until the next fall pays for the stop.
       const double now = liveput(*s.cur, counts, s.history), then = liveput(*e, counts, s.history);

@@ -24,6 +24,7 @@
 /// the GPUs it could hold, so a plan that leaves some spare is not touched by a drop that the
 /// spare absorbs.
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -128,6 +129,16 @@ public:
   /// `state_bytes_per_param` changes: the shard sizes are cached with them).
   void set_recovery(const recovery_model& rec);
 
+  /// What makes the plan over one capacity vector (`prob.cluster` holds that capacity): the
+  /// planner's search by default; another (such as the plan a live run makes, every GPU a
+  /// replica) to replay that policy's plans. Clears the plans cached.
+  using plan_source = std::function<result<plan_result>(const problem&)>;
+  void set_plan_source(plan_source source);
+
+  /// Ours (throughput objective) re-plans on every rise of capacity, faster plan or not, as a
+  /// live coordinator does when a node joins (`sailor replay --live`: every node trains).
+  void set_grow_on_every_rise(bool on) { grow_on_every_rise_ = on; }
+
   /// Iterations whose completion time `replay_totals::time_to_target_s` reports (0: none).
   void set_target_iterations(double n) { target_iterations_ = n; }
   int planner_calls() const { return planner_calls_; }
@@ -159,10 +170,12 @@ private:
   availability_timeline timeline_;
   recovery_model rec_;
   options opts_;
+  plan_source source_;
   std::map<std::pair<bool, std::vector<int>>, entry> cache_;
   int planner_calls_ = 0;
   double planner_s_ = 0;
   double target_iterations_ = 0;
+  bool grow_on_every_rise_ = false;
 };
 
 /// Whether every stage of `plan` keeps a replica when the columns it holds (`held`) fall to
