@@ -38,6 +38,13 @@ TEST_CASE("sailor replay --live stops a node with notice on a fall and starts on
   CHECK(j["completed_iterations"].get<int>() > j["changes"][0]["iterations_done"].get<int>());
   CHECK(j["lost_iterations"] == 0);  // the only stop came with notice
   CHECK(j["replans"].get<int>() >= 1);
+  // Recovering splits into the old plan training on through the notice and the job stopped.
+  const auto& sec = j["seconds"];
+  CHECK(sec["recovering"].get<double>() > 0);
+  CHECK(sec["recovering_trained"].get<double>() >= 0);
+  CHECK(sec["recovering_stopped"].get<double>() > 0);
+  CHECK(sec["recovering_trained"].get<double>() + sec["recovering_stopped"].get<double>() ==
+        doctest::Approx(sec["recovering"].get<double>()));
   // Zone a ran 7 ticks of 60 s, zone b 2 + 3 of them (measured in real time: some slack).
   const auto& hours = j["gpu_hours"];
   REQUIRE(hours.size() == 2);

@@ -60,24 +60,6 @@ config::model_profile median_profile(const std::vector<config::model_profile>& c
   return out;
 }
 
-// The host figures of a cached profile, when they were measured by `ranks` processes at once
-// (the cores each gets depend on how many share them).
-std::optional<measured_profile> read_host(const std::string& path, measured_profile m, int ranks) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  try {
-    auto j = nlohmann::json::parse(in);
-    if (j.contains("ranks") && j.at("ranks").get<int>() != std::max(1, ranks))
-      return std::nullopt;
-    m.host_cores = j.at("host_cores").get<double>();
-    m.cpu_per_message_s = j.at("cpu_per_message_s").get<double>();
-    m.cpu_per_collective_s = j.at("cpu_per_collective_s").get<double>();
-    return m;
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
-
 }  // namespace
 
 std::string profile_cache_file(const std::string& dir, const std::string& device_type,
@@ -115,15 +97,17 @@ plan_shape shape_of(const config::plan& p) {
   return out;
 }
 
-// The cached profile at `file` with its host figures, when it covers the plan.
+// The cached profile at `file` with its host figures, when it covers the plan and was measured
+// by as many processes at once as the plan has ranks (the cores each gets depend on how many
+// share them).
 std::optional<measured_profile> cached_profile(const std::string& file, const config::plan& p,
                                                const plan_shape& shape) {
   if (file.empty() || !fs::exists(file)) return std::nullopt;
-  auto cached = config::load_profile_json(file);
-  if (!cached || !covers(*cached, p.micro_batch, shape.tps)) return std::nullopt;
-  measured_profile m;
-  m.profile = std::move(*cached);
-  return read_host(file + ".host.json", m, shape.ranks);
+  auto cached = simulator::load_measured_profile(file);
+  if (!cached || (cached->ranks != 0 && cached->ranks != std::max(1, shape.ranks)) ||
+      !covers(cached->profile, p.micro_batch, shape.tps))
+    return std::nullopt;
+  return std::move(*cached);
 }
 
 // One `sailor-node profile` process per rank, each waiting for the go-ahead file.
@@ -279,43 +263,27 @@ result<measured_profile> profile_at(const std::string& file, const profile_reque
   return m;
 }
 
-// A pass's CPU work in `p`: every layer's forward, backward and update of `type` at
-// micro-batch `mbs` and TP 1 (0: not timed there).
-double pass_work(const config::model_profile& p, const std::string& type, int mbs) {
-  const auto* gp = p.find(type);
-  const auto* layers = gp ? gp->find(mbs, 1) : nullptr;
-  double out = 0;
-  if (layers)
-    for (const auto& l : *layers)
-      out += l.forward_s + l.backward_s + l.update_s;
-  return out;
-}
-
 // Counts of processes looked for in the cache (far more than this machine's cores).
 constexpr int most_ranks_cached = 64;
 
-// The host model of `m`, measured by `ranks` processes at once: the pass's work in the profile
-// of every other count cached for the same model and build, over `m`'s; and the most cores
-// the processes of any count got together (one process alone cannot show more than one).
+// The host model of `m`, measured by `ranks` processes at once, from the profile of every
+// other count cached for the same model and build (simulator::add_host_model).
 void add_host_model(measured_profile& m, const profile_request& args,
                     const std::string& node_binary, int ranks, int mbs) {
   m.ranks = ranks;
-  m.cpu_work_by_ranks = {{ranks, 1.0}};
-  const double own = pass_work(m.profile, args.device_type, mbs);
-  if (!(own > 0) || args.cache_dir.empty())
-    return;
-  for (int k = 1; k <= most_ranks_cached; ++k) {
+  std::vector<measured_profile> others;
+  for (int k = 1; k <= most_ranks_cached && !args.cache_dir.empty(); ++k) {
     const auto file = cache_file_for(args, node_binary, k);
     std::error_code ec;
     if (k == ranks || !fs::exists(file, ec))
       continue;
-    auto other = config::load_profile_json(file);
-    const double work = other ? pass_work(*other, args.device_type, mbs) : 0;
-    if (work > 0)
-      m.cpu_work_by_ranks[k] = work / own;
-    if (auto host = read_host(file + ".host.json", {}, k))
-      m.host_cores = std::max(m.host_cores, host->host_cores);
+    auto other = simulator::load_measured_profile(file);
+    if (!other || (other->ranks != 0 && other->ranks != k))
+      continue;
+    other->ranks = k;
+    others.push_back(std::move(*other));
   }
+  simulator::add_host_model(m, others, args.device_type, mbs);
 }
 
 }  // namespace

@@ -11,23 +11,13 @@
 #include "sailor/config/model.hpp"
 #include "sailor/config/plan.hpp"
 #include "sailor/config/profile.hpp"
+#include "sailor/simulator/host_profile.hpp"
 
 namespace sailor::app {
 
 /// What the demo's prediction is made from: the model's per-layer profile and what this host
-/// gives the ranks (`sailor-node profile --host-figures`).
-struct measured_profile {
-  config::model_profile profile;
-  double host_cores = 0;            ///< cores the ranks get together (0: unknown)
-  double cpu_per_message_s = 0;     ///< CPU of one point-to-point message, every thread
-  double cpu_per_collective_s = 0;  ///< CPU of one gradient all-reduce, every thread
-  int ranks = 0;                    ///< processes that measured it at once (0: unknown)
-  /// The host model across counts of ranks: per count of processes that measured the model
-  /// at once on this host (those cached so far, this one's included), a pass's CPU work in
-  /// that count's profile over this profile's (1 at `ranks`). Ranks sharing the cores share
-  /// caches and memory bandwidth: each computes slower the more there are.
-  std::map<int, double> cpu_work_by_ranks;
-};
+/// gives the ranks (simulator/host_profile.hpp).
+using simulator::measured_profile;
 
 /// Where the profile comes from.
 struct profile_request {

@@ -6,27 +6,6 @@
 
 namespace sailor::app {
 
-simulator::sim_options cpu_sim_options(const measured_profile* profile) {
-  simulator::sim_options sim;
-  sim.framework_overhead_bytes = 0;
-  sim.overlap_p2p = true;
-  sim.p2p_partitioned = false;
-  if (!profile)
-    return sim;
-  // The profile times each layer as the executor runs it: nothing to remove per layer. Our
-  // runtime all-reduces gradients per layer, then the loss and norm over every rank; the
-  // ranks are processes of this machine and share its cores (see obtain_profile).
-  sim.profile_layer_overhead_s = 0;
-  sim.allreduce_per_layer = true;
-  sim.final_allreduce = true;
-  sim.host_cores = profile->host_cores;
-  sim.cpu_per_message_s = profile->cpu_per_message_s;
-  sim.cpu_per_collective_s = profile->cpu_per_collective_s;
-  // Plans of another count of ranks than measured the profile: their CPU work at their count.
-  sim.host_cpu_scale = profile->cpu_work_by_ranks;
-  return sim;
-}
-
 void live_loop::observe(const actors::iteration_record& r) {
   std::lock_guard lock{mu};
   // Each plan's first iteration pays the warm-up (allocations, first connections).

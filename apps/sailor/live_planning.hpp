@@ -23,9 +23,8 @@
 
 namespace sailor::app {
 
-/// How our runtime runs on CPU devices (no CUDA context, sends overlap compute, full copies to
-/// every receiving TP rank), with what the profile measured of this host when there is one.
-simulator::sim_options cpu_sim_options(const measured_profile* profile);
+/// How our runtime runs on CPU devices, with the host figures of the profile when there is one.
+using simulator::cpu_sim_options;
 
 /// What the loop learned from the running job: written by the supervisor's iteration callback,
 /// read by the planner (both under `mu`).

@@ -132,8 +132,9 @@ void add_replay(CLI::App& app, command_set& commands) {
   sub->add_option("--profile", sp.profile, "A profile JSON file of `sailor profile`");
   sub->add_flag("--json", sp.as_json, "Print one JSON object: ours, ours_peak_throughput, restart_from_checkpoint, static, on_demand");
   sub->add_option("--objective", sp.objective, "How ours chooses plans: liveput (expected throughput under preemption) or throughput");
-  sub->add_flag("--state-from-checkpoint", [&rec](std::int64_t) { rec.state_from_memory = false; },
-                "Ours restores the newest checkpoint on every change (the runtime today) instead of the survivors' memory");
+  sub->add_flag("--node-local-checkpoints", [&rec](std::int64_t) { rec.checkpoints_outlive_nodes = false; },
+                "Ours keeps checkpoints on the nodes that wrote them (the runtime across machines today): a whole stage "
+                "lost without notice, or every node gone, starts over from iteration 0");
   sub->add_option("--target-iterations", sp.target_iterations, "Report when each policy has completed this many iterations")
       ->check(positive_number());
   sub->add_flag("--changes", sp.changes, "Every change of plan of ours (with --json: of every policy)");

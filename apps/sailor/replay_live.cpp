@@ -46,6 +46,9 @@ struct live_node {
 // Real seconds of the replay by what the job was doing.
 struct time_split {
   double starting = 0, training = 0, recovering = 0, waiting = 0;
+  /// Of `recovering`: until the old plan's last iteration after a change (it trains on through
+  /// a notice until the next plan is handed out); the rest the job was stopped.
+  double trained_while_recovering = 0;
 };
 
 // The replay in progress: what it was asked, its processes and its record.
@@ -64,6 +67,7 @@ struct live_run {
   clock_type::time_point t0, last_change, last_iteration;
   bool trained = false;
   int plans_at_change = -1;  // the job's plan count at the last change; -1: recovered since
+  clock_type::time_point recovery_mark;  // the change, or the old plan's last iteration after it
   std::optional<clock_type::time_point> slice_end;  // then only a recovery in progress finishes
   std::string phase;
 
@@ -216,8 +220,12 @@ int replay_loop(live_run& r, training_events& events, local_progress& progress) 
     if (completed || progress.last_progress() != before_last) r.last_iteration = progress.last_progress();
     // Recovered at the new plan's first completed iteration (not at a mere sign of life: a
     // re-plan's profiling touches the progress too).
-    if (completed && plans > r.plans_at_change) r.plans_at_change = -1;
     const auto now = clock_type::now();
+    if (completed && r.plans_at_change >= 0 && plans == r.plans_at_change && !r.slice_end) {
+      r.time.trained_while_recovering += seconds_between(r.recovery_mark, now);  // the old plan still trains
+      r.recovery_mark = now;
+    }
+    if (completed && plans > r.plans_at_change) r.plans_at_change = -1;
     if (!r.slice_end) account(r, seconds_between(last_pass, now));
     last_pass = now;
     if (!error.empty()) return fail("training failed: " + error);
@@ -236,6 +244,7 @@ int replay_loop(live_run& r, training_events& events, local_progress& progress) 
     if (r.cluster.interrupted()) return fail("interrupted after " + std::to_string(progress.done()) + " iterations");
     for (; !r.slice_end && next < r.script.changes.size() && r.script.changes[next].at_s <= r.trace_s(now); ++next) {
       if (auto err = apply_change(r, r.script.changes[next], progress)) return fail(err->message);
+      if (r.plans_at_change < 0) r.recovery_mark = now;
       r.plans_at_change = plans;  // recovering until a newer plan completes an iteration
     }
     reap_nodes(r);
@@ -268,7 +277,9 @@ json summary_of(const live_run& r, const local_progress& progress, const config:
   j["recovery_after_slice_s"] = after_s;  // a recovery in progress at the end, finished
   j["completed_iterations"] = progress.done();
   j["seconds"] = {{"starting", r.time.starting}, {"training", r.time.training},
-                  {"recovering", r.time.recovering}, {"waiting_for_capacity", r.time.waiting}};
+                  {"recovering", r.time.recovering}, {"waiting_for_capacity", r.time.waiting},
+                  {"recovering_trained", r.time.trained_while_recovering},
+                  {"recovering_stopped", std::max(0.0, r.time.recovering - r.time.trained_while_recovering)}};
   const double s = r.opt.time_scale;
   j["trace_seconds"] = {{"training", r.time.training * s},
                         {"recovering", r.time.recovering * s}, {"waiting_for_capacity", r.time.waiting * s}};
@@ -302,10 +313,11 @@ json summary_of(const live_run& r, const local_progress& progress, const config:
 
 void print_summary(const json& j) {
   std::printf("live replay: %d iterations completed, %d lost, %d re-plans; real s: starting %.1f, training %.1f, "
-              "recovering %.1f, waiting for capacity %.1f (%d waits)\n",
+              "recovering %.1f (stopped %.1f), waiting for capacity %.1f (%d waits)\n",
               j["completed_iterations"].get<int>(), j.value("lost_iterations", 0), j["replans"].get<int>(),
               j["seconds"]["starting"].get<double>(), j["seconds"]["training"].get<double>(),
-              j["seconds"]["recovering"].get<double>(), j["seconds"]["waiting_for_capacity"].get<double>(),
+              j["seconds"]["recovering"].get<double>(), j["seconds"]["recovering_stopped"].get<double>(),
+              j["seconds"]["waiting_for_capacity"].get<double>(),
               j["waits_for_capacity"].get<int>());
   for (const auto& g : j["gpu_hours"])
     std::printf("  %s@%s (%s): %.2f GPU-hours\n", g["gpu_type"].get<std::string>().c_str(),

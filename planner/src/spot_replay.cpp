@@ -68,6 +68,11 @@ struct spot_replayer::state {
 spot_replayer::spot_replayer(problem prob, availability_timeline timeline, recovery_model rec, options opts)
     : prob_(std::move(prob)), timeline_(std::move(timeline)), rec_(rec), opts_(std::move(opts)) {}
 
+void spot_replayer::set_plan_source(plan_source source) {
+  source_ = std::move(source);
+  cache_.clear();
+}
+
 void spot_replayer::set_recovery(const recovery_model& rec) {
   if (rec.state_bytes_per_param != rec_.state_bytes_per_param) cache_.clear();  // shard sizes change
   rec_ = rec;
@@ -98,7 +103,7 @@ const spot_replayer::entry& spot_replayer::plan_for(const std::vector<int>& coun
   p.cluster = with_availability(p.cluster, avail);
   p.cluster.use_spot_prices = !on_demand;
   ++planner_calls_;
-  auto r = plan_job(p, opts_);
+  auto r = source_ ? source_(p) : plan_job(p, opts_);
   if (!r) {
     e.why = r.error().to_string();
     return cache_.emplace(key, std::move(e)).first->second;
@@ -152,11 +157,11 @@ double spot_replayer::liveput(const entry& e, const std::vector<int>& counts, co
   }
   const double f = std::clamp(rec_.no_notice_fraction, 0.0, 1.0);
   const double xfer = e.state_per_gpu_bytes / (rec_.transfer_gbytes_per_s * 1e9);
-  const double redo_s = rec_.state_from_memory ? (exposed ? rec_.checkpoint_interval_s / 2 : 0.0) : rec_.checkpoint_interval_s / 2;
+  const double redo_s = exposed ? rec_.checkpoint_interval_s / 2 : 0.0;
   const double down = rec_.restart_s + f * (rec_.detection_s + planning_s(e) + xfer) +
                       (1 - f) * std::max(0.0, planning_s(e) + xfer - rec_.notice_s) +
                       f * 0.5 / std::max(e.throughput, 1e-12) +  // the iteration in flight
-                      (rec_.state_from_memory ? f : 1.0) * redo_s;
+                      f * redo_s;
   return e.throughput / (1.0 + rate * down);
 }
 
@@ -193,6 +198,12 @@ const spot_replayer::entry* spot_replayer::choose(const std::vector<int>& counts
   return best;
 }
 
+bool every_node_gone(const std::vector<int>& held, const std::vector<int>& counts) {
+  for (size_t c = 0; c < held.size() && c < counts.size(); ++c)
+    if (held[c] > 0 && counts[c] > 0) return false;
+  return true;
+}
+
 bool survivors_hold_every_layer(const config::plan& plan, const std::vector<trace_column>& columns,
                                 const std::vector<int>& held, const std::vector<int>& counts) {
   std::vector<int> to_lose(held.size(), 0);
@@ -225,12 +236,11 @@ void spot_replayer::handle_preemption(state& s, int tick, spot_policy policy, sp
   const bool saved_in_notice = !nn && old->state_per_gpu_bytes / bw <= rec_.notice_s;
   bool rollback = false;
   double lost = 0;
-  if (policy == spot_policy::ours && !rec_.state_from_memory) {
-    rollback = true;
-    lost = old->throughput * s.since_checkpoint_s;
-  } else if (policy == spot_policy::ours) {
+  if (policy == spot_policy::ours) {
     rollback = nn ? !survivors_hold_every_layer(old->plan, timeline_.columns, s.held, counts) : !saved_in_notice;
     lost = rollback ? old->throughput * s.since_checkpoint_s : (nn ? 0.5 : 0.0);  // nn: the iteration in flight
+    if (!rec_.checkpoints_outlive_nodes && (rollback || every_node_gone(s.held, counts)))
+      lost = s.totals.iterations;  // the checkpoint was on the nodes that left: from the start
   } else {
     rollback = !saved_in_notice;
     lost = rollback ? old->throughput * s.since_checkpoint_s : 0.0;
@@ -301,7 +311,7 @@ void spot_replayer::handle_growth(state& s, int tick, spot_policy policy, spot_o
     if (!e || e == s.cur) return;
     const double switch_s = rec_.restart_s + transfer_s(*s.cur, *e);  // planning overlaps training
     if (objective == spot_objective::throughput) {
-      if (e->throughput <= s.cur->throughput * (1 + 1e-6)) return;
+      if (!grow_on_every_rise_ && e->throughput <= s.cur->throughput * (1 + 1e-6)) return;
     } else {
       // Grow only when the expected gain until the next fall pays for the stop.
       const double now = liveput(*s.cur, counts, s.history), then = liveput(*e, counts, s.history);
@@ -314,17 +324,8 @@ void spot_replayer::handle_growth(state& s, int tick, spot_policy policy, spot_o
     next = e;
     down = switch_s;
   }
-  double lost = 0;
-  if (s.cur && policy == spot_policy::ours && !rec_.state_from_memory) {
-    // The new plan restores the newest checkpoint: the work since it is run again.
-    lost = std::min(s.cur->throughput * s.since_checkpoint_s, s.totals.iterations);
-    s.totals.iterations -= lost;
-    s.totals.lost_iterations += lost;
-    s.since_checkpoint_s = 0;
-    down = rec_.restart_s + next->state_per_gpu_bytes / bw;
-  }
   s.totals.changes.push_back({t0, why, s.cur ? s.cur->plan.total_gpus() : 0, next->plan.total_gpus(),
-                              next->throughput, down, lost, 0.0, {}});
+                              next->throughput, down, 0.0, 0.0, {}});
   describe(s.totals.changes, next);
   ++s.totals.replans;
   s.cur = next;

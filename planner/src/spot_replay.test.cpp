@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "sailor/config/pools.hpp"
+#include "sailor/simulator/host_profile.hpp"
 #include "test_pools.hpp"
 
 using namespace sailor;
@@ -156,4 +157,100 @@ TEST_CASE("an on-demand pool beside the trace: a constant column, mixed into our
   CHECK(e.gpu_usd_per_s * 3600 == doctest::Approx(expected));
   auto ours = replay.run(spot_policy::ours);
   CHECK(ours.iterations > 0);
+}
+
+TEST_CASE("the host figures reach the simulated replay: ranks sharing fewer cores train fewer iterations") {
+  // Every rank a process of one host (CPU training): the same profile, read as CPU work, on a
+  // host that gives the ranks 16 cores and on one that gives them 2.
+  simulator::measured_profile host;
+  host.profile = two_zone_problem().profile;
+  host.ranks = 4;
+  host.cpu_per_message_s = 1e-4;
+  host.cpu_per_collective_s = 1e-3;
+  auto on_host = [&](double cores) {
+    host.host_cores = cores;
+    problem prob = two_zone_problem();
+    prob.sim = simulator::cpu_sim_options(&host);
+    return prob;
+  };
+  spot_replayer roomy(on_host(16), two_zone_timeline(), fixed_recovery(0));
+  spot_replayer crowded(on_host(2), two_zone_timeline(), fixed_recovery(0));
+  const auto fast = roomy.run(spot_policy::ours), slow = crowded.run(spot_policy::ours);
+  REQUIRE(fast.iterations > 0);
+  CHECK(slow.iterations > 0);
+  CHECK(slow.iterations < 0.9 * fast.iterations);
+  CHECK(crowded.plan_for({8, 8}).throughput < roomy.plan_for({8, 8}).throughput);
+  // The time model is the same: only the speed differs.
+  CHECK(slow.training_s == doctest::Approx(fast.training_s).epsilon(0.01));
+}
+
+TEST_CASE("checkpoints only on the nodes that wrote them: a fall of every node starts over") {
+  auto t = two_zone_timeline();
+  t.counts = {{8, 8}, {0, 0}, {8, 8}};  // every GPU gone for an hour, with notice
+  auto rec = fixed_recovery(0);
+  spot_replayer replay(two_zone_problem(), t, rec);
+  const auto kept = replay.run(spot_policy::ours);
+  rec.checkpoints_outlive_nodes = false;
+  replay.set_recovery(rec);
+  const auto node_local = replay.run(spot_policy::ours);
+  const auto& full = replay.plan_for({8, 8});
+  REQUIRE(full.ok);
+  CHECK(kept.lost_iterations == 0);
+  CHECK(kept.waiting_s == doctest::Approx(3600));
+  // The first hour's iterations are lost with the nodes that held their state.
+  CHECK(node_local.lost_iterations == doctest::Approx(full.throughput * 3600).epsilon(0.01));
+  CHECK(node_local.iterations == doctest::Approx(kept.iterations - node_local.lost_iterations).epsilon(0.01));
+  CHECK(every_node_gone({8, 8}, {0, 0}));
+  CHECK_FALSE(every_node_gone({8, 0}, {1, 0}));
+}
+
+TEST_CASE("another plan source: every GPU a replica, grown on every rise as a live coordinator does") {
+  // A zone that grows from 2 to 8 GPUs; plans that use every GPU of it, estimated by the simulator.
+  availability_timeline t;
+  t.tick_s = 3600;
+  t.columns = {{"A100-40", "r1-a", "test"}};
+  t.start_s = {0, 3600};
+  t.counts = {{2}, {8}};
+  t.end_s = 2 * 3600;
+  problem prob = testing::tiny_problem(8, 0, 0, 0, 32);
+  prob.cluster.use_spot_prices = true;
+  int calls = 0;
+  auto every_gpu = [&calls](const problem& p) -> result<plan_result> {
+    ++calls;
+    config::plan plan;
+    plan.micro_batch = 1;
+    plan.global_batch = p.job.global_batch;
+    plan.stages.resize(1);
+    plan.stages[0].first_layer = 0;
+    plan.stages[0].num_layers = p.model.num_all_layers();
+    for (const auto& z : p.cluster.zones)
+      for (const auto& [type, count] : z.gpus)
+        plan.stages[0].replicas.push_back({type, z.name, count, {}});  // one replica of TP count
+    auto e = estimate_plan(p, plan);
+    if (!e) return e.error();
+    plan.estimate = e->totals;
+    // A source whose larger plans are slower (as ranks sharing one host's cores can be).
+    plan.estimate->throughput_iters_per_s = 1.0 / plan.total_gpus();
+    plan.estimate->cost_per_iteration_usd = 0;
+    return plan_result{plan, *e, 0, 0, 0};
+  };
+  spot_replayer replay(prob, t, fixed_recovery(0));
+  replay.set_plan_source(every_gpu);
+  const auto& small = replay.plan_for({2});
+  const auto& large = replay.plan_for({8});
+  REQUIRE(small.ok);
+  REQUIRE(large.ok);
+  CHECK(calls == 2);
+  CHECK(large.held[0] == 8);
+  // By throughput alone ours stays on 2 GPUs.
+  REQUIRE(large.throughput < small.throughput);
+  const auto kept = replay.run(spot_policy::ours);
+  CHECK(kept.changes.size() == 1);
+  CHECK(kept.gpu_hours == doctest::Approx(2 + 2));
+  replay.set_grow_on_every_rise(true);
+  const auto grown = replay.run(spot_policy::ours);
+  REQUIRE(grown.changes.size() == 2);
+  CHECK(grown.changes[1].why == "growth");
+  CHECK(grown.changes[1].gpus_after == 8);
+  CHECK(grown.gpu_hours == doctest::Approx(2 + 8));
 }

@@ -3,10 +3,14 @@
 /// lose and spend recovering, under several ways of reacting to the changes.
 ///
 /// Policies (all priced by the same simulator and the same recovery model):
-/// - `ours`: re-plans on every change that touches the plan; state comes from the survivors'
-///   memory (only shards that must move are transferred), a node with notice hands its state
-///   over before it leaves, and only when no survivor holds some layer (or a notice is too short
-///   to hand the state over) does the job roll back to the newest checkpoint. With the liveput
+/// - `ours`: our runtime as it recovers (README "Preemption and growth"): re-plans on every
+///   change that touches the plan; a growth re-plan trains on while the next plan is made and
+///   takes state from the running ranks' memory (only shards that must move are transferred,
+///   no iteration lost: tests/train_growth); a loss whose survivors hold every layer resumes
+///   from their memory (the iteration in flight is lost: tests/train_elastic); a node with
+///   notice hands the state only it holds to a node that stays before it leaves (no loss);
+///   only when no survivor holds some layer (a whole stage lost without notice, or a notice
+///   too short to hand the state over) does the job roll back to the newest checkpoint. With the liveput
 ///   objective, plans are chosen by expected throughput under the preemption rates seen so far
 ///   (no look-ahead), and the job grows only when the gain pays for the switch.
 /// - `restart_from_checkpoint` (Sailor, Varuna): every change of plan stops the job and restarts
@@ -20,6 +24,7 @@
 /// the GPUs it could hold, so a plan that leaves some spare is not touched by a drop that the
 /// spare absorbs.
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -56,10 +61,14 @@ struct recovery_model {
   /// Fraction of the ticks with a drop whose preemptions come without notice (spread evenly
   /// over the trace, the same ticks for every policy).
   double no_notice_fraction = 0;
-  /// Ours takes state from the survivors' memory (the design). false: as the runtime runs
-  /// today (README "Preemption and growth"), every new plan restores the newest complete
-  /// checkpoint, so every change of plan, growth included, loses the work since it.
-  bool state_from_memory = true;
+  /// Checkpoints are kept where they outlive the nodes that wrote them (shared or object
+  /// storage, as restart_from_checkpoint assumes of Sailor and Varuna). false: as our runtime
+  /// keeps them across machines today, each node in its own state folder (README "Preemption
+  /// and growth"): when the survivors lack some layer (a whole stage lost without notice) or
+  /// no node of the plan is left (every one gone, with notice or not), no node holds those
+  /// layers' checkpoint either and the job starts over from iteration 0 (an upper bound: an
+  /// older plan's checkpoint on a surviving node may still hold them).
+  bool checkpoints_outlive_nodes = true;
 };
 
 enum class spot_policy { ours, restart_from_checkpoint, static_plan, on_demand };
@@ -120,6 +129,16 @@ public:
   /// `state_bytes_per_param` changes: the shard sizes are cached with them).
   void set_recovery(const recovery_model& rec);
 
+  /// What makes the plan over one capacity vector (`prob.cluster` holds that capacity): the
+  /// planner's search by default; another (such as the plan a live run makes, every GPU a
+  /// replica) to replay that policy's plans. Clears the plans cached.
+  using plan_source = std::function<result<plan_result>(const problem&)>;
+  void set_plan_source(plan_source source);
+
+  /// Ours (throughput objective) re-plans on every rise of capacity, faster plan or not, as a
+  /// live coordinator does when a node joins (`sailor replay --live`: every node trains).
+  void set_grow_on_every_rise(bool on) { grow_on_every_rise_ = on; }
+
   /// Iterations whose completion time `replay_totals::time_to_target_s` reports (0: none).
   void set_target_iterations(double n) { target_iterations_ = n; }
   int planner_calls() const { return planner_calls_; }
@@ -151,10 +170,12 @@ private:
   availability_timeline timeline_;
   recovery_model rec_;
   options opts_;
+  plan_source source_;
   std::map<std::pair<bool, std::vector<int>>, entry> cache_;
   int planner_calls_ = 0;
   double planner_s_ = 0;
   double target_iterations_ = 0;
+  bool grow_on_every_rise_ = false;
 };
 
 /// Whether every stage of `plan` keeps a replica when the columns it holds (`held`) fall to
@@ -162,6 +183,10 @@ private:
 /// the last stage backwards.
 bool survivors_hold_every_layer(const config::plan& plan, const std::vector<trace_column>& columns,
                                 const std::vector<int>& held, const std::vector<int>& counts);
+
+/// Whether none of the GPUs a plan holds per column (`held`) is left when the columns fall to
+/// `counts`.
+bool every_node_gone(const std::vector<int>& held, const std::vector<int>& counts);
 
 /// The replay's figures as the `--json` contract prints them (one policy); with
 /// `with_changes`, also `changes`: every change of plan.
