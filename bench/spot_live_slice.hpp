@@ -126,7 +126,7 @@ inline sailor::result<sailor::planner::plan_result> live_runs_plan(const sailor:
   auto e = planner::estimate_plan(prob, *plan);
   if (!e) return e.error();
   planner::plan_result out;
-  plan->estimate = e->totals;
+  plan->estimate = e->summary();
   out.plan = std::move(*plan);
   out.detail = std::move(*e);
   return out;

@@ -228,7 +228,7 @@ TEST_CASE("another plan source: every GPU a replica, grown on every rise as a li
         plan.stages[0].replicas.push_back({type, z.name, count, {}});  // one replica of TP count
     auto e = estimate_plan(p, plan);
     if (!e) return e.error();
-    plan.estimate = e->totals;
+    plan.estimate = e->summary();
     // A source whose larger plans are slower (as ranks sharing one host's cores can be).
     plan.estimate->throughput_iters_per_s = 1.0 / plan.total_gpus();
     plan.estimate->cost_per_iteration_usd = 0;
