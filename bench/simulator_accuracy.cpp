@@ -58,13 +58,7 @@ std::vector<std::vector<double>> grid_errors(const std::vector<Record>& records,
       const auto& r = records[i];
       if (!ctxs.count(r.model)) {
         const auto& d = data.at(r.model);
-        simulator::sim_inputs in;
-        in.model = d.model;
-        in.profile = &d.profile;
-        in.gpus = d.gpus;
-        in.network = &d.network;
-        in.job.optimizer = d.optimizer;
-        auto c = simulator::sim_context::make(in, o);
+        auto c = simulator::sim_context::make(simulator::sim_inputs::of(d), o);
         if (!c) continue;
         ctxs.emplace(r.model, std::move(*c));
       }
@@ -170,12 +164,7 @@ void cross_validate(const std::vector<Record>& records, const std::map<std::stri
 void consumer_pipelines(const std::string& root, const simulator::sim_options& base) {
   auto d = config::load_sailor_data(root, "OPT-350");
   if (!d) return;
-  simulator::sim_inputs in;
-  in.model = d->model;
-  in.profile = &d->profile;
-  in.gpus = d->gpus;
-  in.network = &d->network;
-  in.job.optimizer = d->optimizer;
+  const auto in = simulator::sim_inputs::of(*d);
   simulator::sim_options before = base;
   before.p2p_partitioned = false;
   auto now_ctx = simulator::sim_context::make(in, base);
@@ -241,12 +230,7 @@ bool add_model(const std::string& data_root, const std::string& model,
   }
   data.emplace(model, std::move(*d));
   const auto& dd = data.at(model);
-  simulator::sim_inputs in;
-  in.model = dd.model;
-  in.profile = &dd.profile;
-  in.gpus = dd.gpus;
-  in.network = &dd.network;
-  in.job.optimizer = dd.optimizer;
+  auto in = simulator::sim_inputs::of(dd);
   in.job.global_batch = dd.default_global_batch;
   auto ctx = simulator::sim_context::make(in, opts);
   if (!ctx) {
