@@ -11,6 +11,10 @@
 // and a tied head, OPT's block family, Llama without biases): every figure identical,
 // iteration time mean |error| 3.13% worst 7.75%, peak memory 0.97% and 3.16% over 15 plans
 // (llm_info's per-layer sizes stand in for the shape on these plans).
+//
+// Measured 2026-11-25 (load average 6-8) before and after sim_inputs::of and closed_form's
+// for_each_replica_pair: every accuracy figure identical (3.13% / 7.75% time, 0.97% / 3.16%
+// memory, closed form vs events 0.544%); one closed-form estimate 0.68-0.76 us.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
