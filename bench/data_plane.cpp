@@ -233,7 +233,7 @@ public:
     {
       std::ofstream out(path + ".tmp", std::ios::binary);
       out.write(value.data(), static_cast<std::streamsize>(value.size()));
-      if (!out) return comm::make_error(error_kind::failed, "cannot write " + path);
+      if (!out) return error::failed("cannot write " + path);
     }
     std::filesystem::rename(path + ".tmp", path);
     return {};
@@ -246,7 +246,7 @@ public:
       if (in) return std::vector<char>(std::istreambuf_iterator<char>(in), {});
       std::this_thread::sleep_for(5ms);  // sleep override: a bench's polling store, bounded by the timeout
     }
-    return comm::make_error(error_kind::failed, "no key " + key + " in " + dir_ + " (timed out)");
+    return error::failed("no key " + key + " in " + dir_ + " (timed out)");
   }
 
 private:

@@ -28,7 +28,7 @@ comm::transport_maker adapt(std::function<std::unique_ptr<comm::transport>(const
                             std::string name) {
   return [f, name](const comm::transport_options& o) -> result<std::unique_ptr<comm::transport>> {
     auto t = f(o);
-    if (!t) return comm::make_error(error_kind::failed, name + " transport could not be made");
+    if (!t) return error::failed(name + " transport could not be made");
     return t;
   };
 }

@@ -18,6 +18,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <random>
 #include <regex>
 #include <set>
@@ -228,6 +230,29 @@ struct hostile_fixture {
   }
 };
 
+// A peer that holds the job token and speaks to the coordinator under `name` over TCP, through
+// a bridge of the test's actor system.
+struct insider {
+  std::unique_ptr<sailor::comm::transport> transport;
+  std::optional<sailor::actors::bridge> links;
+  std::uint16_t port;
+
+  insider(hostile_fixture& f, const std::string& name) : port(f.port) {
+    auto t = sailor::actors::make_transport("tcp", name, "local-a", f.token);
+    REQUIRE(t.ok());
+    transport = std::move(*t);
+    links.emplace(f.system, transport.get());
+  }
+  ~insider() { links.reset(); }  // the bridge goes before its transport
+
+  /// Connects to the coordinator: its peer id on the bridge.
+  sailor::actors::peer_id connect() {
+    auto peer = links->connect("127.0.0.1", port);
+    REQUIRE(peer.ok());
+    return *peer;
+  }
+};
+
 }  // namespace
 
 TEST_CASE_FIXTURE(hostile_fixture, "hostile: random, truncated and oversized frames on the default port are refused, memory stays flat, it listens only where asked") {
@@ -342,25 +367,17 @@ TEST_CASE_FIXTURE(hostile_fixture, "hostile: an authenticated peer cannot speak 
   // Mallory holds the token and connects under her own name: a preemption and a finished
   // training report for n1 are refused, and her connection is closed.
   {
-    auto t = sailor::actors::make_transport("tcp", "mallory", "local-a", token);
-    REQUIRE(t.ok());
-    sailor::actors::bridge links{system, t->get()};
-    auto peer = links.connect("127.0.0.1", port);
-    REQUIRE(peer.ok());
-    auto supervisor = links.remote_actor(*peer, "supervisor");
+    insider mallory{*this, "mallory"};
+    auto supervisor = mallory.links->remote_actor(mallory.connect(), "supervisor");
     caf::anon_send(supervisor, sailor::actors::preemption_notice{"n1", "forged"});
-    REQUIRE(eventually(5s, [&] { return links.open_peers() == 0; }));
+    REQUIRE(eventually(5s, [&] { return mallory.links->open_peers() == 0; }));
   }
   CHECK(eventually(5s, [&] { return has_event("a message for node 'n1' from the connection of 'mallory'"); }));
   // A second connection under n1's own name: the supervisor takes messages about n1 only
   // from the endpoint n1 joined with.
   {
-    auto t = sailor::actors::make_transport("tcp", "n1", "local-a", token);
-    REQUIRE(t.ok());
-    sailor::actors::bridge links{system, t->get()};
-    auto peer = links.connect("127.0.0.1", port);
-    REQUIRE(peer.ok());
-    auto supervisor = links.remote_actor(*peer, "supervisor");
+    insider second_n1{*this, "n1"};
+    auto supervisor = second_n1.links->remote_actor(second_n1.connect(), "supervisor");
     caf::anon_send(supervisor, sailor::actors::preemption_notice{"n1", "forged"});
     sailor::actors::train_report fake;
     fake.plan_version = 1;
@@ -372,14 +389,10 @@ TEST_CASE_FIXTURE(hostile_fixture, "hostile: an authenticated peer cannot speak 
   // A heartbeat of 64 KiB (its ceiling is a few KiB, the frame limit 16 MiB) is refused before
   // it is decoded, with its kind, size and limit named; only that connection closes.
   {
-    auto t = sailor::actors::make_transport("tcp", "mallory", "local-a", token);
-    REQUIRE(t.ok());
-    sailor::actors::bridge links{system, t->get()};
-    auto peer = links.connect("127.0.0.1", port);
-    REQUIRE(peer.ok());
-    caf::anon_send(links.remote_actor(*peer, "supervisor"),
+    insider mallory{*this, "mallory"};
+    caf::anon_send(mallory.links->remote_actor(mallory.connect(), "supervisor"),
                    sailor::actors::heartbeat{std::string(64 * 1024, 'm'), 1});
-    REQUIRE(eventually(5s, [&] { return links.open_peers() == 0; }));
+    REQUIRE(eventually(5s, [&] { return mallory.links->open_peers() == 0; }));
   }
   CHECK(eventually(5s, [&] { return has_refusal("a heartbeat of "); }));
   CHECK(std::regex_search(coordinator->err(),
@@ -391,14 +404,11 @@ TEST_CASE_FIXTURE(hostile_fixture, "hostile: an authenticated peer cannot speak 
 TEST_CASE_FIXTURE(hostile_fixture, "hostile: the rendezvous store answers a node only in the plans it has ranks in") {
   start_good_node("n1");
   REQUIRE(eventually(20s, [&] { return ready(1); }));
-  auto t = sailor::actors::make_transport("tcp", "mallory", "local-a", token);
-  REQUIRE(t.ok());
-  sailor::actors::bridge links{system, t->get()};
+  insider mallory{*this, "mallory"};
+  auto& links = *mallory.links;
   caf::scoped_actor self{system};
   links.publish(sailor::actors::rendezvous_client::reply_name, caf::actor_cast<caf::actor>(self));
-  auto peer = links.connect("127.0.0.1", port);
-  REQUIRE(peer.ok());
-  auto store = links.remote_actor(*peer, "store");
+  auto store = links.remote_actor(mallory.connect(), "store");
   // Under her own name, Mallory has no rank in plan 1: her keys are not stored, her reads
   // answered with a refusal, and a plan version that does not exist is not made.
   using sailor::protocol::store_request;

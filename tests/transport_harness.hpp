@@ -116,6 +116,28 @@ struct client_events {
   }
 };
 
+// A server of backend `b` that records what it receives, and a client that connected to it
+// (its handshake may still be under way). The handler targets are declared first: the
+// transports are destroyed before them.
+struct client_and_server {
+  recording_server server;
+  client_events ev;
+  std::unique_ptr<transport> server_t;
+  std::unique_ptr<transport> client_t;
+  connection_ptr conn;
+
+  client_and_server(const backend& b, const transport_options& server_opts,
+                    const transport_options& client_opts)
+      : server_t(b.make(server_opts)), client_t(b.make(client_opts)) {
+    REQUIRE(server_t);
+    REQUIRE(client_t);
+    server.listen(*server_t);
+    auto c = client_t->connect(server.lst->local_address(), ev.handlers());
+    REQUIRE(c.ok());
+    conn = *c;
+  }
+};
+
 // Counts completions per send id; a second call for one id is recorded as a defect.
 struct completions {
   event_box box;

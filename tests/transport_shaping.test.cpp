@@ -37,12 +37,7 @@ config::cluster two_zones() {
   config::cluster cl;
   cl.regions = {{"r1", {"zone-a"}}, {"r2", {"zone-b"}}};
   cl.zones = {{"zone-a", "r1", {}}, {"zone-b", "r2", {}}};
-  config::zone_link link;
-  link.from = "zone-a";
-  link.to = "zone-b";
-  link.latency_s = 0.020;
-  link.bandwidth_gbytes_per_s = 0.050;
-  cl.links = {link};
+  cl.links = {{.from = "zone-a", .to = "zone-b", .latency_s = 0.020, .bandwidth_gbytes_per_s = 0.050}};
   return cl;
 }
 

@@ -47,15 +47,20 @@ struct two_processes {
   caf::actor_system b{cfg_b};
 };
 
+// Joins `server` and `client` by a fresh link pair: the client's peer id of the server.
+peer_id link_bridges(bridge& server, bridge& client) {
+  auto [left, right] = local_link_pair();
+  server.adopt(left);
+  return client.adopt(right);
+}
+
 }  // namespace
 
 TEST_CASE_FIXTURE(two_processes, "bridge: a message reaches a named actor and the reply comes back") {
   bridge server{a};
   bridge client{b};
   server.publish("echo", a.spawn(echo));
-  auto [left, right] = local_link_pair();
-  server.adopt(left);
-  auto peer = client.adopt(right);
+  auto peer = link_bridges(server, client);
   caf::scoped_actor self{b};
   client.publish("tester", caf::actor_cast<caf::actor>(self));
   auto remote_echo = client.remote_actor(peer, "echo");
@@ -76,9 +81,7 @@ TEST_CASE_FIXTURE(two_processes, "bridge: a closed link is a down message to mon
   bridge server{a};
   bridge client{b};
   server.publish("echo", a.spawn(echo));
-  auto [left, right] = local_link_pair();
-  server.adopt(left);
-  auto peer = client.adopt(right);
+  auto peer = link_bridges(server, client);
   caf::scoped_actor self{b};
   auto remote_echo = client.remote_actor(peer, "echo");
   self->monitor(remote_echo);
@@ -189,9 +192,7 @@ TEST_CASE_FIXTURE(two_processes, "bridge: garbage and other protocol versions ar
         sailor::protocol::wire_bounds::control_frame_bytes);
   // The server still serves well-formed peers.
   bridge client{b};
-  auto [left, right] = local_link_pair();
-  server.adopt(left);
-  auto peer = client.adopt(right);
+  auto peer = link_bridges(server, client);
   caf::scoped_actor self{b};
   client.publish("tester", caf::actor_cast<caf::actor>(self));
   self->send(client.remote_actor(peer, "echo"), status_request{1});
@@ -270,9 +271,7 @@ TEST_CASE_FIXTURE(two_processes, "bridge: Cap'n Proto messages are routed to the
   bridge client{b};
   caf::scoped_actor supervisor{a};
   server.publish("supervisor", caf::actor_cast<caf::actor>(supervisor));
-  auto [left, right] = local_link_pair();
-  server.adopt(left);
-  auto peer = client.adopt(right);
+  auto peer = link_bridges(server, client);
   caf::scoped_actor agent{b};
   client.publish("agent", caf::actor_cast<caf::actor>(agent));
   join_request join;

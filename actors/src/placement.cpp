@@ -201,9 +201,9 @@ result<config::plan> even_plan(const std::vector<node_inventory>& nodes, int num
     if (!n.devices.empty())
       groups[{n.zone, n.gpu_type}] += static_cast<int>(n.devices.size());
   if (groups.empty())
-    return sailor::error{error_kind::infeasible, "no devices to plan over", "", 0, "nodes"};
+    return sailor::error::infeasible("nodes", "no devices to plan over");
   if (num_all_layers < 1)
-    return sailor::error{error_kind::invalid_input, "the model has no layers", "", 0, "model"};
+    return sailor::error::invalid_input("model", "the model has no layers");
   int stages = num_all_layers;
   for (auto& [key, count] : groups)
     stages = std::min(stages, count);

@@ -193,14 +193,11 @@ result<std::unique_ptr<remote_scheduler>> remote_scheduler::connect(
   caf::anon_send(self->host_, start_atom::value);
   const auto where = host + ":" + std::to_string(port);
   if (outcome.wait_for(timeout) != std::future_status::ready)
-    return sailor::error{error_kind::disconnected,
-                         "no answer from the scheduler gate of the coordinator at " + where +
-                           " within " + std::to_string(timeout.count()) +
-                           " ms (does it run with --scheduler remote?)",
-                         "", 0, ""};
+    return sailor::error::disconnected("no answer from the scheduler gate of the coordinator at " +
+                                       where + " within " + std::to_string(timeout.count()) +
+                                       " ms (does it run with --scheduler remote?)");
   if (auto why = outcome.get(); !why.empty())
-    return sailor::error{error_kind::failed, "the coordinator at " + where + ": " + why, "", 0,
-                         ""};
+    return sailor::error::failed("the coordinator at " + where + ": " + why);
   log::get("actors")->info("[remote scheduler] attached to the coordinator at {}", where);
   return self;
 }

@@ -246,7 +246,7 @@ status rendezvous_client::set(std::int64_t plan_version, const std::string& key,
     receiver = impl_->receiver;
   }
   if (!receiver)
-    return sailor::error{error_kind::disconnected, "rendezvous: the node is stopping", "", 0, ""};
+    return sailor::error::disconnected("rendezvous: the node is stopping");
   protocol::store_request r{0, plan_version, key, true, value, 0,
                         impl_->node};
   caf::send_as(receiver, impl_->server, std::move(r));
@@ -265,7 +265,7 @@ result<std::vector<char>> rendezvous_client::get(std::int64_t plan_version,
     receiver = impl_->receiver;
   }
   if (!receiver)
-    return sailor::error{error_kind::disconnected, "rendezvous: the node is stopping", "", 0, ""};
+    return sailor::error::disconnected("rendezvous: the node is stopping");
   protocol::store_request r{id, plan_version, key, false, {},
                         timeout.count(), impl_->node};
   caf::send_as(receiver, impl_->server, std::move(r));
@@ -279,14 +279,11 @@ result<std::vector<char>> rendezvous_client::get(std::int64_t plan_version,
   auto reply = std::move(impl_->pending[id]);
   impl_->pending.erase(id);
   if (!answered || !reply)
-    return sailor::error{error_kind::disconnected,
-                         "rendezvous: no answer from the coordinator for '" + key + "'", "", 0,
-                         ""};
+    return sailor::error::disconnected("rendezvous: no answer from the coordinator for '" + key +
+                                       "'");
   if (!reply->found)
-    return sailor::error{error_kind::failed,
-                         "rendezvous: '" + key + "' of plan version " +
-                           std::to_string(plan_version) + ": " + reply->error,
-                         "", 0, ""};
+    return sailor::error::failed("rendezvous: '" + key + "' of plan version " +
+                                 std::to_string(plan_version) + ": " + reply->error);
   return std::move(reply->value);
 }
 

@@ -25,9 +25,8 @@ result<std::unique_ptr<coordinator>> coordinator::start(caf::actor_system& syste
     sup.scheduler = spawn_scheduler_gate(system, *self->bridge_);
   if (!sup.scheduler) {
     if (!options.plan)
-      return sailor::error{error_kind::invalid_input,
-                           "a coordinator needs a scheduler actor or a planning function", "", 0,
-                           "scheduler"};
+      return sailor::error::invalid_input(
+        "scheduler", "a coordinator needs a scheduler actor or a planning function");
     sup.scheduler = system.spawn(planner_actor, std::move(options.plan));
     sup.builtin = sup.scheduler;
   } else if (options.plan && !sup.builtin) {
@@ -128,9 +127,8 @@ result<cluster_status> query_status(caf::actor_system& system, const std::string
   self->monitor(supervisor);
   self->send(supervisor, status_request{});
   result<cluster_status> out =
-    sailor::error{error_kind::disconnected, "no answer within " + std::to_string(timeout.count()) +
-                                              " ms from " + host + ":" + std::to_string(port),
-                  "", 0, ""};
+    sailor::error::disconnected("no answer within " + std::to_string(timeout.count()) +
+                                " ms from " + host + ":" + std::to_string(port));
   bool done = false;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!done) {
@@ -144,12 +142,11 @@ result<cluster_status> query_status(caf::actor_system& system, const std::string
         done = true;
       },
       [&](const join_refused& x) {
-        out = sailor::error{error_kind::failed, "refused: " + x.reason, "", 0, ""};
+        out = sailor::error::failed("refused: " + x.reason);
         done = true;
       },
       [&](const caf::down_msg&) {
-        out = sailor::error{error_kind::disconnected,
-                            "the coordinator closed the connection", "", 0, ""};
+        out = sailor::error::disconnected("the coordinator closed the connection");
         done = true;
       },
       caf::after(left) >> [] {});
@@ -181,9 +178,8 @@ result<std::unique_ptr<comm::transport>> make_transport(const std::string& kind,
   }
   if (kind == "tcp")
     return comm::make_tcp_transport(common);
-  return sailor::error{error_kind::invalid_input,
-                       "unknown transport '" + kind + "' (expected ucx or tcp)", "", 0,
-                       "--transport"};
+  return sailor::error::invalid_input("--transport",
+                                      "unknown transport '" + kind + "' (expected ucx or tcp)");
 }
 
 }  // namespace sailor::actors

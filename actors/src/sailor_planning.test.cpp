@@ -14,12 +14,8 @@ namespace {
 // A 6-layer model with synthetic profiles of two GPU types in two zones of one region.
 planner::problem small_problem() {
   planner::problem prob;
-  prob.model.name = "small";
-  prob.model.num_layers = 4;
-  prob.model.hidden = 1024;
-  prob.model.heads = 16;
-  prob.model.sequence = 1024;
-  prob.model.vocabulary = 32000;
+  prob.model = {.name = "small", .num_layers = 4, .hidden = 1024, .heads = 16,
+                .sequence = 1024, .vocabulary = 32000};
   prob.profile.model = "small";
   for (auto [gpu, block] : {std::pair{"A100-40", 0.010}, std::pair{"V100-16", 0.024}}) {
     config::gpu_profile p;

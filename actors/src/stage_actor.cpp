@@ -36,7 +36,7 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, std::string no
       try {
         work = hook(st.role, std::move(ready));
       } catch (const std::exception& e) {
-        work = sailor::error{error_kind::failed, e.what(), "", 0, ""};
+        work = sailor::error::failed(e.what());
       }
       if (!work) {
         log::get("actors")->error("[{} stage {} replica {} rank {}] cannot take the role: {}",

@@ -100,8 +100,9 @@ TEST_CASE_FIXTURE(fixture, "stage actor: without work it is ready at once, and a
   system.spawn(stage_actor, std::string{"n0"}, role, agent, none);
   sched.run();
   CHECK(log->ready.size() == 1);
-  stage_hook refuse = [](const stage_role&, stage_ready_fn) -> sailor::result<std::unique_ptr<stage_work>> {
-    return sailor::error{sailor::error_kind::invalid_input, "stage 1 is not in the plan", "", 0, "role"};
+  stage_hook refuse = [](const stage_role&,
+                         stage_ready_fn) -> sailor::result<std::unique_ptr<stage_work>> {
+    return sailor::error::invalid_input("role", "stage 1 is not in the plan");
   };
   system.spawn(stage_actor, std::string{"n0"}, role, agent, refuse);
   sched.run();

@@ -36,8 +36,7 @@ result<std::vector<char>> encode_envelope_as_version(std::uint16_t version,
                                                      const caf::message& body) {
   auto m = to_protocol(body);
   if (!m)
-    return sailor::error{error_kind::unimplemented,
-                         "not a wire message: " + caf::to_string(body), "", 0, ""};
+    return sailor::error::unimplemented("not a wire message: " + caf::to_string(body));
   auto bytes = protocol::encode(protocol::envelope{version, source, destination, std::move(*m)});
   std::vector<char> out(bytes.size());
   std::memcpy(out.data(), bytes.data(), bytes.size());
@@ -69,7 +68,7 @@ std::variant<envelope, decode_failure> decode_frame(const std::vector<char>& fra
 result<envelope> decode_envelope(caf::actor_system&, const std::vector<char>& frame) {
   auto out = decode_frame(frame);
   if (auto* failed = std::get_if<decode_failure>(&out))
-    return sailor::error{error_kind::invalid_input, failed->message, "", 0, ""};
+    return sailor::error::invalid_input("", failed->message);
   return std::move(std::get<envelope>(out));
 }
 

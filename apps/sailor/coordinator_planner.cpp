@@ -85,8 +85,8 @@ actors::planning_function even_planner(const coordinator_args& args, const coord
       return p;
     // Refused before training starts: a model that does not fit a device's memory.
     if (auto why = memory_refusal(shape, *p, pool, job_cfg); !why.empty())
-      return sailor::error{error_kind::invalid_input,
-                           "the model does not fit a device's memory: " + why, "", 0, "plan"};
+      return sailor::error::invalid_input("plan",
+                                          "the model does not fit a device's memory: " + why);
     return p;
   };
 }

@@ -73,8 +73,7 @@ result<measured_profile> profile_for(const coordinator_search_inputs& in,
                          "times those devices with the catalog's analytic model\n",
                  in.model.name.c_str(), missing.c_str());
   if (out.profile.by_gpu.empty())
-    return sailor::error{error_kind::not_found, "no profile of the joined device types", "", 0,
-                         "profile"};
+    return sailor::error::not_found("", "profile", "no profile of the joined device types");
   return out;
 }
 

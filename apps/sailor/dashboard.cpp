@@ -161,15 +161,13 @@ bool is_loopback_host(const std::string& host) {
 
 result<std::unique_ptr<dashboard>> dashboard::start(dashboard_options options) {
   if (!options.board)
-    return sailor::error{error_kind::invalid_input, "the dashboard needs a status board", "", 0,
-                         "board"};
+    return sailor::error::invalid_input("board", "the dashboard needs a status board");
   if (!is_loopback_host(options.host) && !options.allow_remote)
-    return sailor::error{error_kind::invalid_input,
-                         "--dashboard " + options.host +
-                           " is not a loopback address: the dashboard shows the whole job to "
-                           "anyone who can reach it; add --dashboard-allow-remote to bind it "
-                           "there",
-                         "", 0, "--dashboard"};
+    return sailor::error::invalid_input(
+      "--dashboard", "--dashboard " + options.host +
+                       " is not a loopback address: the dashboard shows the whole job to "
+                       "anyone who can reach it; add --dashboard-allow-remote to bind it "
+                       "there");
   auto state = std::make_unique<impl>();
   state->options = std::move(options);
   auto& d = *state;
@@ -191,15 +189,14 @@ result<std::unique_ptr<dashboard>> dashboard::start(dashboard_options options) {
   if (d.options.port == 0) {
     int port = d.server.bind_to_any_port(d.options.host);
     if (port <= 0)
-      return sailor::error{error_kind::failed, "cannot bind the dashboard to " + d.options.host,
-                           "", 0, "--dashboard"};
+      return sailor::error::of(error_kind::failed, "", "--dashboard",
+                               "cannot bind the dashboard to " + d.options.host);
     d.port = static_cast<std::uint16_t>(port);
   } else {
     if (!d.server.bind_to_port(d.options.host, d.options.port))
-      return sailor::error{error_kind::failed,
-                           "cannot bind the dashboard to " + d.options.host + ":" +
-                             std::to_string(d.options.port) + " (in use?)",
-                           "", 0, "--dashboard"};
+      return sailor::error::of(error_kind::failed, "", "--dashboard",
+                               "cannot bind the dashboard to " + d.options.host + ":" +
+                                 std::to_string(d.options.port) + " (in use?)");
     d.port = d.options.port;
   }
   d.server.prepare_listener(256, 2);
@@ -217,8 +214,8 @@ result<std::unique_ptr<dashboard>> dashboard::start(dashboard_options options) {
     // under it. Only on a machine too loaded to start a thread in 5 s.
     d.thread.detach();
     state.release();
-    return sailor::error{error_kind::failed, "the dashboard did not start listening", "", 0,
-                         "--dashboard"};
+    return sailor::error::of(error_kind::failed, "", "--dashboard",
+                             "the dashboard did not start listening");
   }
   return std::unique_ptr<dashboard>(new dashboard(std::move(state)));
 }
@@ -258,8 +255,7 @@ result<std::unique_ptr<dashboard>> start_dashboard(const dashboard_args& args,
     return std::unique_ptr<dashboard>{};
   auto where = comm::address::parse(args.address);
   if (!where)
-    return sailor::error{error_kind::invalid_input, "--dashboard: " + where.error().message, "",
-                         0, "--dashboard"};
+    return sailor::error::invalid_input("--dashboard", "--dashboard: " + where.error().message);
   dashboard_options options;
   options.host = where->host;
   options.port = where->port;

@@ -240,10 +240,9 @@ nlohmann::json info_json(const config::cluster& cluster, const config::model_sha
 result<std::int64_t> parse_query_int(const std::string& name, const std::string& text,
                                      std::int64_t min, std::int64_t max) {
   auto refuse = [&] {
-    return sailor::error{error_kind::invalid_input,
-                         name + ": expected a whole number from " + std::to_string(min) +
-                           " to " + std::to_string(max) + ", got '" + text + "'",
-                         "", 0, name};
+    return sailor::error::invalid_input(name, name + ": expected a whole number from " +
+                                                std::to_string(min) + " to " + std::to_string(max) +
+                                                ", got '" + text + "'");
   };
   if (text.empty() || text.size() > 19)
     return refuse();

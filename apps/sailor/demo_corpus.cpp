@@ -42,13 +42,13 @@ status write_fortunes_corpus(const std::filesystem::path& out) {
   for (const auto& file : fortunes_files()) {
     std::ifstream in(file, std::ios::binary);
     if (!in)
-      return sailor::error{error_kind::invalid_input,
-                           "missing: the demo trains on the quotes of Debian's fortunes-min "
-                           "package (scripts/install-deps.sh installs it: apt-get install "
-                           "fortunes-min), or give --model and --job (for example "
-                           "configs/models/tiny.yaml and configs/jobs/tiny.yaml, the synthetic "
-                           "stream)",
-                           file.string(), 0, ""};
+      return sailor::error::invalid_input(
+        file.string(), "",
+        "missing: the demo trains on the quotes of Debian's fortunes-min "
+        "package (scripts/install-deps.sh installs it: apt-get install "
+        "fortunes-min), or give --model and --job (for example "
+        "configs/models/tiny.yaml and configs/jobs/tiny.yaml, the synthetic "
+        "stream)");
     std::stringstream text;
     text << in.rdbuf();
     corpus += clean_fortunes(text.str());
@@ -56,8 +56,8 @@ status write_fortunes_corpus(const std::filesystem::path& out) {
   std::ofstream o(out, std::ios::binary);
   o << corpus;
   if (!o)
-    return sailor::error{error_kind::failed, "cannot write the demo's corpus", out.string(), 0,
-                         ""};
+    return sailor::error::of(error_kind::failed, out.string(), "",
+                             "cannot write the demo's corpus");
   return {};
 }
 

@@ -137,7 +137,7 @@ result<std::vector<child>> spawn_profilers(const profile_request& args,
                   c.log);
     if (c.pid < 0) {
       stop_children(procs, std::chrono::milliseconds{0});
-      return sailor::error{error_kind::failed, "cannot start " + node_binary + " profile", "", 0, ""};
+      return sailor::error::failed("cannot start " + node_binary + " profile");
     }
     procs.push_back(c);
   }
@@ -171,7 +171,7 @@ status run_profilers(std::vector<child>& procs, const fs::path& work) {
   }
   if (running()) {
     stop_children(procs, std::chrono::milliseconds{0});
-    return sailor::error{error_kind::failed, "profiling took over 120 s", "", 0, ""};
+    return sailor::error::failed("profiling took over 120 s");
   }
   return {};
 }
@@ -187,8 +187,8 @@ result<measured_profile> collect_profiles(const std::vector<child>& procs, const
     if (c.exit_code != 0 && (!failed || tail_of(failed->log, 400).empty()))
       failed = &c;
   if (failed)
-    return sailor::error{error_kind::failed, "profiling failed: " + tail_of(failed->log, 400),
-                         failed->log, 0, ""};
+    return sailor::error::of(error_kind::failed, failed->log, "",
+                             "profiling failed: " + tail_of(failed->log, 400));
   for (const auto& c : procs) {
     auto one = config::load_profile_json((work / (c.name + ".json")).string());
     if (!one)
@@ -202,7 +202,8 @@ result<measured_profile> collect_profiles(const std::vector<child>& procs, const
       per_message.push_back(j.at("cpu_per_message_s").get<double>());
       per_collective.push_back(j.at("cpu_per_collective_s").get<double>());
     } catch (const std::exception& e) {
-      return sailor::error{error_kind::failed, std::string("host figures: ") + e.what(), host_path, 0, ""};
+      return sailor::error::of(error_kind::failed, host_path, "",
+                               std::string("host figures: ") + e.what());
     }
   }
   measured_profile m;
@@ -229,7 +230,7 @@ status write_profile(const measured_profile& m, const std::string& out, int rank
   std::ofstream host_file(out + ".host.json");
   host_file << host.dump(1) << "\n";
   if (!file || !host_file)
-    return sailor::error{error_kind::failed, "cannot write the profile", out, 0, ""};
+    return sailor::error::of(error_kind::failed, out, "", "cannot write the profile");
   return {};
 }
 
@@ -247,8 +248,8 @@ result<measured_profile> profile_at(const std::string& file, const profile_reque
   if (auto cached = cached_profile(file, p, shape))
     return *cached;
   if (args.cached_only)
-    return sailor::error{error_kind::failed,
-                         "no cached profile for " + std::to_string(shape.ranks) + " processes at once", "", 0, ""};
+    return sailor::error::failed("no cached profile for " + std::to_string(shape.ranks) +
+                                 " processes at once");
   auto procs = spawn_profilers(args, node_binary, work, p, shape);
   if (!procs)
     return procs.error();

@@ -33,12 +33,13 @@ result<std::string> sample_text(const config::model_shape& model, const std::str
   const std::string vocab_path = checkpoint_dir + "/" + train::vocabulary_file_name();
   std::ifstream in(vocab_path);
   if (!in)
-    return sailor::error{error_kind::invalid_input,
-                         "no vocabulary (written by jobs that train on text)", vocab_path, 0, ""};
+    return sailor::error::invalid_input(vocab_path, "",
+                                        "no vocabulary (written by jobs that train on text)");
   std::stringstream text;
   text << in.rdbuf();
   auto symbols = models::parse_vocabulary_json(text.str());
-  if (!symbols) return sailor::error{error_kind::invalid_input, symbols.error().message, vocab_path, 0, ""};
+  if (!symbols)
+    return sailor::error::invalid_input(vocab_path, "", symbols.error().message);
   std::map<std::string, std::int64_t> index;
   for (std::size_t i = 0; i < symbols->size(); ++i) index[(*symbols)[i]] = static_cast<std::int64_t>(i);
   std::vector<std::int64_t> ids;
@@ -52,9 +53,8 @@ result<std::string> sample_text(const config::model_shape& model, const std::str
       continue;
     }
     if (it == index.end())
-      return sailor::error{error_kind::invalid_input,
-                           "the prompt's character '" + prompt.substr(i, n) + "' is not in " + vocab_path,
-                           "", 0, "--prompt"};
+      return sailor::error::invalid_input(
+        "--prompt", "the prompt's character '" + prompt.substr(i, n) + "' is not in " + vocab_path);
     ids.push_back(it->second);
     used += prompt.substr(i, n);
     i += n;
@@ -140,8 +140,7 @@ void add_export(CLI::App& app, command_set& commands) {
 #else
 result<std::string> sample_text(const config::model_shape&, const std::string&, const std::string&,
                                 const text_sample_options&) {
-  return sailor::error{error_kind::unimplemented, "this build has no LibTorch: no text is sampled", "",
-                       0, ""};
+  return sailor::error::unimplemented("this build has no LibTorch: no text is sampled");
 }
 
 void add_export(CLI::App& app, command_set& commands) {

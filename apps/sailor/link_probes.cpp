@@ -17,7 +17,7 @@ namespace sailor::app {
 namespace {
 
 sailor::error probe_failed(std::string why) {
-  return sailor::error{error_kind::failed, std::move(why), "", 0, "probe"};
+  return sailor::error::of(error_kind::failed, "", "probe", std::move(why));
 }
 
 // Keeps every answer for the thread that waits on it.

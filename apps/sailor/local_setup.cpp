@@ -21,7 +21,7 @@ namespace {
 status check_link_change(const local_run_args& args, const config::cluster& cluster,
                          int iterations) {
   auto bad = [](const std::string& why, const std::string& field) {
-    return sailor::error{error_kind::invalid_input, why, "", 0, field};
+    return sailor::error::invalid_input(field, why);
   };
   if (args.link_change_at == 0 && args.link_change.empty())
     return {};
@@ -44,7 +44,7 @@ status check_link_change(const local_run_args& args, const config::cluster& clus
 
 result<local_inputs> load_inputs(const local_run_args& args, const fs::path& work) {
   auto bad = [](const std::string& why, const std::string& field) {
-    return sailor::error{error_kind::invalid_input, why, "", 0, field};
+    return sailor::error::invalid_input(field, why);
   };
   if (args.nodes < 1 || args.zones < 1 || args.zones > 26 || args.zones > args.nodes)
     return bad("expected between 1 and min(--nodes, 26) zones, and at least 1 node", "--zones");
@@ -88,9 +88,8 @@ result<local_inputs> load_inputs(const local_run_args& args, const fs::path& wor
   if (!base)
     return base.error();
   if (!base->gpus.find("CPU"))
-    return sailor::error{error_kind::invalid_input,
-                         "the catalog has no 'CPU' GPU type (the nodes' devices)", args.cluster,
-                         0, "gpus"};
+    return sailor::error::invalid_input(args.cluster, "gpus",
+                                        "the catalog has no 'CPU' GPU type (the nodes' devices)");
   in.cluster = local_zones_cluster(*base, args.nodes, args.zones);
   if (auto err = check_link_change(args, in.cluster, in.iterations))
     return *err;

@@ -79,7 +79,7 @@ status run_summary::write(const std::string& path) const {
   std::ofstream out(path);
   out << j.dump(2) << "\n";
   if (!out)
-    return sailor::error{error_kind::failed, "cannot write " + path, path, 0, "--summary-json"};
+    return sailor::error::of(error_kind::failed, path, "--summary-json", "cannot write " + path);
   return {};
 }
 

@@ -153,9 +153,9 @@ status fill_from_plan_file(simulate_options& opt) {
     opt.quotas = origin->quotas;
   }
   if (opt.model.empty())
-    return sailor::error{error_kind::invalid_input,
-                         "is required: the plan file records no model (made_for.model); give --model",
-                         opt.plan, 0, "--model"};
+    return sailor::error::invalid_input(
+      opt.plan, "--model",
+      "is required: the plan file records no model (made_for.model); give --model");
   return std::nullopt;
 }
 
@@ -168,7 +168,7 @@ struct loaded_inputs {
 status load_pool(const simulate_options& opt, loaded_inputs& loaded, simulator::sim_inputs& in) {
   auto& data = loaded.model.data;
   if (!opt.cluster.empty() && !opt.quotas.empty())
-    return sailor::error{error_kind::invalid_input, "give --cluster or --quotas, not both", "", 0, "--quotas"};
+    return sailor::error::invalid_input("--quotas", "give --cluster or --quotas, not both");
   if (!opt.cluster.empty()) {
     auto c = config::load_cluster(opt.cluster);
     if (!c) return c.error();
@@ -178,7 +178,8 @@ status load_pool(const simulate_options& opt, loaded_inputs& loaded, simulator::
     in.network = nullptr;
     in.gpus = loaded.cluster->gpus;
   } else if (!opt.quotas.empty()) {
-    if (!data) return sailor::error{error_kind::invalid_input, "needs --sailor-data DIR", "", 0, "--quotas"};
+    if (!data)
+      return sailor::error::invalid_input("--quotas", "needs --sailor-data DIR");
     auto q = config::load_sailor_quotas(opt.quotas);
     if (!q) return q.error();
     if (auto err = config::check_quotas(*q, *data, opt.quotas)) return err;
@@ -186,7 +187,8 @@ status load_pool(const simulate_options& opt, loaded_inputs& loaded, simulator::
     in.cluster = &*loaded.cluster;  // zones and prices; Sailor's fits win for bandwidth
   }
   if (!in.cluster && !in.network)
-    return sailor::error{error_kind::invalid_input, "no network: give --cluster C.yaml or --sailor-data DIR", "", 0, ""};
+    return sailor::error::invalid_input("",
+                                        "no network: give --cluster C.yaml or --sailor-data DIR");
   return std::nullopt;
 }
 

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "commands.hpp"
@@ -94,28 +96,29 @@ int run_validate(const validate_options& opt) {
     ++failures;
   };
   for (const auto& e : unknown) report(e);
+  // A file that loaded is printed and its value kept; one that did not is reported.
+  auto checked = [&](const std::string& path, auto loaded, auto print) {
+    std::optional<std::decay_t<decltype(*loaded)>> out;
+    if (!loaded) {
+      report(loaded.error());
+      return out;
+    }
+    std::printf("%s: ok\n", path.c_str());
+    print(*loaded);
+    out = std::move(*loaded);
+    return out;
+  };
   // Models and clusters first, so a plan can be checked against them.
   for (const auto& it : items) {
     if (it.kind == "model") {
-      auto m = config::load_model(it.path);
-      if (!m) { report(m.error()); continue; }
-      std::printf("%s: ok\n", it.path.c_str());
-      print_model(*m);
-      model = *m;
+      if (auto m = checked(it.path, config::load_model(it.path), print_model)) model = std::move(m);
     } else if (it.kind == "cluster") {
-      auto c = config::load_cluster(it.path);
-      if (!c) { report(c.error()); continue; }
-      std::printf("%s: ok\n", it.path.c_str());
-      print_cluster(*c);
-      cluster = *c;
+      if (auto c = checked(it.path, config::load_cluster(it.path), print_cluster)) cluster = std::move(c);
     }
   }
   for (const auto& it : items) {
     if (it.kind == "job") {
-      auto j = config::load_job(it.path);
-      if (!j) { report(j.error()); continue; }
-      std::printf("%s: ok\n", it.path.c_str());
-      print_job(*j);
+      checked(it.path, config::load_job(it.path), print_job);
     } else if (it.kind == "plan") {
       auto p = model ? config::load_plan(it.path, *model) : config::load_plan(it.path);
       if (!p) { report(p.error()); continue; }

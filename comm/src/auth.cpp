@@ -65,7 +65,7 @@ bool proofs_match(std::span<const std::byte> expected, std::span<const std::byte
 
 result<std::string> load_job_token(const std::string& token_file) {
   auto bad = [&](const std::string& why) {
-    return sailor::error{error_kind::invalid_input, why, token_file, 0, "--token-file"};
+    return sailor::error::invalid_input(token_file, "--token-file", why);
   };
   std::string token;
   if (!token_file.empty()) {

@@ -4,13 +4,6 @@
 
 namespace sailor::comm {
 
-error make_error(error_kind kind, std::string message) {
-  error e;
-  e.kind = kind;
-  e.message = std::move(message);
-  return e;
-}
-
 std::size_t size_of(element_type type) {
   switch (type) {
     case element_type::f32: return 4;
@@ -45,9 +38,9 @@ result<int> communicator::wait_any(const std::vector<request*>& requests,
       any = true;
       if (requests[i]->test()) return static_cast<int>(i);
     }
-    if (!any) return make_error(error_kind::invalid_input, "wait_any: no request to wait for");
+    if (!any) return error::invalid_input("", "wait_any: no request to wait for");
     if (std::chrono::steady_clock::now() > deadline)
-      return make_error(error_kind::disconnected, "[comm " + name() + "] wait_any timed out");
+      return error::disconnected("[comm " + name() + "] wait_any timed out");
     std::this_thread::yield();
   }
 }

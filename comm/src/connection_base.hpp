@@ -206,6 +206,23 @@ void post_send(const std::weak_ptr<Core>& weak, completion done, Issue issue) {
   core->post([core, guard, issue = std::move(issue)]() mutable { issue(*core, guard->take()); });
 }
 
+/// Closes `self` from this side, on the progress thread of the core behind `weak` (nothing when
+/// the transport is gone): a connection already closed or failed is left as it is; otherwise
+/// it becomes closed with errc::closed, and `finish(core)` does the backend's part (what still
+/// goes out, what is released).
+template <class Core, class Connection, class Finish>
+void post_close(const std::weak_ptr<Core>& weak, std::shared_ptr<Connection> self, Finish finish) {
+  auto core = weak.lock();
+  if (!core) return;
+  core->post([core, self = std::move(self), finish = std::move(finish)]() mutable {
+    auto s = self->state_.load();
+    if (s == connection_state::closed || s == connection_state::failed) return;
+    self->state_ = connection_state::closed;
+    self->error_ = transport_error{errc::closed, "connection closed locally"};
+    finish(core);
+  });
+}
+
 /// Resolves an IPv4 host name or literal; `why` says what failed.
 std::optional<sockaddr_in> resolve(const address& a, std::string* why);
 /// The host:port of an IPv4 socket address (empty for another family).

@@ -21,17 +21,16 @@ std::string transport_error::to_string() const {
 }
 
 sailor::error transport_error::to_error() const {
-  sailor::error e;
+  error_kind kind = error_kind::failed;
   switch (code) {
     case errc::disconnected:
-    case errc::closed: e.kind = error_kind::disconnected; break;
+    case errc::closed: kind = error_kind::disconnected; break;
     case errc::invalid_message:
     case errc::protocol_mismatch:
-    case errc::invalid_argument: e.kind = error_kind::invalid_input; break;
-    default: e.kind = error_kind::failed; break;
+    case errc::invalid_argument: kind = error_kind::invalid_input; break;
+    default: break;
   }
-  e.message = to_string();
-  return e;
+  return sailor::error::of(kind, "", "", to_string());
 }
 
 }  // namespace sailor::comm

@@ -59,7 +59,7 @@ status combine(buffer_view into, const void* from, reduce_op op) {
     case element_type::f64: combine(static_cast<double*>(into.data), static_cast<const double*>(from), into.count, op); return {};
     case element_type::i32: combine(static_cast<std::int32_t*>(into.data), static_cast<const std::int32_t*>(from), into.count, op); return {};
     case element_type::i64: combine(static_cast<std::int64_t*>(into.data), static_cast<const std::int64_t*>(from), into.count, op); return {};
-    default: return make_error(error_kind::unimplemented, "hierarchical all-reduce: f32, f64, i32 and i64 only");
+    default: return error::unimplemented("hierarchical all-reduce: f32, f64, i32 and i64 only");
   }
 }
 
@@ -152,8 +152,7 @@ private:
 class refused_request final : public request {
 public:
   status wait(std::chrono::milliseconds) override {
-    return make_error(error_kind::unimplemented,
-                      "a hierarchical group has no point to point: it goes over the channel");
+    return error::unimplemented("a hierarchical group has no point to point: it goes over the channel");
   }
   bool test() override { return true; }
 };

@@ -30,8 +30,8 @@ struct probe_inbox {
 };
 
 sailor::error probe_error(const address& to, const std::string& why) {
-  return sailor::error{error_kind::failed, "link probe to " + to.to_string() + ": " + why, "", 0,
-                       "probe"};
+  return sailor::error::of(error_kind::failed, "", "probe",
+                           "link probe to " + to.to_string() + ": " + why);
 }
 
 // Waits for the next reply (or the connection's opening when `opening`); "" on success.

@@ -62,10 +62,9 @@ link_lookup overridden(std::shared_ptr<const link_table> table, link_lookup fall
 
 result<config::zone_link> parse_link_change(const std::string& text, const std::string& what) {
   auto bad = [&](const std::string& why) {
-    return sailor::error{error_kind::invalid_input,
-                         "'" + text + "': " + why +
-                           " (expected ZONE_A:ZONE_B=LATENCY_MS,MBPS, e.g. zone-a:zone-b=50,5)",
-                         "", 0, what};
+    return sailor::error::invalid_input(
+      what, "'" + text + "': " + why +
+              " (expected ZONE_A:ZONE_B=LATENCY_MS,MBPS, e.g. zone-a:zone-b=50,5)");
   };
   const auto eq = text.find('=');
   if (eq == std::string::npos)
@@ -96,7 +95,7 @@ result<config::zone_link> parse_link_change(const std::string& text, const std::
 result<std::vector<config::zone_link>> read_link_changes(const std::string& file) {
   std::ifstream in(file);
   if (!in)
-    return sailor::error{error_kind::not_found, "cannot read the link file", file, 0, ""};
+    return sailor::error::not_found(file, "", "cannot read the link file");
   std::vector<config::zone_link> out;
   std::string line;
   int number = 0;

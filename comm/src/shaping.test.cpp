@@ -36,12 +36,7 @@ TEST_CASE("shaping: links_of uses the cluster's explicit link in both directions
   config::cluster cl;
   cl.regions = {{"r1", {"a"}}, {"r2", {"b"}}};
   cl.zones = {{"a", "r1", {}}, {"b", "r2", {}}};
-  config::zone_link ab;
-  ab.from = "a";
-  ab.to = "b";
-  ab.latency_s = 0.033;
-  ab.bandwidth_gbytes_per_s = 0.2;
-  cl.links = {ab};
+  cl.links = {{.from = "a", .to = "b", .latency_s = 0.033, .bandwidth_gbytes_per_s = 0.2}};
   auto lookup = links_of(cl);
   CHECK(lookup("b", "a").latency_s == doctest::Approx(0.033));
   CHECK(lookup("a", "a").latency_s == doctest::Approx(cl.defaults.same_zone.latency_s));

@@ -106,6 +106,94 @@ gpu_spec read_gpu(const yaml_reader& r, const YAML::Node& n, const std::string& 
   return g;
 }
 
+// One zone of the cluster file: its name (once in `c`), region (its name when absent) and GPU
+// counts per known type or pool, within what the planner handles.
+zone read_zone(const yaml_reader& r, const YAML::Node& zn, const std::string& zpath, cluster& c) {
+  r.expect_map(zn, zpath);
+  r.only_keys(zn, zpath, {"name", "region", "gpus"});
+  zone z;
+  z.name = r.req_string(zn, zpath, "name");
+  if (c.find_zone(z.name)) r.fail(zn["name"], join_path(zpath, "name"), "zone '" + z.name + "' is declared twice");
+  z.region = r.opt_string(zn, zpath, "region").value_or(z.name);
+  if (YAML::Node g = zn["gpus"]; g.IsDefined() && !g.IsNull()) {
+    std::string gpath = join_path(zpath, "gpus");
+    r.expect_map(g, gpath);
+    for (const auto& kv : g) {
+      std::string type = kv.first.as<std::string>();
+      std::string tpath = join_path(gpath, type);
+      if (!c.gpus.find(type) && !add_pool_type(type, c.gpus))  // `<type>/on-demand`: pools.hpp
+        r.fail(kv.first, tpath, "unknown GPU type '" + type + "'; known: " + known_gpu_list(c.gpus) +
+                                    " (or declare it under gpus:; a pool is <type>/on-demand or <type>/spot)",
+               error_kind::not_found);
+      long long count = r.get_int(kv.second, tpath);
+      if (count < 0) r.fail(kv.second, tpath, "expected a non-negative GPU count, found " + std::to_string(count));
+      if (count > max_gpus_per_zone)
+        r.fail(kv.second, tpath, std::to_string(count) + " GPUs, more than the planner handles in one zone (at most " +
+                                     std::to_string(max_gpus_per_zone) + ")");
+      z.gpus[type] = static_cast<int>(count);
+    }
+  }
+  return z;
+}
+
+// The zones of the cluster file, in order, and the regions they name (in order of first use).
+void read_zones(const yaml_reader& r, const YAML::Node& root, cluster& c) {
+  YAML::Node zones = r.required(root, "", "zones");
+  r.expect_sequence(zones, "zones");
+  if (zones.size() == 0) r.fail(zones, "zones", "expected at least one zone");
+  // Bounds the planner can represent, checked before anything is built from the file.
+  if (zones.size() > max_cluster_zones)
+    r.fail(zones, "zones", std::to_string(zones.size()) + " zones, more than the planner handles (at most " +
+                               std::to_string(max_cluster_zones) + ")");
+  for (std::size_t i = 0; i < zones.size(); ++i) c.zones.push_back(read_zone(r, zones[i], index_path("zones", i), c));
+  for (const auto& z : c.zones) {
+    auto it = std::find_if(c.regions.begin(), c.regions.end(), [&](const region& rg) { return rg.name == z.region; });
+    if (it == c.regions.end()) c.regions.push_back({z.region, {z.name}});
+    else it->zones.push_back(z.name);
+  }
+}
+
+// link_defaults: the figures of a link by relation (same zone, same region, across regions).
+void read_link_defaults(const yaml_reader& r, const YAML::Node& d, cluster& c) {
+  r.expect_map(d, "link_defaults");
+  r.only_keys(d, "link_defaults", {"same_zone", "same_region", "cross_region"});
+  auto one = [&](const char* key, zone_link& out) {
+    if (YAML::Node n = d[key]; n.IsDefined() && !n.IsNull()) {
+      std::string p = join_path("link_defaults", key);
+      r.expect_map(n, p);
+      r.only_keys(n, p, {"latency_ms", "bandwidth_gbytes_per_s", "egress_usd_per_gb", "curve"});
+      out = read_link_params(r, n, p, out);
+    }
+  };
+  one("same_zone", c.defaults.same_zone);
+  one("same_region", c.defaults.same_region);
+  one("cross_region", c.defaults.cross_region);
+}
+
+// links: zone pairs between declared zones, each over its relation's defaults.
+void read_links(const yaml_reader& r, const YAML::Node& links, cluster& c) {
+  r.expect_sequence(links, "links");
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    std::string lpath = index_path("links", i);
+    const YAML::Node& ln = links[i];
+    r.expect_map(ln, lpath);
+    r.only_keys(ln, lpath, {"from", "to", "latency_ms", "bandwidth_gbytes_per_s", "egress_usd_per_gb", "curve"});
+    std::string from = r.req_string(ln, lpath, "from");
+    std::string to = r.req_string(ln, lpath, "to");
+    for (const auto& [key, name] : {std::pair{"from", from}, std::pair{"to", to}}) {
+      if (!c.find_zone(name))
+        r.fail(ln[key], join_path(lpath, key), "zone '" + name + "' is not declared under zones:", error_kind::not_found);
+    }
+    zone_link base = c.link(from, to);  // defaults for the relation, overridden below
+    if (!ln["bandwidth_gbytes_per_s"].IsDefined() && !ln["curve"].IsDefined())
+      r.fail(ln, join_path(lpath, "bandwidth_gbytes_per_s"), "missing: a link needs bandwidth_gbytes_per_s or curve");
+    zone_link l = read_link_params(r, ln, lpath, base);
+    l.from = from;
+    l.to = to;
+    c.links.push_back(std::move(l));
+  }
+}
+
 }  // namespace
 
 result<cluster> load_cluster(const std::string& path) {
@@ -124,84 +212,9 @@ result<cluster> load_cluster(const std::string& path) {
       for (std::size_t i = 0; i < gpus.size(); ++i)
         c.gpus.upsert(read_gpu(r, gpus[i], index_path("gpus", i), c.gpus));
     }
-    YAML::Node zones = r.required(root, "", "zones");
-    r.expect_sequence(zones, "zones");
-    if (zones.size() == 0) r.fail(zones, "zones", "expected at least one zone");
-    // Bounds the planner can represent, checked before anything is built from the file.
-    if (zones.size() > max_cluster_zones)
-      r.fail(zones, "zones", std::to_string(zones.size()) + " zones, more than the planner handles (at most " +
-                                 std::to_string(max_cluster_zones) + ")");
-    for (std::size_t i = 0; i < zones.size(); ++i) {
-      std::string zpath = index_path("zones", i);
-      const YAML::Node& zn = zones[i];
-      r.expect_map(zn, zpath);
-      r.only_keys(zn, zpath, {"name", "region", "gpus"});
-      zone z;
-      z.name = r.req_string(zn, zpath, "name");
-      if (c.find_zone(z.name)) r.fail(zn["name"], join_path(zpath, "name"), "zone '" + z.name + "' is declared twice");
-      z.region = r.opt_string(zn, zpath, "region").value_or(z.name);
-      if (YAML::Node g = zn["gpus"]; g.IsDefined() && !g.IsNull()) {
-        std::string gpath = join_path(zpath, "gpus");
-        r.expect_map(g, gpath);
-        for (const auto& kv : g) {
-          std::string type = kv.first.as<std::string>();
-          std::string tpath = join_path(gpath, type);
-          if (!c.gpus.find(type) && !add_pool_type(type, c.gpus))  // `<type>/on-demand`: pools.hpp
-            r.fail(kv.first, tpath, "unknown GPU type '" + type + "'; known: " + known_gpu_list(c.gpus) +
-                                        " (or declare it under gpus:; a pool is <type>/on-demand or <type>/spot)",
-                   error_kind::not_found);
-          long long count = r.get_int(kv.second, tpath);
-          if (count < 0) r.fail(kv.second, tpath, "expected a non-negative GPU count, found " + std::to_string(count));
-          if (count > max_gpus_per_zone)
-            r.fail(kv.second, tpath, std::to_string(count) + " GPUs, more than the planner handles in one zone (at most " +
-                                         std::to_string(max_gpus_per_zone) + ")");
-          z.gpus[type] = static_cast<int>(count);
-        }
-      }
-      c.zones.push_back(std::move(z));
-    }
-    for (const auto& z : c.zones) {
-      auto it = std::find_if(c.regions.begin(), c.regions.end(), [&](const region& rg) { return rg.name == z.region; });
-      if (it == c.regions.end()) c.regions.push_back({z.region, {z.name}});
-      else it->zones.push_back(z.name);
-    }
-    if (YAML::Node d = root["link_defaults"]; d.IsDefined() && !d.IsNull()) {
-      r.expect_map(d, "link_defaults");
-      r.only_keys(d, "link_defaults", {"same_zone", "same_region", "cross_region"});
-      auto one = [&](const char* key, zone_link& out) {
-        if (YAML::Node n = d[key]; n.IsDefined() && !n.IsNull()) {
-          std::string p = join_path("link_defaults", key);
-          r.expect_map(n, p);
-          r.only_keys(n, p, {"latency_ms", "bandwidth_gbytes_per_s", "egress_usd_per_gb", "curve"});
-          out = read_link_params(r, n, p, out);
-        }
-      };
-      one("same_zone", c.defaults.same_zone);
-      one("same_region", c.defaults.same_region);
-      one("cross_region", c.defaults.cross_region);
-    }
-    if (YAML::Node links = root["links"]; links.IsDefined() && !links.IsNull()) {
-      r.expect_sequence(links, "links");
-      for (std::size_t i = 0; i < links.size(); ++i) {
-        std::string lpath = index_path("links", i);
-        const YAML::Node& ln = links[i];
-        r.expect_map(ln, lpath);
-        r.only_keys(ln, lpath, {"from", "to", "latency_ms", "bandwidth_gbytes_per_s", "egress_usd_per_gb", "curve"});
-        std::string from = r.req_string(ln, lpath, "from");
-        std::string to = r.req_string(ln, lpath, "to");
-        for (const auto& [key, name] : {std::pair{"from", from}, std::pair{"to", to}}) {
-          if (!c.find_zone(name))
-            r.fail(ln[key], join_path(lpath, key), "zone '" + name + "' is not declared under zones:", error_kind::not_found);
-        }
-        zone_link base = c.link(from, to);  // defaults for the relation, overridden below
-        if (!ln["bandwidth_gbytes_per_s"].IsDefined() && !ln["curve"].IsDefined())
-          r.fail(ln, join_path(lpath, "bandwidth_gbytes_per_s"), "missing: a link needs bandwidth_gbytes_per_s or curve");
-        zone_link l = read_link_params(r, ln, lpath, base);
-        l.from = from;
-        l.to = to;
-        c.links.push_back(std::move(l));
-      }
-    }
+    read_zones(r, root, c);
+    if (YAML::Node d = root["link_defaults"]; d.IsDefined() && !d.IsNull()) read_link_defaults(r, d, c);
+    if (YAML::Node links = root["links"]; links.IsDefined() && !links.IsNull()) read_links(r, links, c);
     return c;
   });
 }
@@ -265,12 +278,7 @@ model_shape read_model(const yaml_reader& r, const YAML::Node& root) {
     if (*f <= 0) r.fail(root["ffn_hidden"], "ffn_hidden", "expected a positive integer");
     m.ffn_hidden = static_cast<int>(*f);
   }
-  if (auto a = r.opt_string(root, "", "architecture")) {
-    if (*a == "gpt2") m.arch = architecture::gpt2;
-    else if (*a == "opt") m.arch = architecture::opt;
-    else if (*a == "llama") m.arch = architecture::llama;
-    else r.fail(root["architecture"], "architecture", "expected gpt2, opt or llama, found '" + *a + "'");
-  }
+  if (auto a = r.opt_enum(root, "", "architecture", detail::architecture_names)) m.arch = *a;
   const bool llama = m.arch == architecture::llama;
   // Each family's defaults; a value that contradicts the family is kept and refused by the
   // training runtime (naming the field), the planner and simulator accept it.
@@ -286,12 +294,7 @@ model_shape read_model(const yaml_reader& r, const YAML::Node& root) {
     if (*v <= 1) r.fail(root["rope_theta"], "rope_theta", "expected a number above 1");
     m.rope_theta = *v;
   }
-  if (auto d = r.opt_string(root, "", "dtype")) {
-    if (*d == "fp32") m.precision = dtype::fp32;
-    else if (*d == "fp16") m.precision = dtype::fp16;
-    else if (*d == "bf16") m.precision = dtype::bf16;
-    else r.fail(root["dtype"], "dtype", "expected fp32, fp16 or bf16, found '" + *d + "'");
-  }
+  if (auto d = r.opt_enum(root, "", "dtype", detail::dtype_names)) m.precision = *d;
   return m;
 }
 
@@ -352,12 +355,7 @@ data_source read_data(const yaml_reader& r, const YAML::Node& d) {
   r.only_keys(d, "data", {"path", "format", "validation_fraction"});
   data_source out;
   out.path = r.req_string(d, "data", "path");
-  if (auto f = r.opt_string(d, "data", "format")) {
-    if (*f == "text") out.format = data_format::text;
-    else if (*f == "tokens-u16") out.format = data_format::tokens_u16;
-    else if (*f == "tokens-u32") out.format = data_format::tokens_u32;
-    else r.fail(d["format"], "data.format", "expected text, tokens-u16 or tokens-u32, found '" + *f + "'");
-  }
+  if (auto f = r.opt_enum(d, "data", "format", detail::data_format_names)) out.format = *f;
   if (auto v = r.opt_double(d, "data", "validation_fraction")) {
     if (*v < 0 || *v >= 1) r.fail(d["validation_fraction"], "data.validation_fraction", "expected a number in [0, 1)");
     out.validation_fraction = *v;
@@ -394,12 +392,7 @@ result<job> load_job(const std::string& path) {
       j.limits.min_iterations_per_s = positive("min_iterations_per_s");
       j.limits.max_cost_per_hour_usd = positive("max_cost_per_hour_usd");
     }
-    if (auto o = r.opt_string(root, "", "optimizer")) {
-      if (*o == "adamw") j.optimizer = optimizer_kind::adamw;
-      else if (*o == "adam") j.optimizer = optimizer_kind::adam;
-      else if (*o == "sgd") j.optimizer = optimizer_kind::sgd;
-      else r.fail(root["optimizer"], "optimizer", "expected adamw, adam or sgd, found '" + *o + "'");
-    }
+    if (auto o = r.opt_enum(root, "", "optimizer", detail::optimizer_names)) j.optimizer = *o;
     j.mixed_precision = r.opt_bool(root, "", "mixed_precision").value_or(true);
     j.allow_recompute = r.opt_bool(root, "", "allow_recompute").value_or(true);
     if (auto v = r.opt_int(root, "", "max_micro_batch")) {

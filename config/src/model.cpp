@@ -1,24 +1,12 @@
 #include "sailor/config/model.hpp"
 
+#include "enum_names.hpp"
+
 namespace sailor::config {
 
-const char* to_string(dtype type) {
-  switch (type) {
-    case dtype::fp32: return "fp32";
-    case dtype::fp16: return "fp16";
-    case dtype::bf16: return "bf16";
-  }
-  return "?";
-}
+const char* to_string(dtype type) { return detail::name_in(detail::dtype_names, type); }
 
-const char* to_string(architecture a) {
-  switch (a) {
-    case architecture::gpt2: return "gpt2";
-    case architecture::opt: return "opt";
-    case architecture::llama: return "llama";
-  }
-  return "?";
-}
+const char* to_string(architecture a) { return detail::name_in(detail::architecture_names, a); }
 
 int bytes_of(dtype type) { return type == dtype::fp32 ? 4 : 2; }
 

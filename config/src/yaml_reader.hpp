@@ -9,6 +9,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "enum_names.hpp"
 #include "sailor/config/error.hpp"
 
 namespace sailor::config::detail {
@@ -58,6 +59,10 @@ public:
                                    const char* key) const;
   std::optional<bool> opt_bool(const YAML::Node& parent, const std::string& path,
                                const char* key) const;
+  /// An enum by its names (enum_names.hpp): another name fails, listing the names expected.
+  template <class E, std::size_t N>
+  std::optional<E> opt_enum(const YAML::Node& parent, const std::string& path, const char* key,
+                            const enum_name<E> (&names)[N]) const;
 
   /// Non-negative (or positive) numbers, with a message that says which.
   long long req_count(const YAML::Node& parent, const std::string& path, const char* key,
@@ -70,6 +75,15 @@ private:
 
 std::string join_path(const std::string& path, const std::string& key);
 std::string index_path(const std::string& path, std::size_t index);
+
+template <class E, std::size_t N>
+std::optional<E> yaml_reader::opt_enum(const YAML::Node& parent, const std::string& path,
+                                       const char* key, const enum_name<E> (&names)[N]) const {
+  auto name = opt_string(parent, path, key);
+  if (!name) return std::nullopt;
+  if (auto value = value_in(names, *name)) return value;
+  fail(parent[key], join_path(path, key), "expected " + names_in(names) + ", found '" + *name + "'");
+}
 
 /// Runs a loader's body, turning a load_failure or a yaml-cpp exception into an error value.
 template <class T, class F>

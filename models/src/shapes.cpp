@@ -9,15 +9,8 @@ namespace sailor::models {
 
 config::model_shape tiny_gpt_shape() {
   // Its own name: configs/models/tiny.yaml's "tiny-gpt" is another model (hidden 64, sequence 32).
-  config::model_shape m;
-  m.name = "tiny-gpt-4x32";
-  m.num_layers = 4;
-  m.hidden = 32;
-  m.heads = 4;
-  m.sequence = 16;
-  m.vocabulary = 64;
-  m.precision = config::dtype::fp32;
-  return m;
+  return {.name = "tiny-gpt-4x32", .num_layers = 4, .hidden = 32, .heads = 4,
+          .sequence = 16, .vocabulary = 64, .precision = config::dtype::fp32};
 }
 
 config::model_shape tiny_opt_shape() {

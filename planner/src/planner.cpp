@@ -273,91 +273,108 @@ double state_kept(const problem& prob, const config::plan& before, const config:
   return total > 0 ? kept / total : 0;
 }
 
-result<plan_result> plan_job(const problem& prob, const options& opts) {
-  auto t0 = clock_type::now();
+namespace {
+
+// Makes the simulator's context of `prob` and the tables and network the search reads, checks
+// the problem against them, and runs `search` on them; the result records how long it all took.
+template <class Search>
+result<plan_result> timed_search(const problem& prob, Search&& search) {
+  const auto t0 = clock_type::now();
   auto ctx = make_context(prob);
   if (!ctx) return ctx.error();
   detail::tables tab(prob, *ctx);
   if (auto err = check_problem(prob, tab)) return *err;
   detail::network net(*ctx);
-  detail::search_stats stats;
-  int keep = std::max(1, opts.candidates_to_rerank);
-  auto cands = detail::search(prob, tab, net, opts, keep, 0.0, stats);
-  if (cands.empty() || !cands.front().feasible) {
-    if (cands.empty() && !prob.job.limits.max_cost_per_hour_usd &&
-        !prob.job.limits.max_cost_per_iteration_usd && !prob.job.limits.min_iterations_per_s)
-      return explain_memory(prob, tab);
-    return explain_constraints(prob, tab, net, opts);
-  }
-  const scorer score = effective_scorer(opts, *ctx);
-  size_t pick = rerank(prob, cands, score, size_t(keep), opts.robust_tolerance);
-  plan_result out;
-  out.plan = cands[pick].plan;
-  if (auto full = detail::estimate_with(prob, tab, net, out.plan)) out.detail = std::move(*full);
-  else out.detail = cands[pick].detail;
-  if (!score) out.plan.estimate = out.detail.summary();
-  out.dp_states = stats.dp_states;
-  out.configurations = stats.configurations;
-  out.search_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+  result<plan_result> out = search(*ctx, tab, net);
+  if (out) out->search_s = std::chrono::duration<double>(clock_type::now() - t0).count();
   return out;
 }
 
+}  // namespace
+
+result<plan_result> plan_job(const problem& prob, const options& opts) {
+  return timed_search(prob, [&](const simulator::sim_context& ctx, const detail::tables& tab,
+                                 const detail::network& net) -> result<plan_result> {
+    detail::search_stats stats;
+    int keep = std::max(1, opts.candidates_to_rerank);
+    auto cands = detail::search(prob, tab, net, opts, keep, 0.0, stats);
+    if (cands.empty() || !cands.front().feasible) {
+      if (cands.empty() && !prob.job.limits.max_cost_per_hour_usd &&
+          !prob.job.limits.max_cost_per_iteration_usd && !prob.job.limits.min_iterations_per_s)
+        return explain_memory(prob, tab);
+      return explain_constraints(prob, tab, net, opts);
+    }
+    const scorer score = effective_scorer(opts, ctx);
+    size_t pick = rerank(prob, cands, score, size_t(keep), opts.robust_tolerance);
+    plan_result out;
+    out.plan = cands[pick].plan;
+    if (auto full = detail::estimate_with(prob, tab, net, out.plan)) out.detail = std::move(*full);
+    else out.detail = cands[pick].detail;
+    if (!score) out.plan.estimate = out.detail.summary();
+    out.dp_states = stats.dp_states;
+    out.configurations = stats.configurations;
+    return out;
+  });
+}
+
+namespace {
+
+// The current plan repaired, as a candidate: replicas on GPUs that are gone are dropped, and
+// every stage keeps as many replicas as the stage that lost most (nothing when none is left).
+std::optional<detail::candidate> repaired_candidate(const problem& prob, const detail::tables& tab,
+                                                    const detail::network& net,
+                                                    const config::plan& current) {
+  auto left = availability_of(prob.cluster);
+  config::plan repaired = current;
+  size_t D = SIZE_MAX;
+  for (auto& s : repaired.stages) {
+    std::vector<config::replica> keep;
+    for (const auto& r : s.replicas) {
+      int& n = left[r.gpu_type][r.zone];
+      if (n >= r.tp) n -= r.tp, keep.push_back(r);
+    }
+    s.replicas = std::move(keep);
+    D = std::min(D, s.replicas.size());
+  }
+  if (D == SIZE_MAX || D == 0) return std::nullopt;
+  for (auto& s : repaired.stages) s.replicas.resize(D);
+  repaired.global_batch = prob.job.global_batch;
+  return detail::make_candidate(prob, tab, net, repaired);
+}
+
+}  // namespace
+
 result<plan_result> replan(const problem& prob, const config::plan& current, const options& opts,
                            double tolerance) {
-  auto t0 = clock_type::now();
-  auto ctx = make_context(prob);
-  if (!ctx) return ctx.error();
-  detail::tables tab(prob, *ctx);
-  if (auto err = check_problem(prob, tab)) return *err;
-  detail::network net(*ctx);
-  detail::search_stats stats;
-  auto cands = detail::search(prob, tab, net, opts, 24, tolerance + 0.01, stats);
-
-  // The current plan repaired: replicas on GPUs that are gone are dropped, and every stage keeps
-  // as many replicas as the stage that lost most.
-  {
-    auto left = availability_of(prob.cluster);
-    config::plan repaired = current;
-    size_t D = SIZE_MAX;
-    for (auto& s : repaired.stages) {
-      std::vector<config::replica> keep;
-      for (const auto& r : s.replicas) {
-        int& n = left[r.gpu_type][r.zone];
-        if (n >= r.tp) n -= r.tp, keep.push_back(r);
-      }
-      s.replicas = std::move(keep);
-      D = std::min(D, s.replicas.size());
+  return timed_search(prob, [&](const simulator::sim_context& ctx, const detail::tables& tab,
+                                 const detail::network& net) -> result<plan_result> {
+    detail::search_stats stats;
+    auto cands = detail::search(prob, tab, net, opts, 24, tolerance + 0.01, stats);
+    if (auto c = repaired_candidate(prob, tab, net, current)) cands.push_back(std::move(*c));
+    std::stable_sort(cands.begin(), cands.end(), detail::better);
+    if (cands.empty() || !cands.front().feasible) {
+      if (cands.empty()) return explain_memory(prob, tab);
+      return explain_constraints(prob, tab, net, opts);
     }
-    if (D != SIZE_MAX && D > 0) {
-      for (auto& s : repaired.stages) s.replicas.resize(D);
-      repaired.global_batch = prob.job.global_batch;
-      if (auto c = detail::make_candidate(prob, tab, net, repaired)) cands.push_back(std::move(*c));
+    const double best = cands.front().value;
+    size_t pick = 0;
+    double pick_kept = -1;
+    for (size_t i = 0; i < cands.size(); ++i) {
+      if (!cands[i].feasible || cands[i].value > best * (1 + tolerance)) continue;
+      double k = state_kept(prob, current, cands[i].plan);
+      if (k > pick_kept + 1e-12) pick_kept = k, pick = i;
     }
-  }
-  std::stable_sort(cands.begin(), cands.end(), detail::better);
-  if (cands.empty() || !cands.front().feasible) {
-    if (cands.empty()) return explain_memory(prob, tab);
-    return explain_constraints(prob, tab, net, opts);
-  }
-  const double best = cands.front().value;
-  size_t pick = 0;
-  double pick_kept = -1;
-  for (size_t i = 0; i < cands.size(); ++i) {
-    if (!cands[i].feasible || cands[i].value > best * (1 + tolerance)) continue;
-    double k = state_kept(prob, current, cands[i].plan);
-    if (k > pick_kept + 1e-12) pick_kept = k, pick = i;
-  }
-  plan_result out;
-  out.plan = cands[pick].plan;
-  if (auto full = detail::estimate_with(prob, tab, net, out.plan)) out.detail = std::move(*full);
-  else out.detail = cands[pick].detail;
-  out.plan.estimate = out.detail.summary();
-  if (const scorer score = effective_scorer(opts, *ctx))
-    if (auto e = score(out.plan)) out.plan.estimate = *e;
-  out.dp_states = stats.dp_states;
-  out.configurations = stats.configurations;
-  out.search_s = std::chrono::duration<double>(clock_type::now() - t0).count();
-  return out;
+    plan_result out;
+    out.plan = cands[pick].plan;
+    if (auto full = detail::estimate_with(prob, tab, net, out.plan)) out.detail = std::move(*full);
+    else out.detail = cands[pick].detail;
+    out.plan.estimate = out.detail.summary();
+    if (const scorer score = effective_scorer(opts, ctx))
+      if (auto e = score(out.plan)) out.plan.estimate = *e;
+    out.dp_states = stats.dp_states;
+    out.configurations = stats.configurations;
+    return out;
+  });
 }
 
 // ---- exhaustive reference ------------------------------------------------------------------
@@ -459,45 +476,41 @@ struct exhaustive_state {
 }  // namespace
 
 result<plan_result> exhaustive_search(const problem& prob, const options& opts, int max_gpus) {
-  auto t0 = clock_type::now();
-  auto ctx = make_context(prob);
-  if (!ctx) return ctx.error();
-  detail::tables tab(prob, *ctx);
-  if (auto err = check_problem(prob, tab)) return *err;
-  if (prob.cluster.total_gpus() > max_gpus)
-    return error::invalid_input("cluster",
-                                "exhaustive search refuses " + std::to_string(prob.cluster.total_gpus()) +
-                                    " GPUs (at most " + std::to_string(max_gpus) + ")");
-  detail::network net(*ctx);
-  exhaustive_state st{prob, tab, net, opts, {}, {}, 1, 1, 1, 1, {}, std::nullopt, 0};
-  for (const auto& z : prob.cluster.zones) st.zones.push_back(z.name);
-  st.left.assign(tab.gpu_names().size(), std::vector<int>(st.zones.size(), 0));
-  for (size_t zi = 0; zi < st.zones.size(); ++zi)
-    for (const auto& [g, n] : prob.cluster.zones[zi].gpus) {
-      int gi = tab.gpu_index(g);
-      if (gi >= 0) st.left[gi][zi] += n;
-    }
-  const int total = prob.cluster.total_gpus();
-  for (int b : tab.micro_batches()) {
-    st.b = b;
-    for (int D = 1; D <= std::min(total, std::max(1, prob.job.global_batch / b)); ++D) {
-      st.D = D;
-      st.m = (prob.job.global_batch + b * D - 1) / (b * D);
-      for (int S = 1; S <= tab.num_layers() && S * D <= total; ++S) {
-        if (opts.max_stages > 0 && S > opts.max_stages) break;
-        st.S = S;
-        st.stage(0, 0);
+  return timed_search(prob, [&](const simulator::sim_context&, const detail::tables& tab,
+                                 const detail::network& net) -> result<plan_result> {
+    if (prob.cluster.total_gpus() > max_gpus)
+      return error::invalid_input("cluster",
+                                  "exhaustive search refuses " + std::to_string(prob.cluster.total_gpus()) +
+                                      " GPUs (at most " + std::to_string(max_gpus) + ")");
+    exhaustive_state st{prob, tab, net, opts, {}, {}, 1, 1, 1, 1, {}, std::nullopt, 0};
+    for (const auto& z : prob.cluster.zones) st.zones.push_back(z.name);
+    st.left.assign(tab.gpu_names().size(), std::vector<int>(st.zones.size(), 0));
+    for (size_t zi = 0; zi < st.zones.size(); ++zi)
+      for (const auto& [g, n] : prob.cluster.zones[zi].gpus) {
+        int gi = tab.gpu_index(g);
+        if (gi >= 0) st.left[gi][zi] += n;
+      }
+    const int total = prob.cluster.total_gpus();
+    for (int b : tab.micro_batches()) {
+      st.b = b;
+      for (int D = 1; D <= std::min(total, std::max(1, prob.job.global_batch / b)); ++D) {
+        st.D = D;
+        st.m = (prob.job.global_batch + b * D - 1) / (b * D);
+        for (int S = 1; S <= tab.num_layers() && S * D <= total; ++S) {
+          if (opts.max_stages > 0 && S > opts.max_stages) break;
+          st.S = S;
+          st.stage(0, 0);
+        }
       }
     }
-  }
-  if (!st.best) return error::infeasible("cluster", "no plan fits and meets the constraints");
-  plan_result out;
-  out.plan = st.best->plan;
-  out.detail = st.best->detail;
-  if (!out.plan.estimate) out.plan.estimate = out.detail.summary();
-  out.configurations = int(std::min<long long>(st.visited, 1 << 30));
-  out.search_s = std::chrono::duration<double>(clock_type::now() - t0).count();
-  return out;
+    if (!st.best) return error::infeasible("cluster", "no plan fits and meets the constraints");
+    plan_result out;
+    out.plan = st.best->plan;
+    out.detail = st.best->detail;
+    if (!out.plan.estimate) out.plan.estimate = out.detail.summary();
+    out.configurations = int(std::min<long long>(st.visited, 1 << 30));
+    return out;
+  });
 }
 
 }  // namespace sailor::planner

@@ -10,14 +10,8 @@
 namespace sailor::planner::testing {
 
 inline config::model_shape tiny_model() {
-  config::model_shape m;
-  m.name = "tiny";
-  m.num_layers = 4;
-  m.hidden = 1024;
-  m.heads = 16;
-  m.sequence = 1024;
-  m.vocabulary = 32000;
-  return m;
+  return {.name = "tiny", .num_layers = 4, .hidden = 1024, .heads = 16,
+          .sequence = 1024, .vocabulary = 32000};
 }
 
 /// Per-layer times: blocks cost `block` s per sequence at TP 1 (TP t: block / t^0.85);

@@ -27,6 +27,13 @@ bool same_place(const endpoint& a, const endpoint& b) { return same_kind(a, b) &
 double p2p_copies(const sim_context& ctx, const endpoint& x, const endpoint& y) {
   return ctx.options().p2p_partitioned ? 1.0 : double(std::max(1, y.tp));
 }
+// Replica i of a stage talks to replica i (mod count) of its neighbour: `talk(i, x, y)` for
+// each such pair of stages `a` and `b`, as many as the larger replica set.
+template <class Talk>
+void for_each_replica_pair(const resolved_plan::stage& a, const resolved_plan::stage& b, Talk&& talk) {
+  const int n = std::max(a.num_replicas, b.num_replicas);
+  for (int i = 0; i < n; ++i) talk(i, a.replicas[i % a.num_replicas], b.replicas[i % b.num_replicas]);
+}
 }  // namespace
 
 int micro_batches_of(const resolved_plan& p, int s) {
@@ -87,20 +94,16 @@ stage_times compute_stage_times(const sim_context& ctx, const resolved_plan& p, 
     t.analytic = t.analytic || c.analytic;
   }
   const double act = ctx.activation_bytes(p.micro_batch);
-  // Replica i of a stage talks to replica i (mod count) of its neighbour.
   auto worst_transfer = [&](int from_stage, int to_stage) {
     const auto& a = p.stages[from_stage];
     const auto& b = p.stages[to_stage];
-    const int n = std::max(a.num_replicas, b.num_replicas);
     double worst = 0;
-    for (int i = 0; i < n; ++i) {
-      const endpoint& x = a.replicas[i % a.num_replicas];
-      const endpoint& y = b.replicas[i % b.num_replicas];
+    for_each_replica_pair(a, b, [&](int i, const endpoint& x, const endpoint& y) {
       if (i > 0 && same_place(x, a.replicas[(i - 1) % a.num_replicas]) &&
           same_place(y, b.replicas[(i - 1) % b.num_replicas]))
-        continue;
+        return;
       worst = std::max(worst, ctx.transfer_s(x, y, act));
-    }
+    });
     return worst;
   };
   if (s + 1 < p.num_stages) t.send_forward_s = worst_transfer(s, s + 1);
@@ -304,17 +307,14 @@ result<resolved_plan> resolve(const sim_context& ctx, const config::plan& p) {
   // Links between consecutive stages and inside each stage's replica set.
   const double act = ctx.activation_bytes(p.micro_batch);
   for (int s = 0; s + 1 < out.num_stages; ++s) {
-    const auto& a = out.stages[s];
-    const auto& b = out.stages[s + 1];
-    const int n = std::max(a.num_replicas, b.num_replicas);
-    for (int i = 0; i < n; ++i) {
-      const endpoint& x = a.replicas[i % a.num_replicas];
-      const endpoint& y = b.replicas[i % b.num_replicas];
-      if (ctx.transfer_s(x, y, act) < 0 || ctx.transfer_s(y, x, act) < 0)
-        return error::not_found("", "stages[" + std::to_string(s) + "]",
-                                "no link between (" + ctx.zone_name(x.zone) + ", " + ctx.gpu_name(x.gpu) +
-                                    ") and (" + ctx.zone_name(y.zone) + ", " + ctx.gpu_name(y.gpu) + ")");
-    }
+    std::optional<error> unlinked;  // the first pair without a link
+    for_each_replica_pair(out.stages[s], out.stages[s + 1], [&](int, const endpoint& x, const endpoint& y) {
+      if (!unlinked && (ctx.transfer_s(x, y, act) < 0 || ctx.transfer_s(y, x, act) < 0))
+        unlinked = error::not_found("", "stages[" + std::to_string(s) + "]",
+                                    "no link between (" + ctx.zone_name(x.zone) + ", " + ctx.gpu_name(x.gpu) +
+                                        ") and (" + ctx.zone_name(y.zone) + ", " + ctx.gpu_name(y.gpu) + ")");
+    });
+    if (unlinked) return *unlinked;
   }
   for (int s = 0; s < out.num_stages; ++s) {
     const auto& st = out.stages[s];
@@ -364,15 +364,11 @@ estimate closed_form(const sim_context& ctx, const resolved_plan& p) {
     // Egress: activations forward and gradients back, every micro-batch: one copy when the TP
     // ranks send parts of it, else one per receiving TP rank.
     if (s + 1 < S) {
-      const auto& b = p.stages[s + 1];
-      const int n = std::max(st.num_replicas, b.num_replicas);
-      for (int i = 0; i < n; ++i) {
-        const endpoint& x = st.replicas[i % st.num_replicas];
-        const endpoint& y = b.replicas[i % b.num_replicas];
-        if (x.zone == y.zone) continue;
+      for_each_replica_pair(st, p.stages[s + 1], [&](int, const endpoint& x, const endpoint& y) {
+        if (x.zone == y.zone) return;
         const double price = ctx.egress_usd_per_gb(x.zone, y.zone) + ctx.egress_usd_per_gb(y.zone, x.zone);
         if (price > 0) q.egress_usd_per_iteration += price * act * p2p_copies(ctx, x, y) * t[s].micro_batches / 1e9;
-      }
+      });
     }
     bool multi_zone = false;
     for (int r = 1; r < st.num_replicas; ++r) multi_zone = multi_zone || st.replicas[r].zone != st.replicas[0].zone;
@@ -430,16 +426,10 @@ double egress_bytes(const sim_context& ctx, const resolved_plan& p, const std::v
   const int S = p.num_stages;
   double bytes = 0;
   const double act = ctx.activation_bytes(p.micro_batch);
-  for (int s = 0; s + 1 < S; ++s) {
-    const auto& a = p.stages[s];
-    const auto& b = p.stages[s + 1];
-    const int n = std::max(a.num_replicas, b.num_replicas);
-    for (int i = 0; i < n; ++i) {
-      const endpoint& x = a.replicas[i % a.num_replicas];
-      const endpoint& y = b.replicas[i % b.num_replicas];
+  for (int s = 0; s + 1 < S; ++s)
+    for_each_replica_pair(p.stages[s], p.stages[s + 1], [&](int, const endpoint& x, const endpoint& y) {
       if (x.zone != y.zone) bytes += 2.0 * act * p2p_copies(ctx, x, y) * t[s].micro_batches;
-    }
-  }
+    });
   for (int s = 0; s < S; ++s) {
     const auto& st = p.stages[s];
     int zones = 1;

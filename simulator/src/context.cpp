@@ -80,6 +80,16 @@ double smoothed_time(const profiled_points& points, int layer, bool forward, int
 
 }  // namespace
 
+sim_inputs sim_inputs::of(const config::sailor_data& data) {
+  sim_inputs in;
+  in.model = data.model;
+  in.profile = &data.profile;
+  in.gpus = data.gpus;
+  in.network = &data.network;
+  in.job.optimizer = data.optimizer;
+  return in;
+}
+
 result<sim_context> sim_context::make(const sim_inputs& in, sim_options options) {
   sim_context c;
   c.options_ = std::move(options);

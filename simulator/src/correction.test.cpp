@@ -77,12 +77,7 @@ TEST_CASE("correction: per zone pair, links take the factor times as long") {
   config::cluster cl;
   cl.regions = {{"r1", {"a", "b"}}, {"r2", {"c"}}};
   cl.zones = {{"a", "r1", {}}, {"b", "r1", {}}, {"c", "r2", {}}};
-  config::zone_link ab;
-  ab.from = "a";
-  ab.to = "b";
-  ab.latency_s = 0.01;
-  ab.bandwidth_gbytes_per_s = 0.1;
-  cl.links = {ab};
+  cl.links = {{.from = "a", .to = "b", .latency_s = 0.01, .bandwidth_gbytes_per_s = 0.1}};
   speed_correction links;
   CHECK(link_key("b", "a") == link_key("a", "b"));
   // Robust: the median of the samples, one outlier moves nothing.

@@ -195,6 +195,39 @@ static result<event_result> simulate_events_per_replica(const sim_context& ctx, 
   return out;
 }
 
+namespace {
+
+// Each stage's order of operations under 1F1B with `m` micro-batches: S - s - 1 warm-up
+// forwards (at most m), then a forward and a backward in turn, then the backwards left.
+std::vector<std::vector<op>> one_f_one_b(int S, int m) {
+  std::vector<std::vector<op>> ops(S);
+  for (int s = 0; s < S; ++s) {
+    const int warmup = std::min(S - s - 1, m);
+    int f = 0, b = 0;
+    for (; f < warmup; ++f) ops[s].push_back({op_kind::forward, f});
+    while (f < m) {
+      ops[s].push_back({op_kind::forward, f++});
+      ops[s].push_back({op_kind::backward, b++});
+    }
+    while (b < m) ops[s].push_back({op_kind::backward, b++});
+  }
+  return ops;
+}
+
+// A stage's last backward is done (and sent) at `from`: its gradient sync and optimizer step
+// go on its timeline; the time its iteration ends.
+double sync_and_step(const stage_times& t, int s, double from, event_result& out) {
+  double at = from;
+  if (t.allreduce_s > 0) {
+    out.events.push_back({"all-reduce", "collective", s, 0, at, at + t.allreduce_s});
+    at += t.allreduce_s;
+  }
+  out.events.push_back({"update", "optimizer", s, 0, at, at + t.update_s});
+  return at + t.update_s;
+}
+
+}  // namespace
+
 result<event_result> simulate_events(const sim_context& ctx, const config::plan& plan) {
   auto rp = resolve(ctx, plan);
   if (!rp) return rp.error();
@@ -211,17 +244,7 @@ result<event_result> simulate_events(const sim_context& ctx, const config::plan&
   const bool overlap = ctx.options().overlap_p2p;
   const bool sync_recv = !overlap && ctx.options().receiver_blocks;
 
-  std::vector<std::vector<op>> ops(S);
-  for (int s = 0; s < S; ++s) {
-    const int warmup = std::min(S - s - 1, m);
-    int f = 0, b = 0;
-    for (; f < warmup; ++f) ops[s].push_back({op_kind::forward, f});
-    while (f < m) {
-      ops[s].push_back({op_kind::forward, f++});
-      ops[s].push_back({op_kind::backward, b++});
-    }
-    while (b < m) ops[s].push_back({op_kind::backward, b++});
-  }
+  const std::vector<std::vector<op>> ops = one_f_one_b(S, m);
   const double never = -1;
   std::vector<std::vector<double>> act_arrival(S, std::vector<double>(m, never));
   std::vector<std::vector<double>> grad_arrival(S, std::vector<double>(m, never));
@@ -282,14 +305,7 @@ result<event_result> simulate_events(const sim_context& ctx, const config::plan&
     busy[s] = 1;
     free_at[s] = stream_free;
     if (next[s] == ops[s].size()) {
-      // Last backward done (and sent): gradient sync and optimizer step.
-      double at = stream_free;
-      if (t[s].allreduce_s > 0) {
-        out.events.push_back({"all-reduce", "collective", s, 0, at, at + t[s].allreduce_s});
-        at += t[s].allreduce_s;
-      }
-      out.events.push_back({"update", "optimizer", s, 0, at, at + t[s].update_s});
-      done[s] = at + t[s].update_s;
+      done[s] = sync_and_step(t[s], s, stream_free, out);
       out.pipeline_s = std::max(out.pipeline_s, stream_free);
     }
     queue.push({stream_free, seq++, s});

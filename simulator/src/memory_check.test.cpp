@@ -26,13 +26,7 @@ struct gpt_neo_pool {
   config::plan sailor_plan;
 
   sim_context make(sim_options o = {}) const {
-    sim_inputs in;
-    in.model = data.model;
-    in.profile = &data.profile;
-    in.gpus = data.gpus;
-    in.network = &data.network;
-    in.job.optimizer = data.optimizer;
-    auto c = sim_context::make(in, o);
+    auto c = sim_context::make(sim_inputs::of(data), o);
     REQUIRE(c.ok());
     return std::move(*c);
   }

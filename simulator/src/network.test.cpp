@@ -17,13 +17,7 @@ namespace {
 struct sailor_gpt_neo {
   config::sailor_data data;
   sim_context make(sim_options o = {}) const {
-    sim_inputs in;
-    in.model = data.model;
-    in.profile = &data.profile;
-    in.gpus = data.gpus;
-    in.network = &data.network;
-    in.job.optimizer = data.optimizer;
-    auto c = sim_context::make(in, o);
+    auto c = sim_context::make(sim_inputs::of(data), o);
     REQUIRE(c.ok());
     return std::move(*c);
   }
@@ -121,12 +115,7 @@ TEST_CASE("a data-parallel group across regions: hierarchical by default, the fl
 TEST_CASE("consumer GPUs, TP 8 per stage: a 3-stage pipeline of three types is 2-4x faster with one copy, one stage unchanged") {
   auto d = config::load_sailor_data(std::string(SAILOR_DATA_DIR) + "/sailor", "OPT-350");
   REQUIRE(d.ok());
-  sim_inputs in;
-  in.model = d->model;
-  in.profile = &d->profile;
-  in.gpus = d->gpus;
-  in.network = &d->network;
-  in.job.optimizer = d->optimizer;
+  const auto in = sim_inputs::of(*d);
   sim_options full;
   full.p2p_partitioned = false;  // every TP rank of the receiver gets its own copy (8 through one link)
   auto now = sim_context::make(in);

@@ -219,12 +219,7 @@ TEST_CASE("GPT-Neo-2.7 on GCP A100s: Sailor's GCP fits are used as measured, the
   const std::string root = std::string(SAILOR_DATA_DIR) + "/sailor";
   auto d = config::load_sailor_data(root, "GPT-Neo-2.7");
   REQUIRE(d.ok());
-  sim_inputs in;
-  in.model = d->model;
-  in.profile = &d->profile;
-  in.gpus = d->gpus;
-  in.network = &d->network;
-  in.job.optimizer = d->optimizer;
+  const auto in = sim_inputs::of(*d);
   sim_options no_ceiling;
   no_ceiling.job_gbytes_per_s_per_gpu = 0;
   auto ctx = sim_context::make(in);

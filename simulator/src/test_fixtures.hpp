@@ -12,14 +12,8 @@ namespace sailor::simulator::testing {
 
 // A small model: 2 blocks (4 layers), sequence 128, hidden 64, 4 heads, vocabulary 1000.
 inline config::model_shape tiny_model() {
-  config::model_shape m;
-  m.name = "tiny";
-  m.num_layers = 2;
-  m.hidden = 64;
-  m.heads = 4;
-  m.sequence = 128;
-  m.vocabulary = 1000;
-  return m;
+  return {.name = "tiny", .num_layers = 2, .hidden = 64, .heads = 4,
+          .sequence = 128, .vocabulary = 1000};
 }
 
 // GPU "fast": 1 ms forward and 2 ms backward per layer at mbs 1 and 2 (tp 1); "slow": twice that.

@@ -35,7 +35,7 @@ result<iteration_telemetry> stage_executor::run_iteration(int iteration) {
     return impl_->run(iteration);
   } catch (const std::exception& e) {
     log::get("train")->error("{} iteration {} failed: {}", impl_->who, iteration, e.what());
-    return failed(impl_->who + " iteration " + std::to_string(iteration) + ": " + e.what());
+    return error::failed(impl_->who + " iteration " + std::to_string(iteration) + ": " + e.what());
   }
 }
 
@@ -60,8 +60,8 @@ train_options options_from(const config::job& job) {
 result<double> stage_executor::validation_loss() {
   auto& st = *impl_;
   if (!st.file_data || st.file_data->tokens(models::data_split::validation) == 0)
-    return failed(st.who + " validation loss: the job has no data with a validation part",
-                  error_kind::invalid_input);
+    return error::invalid_input(
+        "", st.who + " validation loss: the job has no data with a validation part");
   try {
     detail::evaluation_context ctx;
     ctx.plan = &st.plan;
@@ -76,7 +76,7 @@ result<double> stage_executor::validation_loss() {
     return detail::evaluate_loss(ctx, std::max(1, st.options.eval_batches), st.evaluations++);
   } catch (const std::exception& e) {
     log::get("train")->error("{} validation loss failed: {}", st.who, e.what());
-    return failed(st.who + " validation loss: " + e.what());
+    return error::failed(st.who + " validation loss: " + e.what());
   }
 }
 
@@ -96,7 +96,7 @@ result<std::vector<char>> stage_executor::save_state() const {
     auto bytes = out.str();
     return std::vector<char>(bytes.begin(), bytes.end());
   } catch (const std::exception& e) {
-    return failed(impl_->who + " save_state: " + e.what());
+    return error::failed(impl_->who + " save_state: " + e.what());
   }
 }
 
@@ -114,14 +114,13 @@ status stage_executor::load_state(const std::vector<char>& bytes) {
       torch::Tensor t;
       params.read(key, t);
       if (!t.sizes().equals(p.tensor.sizes()))
-        return failed(impl_->who + " load_state: " + p.name + " has another shape",
-                      error_kind::invalid_input);
+        return error::invalid_input("", impl_->who + " load_state: " + p.name + " has another shape");
       p.tensor.copy_(t);
     }
     impl_->optimizer->load(optim);
     return {};
   } catch (const std::exception& e) {
-    return failed(impl_->who + " load_state: " + e.what(), error_kind::invalid_input);
+    return error::invalid_input("", impl_->who + " load_state: " + e.what());
   }
 }
 
@@ -133,9 +132,8 @@ status stage_executor::restore(const std::string& dir, int iterations) {
     return detail::restore_checkpoint(dir, iterations, impl_->model, impl_->options, *impl_->module,
                                       *impl_->optimizer, impl_->who);
   } catch (const std::exception& e) {
-    return failed(impl_->who + " restore of " + dir + " after " + std::to_string(iterations) +
-                      " iterations: " + e.what(),
-                  error_kind::invalid_input);
+    return error::invalid_input("", impl_->who + " restore of " + dir + " after " + std::to_string(iterations) +
+                                    " iterations: " + e.what());
   }
 }
 
@@ -144,9 +142,8 @@ status stage_executor::restore(const std::vector<shard_input>& shards, int itera
     return detail::restore_shards(shards, iterations, impl_->model, impl_->options, *impl_->module,
                                   *impl_->optimizer, impl_->who);
   } catch (const std::exception& e) {
-    return failed(impl_->who + " restore of the state after " + std::to_string(iterations) +
-                      " iterations: " + e.what(),
-                  error_kind::invalid_input);
+    return error::invalid_input("", impl_->who + " restore of the state after " + std::to_string(iterations) +
+                                    " iterations: " + e.what());
   }
 }
 
@@ -155,8 +152,8 @@ result<state_shard> stage_executor::state_snapshot(int iterations) const {
     return detail::encode_shard(iterations, impl_->model, impl_->plan, impl_->role,
                                 impl_->options.optimizer, *impl_->module, *impl_->optimizer);
   } catch (const std::exception& e) {
-    return failed(impl_->who + " state snapshot after " + std::to_string(iterations) +
-                  " iterations: " + e.what());
+    return error::failed(impl_->who + " state snapshot after " + std::to_string(iterations) +
+                         " iterations: " + e.what());
   }
 }
 

@@ -54,13 +54,6 @@ inline comm::buffer_view view_of(const torch::Tensor& t) {
   return {t.data_ptr(), static_cast<std::size_t>(t.numel()), type};
 }
 
-inline error failed(const std::string& message, error_kind kind = error_kind::failed) {
-  error e;
-  e.kind = kind;
-  e.message = message;
-  return e;
-}
-
 // Tags of point-to-point messages: one per (iteration, micro-batch, direction), so messages
 // between the same pair never match the wrong receive.
 inline std::uint64_t tag_of(int iteration, int micro_batches, int m, int direction) {

@@ -159,17 +159,15 @@ result<std::unique_ptr<stage_executor>> stage_executor::create(
     comm::channel_factory* p2p) {
   if (auto st = validate_for_training(model, plan)) return *st;
   int rank = global_rank_of(plan, role);
-  if (rank < 0) return failed("role is not in the plan", error_kind::invalid_input);
+  if (rank < 0) return error::invalid_input("", "role is not in the plan");
   if (rank != factory.global_rank())
-    return failed("the factory's global rank " + std::to_string(factory.global_rank()) +
-                      " differs from the role's " + std::to_string(rank),
-                  error_kind::invalid_input);
+    return error::invalid_input("", "the factory's global rank " + std::to_string(factory.global_rank()) +
+                                    " differs from the role's " + std::to_string(rank));
   try {
     set_compute_threads(options.torch_threads, options.blas_threads);
     if (options.cuda_device >= 0 && !torch::cuda::is_available())
-      return failed("cuda_device " + std::to_string(options.cuda_device) +
-                        " asked for, but this LibTorch sees no CUDA device",
-                    error_kind::invalid_input);
+      return error::invalid_input("", "cuda_device " + std::to_string(options.cuda_device) +
+                                      " asked for, but this LibTorch sees no CUDA device");
     auto st = std::make_unique<impl>();
     st->model = model;
     st->plan = plan;
@@ -237,12 +235,12 @@ result<std::unique_ptr<stage_executor>> stage_executor::create(
     }
     st->ops = one_f_one_b(plan)[role.stage][role.replica];
     if (st->ops.empty() || st->ops.back().forward)
-      return failed(st->who + " has no micro-batch to run", error_kind::invalid_input);
+      return error::invalid_input("", st->who + " has no micro-batch to run");
     for (std::size_t i = 0; i < st->module->parameters().size(); ++i)
       st->param_layer.push_back(st->module->layer_of(i));
     if (!options.checkpoint_dir.empty()) {
       if (options.checkpoint_every < 1)
-        return failed("checkpoint_every must be at least 1", error_kind::invalid_input);
+        return error::invalid_input("", "checkpoint_every must be at least 1");
       if (role.replica == 0)
         st->checkpoints = std::make_unique<detail::checkpoint_writer>(
             options.checkpoint_dir, model, plan, role, options, st->who);
@@ -252,7 +250,7 @@ result<std::unique_ptr<stage_executor>> stage_executor::create(
                              st->module->num_parameters(), st->ops.size());
     return std::unique_ptr<stage_executor>(new stage_executor(std::move(st)));
   } catch (const std::exception& e) {
-    return failed(std::string("creating the stage executor: ") + e.what());
+    return error::failed(std::string("creating the stage executor: ") + e.what());
   }
 }
 

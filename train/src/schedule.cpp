@@ -200,11 +200,7 @@ std::vector<group_spec> groups_of(const config::plan& p) {
 
 status validate_architecture(const config::model_shape& model) {
   auto bad = [](std::string field, std::string message) {
-    error e;
-    e.kind = error_kind::unimplemented;
-    e.field = std::move(field);
-    e.message = std::move(message);
-    return status(std::move(e));
+    return status(error::of(error_kind::unimplemented, "", std::move(field), std::move(message)));
   };
   const std::string family = config::to_string(model.arch);
   const bool llama = model.arch == config::architecture::llama;
@@ -229,11 +225,7 @@ status validate_architecture(const config::model_shape& model) {
 
 status validate_for_training(const config::model_shape& model, const config::plan& plan) {
   auto bad = [](std::string field, std::string message) {
-    error e;
-    e.kind = error_kind::invalid_input;
-    e.field = std::move(field);
-    e.message = std::move(message);
-    return status(std::move(e));
+    return status(error::invalid_input(std::move(field), std::move(message)));
   };
   if (auto st = validate_architecture(model)) return st;
   if (plan.stages.empty()) return bad("stages", "a plan needs at least one stage");

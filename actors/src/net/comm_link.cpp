@@ -205,10 +205,9 @@ result<std::shared_ptr<link>> comm_connect(comm::transport& transport, const std
     // else (nobody listening yet, a dropped or slow connection) may pass on a later try.
     const bool refused =
       err->code == comm::errc::refused || err->code == comm::errc::protocol_mismatch;
-    return sailor::error{refused ? error_kind::invalid_input : error_kind::disconnected,
-                         "cannot connect to " + to.to_string() + " over " + transport.name() +
-                           ": " + err->to_string(),
-                         "", 0, ""};
+    return sailor::error::of(refused ? error_kind::invalid_input : error_kind::disconnected, "", "",
+                             "cannot connect to " + to.to_string() + " over " + transport.name() +
+                               ": " + err->to_string());
   }
   return std::shared_ptr<link>(l);
 }

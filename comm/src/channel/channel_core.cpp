@@ -92,10 +92,9 @@ std::unique_ptr<request> channel_core::isend(buffer_view buf, int peer, std::uin
   {
     std::lock_guard lock{mu_};
     if (!peers_.count(peer))
-      return completed_request(make_error(error_kind::invalid_input,
-                                          who(peer) + " send: not a peer of this channel"));
+      return completed_request(error::invalid_input("", who(peer) + " send: not a peer of this channel"));
     if (auto f = failed_.find(peer); f != failed_.end()) return completed_request(error_of(f->second));
-    if (closed_) return completed_request(make_error(error_kind::disconnected, who(peer) + " closed"));
+    if (closed_) return completed_request(error::disconnected(who(peer) + " closed"));
     conn = connections_.at(peer);
   }
   auto state = std::make_shared<request_state>();
@@ -122,23 +121,21 @@ std::unique_ptr<request> channel_core::irecv(buffer_view buf, int peer, std::uin
   const key k{peer, tag};
   std::unique_lock lock{mu_};
   if (!peers_.count(peer))
-    return completed_request(make_error(error_kind::invalid_input,
-                                        who(peer) + " receive: not a peer of this channel"));
+    return completed_request(error::invalid_input("", who(peer) + " receive: not a peer of this channel"));
   if (auto a = arrived_.find(k); a != arrived_.end() && !a->second.empty()) {
     payload_buffer payload = std::move(a->second.front());
     a->second.pop_front();
     if (a->second.empty()) arrived_.erase(a);
     lock.unlock();
     if (payload.size() != buf.bytes())
-      return completed_request(make_error(
-          error_kind::invalid_input, who(peer) + " tag " + std::to_string(tag) + ": " +
+      return completed_request(error::invalid_input("", who(peer) + " tag " + std::to_string(tag) + ": " +
                                          std::to_string(payload.size()) + " bytes arrived, " +
                                          std::to_string(buf.bytes()) + " expected"));
     std::memcpy(buf.data, payload.data(), payload.size());
     return completed_request({});
   }
   if (auto f = failed_.find(peer); f != failed_.end()) return completed_request(error_of(f->second));
-  if (closed_) return completed_request(make_error(error_kind::disconnected, who(peer) + " closed"));
+  if (closed_) return completed_request(error::disconnected(who(peer) + " closed"));
   auto state = std::make_shared<request_state>();
   posted_[k].push_back({buf, state, false});
   std::weak_ptr<channel_core> weak = weak_from_this();
@@ -202,8 +199,7 @@ void channel_core::deliver(int peer, const tensor_descriptor& desc, payload_buff
         return;
       }
       if (landed->buf.bytes() != payload.size())
-        outcome = make_error(error_kind::invalid_input,
-                             who(peer) + " tag " + std::to_string(desc.tag) + ": " +
+        outcome = error::invalid_input("", who(peer) + " tag " + std::to_string(desc.tag) + ": " +
                                  std::to_string(payload.size()) + " bytes arrived, " +
                                  std::to_string(landed->buf.bytes()) + " expected");
       else
@@ -287,7 +283,7 @@ void channel_core::close(const std::string& why) {
     connections_.clear();
   }
   for (auto& s : pending)
-    s->complete(make_error(error_kind::disconnected, "[channel " + name_ + "] " + why));
+    s->complete(error::disconnected("[channel " + name_ + "] " + why));
 }
 
 }  // namespace sailor::comm::channel_detail

@@ -22,8 +22,7 @@ public:
                                 std::chrono::milliseconds timeout) override {
     std::unique_lock lock{mu_};
     if (!changed_.wait_for(lock, timeout, [&] { return values_.count(key) > 0; }))
-      return make_error(error_kind::disconnected,
-                        "store: '" + key + "' was not set within " +
+      return error::disconnected("store: '" + key + "' was not set within " +
                             std::to_string(timeout.count()) + " ms");
     return values_.at(key);
   }

@@ -64,8 +64,7 @@ public:
   status wait(std::chrono::milliseconds timeout) override {
     auto outcome = state_->wait(timeout);
     if (!outcome)
-      return make_error(error_kind::disconnected,
-                        what_ + ": no answer within " + std::to_string(timeout.count()) + " ms");
+      return error::disconnected(what_ + ": no answer within " + std::to_string(timeout.count()) + " ms");
     return *outcome;
   }
   bool test() override { return state_->done(); }

@@ -73,8 +73,7 @@ result<std::string> transport_channel_factory::address_of(const std::string& nam
   auto bytes = options_.store->get(address_key(name, peer),
                                    std::max(left, std::chrono::milliseconds{1}));
   if (!bytes)
-    return make_error(error_kind::disconnected,
-                      "[channel " + name + " rank " + std::to_string(rank_) + "] rank " +
+    return error::disconnected("[channel " + name + " rank " + std::to_string(rank_) + "] rank " +
                           std::to_string(peer) + " never published its address: " +
                           bytes.error().message);
   std::string text(bytes->begin(), bytes->end());
@@ -97,7 +96,7 @@ error transport_channel_factory::setup_error(const std::string& name, const std:
       text += "rank " + std::to_string(p) + " (at " + where + ") did not connect in time; ";
   }
   (void)deadline;
-  return make_error(error_kind::disconnected, text.substr(0, text.size() - 2));
+  return error::disconnected(text.substr(0, text.size() - 2));
 }
 
 result<std::unique_ptr<channel>> transport_channel_factory::create(const std::string& name,

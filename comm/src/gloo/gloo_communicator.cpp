@@ -42,7 +42,7 @@ using gloo_reduce_fn = void (*)(void*, const void*, const void*, size_t);
 constexpr std::uint64_t p2p_slot_prefix = std::uint64_t{0xA5} << 56;
 
 error failure(const std::string& who, const std::string& what) {
-  return make_error(error_kind::failed, "[comm " + who + "] " + what);
+  return error::failed("[comm " + who + "] " + what);
 }
 
 // Wakes wait_any when any request of a communicator completes.
@@ -68,7 +68,7 @@ public:
         bool ok = is_send ? raw->waitSend(timeout) : raw->waitRecv(timeout);
         if (!ok) outcome = failure(who_, is_send ? "send aborted" : "recv aborted");
       } catch (const std::exception& e) {
-        outcome = make_error(error_kind::disconnected, "[comm " + who_ + "] " + e.what());
+        outcome = error::disconnected("[comm " + who_ + "] " + e.what());
       }
       {
         std::lock_guard<std::mutex> lock(note_->mutex);
@@ -86,7 +86,7 @@ public:
   status wait(std::chrono::milliseconds timeout) override {
     std::unique_lock<std::mutex> lock(note_->mutex);
     if (!note_->cv.wait_for(lock, timeout, [this] { return done_.load(std::memory_order_acquire); }))
-      return make_error(error_kind::disconnected, "[comm " + who_ + "] transfer timed out");
+      return error::disconnected("[comm " + who_ + "] transfer timed out");
     return outcome_;
   }
 
@@ -136,8 +136,7 @@ public:
     if (size() == 1 || buf.count == 0) return {};
     return guarded("all_reduce", [&] {
       gloo::AllreduceOptions opts(context_);
-      opts.setTag(next_tag_++);
-      opts.setTimeout(timeout_);
+      stamp(opts);
       switch (buf.type) {
         case element_type::f32: set_allreduce<float>(opts, buf, op); break;
         case element_type::f64: set_allreduce<double>(opts, buf, op); break;
@@ -155,8 +154,7 @@ public:
     if (size() == 1 || buf.count == 0) return {};
     return guarded("broadcast", [&] {
       gloo::BroadcastOptions opts(context_);
-      opts.setTag(next_tag_++);
-      opts.setTimeout(timeout_);
+      stamp(opts);
       opts.setRoot(root);
       opts.setOutput(static_cast<std::uint8_t*>(buf.data), buf.bytes());
       gloo::broadcast(opts);
@@ -165,15 +163,14 @@ public:
 
   status all_gather(buffer_view in, buffer_view out) override {
     if (out.bytes() != in.bytes() * static_cast<std::size_t>(size()))
-      return make_error(error_kind::invalid_input, "[comm " + name_ + "] all_gather: output must hold size() inputs");
+      return error::invalid_input("", "[comm " + name_ + "] all_gather: output must hold size() inputs");
     if (size() == 1) {
       if (in.data != out.data && in.bytes() > 0) std::memcpy(out.data, in.data, in.bytes());
       return {};
     }
     return guarded("all_gather", [&] {
       gloo::AllgatherOptions opts(context_);
-      opts.setTag(next_tag_++);
-      opts.setTimeout(timeout_);
+      stamp(opts);
       opts.setInput(static_cast<std::uint8_t*>(in.data), in.bytes());
       opts.setOutput(static_cast<std::uint8_t*>(out.data), out.bytes());
       gloo::allgather(opts);
@@ -184,8 +181,7 @@ public:
     if (size() == 1) return {};
     return guarded("barrier", [&] {
       gloo::BarrierOptions opts(context_);
-      opts.setTag(next_tag_++);
-      opts.setTimeout(timeout_);
+      stamp(opts);
       gloo::barrier(opts);
     });
   }
@@ -215,8 +211,8 @@ public:
     };
     // Requests of this communicator signal note_; others (done_request) are ready at once.
     bool ok = note_->cv.wait_for(lock, timeout, ready);
-    if (!any) return make_error(error_kind::invalid_input, "wait_any: no request to wait for");
-    if (!ok) return make_error(error_kind::disconnected, "[comm " + name_ + "] wait_any timed out");
+    if (!any) return error::invalid_input("", "wait_any: no request to wait for");
+    if (!ok) return error::disconnected("[comm " + name_ + "] wait_any timed out");
     return found;
   }
 
@@ -233,14 +229,14 @@ private:
       fn();
       return {};
     } catch (const std::exception& e) {
-      return make_error(error_kind::disconnected, "[comm " + name_ + "] " + what + ": " + e.what());
+      return error::disconnected("[comm " + name_ + "] " + what + ": " + e.what());
     }
   }
 
   std::unique_ptr<request> start(buffer_view buf, int peer, std::uint64_t tag, bool is_send) {
     if (peer < 0 || peer >= size() || peer == rank())
       return std::make_unique<done_request>(
-          make_error(error_kind::invalid_input, "[comm " + name_ + "] bad peer " + std::to_string(peer)));
+          error::invalid_input("", "[comm " + name_ + "] bad peer " + std::to_string(peer)));
     if (buf.bytes() == 0) return std::make_unique<done_request>();
     try {
       auto ub = context_->createUnboundBuffer(buf.data, buf.bytes());
@@ -252,8 +248,16 @@ private:
       return std::make_unique<gloo_request>(std::move(ub), is_send, timeout_, note_, name_);
     } catch (const std::exception& e) {
       return std::make_unique<done_request>(
-          make_error(error_kind::disconnected, "[comm " + name_ + "] " + e.what()));
+          error::disconnected("[comm " + name_ + "] " + e.what()));
     }
+  }
+
+  // Gives a collective's options the next tag (every rank issues collectives in one order) and
+  // the communicator's timeout.
+  template <class Options>
+  void stamp(Options& opts) {
+    opts.setTag(next_tag_++);
+    opts.setTimeout(timeout_);
   }
 
   std::string name_;
@@ -281,8 +285,7 @@ public:
     for (std::size_t i = 0; i < global_ranks.size(); ++i)
       if (global_ranks[i] == global_rank_) me = static_cast<int>(i);
     if (me < 0)
-      return make_error(error_kind::invalid_input,
-                   "[comm " + name + "] global rank " + std::to_string(global_rank_) +
+      return error::invalid_input("", "[comm " + name + "] global rank " + std::to_string(global_rank_) +
                        " is not a member");
     if (global_ranks.size() == 1)
       return std::unique_ptr<communicator>(
@@ -296,8 +299,7 @@ public:
       return std::unique_ptr<communicator>(
           std::make_unique<gloo_communicator>(name, std::move(context), options_.timeout));
     } catch (const std::exception& e) {
-      return make_error(error_kind::disconnected,
-                   "[comm " + name + "] rendezvous failed: " + std::string(e.what()));
+      return error::disconnected("[comm " + name + "] rendezvous failed: " + std::string(e.what()));
     }
   }
 
@@ -363,13 +365,12 @@ result<std::shared_ptr<gloo::rendezvous::Store>> make_gloo_store(const gloo_opti
           std::make_shared<gloo::rendezvous::FileStore>(options.store_path);
       return store;
     } catch (const std::exception& e) {
-      return make_error(error_kind::failed, "gloo store " + options.store_path + ": " + e.what());
+      return error::failed("gloo store " + options.store_path + ": " + e.what());
     }
   }
   if (options.in_process_store)
     return std::static_pointer_cast<gloo::rendezvous::Store>(options.in_process_store);
-  return make_error(error_kind::invalid_input,
-                    "gloo_options: set store, store_path or in_process_store");
+  return error::invalid_input("", "gloo_options: set store, store_path or in_process_store");
 }
 
 result<std::unique_ptr<communicator_factory>> make_gloo_factory(int global_rank,
@@ -384,7 +385,7 @@ result<std::unique_ptr<communicator_factory>> make_gloo_factory(int global_rank,
     return std::unique_ptr<communicator_factory>(
         std::make_unique<gloo_factory>(global_rank, options, std::move(store), std::move(device)));
   } catch (const std::exception& e) {
-    return make_error(error_kind::failed, "gloo tcp device on " + options.hostname + ": " + e.what());
+    return error::failed("gloo tcp device on " + options.hostname + ": " + e.what());
   }
 }
 

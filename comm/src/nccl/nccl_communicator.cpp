@@ -69,7 +69,7 @@ private:
     copied_ = true;
     cudaSetDevice(device_);
     auto e = cudaMemcpy(device_ptr_, host_.data(), host_.size(), cudaMemcpyHostToDevice);
-    if (e != cudaSuccess) return make_error(error_kind::failed, "recv copy to device: " + cuda_message(e));
+    if (e != cudaSuccess) return error::failed("recv copy to device: " + cuda_message(e));
     return {};
   }
 
@@ -146,7 +146,7 @@ public:
 
   status all_gather(buffer_view in, buffer_view out) override {
     if (out.bytes() != in.bytes() * static_cast<std::size_t>(size_))
-      return make_error(error_kind::invalid_input, "[comm " + name_ + "] all_gather: output must hold size() inputs");
+      return error::invalid_input("", "[comm " + name_ + "] all_gather: output must hold size() inputs");
     return run("all_gather", [&] {
       return ncclAllGather(in.data, out.data, in.count, nccl_type(in.type), comm_, stream_);
     });
@@ -181,7 +181,7 @@ private:
   status order_after_default_stream() {
     auto e = cudaEventRecord(ready_, cudaStreamLegacy);
     if (e == cudaSuccess) e = cudaStreamWaitEvent(stream_, ready_, 0);
-    if (e != cudaSuccess) return make_error(error_kind::failed, "[comm " + name_ + "] " + cuda_message(e));
+    if (e != cudaSuccess) return error::failed("[comm " + name_ + "] " + cuda_message(e));
     return {};
   }
 
@@ -192,18 +192,17 @@ private:
       if (e == cudaSuccess) return {};
       if (e != cudaErrorNotReady) {
         failed_ = true;
-        return make_error(error_kind::failed, "[comm " + name_ + "] " + what + ": " + cuda_message(e));
+        return error::failed("[comm " + name_ + "] " + what + ": " + cuda_message(e));
       }
       ncclResult_t async = ncclSuccess;
       ncclCommGetAsyncError(comm_, &async);
       if (async != ncclSuccess) {
         failed_ = true;
-        return make_error(error_kind::disconnected,
-                          "[comm " + name_ + "] " + what + ": " + nccl_message(async));
+        return error::disconnected("[comm " + name_ + "] " + what + ": " + nccl_message(async));
       }
       if (clock_type::now() > deadline) {
         failed_ = true;
-        return make_error(error_kind::disconnected, "[comm " + name_ + "] " + what + " timed out");
+        return error::disconnected("[comm " + name_ + "] " + what + " timed out");
       }
       std::this_thread::yield();
     }
@@ -211,13 +210,13 @@ private:
 
   template <class Fn>
   status run(const char* what, Fn&& fn) {
-    if (failed_) return make_error(error_kind::disconnected, "[comm " + name_ + "] communicator failed earlier");
+    if (failed_) return error::disconnected("[comm " + name_ + "] communicator failed earlier");
     cudaSetDevice(device_);
     if (auto st = order_after_default_stream()) return st;
     auto r = fn();
     if (r != ncclSuccess) {
       failed_ = true;
-      return make_error(error_kind::failed, "[comm " + name_ + "] " + what + ": " + nccl_message(r));
+      return error::failed("[comm " + name_ + "] " + what + ": " + nccl_message(r));
     }
     return wait_stream(what);
   }
@@ -227,7 +226,7 @@ private:
     if (auto st = order_after_default_stream()) return st;
     auto e = cudaMemcpyAsync(host, buf.data, buf.bytes(), cudaMemcpyDeviceToHost, stream_);
     if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);
-    if (e != cudaSuccess) return make_error(error_kind::failed, "[comm " + name_ + "] send copy: " + cuda_message(e));
+    if (e != cudaSuccess) return error::failed("[comm " + name_ + "] send copy: " + cuda_message(e));
     return {};
   }
 
@@ -263,23 +262,23 @@ public:
       gloo::rendezvous::PrefixStore store(options_.prefix + "/nccl/" + name, *store_);
       if (rank == 0) {
         if (auto r = ncclGetUniqueId(&id); r != ncclSuccess)
-          return make_error(error_kind::failed, "[comm " + name + "] ncclGetUniqueId: " + nccl_message(r));
+          return error::failed("[comm " + name + "] ncclGetUniqueId: " + nccl_message(r));
         store.set("id", std::vector<char>(reinterpret_cast<char*>(&id), reinterpret_cast<char*>(&id) + sizeof id));
       } else {
         store.wait({"id"}, options_.timeout);
         auto bytes = store.get("id");
         if (bytes.size() != sizeof id)
-          return make_error(error_kind::failed, "[comm " + name + "] malformed NCCL unique id");
+          return error::failed("[comm " + name + "] malformed NCCL unique id");
         std::memcpy(&id, bytes.data(), sizeof id);
       }
     } catch (const std::exception& e) {
-      return make_error(error_kind::disconnected, "[comm " + name + "] NCCL id exchange: " + e.what());
+      return error::disconnected("[comm " + name + "] NCCL id exchange: " + e.what());
     }
     auto e = cudaSetDevice(device_);
-    if (e != cudaSuccess) return make_error(error_kind::failed, "cudaSetDevice: " + cuda_message(e));
+    if (e != cudaSuccess) return error::failed("cudaSetDevice: " + cuda_message(e));
     ncclComm_t comm = nullptr;
     if (auto r = ncclCommInitRank(&comm, size, id, rank); r != ncclSuccess)
-      return make_error(error_kind::failed, "[comm " + name + "] ncclCommInitRank: " + nccl_message(r));
+      return error::failed("[comm " + name + "] ncclCommInitRank: " + nccl_message(r));
     cudaStream_t stream = nullptr;
     cudaEvent_t ready = nullptr;
     void* scratch = nullptr;
@@ -290,7 +289,7 @@ public:
       ncclCommDestroy(comm);
       if (stream) cudaStreamDestroy(stream);
       if (ready) cudaEventDestroy(ready);
-      return make_error(error_kind::failed, "[comm " + name + "] " + cuda_message(e));
+      return error::failed("[comm " + name + "] " + cuda_message(e));
     }
     return std::unique_ptr<communicator>(std::make_unique<nccl_communicator>(
         name, comm, stream, ready, scratch, rank, size, device_, std::move(*host), options_.timeout));

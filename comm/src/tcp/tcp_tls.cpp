@@ -34,10 +34,12 @@ sailor::error tls_error(const std::string& field, const std::string& what) {
 
 result<tls_context> make_tls_context(const transport_options::tls_files& files) {
   if (files.cert.empty() || files.key.empty() || files.ca.empty())
-    return sailor::error{error_kind::invalid_input,
-                         "TLS needs a certificate, its key and the CA that signed the peers' "
-                         "(all three)",
-                         "", 0, files.cert.empty() ? "tls cert" : files.key.empty() ? "tls key" : "tls ca"};
+    return sailor::error::invalid_input(
+      files.cert.empty()  ? "tls cert"
+      : files.key.empty() ? "tls key"
+                          : "tls ca",
+      "TLS needs a certificate, its key and the CA that signed the peers' "
+      "(all three)");
   ERR_clear_error();
   tls_context ctx(SSL_CTX_new(TLS_method()));
   if (!ctx) return tls_error("tls", "cannot make a TLS context");

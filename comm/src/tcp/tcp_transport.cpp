@@ -214,14 +214,14 @@ result<std::unique_ptr<listener>> tcp_core::listen(const address& where, accept_
                                                    refusal_handler on_refused) {
   std::string why;
   auto sa = resolve(where, &why);
-  if (!sa) return sailor::error{error_kind::invalid_input, why, "", 0, "address"};
+  if (!sa) return sailor::error::invalid_input("address", why);
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (::bind(fd, reinterpret_cast<sockaddr*>(&*sa), sizeof(*sa)) != 0 || ::listen(fd, 128) != 0) {
     std::string msg = "cannot listen on " + where.to_string() + ": " + std::strerror(errno);
     ::close(fd);
-    return sailor::error{error_kind::failed, msg, "", 0, "address"};
+    return sailor::error::of(error_kind::failed, "", "address", msg);
   }
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   sockaddr_in bound{};
@@ -314,7 +314,7 @@ void tcp_core::accept_from(tcp_listener_state& l) {
 result<connection_ptr> tcp_core::connect(const address& to, connection_handlers handlers) {
   std::string why;
   auto sa = resolve(to, &why);
-  if (!sa) return sailor::error{error_kind::invalid_input, why, "", 0, "address"};
+  if (!sa) return sailor::error::invalid_input("address", why);
   auto c = std::make_shared<tcp_connection>(weak_from_this(), next_id_++, false);
   c->handlers_ = std::move(handlers);
   c->set_remote(to);
@@ -359,13 +359,7 @@ void tcp_connection::send_tensor(tensor_descriptor desc, std::span<const std::by
 }
 
 void tcp_connection::close() {
-  auto core = core_.lock();
-  if (!core) return;
-  core->post([core, self = shared_from_this()] {
-    auto s = self->state_.load();
-    if (s == connection_state::closed || s == connection_state::failed) return;
-    self->state_ = connection_state::closed;
-    self->error_ = transport_error{errc::closed, "connection closed locally"};
+  detail::post_close(core_, shared_from_this(), [self = shared_from_this()](const auto& core) {
     self->handlers_ = {};
     // What was issued before close() still goes out (see flush()); then the socket closes.
     // Bounded: a peer that stops reading gets connect_timeout_s to drain it.

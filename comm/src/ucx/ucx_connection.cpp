@@ -91,13 +91,7 @@ void ucx_connection::send_tensor(tensor_descriptor desc, std::span<const std::by
 }
 
 void ucx_connection::close() {
-  auto core = core_.lock();
-  if (!core) return;
-  core->post([core, self = shared_from_this()] {
-    auto s = self->state_.load();
-    if (s == connection_state::closed || s == connection_state::failed) return;
-    self->state_ = connection_state::closed;
-    self->error_ = transport_error{errc::closed, "connection closed locally"};
+  detail::post_close(core_, shared_from_this(), [self = shared_from_this()](const auto& core) {
     self->recvs_.clear();
     core->release_held(self);
     core->flush_queued(self);  // completes the user's queued sends: closed

@@ -40,9 +40,8 @@ std::optional<sailor::error> ucx_core::start() {
     st = ucp_config_modify(config, key.c_str(), value.c_str());
     if (st != UCS_OK) {
       ucp_config_release(config);
-      return sailor::error{error_kind::invalid_input,
-                           "UCX option " + key + "=" + value + ": " + status_text(st), "", 0,
-                           "ucx_config"};
+      return sailor::error::invalid_input(
+        "ucx_config", "UCX option " + key + "=" + value + ": " + status_text(st));
     }
   }
   ucp_params_t params{};
@@ -189,7 +188,8 @@ result<std::unique_ptr<listener>> ucx_core::listen(const address& where, accept_
                                                    refusal_handler on_refused) {
   std::string why;
   auto sa = resolve(where, &why);
-  if (!sa) return sailor::error{error_kind::invalid_input, why, "", 0, "address"};
+  if (!sa)
+    return sailor::error::invalid_input("address", why);
   auto self = shared_from_this();
   return run_sync([&, self]() -> result<std::unique_ptr<listener>> {
     auto state = std::make_unique<listener_state>();
@@ -232,7 +232,8 @@ void ucx_core::close_listener(std::uint64_t id) {
 result<connection_ptr> ucx_core::connect(const address& to, connection_handlers handlers) {
   std::string why;
   auto sa = resolve(to, &why);
-  if (!sa) return sailor::error{error_kind::invalid_input, why, "", 0, "address"};
+  if (!sa)
+    return sailor::error::invalid_input("address", why);
   auto conn = std::make_shared<ucx_connection>(weak_from_this(), next_id_++, false);
   conn->handlers_ = std::move(handlers);
   conn->set_remote(to);
@@ -326,9 +327,8 @@ std::string interface_holding(const std::string& host) {
 
 result<std::unique_ptr<transport>> make_ucx_transport(const ucx_options& options) {
   if (options.common.tls.enabled())
-    return sailor::error{error_kind::invalid_input,
-                         "TLS is available over the tcp transport only (UCX does not encrypt)",
-                         "", 0, "--transport"};
+    return sailor::error::invalid_input(
+      "--transport", "TLS is available over the tcp transport only (UCX does not encrypt)");
   auto core = std::make_shared<ucx_core>(options);
   if (auto err = core->start()) return *err;
   return std::unique_ptr<transport>(

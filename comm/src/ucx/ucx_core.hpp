@@ -171,6 +171,7 @@ public:
   void on_hello_reply(const std::shared_ptr<ucx_connection>& c, std::span<const std::byte> bytes);
   void on_auth(const std::shared_ptr<ucx_connection>& c, std::span<const std::byte> proof);
   void refuse(const std::shared_ptr<ucx_connection>& c, const detail::hello_reply& reply);
+  bool answer(const std::shared_ptr<ucx_connection>& c, const detail::hello_reply& reply);
   // Runs `fn`, a step of the progress loop; an exception it throws is logged, not fatal.
   template <class F>
   void guarded(const char* what, F&& fn);

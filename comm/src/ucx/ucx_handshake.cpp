@@ -16,17 +16,23 @@ void ucx_core::refuse(const std::shared_ptr<ucx_connection>& c, const detail::he
        [this, conn](const op_status&) { close_conn(conn, false); }, false);
 }
 
+// Sends the server's answer to a hello or to a proof of the token: an acceptance goes out
+// (true); a refusal goes out and then the connection closes (false).
+bool ucx_core::answer(const std::shared_ptr<ucx_connection>& c, const detail::hello_reply& reply) {
+  if (!reply.accepted) {
+    refuse(c, reply);
+    return false;
+  }
+  send(c, am_hello_reply, {}, detail::encode_hello_reply(reply), {}, nullptr, false);
+  return true;
+}
+
 void ucx_core::on_hello(const std::shared_ptr<ucx_connection>& c, std::span<const std::byte> bytes) {
   if (!c->server_ || c->hello_seen_) {
     fail(c, {errc::invalid_message, "unexpected hello"});
     return;
   }
-  auto reply = detail::answer_hello(*c, bytes, opts_.common, *log_, "ucx");
-  if (!reply.accepted) {
-    refuse(c, reply);
-    return;
-  }
-  send(c, am_hello_reply, {}, detail::encode_hello_reply(reply), {}, nullptr, false);
+  if (!answer(c, detail::answer_hello(*c, bytes, opts_.common, *log_, "ucx"))) return;
   if (!c->handshaken_) return;  // waits for the client's proof of the token
   detail::admit(*c, c);
   replay_held(c);
@@ -37,14 +43,9 @@ void ucx_core::on_auth(const std::shared_ptr<ucx_connection>& c, std::span<const
     fail(c, {errc::invalid_message, "unexpected proof of the token"});
     return;
   }
-  auto verdict = detail::take_proof(*c, proof, opts_.common, *log_, "ucx");
-  if (!verdict.accepted) {
-    refuse(c, verdict);
-    return;
-  }
   // The verdict goes first: the client sends nothing before it, and the server's own data
   // (once the user has the connection) follows it.
-  send(c, am_hello_reply, {}, detail::encode_hello_reply(verdict), {}, nullptr, false);
+  if (!answer(c, detail::take_proof(*c, proof, opts_.common, *log_, "ucx"))) return;
   detail::admit(*c, c);
   replay_held(c);
 }

@@ -30,9 +30,6 @@ std::size_t size_of(element_type type);
 
 enum class reduce_op { sum, max };
 
-/// An error of `kind` with `message` (no file or field: communication errors have none).
-error make_error(error_kind kind, std::string message);
-
 /// A contiguous buffer on the communicator's device (host memory for Gloo, device memory for
 /// NCCL).
 struct buffer_view {

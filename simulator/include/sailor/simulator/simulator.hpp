@@ -189,6 +189,10 @@ struct sim_inputs {
   const config::cluster* cluster = nullptr;          ///< links, zones, prices
   const config::sailor_network* network = nullptr;   ///< Sailor's fits (win over cluster links)
   config::job job;
+
+  /// Sailor's inputs for one of its models: the shape, profile, GPU catalog, network fits and
+  /// optimizer (`data` must outlive the inputs).
+  static sim_inputs of(const config::sailor_data& data);
 };
 
 /// One end of a transfer: a replica's zone, GPU type and TP degree (GPUs used per node).
