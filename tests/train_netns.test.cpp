@@ -4,6 +4,8 @@
 // collectives listen on each node's advertised address, and each node keeps its checkpoint
 // shards in its own folder. One node is killed mid-training; the supervisor re-plans over the
 // other two, and the loss curve must be the one an undisturbed single rank gives.
+// A second job loses a whole pipeline stage by SIGKILL: its checkpoint shards live on in the
+// copies its writer made on a node of the other stage, and the job resumes from them.
 //
 // Where namespaces cannot be made (not root), the test exits with code 77, which CTest
 // reports as skipped (SKIP_RETURN_CODE), never as passed.
@@ -12,6 +14,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -73,39 +76,59 @@ int node_outside_replica_0(const std::string& out) {
   return -1;
 }
 
+// A coordinator of the tiny job (even planner, two emulated zones) in host 0 with `extra`
+// options, training `iterations` once `quorum` nodes joined; its join address (empty when it
+// did not listen).
+std::string start_lab_coordinator(std::unique_ptr<child>& coordinator, const netns_lab& lab,
+                                  const temp_dir& dir, const std::string& transport, int quorum,
+                                  int iterations, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> argv{
+    sailor_bin(), "coordinator", "--planner", "even", "--listen", lab.address(0) + ":0", "--cluster",
+    configs + "/clusters/local-2-zones.yaml", "--model", configs + "/models/tiny.yaml",
+    "--job", configs + "/jobs/tiny.yaml", "--quorum", std::to_string(quorum), "--settle-s", "30",
+    "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "10000", "--peer-timeout-s",
+    "10", "--transport", transport, "--train-dir", "/tmp/job", "--iterations",
+    std::to_string(iterations), "--exit-when-done", "--emulate-links"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  coordinator = std::make_unique<child>(lab.in_host(0, argv, lab_env()),
+                                        dir.path("coordinator.out"), dir.path("coordinator.err"));
+  REQUIRE(coordinator->pid() > 0);
+  const std::string port = listening_port(*coordinator, lab.address(0));
+  return port.empty() ? std::string{} : lab.address(0) + ":" + port;
+}
+
+// `count` nodes (node-0.., in hosts 1.., zones local-a and local-b in turn), each keeping its
+// state in its own private /tmp.
+std::vector<std::unique_ptr<child>> start_lab_nodes(const netns_lab& lab, const temp_dir& dir,
+                                                    const std::string& join,
+                                                    const std::string& transport, int count) {
+  std::vector<std::unique_ptr<child>> nodes;
+  for (int k = 0; k < count; ++k) {
+    const std::string name = "node-" + std::to_string(k);
+    nodes.push_back(std::make_unique<child>(
+      lab.in_host(k + 1,
+                  {sailor_bin("sailor-node"), "--join", join, "--zone", k % 2 ? "local-b" : "local-a",
+                   "--devices", "cpu:1", "--name", name, "--transport", transport,
+                   "--state-dir", "/tmp/state"},
+                  lab_env()),
+      dir.path(name + ".out"), dir.path(name + ".err")));
+    REQUIRE(nodes.back()->pid() > 0);
+  }
+  return nodes;
+}
+
 void train_across_namespaces(const std::string& transport) {
   netns_lab lab{4};
   skip_without_namespaces(lab);
   temp_dir dir;
   const int iterations = 60;  // enough to kill a node mid-training on an idle machine
-  child coordinator{
-    lab.in_host(0,
-                {sailor_bin(), "coordinator", "--planner", "even", "--listen", lab.address(0) + ":0", "--cluster",
-                 configs + "/clusters/local-2-zones.yaml", "--model", configs + "/models/tiny.yaml",
-                 "--job", configs + "/jobs/tiny.yaml", "--quorum", "3", "--settle-s", "30",
-                 "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "10000", "--peer-timeout-s",
-                 "10", "--transport", transport, "--train-dir", "/tmp/job", "--iterations",
-                 std::to_string(iterations), "--exit-when-done", "--emulate-links"},
-                lab_env()),
-    dir.path("coordinator.out"), dir.path("coordinator.err")};
-  REQUIRE(coordinator.pid() > 0);
-  const std::string port = listening_port(coordinator, lab.address(0));
+  std::unique_ptr<child> coordinator_process;
+  const std::string join =
+    start_lab_coordinator(coordinator_process, lab, dir, transport, 3, iterations);
+  child& coordinator = *coordinator_process;
   INFO(coordinator.out() << coordinator.err());
-  REQUIRE(!port.empty());
-  const std::string join = lab.address(0) + ":" + port;
-  std::vector<std::unique_ptr<child>> nodes;
-  const char* zones[] = {"local-a", "local-b", "local-a"};
-  for (int k = 0; k < 3; ++k) {
-    const std::string name = "node-" + std::to_string(k);
-    nodes.push_back(std::make_unique<child>(
-      lab.in_host(k + 1,
-                  {sailor_bin("sailor-node"), "--join", join, "--zone", zones[k], "--devices",
-                   "cpu:1", "--name", name, "--transport", transport, "--state-dir",
-                   "/tmp/state"},
-                  lab_env()),
-      dir.path(name + ".out"), dir.path(name + ".err")));
-    REQUIRE(nodes.back()->pid() > 0);
-  }
+  REQUIRE(!join.empty());
+  auto nodes = start_lab_nodes(lab, dir, join, transport, 3);
   bool trained = eventually(120s, [&] {
     return coordinator.out().find("iteration 3/" + std::to_string(iterations)) != std::string::npos;
   });
@@ -129,7 +152,7 @@ void train_across_namespaces(const std::string& transport) {
   CHECK(out.find("training finished: " + std::to_string(iterations) + " iterations") !=
         std::string::npos);
   CHECK(out.find("plan v2") != std::string::npos);  // re-planned without the victim
-  CHECK(out.find("(resumed from the checkpoint)") != std::string::npos);
+  CHECK(out.find("(resumed from the survivors' memory)") != std::string::npos);
   // The survivors restored the state they kept in memory after their last iteration (from
   // their own memory, or fetched into memory over the transport what they lacked): no file.
   std::string restored;
@@ -158,6 +181,100 @@ void train_across_namespaces(const std::string& transport) {
   }
 }
 
+// The nodes (indices 0..) of the last stage of the first plan the coordinator printed.
+std::vector<int> nodes_of_last_stage(const std::string& out) {
+  std::istringstream lines{out.substr(0, out.find("iteration 1/"))};
+  const std::regex replica{R"(\[[^@\]]+@[^ ]+ tp[0-9]+ (node-[0-9]+)/[0-9]+\])"};
+  std::vector<int> last;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("  stage ") != 0)
+      continue;
+    last.clear();
+    for (std::sregex_iterator i{line.begin(), line.end(), replica}, end; i != end; ++i)
+      last.push_back(std::stoi((*i)[1].str().substr(5)));
+  }
+  return last;
+}
+
+// The number of the last iteration the coordinator printed before `until` (0: none).
+int last_printed_before(const std::string& out, const std::string& until, int iterations) {
+  const std::regex line{"iteration ([0-9]+)/" + std::to_string(iterations) + "  loss"};
+  const auto head = out.substr(0, out.find(until));
+  int last = 0;
+  for (std::sregex_iterator i{head.begin(), head.end(), line}, end; i != end; ++i)
+    last = std::stoi((*i)[1]);
+  return last;
+}
+
+// 4 nodes, 2 stages of 2 replicas (one per zone), a checkpoint every 2 iterations. Every node
+// of stage 1 gets SIGKILL: no survivor holds its layers in memory, and its checkpoint shards
+// were written to the private /tmp of its replica 0, gone with it. The copies that writer made
+// on a node of stage 0 are what the next plan restores.
+void lose_a_stage_across_namespaces(const std::string& transport) {
+  netns_lab lab{5};
+  skip_without_namespaces(lab);
+  temp_dir dir;
+  const int iterations = 40;
+  std::unique_ptr<child> coordinator_process;
+  const std::string join = start_lab_coordinator(coordinator_process, lab, dir, transport, 4,
+                                                 iterations, {"--checkpoint-every", "2"});
+  child& coordinator = *coordinator_process;
+  INFO(coordinator.out() << coordinator.err());
+  REQUIRE(!join.empty());
+  auto nodes = start_lab_nodes(lab, dir, join, transport, 4);
+  // A copy of the checkpoint after iteration 2 is made once it is written; by iteration 6 two
+  // checkpoints were (their copies are on the way, off the training thread).
+  bool trained = eventually(150s, [&] {
+    return coordinator.out().find("iteration 6/" + std::to_string(iterations)) != std::string::npos;
+  });
+  INFO(coordinator.out());
+  INFO(coordinator.err());
+  REQUIRE(trained);
+  const auto stage = nodes_of_last_stage(coordinator.out());
+  REQUIRE(stage.size() == 2);
+  for (int k : stage)
+    nodes[k]->signal(SIGKILL);
+  for (int k : stage)
+    CHECK(nodes[k]->wait_exit(5s) == 128 + SIGKILL);
+  const int code = coordinator.wait_exit(150s);
+  const std::string out = coordinator.out();
+  std::string survivors;
+  for (int k = 0; k < 4; ++k)
+    if (std::find(stage.begin(), stage.end(), k) == stage.end())
+      survivors += nodes[k]->err();
+  INFO(survivors);
+  REQUIRE(code == 0);
+  CHECK(out.find("training finished: " + std::to_string(iterations) + " iterations") !=
+        std::string::npos);
+  // A survivor held a copy of the lost stage's checkpoint shards, made by their writer.
+  CHECK(survivors.find("copied by") != std::string::npos);
+  // The next plan resumed from that checkpoint (or, when the kill landed right after a
+  // checkpoint, from the survivors' memory and it): the iterations after it ran again and are
+  // counted; its shards came over the transport.
+  const auto last_match = [&](const std::string& pattern) {
+    const std::regex re{pattern};
+    std::smatch last;
+    for (std::sregex_iterator i{out.begin(), out.end(), re}, end; i != end; ++i)
+      last = *i;
+    return last;
+  };
+  const auto resumed = last_match("training iterations ([0-9]+)\\.\\." + std::to_string(iterations) +
+                                  " \\(resumed from (the checkpoint|the survivors' memory and the "
+                                  "checkpoint)\\)");
+  REQUIRE(!resumed.empty());
+  const int from = std::stoi(resumed[1]) - 1;
+  CHECK(from >= 2);
+  const auto recovered = last_match("recovered in [0-9.]+ s: state from (checkpoint|mixed) "
+                                    "\\(([0-9]+) bytes\\), ([0-9]+) completed iterations run again");
+  REQUIRE(!recovered.empty());
+  CHECK(std::stoll(recovered[2]) > 0);
+  // The iterations completed before the kill was noticed, after the checkpoint: run again.
+  const int done_before = last_printed_before(out, "(resumed from", iterations);
+  CHECK(done_before >= 6);
+  CHECK(std::stoi(recovered[3]) == done_before - from);
+  check_printed_curve(out, iterations);
+}
+
 }  // namespace
 
 TEST_CASE("netns: three nodes on separate hosts train over TCP, survive a kill, match one rank") {
@@ -168,4 +285,9 @@ TEST_CASE("netns: three nodes on separate hosts train over UCX, survive a kill, 
   train_across_namespaces("ucx");
 }
 
+TEST_CASE("netns: a whole pipeline stage killed across hosts: resumed from the copies of its checkpoint on the other stage, the iterations after it run again, the same loss curve") {
+  lose_a_stage_across_namespaces("tcp");
+}
+
 #endif
+

@@ -31,6 +31,18 @@ struct held_checkpoint {
   std::string other_folder;
 };
 
+/// Where a plan's restore takes its state, as recovery records and summaries name it:
+/// "none" (`start_iteration` 0: it starts from scratch), "replicas" (the survivors' memory,
+/// a `restore_dir` checkpoints/<job>/mem), "mixed" (that memory for some layers, files of
+/// `restore_files` outside it for the others) or "checkpoint" (a checkpoint on disk, or the
+/// copies of its shards other nodes keep).
+std::string state_source(int start_iteration, const std::string& restore_dir,
+                         const std::vector<std::string>& restore_files);
+
+/// `state_source`'s value in words, for messages: "the survivors' memory", "the checkpoint",
+/// "the survivors' memory and the checkpoint", "nothing".
+std::string state_source_words(const std::string& source);
+
 class checkpoint_holdings {
 public:
   /// Records that `holder` has `file`; ignores paths that are not shard files.
