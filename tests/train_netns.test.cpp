@@ -267,12 +267,62 @@ void lose_a_stage_across_namespaces(const std::string& transport) {
   const auto recovered = last_match("recovered in [0-9.]+ s: state from (checkpoint|mixed) "
                                     "\\(([0-9]+) bytes\\), ([0-9]+) completed iterations run again");
   REQUIRE(!recovered.empty());
+  MESSAGE(recovered.str());
   CHECK(std::stoll(recovered[2]) > 0);
   // The iterations completed before the kill was noticed, after the checkpoint: run again.
   const int done_before = last_printed_before(out, "(resumed from", iterations);
   CHECK(done_before >= 6);
   CHECK(std::stoi(recovered[3]) == done_before - from);
   check_printed_curve(out, iterations);
+}
+
+// 3 nodes; a node with no role in replica 0 drops off the network without a word (its link
+// cut: no reset reaches its peers, which may be waiting for it inside a collective). Each
+// surviving rank must still abandon its iteration, bounded by the peer timeout (10 s here),
+// and the job go on from the survivors' memory. Prints how long from the cut to the next
+// plan's first completed iteration.
+void lose_a_silent_node_across_namespaces(const std::string& transport) {
+  netns_lab lab{4};
+  skip_without_namespaces(lab);
+  temp_dir dir;
+  const int iterations = 40;
+  std::unique_ptr<child> coordinator_process;
+  const std::string join =
+    start_lab_coordinator(coordinator_process, lab, dir, transport, 3, iterations);
+  child& coordinator = *coordinator_process;
+  INFO(coordinator.out() << coordinator.err());
+  REQUIRE(!join.empty());
+  auto nodes = start_lab_nodes(lab, dir, join, transport, 3);
+  REQUIRE(eventually(150s, [&] {
+    return coordinator.out().find("iteration 3/" + std::to_string(iterations)) != std::string::npos;
+  }));
+  const int victim = node_outside_replica_0(coordinator.out());
+  REQUIRE(victim >= 0);
+  const auto cut_at = steady_clock::now();
+  REQUIRE(lab.cut(victim + 1));
+  const bool recovered = eventually(120s, [&] {
+    return coordinator.out().find(" recovered in ") != std::string::npos;
+  });
+  const double recovered_s = duration<double>(steady_clock::now() - cut_at).count();
+  INFO(coordinator.out());
+  INFO(coordinator.err());
+  REQUIRE(recovered);
+  const int code = coordinator.wait_exit(150s);
+  const std::string out = coordinator.out();
+  REQUIRE(code == 0);
+  CHECK(out.find("training finished: " + std::to_string(iterations) + " iterations") !=
+        std::string::npos);
+  // The survivors hold every layer: nothing is run again.
+  std::smatch line;
+  REQUIRE(std::regex_search(out, line, std::regex{"recovered in ([0-9.]+) s: state from replicas \\([0-9]+ bytes\\), 0 completed iterations run again"}));
+  std::smatch reported;
+  const std::string log = coordinator.err();
+  std::regex_search(log, reported,
+                    std::regex{"the survivors of plan v1 reported their state \\([0-9]+ of [0-9]+ ranks\\) after [0-9.]+ s"});
+  MESSAGE("cut -> the next plan's first iteration: " << recovered_s << " s (the supervisor's own "
+          "record, from noticing the loss: " << line[1] << " s); " << reported.str());
+  check_printed_curve(out, iterations);
+  nodes[victim]->signal(SIGKILL);
 }
 
 }  // namespace
@@ -283,6 +333,10 @@ TEST_CASE("netns: three nodes on separate hosts train over TCP, survive a kill, 
 
 TEST_CASE("netns: three nodes on separate hosts train over UCX, survive a kill, match one rank") {
   train_across_namespaces("ucx");
+}
+
+TEST_CASE("netns: a node that drops off the network without a word: the survivors abandon the iteration in flight within the peer timeout and the job goes on from their memory") {
+  lose_a_silent_node_across_namespaces("tcp");
 }
 
 TEST_CASE("netns: a whole pipeline stage killed across hosts: resumed from the copies of its checkpoint on the other stage, the iterations after it run again, the same loss curve") {

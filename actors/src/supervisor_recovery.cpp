@@ -9,7 +9,9 @@
 //        reported (or failed before training), at most options.state_wait;
 //     -> the plan resumes from the newest state every layer of which is held: the
 //        survivors' memory (checkpoints/<job>/mem) when it is complete, else the newest
-//        complete checkpoint on disk (checkpoint_holdings::newest);
+//        complete checkpoint (checkpoint_holdings::newest): on the writers' disks, or the
+//        copies each writer made of its shards on a node outside its stage (report phase
+//        "copy"), which outlive the whole stage;
 //     -> its first completed iteration closes the record (options.on_recovery).
 //
 //   a plan is made while every rank of the running plan still trains (a node joined: growth;

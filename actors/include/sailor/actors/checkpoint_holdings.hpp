@@ -7,7 +7,8 @@
 /// checkpoints/v3/iter-00000004/shard-...ckpt, and checkpoint_holder, the address of the
 /// node's shard server). A checkpoint (a folder and an iteration) is complete when, for one
 /// writing layout, every writer's file is held by a node still in the job. A node that is
-/// lost takes its files with it.
+/// lost takes its files with it; a writer's copies of its shards on a node outside its stage
+/// (reported by that node, phase "copy") keep them held.
 /// No LibTorch here.
 
 #include <cstddef>
