@@ -76,62 +76,66 @@ int node_outside_replica_0(const std::string& out) {
   return -1;
 }
 
-// A coordinator of the tiny job (even planner, two emulated zones) in host 0 with `extra`
-// options, training `iterations` once `quorum` nodes joined; its join address (empty when it
-// did not listen).
-std::string start_lab_coordinator(std::unique_ptr<child>& coordinator, const netns_lab& lab,
-                                  const temp_dir& dir, const std::string& transport, int quorum,
-                                  int iterations, const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> argv{
-    sailor_bin(), "coordinator", "--planner", "even", "--listen", lab.address(0) + ":0", "--cluster",
-    configs + "/clusters/local-2-zones.yaml", "--model", configs + "/models/tiny.yaml",
-    "--job", configs + "/jobs/tiny.yaml", "--quorum", std::to_string(quorum), "--settle-s", "30",
-    "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "10000", "--peer-timeout-s",
-    "10", "--transport", transport, "--train-dir", "/tmp/job", "--iterations",
-    std::to_string(iterations), "--exit-when-done", "--emulate-links"};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  coordinator = std::make_unique<child>(lab.in_host(0, argv, lab_env()),
-                                        dir.path("coordinator.out"), dir.path("coordinator.err"));
-  REQUIRE(coordinator->pid() > 0);
-  const std::string port = listening_port(*coordinator, lab.address(0));
-  return port.empty() ? std::string{} : lab.address(0) + ":" + port;
-}
-
-// `count` nodes (node-0.., in hosts 1.., zones local-a and local-b in turn), each keeping its
-// state in its own private /tmp.
-std::vector<std::unique_ptr<child>> start_lab_nodes(const netns_lab& lab, const temp_dir& dir,
-                                                    const std::string& join,
-                                                    const std::string& transport, int count) {
+// A job in the lab: the coordinator of the tiny job (even planner, two emulated zones) in
+// host 0, and nodes node-0.. in hosts 1.. (zones local-a and local-b in turn), each keeping
+// its state in its own private /tmp.
+struct lab_job {
+  temp_dir dir;
+  int iterations = 0;
+  std::unique_ptr<child> coordinator;
   std::vector<std::unique_ptr<child>> nodes;
-  for (int k = 0; k < count; ++k) {
-    const std::string name = "node-" + std::to_string(k);
-    nodes.push_back(std::make_unique<child>(
-      lab.in_host(k + 1,
-                  {sailor_bin("sailor-node"), "--join", join, "--zone", k % 2 ? "local-b" : "local-a",
-                   "--devices", "cpu:1", "--name", name, "--transport", transport,
-                   "--state-dir", "/tmp/state"},
-                  lab_env()),
-      dir.path(name + ".out"), dir.path(name + ".err")));
-    REQUIRE(nodes.back()->pid() > 0);
+
+  // Starts the coordinator (training `iterations` once `count` nodes joined, with `extra`
+  // options) and the nodes.
+  void start(const netns_lab& lab, const std::string& transport, int count, int training,
+             const std::vector<std::string>& extra = {}) {
+    iterations = training;
+    std::vector<std::string> argv{
+      sailor_bin(), "coordinator", "--planner", "even", "--listen", lab.address(0) + ":0",
+      "--cluster", configs + "/clusters/local-2-zones.yaml", "--model", configs + "/models/tiny.yaml",
+      "--job", configs + "/jobs/tiny.yaml", "--quorum", std::to_string(count), "--settle-s", "30",
+      "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "10000", "--peer-timeout-s",
+      "10", "--transport", transport, "--train-dir", "/tmp/job", "--iterations",
+      std::to_string(iterations), "--exit-when-done", "--emulate-links"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    coordinator = std::make_unique<child>(lab.in_host(0, argv, lab_env()),
+                                          dir.path("coordinator.out"), dir.path("coordinator.err"));
+    REQUIRE(coordinator->pid() > 0);
+    const std::string port = listening_port(*coordinator, lab.address(0));
+    INFO(coordinator->out() << coordinator->err());
+    REQUIRE(!port.empty());
+    const std::string join = lab.address(0) + ":" + port;
+    for (int k = 0; k < count; ++k) {
+      const std::string name = "node-" + std::to_string(k);
+      nodes.push_back(std::make_unique<child>(
+        lab.in_host(k + 1,
+                    {sailor_bin("sailor-node"), "--join", join, "--zone", k % 2 ? "local-b" : "local-a",
+                     "--devices", "cpu:1", "--name", name, "--transport", transport,
+                     "--state-dir", "/tmp/state"},
+                    lab_env()),
+        dir.path(name + ".out"), dir.path(name + ".err")));
+      REQUIRE(nodes.back()->pid() > 0);
+    }
   }
-  return nodes;
-}
+
+  // Whether the coordinator printed iteration `k` within `bound`.
+  bool reached(int k, std::chrono::seconds bound) const {
+    return eventually(bound, [&] {
+      return coordinator->out().find("iteration " + std::to_string(k) + "/" +
+                                     std::to_string(iterations)) != std::string::npos;
+    });
+  }
+};
 
 void train_across_namespaces(const std::string& transport) {
   netns_lab lab{4};
   skip_without_namespaces(lab);
-  temp_dir dir;
+  lab_job job;
   const int iterations = 60;  // enough to kill a node mid-training on an idle machine
-  std::unique_ptr<child> coordinator_process;
-  const std::string join =
-    start_lab_coordinator(coordinator_process, lab, dir, transport, 3, iterations);
-  child& coordinator = *coordinator_process;
-  INFO(coordinator.out() << coordinator.err());
-  REQUIRE(!join.empty());
-  auto nodes = start_lab_nodes(lab, dir, join, transport, 3);
-  bool trained = eventually(120s, [&] {
-    return coordinator.out().find("iteration 3/" + std::to_string(iterations)) != std::string::npos;
-  });
+  job.start(lab, transport, 3, iterations);
+  child& coordinator = *job.coordinator;
+  auto& nodes = job.nodes;
+  bool trained = job.reached(3, 120s);
   INFO(coordinator.out());
   INFO(coordinator.err());
   INFO(nodes[0]->err());
@@ -213,20 +217,14 @@ int last_printed_before(const std::string& out, const std::string& until, int it
 void lose_a_stage_across_namespaces(const std::string& transport) {
   netns_lab lab{5};
   skip_without_namespaces(lab);
-  temp_dir dir;
+  lab_job job;
   const int iterations = 40;
-  std::unique_ptr<child> coordinator_process;
-  const std::string join = start_lab_coordinator(coordinator_process, lab, dir, transport, 4,
-                                                 iterations, {"--checkpoint-every", "2"});
-  child& coordinator = *coordinator_process;
-  INFO(coordinator.out() << coordinator.err());
-  REQUIRE(!join.empty());
-  auto nodes = start_lab_nodes(lab, dir, join, transport, 4);
+  job.start(lab, transport, 4, iterations, {"--checkpoint-every", "2"});
+  child& coordinator = *job.coordinator;
+  auto& nodes = job.nodes;
   // A copy of the checkpoint after iteration 2 is made once it is written; by iteration 6 two
   // checkpoints were (their copies are on the way, off the training thread).
-  bool trained = eventually(150s, [&] {
-    return coordinator.out().find("iteration 6/" + std::to_string(iterations)) != std::string::npos;
-  });
+  bool trained = job.reached(6, 150s);
   INFO(coordinator.out());
   INFO(coordinator.err());
   REQUIRE(trained);
@@ -284,18 +282,12 @@ void lose_a_stage_across_namespaces(const std::string& transport) {
 void lose_a_silent_node_across_namespaces(const std::string& transport) {
   netns_lab lab{4};
   skip_without_namespaces(lab);
-  temp_dir dir;
+  lab_job job;
   const int iterations = 40;
-  std::unique_ptr<child> coordinator_process;
-  const std::string join =
-    start_lab_coordinator(coordinator_process, lab, dir, transport, 3, iterations);
-  child& coordinator = *coordinator_process;
-  INFO(coordinator.out() << coordinator.err());
-  REQUIRE(!join.empty());
-  auto nodes = start_lab_nodes(lab, dir, join, transport, 3);
-  REQUIRE(eventually(150s, [&] {
-    return coordinator.out().find("iteration 3/" + std::to_string(iterations)) != std::string::npos;
-  }));
+  job.start(lab, transport, 3, iterations);
+  child& coordinator = *job.coordinator;
+  auto& nodes = job.nodes;
+  REQUIRE(job.reached(3, 150s));
   const int victim = node_outside_replica_0(coordinator.out());
   REQUIRE(victim >= 0);
   const auto cut_at = steady_clock::now();
