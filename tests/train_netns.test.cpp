@@ -278,7 +278,10 @@ void lose_a_stage_across_namespaces(const std::string& transport) {
 // cut: no reset reaches its peers, which may be waiting for it inside a collective). Each
 // surviving rank must still abandon its iteration, bounded by the peer timeout (10 s here),
 // and the job go on from the survivors' memory. Prints how long from the cut to the next
-// plan's first completed iteration.
+// plan's first completed iteration. (Here the heartbeat timeout equals the peer timeout.
+// With a peer timeout longer than the heartbeat timeout plus the supervisor's state wait,
+// the survivors are still blocked when the wait ends: the next plan then takes an older
+// checkpoint instead of their memory; nothing aborts a blocked collective on release yet.)
 void lose_a_silent_node_across_namespaces(const std::string& transport) {
   netns_lab lab{4};
   skip_without_namespaces(lab);
