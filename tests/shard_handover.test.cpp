@@ -1,7 +1,8 @@
 // A node leaving with notice hands the state it keeps in memory over to a node that stays
 // (train/shard_service.hpp): two shard servers on loopback TCP in this process. The shard
 // arrives byte for byte in the receiver's memory, its node is told, and it is then served to
-// a third party like any shard; what is not in-memory state is refused and changes nothing.
+// a third party like any shard; a writer's copy of a checkpoint shard is taken the same way;
+// what is not a shard of an iteration folder is refused and changes nothing.
 // A shard several nodes hold is fetched in parts from all of them at once, and whole when one
 // of them is gone.
 
@@ -10,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -80,18 +82,50 @@ TEST_CASE("shard handover: a leaving node's in-memory shard is held and served b
   REQUIRE(chars.size() == shard->size());
   CHECK(std::equal(chars.begin(), chars.end(), reinterpret_cast<const char*>(shard->data())));
 
-  // Only in-memory state may be handed over: a plan folder's shard, or a path out of the state
-  // folder, is refused and changes nothing.
+  // A writer's copy of a checkpoint shard of a plan folder is taken the same way (the
+  // checkpoint then outlives the writer's stage); what is not a shard of an iteration folder,
+  // or a path out of the state folder, is refused and changes nothing.
   const std::string disk = "checkpoints/job/v1/iter-00000004/shard-a-w1-of-2-layers-3-6-tp0-of-1.ckpt";
-  CHECK(train::hand_over_shard(*leaving_transport, (*server)->address(), disk, shard, 10s));
+  err = train::hand_over_shard(*leaving_transport, (*server)->address(), disk, shard, 10s);
+  REQUIRE_MESSAGE(!err, (err ? err->message : ""));
+  REQUIRE(staying_memory->get(disk));
+  CHECK(*staying_memory->get(disk) == *shard);
   CHECK(train::hand_over_shard(*leaving_transport, (*server)->address(),
                                "checkpoints/job/mem/../../../etc/x", shard, 10s));
+  const std::string not_an_iteration = "checkpoints/job/v1/latest/shard-a-w1-of-2-layers-3-6-tp0-of-1.ckpt";
+  CHECK(train::hand_over_shard(*leaving_transport, (*server)->address(), not_an_iteration, shard, 10s));
   CHECK(train::handover_path(path));
   CHECK_FALSE(train::handover_path(disk));
-  CHECK_FALSE(train::handover_path("checkpoints/job/mem/iter-00000004"));
-  CHECK(staying_memory->get(disk) == nullptr);
+  CHECK(train::shard_copy_path(disk));
+  CHECK(train::shard_copy_path(path));
+  CHECK_FALSE(train::shard_copy_path(not_an_iteration));
+  CHECK_FALSE(train::shard_copy_path("checkpoints/job/mem/iter-00000004"));
+  CHECK(staying_memory->get(not_an_iteration) == nullptr);
   std::lock_guard lock{mu};
-  CHECK(told.size() == 1);
+  REQUIRE(told.size() == 2);
+  CHECK(told[1].first == disk);
+}
+
+TEST_CASE("shard copies: a node drops the copies of plan folders no plan restores from, keeps the survivors' memory, and the newest two iterations of a folder") {
+  train::memory_shards memory;
+  const auto file = [](const std::string& folder, int iteration) {
+    char name[32];
+    std::snprintf(name, sizeof name, "iter-%08d", iteration);
+    return "checkpoints/job/" + folder + "/" + name + "/shard-a-w0-of-1-layers-0-6-tp0-of-1.ckpt";
+  };
+  for (int it : {2, 4, 6})
+    memory.put(file("v1", it), pattern(16));
+  memory.put(file("v2", 8), pattern(16));
+  memory.put(file("mem", 7), pattern(16));
+  // Like the checkpoints on the writer's disk: the newest two iterations of v1 stay.
+  CHECK(memory.get(file("v1", 2)) == nullptr);
+  CHECK(memory.get(file("v1", 4)));
+  CHECK(memory.drop_plan_folders("checkpoints/job", {"checkpoints/job/v2"}) == 2);
+  CHECK(memory.get(file("v1", 6)) == nullptr);
+  CHECK(memory.get(file("v2", 8)));
+  CHECK(memory.get(file("mem", 7)));
+  CHECK(memory.drop_plan_folders("checkpoints/other", {}) == 0);
+  CHECK(memory.get(file("v2", 8)));
 }
 
 namespace {

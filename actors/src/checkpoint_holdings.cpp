@@ -58,6 +58,28 @@ bool memory_folder(const std::string& folder) {
 
 }  // namespace
 
+std::string state_source(int start_iteration, const std::string& restore_dir,
+                         const std::vector<std::string>& restore_files) {
+  if (start_iteration <= 0)
+    return "none";
+  if (!memory_folder(restore_dir))
+    return "checkpoint";
+  const bool other = std::any_of(restore_files.begin(), restore_files.end(), [&](const auto& f) {
+    return f.rfind(restore_dir + "/", 0) != 0;
+  });
+  return other ? "mixed" : "replicas";
+}
+
+std::string state_source_words(const std::string& source) {
+  if (source == "replicas")
+    return "the survivors' memory";
+  if (source == "mixed")
+    return "the survivors' memory and the checkpoint";
+  if (source == "checkpoint")
+    return "the checkpoint";
+  return "nothing";
+}
+
 held_checkpoint checkpoint_holdings::newest(const std::string& under, int below) const {
   // Of the iterations with complete state, the newest; there, the survivors' memory first (no
   // disk read, and it is where the newest state is), then memory for the layers it holds and

@@ -160,3 +160,15 @@ TEST_CASE("holdings: memory for the layers survivors hold and the checkpoint of 
   CHECK_FALSE(best.mixed);
   CHECK(best.folder == "checkpoints/j/v1");
 }
+
+TEST_CASE("holdings: where a restore takes its state, in the words of the recovery record") {
+  CHECK(actors::state_source(0, "", {}) == "none");
+  const std::string mem = "checkpoints/job/mem";
+  CHECK(actors::state_source(4, mem, {mem + "/iter-00000004/a.ckpt"}) == "replicas");
+  CHECK(actors::state_source(4, mem, {mem + "/iter-00000004/a.ckpt",
+                                      "checkpoints/job/v1/iter-00000004/b.ckpt"}) == "mixed");
+  CHECK(actors::state_source(4, "checkpoints/job/v1", {"checkpoints/job/v1/iter-00000004/b.ckpt"}) ==
+        "checkpoint");
+  CHECK(actors::state_source_words("replicas") == "the survivors' memory");
+  CHECK(actors::state_source_words("checkpoint") == "the checkpoint");
+}

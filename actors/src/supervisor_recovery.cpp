@@ -9,7 +9,9 @@
 //        reported (or failed before training), at most options.state_wait;
 //     -> the plan resumes from the newest state every layer of which is held: the
 //        survivors' memory (checkpoints/<job>/mem) when it is complete, else the newest
-//        complete checkpoint on disk (checkpoint_holdings::newest);
+//        complete checkpoint (checkpoint_holdings::newest): on the writers' disks, or the
+//        copies each writer made of its shards on a node outside its stage (report phase
+//        "copy"), which outlive the whole stage;
 //     -> its first completed iteration closes the record (options.on_recovery).
 //
 //   a plan is made while every rank of the running plan still trains (a node joined: growth;
@@ -180,17 +182,16 @@ bool recovery_report(supervisor* self, const train_report& x) {
   if (kind == report_kind::snapshot && x.phase == "handover")
     log::get("actors")->info("[supervisor] {} holds {} ({} bytes), handed over by a node that "
                              "leaves", x.node, x.checkpoint_file, x.bytes);
+  if (kind == report_kind::snapshot && x.phase == "copy")
+    log::get("actors")->debug("[supervisor] {} holds a copy of {} ({} bytes)", x.node,
+                              x.checkpoint_file, x.bytes);
   if (kind == report_kind::snapshot && !x.error.empty())
     log::get("actors")->info("[supervisor] {} rank {} keeps no state: {}", x.node, x.rank, x.error);
   return kind == report_kind::snapshot;
 }
 
 bool mixed_restore(const training_job& job) {
-  if (!memory_folder(job.restore_dir))
-    return false;
-  return std::any_of(job.restore_files.begin(), job.restore_files.end(), [&](const std::string& f) {
-    return f.rfind(job.restore_dir + "/", 0) != 0;
-  });
+  return state_source(job.start_iteration, job.restore_dir, job.restore_files) == "mixed";
 }
 
 void recovery_assigned(supervisor* self, const std::vector<iteration_record>& earlier) {
@@ -220,9 +221,7 @@ void recovery_assigned(supervisor* self, const std::vector<iteration_record>& ea
   r.planning_s = seconds_between(rec.noticed, rec.assigned);
   record(self, "recovery: plan v" + std::to_string(st.plan_version) + " resumes after iteration " +
                  std::to_string(r.start_iteration) + " from " +
-                 (r.state_source == "replicas" ? "the survivors' memory"
-                  : r.state_source == "mixed"  ? "the survivors' memory and the checkpoint"
-                                               : r.state_source) +
+                 state_source_words(r.state_source) +
                  "; " + std::to_string(r.lost_iterations) + " completed iterations run again");
 }
 

@@ -43,9 +43,13 @@ cluster_status snapshot(supervisor* self) {
       line += val;
     }
     line += ", plan v" + std::to_string(st.training.plan_version());
-    if (st.training.start_iteration() > 0)
-      line += " (resumed from the checkpoint after iteration " +
+    if (st.training.start_iteration() > 0) {
+      const auto source = st.restore_mixed ? std::string{"mixed"}
+                                           : state_source(st.training.start_iteration(),
+                                                          st.restore_folder, {});
+      line += " (resumed from " + state_source_words(source) + " after iteration " +
               std::to_string(st.training.start_iteration()) + ")";
+    }
     // Predicted against measured, and what the last re-plan bought (prediction_note.hpp).
     out.training_summary = std::move(line) + training_notes(self) +
                            prediction_text(prediction_of_run(st.training.predicted_s(),

@@ -80,10 +80,14 @@ std::function<bool(actors::training_job&, const actors::checkpoint_holdings&)> p
       finish(outcome, 1, exit_when_done);
       return false;
     }
+    // Where the state comes from: the survivors' memory, the checkpoint (or copies of its
+    // shards on other nodes), or both.
+    const auto source = actors::state_source(tj.start_iteration, tj.restore_dir, tj.restore_files);
+    const auto resumed =
+      tj.start_iteration > 0 ? " (resumed from " + actors::state_source_words(source) + ")" : "";
     std::printf("plan v%lld: %s; training iterations %d..%d%s\n",
                 static_cast<long long>(tj.plan_version), actors::describe_plan(tj.plan).c_str(),
-                tj.start_iteration + 1, tj.iterations,
-                tj.start_iteration > 0 ? " (resumed from the checkpoint)" : "");
+                tj.start_iteration + 1, tj.iterations, resumed.c_str());
     // A prediction without a profile is the catalog's peak FLOP/s times an efficiency: say so.
     if (auto basis = actors::estimate_basis(tj.plan); !basis.empty())
       std::printf("plan v%lld: predicted %.4f s per iteration, %s\n",

@@ -60,12 +60,11 @@ void local_progress::print_plan() {
                 prediction_.note.c_str());
   } else {
     resumed_at_.push_back(start_iteration_);
+    resumed_from_.push_back(resume_source_);
     const std::string resumed =
-      start_iteration_ > 0
-        ? (resume_source_ == "memory" ? "resuming from the survivors' memory after iteration "
-                                      : "resuming from the checkpoint after iteration ") +
-            std::to_string(start_iteration_)
-        : "no checkpoint: training starts afresh";
+      start_iteration_ > 0 ? "resuming from " + actors::state_source_words(resume_source_) +
+                               " after iteration " + std::to_string(start_iteration_)
+                           : "no state left: training starts afresh";
     std::printf("  re-plan %d over %d nodes: %s\n  predicted iteration time %.4f s; %s\n",
                 plans_ - 1, live_nodes_, actors::describe_plan(*plan_).c_str(),
                 prediction_.predicted_s, resumed.c_str());
@@ -156,8 +155,8 @@ void local_progress::print_summary(const std::string& command, double wall_s) co
   print_stage_predictions();
   std::printf("  re-plans               %d", plans_ > 0 ? plans_ - 1 : 0);
   for (std::size_t k = 0; k < resumed_at_.size(); ++k)
-    std::printf("%s%d", k == 0 ? " (resumed from the checkpoint after iteration " : ", ",
-                resumed_at_[k]);
+    std::printf("%s after iteration %d from %s", k == 0 ? " (resumed" : ",", resumed_at_[k],
+                actors::state_source_words(resumed_from_[k]).c_str());
   std::printf("%s\n", resumed_at_.empty() ? "" : ")");
   if (!preempted_.empty())
     std::printf("  preempted              %s; the next plan completed an iteration %.2f s later "

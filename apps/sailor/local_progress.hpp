@@ -56,7 +56,7 @@ struct training_events {
   std::int64_t plan_version = 0;  ///< of the newest training plan
   int plans = 0;
   int start_iteration = 0;  ///< where the newest plan resumed
-  std::string resume_source;  ///< "memory" or "checkpoint": what the newest plan resumed from
+  std::string resume_source;  ///< what the newest plan resumed from (actors::state_source)
   std::vector<actors::recovery_record> recoveries;  ///< on_recovery, in order
 };
 
@@ -124,6 +124,7 @@ private:
   int plans_ = 0, plans_shown_ = 0, start_iteration_ = 0, live_nodes_ = 0;
   bool finished_ = false;
   std::vector<int> resumed_at_;
+  std::vector<std::string> resumed_from_;  ///< one per resumed_at_: actors::state_source
   std::vector<std::string> preempted_;
   // From the preemption to the first iteration the next plan completed: noticing the loss,
   // re-planning, profiling the new plan, rendezvous and restoring the checkpoint.

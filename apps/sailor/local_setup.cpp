@@ -176,8 +176,7 @@ actors::coordinator_options coordinator_options_for(const local_inputs& in,
     events.plan_version = tj.plan_version;
     ++events.plans;
     events.start_iteration = tj.start_iteration;
-    events.resume_source =
-      fs::path{tj.restore_dir}.filename() == "mem" ? "memory" : "checkpoint";
+    events.resume_source = actors::state_source(tj.start_iteration, tj.restore_dir, tj.restore_files);
     events.finished = false;
     return true;
   };

@@ -71,6 +71,12 @@ public:
     return out;
   }
 
+  /// Host `host` drops off the network without a word, as a machine that loses power: its
+  /// link goes down on the switch's side, so no peer gets a reset, only silence. True when done.
+  bool cut(int host) {
+    return sh("ip -n " + sw() + " link set " + prefix_ + "p" + std::to_string(host) + " down");
+  }
+
 private:
   std::string sw() const { return prefix_ + "sw"; }
 

@@ -130,7 +130,7 @@ actors::train_report handover_report(const std::string& node, const std::string&
                                      std::int64_t bytes) {
   actors::train_report r;
   r.kind = static_cast<std::int32_t>(actors::report_kind::snapshot);
-  r.phase = "handover";
+  r.phase = handover_path(path) ? "handover" : "copy";
   r.plan_version = 0;
   r.node = node;
   r.rank = -1;

@@ -58,8 +58,10 @@ std::optional<std::string> handover_target(const actors::training_job& job,
                                            const actors::stage_role& role,
                                            const std::string& node);
 
-/// The report a node sends when it holds a shard a leaving peer handed over (kind snapshot,
-/// phase "handover", of no plan version: it does not count as a survivor's report).
+/// The report a node sends when it holds a shard a peer handed over (kind snapshot, of no plan
+/// version: it does not count as a survivor's report): phase "handover" for the in-memory
+/// state of a peer that leaves, "copy" for a copy of a checkpoint shard a peer wrote
+/// (checkpoint_copies.hpp).
 actors::train_report handover_report(const std::string& node, const std::string& path,
                                      std::int64_t bytes);
 

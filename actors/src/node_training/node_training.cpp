@@ -16,6 +16,7 @@
 #include "sailor/train/data_plane.hpp"
 #include "sailor/train/checkpoint.hpp"
 #include "sailor/train/shard_service.hpp"
+#include "checkpoint_copies.hpp"
 #include "node_recovery.hpp"
 #include "sailor/config/log.hpp"
 
@@ -63,6 +64,10 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
     std::shared_ptr<std::atomic<bool>> done;
   };
   std::vector<rank_thread> threads;
+  // Copies each checkpoint shard this node's ranks write to a node outside their stage
+  // (checkpoint_copies.hpp); null without a transport or a state folder. Gone in stop(),
+  // once the rank threads that use it have ended.
+  std::unique_ptr<checkpoint_copier> copier;
 
   // Joins the threads that have finished (those of past plans), so they do not pile up over
   // re-plans. Holds `mu`.
@@ -182,6 +187,18 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
                             held ? held->size() : 0, *target,
                             std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
                               .count());
+  }
+
+  // A checkpoint shard this rank wrote (relative to the state folder) goes to a node of
+  // another stage as well, off this thread: the checkpoint then outlives the whole stage.
+  void copy_checkpoint(const actors::training_job& job, const actors::stage_role& role,
+                       const std::string& path) {
+    if (!copier || path.empty())
+      return;
+    auto target = handover_target(job, role, node);
+    if (!target)
+      return;  // a plan of one node: nowhere else to keep it
+    copier->copy(path, *target, std::chrono::milliseconds{job.timeout_ms});
   }
 
   // The rank's data-plane channel: the node's transport kind and job token, the store and
@@ -340,7 +357,7 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
       reached("restore", fetched);
     }
     ready();
-    const int end = train(job, base, **exec, released, fail);
+    const int end = train(job, role, base, **exec, released, fail);
     if (end < job.iterations) {
       auto kept = keep_state(options.memory.get(), job, base, **exec, end);
       send(kept);
@@ -355,8 +372,10 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
   // Runs the job's iterations; returns the number of iterations completed when it stops
   // (the plan ended, or an iteration failed: reported through `fail`).
   template <class Fail>
-  int train(const actors::training_job& job, const actors::train_report& base,
-            stage_executor& exec, const std::atomic<bool>& released, Fail& fail) {
+  int train(const actors::training_job& job, const actors::stage_role& role,
+            const actors::train_report& base, stage_executor& exec,
+            const std::atomic<bool>& released, Fail& fail) {
+    std::string copied;  // the newest checkpoint shard copied
     for (int it = job.start_iteration; it < job.iterations; ++it) {
       if (stopping || released || current.load() != job.plan_version)
         return it;
@@ -378,6 +397,10 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
         }
         r.has_val_loss = true;
         r.val_loss = *val;
+      }
+      if (r.checkpoint_file != copied) {
+        copied = r.checkpoint_file;
+        copy_checkpoint(job, role, copied);
       }
       send(std::move(r));
       if (auto why = exec.take_checkpoint_failure(); !why.empty()) {
@@ -401,6 +424,9 @@ node_trainer::node_trainer(node_training_options options) : impl_(std::make_shar
         if (auto self = weak.lock())
           self->send(handover_report(self->node, path, bytes));
       });
+  if (impl_->options.transport && !impl_->options.state_dir.empty())
+    impl_->copier = std::make_unique<checkpoint_copier>(*impl_->options.transport,
+                                                        impl_->options.state_dir, impl_->node);
 }
 
 void node_trainer::leaving() { impl_->leaving = true; }
@@ -434,6 +460,12 @@ void node_trainer::on_job(const actors::training_job& job) {
                       .string();
   if (job.checkpoint_dir.empty() || job.keep_checkpoint_dirs.empty())
     return;
+  if (impl_->options.memory) {  // copies of peers' checkpoint shards (checkpoint_copies.hpp)
+    std::vector<std::string> kept{job.checkpoint_dir};
+    kept.insert(kept.end(), job.keep_checkpoint_dirs.begin(), job.keep_checkpoint_dirs.end());
+    impl_->options.memory->drop_plan_folders(
+      std::filesystem::path{job.checkpoint_dir}.parent_path().string(), kept);
+  }
   std::vector<std::string> keep{impl_->local_path(job.checkpoint_dir)};
   for (const auto& dir : job.keep_checkpoint_dirs)
     keep.push_back(impl_->local_path(dir));
@@ -485,6 +517,7 @@ void node_trainer::stop() {
   for (auto& t : threads)
     if (t.thread.joinable())
       t.thread.join();
+  impl_->copier.reset();
 }
 
 }  // namespace sailor::train

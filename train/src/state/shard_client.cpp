@@ -142,8 +142,8 @@ result<comm::payload_buffer> fetch_one(comm::transport& transport, const shard_s
 status hand_over_shard(comm::transport& transport, const std::string& holder,
                        const std::string& path, memory_shards::bytes_ptr bytes,
                        std::chrono::milliseconds timeout) {
-  if (!bytes || !handover_path(path))
-    return failure("refusing to hand over '" + path + "': not in-memory state");
+  if (!bytes || !shard_copy_path(path))
+    return failure("refusing to hand over '" + path + "': not a shard of an iteration folder");
   auto where = comm::address::parse(holder);
   if (!where)
     return where.error();

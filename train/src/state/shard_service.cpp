@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "sailor/config/log.hpp"
+#include "sailor/train/checkpoint_files.hpp"
 #include "state/shard_wire.hpp"
 
 namespace sailor::train {
@@ -48,6 +49,29 @@ bool handover_path(const std::string& path) {
   for (int k = 0; k < 2 && part != p.end(); ++k)
     ++part;
   return part != p.end() && *part == "mem" && std::distance(part, p.end()) == 3;
+}
+
+bool shard_copy_path(const std::string& path) {
+  if (!servable_path(path))
+    return false;
+  // checkpoints / <job> / <folder> / <iteration> / <shard>
+  const fs::path p{path};
+  return std::distance(p.begin(), p.end()) == 5 &&
+         detail::iterations_of_folder(p.parent_path().filename().string()) > 0;
+}
+
+result<memory_shards::bytes_ptr> read_shard_file(const std::string& state_dir,
+                                                 const std::string& path) {
+  if (!servable_path(path))
+    return failure("not a checkpoint path: '" + path + "'");
+  std::ifstream in(fs::path{state_dir} / path, std::ios::binary);
+  if (!in)
+    return failure("no such shard: " + path);
+  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad())
+    return failure("reading " + path + " failed");
+  auto* p = reinterpret_cast<const std::byte*>(chars.data());
+  return std::make_shared<const std::vector<std::byte>>(p, p + chars.size());
 }
 
 void memory_shards::set_handover_listener(handover_listener listener) {
@@ -84,6 +108,19 @@ void memory_shards::put(const std::string& path, std::vector<std::byte> bytes, i
     const fs::path k{kv.first};
     return k.parent_path().parent_path().string() == folder &&
            gone.count(k.parent_path().filename().string()) > 0;
+  });
+}
+
+std::size_t memory_shards::drop_plan_folders(const std::string& job_dir,
+                                             const std::vector<std::string>& keep) {
+  const auto job = fs::path{job_dir}.lexically_normal();
+  std::set<fs::path> kept;
+  for (const auto& k : keep)
+    kept.insert(fs::path{k}.lexically_normal());
+  std::lock_guard lock{mu_};
+  return std::erase_if(held_, [&](const auto& kv) {
+    const auto folder = fs::path{kv.first}.parent_path().parent_path();
+    return folder.parent_path() == job && folder.filename() != "mem" && !kept.count(folder);
   });
 }
 
@@ -130,14 +167,14 @@ struct shard_server::impl : std::enable_shared_from_this<shard_server::impl> {
       conn->send_tensor(desc, *held, [held](const comm::op_status&) {});
       return;
     }
-    auto contents = read(path);
+    auto contents = read_shard_file(state_dir, path);
     if (!contents) {
       log::get("train")->warn("[shards {}] {} asked for {}: {}", address, conn->peer().name,
                               path, contents.error().message);
       conn->send_control(bytes_of(std::string{error_prefix} + contents.error().message), {});
       return;
     }
-    auto data = std::make_shared<std::vector<std::byte>>(std::move(*contents));
+    auto data = std::move(*contents);
     comm::tensor_descriptor desc;
     desc.type = comm::dtype::u8;
     desc.shape = {static_cast<std::int64_t>(data->size())};
@@ -164,12 +201,12 @@ struct shard_server::impl : std::enable_shared_from_this<shard_server::impl> {
       return;
     memory_shards::bytes_ptr held = memory ? memory->get(path) : nullptr;
     if (!held) {
-      auto contents = read(path);
+      auto contents = read_shard_file(state_dir, path);
       if (!contents) {
         conn->send_control(bytes_of(std::string{error_prefix} + contents.error().message), {});
         return;
       }
-      held = std::make_shared<const std::vector<std::byte>>(std::move(*contents));
+      held = std::move(*contents);
     }
     if (stat) {
       conn->send_control(bytes_of(std::string{size_prefix} + std::to_string(held->size())), {});
@@ -194,8 +231,8 @@ struct shard_server::impl : std::enable_shared_from_this<shard_server::impl> {
     std::string why;
     if (!memory)
       why = "this node keeps no state in memory";
-    else if (!handover_path(path))
-      why = "not a path of in-memory state: '" + path + "'";
+    else if (!shard_copy_path(path))
+      why = "not a path of a shard: '" + path + "'";
     if (!why.empty()) {
       log::get("train")->warn("[shards {}] {} handed over {}: refused: {}", address,
                               conn->peer().name, path, why);
@@ -205,21 +242,12 @@ struct shard_server::impl : std::enable_shared_from_this<shard_server::impl> {
     const auto bytes = payload.bytes();
     memory->put(path, std::vector<std::byte>(bytes.begin(), bytes.end()));
     conn->send_control(bytes_of(stored_reply), {});
-    log::get("train")->info("[shards {}] holds {} ({} bytes) handed over by {}", address, path,
-                            bytes.size(), conn->peer().name);
+    log::get("train")->info("[shards {}] holds {} ({} bytes) {} by {}", address, path,
+                            bytes.size(), handover_path(path) ? "handed over" : "copied",
+                            conn->peer().name);
     memory->handed_over(path, static_cast<std::int64_t>(bytes.size()));
   }
 
-  result<std::vector<std::byte>> read(const std::string& path) const {
-    if (!servable_path(path))
-      return failure("not a checkpoint path: '" + path + "'");
-    std::ifstream in(fs::path{state_dir} / path, std::ios::binary);
-    if (!in)
-      return failure("no such shard: " + path);
-    std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto* p = reinterpret_cast<const std::byte*>(chars.data());
-    return std::vector<std::byte>(p, p + chars.size());
-  }
 };
 
 result<std::unique_ptr<shard_server>> shard_server::start(comm::transport& transport,

@@ -7,7 +7,8 @@
 /// checkpoints/v3/iter-00000004/shard-...ckpt, and checkpoint_holder, the address of the
 /// node's shard server). A checkpoint (a folder and an iteration) is complete when, for one
 /// writing layout, every writer's file is held by a node still in the job. A node that is
-/// lost takes its files with it.
+/// lost takes its files with it; a writer's copies of its shards on a node outside its stage
+/// (reported by that node, phase "copy") keep them held.
 /// No LibTorch here.
 
 #include <cstddef>
@@ -30,6 +31,18 @@ struct held_checkpoint {
   bool mixed = false;
   std::string other_folder;
 };
+
+/// Where a plan's restore takes its state, as recovery records and summaries name it:
+/// "none" (`start_iteration` 0: it starts from scratch), "replicas" (the survivors' memory,
+/// a `restore_dir` checkpoints/<job>/mem), "mixed" (that memory for some layers, files of
+/// `restore_files` outside it for the others) or "checkpoint" (a checkpoint on disk, or the
+/// copies of its shards other nodes keep).
+std::string state_source(int start_iteration, const std::string& restore_dir,
+                         const std::vector<std::string>& restore_files);
+
+/// `state_source`'s value in words, for messages: "the survivors' memory", "the checkpoint",
+/// "the survivors' memory and the checkpoint", "nothing".
+std::string state_source_words(const std::string& source);
 
 class checkpoint_holdings {
 public:

@@ -47,6 +47,10 @@ public:
   void put(const std::string& path, std::vector<std::byte> bytes, int keep = 2);
   /// The shard at `path`, or null.
   bytes_ptr get(const std::string& path) const;
+  /// Drops the copies of checkpoint shards in the plan folders of `job_dir`
+  /// (checkpoints/<job>) other than `keep` (relative, as the paths; its `mem` folder stays):
+  /// as the nodes remove the plan folders no plan restores from any more. Returns how many.
+  std::size_t drop_plan_folders(const std::string& job_dir, const std::vector<std::string>& keep);
   std::size_t bytes() const;
 
   /// Called (on the transport's thread) for each shard a leaving peer handed over to this
@@ -132,14 +136,25 @@ status probe_shard_server(comm::transport& transport, const std::string& holder,
 /// True when `path` is a relative path under checkpoints/ without `..` (what a server serves).
 bool servable_path(const std::string& path);
 
-/// True when `path` is servable and names in-memory state (checkpoints/<job>/mem/...): the
-/// only shards a peer may hand over.
+/// True when `path` is servable and names in-memory state (checkpoints/<job>/mem/...): what
+/// a peer leaving with notice hands over.
 bool handover_path(const std::string& path);
+
+/// True when `path` is servable and names one shard of an iteration folder
+/// (checkpoints/<job>/<plan folder or mem>/<iteration>/<shard>): what a peer may hand over,
+/// its in-memory state (handover_path) or a copy of a checkpoint shard it wrote.
+bool shard_copy_path(const std::string& path);
+
+/// The bytes of the file `path` (servable_path) under `state_dir`, or why not.
+result<memory_shards::bytes_ptr> read_shard_file(const std::string& state_dir,
+                                                 const std::string& path);
 
 /// A node leaving with notice hands a shard only it may hold over to the node at `holder`
 /// (host:port of its shard_server), which keeps it in its memory_shards under the same path
 /// and tells its supervisor: the state outlives the leaving node even when the next plan
-/// takes longer than the grace period. Bounded by `timeout`; the error names the holder.
+/// takes longer than the grace period. A writer copies each checkpoint shard it wrote to a
+/// node outside its stage the same way (any shard_copy_path), so that the checkpoint outlives
+/// the whole stage. Bounded by `timeout`; the error names the holder.
 ///
 ///   leaving node                                 receiving node (shard_server)
 ///   tensor (u8, the shard, name = path) ------->  memory_shards::put, handed_over
