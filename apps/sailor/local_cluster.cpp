@@ -63,7 +63,7 @@ local_cluster::local_cluster(std::string command) : command_(std::move(command))
 local_cluster::~local_cluster() { cleanup(1, true); }
 
 status local_cluster::make_work_dir() {
-  const std::string prefix = "/tmp/sailor-" + command_ + "-XXXXXX";
+  const std::string prefix = (fs::temp_directory_path() / ("sailor-" + command_ + "-XXXXXX")).string();
   std::vector<char> tmpl(prefix.begin(), prefix.end());
   tmpl.push_back('\0');
   if (!mkdtemp(tmpl.data()))

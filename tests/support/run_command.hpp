@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -22,8 +23,11 @@ struct command_result {
 inline command_result run_command(const std::string& command_line, int timeout_s = 60) {
   temp_dir dir;
   std::string out = dir.path("out"), err = dir.path("err");
-  std::string full = "timeout -k 5 " + std::to_string(timeout_s) + " " + command_line + " >" + out + " 2>" + err +
-                     " </dev/null";
+  // What the command leaves in its temporary folder (a failed demo keeps its node logs there)
+  // goes with `dir`.
+  std::filesystem::create_directories(dir.path("tmp"));
+  std::string full = "TMPDIR=" + dir.path("tmp") + " timeout -k 5 " + std::to_string(timeout_s) + " " + command_line +
+                     " >" + out + " 2>" + err + " </dev/null";
   int status = std::system(full.c_str());
   command_result r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
