@@ -74,12 +74,16 @@ void maybe_resume(supervisor* self) {
   }
 }
 
-// A recovery starts now, for `cause` (the nodes leaving with notice stay listed).
+// A recovery starts now, for `cause` (the nodes leaving with notice stay listed). The serial
+// of the state wait's timer runs on across recoveries: the timer of an earlier wait, still on
+// its way, must not end this one.
 void begin(supervisor* self, const char* cause) {
   auto& rec = self->state.recovery;
   auto leaving = std::move(rec.leaving);
+  const auto serial = rec.serial;
   rec = recovery_progress{};
   rec.leaving = std::move(leaving);
+  rec.serial = serial;
   rec.active = true;
   rec.cause = cause;
   rec.noticed = self->clock().now();

@@ -87,10 +87,10 @@ struct training_run : deterministic {
   // Every rank of plan 1 on `node` says it keeps its state after `iteration` completed
   // iterations in memory at `file` (or, with `error`, that it could not keep it).
   void report_kept(const std::string& node, int iteration, const std::string& file,
-                   const std::string& error = {}) {
+                   const std::string& error = {}, std::int64_t plan_version = 1) {
     for (std::size_t k = 0; k < state().nodes.at(node).roles.size(); ++k) {
       train_report kept;
-      kept.plan_version = 1;
+      kept.plan_version = plan_version;
       kept.node = node;
       kept.rank = static_cast<int>(k);
       kept.kind = static_cast<std::int32_t>(report_kind::snapshot);
@@ -551,5 +551,32 @@ TEST_CASE_FIXTURE(training_run, "supervisor: an iteration the survivors finished
   REQUIRE(done.size() == 2);
   CHECK(done[1].iteration == 1);
   CHECK(done[1].loss == doctest::Approx(2.5));
+  CHECK(state().recovery.record.lost_iterations == 0);
+}
+
+TEST_CASE_FIXTURE(training_run, "supervisor: a second loss soon after a recovery waits for the survivors' state its own full time (the first wait's timer does not end it)") {
+  four_nodes_through_first_iteration();
+  lose("n4");  // the first recovery: its wait's timer is due state_wait (5 s) from now
+  const auto first = shard("checkpoints/j/mem", 1);
+  for (const auto& n : {"n1", "n2", "n3"})
+    report_kept(n, 1, first);
+  REQUIRE(state().plan_version == 2);
+  for (const char* step : {"setup", "restore"})
+    for (const auto& n : {"n1", "n2", "n3"})
+      report_all(n, report_kind::reached, step);
+  for (const auto& n : {"n1", "n2", "n3"})
+    report_all(n, report_kind::iteration, "", 1);
+  run_for(4500ms);
+  lose("n3");  // the second, 0.5 s before the first wait's timer
+  run_for(1s);  // past the first timer, well within the second wait
+  // The survivors have not reported yet: the next plan is still held for them (it used to go
+  // on at the first timer, from an older checkpoint, and iterations were run again).
+  CHECK(state().plan_version == 2);
+  const auto second = shard("checkpoints/j/mem", 2);
+  for (const auto& n : {"n1", "n2"})
+    report_kept(n, 2, second, {}, 2);
+  REQUIRE(state().plan_version == 3);
+  CHECK(logs.at("n1")->jobs.back().start_iteration == 2);
+  CHECK(logs.at("n1")->jobs.back().restore_dir == "checkpoints/j/mem");
   CHECK(state().recovery.record.lost_iterations == 0);
 }
