@@ -149,7 +149,7 @@ TEST_CASE("train resume: DP=2 x PP=2 -> TP=2 (SGD with momentum)") {
                    make_plan({stage(0, 2, {2}), stage(2, 4, {1})}), train::optimizer_kind::sgd);
 }
 
-TEST_CASE("train resume: checkpoints are pruned to the last 2 and incomplete ones skipped") {
+TEST_CASE("train resume: checkpoints are pruned to the last 3 and incomplete ones skipped") {
   testing::temp_dir dir;
   const auto ckpt = (dir.root() / "ckpt").string();
   CHECK(train::latest_checkpoint(ckpt) == 0);  // no folder yet
@@ -159,10 +159,10 @@ TEST_CASE("train resume: checkpoints are pruned to the last 2 and incomplete one
   REQUIRE(r.checkpoint_s.size() == 4);
   for (double s : r.checkpoint_s) CHECK(s > 0);  // every iteration took one
   CHECK(train::latest_checkpoint(ckpt) == 4);
+  CHECK(fs::is_directory(train::checkpoint_path(ckpt, 2)));
   CHECK(fs::is_directory(train::checkpoint_path(ckpt, 3)));
   CHECK(fs::is_directory(train::checkpoint_path(ckpt, 4)));
   CHECK_FALSE(fs::exists(train::checkpoint_path(ckpt, 1)));
-  CHECK_FALSE(fs::exists(train::checkpoint_path(ckpt, 2)));
 
   // Three writers (TP 2 on stage 0, TP 1 on stage 1): drop one file of checkpoint 4.
   std::vector<fs::path> files;

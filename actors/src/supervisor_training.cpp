@@ -222,7 +222,7 @@ void on_train_report(supervisor* self, const train_report& x) {
     return;
   if (!x.checkpoint_file.empty()) {
     st.holdings.add(x.checkpoint_file, address);
-    st.holdings.keep_newest(2);  // as the writers do on their disks
+    st.holdings.keep_newest(2);  // complete ones (each writer keeps 3 of its own on its disk)
   }
   if (recovery_report(self, x))
     return;

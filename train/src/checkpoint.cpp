@@ -27,6 +27,9 @@ namespace sailor::train::detail {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Checkpoints each writer keeps on its disk (see checkpoint_writer::write).
+constexpr int kept_checkpoints = 3;
 using clock_type = std::chrono::steady_clock;
 using namespace shard_format;
 
@@ -261,8 +264,11 @@ double checkpoint_writer::take(int iterations, const models::stage_module& modul
     } catch (const std::exception& e) {
       write_result_ = error::failed(std::string("writing ") + folder + ": " + e.what());
     }
+    // Three of its own: the copies of the other stages' shards (checkpoint_copies) lag a
+    // checkpoint or two behind, and the newest checkpoint complete across stages must still be
+    // on this disk when a whole stage is lost.
     if (!write_result_)
-      prune_writer_files(dir_, file_, 2, keep_);
+      prune_writer_files(dir_, file_, kept_checkpoints, keep_);
     write_s_ = seconds_since(begin);
     std::lock_guard lock{written_mutex_};
     if (!write_result_)
