@@ -62,22 +62,35 @@ inline std::string tail_of(const std::string& path) {
   return text.size() > 1500 ? text.substr(text.size() - 1500) : text;
 }
 
-// `sailor replay --live` on the slice; its summary JSON, or nothing (the reason printed).
+// `sailor replay --live --policy P` on the slice; its summary JSON, or nothing (the reason
+// printed). Its output is in DIR/live-P.out and .err.
 inline std::optional<nlohmann::json> run_live(const args& a, const std::vector<std::string>& files,
-                                              const std::filesystem::path& dir) {
-  std::string cmd = std::string(SAILOR_BIN_DIR) + "/sailor replay --live --job " + (dir / "job.yaml").string();
+                                              const std::filesystem::path& dir, const std::string& policy) {
+  const auto out = dir / ("live-" + policy);
+  std::string cmd = std::string(SAILOR_BIN_DIR) + "/sailor replay --live --policy " + policy + " --job " +
+                    (dir / "job.yaml").string();
   for (const auto& f : files) cmd += " --trace " + f;
   cmd += " --cluster " + std::string(SAILOR_SOURCE_DIR) + "/configs/clusters/aws-v100-spot.yaml --from " +
          std::to_string(a.from) + " --to " + std::to_string(a.to) + " --nodes-per-zone " +
          std::to_string(a.nodes_per_zone) + " --time-scale " + std::to_string(a.time_scale) + " --kill-fraction " +
          std::to_string(a.kill_fraction) + " --profile-cache " + (dir / "profiles").string() + " --summary-json " +
-         (dir / "summary.json").string() + " >" + (dir / "live.out").string() + " 2>" + (dir / "live.err").string();
+         out.string() + ".json >" + out.string() + ".out 2>" + out.string() + ".err";
   if (int rc = std::system(cmd.c_str()); rc != 0) {
-    std::printf("  the live replay failed (%d): %s\n%s\n", rc, cmd.c_str(), tail_of((dir / "live.err").string()).c_str());
+    std::printf("  the live replay failed (%d): %s\n%s\n", rc, cmd.c_str(), tail_of(out.string() + ".err").c_str());
     return std::nullopt;
   }
-  std::ifstream in(dir / "summary.json");
+  std::ifstream in(out.string() + ".json");
   return nlohmann::json::parse(in);
+}
+
+// A live run's wall time stopped per change of the trace: from each change (or the old plan's
+// last iteration after it: the job trains on through a notice until the next plan is handed
+// out) to the next plan's first iteration (noticing, planning, rendezvous, restore; for
+// restart_from_checkpoint also the nodes' start and join, and a second plan when the restarted
+// nodes join one after another).
+inline double stopped_per_change(const nlohmann::json& live) {
+  const auto changes = live["changes"].size();
+  return changes > 0 ? live["seconds"]["recovering_stopped"].get<double>() / static_cast<double>(changes) : 3.0;
 }
 
 // The profile the live run measured with the most processes at once (its .host.json says how
@@ -136,10 +149,12 @@ inline sailor::result<sailor::planner::plan_result> live_runs_plan(const sailor:
 struct simulated {
   sailor::planner::replay_totals live_plans;  ///< the live run's plans (every node a replica)
   sailor::planner::replay_totals ours;        ///< the planner's plans, grows only when the gain pays
+  sailor::planner::replay_totals restart;     ///< restart_from_checkpoint on the live run's plans
 };
 
 inline std::optional<simulated> simulate(const args& a, const sailor::planner::live_script& s,
                                                               const nlohmann::json& live,
+                                                              const nlohmann::json& restarted,
                                                               const sailor::simulator::measured_profile& profile,
                                                               const sailor::config::gpu_spec& priced_as,
                                                               const std::filesystem::path& dir) {
@@ -187,12 +202,9 @@ inline std::optional<simulated> simulate(const args& a, const sailor::planner::l
       prob.cluster.links.push_back(l);
     }
   planner::recovery_model rec;
-  // The live run's wall time stopped per re-plan: from each change (or the old plan's last
-  // iteration after it: the job trains on through a notice until the next plan is handed out)
-  // to the next plan's first iteration (noticing, planning, rendezvous, restore).
-  const int replans = live.value("replans", 0);
-  rec.restart_s = rec.baseline_restart_s =
-      replans > 0 ? live["seconds"]["recovering_stopped"].get<double>() / replans : 3.0;
+  // Each policy stopped per change as its live run was (stopped_per_change).
+  rec.restart_s = stopped_per_change(live);
+  rec.baseline_restart_s = stopped_per_change(restarted);  // the full restart, as measured live
   rec.detection_s = 0.5;  // a killed node's connection closes at once on loopback
   rec.notice_s = 10;      // the node's grace period after SIGTERM (real seconds)
   rec.checkpoint_interval_s = live.value("measured_iteration_s", 0.1);  // a checkpoint every iteration
@@ -207,6 +219,7 @@ inline std::optional<simulated> simulate(const args& a, const sailor::planner::l
   out.live_plans = replay.run(planner::spot_policy::ours, planner::spot_objective::throughput);
   if (const auto& first = replay.plan_for(t.counts.front()); !first.ok)
     std::printf("  the simulation has no live-run plan at the slice's start: %s\n", first.why.c_str());
+  out.restart = replay.run(planner::spot_policy::restart_from_checkpoint, planner::spot_objective::throughput);
   return out;
 }
 
@@ -214,6 +227,45 @@ inline void compare(const char* what, double live, double sim) {
   const double gap = live > 0 ? sim / live - 1 : 0;
   std::printf("  %-34s live %10.2f  simulated %10.2f  (%+.1f%%): %s\n", what, live, sim, gap * 100,
               live > 0 && std::abs(gap) <= 0.10 ? "within 10%" : "NOT within 10%");
+}
+
+inline double iterations_per_dollar(const nlohmann::json& live) {
+  const double usd = live["dollars"]["spot"].get<double>();
+  return usd > 0 ? live["completed_iterations"].get<double>() / usd : 0.0;
+}
+
+inline void print_live(const char* policy, const nlohmann::json& live) {
+  std::printf("  live, %s: %.0f iterations, %d lost, %d re-plans, training %.1f s, recovering %.1f s (stopped %.2f s "
+              "per change), waiting %.1f s, measured %.4f s per iteration, $%.2f\n",
+              policy, live["completed_iterations"].get<double>(), live["lost_iterations"].get<int>(),
+              live["replans"].get<int>(), live["seconds"]["training"].get<double>(),
+              live["seconds"]["recovering"].get<double>(), stopped_per_change(live),
+              live["seconds"]["waiting_for_capacity"].get<double>(), live["measured_iteration_s"].get<double>(),
+              live["dollars"]["spot"].get<double>());
+}
+
+// One simulated policy against the live run it models: iterations at the simulator's and at the
+// live-measured speed, and dollars.
+inline void compare_simulated(const char* name, const sailor::planner::replay_totals& r, const nlohmann::json& live,
+                              const args& a, double usd_per_gpu_hour) {
+  const double live_it = live["completed_iterations"].get<double>();
+  std::printf("  simulated, %s: %.0f iterations, %.1f lost, %d re-plans, training %.1f s, recovery %.1f s, waiting "
+              "%.1f s, GPU-hours (trace time) %.3f against %.3f live\n",
+              name, r.iterations, r.lost_iterations, r.replans, r.training_s, r.recovery_s_total, r.waiting_s,
+              r.gpu_hours * a.time_scale, live["gpu_hours_total"].get<double>());
+  for (const auto& c : r.changes)
+    std::printf("    at %5.1f s %-22s %d -> %d GPUs: predicted %.4f s per iteration, stopped %.2f s\n", c.at_s,
+                c.why.c_str(), c.gpus_before, c.gpus_after, c.throughput_after > 0 ? 1 / c.throughput_after : 0.0,
+                c.downtime_s);
+  compare("iterations (simulator's speed)", live_it, r.iterations);
+  // The planner's simulator does not see the cores the nodes share here: with its speed
+  // replaced by the one the live run measured (the closed loop's correction), what is left
+  // to compare is the replay's time model (training, recovery and waiting per change).
+  if (const double measured_s = live["measured_iteration_s"].get<double>(); measured_s > 0)
+    compare("iterations (live-measured speed)", live_it, r.training_s / measured_s - r.lost_iterations);
+  // GPU time only: the live replay does not count egress.
+  compare("dollars at spot prices (GPU time)", live["dollars"]["spot"].get<double>(),
+          r.gpu_hours * a.time_scale * usd_per_gpu_hour);
 }
 
 inline int run(const args& a, const std::vector<std::string>& files) {
@@ -238,47 +290,33 @@ inline int run(const args& a, const std::vector<std::string>& files) {
     for (std::string line; std::getline(in, line);)
       out << (line.rfind("global_batch:", 0) == 0 ? "global_batch: 12" : line) << "\n";
   }
-  auto live = run_live(a, files, dir);
+  auto live = run_live(a, files, dir, "ours");
   if (!live) return 1;
+  auto restarted = run_live(a, files, dir, "restart_from_checkpoint");  // the profile measured above
+  if (!restarted) return 1;
   const auto profile = live_run_profile(dir / "profiles");
   if (!profile) return std::printf("  %s\n", profile.error().to_string().c_str()), 1;
-  auto sim = simulate(a, *s, *live, *profile, *prices->gpus.find("V100-16"), dir);
+  auto sim = simulate(a, *s, *live, *restarted, *profile, *prices->gpus.find("V100-16"), dir);
   if (!sim) return 1;
   {  // the live coordinator's plans and predictions (uncorrected at a plan's start)
-    std::ifstream out(dir / "live.out");
+    std::ifstream out(dir / "live-ours.out");
     for (std::string line; std::getline(out, line);)
       if (line.find("predicted iteration time") != std::string::npos || line.find("re-plan ") != std::string::npos)
         std::printf("  live:%s\n", line.substr(0, 160).c_str());
   }
-  const double live_it = (*live)["completed_iterations"].get<double>();
-  const double live_usd = (*live)["dollars"]["spot"].get<double>();
-  std::printf("  live: %.0f iterations, %d lost, %d re-plans, training %.1f s, recovering %.1f s, waiting %.1f s, "
-              "measured %.4f s per iteration\n",
-              live_it, (*live)["lost_iterations"].get<int>(), (*live)["replans"].get<int>(),
-              (*live)["seconds"]["training"].get<double>(), (*live)["seconds"]["recovering"].get<double>(),
-              (*live)["seconds"]["waiting_for_capacity"].get<double>(), (*live)["measured_iteration_s"].get<double>());
-  const double measured_s = (*live)["measured_iteration_s"].get<double>();
+  print_live("ours", *live);
+  print_live("restart_from_checkpoint", *restarted);
   const double usd_per_gpu_hour = prices->gpus.find("V100-16")->spot_usd_per_hour;
-  const std::pair<const char*, const planner::replay_totals*> rows[] = {
-      {"the live run's plans (every node)", &sim->live_plans}, {"the planner's plans (ours)", &sim->ours}};
-  for (const auto& [name, r] : rows) {
-    std::printf("  simulated, %s: %.0f iterations, %.1f lost, %d re-plans, training %.1f s, recovery %.1f s, waiting "
-                "%.1f s, GPU-hours (trace time) %.3f against %.3f live\n",
-                name, r->iterations, r->lost_iterations, r->replans, r->training_s, r->recovery_s_total, r->waiting_s,
-                r->gpu_hours * a.time_scale, (*live)["gpu_hours_total"].get<double>());
-    for (const auto& c : r->changes)
-      std::printf("    at %5.1f s %-22s %d -> %d GPUs: predicted %.4f s per iteration, stopped %.2f s\n", c.at_s,
-                  c.why.c_str(), c.gpus_before, c.gpus_after, c.throughput_after > 0 ? 1 / c.throughput_after : 0.0,
-                  c.downtime_s);
-    compare("iterations (simulator's speed)", live_it, r->iterations);
-    // The planner's simulator does not see the cores the nodes share here: with its speed
-    // replaced by the one the live run measured (the closed loop's correction), what is left
-    // to compare is the replay's time model (training, recovery and waiting per change).
-    if (measured_s > 0)
-      compare("iterations (live-measured speed)", live_it, r->training_s / measured_s - r->lost_iterations);
-    // GPU time only: the live replay does not count egress.
-    compare("dollars at spot prices (GPU time)", live_usd, r->gpu_hours * a.time_scale * usd_per_gpu_hour);
-  }
+  compare_simulated("the live run's plans (every node)", sim->live_plans, *live, a, usd_per_gpu_hour);
+  compare_simulated("the planner's plans (ours)", sim->ours, *live, a, usd_per_gpu_hour);
+  compare_simulated("restart_from_checkpoint (the live run's plans)", sim->restart, *restarted, a, usd_per_gpu_hour);
+  const double live_ratio = iterations_per_dollar(*live) / std::max(1e-9, iterations_per_dollar(*restarted));
+  const double sim_ratio =
+      sim->live_plans.iterations_per_dollar() / std::max(1e-9, sim->restart.iterations_per_dollar());
+  std::printf("  ours / restart_from_checkpoint, iterations per dollar: live %.2fx, simulated %.2fx (a full restart "
+              "stopped %.2f s per change live, ours %.2f s; target >= 1.5x: %s live)\n",
+              live_ratio, sim_ratio, stopped_per_change(*restarted), stopped_per_change(*live),
+              live_ratio >= 1.5 ? "met" : "NOT met");
   std::printf("  (the live run's profile: measured by %d processes at once, host cores %.2f, CPU work by ranks",
               profile->ranks, profile->host_cores);
   for (const auto& [ranks, work] : profile->cpu_work_by_ranks) std::printf(" %d:%.2f", ranks, work);

@@ -1,7 +1,8 @@
 // `sailor replay --live`: short traces played on local nodes while the tiny model trains. A fall
 // with notice stops a node and nothing is lost, a rise starts one, training goes on, and the
 // GPU-hours and dollars are those the nodes ran; when every node is killed the job waits for
-// capacity and trains again when it returns; a slice with no node at its start is refused.
+// capacity and trains again when it returns; a slice with no node at its start is refused;
+// the restart_from_checkpoint baseline kills and restarts every node on every change.
 #if __has_include(<sailor/models/shapes.hpp>)
 
 #include <doctest/doctest.h>
@@ -112,6 +113,37 @@ TEST_CASE("sailor replay --live: an on-demand pool of the cluster keeps the job 
   const double pool_hours = hours[2]["gpu_hours"].get<double>();
   CHECK(j["dollars"]["spot"].get<double>() == doctest::Approx(spot_hours * 0.918 + pool_hours * 3.06));
   CHECK(j["dollars"]["on_demand"].get<double>() == doctest::Approx((spot_hours + pool_hours) * 3.06));
+}
+
+TEST_CASE("sailor replay --live --policy restart_from_checkpoint restarts every node from the checkpoint on a change") {
+  temp_dir dir;
+  // Zone b falls at tick 2 and returns at tick 4; 2 s a tick, so that each restart is over
+  // before the next change.
+  auto trace = dir.write("trace.csv",
+                         ",Timestamp,V100-16_us-east-2b,V100-16_us-west-2a\n"
+                         "0,0,1,1\n1,60,1,1\n2,120,1,0\n3,180,1,0\n4,240,1,1\n5,300,1,1\n6,360,1,1\n");
+  auto [r, j] = run_with_summary(sailor_bin() + " replay --live --policy restart_from_checkpoint --trace " + trace +
+                                   " --nodes-per-zone 1 --time-scale 30 --stall-timeout 30",
+                                 dir, 120);
+  CHECK(j["policy"] == "restart_from_checkpoint");
+  // The fall kills b's node (no hand-over), and a's is killed and started again; at the rise
+  // a's new node is restarted once more beside b's new one.
+  CHECK(j["nodes_stopped"]["without_notice"] == 1);
+  CHECK(j["nodes_stopped"]["with_notice"] == 0);
+  CHECK(j["restarts"]["full_restarts"] == 2);
+  CHECK(j["restarts"]["nodes_killed_and_started_again"] == 2);
+  REQUIRE(j["changes"].size() == 2);
+  CHECK(j["changes"][0]["restarted_as"].size() == 1);
+  CHECK(r.out.find("restart from the checkpoint: 1 node(s) killed and started again") != std::string::npos);
+  // Each restart resumed from a checkpoint on disk, never from the start: no survivor held any
+  // state (a restart whose every node was gone before the supervisor noticed is a fresh start
+  // for it, with no recovery record; the plan still resumes after the checkpoint).
+  REQUIRE(j["resumed_at"].size() >= 2);
+  for (const auto& at : j["resumed_at"]) CHECK(at.get<int>() > 0);
+  for (const auto& rec : j["recovery"])
+    if (rec["cause"] == "loss") CHECK(rec["state_source"] == "checkpoint");
+  // Training went on after the last restart.
+  CHECK(j["completed_iterations"].get<int>() > j["changes"][1]["iterations_done"].get<int>());
 }
 
 #endif

@@ -63,6 +63,7 @@ struct live_run {
   json changes = json::array();
   int next_name = 0;
   int started = 0, stopped_notice = 0, stopped_kill = 0, exited_alone = 0, waits = 0;
+  int restarts = 0, restarted_nodes = 0;  // restart_from_checkpoint: full restarts, nodes killed by them
   time_split time;
   clock_type::time_point t0, last_change, last_iteration;
   bool trained = false;
@@ -81,6 +82,7 @@ struct live_run {
     for (const auto& node : nodes) n += !node.stopped && node.column == column ? 1 : 0;
     return n;
   }
+  bool restarts_on_change() const { return opt.policy == "restart_from_checkpoint"; }
   int live() const {
     int n = 0;
     for (const auto& node : nodes) n += node.stopped ? 0 : 1;
@@ -96,18 +98,47 @@ status start_node(live_run& r, int column) {
   return {};
 }
 
-// Stops the column's newest node: SIGTERM (the node hands its state over in its grace period)
-// or SIGKILL. Returns its name.
+// Stops one node: SIGTERM (it hands its state over in its grace period) or SIGKILL.
+void stop_node(live_run& r, live_node& n, bool notice, local_progress& progress) {
+  n.stopped = clock_type::now();
+  for (auto& c : r.cluster.children())
+    if (c.name == n.name && c.exit_code == -1) kill(c.pid, notice ? SIGTERM : SIGKILL);
+  progress.preempted(n.name);
+}
+
+// Stops the column's newest node (see stop_node). Returns its name.
 std::string stop_newest(live_run& r, int column, bool notice, local_progress& progress) {
   for (auto n = r.nodes.rbegin(); n != r.nodes.rend(); ++n) {
     if (n->stopped || n->column != column) continue;
-    n->stopped = clock_type::now();
-    for (auto& c : r.cluster.children())
-      if (c.name == n->name && c.exit_code == -1) kill(c.pid, notice ? SIGTERM : SIGKILL);
-    progress.preempted(n->name);
+    stop_node(r, *n, notice, progress);
     ++(notice ? r.stopped_notice : r.stopped_kill);
     return n->name;
   }
+  return {};
+}
+
+// restart_from_checkpoint, after the changes of one moment: every node that ran before them is
+// killed and one is started in its place, so the whole job starts again from the newest
+// checkpoint (the nodes just started for a rise are new already). Printed and recorded.
+status restart_every_node(live_run& r, clock_type::time_point changed, local_progress& progress) {
+  std::vector<int> columns;
+  const std::size_t count = r.nodes.size();
+  for (std::size_t i = 0; i < count; ++i) {
+    if (r.nodes[i].stopped || r.nodes[i].started >= changed) continue;
+    stop_node(r, r.nodes[i], false, progress);
+    columns.push_back(r.nodes[i].column);
+  }
+  if (columns.empty()) return {};  // nothing ran before: the job waits for capacity
+  json j = json::array();
+  for (int column : columns) {
+    if (auto err = start_node(r, column)) return err;
+    j.push_back(r.nodes.back().name);
+  }
+  ++r.restarts;
+  r.restarted_nodes += static_cast<int>(columns.size());
+  if (!r.changes.empty()) r.changes.back()["restarted_as"] = j;
+  std::printf("  restart from the checkpoint: %zu node(s) killed and started again\n", columns.size());
+  std::fflush(stdout);
   return {};
 }
 
@@ -119,7 +150,8 @@ status apply_change(live_run& r, const planner::live_change& ch, local_progress&
          {"iterations_done", progress.done()}};
   std::string what;
   for (int i = 0; i < -ch.delta; ++i) {
-    const bool notice = i >= ch.without_notice;
+    // A restart kills every node anyway: a notice hands nothing over.
+    const bool notice = i >= ch.without_notice && !r.restarts_on_change();
     auto name = stop_newest(r, ch.column, notice, progress);
     if (name.empty()) break;
     j["stopped"].push_back({{"node", name}, {"notice", notice}});
@@ -174,7 +206,10 @@ void watch_supervisor(live_run& r, clock_type::time_point& last_query) {
 
 // Adds `dt` real seconds to what the job was doing.
 void account(live_run& r, double dt) {
-  const bool idle = r.phase == "collecting" || r.phase == "waiting";
+  // A full restart leaves the supervisor collecting until the new nodes joined: restarting,
+  // not waiting for capacity.
+  const bool restarting = r.restarts_on_change() && r.plans_at_change >= 0;
+  const bool idle = (r.phase == "collecting" || r.phase == "waiting") && !restarting;
   if (r.live() == 0 || idle) r.time.waiting += dt;
   else if (r.plans_at_change >= 0) r.time.recovering += dt;
   else r.time.training += dt;
@@ -242,11 +277,14 @@ int replay_loop(live_run& r, training_events& events, local_progress& progress) 
     // The summary is of a settled job: a recovery in progress at the slice's end is finished.
     if (r.slice_end && (r.plans_at_change < 0 || r.live() == 0)) return exit_done;
     if (r.cluster.interrupted()) return fail("interrupted after " + std::to_string(progress.done()) + " iterations");
+    const std::size_t first = next;
     for (; !r.slice_end && next < r.script.changes.size() && r.script.changes[next].at_s <= r.trace_s(now); ++next) {
       if (auto err = apply_change(r, r.script.changes[next], progress)) return fail(err->message);
       if (r.plans_at_change < 0) r.recovery_mark = now;
       r.plans_at_change = plans;  // recovering until a newer plan completes an iteration
     }
+    if (next != first && r.restarts_on_change())
+      if (auto err = restart_every_node(r, now, progress)) return fail(err->message);
     reap_nodes(r);
     watch_supervisor(r, last_query);
     const auto quiet = now - std::max(r.last_iteration, r.last_change);
@@ -301,6 +339,8 @@ json summary_of(const live_run& r, const local_progress& progress, const config:
   j["nodes_started"] = {{"initially", r.script.initial_nodes()}, {"by_the_trace", r.started - r.script.initial_nodes()}};
   j["nodes_stopped"] = {{"with_notice", r.stopped_notice}, {"without_notice", r.stopped_kill},
                         {"exited_by_themselves", r.exited_alone}};
+  j["policy"] = r.opt.policy;
+  j["restarts"] = {{"full_restarts", r.restarts}, {"nodes_killed_and_started_again", r.restarted_nodes}};
   j["changes"] = r.changes;
   j["slice"] = {{"from_tick", r.script.from_tick}, {"to_tick", r.script.from_tick + static_cast<int>(r.script.start_s.size())},
                 {"span_s", r.script.end_s}, {"replayed_s", std::min(r.script.end_s, r.trace_s(end))}};
@@ -394,6 +434,10 @@ void add_live_replay_options(CLI::App* sub, live_replay_options& o) {
       ->check(positive_number());
   sub->add_option("--kill-fraction", o.kill_fraction, "Live: share of the stops without notice (SIGKILL)")
       ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--policy", o.policy,
+                  "Live: ours (recover from the survivors, hand over at a notice) or restart_from_checkpoint "
+                  "(Sailor's and Varuna's way: every node killed and started again on every change)")
+      ->check(CLI::IsMember({"ours", "restart_from_checkpoint"}));
   sub->add_option("--seed", o.seed, "Live: the seed that chooses the stops without notice");
   sub->add_option("--from", o.from_tick, "Live: the slice's first tick")->check(CLI::NonNegativeNumber);
   sub->add_option("--to", o.to_tick, "Live: the first tick after the slice (default: the trace's end)");

@@ -13,6 +13,12 @@
 // touches (an on-demand anchor keeps the job training through a fall of every spot zone). The summary says what was trained, lost and
 // waited for, the GPU-hours each column's nodes ran (in trace time), and their dollars at the
 // catalog's spot and on-demand prices (planner/spot_live.hpp).
+//
+// `--policy restart_from_checkpoint` plays the baseline of Sailor and Varuna on the same
+// slice: on every change every node is killed (SIGKILL: nothing handed over) and as many are
+// started again as the trace now has, so the job restarts from the newest checkpoint on disk
+// (the nodes share this machine's state folder). Its summary measures what such a restart costs
+// on this runtime, where the simulated replay assumes it (--baseline-restart-s).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,6 +36,9 @@ struct live_replay_options {
   double time_scale = 300;  ///< trace seconds per real second
   double kill_fraction = 0;
   std::uint64_t seed = 1;
+  /// "ours" (the runtime recovers from the survivors; a notice hands the state over) or
+  /// "restart_from_checkpoint" (every node killed and started again on every change)
+  std::string policy = "ours";
   int iterations = 0;  ///< the job's iteration cap (0: 1000000, the slice's end stops it)
   std::string summary_json;
   std::string node_binary;

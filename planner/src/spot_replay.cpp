@@ -302,7 +302,7 @@ void spot_replayer::handle_growth(state& s, int tick, spot_policy policy, spot_o
     return;
   } else if (policy == spot_policy::restart_from_checkpoint) {
     const entry& e = plan_for(counts);
-    if (!e.ok || e.throughput <= s.cur->throughput * (1 + 1e-6)) return;
+    if (!e.ok || &e == s.cur || (!grow_on_every_rise_ && e.throughput <= s.cur->throughput * (1 + 1e-6))) return;
     next = &e;  // a checkpoint at the switch, then a full restart (planning overlaps training)
     down = rec_.baseline_restart_s + e.state_per_gpu_bytes / bw;
     s.since_checkpoint_s = 0;

@@ -247,10 +247,15 @@ TEST_CASE("another plan source: every GPU a replica, grown on every rise as a li
   const auto kept = replay.run(spot_policy::ours);
   CHECK(kept.changes.size() == 1);
   CHECK(kept.gpu_hours == doctest::Approx(2 + 2));
+  CHECK(replay.run(spot_policy::restart_from_checkpoint).changes.size() == 1);
   replay.set_grow_on_every_rise(true);
   const auto grown = replay.run(spot_policy::ours);
   REQUIRE(grown.changes.size() == 2);
   CHECK(grown.changes[1].why == "growth");
   CHECK(grown.changes[1].gpus_after == 8);
   CHECK(grown.gpu_hours == doctest::Approx(2 + 8));
+  // The live replay's restart_from_checkpoint restarts onto every node as well.
+  const auto restarted = replay.run(spot_policy::restart_from_checkpoint);
+  REQUIRE(restarted.changes.size() == 2);
+  CHECK(restarted.changes[1].gpus_after == 8);
 }

@@ -135,8 +135,9 @@ public:
   using plan_source = std::function<result<plan_result>(const problem&)>;
   void set_plan_source(plan_source source);
 
-  /// Ours (throughput objective) re-plans on every rise of capacity, faster plan or not, as a
-  /// live coordinator does when a node joins (`sailor replay --live`: every node trains).
+  /// Ours (throughput objective) and restart_from_checkpoint re-plan on every rise of
+  /// capacity, faster plan or not, as a live coordinator does when a node joins (`sailor replay
+  /// --live`: every node trains).
   void set_grow_on_every_rise(bool on) { grow_on_every_rise_ = on; }
 
   /// Iterations whose completion time `replay_totals::time_to_target_s` reports (0: none).
