@@ -27,16 +27,19 @@ using namespace sailor::testing;
 namespace {
 
 // A coordinator that trains `iterations` once `quorum` nodes joined and writes its summary;
-// `extra` options follow.
+// `extra` options follow; the tiny model unless `model_file` names another.
 std::string start_growth_coordinator(std::unique_ptr<child>& coordinator, const temp_dir& dir,
                                      int quorum, int iterations,
-                                     const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> options{"--settle-s", "60", "--heartbeat-ms", "200",
+                                     const std::vector<std::string>& extra = {},
+                                     const std::string& model_file = "") {
+  std::vector<std::string> options{"--quorum", std::to_string(quorum), "--train-dir", dir.path("train"),
+                                   "--iterations", std::to_string(iterations), "--exit-when-done",
+                                   "--settle-s", "60", "--heartbeat-ms", "200",
                                    "--heartbeat-timeout-ms", "5000", "--transport", "tcp",
                                    "--token-file", job_token_file(dir), "--summary-json",
                                    dir.path("summary.json")};
   options.insert(options.end(), extra.begin(), extra.end());
-  auto argv = training_coordinator_argv("127.0.0.1:0", dir.path("train"), quorum, iterations, options);
+  auto argv = coordinator_argv("127.0.0.1:0", options, model_file);
   return start_listening(coordinator, argv, dir.path("coordinator"));
 }
 
@@ -92,8 +95,8 @@ finished_job wait_finished(child& coordinator, const temp_dir& dir, int iteratio
 
 // What a user checks of a job that changed plans while it ran: every iteration printed once
 // (none run again), nothing lost, every plan on the same batch sizes, and the whole loss curve
-// the undisturbed single rank's.
-void check_nothing_run_again(const finished_job& job, int iterations) {
+// the undisturbed single rank's (of the tiny model unless `model_file` names another).
+void check_nothing_run_again(const finished_job& job, int iterations, const std::string& model_file = "") {
   INFO(job.out);
   for (int k = 1; k <= iterations; ++k) {
     const std::regex line{"\niteration " + std::to_string(k) + "/" + std::to_string(iterations) + "  loss"};
@@ -111,7 +114,7 @@ void check_nothing_run_again(const finished_job& job, int iterations) {
   for (std::sregex_iterator i{job.out.begin(), job.out.end(), sizes}, end; i != end; ++i)
     CHECK(std::pair{std::stoi((*i)[1]), std::stoi((*i)[2])} == batch);
   check_same_curve(j["loss_curve"].get<std::vector<double>>(),
-                   single_rank_losses(batch.first, batch.second, iterations));
+                   single_rank_losses(batch.first, batch.second, iterations, model_file));
 }
 
 // The bytes a node's rank says came over the transport when it resumed from memory (-1: it
@@ -120,6 +123,16 @@ long long fetched_over_transport(const std::string& log) {
   static const std::regex resumed{R"(resumed from the state after iteration [0-9]+ in memory \([0-9]+ shards, [0-9]+ bytes, ([0-9]+) of them over the transport)"};
   std::smatch m;
   return std::regex_search(log, m, resumed) ? std::stoll(m[1]) : -1;
+}
+
+// How many holders at once a node's rank fetched a shard from, the most over its log (0: it
+// fetched none in parts).
+int most_holders_at_once(const std::string& log) {
+  static const std::regex parts{R"(\[shards\] fetched \S+ \([0-9]+ bytes\) in [0-9]+ parts from ([0-9]+) holders at once)"};
+  int most = 0;
+  for (std::sregex_iterator i{log.begin(), log.end(), parts}, end; i != end; ++i)
+    most = std::max(most, std::stoi((*i)[1]));
+  return most;
 }
 
 }  // namespace
@@ -206,4 +219,35 @@ TEST_CASE("growth: a holder SIGKILLed while the joining node fetches the state f
   CHECK(j["bytes_restored"].get<std::int64_t>() >= 3 * 4 * 218496);
 }
 
+TEST_CASE("growth: a node joins two replicas of a model whose state passes the split size: it fetches the state from both holders at once, no iteration lost, the same loss curve") {
+  temp_dir dir;
+  const int iterations = 40;
+  // The tiny model widened to hidden 160: about 1.3 M parameters, 15 MB of parameters and
+  // AdamW moments in one stage, past the 8 MiB above which a shard held by several nodes is
+  // fetched in parts from each of them at once (train/src/state/shard_client.cpp).
+  const auto model = dir.write("wide.yaml",
+                               "name: tiny-wide\nlayers: 4\nhidden: 160\nheads: 4\nffn_hidden: 640\n"
+                               "sequence: 32\nvocabulary: 128\ndtype: fp32\n");
+  std::unique_ptr<child> coordinator;
+  // No checkpoint on disk (--checkpoint-every 0): the state can only come from memory.
+  const auto port = start_growth_coordinator(coordinator, dir, 2, iterations, {"--checkpoint-every", "0"}, model);
+  // n0 and n1, one per zone: one stage of two replicas, each holding the whole model.
+  auto n0 = start_node(dir, port, "n0", "local-a");
+  auto n1 = start_node(dir, port, "n1", "local-b");
+  const bool trained = eventually(120s, [&] { return printed_iteration(*coordinator, 3, iterations); });
+  INFO(coordinator->out());
+  INFO(coordinator->err());
+  REQUIRE(trained);
+  // n2 joins: one stage of three replicas; n2's state comes from n0 and n1 at once.
+  auto n2 = start_node(dir, port, "n2", "local-a");
+  const auto job = wait_finished(*coordinator, dir, iterations, 200s);
+  INFO(n2->err());
+  check_nothing_run_again(job, iterations, model);
+  CHECK(job.summary["replans"].get<int>() == 1);
+  CHECK(most_holders_at_once(n2->err()) == 2);
+  CHECK(fetched_over_transport(n2->err()) > std::int64_t{8} << 20);
+  CHECK(n2->err().find("no file written") != std::string::npos);
+}
+
 #endif
+

@@ -20,9 +20,11 @@
 namespace sailor::testing {
 
 // The loss curve of `iterations` iterations on one rank holding every layer.
-inline std::vector<double> single_rank_losses(int micro_batch, int global_batch, int iterations) {
+// `model_file`: the tiny model's (configs/models/tiny.yaml) when empty.
+inline std::vector<double> single_rank_losses(int micro_batch, int global_batch, int iterations,
+                                              const std::string& model_file = "") {
   const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
-  auto model = sailor::config::load_model(configs + "/models/tiny.yaml");
+  auto model = sailor::config::load_model(model_file.empty() ? configs + "/models/tiny.yaml" : model_file);
   REQUIRE(model);
   auto job = sailor::config::load_job(configs + "/jobs/tiny.yaml");
   REQUIRE(job);
