@@ -104,6 +104,20 @@ void capacity_changed(supervisor* self, const std::string& reason) {
     start_planning(self, "quorum of " + count_of(st.options.quorum, "node") + " reached");
 }
 
+void release_node(supervisor* self, const supervised_node& node, const std::string& why,
+                  const std::string& farewell) {
+  auto& st = self->state;
+  self->demonitor(node.endpoint.address());
+  if (!farewell.empty()) {
+    st.holdings.forget(node.inventory.address);
+    self->send(node.endpoint, shutdown_notice{farewell});
+  }
+  if (auto z = st.zones.find(node.inventory.zone); z != st.zones.end())
+    tell(self, z->second, untrack_node{node.inventory.name});
+  if (st.options.scheduler)
+    self->send(st.options.scheduler, availability_event{"lost", node.inventory, why});
+}
+
 void lose_node(supervisor* self, const std::string& name, const std::string& reason,
                bool keep_state) {
   auto& st = self->state;
@@ -115,16 +129,8 @@ void lose_node(supervisor* self, const std::string& name, const std::string& rea
   ++st.nodes_lost;
   log::get("actors")->warn("[supervisor] node {} lost: {}", name, reason);
   record(self, "node " + name + " lost: " + reason);
-  self->demonitor(node.endpoint.address());
-  if (!keep_state) {
-    st.holdings.forget(node.inventory.address);
-    // A node declared lost that is in fact alive (stalled) must not keep running old roles.
-    self->send(node.endpoint, shutdown_notice{"declared lost: " + reason});
-  }
-  if (auto z = st.zones.find(node.inventory.zone); z != st.zones.end())
-    tell(self, z->second, untrack_node{name});
-  if (st.options.scheduler)
-    self->send(st.options.scheduler, availability_event{"lost", node.inventory, reason});
+  // A node declared lost that is in fact alive (stalled) must not keep running old roles.
+  release_node(self, node, reason, keep_state ? std::string{} : "declared lost: " + reason);
   // The change first: a plan held for the survivors' state that the loss lets go on is then
   // made again without the node, not assigned with it.
   capacity_changed(self, "node " + name + " lost");

@@ -43,6 +43,12 @@ void record(supervisor* self, std::string event);
 /// until the next plan took its state (supervisor_recovery.cpp).
 void lose_node(supervisor* self, const std::string& name, const std::string& reason,
                bool keep_state = false);
+/// What every node that leaves the job (lost or let go; already taken out of the nodes) is
+/// owed: no longer monitored nor watched by its zone, the scheduler told it is lost (`why`).
+/// With a `farewell`, what it held is forgotten and it is told to shut down with that reason;
+/// without, it keeps its state (a node leaving with notice).
+void release_node(supervisor* self, const supervised_node& node, const std::string& why,
+                  const std::string& farewell);
 void start_planning(supervisor* self, std::string reason);
 bool from_the_node(supervisor* self, const std::string& name, const char* what);
 void on_plan(supervisor* self, plan_reply reply);

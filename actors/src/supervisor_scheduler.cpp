@@ -101,12 +101,7 @@ void let_go(supervisor* self, const std::string& name, const std::string& why) {
   st.nodes.erase(i);
   log::get("actors")->info("[supervisor] node {} let go: {}", name, why);
   record(self, "node " + name + " let go: " + why);
-  self->demonitor(node.endpoint.address());
-  st.holdings.forget(node.inventory.address);
-  self->send(node.endpoint, shutdown_notice{why});
-  if (auto z = st.zones.find(node.inventory.zone); z != st.zones.end())
-    tell(self, z->second, untrack_node{name});
-  self->send(st.options.scheduler, availability_event{"lost", node.inventory, why, 0});
+  release_node(self, node, why, why);
 }
 
 scheduler_answer accepted(std::string why = {}) { return {true, std::move(why)}; }
