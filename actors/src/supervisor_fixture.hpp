@@ -10,8 +10,8 @@
 #include <doctest/doctest.h>
 
 #include <caf/exit_reason.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
 
+#include "deterministic_system.hpp"
 #include "sailor/actors/job_supervisor.hpp"
 #include "sailor/actors/placement.hpp"
 #include "sailor/actors/planner_actor.hpp"
@@ -64,19 +64,7 @@ caf::behavior fake_node(caf::event_based_actor* self, supervisor_actor superviso
   };
 }
 
-class test_config : public runtime_config {
-public:
-  test_config() {
-    set("scheduler.policy", caf::atom("testing"));
-    set("logger.inline-output", true);
-  }
-};
-
-struct deterministic {
-  test_config cfg;
-  caf::actor_system system{cfg};
-  caf::scheduler::test_coordinator& sched =
-    dynamic_cast<caf::scheduler::test_coordinator&>(system.scheduler());
+struct deterministic : testing::deterministic_system {
   supervisor_actor supervisor;
   std::map<std::string, std::shared_ptr<fake_log>> logs;
   std::map<std::string, caf::actor> fakes;
