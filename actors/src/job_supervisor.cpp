@@ -153,6 +153,8 @@ bool from_the_node(supervisor* self, const std::string& name, const char* what) 
 
 void admit(supervisor* self, const join_request& request) {
   auto& st = self->state;
+  // Whoever sent the join is taken for a node agent (a bridge proxy of a remote "agent"; a
+  // sender's type is not known): what goes to it from now on is checked against that.
   auto sender = caf::actor_cast<node_agent_actor>(self->current_sender());
   auto& inv = request.inventory;
   auto refuse = [&](const std::string& reason, refuse_reason code = refuse_reason::invalid_message) {
@@ -323,7 +325,7 @@ void assign(supervisor* self, config::plan chosen) {
       self->send(node.endpoint, *training);
     self->send(node.endpoint, role_assignment{st.plan_version, node.roles, chosen});
   }
-  auto me = caf::actor_cast<supervisor_actor>(self);
+  supervisor_actor me{self};
   for (std::size_t s = 0; s < chosen.stages.size(); ++s)
     for (std::size_t r = 0; r < chosen.stages[s].replicas.size(); ++r)
       st.groups[{static_cast<int>(s), static_cast<int>(r)}] =
@@ -541,7 +543,7 @@ job_supervisor(supervisor_actor::stateful_pointer<supervisor_state> self,
   using namespace supervision;
   auto& st = self->state;
   st.options = std::move(options);
-  auto me = caf::actor_cast<supervisor_actor>(self);
+  supervisor_actor me{self};
   for (auto& zone : st.options.zones) {
     auto z = self->spawn(zone_coordinator, zone_options{zone, st.options.heartbeat_interval,
                                                         st.options.heartbeat_timeout, me});

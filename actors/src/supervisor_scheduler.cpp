@@ -236,7 +236,7 @@ void tell_attached(supervisor* self) {
   auto& st = self->state;
   if (st.options.scheduler)
     self->send(st.options.scheduler,
-               scheduler_attached{caf::actor_cast<supervisor_port>(self), st.options.builtin});
+               scheduler_attached{supervisor_port{self}, st.options.builtin});
 }
 
 void tell_preemption(supervisor* self, const std::string& node, const std::string& reason,
