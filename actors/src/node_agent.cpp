@@ -11,8 +11,8 @@ namespace {
 
 using agent = node_agent_actor::stateful_base<node_agent_state>;
 
-// The zone coordinator is a dynamically typed actor (a bridge proxy): sent as this agent, as
-// to the (typed) supervisor.
+// The zone coordinator is a dynamically typed actor (a bridge proxy), which a typed actor's
+// send() does not take: sent as this agent all the same.
 template <class... Ts>
 void tell(agent* self, const caf::actor& to, Ts&&... xs) {
   caf::send_as(caf::actor_cast<caf::actor>(self), to, std::forward<Ts>(xs)...);
