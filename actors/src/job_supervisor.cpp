@@ -5,8 +5,6 @@
 #include <cstdio>
 #include <set>
 
-#include <caf/message_handler.hpp>
-
 #include "peer_checks.hpp"
 #include "supervisor_internal.hpp"
 #include "supervisor_scheduler.hpp"
@@ -20,8 +18,6 @@
 
 namespace sailor::actors {
 namespace supervision {
-
-using board_tick_atom = caf::atom_constant<caf::atom("brdtick")>;
 
 void record(supervisor* self, std::string event) {
   auto& st = self->state;
@@ -56,9 +52,9 @@ std::vector<node_inventory> inventory(supervisor* self) {
   return out;
 }
 
-caf::behavior collecting(supervisor* self);
-caf::behavior planning(supervisor* self);
-caf::behavior running(supervisor* self);
+supervisor_actor::behavior_type collecting(supervisor* self);
+supervisor_actor::behavior_type planning(supervisor* self);
+supervisor_actor::behavior_type running(supervisor* self);
 
 void clear_roles(supervisor* self) {
   auto& st = self->state;
@@ -108,6 +104,20 @@ void capacity_changed(supervisor* self, const std::string& reason) {
     start_planning(self, "quorum of " + count_of(st.options.quorum, "node") + " reached");
 }
 
+void release_node(supervisor* self, const supervised_node& node, const std::string& why,
+                  const std::string& farewell) {
+  auto& st = self->state;
+  self->demonitor(node.endpoint.address());
+  if (!farewell.empty()) {
+    st.holdings.forget(node.inventory.address);
+    self->send(node.endpoint, shutdown_notice{farewell});
+  }
+  if (auto z = st.zones.find(node.inventory.zone); z != st.zones.end())
+    tell(self, z->second, untrack_node{node.inventory.name});
+  if (st.options.scheduler)
+    self->send(st.options.scheduler, availability_event{"lost", node.inventory, why});
+}
+
 void lose_node(supervisor* self, const std::string& name, const std::string& reason,
                bool keep_state) {
   auto& st = self->state;
@@ -119,16 +129,8 @@ void lose_node(supervisor* self, const std::string& name, const std::string& rea
   ++st.nodes_lost;
   log::get("actors")->warn("[supervisor] node {} lost: {}", name, reason);
   record(self, "node " + name + " lost: " + reason);
-  self->demonitor(node.endpoint);
-  if (!keep_state) {
-    st.holdings.forget(node.inventory.address);
-    // A node declared lost that is in fact alive (stalled) must not keep running old roles.
-    self->send(node.endpoint, shutdown_notice{"declared lost: " + reason});
-  }
-  if (auto z = st.zones.find(node.inventory.zone); z != st.zones.end())
-    self->send(z->second, untrack_node{name});
-  if (st.options.scheduler)
-    self->send(st.options.scheduler, availability_event{"lost", node.inventory, reason});
+  // A node declared lost that is in fact alive (stalled) must not keep running old roles.
+  release_node(self, node, reason, keep_state ? std::string{} : "declared lost: " + reason);
   // The change first: a plan held for the survivors' state that the loss lets go on is then
   // made again without the node, not assigned with it.
   capacity_changed(self, "node " + name + " lost");
@@ -139,8 +141,7 @@ void lose_node(supervisor* self, const std::string& name, const std::string& rea
 // speaks for another node (a forged preemption would evict it, forged reports end training).
 bool from_the_node(supervisor* self, const std::string& name, const char* what) {
   auto i = self->state.nodes.find(name);
-  auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-  if (i != self->state.nodes.end() && sender && sender == i->second.endpoint)
+  if (i != self->state.nodes.end() && sent_by(self, i->second.endpoint))
     return true;
   if (i == self->state.nodes.end())
     return false;  // a node already gone: its late messages are void
@@ -152,7 +153,9 @@ bool from_the_node(supervisor* self, const std::string& name, const char* what) 
 
 void admit(supervisor* self, const join_request& request) {
   auto& st = self->state;
-  auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+  // Whoever sent the join is taken for a node agent (a bridge proxy of a remote "agent"; a
+  // sender's type is not known): what goes to it from now on is checked against that.
+  auto sender = caf::actor_cast<node_agent_actor>(self->current_sender());
   auto& inv = request.inventory;
   auto refuse = [&](const std::string& reason, refuse_reason code = refuse_reason::invalid_message) {
     auto name = detail::printable(inv.name);
@@ -209,9 +212,9 @@ void admit(supervisor* self, const join_request& request) {
   auto zone = zone_actor_name(inv.zone);
   self->send(sender, join_accepted{inv.name, zone, to_ms(st.options.heartbeat_interval),
                                    to_ms(st.options.heartbeat_timeout)});
-  self->send(st.zones[inv.zone], track_node{inv.name});
+  tell(self, st.zones[inv.zone], track_node{inv.name});
   if (st.options.on_admitted)
-    st.options.on_admitted(inv, sender);
+    st.options.on_admitted(inv, caf::actor_cast<caf::actor>(sender));
   if (st.options.scheduler)
     self->send(st.options.scheduler, availability_event{"joined", inv, ""});
   log::get("actors")->info("[supervisor] node {} joined: zone {}, {} x {} ({})", inv.name,
@@ -309,7 +312,7 @@ void assign(supervisor* self, config::plan chosen) {
     store_scope scope{st.plan_version, {}};
     for (auto& [name, node_roles] : roles)
       scope.nodes.push_back(name);
-    self->send(st.options.store, std::move(scope));
+    tell(self, st.options.store, std::move(scope));
   }
   for (auto& [name, node] : st.nodes) {
     auto r = roles.find(name);
@@ -322,7 +325,7 @@ void assign(supervisor* self, config::plan chosen) {
       self->send(node.endpoint, *training);
     self->send(node.endpoint, role_assignment{st.plan_version, node.roles, chosen});
   }
-  auto me = caf::actor_cast<caf::actor>(self);
+  supervisor_actor me{self};
   for (std::size_t s = 0; s < chosen.stages.size(); ++s)
     for (std::size_t r = 0; r < chosen.stages[s].replicas.size(); ++r)
       st.groups[{static_cast<int>(s), static_cast<int>(r)}] =
@@ -393,9 +396,18 @@ void start_planning(supervisor* self, std::string reason) {
   self->become(planning(self));
 }
 
-// Handlers every state shares.
-caf::message_handler common(supervisor* self) {
-  return caf::message_handler{
+// A state of the supervisor: the whole interface (supervisor_interface.hpp), the same in
+// every state but for the three messages whose handlers are given (settle_atom, stage_ready,
+// replica_ready).
+template <class OnSettle, class OnStageReady, class OnReplicaReady>
+supervisor_actor::behavior_type state_of(supervisor* self, OnSettle on_settle,
+                                         OnStageReady on_stage_ready,
+                                         OnReplicaReady on_replica_ready) {
+  return {
+    std::move(on_settle),
+    std::move(on_stage_ready),
+    std::move(on_replica_ready),
+    [self](const join_request& x) { admit(self, x); },
     [self](const status_request&) -> cluster_status { return snapshot(self); },
     [self](const zone_heartbeats& x) {
       auto now = self->clock().now();
@@ -414,7 +426,7 @@ caf::message_handler common(supervisor* self) {
       if (i == self->state.nodes.end())
         return;
       if (auto z = self->state.zones.find(i->second.inventory.zone); z != self->state.zones.end())
-        self->send(z->second, x);
+        tell(self, z->second, x);
     },
     [self](const node_lost& x) { lose_node(self, x.node, x.reason); },
     [self](const preemption_notice& x) {
@@ -457,75 +469,81 @@ caf::message_handler common(supervisor* self) {
       // The node cannot run its role: plan without it.
       lose_node(self, x.node, "stage failed: " + x.reason);
     },
-    [self](const stage_ready&) {},     // of a plan no longer current
-    [self](const replica_ready&) {},   // of a plan no longer current
-    [self](settle_atom) {},            // settle time over after planning started
-    [self](const join_request& x) { admit(self, x); },
-  }.or_else(scheduler_handlers(self));
-}
-
-caf::behavior collecting(supervisor* self) {
-  caf::message_handler specific{
-    [self](settle_atom) {
-      auto& st = self->state;
-      st.settle_armed = false;
-      if (st.phase != "collecting" || st.nodes.empty())
-        return;
-      start_planning(self, "settle time over with " + count_of(static_cast<long long>(st.nodes.size()), "node"));
-    },
+    // The scheduler's requests and the drain deadlines (supervisor_scheduler.cpp).
+    [self](const replan_now& x) { return on_replan_now(self, x); },
+    [self](const drain_node& x) { return on_drain(self, x); },
+    [self](const evict_node& x) { return on_evict(self, x); },
+    [self](const placement_rule& x) { return on_rule(self, x); },
+    [self](const objective_change& x) { return on_objective(self, x); },
+    [self](drain_deadline_atom, const std::string& node) { on_drain_deadline(self, node); },
   };
-  return specific.or_else(common(self));
 }
 
-caf::behavior planning(supervisor* self) {
-  // Plan replies arrive through the request's continuation; everything else is common.
-  return common(self);
-}
+// What the states that do not act on them do with these.
+const auto ignore_settle = [](settle_atom) {};  // settle time over after planning started
+const auto ignore_stage_ready = [](const stage_ready&) {};      // of a plan no longer current
+const auto ignore_replica_ready = [](const replica_ready&) {};  // of a plan no longer current
 
-caf::behavior running(supervisor* self) {
-  caf::message_handler specific{
-    [self](const stage_ready& x) {
-      auto& st = self->state;
-      if (x.role.plan_version != st.plan_version || !from_the_node(self, x.node, "stage report"))
-        return;
-      auto i = st.nodes.find(x.node);
-      if (i == st.nodes.end())
-        return;
-      ++i->second.ready_roles;
-      ++st.roles_ready;
-      if (i->second.ready_roles == static_cast<int>(i->second.roles.size()))
-        i->second.state = node_state::ready;
-      auto g = st.groups.find({x.role.stage, x.role.replica});
-      if (g != st.groups.end())
-        self->send(g->second, x);
-    },
-    [self](const replica_ready& x) {
-      auto& st = self->state;
-      if (x.plan_version != st.plan_version)
-        return;
-      ++st.replicas_ready;
-      if (st.replicas_ready == static_cast<int>(st.groups.size()) && st.phase == "assigning") {
-        st.phase = "running";
-        log::get("actors")->info("[supervisor] all roles assigned: plan v{}, {} ready on {}",
-                                 st.plan_version, count_of(st.roles_ready, "stage actor"),
-                                 count_of(static_cast<long long>(st.nodes.size()), "node"));
-        record(self, "all roles assigned and ready (plan v" + std::to_string(st.plan_version) +
-                       ", " + count_of(st.roles_ready, "stage actor") + ")");
-        startup_advance(self);
-      }
-    },
+supervisor_actor::behavior_type collecting(supervisor* self) {
+  auto on_settle = [self](settle_atom) {
+    auto& st = self->state;
+    st.settle_armed = false;
+    if (st.phase != "collecting" || st.nodes.empty())
+      return;
+    start_planning(self, "settle time over with " +
+                           count_of(static_cast<long long>(st.nodes.size()), "node"));
   };
-  return specific.or_else(common(self));
+  return state_of(self, on_settle, ignore_stage_ready, ignore_replica_ready);
+}
+
+supervisor_actor::behavior_type planning(supervisor* self) {
+  // Plan replies arrive through the request's continuation.
+  return state_of(self, ignore_settle, ignore_stage_ready, ignore_replica_ready);
+}
+
+supervisor_actor::behavior_type running(supervisor* self) {
+  auto on_stage_ready = [self](const stage_ready& x) {
+    auto& st = self->state;
+    if (x.role.plan_version != st.plan_version || !from_the_node(self, x.node, "stage report"))
+      return;
+    auto i = st.nodes.find(x.node);
+    if (i == st.nodes.end())
+      return;
+    ++i->second.ready_roles;
+    ++st.roles_ready;
+    if (i->second.ready_roles == static_cast<int>(i->second.roles.size()))
+      i->second.state = node_state::ready;
+    auto g = st.groups.find({x.role.stage, x.role.replica});
+    if (g != st.groups.end())
+      tell(self, g->second, x);
+  };
+  auto on_replica_ready = [self](const replica_ready& x) {
+    auto& st = self->state;
+    if (x.plan_version != st.plan_version)
+      return;
+    ++st.replicas_ready;
+    if (st.replicas_ready == static_cast<int>(st.groups.size()) && st.phase == "assigning") {
+      st.phase = "running";
+      log::get("actors")->info("[supervisor] all roles assigned: plan v{}, {} ready on {}",
+                               st.plan_version, count_of(st.roles_ready, "stage actor"),
+                               count_of(static_cast<long long>(st.nodes.size()), "node"));
+      record(self, "all roles assigned and ready (plan v" + std::to_string(st.plan_version) +
+                     ", " + count_of(st.roles_ready, "stage actor") + ")");
+      startup_advance(self);
+    }
+  };
+  return state_of(self, ignore_settle, on_stage_ready, on_replica_ready);
 }
 
 }  // namespace supervision
 
-caf::behavior job_supervisor(caf::stateful_actor<supervisor_state>* self,
-                             supervisor_options options) {
+supervisor_actor::behavior_type
+job_supervisor(supervisor_actor::stateful_pointer<supervisor_state> self,
+               supervisor_options options) {
   using namespace supervision;
   auto& st = self->state;
   st.options = std::move(options);
-  auto me = caf::actor_cast<caf::actor>(self);
+  supervisor_actor me{self};
   for (auto& zone : st.options.zones) {
     auto z = self->spawn(zone_coordinator, zone_options{zone, st.options.heartbeat_interval,
                                                         st.options.heartbeat_timeout, me});

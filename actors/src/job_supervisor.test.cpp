@@ -224,6 +224,22 @@ TEST_CASE_FIXTURE(deterministic, "supervisor: with a status board, it publishes 
   CHECK(board->snapshot()->status.plan_version == 2);
 }
 
+namespace {
+
+// An iteration report of plan `version` from `rank`, the one rank of stage `rank`.
+train_report iteration_report(std::int64_t version, std::int64_t iteration, int rank = 0,
+                              double loss = 0) {
+  train_report r;
+  r.plan_version = version;
+  r.rank = rank;
+  r.stage = rank;
+  r.iteration = iteration;
+  r.loss = loss;
+  return r;
+}
+
+}  // namespace
+
 TEST_CASE("training progress: a plan resumed from a checkpoint finishes after the iterations left") {
   // A coordinator restarted on a job that checkpointed 10 of 15 iterations has no records of
   // those 10: the count comes from the checkpoint (start_iteration), not from the records.
@@ -232,13 +248,7 @@ TEST_CASE("training progress: a plan resumed from a checkpoint finishes after th
   CHECK_FALSE(fresh.finished());
   for (std::int64_t it = 10; it < 15; ++it)
     for (int rank = 0; rank < 2; ++rank) {
-      train_report r;
-      r.plan_version = 7;
-      r.rank = rank;
-      r.stage = rank;
-      r.iteration = it;
-      r.loss = 1.0;
-      auto done = fresh.add(r);
+      auto done = fresh.add(iteration_report(7, it, rank, 1.0));
       CHECK(done.has_value() == (rank == 1));
     }
   CHECK(fresh.completed_count() == 15);
@@ -253,12 +263,8 @@ TEST_CASE("training progress: a plan resumed from a checkpoint finishes after th
   training_progress resumed{8, 1, 6, 0, 0.0, 4, earlier};
   CHECK(resumed.completed_count() == 4);
   CHECK(resumed.loss_curve().size() == 3);
-  for (std::int64_t it = 4; it < 6; ++it) {
-    train_report r;
-    r.plan_version = 8;
-    r.iteration = it;
-    resumed.add(r);
-  }
+  for (std::int64_t it = 4; it < 6; ++it)
+    resumed.add(iteration_report(8, it));
   CHECK(resumed.finished());
 }
 
@@ -267,12 +273,7 @@ TEST_CASE("training progress: the validation loss comes from the last stage's fi
   training_progress first{3, 2, 6, 1, 0.0};
   for (std::int64_t it = 0; it < 4; ++it)
     for (int rank = 0; rank < 2; ++rank) {
-      train_report r;
-      r.plan_version = 3;
-      r.rank = rank;
-      r.stage = rank;
-      r.iteration = it;
-      r.loss = 3.0 - 0.1 * static_cast<double>(it);
+      auto r = iteration_report(3, it, rank, 3.0 - 0.1 * static_cast<double>(it));
       r.has_val_loss = it % 2 == 1;
       // Every rank computes the same number; the first stage's is off here to show which is
       // taken.
@@ -292,9 +293,7 @@ TEST_CASE("training progress: the validation loss comes from the last stage's fi
   training_progress second{4, 1, 6, 0, 0.0, 3, first.completed()};
   REQUIRE(second.val_loss_curve().size() == 1);
   CHECK(second.val_loss_curve()[0].iteration == 2);
-  train_report r;
-  r.plan_version = 4;
-  r.iteration = 3;
+  auto r = iteration_report(4, 3);
   r.has_val_loss = true;
   r.val_loss = 2.2;
   second.add(r);

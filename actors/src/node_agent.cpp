@@ -11,8 +11,8 @@ namespace {
 
 using agent = node_agent_actor::stateful_base<node_agent_state>;
 
-// The supervisor and the zone coordinator are dynamically typed actors (bridge proxies): sent
-// as this agent, so that their answers find it.
+// The zone coordinator is a dynamically typed actor (a bridge proxy), which a typed actor's
+// send() does not take: sent as this agent all the same.
 template <class... Ts>
 void tell(agent* self, const caf::actor& to, Ts&&... xs) {
   caf::send_as(caf::actor_cast<caf::actor>(self), to, std::forward<Ts>(xs)...);
@@ -41,7 +41,7 @@ void stop_stages(agent* self) {
 // memory and report it through here); the node stays until the next plan took that state.
 node_agent_actor::behavior_type leaving(agent* self) {
   return {
-    [self](train_report& x) { tell(self, self->state.options.supervisor, std::move(x)); },
+    [self](train_report& x) { self->send(self->state.options.supervisor, std::move(x)); },
     [self](const shutdown_notice& x) {
       log::get("actors")->info("[node {}] leaves: {}", self->state.options.inventory.name, x.reason);
       finish(self, agent_outcome::kind::preempted, "preempted");
@@ -112,7 +112,7 @@ node_agent_actor::behavior_type member(agent* self) {
       if (x.role.plan_version != self->state.plan_version)
         return;
       ++self->state.ready;
-      tell(self, self->state.options.supervisor, std::move(x));
+      self->send(self->state.options.supervisor, std::move(x));
     },
     [self](training_job& x) {
       auto& jobs = self->state.jobs;
@@ -122,12 +122,12 @@ node_agent_actor::behavior_type member(agent* self) {
         jobs.erase(jobs.begin());
     },
     [self](train_report& x) {  // from a local training thread: to the supervisor
-      tell(self, self->state.options.supervisor, std::move(x));
+      self->send(self->state.options.supervisor, std::move(x));
     },
     [self](stage_failed& x) {
       if (x.role.plan_version != self->state.plan_version)
         return;
-      tell(self, self->state.options.supervisor, std::move(x));
+      self->send(self->state.options.supervisor, std::move(x));
     },
     [self](tick_atom) {
       auto& st = self->state;
@@ -144,7 +144,7 @@ node_agent_actor::behavior_type member(agent* self) {
                                  st.options.leave_grace)
                                  .count());
       auto grace_s = std::chrono::duration<double>(st.options.leave_grace).count();
-      tell(self, st.options.supervisor,
+      self->send(st.options.supervisor,
                  preemption_notice{st.options.inventory.name, "preemption notice", grace_s});
       if (st.options.on_leaving)
         st.options.on_leaving();
@@ -184,7 +184,7 @@ node_agent_actor::behavior_type node_agent(agent* self, node_agent_options optio
   return {
     [self](start_atom) {
       auto& st = self->state;
-      tell(self, st.options.supervisor, join_request{protocol_version, st.options.inventory});
+      self->send(st.options.supervisor, join_request{protocol_version, st.options.inventory});
     },
     [self](const join_accepted& x) {
       auto& st = self->state;

@@ -4,7 +4,7 @@ namespace sailor::actors {
 
 caf::behavior replica_group(caf::stateful_actor<replica_group_state>* self,
                             std::int64_t plan_version, int stage, int replica, int tp,
-                            caf::actor supervisor) {
+                            supervisor_actor supervisor) {
   auto& st = self->state;
   st.plan_version = plan_version;
   st.stage = stage;

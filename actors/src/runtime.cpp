@@ -42,9 +42,14 @@ result<std::unique_ptr<coordinator>> coordinator::start(caf::actor_system& syste
   self->store_ = spawn_rendezvous_server(system, store_limits);
   sup.store = self->store_;
   self->supervisor_ = system.spawn(job_supervisor, sup);
-  self->bridge_->publish("supervisor", self->supervisor_);
+  // The dynamic seam on the supervisor's side: the bridge delivers what it decodes from a
+  // peer to the actor published under the name, as a caf::message. Its codec decodes
+  // protocol messages only (protocol/codec.hpp), so a peer reaches the node port and
+  // status_request at most (scheduler messages are refused on the way, peer_checks.hpp); the
+  // timers, the scheduler's requests and the local reports are no wire messages.
+  self->bridge_->publish("supervisor", caf::actor_cast<caf::actor>(self->supervisor_));
   self->bridge_->publish("store", self->store_);
-  caf::actor supervisor = self->supervisor_;
+  supervisor_actor supervisor = self->supervisor_;
   self->bridge_->on_refused([supervisor](const peer_refused& x) {
     caf::anon_send(supervisor, x);
   });
@@ -88,7 +93,9 @@ result<std::unique_ptr<node>> node::start(caf::actor_system& system, const std::
     return peer.error();
   auto* links = self->bridge_.get();
   auto id = *peer;
-  options.supervisor = links->remote_actor(id, "supervisor");
+  // A bridge proxy takes any message and encodes what the codec knows: typed here by what a
+  // node sends the supervisor (protocol messages only).
+  options.supervisor = caf::actor_cast<supervisor_node_port>(links->remote_actor(id, "supervisor"));
   options.resolve = [links, id](const std::string& name) { return links->remote_actor(id, name); };
   self->rendezvous_ = rendezvous_client::start(
     system, links->remote_actor(id, "store"),
@@ -123,7 +130,8 @@ result<cluster_status> query_status(caf::actor_system& system, const std::string
     return peer.error();
   caf::scoped_actor self{system};
   links.publish("status", caf::actor_cast<caf::actor>(self));
-  auto supervisor = links.remote_actor(*peer, "supervisor");
+  // A bridge proxy, typed by the one message sent to it.
+  auto supervisor = caf::actor_cast<supervisor_actor>(links.remote_actor(*peer, "supervisor"));
   self->monitor(supervisor);
   self->send(supervisor, status_request{});
   result<cluster_status> out =

@@ -5,9 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <caf/exit_reason.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
 
-#include "sailor/actors/runtime.hpp"
+#include "deterministic_system.hpp"
 
 using namespace sailor::actors;
 
@@ -33,19 +32,7 @@ struct recorded_work final : stage_work {
   ~recorded_work() override { *stopped = true; }
 };
 
-class test_config : public runtime_config {
-public:
-  test_config() {
-    set("scheduler.policy", caf::atom("testing"));
-    set("logger.inline-output", true);
-  }
-};
-
-struct fixture {
-  test_config cfg;
-  caf::actor_system system{cfg};
-  caf::scheduler::test_coordinator& sched =
-    dynamic_cast<caf::scheduler::test_coordinator&>(system.scheduler());
+struct fixture : testing::deterministic_system {
   std::shared_ptr<agent_log> log = std::make_shared<agent_log>();
   caf::actor fake = system.spawn(fake_agent, log);
   node_agent_actor agent = caf::actor_cast<node_agent_actor>(fake);  // it gets only what stages send

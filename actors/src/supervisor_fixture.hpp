@@ -10,8 +10,8 @@
 #include <doctest/doctest.h>
 
 #include <caf/exit_reason.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
 
+#include "deterministic_system.hpp"
 #include "sailor/actors/job_supervisor.hpp"
 #include "sailor/actors/placement.hpp"
 #include "sailor/actors/planner_actor.hpp"
@@ -35,7 +35,7 @@ struct fake_log {
 };
 
 // A node as the supervisor sees it: joins, answers every role with stage_ready.
-caf::behavior fake_node(caf::event_based_actor* self, caf::actor supervisor, join_request join,
+caf::behavior fake_node(caf::event_based_actor* self, supervisor_actor supervisor, join_request join,
                         std::shared_ptr<fake_log> log) {
   self->send(supervisor, join);
   return {
@@ -64,22 +64,8 @@ caf::behavior fake_node(caf::event_based_actor* self, caf::actor supervisor, joi
   };
 }
 
-class test_config : public runtime_config {
-public:
-  test_config() {
-    set("scheduler.policy", caf::atom("testing"));
-    set("logger.inline-output", true);
-  }
-};
-
-using supervisor_actor = caf::stateful_actor<supervisor_state>;
-
-struct deterministic {
-  test_config cfg;
-  caf::actor_system system{cfg};
-  caf::scheduler::test_coordinator& sched =
-    dynamic_cast<caf::scheduler::test_coordinator&>(system.scheduler());
-  caf::actor supervisor;
+struct deterministic : testing::deterministic_system {
+  supervisor_actor supervisor;
   std::map<std::string, std::shared_ptr<fake_log>> logs;
   std::map<std::string, caf::actor> fakes;
 
@@ -112,7 +98,8 @@ struct deterministic {
   }
 
   supervisor_state& state() {
-    auto* ptr = dynamic_cast<supervisor_actor*>(caf::actor_cast<caf::abstract_actor*>(supervisor));
+    using supervisor_type = supervisor_actor::stateful_base<supervisor_state>;
+    auto* ptr = dynamic_cast<supervisor_type*>(caf::actor_cast<caf::abstract_actor*>(supervisor));
     REQUIRE(ptr != nullptr);
     return ptr->state;
   }

@@ -7,24 +7,31 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include <caf/atom.hpp>
-#include <caf/stateful_actor.hpp>
+#include <caf/actor_cast.hpp>
+#include <caf/send.hpp>
 
 #include "sailor/actors/job_supervisor.hpp"
 
 namespace sailor::actors::supervision {
 
-using supervisor = caf::stateful_actor<supervisor_state>;
+using supervisor = supervisor_actor::stateful_base<supervisor_state>;
 
-/// The wait for the survivors' state is over: (serial of the timer).
-using recovery_wait_atom = caf::atom_constant<caf::atom("recwait")>;
-/// Supervisor to itself: the grace period of a node that left with notice is over.
-using leave_deadline_atom = caf::atom_constant<caf::atom("leavedl")>;
+/// To an actor the supervisor spawned or was given that is dynamically typed (a zone
+/// coordinator, a replica group, the rendezvous store). A typed actor's send() takes typed
+/// receivers only; sent as the supervisor all the same, as before it was typed.
+template <class... Ts>
+void tell(supervisor* self, const caf::actor& to, Ts&&... xs) {
+  caf::send_as(caf::actor_cast<caf::actor>(self), to, std::forward<Ts>(xs)...);
+}
 
-/// A start-up step's deadline: (plan version, serial of the timer).
-using startup_deadline_atom = caf::atom_constant<caf::atom("stdeadln")>;
+/// Whether the message being handled came from `endpoint` (a node's agent).
+inline bool sent_by(supervisor* self, const node_agent_actor& endpoint) {
+  const auto& sender = self->current_sender();
+  return sender && sender == caf::actor_cast<caf::strong_actor_ptr>(endpoint);
+}
 
 inline std::int64_t to_ms(caf::timespan t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t).count();
@@ -36,6 +43,12 @@ void record(supervisor* self, std::string event);
 /// until the next plan took its state (supervisor_recovery.cpp).
 void lose_node(supervisor* self, const std::string& name, const std::string& reason,
                bool keep_state = false);
+/// What every node that leaves the job (lost or let go; already taken out of the nodes) is
+/// owed: no longer monitored nor watched by its zone, the scheduler told it is lost (`why`).
+/// With a `farewell`, what it held is forgotten and it is told to shut down with that reason;
+/// without, it keeps its state (a node leaving with notice).
+void release_node(supervisor* self, const supervised_node& node, const std::string& why,
+                  const std::string& farewell);
 void start_planning(supervisor* self, std::string reason);
 bool from_the_node(supervisor* self, const std::string& name, const char* what);
 void on_plan(supervisor* self, plan_reply reply);

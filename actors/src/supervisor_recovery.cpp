@@ -309,8 +309,7 @@ void recovery_leave_deadline(supervisor* self, const std::string& name) {
 std::string reporting_node_address(supervisor* self, const std::string& name) {
   auto& st = self->state;
   if (auto l = st.recovery.leaving.find(name); l != st.recovery.leaving.end()) {
-    auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-    return sender && sender == l->second.endpoint ? l->second.address : std::string{};
+    return sent_by(self, l->second.endpoint) ? l->second.address : std::string{};
   }
   if (!from_the_node(self, name, "train report"))
     return {};

@@ -16,8 +16,6 @@
 namespace sailor::actors::supervision {
 namespace {
 
-using drain_deadline_atom = caf::atom_constant<caf::atom("draindl")>;
-
 double seconds_since(supervisor* self, caf::actor_clock::time_point t) {
   return std::chrono::duration<double>(self->clock().now() - t).count();
 }
@@ -103,12 +101,7 @@ void let_go(supervisor* self, const std::string& name, const std::string& why) {
   st.nodes.erase(i);
   log::get("actors")->info("[supervisor] node {} let go: {}", name, why);
   record(self, "node " + name + " let go: " + why);
-  self->demonitor(node.endpoint);
-  st.holdings.forget(node.inventory.address);
-  self->send(node.endpoint, shutdown_notice{why});
-  if (auto z = st.zones.find(node.inventory.zone); z != st.zones.end())
-    self->send(z->second, untrack_node{name});
-  self->send(st.options.scheduler, availability_event{"lost", node.inventory, why, 0});
+  release_node(self, node, why, why);
 }
 
 scheduler_answer accepted(std::string why = {}) { return {true, std::move(why)}; }
@@ -119,6 +112,8 @@ scheduler_answer refused(supervisor* self, std::string why) {
 }
 
 bool joined(supervisor* self, const std::string& node) { return self->state.nodes.count(node); }
+
+}  // namespace
 
 scheduler_answer on_drain(supervisor* self, const drain_node& x) {
   auto& st = self->state;
@@ -190,7 +185,28 @@ scheduler_answer on_objective(supervisor* self, const objective_change& x) {
   return accepted();
 }
 
-}  // namespace
+scheduler_answer on_replan_now(supervisor* self, const replan_now& x) {
+  if (self->state.nodes.empty())
+    return refused(self, "replan_now: no node has joined");
+  auto why = "the scheduler asked: " + detail::printable(x.reason);
+  record(self, "re-plan: " + why);
+  capacity_changed(self, why);
+  if (self->state.phase == "collecting")  // before quorum: plan now all the same
+    start_planning(self, why);
+  return accepted();
+}
+
+scheduler_answer on_evict(supervisor* self, const evict_node& x) {
+  if (!joined(self, x.node))
+    return refused(self, "evict: node '" + detail::printable(x.node) + "' has not joined");
+  lose_node(self, x.node, "evicted by the scheduler: " + detail::printable(x.reason));
+  return accepted();
+}
+
+void on_drain_deadline(supervisor* self, const std::string& node) {
+  if (self->state.sched.drained.count(node))
+    let_go(self, node, "drain deadline passed");
+}
 
 void request_plan(supervisor* self, plan_request request) {
   auto& s = self->state.sched;
@@ -216,39 +232,11 @@ bool excluded_from_plans(supervisor* self, const std::string& name) {
   });
 }
 
-caf::message_handler scheduler_handlers(supervisor* self) {
-  return {
-    [self](const replan_now& x) -> scheduler_answer {
-      if (self->state.nodes.empty())
-        return refused(self, "replan_now: no node has joined");
-      auto why = "the scheduler asked: " + detail::printable(x.reason);
-      record(self, "re-plan: " + why);
-      capacity_changed(self, why);
-      if (self->state.phase == "collecting")  // before quorum: plan now all the same
-        start_planning(self, why);
-      return accepted();
-    },
-    [self](const drain_node& x) { return on_drain(self, x); },
-    [self](const evict_node& x) -> scheduler_answer {
-      if (!joined(self, x.node))
-        return refused(self, "evict: node '" + detail::printable(x.node) + "' has not joined");
-      lose_node(self, x.node, "evicted by the scheduler: " + detail::printable(x.reason));
-      return accepted();
-    },
-    [self](const placement_rule& x) { return on_rule(self, x); },
-    [self](const objective_change& x) { return on_objective(self, x); },
-    [self](drain_deadline_atom, const std::string& node) {
-      if (self->state.sched.drained.count(node))
-        let_go(self, node, "drain deadline passed");
-    },
-  };
-}
-
 void tell_attached(supervisor* self) {
   auto& st = self->state;
   if (st.options.scheduler)
     self->send(st.options.scheduler,
-               scheduler_attached{caf::actor_cast<supervisor_port>(self), st.options.builtin});
+               scheduler_attached{supervisor_port{self}, st.options.builtin});
 }
 
 void tell_preemption(supervisor* self, const std::string& node, const std::string& reason,
@@ -296,8 +284,7 @@ void tell_iteration(supervisor* self, const train_report& x) {
       x.plan_version != st.plan_version)
     return;
   auto i = st.nodes.find(x.node);
-  auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-  if (i == st.nodes.end() || sender != i->second.endpoint)
+  if (i == st.nodes.end() || !sent_by(self, i->second.endpoint))
     return;  // on_train_report logs a forged report
   ++st.sched.telemetry_sent;
   self->send(st.options.scheduler,

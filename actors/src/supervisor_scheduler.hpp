@@ -6,8 +6,6 @@
 #include <string>
 #include <vector>
 
-#include <caf/message_handler.hpp>
-
 #include "supervisor_internal.hpp"
 
 namespace sailor::actors::supervision {
@@ -29,8 +27,14 @@ std::optional<std::string> plan_refusal(const config::plan& p,
 void request_plan(supervisor* self, plan_request request);
 /// Whether node `name` is kept out of plans (drained, or forbidden on every stage).
 bool excluded_from_plans(supervisor* self, const std::string& name);
-/// The requests a scheduler sends, and the drain timers.
-caf::message_handler scheduler_handlers(supervisor* self);
+/// The requests a scheduler sends (each answered: accepted, or refused with the reason and
+/// nothing changed), and a drain's deadline.
+scheduler_answer on_replan_now(supervisor* self, const replan_now& x);
+scheduler_answer on_drain(supervisor* self, const drain_node& x);
+scheduler_answer on_evict(supervisor* self, const evict_node& x);
+scheduler_answer on_rule(supervisor* self, const placement_rule& x);
+scheduler_answer on_objective(supervisor* self, const objective_change& x);
+void on_drain_deadline(supervisor* self, const std::string& node);
 
 // What the scheduler is told.
 void tell_attached(supervisor* self);

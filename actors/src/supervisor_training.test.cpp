@@ -101,6 +101,17 @@ struct training_run : deterministic {
     }
   }
 
+  // `node` is killed; every other node says that its ranks keep their state after
+  // `iteration` completed iterations in memory at `file`.
+  void lose_and_survivors_keep(const std::string& node, int iteration, const std::string& file) {
+    lose(node);
+    std::vector<std::string> survivors;
+    for (auto& [name, n] : state().nodes)
+      survivors.push_back(name);
+    for (auto& n : survivors)
+      report_kept(n, iteration, file);
+  }
+
   train_report failure(const std::string& node, const std::string& phase, const std::string& why,
                        std::int64_t iteration = 0, const std::string& blamed = {}) {
     train_report r;
@@ -334,10 +345,8 @@ TEST_CASE_FIXTURE(training_run, "supervisor: a node leaving with notice stops co
 TEST_CASE_FIXTURE(training_run, "supervisor: a holder killed while the next plan fetches the survivors' state: the job is re-planned again from the state the others hold") {
   four_nodes_through_first_iteration();
   // n4 dies; the survivors keep their state after iteration 1 in memory and say so.
-  lose("n4");
   const auto file = shard("checkpoints/j/mem", 1);
-  for (const auto& n : {"n1", "n2", "n3"})
-    report_kept(n, 1, file);
+  lose_and_survivors_keep("n4", 1, file);
   REQUIRE(state().plan_version == 2);
   CHECK(logs.at("n2")->jobs.back().start_iteration == 1);
   CHECK(logs.at("n2")->jobs.back().restore_dir == "checkpoints/j/mem");
@@ -433,10 +442,8 @@ TEST_CASE_FIXTURE(training_run, "supervisor: survivors that hold some layers and
 
 TEST_CASE_FIXTURE(training_run, "supervisor: a rank whose fetch of the survivors' state fails on a holder that died, before its loss is noticed, names it: the job re-plans without it from the state the others hold") {
   four_nodes_through_first_iteration();
-  lose("n4");
   const auto file = shard("checkpoints/j/mem", 1);
-  for (const auto& n : {"n1", "n2", "n3"})
-    report_kept(n, 1, file);
+  lose_and_survivors_keep("n4", 1, file);
   REQUIRE(state().plan_version == 2);
   for (const auto& n : {"n1", "n2", "n3"})
     report_all(n, report_kind::reached, "setup");
@@ -539,10 +546,8 @@ TEST_CASE_FIXTURE(training_run, "supervisor: an iteration the survivors finished
     }
   REQUIRE(last_stage_survives);
   CHECK(state().training.completed_count() == 1);  // n4's report is missing
-  lose("n4");
-  const auto file = shard("checkpoints/j/mem", 2);  // the survivors' state includes iteration 1
-  for (const auto& n : {"n1", "n2", "n3"})
-    report_kept(n, 2, file);
+  // The survivors' state includes iteration 1.
+  lose_and_survivors_keep("n4", 2, shard("checkpoints/j/mem", 2));
   REQUIRE(state().plan_version == 2);
   CHECK(logs.at("n2")->jobs.back().start_iteration == 2);
   // Iteration 1 is counted, with the survivors' loss, and was not run again.
@@ -556,10 +561,8 @@ TEST_CASE_FIXTURE(training_run, "supervisor: an iteration the survivors finished
 
 TEST_CASE_FIXTURE(training_run, "supervisor: a second loss soon after a recovery waits for the survivors' state its own full time (the first wait's timer does not end it)") {
   four_nodes_through_first_iteration();
-  lose("n4");  // the first recovery: its wait's timer is due state_wait (5 s) from now
-  const auto first = shard("checkpoints/j/mem", 1);
-  for (const auto& n : {"n1", "n2", "n3"})
-    report_kept(n, 1, first);
+  // The first recovery: its wait's timer is due state_wait (5 s) from now.
+  lose_and_survivors_keep("n4", 1, shard("checkpoints/j/mem", 1));
   REQUIRE(state().plan_version == 2);
   for (const char* step : {"setup", "restore"})
     for (const auto& n : {"n1", "n2", "n3"})

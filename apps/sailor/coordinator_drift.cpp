@@ -60,7 +60,7 @@ void coordinator_drift::iteration(const actors::iteration_record& r,
   completed_ = p.completed_count();
 }
 
-void coordinator_drift::start(std::shared_ptr<actors::status_board> board, caf::actor supervisor) {
+void coordinator_drift::start(std::shared_ptr<actors::status_board> board, actors::supervisor_actor supervisor) {
   if (!enabled_ || !watch_ || !board || thread_.joinable())
     return;
   thread_ = std::thread{[this, board = std::move(board), supervisor = std::move(supervisor)] {
@@ -78,7 +78,7 @@ void coordinator_drift::stop() {
     thread_.join();
 }
 
-void coordinator_drift::run(std::shared_ptr<actors::status_board> board, caf::actor supervisor) {
+void coordinator_drift::run(std::shared_ptr<actors::status_board> board, actors::supervisor_actor supervisor) {
   std::unique_lock lock{mu_};
   while (!wake_.wait_for(lock, std::chrono::milliseconds{200}, [this] { return stopping_; })) {
     if (running_.stages.empty() || records_.empty())

@@ -18,12 +18,11 @@
 #include <thread>
 #include <vector>
 
-#include <caf/actor.hpp>
-
 #include "drift_watch.hpp"
 #include "local_planning.hpp"
 #include "sailor/actors/messages.hpp"
 #include "sailor/actors/status_board.hpp"
+#include "sailor/actors/supervisor_interface.hpp"
 #include "sailor/actors/train_progress.hpp"
 
 namespace sailor::app {
@@ -45,12 +44,12 @@ public:
   void iteration(const actors::iteration_record& r, const actors::training_progress& p);
 
   /// Starts the drift thread (no-op unless enabled and planner() was called).
-  void start(std::shared_ptr<actors::status_board> board, caf::actor supervisor);
+  void start(std::shared_ptr<actors::status_board> board, actors::supervisor_actor supervisor);
   /// Stops and joins it; idempotent.
   void stop();
 
 private:
-  void run(std::shared_ptr<actors::status_board> board, caf::actor supervisor);
+  void run(std::shared_ptr<actors::status_board> board, actors::supervisor_actor supervisor);
   void planned(const std::vector<actors::node_inventory>& nodes, const plan_prediction& p);
 
   const bool enabled_;

@@ -134,7 +134,7 @@ status local_cluster::start(actors::coordinator_options options, const dashboard
 
 std::uint16_t local_cluster::port() const { return coordinator_ ? coordinator_->port() : 0; }
 
-const caf::actor& local_cluster::supervisor() const { return coordinator_->supervisor(); }
+const actors::supervisor_actor& local_cluster::supervisor() const { return coordinator_->supervisor(); }
 
 std::optional<actors::cluster_status> local_cluster::query() {
   std::optional<actors::cluster_status> out;

@@ -104,7 +104,7 @@ public:
   status start(actors::coordinator_options options, const dashboard_args& dashboard,
                const config::cluster& cluster, const config::model_shape& model);
   std::uint16_t port() const;
-  const caf::actor& supervisor() const;
+  const actors::supervisor_actor& supervisor() const;
   const dashboard* web() const { return web_.get(); }
   /// The supervisor's state (bounded wait; empty when it does not answer).
   std::optional<actors::cluster_status> query();

@@ -1,6 +1,7 @@
 #pragma once
 /// job_supervisor: admits nodes, asks the scheduler for plans, hands out roles, and re-plans
-/// when capacity changes.
+/// when capacity changes. A typed actor: supervisor_interface.hpp lists what it accepts and
+/// from whom; each of its states below handles all of it.
 ///
 ///   [collecting] --join_request--> admit or refuse; quorum reached --> [planning]
 ///                --settle (settle time after the first join)--> [planning]
@@ -50,15 +51,17 @@
 #include <vector>
 
 #include <caf/actor_clock.hpp>
-#include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/timespan.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include "sailor/actors/messages.hpp"
+#include "sailor/actors/node_agent_interface.hpp"
 #include "sailor/actors/scheduler_api.hpp"
 #include "sailor/actors/scheduler_session.hpp"
 #include "sailor/actors/checkpoint_holdings.hpp"
 #include "sailor/actors/status_board.hpp"
+#include "sailor/actors/supervisor_interface.hpp"
 #include "sailor/actors/train_progress.hpp"
 
 namespace sailor::actors {
@@ -139,7 +142,7 @@ struct supervisor_options {
 
 /// A node preempted with notice that stays until the next plan took its state.
 struct leaving_node {
-  caf::actor endpoint;
+  node_agent_actor endpoint;
   std::string address;  ///< its shard server
   int ranks = 0;        ///< of the ended plan
 };
@@ -176,7 +179,8 @@ inline const char* to_string(node_state s) {
 
 struct supervised_node {
   node_inventory inventory;
-  caf::actor endpoint;
+  /// Where its join came from: its agent (a bridge proxy of it, when remote).
+  node_agent_actor endpoint;
   node_state state = node_state::joined;
   std::vector<stage_role> roles;
   int ready_roles = 0;
@@ -223,7 +227,8 @@ struct supervisor_state {
   static inline const char* name = "job_supervisor";
 };
 
-caf::behavior job_supervisor(caf::stateful_actor<supervisor_state>* self,
-                             supervisor_options options);
+supervisor_actor::behavior_type
+job_supervisor(supervisor_actor::stateful_pointer<supervisor_state> self,
+               supervisor_options options);
 
 }  // namespace sailor::actors

@@ -28,6 +28,7 @@
 
 #include "sailor/actors/node_agent_interface.hpp"
 #include "sailor/actors/stage_actor.hpp"
+#include "sailor/actors/supervisor_interface.hpp"
 
 namespace sailor::actors {
 
@@ -40,7 +41,8 @@ struct agent_outcome {
 
 struct node_agent_options {
   node_inventory inventory;
-  caf::actor supervisor;  ///< usually a bridge proxy of the coordinator's "supervisor"
+  /// Usually a bridge proxy of the coordinator's "supervisor".
+  supervisor_node_port supervisor;
   /// Resolves a named actor of the coordinator (the zone coordinator for heartbeats).
   std::function<caf::actor(const std::string&)> resolve;
   stage_hook hook;  ///< given to every stage actor; empty: stages are ready at once

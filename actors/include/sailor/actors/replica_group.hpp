@@ -14,6 +14,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "sailor/actors/messages.hpp"
+#include "sailor/actors/supervisor_interface.hpp"
 
 namespace sailor::actors {
 
@@ -22,13 +23,13 @@ struct replica_group_state {
   int stage = 0;
   int replica = 0;
   int tp = 1;
-  caf::actor supervisor;
+  supervisor_actor supervisor;
   std::set<int> ready_ranks;
   static inline const char* name = "replica_group";
 };
 
 caf::behavior replica_group(caf::stateful_actor<replica_group_state>* self,
                             std::int64_t plan_version, int stage, int replica, int tp,
-                            caf::actor supervisor);
+                            supervisor_actor supervisor);
 
 }  // namespace sailor::actors

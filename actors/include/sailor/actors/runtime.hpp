@@ -41,7 +41,7 @@ public:
   ~coordinator();
 
   std::uint16_t port() const { return port_; }
-  const caf::actor& supervisor() const { return supervisor_; }
+  const supervisor_actor& supervisor() const { return supervisor_; }
   const scheduler_actor& scheduler() const { return scheduler_; }
   /// The built-in planner (the scheduler itself when none was given).
   const scheduler_actor& builtin() const { return builtin_; }
@@ -51,7 +51,7 @@ private:
   coordinator() = default;
   std::unique_ptr<bridge> bridge_;
   caf::actor store_;
-  caf::actor supervisor_;
+  supervisor_actor supervisor_;
   scheduler_actor scheduler_;
   scheduler_actor builtin_;
   std::uint16_t port_ = 0;

@@ -19,6 +19,7 @@
 #include <caf/timespan.hpp>
 
 #include "sailor/actors/messages.hpp"
+#include "sailor/actors/supervisor_interface.hpp"
 
 namespace sailor::actors {
 
@@ -26,7 +27,7 @@ struct zone_options {
   std::string zone;
   caf::timespan heartbeat_interval = std::chrono::milliseconds{500};
   caf::timespan heartbeat_timeout = std::chrono::milliseconds{2000};
-  caf::actor owner;  ///< receives zone_heartbeats and node_lost
+  supervisor_actor owner;  ///< receives zone_heartbeats and node_lost
 };
 
 struct zone_state {
