@@ -75,6 +75,15 @@ bool printed_iteration(const child& coordinator, int k, int iterations) {
                                 "  loss") != std::string::npos;
 }
 
+// Waits (up to `limit`) until the coordinator printed iteration 3: the job trains before a node
+// joins or is killed; the test stops when it does not.
+void require_training(const child& coordinator, int iterations, milliseconds limit) {
+  const bool trained = eventually(limit, [&] { return printed_iteration(coordinator, 3, iterations); });
+  INFO(coordinator.out());
+  INFO(coordinator.err());
+  REQUIRE(trained);
+}
+
 // The coordinator's output once it exited (0 required, within `limit`) and its summary.
 struct finished_job {
   std::string out;
@@ -144,10 +153,7 @@ TEST_CASE("growth: a node joins a job running on one node, no checkpoint on disk
   // No checkpoint on disk at all (--checkpoint-every 0): the state can only come from memory.
   const auto port = start_growth_coordinator(coordinator, dir, 1, iterations, {"--checkpoint-every", "0"});
   auto first = start_node(dir, port, "n0", "local-a");
-  const bool trained = eventually(90s, [&] { return printed_iteration(*coordinator, 3, iterations); });
-  INFO(coordinator->out());
-  INFO(coordinator->err());
-  REQUIRE(trained);
+  require_training(*coordinator, iterations, 90s);
   // n1 in the same zone: the next plan is two stages (other boundaries than the one stage
   // n0's rank holds), n1's stage re-sliced from n0's state.
   auto second = start_node(dir, port, "n1", "local-a");
@@ -188,10 +194,7 @@ TEST_CASE("growth: a holder SIGKILLed while the joining node fetches the state f
   std::map<std::string, std::unique_ptr<child>> nodes;
   nodes["n0"] = start_node(dir, port, "n0", "local-a", hold);
   nodes["n1"] = start_node(dir, port, "n1", "local-b", hold);
-  const bool trained = eventually(90s, [&] { return printed_iteration(*coordinator, 3, iterations); });
-  INFO(coordinator->out());
-  INFO(coordinator->err());
-  REQUIRE(trained);
+  require_training(*coordinator, iterations, 90s);
   // n2 joins: the plan over three nodes is one stage of three replicas, and n2 fetches the
   // state from n0 and n1. The holder it asks first holds the request: it is killed there.
   nodes["n2"] = start_node(dir, port, "n2", "local-a");
@@ -234,10 +237,7 @@ TEST_CASE("growth: a node joins two replicas of a model whose state passes the s
   // n0 and n1, one per zone: one stage of two replicas, each holding the whole model.
   auto n0 = start_node(dir, port, "n0", "local-a");
   auto n1 = start_node(dir, port, "n1", "local-b");
-  const bool trained = eventually(120s, [&] { return printed_iteration(*coordinator, 3, iterations); });
-  INFO(coordinator->out());
-  INFO(coordinator->err());
-  REQUIRE(trained);
+  require_training(*coordinator, iterations, 120s);
   // n2 joins: one stage of three replicas; n2's state comes from n0 and n1 at once.
   auto n2 = start_node(dir, port, "n2", "local-a");
   const auto job = wait_finished(*coordinator, dir, iterations, 200s);
