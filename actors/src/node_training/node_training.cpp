@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -149,11 +150,19 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
   // keeps in memory (node_recovery.hpp's gather_state): the bytes of state restored (from this
   // node's memory or over the transport), or why it failed.
   result<std::int64_t> restore_in_memory(const actors::training_job& job, int rank,
-                                         const actors::stage_role& role, stage_executor& exec) {
+                                         const actors::stage_role& role, stage_executor& exec,
+                                         release_signal& release) {
     const auto& stage = job.plan.stages.at(static_cast<std::size_t>(role.stage));
     const auto from = "the state after iteration " + std::to_string(job.start_iteration);
-    auto state = gather_state(job, stage.first_layer, stage.end_layer(), options.memory.get(),
-                              options.state_dir, *options.transport);
+    fetch_cancel cancel;
+    auto state = [&] {
+      abort_on_release watch{release, std::chrono::milliseconds{0}, [&cancel, &job] {
+                               cancel.cancel("plan v" + std::to_string(job.plan_version) +
+                                             " was released");
+                             }};
+      return gather_state(job, stage.first_layer, stage.end_layer(), options.memory.get(),
+                          options.state_dir, *options.transport, &cancel);
+    }();
     if (!state)
       return sailor::error{state.error().kind, "fetching " + from + ": " + state.error().to_string(),
                            "", 0, ""};
@@ -255,27 +264,29 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
     ~rank_work() override { stop->release(); }
   };
 
-  // While a rank trains, a thread of its own waits for the release and aborts the rank's
-  // communicators and channel then: the iteration in flight ends within a short bound even
-  // when a peer went silent (no connection reset), so the rank keeps its state and reports
-  // it within the supervisor's state wait, instead of blocking until the peer timeout.
-  // The rank first gets `grace` to finish that iteration: in a re-plan with every peer
-  // alive it usually does, and the iteration counts (an abort during the plan's last
+  // While a rank trains (or restores), a thread of its own waits for the release and then
+  // gives up what the rank waits for: `on_release` aborts the rank's communicators and
+  // channel (or cancels its state fetches). The iteration in flight then ends within a short
+  // bound even when a peer went silent (no connection reset), so the rank keeps its state and
+  // reports it within the supervisor's state wait, instead of blocking until the peer timeout.
+  // A training rank first gets `grace` to finish that iteration: in a re-plan with every
+  // peer alive it usually does, and the iteration counts (an abort during the plan's last
   // all-reduce could leave some ranks after the iteration and others before it); a rank
   // blocked on a silent peer is aborted once the grace is over.
   class abort_on_release {
   public:
-    static constexpr std::chrono::milliseconds grace{200};
+    static constexpr std::chrono::milliseconds iteration_grace{200};
 
-    abort_on_release(release_signal& signal, stage_executor& exec, std::string why)
+    abort_on_release(release_signal& signal, std::chrono::milliseconds grace,
+                     std::function<void()> on_release)
         : signal_(signal) {
-      watcher_ = std::thread([this, &exec, why = std::move(why)] {
+      watcher_ = std::thread([this, grace, on_release = std::move(on_release)] {
         std::unique_lock lock{signal_.mu};
         signal_.cv.wait(lock, [this] { return signal_.released.load() || finished_; });
         if (signal_.cv.wait_for(lock, grace, [this] { return finished_; }))
           return;
         lock.unlock();
-        exec.abort(why);
+        on_release();
       });
     }
     ~abort_on_release() {
@@ -389,7 +400,12 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
                             rank, role.stage, role.replica, role.tp_rank,
                             (*exec)->num_parameters());
     if (job.start_iteration > 0 && restores_from_memory(job) && options.transport) {
-      auto fetched = restore_in_memory(job, rank, role, **exec);
+      auto fetched = restore_in_memory(job, rank, role, **exec, release);
+      if (!fetched && released) {
+        log::get("train")->info("[{} rank {}] gave up restoring: plan v{} was released", node,
+                                rank, job.plan_version);
+        return;
+      }
       if (!fetched) {
         fail("restore", fetched.error().message, unreachable_holder(job));
         return;
@@ -414,8 +430,11 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
     ready();
     int end = 0;
     {
-      abort_on_release watch{release, **exec,
-                             "plan v" + std::to_string(job.plan_version) + " was released"};
+      abort_on_release watch{release, abort_on_release::iteration_grace,
+                             [&exec, &job] {
+                               (*exec)->abort("plan v" + std::to_string(job.plan_version) +
+                                              " was released");
+                             }};
       end = train(job, role, base, **exec, released, fail);
     }
     if (end < job.iterations) {
