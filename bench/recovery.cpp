@@ -55,6 +55,17 @@
 //   3.97 MB over the transport. Before the copies: state_source none, every completed
 //   iteration run again (5 here).
 //   Replica kill in the same session: 0.261 / 0.226 / 0.414 s, 0 lost, replicas.
+//   A node that goes silent (its link cut, no reset: not something `sailor demo` can do, so
+//   measured by tests/train_netns, network namespaces, heartbeat timeout 3 s, peer timeout
+//   20 s, the supervisor's state wait 5 s; Nov 27, session 12, load 7-8): cut -> the next
+//   plan's first completed iteration 3.49 / 3.51 / 3.73 / 3.69 s, the survivors' state
+//   reports 0.24-0.36 s after the loss was noticed, state from replicas, 0 iterations run
+//   again. Before the abort on release (the same build with the abort left out, 2 runs):
+//   the survivors were still blocked in the iteration when the state wait ended, 0 of 2
+//   reported; resumed 5.07 / 5.16 s after noticing (about 8.1 s after the cut) from the
+//   checkpoint, 1 iteration run again. With heartbeat and peer timeouts both 10 s: 10.19 s,
+//   the heartbeat timeout's (the release and the peer timeout come together).
+//     build/tests/sailor_integration_tests -tc='*noticed long before the peer timeout*'
 // Earlier (Nov 2026, before the state went into memory): kill -> next completed iteration
 // 0.23-0.33 s at lower load; fetch_shards to the state folder 37-78% of the transport from one
 // holder, 83-173% from two.

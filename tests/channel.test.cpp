@@ -64,12 +64,12 @@ comm::buffer_view view(std::vector<float>& v) { return {v.data(), v.size(), comm
 
 // Ranks 0 and 1 joined by channels of backend `b` (created concurrently, as ranks do).
 std::pair<result<std::unique_ptr<comm::channel>>, result<std::unique_ptr<comm::channel>>> open_pair(
-    const channel_backend& b) {
+    const channel_backend& b, std::chrono::milliseconds timeout = 10s) {
   auto store = comm::make_memory_store();
   auto f1 = std::async(std::launch::async, [&] {
-    return comm::make_transport_channel_factory(1, options_for(b, store))->create("p2p", {0});
+    return comm::make_transport_channel_factory(1, options_for(b, store, timeout))->create("p2p", {0});
   });
-  auto c0 = comm::make_transport_channel_factory(0, options_for(b, store))->create("p2p", {1});
+  auto c0 = comm::make_transport_channel_factory(0, options_for(b, store, timeout))->create("p2p", {1});
   return {std::move(c0), f1.get()};
 }
 
@@ -175,6 +175,47 @@ TEST_CASE("channel conformance: a peer whose channel goes away fails the receive
     CHECK(std::chrono::steady_clock::now() - start < 9s);  // failed by the peer, not the bound
     // Later operations with that peer fail at once.
     CHECK((*c1)->isend(view(buf), 0, 6)->wait(1s));
+  }
+}
+
+TEST_CASE("channel conformance: abort ends the transfers in flight with a silent peer, and later ones at once") {
+  for (const auto& b : channel_backends()) {
+    INFO(b.name);
+    // Rank 1 stays connected and never sends: only the abort can end rank 0's receives
+    // before the 30 s bound.
+    auto [c0, c1] = open_pair(b, 30s);
+    REQUIRE(c0);
+    REQUIRE(c1);
+    std::vector<float> small(16), large(1 << 20);
+    auto pending = (*c0)->irecv(view(small), 1, 5);
+    auto blocked = std::async(std::launch::async, [&] { return (*c0)->irecv(view(large), 1, 6)->wait(30s); });
+    REQUIRE(blocked.wait_for(200ms) == std::future_status::timeout);  // a bounded look
+    const auto start = std::chrono::steady_clock::now();
+    (*c0)->abort("the plan was released");
+    REQUIRE(blocked.wait_for(2s) == std::future_status::ready);
+    auto err = blocked.get();
+    REQUIRE(err);
+    CHECK(err->message.find("the plan was released") != std::string::npos);
+    auto first = pending->wait(2s);
+    REQUIRE(first);
+    CHECK(first->message.find("the plan was released") != std::string::npos);
+    CHECK(std::chrono::steady_clock::now() - start < 2s);
+    // Later operations fail at once; a second abort changes nothing.
+    (*c0)->abort("again");
+    CHECK((*c0)->isend(view(small), 1, 7)->wait(1s));
+    auto later = (*c0)->irecv(view(small), 1, 8)->wait(1s);
+    REQUIRE(later);
+    CHECK(later->message.find("the plan was released") != std::string::npos);
+    // The peer's receive from this rank fails soon too: the connection closed.
+    const auto peer_start = std::chrono::steady_clock::now();
+    auto theirs = (*c1)->irecv(view(small), 0, 9)->wait(10s);
+    REQUIRE(theirs);
+    CHECK(theirs->message.find("rank 0") != std::string::npos);
+    CHECK(std::chrono::steady_clock::now() - peer_start < 9s);  // failed, not timed out
+    // Destroying an aborted channel does not wait for a flush.
+    const auto gone = std::chrono::steady_clock::now();
+    c0->reset();
+    CHECK(std::chrono::steady_clock::now() - gone < 2s);
   }
 }
 

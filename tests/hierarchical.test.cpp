@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <map>
 #include <thread>
 #include <vector>
@@ -154,4 +155,59 @@ TEST_CASE("hierarchical all-reduce: behind a shaped link the cross-zone ring tak
     // Only a floor is asserted; bench/sim_vs_runtime prints measured against predicted.
     CHECK(o.seconds[r] >= floor - 0.005);
   }
+}
+
+TEST_CASE("hierarchical all-reduce: abort ends it when a member never comes, in its zone phase and across zones") {
+  // Zones a = {0, 1}, b = {2, 3}; rank 3 joins every group but never all-reduces. Ranks 0-2
+  // block (2 in its zone phase on 3; 0 and 1 across zones on 2's shard and then 3's), with a
+  // 30 s timeout; each aborts its own group, and each all-reduce must end within a bound.
+  const std::vector<std::string> zones{"a", "a", "b", "b"};
+  const int n = 4;
+  comm::zone_layout layout;
+  for (int r = 0; r < n; ++r) layout.members.push_back(r);
+  layout.zones = zones;
+  comm::gloo_options gopts;
+  gopts.in_process_store = comm::make_in_process_store();
+  gopts.timeout = 30s;
+  auto store = comm::make_memory_store();
+  std::vector<std::unique_ptr<comm::channel>> channels(n);
+  std::vector<std::unique_ptr<comm::communicator>> groups(n);
+  std::vector<std::string> errors(n);
+  {
+    std::vector<std::thread> setup;
+    for (int r = 0; r < n; ++r)
+      setup.emplace_back([&, r] {
+        auto factory = comm::make_gloo_factory(r, gopts);
+        if (!factory) return void(errors[r] = factory.error().to_string());
+        auto zone = (*factory)->create("zone-" + zones[r], layout.members_of(zones[r]));
+        if (!zone) return void(errors[r] = zone.error().to_string());
+        comm::transport_channel_options copts;
+        copts.store = store;
+        copts.timeout = 30s;
+        auto ch = comm::make_transport_channel_factory(r, copts)->create("p2p", comm::hierarchical_peers(layout, r));
+        if (!ch) return void(errors[r] = ch.error().to_string());
+        channels[r] = std::move(*ch);
+        groups[r] = comm::make_hierarchical("dp", layout, r, std::move(*zone), *channels[r], 1);
+      });
+    for (auto& t : setup) t.join();
+  }
+  for (int r = 0; r < n; ++r) REQUIRE_MESSAGE(errors[r].empty(), "rank ", r, ": ", errors[r]);
+  std::vector<std::future<sailor::status>> blocked;
+  std::vector<std::vector<double>> data(3, std::vector<double>(1000, 1.0));
+  for (int r = 0; r < 3; ++r)
+    blocked.push_back(std::async(std::launch::async, [&, r] {
+      return groups[r]->all_reduce({data[r].data(), data[r].size(), comm::element_type::f64});
+    }));
+  for (auto& b : blocked) REQUIRE(b.wait_for(200ms) == std::future_status::timeout);  // a bounded look
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < 3; ++r) groups[r]->abort("the plan was released");
+  for (int r = 0; r < 3; ++r) {
+    REQUIRE(blocked[r].wait_for(3s) == std::future_status::ready);
+    auto err = blocked[r].get();
+    REQUIRE_MESSAGE(err, "rank ", r);
+    CHECK(err->message.find("aborted") != std::string::npos);
+  }
+  CHECK(std::chrono::steady_clock::now() - start < 3s);
+  // Later all-reduces fail at once.
+  CHECK(groups[0]->all_reduce({data[0].data(), data[0].size(), comm::element_type::f64}));
 }

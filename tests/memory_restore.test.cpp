@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -182,6 +183,34 @@ TEST_CASE("memory restore: another plan resumes from the received state with the
     CHECK_MESSAGE(std::abs(losses[static_cast<std::size_t>(it - done)] - want) / std::abs(want) < 1e-4,
                   "iteration " << it);
   }
+}
+
+TEST_CASE("memory restore: a fetch from a holder that never answers ends at once when it is cancelled (the rank's plan was released)") {
+  // A holder whose transport completes the handshake (the job token) and then says nothing:
+  // gone silent. The fetch's bound is 30 s; only the cancel can end it sooner.
+  auto fetcher = tcp("fetcher");
+  auto silent = tcp("silent-holder");
+  auto listening = silent->listen(comm::address{"127.0.0.1", 0},
+                                  [](const comm::connection_ptr&) { return comm::connection_handlers{}; });
+  REQUIRE(listening);
+  const std::string holder = (*listening)->local_address().to_string();
+  const std::string path = "checkpoints/job/mem/iter-00000003/shard.bin";
+  train::fetch_cancel cancel;
+  auto fetch = std::async(std::launch::async, [&] {
+    return train::fetch_into_memory(*fetcher, {{path, holder}}, 30s, nullptr, &cancel);
+  });
+  REQUIRE(fetch.wait_for(300ms) == std::future_status::timeout);  // a bounded look: waiting
+  const auto start = std::chrono::steady_clock::now();
+  cancel.cancel("plan v3 was released");
+  REQUIRE(fetch.wait_for(2s) == std::future_status::ready);
+  auto got = fetch.get();
+  REQUIRE(!got);
+  CHECK(got.error().message.find("cancelled: plan v3 was released") != std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
+  // A fetch given a cancelled token fails before it asks anyone.
+  auto later = train::fetch_into_memory(*fetcher, {{path, holder}}, 30s, nullptr, &cancel);
+  REQUIRE(!later);
+  CHECK(later.error().message.find("cancelled") != std::string::npos);
 }
 
 #endif

@@ -76,6 +76,12 @@ int node_outside_replica_0(const std::string& out) {
   return -1;
 }
 
+// How long the supervisor waits for a node's heartbeat, and a rank for a peer.
+struct lab_timeouts {
+  int heartbeat_ms = 10000;
+  int peer_s = 10;
+};
+
 // A job in the lab: the coordinator of the tiny job (even planner, two emulated zones) in
 // host 0, and nodes node-0.. in hosts 1.. (zones local-a and local-b in turn), each keeping
 // its state in its own private /tmp.
@@ -88,14 +94,14 @@ struct lab_job {
   // Starts the coordinator (training `iterations` once `count` nodes joined, with `extra`
   // options) and the nodes.
   void start(const netns_lab& lab, const std::string& transport, int count, int training,
-             const std::vector<std::string>& extra = {}) {
+             const std::vector<std::string>& extra = {}, lab_timeouts bounds = {}) {
     iterations = training;
     std::vector<std::string> argv{
       sailor_bin(), "coordinator", "--planner", "even", "--listen", lab.address(0) + ":0",
       "--cluster", configs + "/clusters/local-2-zones.yaml", "--model", configs + "/models/tiny.yaml",
       "--job", configs + "/jobs/tiny.yaml", "--quorum", std::to_string(count), "--settle-s", "30",
-      "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "10000", "--peer-timeout-s",
-      "10", "--transport", transport, "--train-dir", "/tmp/job", "--iterations",
+      "--heartbeat-ms", "200", "--heartbeat-timeout-ms", std::to_string(bounds.heartbeat_ms),
+      "--peer-timeout-s", std::to_string(bounds.peer_s), "--transport", transport, "--train-dir", "/tmp/job", "--iterations",
       std::to_string(iterations), "--exit-when-done", "--emulate-links"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     coordinator = std::make_unique<child>(lab.in_host(0, argv, lab_env()),
@@ -276,18 +282,21 @@ void lose_a_stage_across_namespaces(const std::string& transport) {
 
 // 3 nodes; a node with no role in replica 0 drops off the network without a word (its link
 // cut: no reset reaches its peers, which may be waiting for it inside a collective). Each
-// surviving rank must still abandon its iteration, bounded by the peer timeout (10 s here),
-// and the job go on from the survivors' memory. Prints how long from the cut to the next
-// plan's first completed iteration. (Here the heartbeat timeout equals the peer timeout.
-// With a peer timeout longer than the heartbeat timeout plus the supervisor's state wait,
-// the survivors are still blocked when the wait ends: the next plan then takes an older
-// checkpoint instead of their memory; nothing aborts a blocked collective on release yet.)
-void lose_a_silent_node_across_namespaces(const std::string& transport) {
+// surviving rank must still abandon its iteration and the job go on from the survivors'
+// memory. Prints how long from the cut to the next plan's first completed iteration.
+// With the heartbeat timeout equal to the peer timeout, a rank may give up at its peer
+// timeout or be released; with a peer timeout longer than the heartbeat timeout plus the
+// supervisor's state wait (5 s), only the release ends the iteration in time: the rank
+// aborts its communicators and channel then (abort_on_release in node_training.cpp),
+// otherwise it is still blocked when the wait ends and the next plan takes an older
+// checkpoint instead of its memory.
+void lose_a_silent_node_across_namespaces(const std::string& transport,
+                                          lab_timeouts bounds) {
   netns_lab lab{4};
   skip_without_namespaces(lab);
   lab_job job;
   const int iterations = 40;
-  job.start(lab, transport, 3, iterations);
+  job.start(lab, transport, 3, iterations, {}, bounds);
   child& coordinator = *job.coordinator;
   auto& nodes = job.nodes;
   REQUIRE(job.reached(3, 150s));
@@ -331,7 +340,11 @@ TEST_CASE("netns: three nodes on separate hosts train over UCX, survive a kill, 
 }
 
 TEST_CASE("netns: a node that drops off the network without a word: the survivors abandon the iteration in flight within the peer timeout and the job goes on from their memory") {
-  lose_a_silent_node_across_namespaces("tcp");
+  lose_a_silent_node_across_namespaces("tcp", {10000, 10});
+}
+
+TEST_CASE("netns: a node that drops off the network without a word, noticed long before the peer timeout: the survivors abort the iteration in flight on release and the job goes on from their memory") {
+  lose_a_silent_node_across_namespaces("tcp", {3000, 20});
 }
 
 TEST_CASE("netns: a whole pipeline stage killed across hosts: resumed from the copies of its checkpoint on the other stage, the iterations after it run again, the same loss curve") {

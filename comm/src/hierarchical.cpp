@@ -3,7 +3,9 @@
 #include "sailor/comm/hierarchical.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <mutex>
 #include <set>
 
 namespace sailor::comm {
@@ -89,7 +91,21 @@ public:
   const std::string& name() const override { return name_; }
   std::chrono::milliseconds timeout() const override { return cross_.timeout(); }
 
+  // The zone group and the channel fail what is in flight on them; the flag fails what
+  // comes later before it reaches either.
+  void abort(const std::string& why) override {
+    {
+      std::lock_guard lock{abort_mutex_};
+      if (aborted_) return;
+      why_ = why;
+      aborted_ = true;
+    }
+    if (zone_group_) zone_group_->abort(why);
+    cross_.abort(why);
+  }
+
   status all_reduce(buffer_view buf, reduce_op op) override {
+    if (aborted_) return aborted_error();
     ++calls_;
     const std::size_t shards = std::min<std::size_t>(layout_.min_zone_size(), buf.count);
     if (shards == 0) return {};
@@ -127,6 +143,10 @@ public:
   std::unique_ptr<request> irecv(buffer_view, int, std::uint64_t) override { return refused(); }
 
 private:
+  error aborted_error() {
+    std::lock_guard lock{abort_mutex_};
+    return error::disconnected("[comm " + name_ + "] aborted: " + why_);
+  }
   std::unique_ptr<request> refused();
   status ring_across_zones(buffer_view shard, reduce_op op);
   status reduce_scatter_in_zone(buffer_view buf, std::size_t shards, reduce_op op);
@@ -147,6 +167,9 @@ private:
   bool equal_zones_ = true;
   std::uint64_t calls_ = 0;
   std::vector<char> incoming_;
+  std::mutex abort_mutex_;
+  std::atomic<bool> aborted_{false};
+  std::string why_;
 };
 
 class refused_request final : public request {

@@ -80,6 +80,19 @@ result<double> stage_executor::validation_loss() {
   }
 }
 
+// The groups built from the zone groups and the channel abort those again: aborts are
+// idempotent.
+void stage_executor::abort(const std::string& why) {
+  auto& st = *impl_;
+  log::get("train")->info("{} abandons its work: {}", st.who, why);
+  if (st.world_zones) st.world_zones->abort(why);
+  if (st.world) st.world->abort(why);
+  if (st.tp_comm) st.tp_comm->abort(why);
+  for (auto& g : st.dp_groups)
+    if (g.comm) g.comm->abort(why);
+  if (st.p2p) st.p2p->abort(why);
+}
+
 result<std::vector<char>> stage_executor::save_state() const {
   try {
     torch::serialize::OutputArchive archive, params, optim;

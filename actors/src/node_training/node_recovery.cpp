@@ -59,7 +59,8 @@ bool restores_from_memory(const actors::training_job& job) {
 
 result<gathered_state> gather_state(const actors::training_job& job, int first_layer,
                                     int end_layer, const memory_shards* memory,
-                                    const std::string& state_dir, comm::transport& transport) {
+                                    const std::string& state_dir, comm::transport& transport,
+                                    fetch_cancel* cancel) {
   gathered_state out;
   std::vector<shard_source> fetch;
   std::set<std::string> taken;
@@ -88,7 +89,7 @@ result<gathered_state> gather_state(const actors::training_job& job, int first_l
   }
   // Every holder of a shard to fetch, not only the first listed: a large one comes in parts.
   auto received = fetch_into_memory(transport, fetch, std::chrono::milliseconds{job.timeout_ms},
-                                    &out.fetched_bytes);
+                                    &out.fetched_bytes, cancel);
   if (!received)
     return received.error();
   out.received = std::move(*received);

@@ -37,7 +37,8 @@ bool restores_from_memory(const actors::training_job& job);
 /// The state a rank restores from, gathered without writing a file: the shards of the job's
 /// restore that hold any of layers [first_layer, end_layer), each from this node's memory
 /// when it holds it, else from its state folder when the file is there, else fetched into
-/// memory from its holders over `transport` (several at once for a large shard).
+/// memory from its holders over `transport` (several at once for a large shard); `cancel`
+/// (may be null) ends the fetches early.
 struct gathered_state {
   std::vector<shard_input> shards;            ///< what stage_executor::restore reads
   std::vector<received_shard> received;       ///< keeps fetched bytes alive
@@ -47,7 +48,8 @@ struct gathered_state {
 };
 result<gathered_state> gather_state(const actors::training_job& job, int first_layer,
                                     int end_layer, const memory_shards* memory,
-                                    const std::string& state_dir, comm::transport& transport);
+                                    const std::string& state_dir, comm::transport& transport,
+                                    fetch_cancel* cancel = nullptr);
 
 /// Where a rank of `node` in `role` that leaves with notice hands its in-memory state over:
 /// the shard server (host:port) of a node of the job's plan that holds other layers (another

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -59,9 +60,24 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
   std::atomic<std::int64_t> current{0};
   std::atomic<bool> stopping{false};
   std::atomic<bool> leaving{false};
+  // Tells a rank's thread to stop when its stage actor goes (its plan was released: a new
+  // plan, or a node lost). Set from the actor's thread, which must not block, or by stop().
+  struct release_signal {
+    std::atomic<bool> released{false};
+    std::mutex mu;
+    std::condition_variable cv;
+    void release() {
+      {
+        std::lock_guard lock{mu};
+        released = true;
+      }
+      cv.notify_all();
+    }
+  };
   struct rank_thread {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
+    std::shared_ptr<release_signal> release;
   };
   std::vector<rank_thread> threads;
   // Copies each checkpoint shard this node's ranks write to a node outside their stage
@@ -134,11 +150,19 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
   // keeps in memory (node_recovery.hpp's gather_state): the bytes of state restored (from this
   // node's memory or over the transport), or why it failed.
   result<std::int64_t> restore_in_memory(const actors::training_job& job, int rank,
-                                         const actors::stage_role& role, stage_executor& exec) {
+                                         const actors::stage_role& role, stage_executor& exec,
+                                         release_signal& release) {
     const auto& stage = job.plan.stages.at(static_cast<std::size_t>(role.stage));
     const auto from = "the state after iteration " + std::to_string(job.start_iteration);
-    auto state = gather_state(job, stage.first_layer, stage.end_layer(), options.memory.get(),
-                              options.state_dir, *options.transport);
+    fetch_cancel cancel;
+    auto state = [&] {
+      abort_on_release watch{release, std::chrono::milliseconds{0}, [&cancel, &job] {
+                               cancel.cancel("plan v" + std::to_string(job.plan_version) +
+                                             " was released");
+                             }};
+      return gather_state(job, stage.first_layer, stage.end_layer(), options.memory.get(),
+                          options.state_dir, *options.transport, &cancel);
+    }();
     if (!state)
       return sailor::error{state.error().kind, "fetching " + from + ": " + state.error().to_string(),
                            "", 0, ""};
@@ -235,10 +259,51 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
     return r;
   }
 
-  // Tells a rank's thread to stop when its stage actor goes.
   struct rank_work final : actors::stage_work {
-    std::shared_ptr<std::atomic<bool>> stop = std::make_shared<std::atomic<bool>>(false);
-    ~rank_work() override { *stop = true; }
+    std::shared_ptr<release_signal> stop = std::make_shared<release_signal>();
+    ~rank_work() override { stop->release(); }
+  };
+
+  // While a rank trains (or restores), a thread of its own waits for the release and then
+  // gives up what the rank waits for: `on_release` aborts the rank's communicators and
+  // channel (or cancels its state fetches). The iteration in flight then ends within a short
+  // bound even when a peer went silent (no connection reset), so the rank keeps its state and
+  // reports it within the supervisor's state wait, instead of blocking until the peer timeout.
+  // A training rank first gets `grace` to finish that iteration: in a re-plan with every
+  // peer alive it usually does, and the iteration counts (an abort during the plan's last
+  // all-reduce could leave some ranks after the iteration and others before it); a rank
+  // blocked on a silent peer is aborted once the grace is over.
+  class abort_on_release {
+  public:
+    static constexpr std::chrono::milliseconds iteration_grace{200};
+
+    abort_on_release(release_signal& signal, std::chrono::milliseconds grace,
+                     std::function<void()> on_release)
+        : signal_(signal) {
+      watcher_ = std::thread([this, grace, on_release = std::move(on_release)] {
+        std::unique_lock lock{signal_.mu};
+        signal_.cv.wait(lock, [this] { return signal_.released.load() || finished_; });
+        if (signal_.cv.wait_for(lock, grace, [this] { return finished_; }))
+          return;
+        lock.unlock();
+        on_release();
+      });
+    }
+    ~abort_on_release() {
+      {
+        std::lock_guard lock{signal_.mu};
+        finished_ = true;
+      }
+      signal_.cv.notify_all();
+      watcher_.join();
+    }
+    abort_on_release(const abort_on_release&) = delete;
+    abort_on_release& operator=(const abort_on_release&) = delete;
+
+  private:
+    release_signal& signal_;
+    bool finished_ = false;  // guarded by signal_.mu
+    std::thread watcher_;
   };
 
   // The first peer of the job this node cannot reach at its advertised address (the node's
@@ -261,7 +326,8 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
   }
 
   void run(const actors::training_job& job, const actors::stage_role& role, int rank,
-           const actors::stage_ready_fn& ready, const std::atomic<bool>& released) {
+           const actors::stage_ready_fn& ready, release_signal& release) {
+    const std::atomic<bool>& released = release.released;
     actors::train_report base;
     base.plan_version = job.plan_version;
     base.node = node;
@@ -334,7 +400,12 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
                             rank, role.stage, role.replica, role.tp_rank,
                             (*exec)->num_parameters());
     if (job.start_iteration > 0 && restores_from_memory(job) && options.transport) {
-      auto fetched = restore_in_memory(job, rank, role, **exec);
+      auto fetched = restore_in_memory(job, rank, role, **exec, release);
+      if (!fetched && released) {
+        log::get("train")->info("[{} rank {}] gave up restoring: plan v{} was released", node,
+                                rank, job.plan_version);
+        return;
+      }
       if (!fetched) {
         fail("restore", fetched.error().message, unreachable_holder(job));
         return;
@@ -357,7 +428,15 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
       reached("restore", fetched);
     }
     ready();
-    const int end = train(job, role, base, **exec, released, fail);
+    int end = 0;
+    {
+      abort_on_release watch{release, abort_on_release::iteration_grace,
+                             [&exec, &job] {
+                               (*exec)->abort("plan v" + std::to_string(job.plan_version) +
+                                              " was released");
+                             }};
+      end = train(job, role, base, **exec, released, fail);
+    }
     if (end < job.iterations) {
       auto kept = keep_state(options.memory.get(), job, base, **exec, end);
       send(kept);
@@ -380,6 +459,12 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
       if (stopping || released || current.load() != job.plan_version)
         return it;
       auto tel = exec.run_iteration(it);
+      if (!tel && released) {
+        // Abandoned on purpose (abort_on_release): no failure of the plan.
+        log::get("train")->info("[{} rank {}] abandoned iteration {}: plan v{} was released",
+                                node, base.rank, it, job.plan_version);
+        return it;
+      }
       if (!tel) {
         fail("iteration", "iteration " + std::to_string(it) + ": " + tel.error().to_string());
         return it;
@@ -390,6 +475,10 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
       // every eval_every-th and the last (as bench/char_lm does).
       if (job.eval_every > 0 && ((it + 1) % job.eval_every == 0 || it + 1 == job.iterations)) {
         auto val = exec.validation_loss();
+        if (!val && released) {  // the iteration completed: its report, without validation
+          send(std::move(r));
+          return it + 1;
+        }
         if (!val) {
           fail("iteration", "validation after iteration " + std::to_string(it + 1) + ": " +
                               val.error().to_string());
@@ -503,7 +592,7 @@ result<std::unique_ptr<actors::stage_work>> node_trainer::on_role(const actors::
                               state->run(job, role, rank, ready, *stop);
                               *done = true;
                             }},
-                            done});
+                            done, work->stop});
   return std::unique_ptr<actors::stage_work>{std::move(work)};
 }
 
@@ -514,6 +603,8 @@ void node_trainer::stop() {
     std::lock_guard lock{impl_->mu};
     threads.swap(impl_->threads);
   }
+  for (auto& t : threads)
+    t.release->release();  // one blocked on a peer that is gone aborts its iteration
   for (auto& t : threads)
     if (t.thread.joinable())
       t.thread.join();

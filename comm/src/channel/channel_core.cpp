@@ -93,8 +93,8 @@ std::unique_ptr<request> channel_core::isend(buffer_view buf, int peer, std::uin
     std::lock_guard lock{mu_};
     if (!peers_.count(peer))
       return completed_request(error::invalid_input("", who(peer) + " send: not a peer of this channel"));
+    if (closed_) return completed_request(error::disconnected(who(peer) + " " + closed_why_));
     if (auto f = failed_.find(peer); f != failed_.end()) return completed_request(error_of(f->second));
-    if (closed_) return completed_request(error::disconnected(who(peer) + " closed"));
     conn = connections_.at(peer);
   }
   auto state = std::make_shared<request_state>();
@@ -134,8 +134,8 @@ std::unique_ptr<request> channel_core::irecv(buffer_view buf, int peer, std::uin
     std::memcpy(buf.data, payload.data(), payload.size());
     return completed_request({});
   }
+  if (closed_) return completed_request(error::disconnected(who(peer) + " " + closed_why_));
   if (auto f = failed_.find(peer); f != failed_.end()) return completed_request(error_of(f->second));
-  if (closed_) return completed_request(error::disconnected(who(peer) + " closed"));
   auto state = std::make_shared<request_state>();
   posted_[k].push_back({buf, state, false});
   std::weak_ptr<channel_core> weak = weak_from_this();
@@ -276,6 +276,7 @@ void channel_core::close(const std::string& why) {
   {
     std::lock_guard lock{mu_};
     closed_ = true;
+    closed_why_ = why;
     for (auto& [k, q] : posted_)
       for (auto& r : q) pending.push_back(r.state);
     posted_.clear();

@@ -53,8 +53,8 @@ public:
   /// behind the tensors already sent (connections keep order), and each peer's transport
   /// answers it at once. Waits for the answers, a peer's failure, or `deadline`.
   void flush(std::chrono::steady_clock::time_point deadline);
-  /// Fails every pending receive (the channel is going away); sends complete through their
-  /// transport.
+  /// Fails every pending receive, and every later request, with `why` (the channel is going
+  /// away or was aborted); sends complete through their transport.
   void close(const std::string& why);
 
   std::atomic<std::uint64_t> bytes_sent{0}, bytes_received{0};
@@ -88,6 +88,7 @@ private:
   std::map<key, std::deque<posted_receive>> posted_;
   std::map<key, std::deque<payload_buffer>> arrived_;
   bool closed_ = false;
+  std::string closed_why_;  // what close() was told
 };
 
 }  // namespace sailor::comm::channel_detail

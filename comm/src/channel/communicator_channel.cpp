@@ -23,6 +23,8 @@ public:
   std::string backend() const override { return "pairs of " + world_.name(); }
   std::uint64_t bytes_sent() const override { return sent_; }
   std::uint64_t bytes_received() const override { return received_; }
+  // The transfers are the communicator's own: aborting them is aborting it.
+  void abort(const std::string& why) override { world_.abort(why); }
 
 private:
   communicator& world_;

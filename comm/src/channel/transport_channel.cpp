@@ -3,6 +3,7 @@
 // tensors as transport payloads matched by (peer, tag) in channel_core.
 #include "sailor/comm/channel.hpp"
 
+#include <mutex>
 #include <set>
 
 #include "channel_core.hpp"
@@ -19,14 +20,23 @@ class transport_channel final : public channel {
 public:
   transport_channel(std::shared_ptr<channel_core> core, std::unique_ptr<transport> transport,
                     std::unique_ptr<listener> listener)
-      : core_(std::move(core)), transport_(std::move(transport)), listener_(std::move(listener)) {}
+      : core_(std::move(core)), backend_(transport->name()), transport_(std::move(transport)),
+        listener_(std::move(listener)) {}
   ~transport_channel() override {
+    std::lock_guard lock{teardown_};
+    if (!transport_) return;  // aborted
     // What was sent reaches the peers before the connections close (bounded).
     core_->flush(clock_type::now() + std::min(core_->timeout(), std::chrono::milliseconds{5000}));
-    listener_.reset();
-    // Completes every pending send (closed) and stops the callbacks; then the receives.
-    transport_.reset();
-    core_->close("the channel was closed");
+    stop("the channel was closed");
+  }
+  // No flush: the transport goes at once. Its progress thread stops, so no buffer is touched
+  // any more (a payload half landed from a silent peer included); its pending sends complete
+  // (closed), then the core fails the receives.
+  void abort(const std::string& why) override {
+    std::lock_guard lock{teardown_};
+    if (!transport_) return;
+    log::get("comm")->debug("[channel {} rank {}] aborted: {}", core_->name(), core_->rank(), why);
+    stop("aborted: " + why);
   }
   int rank() const override { return core_->rank(); }
   std::unique_ptr<request> isend(buffer_view buf, int peer, std::uint64_t tag) override {
@@ -36,12 +46,22 @@ public:
     return core_->irecv(buf, peer, tag);
   }
   std::chrono::milliseconds timeout() const override { return core_->timeout(); }
-  std::string backend() const override { return transport_->name(); }
+  std::string backend() const override { return backend_; }
   std::uint64_t bytes_sent() const override { return core_->bytes_sent; }
   std::uint64_t bytes_received() const override { return core_->bytes_received; }
 
 private:
+  // Holds teardown_.
+  void stop(const std::string& why) {
+    listener_.reset();
+    // Completes every pending send (closed) and stops the callbacks; then the receives.
+    transport_.reset();
+    core_->close(why);
+  }
+
   std::shared_ptr<channel_core> core_;
+  const std::string backend_;
+  std::mutex teardown_;  // the destructor and abort, on different threads
   std::unique_ptr<transport> transport_;
   std::unique_ptr<listener> listener_;
 };

@@ -4,10 +4,15 @@
 // Point-to-point transfers use Gloo's unbound buffers. Gloo has no non-blocking completion
 // test, so each request has a waiter thread that blocks in waitSend/waitRecv and signals a
 // condition variable of its communicator: test() and wait_any() then never block on Gloo.
-// Collectives and point-to-point transfers use disjoint slots (a prefix byte of our own).
+// Collectives and point-to-point transfers use disjoint slots (a prefix byte of our own each).
+//
+// The collectives run on Gloo's transport, not on its collective functions (gloo_ops.hpp
+// says why: so that abort() can end them); an abort closes the context's connections and
+// wakes every wait on the buffers of the operations and requests in flight.
 
 #include <sailor/comm/collective.hpp>
 
+#include "gloo_ops.hpp"
 #include "gloo_store.hpp"
 
 #include <algorithm>
@@ -18,11 +23,7 @@
 #include <mutex>
 #include <thread>
 
-#include <gloo/allgather.h>
 #include <gloo/common/error.h>
-#include <gloo/allreduce.h>
-#include <gloo/barrier.h>
-#include <gloo/broadcast.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
@@ -35,15 +36,14 @@ namespace sailor::comm {
 namespace {
 
 using namespace std::chrono_literals;
-using gloo_reduce_fn = void (*)(void*, const void*, const void*, size_t);
+using gloo_detail::abort_state;
+using gloo_reduce_fn = gloo_detail::reduce_fn;
 
-// Slots of point-to-point messages: our prefix in the top byte (Gloo's collectives use
-// 0x01..0x08), the caller's tag below.
+// Slots: a prefix in the top byte (Gloo's own collectives would use 0x01..0x08), below it
+// the caller's tag (point to point) or the operation's number (collectives).
 constexpr std::uint64_t p2p_slot_prefix = std::uint64_t{0xA5} << 56;
-
-error failure(const std::string& who, const std::string& what) {
-  return error::failed("[comm " + who + "] " + what);
-}
+constexpr std::uint64_t collective_slot_prefix = std::uint64_t{0xA6} << 56;
+constexpr std::uint64_t slot_mask = (std::uint64_t{1} << 56) - 1;
 
 // Wakes wait_any when any request of a communicator completes.
 struct notifier {
@@ -57,18 +57,19 @@ struct notifier {
 
 class gloo_request final : public request {
 public:
-  gloo_request(std::unique_ptr<gloo::transport::UnboundBuffer> buf, bool is_send,
+  // `buf` is posted already (registered with `abort` before, so an abort wakes its wait).
+  gloo_request(std::unique_ptr<gloo_detail::op_buffer> buf, bool is_send,
                std::chrono::milliseconds timeout, std::shared_ptr<notifier> note,
-               std::string who)
-      : buf_(std::move(buf)), note_(std::move(note)), who_(std::move(who)) {
-    gloo::transport::UnboundBuffer* raw = buf_.get();
+               std::shared_ptr<abort_state> abort, std::string who)
+      : abort_(std::move(abort)), buf_(std::move(buf)), note_(std::move(note)), who_(std::move(who)) {
+    gloo_detail::op_buffer* raw = buf_.get();
     waiter_ = std::thread([this, raw, is_send, timeout] {
       status outcome;
       try {
-        bool ok = is_send ? raw->waitSend(timeout) : raw->waitRecv(timeout);
-        if (!ok) outcome = failure(who_, is_send ? "send aborted" : "recv aborted");
+        is_send ? raw->wait_send(timeout) : raw->wait_recv(timeout);
       } catch (const std::exception& e) {
-        outcome = error::disconnected("[comm " + who_ + "] " + e.what());
+        outcome = abort_->is_aborted() ? abort_->aborted_error(who_)
+                                       : error::disconnected("[comm " + who_ + "] " + e.what());
       }
       {
         std::lock_guard<std::mutex> lock(note_->mutex);
@@ -93,7 +94,8 @@ public:
   bool test() override { return done_.load(std::memory_order_acquire); }
 
 private:
-  std::unique_ptr<gloo::transport::UnboundBuffer> buf_;
+  std::shared_ptr<abort_state> abort_;  // outlives buf_, which deregisters from it
+  std::unique_ptr<gloo_detail::op_buffer> buf_;
   std::shared_ptr<notifier> note_;
   std::string who_;
   std::atomic<bool> done_{false};
@@ -125,7 +127,10 @@ public:
       : name_(std::move(name)),
         context_(std::move(context)),
         timeout_(timeout),
-        note_(std::make_shared<notifier>()) {}
+        note_(std::make_shared<notifier>()),
+        abort_(std::make_shared<abort_state>()) {}
+
+  void abort(const std::string& why) override { abort_->abort(context_.get(), why); }
 
   int rank() const override { return context_ ? context_->rank : 0; }
   int size() const override { return context_ ? context_->size : 1; }
@@ -133,56 +138,54 @@ public:
   std::chrono::milliseconds timeout() const override { return timeout_; }
 
   status all_reduce(buffer_view buf, reduce_op op) override {
+    if (aborted()) return abort_->aborted_error(name_);
     if (size() == 1 || buf.count == 0) return {};
-    return guarded("all_reduce", [&] {
-      gloo::AllreduceOptions opts(context_);
-      stamp(opts);
-      switch (buf.type) {
-        case element_type::f32: set_allreduce<float>(opts, buf, op); break;
-        case element_type::f64: set_allreduce<double>(opts, buf, op); break;
-        case element_type::f16: set_allreduce<gloo::float16>(opts, buf, op); break;
-        case element_type::i32: set_allreduce<std::int32_t>(opts, buf, op); break;
-        case element_type::i64: set_allreduce<std::int64_t>(opts, buf, op); break;
-        case element_type::u8: set_allreduce<std::uint8_t>(opts, buf, op); break;
-        case element_type::bf16: throw std::runtime_error("bf16 all_reduce is not supported by Gloo");
-      }
-      gloo::allreduce(opts);
+    gloo_reduce_fn fn = nullptr;
+    switch (buf.type) {
+      case element_type::f32: fn = reduce_fn<float>(op); break;
+      case element_type::f64: fn = reduce_fn<double>(op); break;
+      case element_type::f16: fn = reduce_fn<gloo::float16>(op); break;
+      case element_type::i32: fn = reduce_fn<std::int32_t>(op); break;
+      case element_type::i64: fn = reduce_fn<std::int64_t>(op); break;
+      case element_type::u8: fn = reduce_fn<std::uint8_t>(op); break;
+      case element_type::bf16:
+        return error::unimplemented("[comm " + name_ + "] bf16 all_reduce is not supported by Gloo");
+    }
+    return guarded("all_reduce", [&](const gloo_detail::op_context& c) {
+      gloo_detail::ring_all_reduce(c, buf, fn);
     });
   }
 
   status broadcast(buffer_view buf, int root) override {
+    if (aborted()) return abort_->aborted_error(name_);
     if (size() == 1 || buf.count == 0) return {};
-    return guarded("broadcast", [&] {
-      gloo::BroadcastOptions opts(context_);
-      stamp(opts);
-      opts.setRoot(root);
-      opts.setOutput(static_cast<std::uint8_t*>(buf.data), buf.bytes());
-      gloo::broadcast(opts);
+    return guarded("broadcast", [&](const gloo_detail::op_context& c) {
+      gloo_detail::broadcast_from(c, buf, root);
     });
   }
 
   status all_gather(buffer_view in, buffer_view out) override {
+    if (aborted()) return abort_->aborted_error(name_);
     if (out.bytes() != in.bytes() * static_cast<std::size_t>(size()))
       return error::invalid_input("", "[comm " + name_ + "] all_gather: output must hold size() inputs");
     if (size() == 1) {
       if (in.data != out.data && in.bytes() > 0) std::memcpy(out.data, in.data, in.bytes());
       return {};
     }
-    return guarded("all_gather", [&] {
-      gloo::AllgatherOptions opts(context_);
-      stamp(opts);
-      opts.setInput(static_cast<std::uint8_t*>(in.data), in.bytes());
-      opts.setOutput(static_cast<std::uint8_t*>(out.data), out.bytes());
-      gloo::allgather(opts);
+    return guarded("all_gather", [&](const gloo_detail::op_context& c) {
+      gloo_detail::ring_all_gather(c, in, out);
     });
   }
 
+  // Returns once every rank has arrived: an all-gather of one byte each.
   status barrier() override {
+    if (aborted()) return abort_->aborted_error(name_);
     if (size() == 1) return {};
-    return guarded("barrier", [&] {
-      gloo::BarrierOptions opts(context_);
-      stamp(opts);
-      gloo::barrier(opts);
+    std::uint8_t mine = 1;
+    std::vector<std::uint8_t> all(static_cast<std::size_t>(size()));
+    return guarded("barrier", [&](const gloo_detail::op_context& c) {
+      gloo_detail::ring_all_gather(c, {&mine, 1, element_type::u8},
+                                   {all.data(), all.size(), element_type::u8});
     });
   }
 
@@ -217,18 +220,20 @@ public:
   }
 
 private:
-  template <class T>
-  static void set_allreduce(gloo::AllreduceOptions& opts, buffer_view buf, reduce_op op) {
-    opts.setOutput(static_cast<T*>(buf.data), buf.count);
-    opts.setReduceFunction(reduce_fn<T>(op));
-  }
+  bool aborted() { return abort_->is_aborted(); }
 
+  // Runs a collective with the next slot (every rank issues collectives in one order) and the
+  // communicator's timeout; Gloo's exceptions (a peer gone, the timeout) and an abort become
+  // errors.
   template <class Fn>
   status guarded(const char* what, Fn&& fn) {
+    const gloo_detail::op_context c{*context_, *abort_,
+                                    collective_slot_prefix | (next_op_++ & slot_mask), timeout_};
     try {
-      fn();
+      fn(c);
       return {};
     } catch (const std::exception& e) {
+      if (aborted()) return abort_->aborted_error(name_);
       return error::disconnected("[comm " + name_ + "] " + what + ": " + e.what());
     }
   }
@@ -237,34 +242,29 @@ private:
     if (peer < 0 || peer >= size() || peer == rank())
       return std::make_unique<done_request>(
           error::invalid_input("", "[comm " + name_ + "] bad peer " + std::to_string(peer)));
+    if (aborted()) return std::make_unique<done_request>(abort_->aborted_error(name_));
     if (buf.bytes() == 0) return std::make_unique<done_request>();
     try {
-      auto ub = context_->createUnboundBuffer(buf.data, buf.bytes());
-      std::uint64_t slot = p2p_slot_prefix | (tag & ((std::uint64_t{1} << 56) - 1));
+      auto ub = std::make_unique<gloo_detail::op_buffer>(*context_, *abort_, buf.data, buf.bytes());
+      const std::uint64_t slot = p2p_slot_prefix | (tag & slot_mask);
       if (is_send)
-        ub->send(peer, slot);
+        ub->send(peer, slot, 0, buf.bytes());
       else
-        ub->recv(peer, slot);
-      return std::make_unique<gloo_request>(std::move(ub), is_send, timeout_, note_, name_);
+        ub->recv(peer, slot, 0, buf.bytes());
+      return std::make_unique<gloo_request>(std::move(ub), is_send, timeout_, note_, abort_, name_);
     } catch (const std::exception& e) {
+      if (aborted()) return std::make_unique<done_request>(abort_->aborted_error(name_));
       return std::make_unique<done_request>(
           error::disconnected("[comm " + name_ + "] " + e.what()));
     }
-  }
-
-  // Gives a collective's options the next tag (every rank issues collectives in one order) and
-  // the communicator's timeout.
-  template <class Options>
-  void stamp(Options& opts) {
-    opts.setTag(next_tag_++);
-    opts.setTimeout(timeout_);
   }
 
   std::string name_;
   std::shared_ptr<gloo::Context> context_;
   std::chrono::milliseconds timeout_;
   std::shared_ptr<notifier> note_;
-  std::uint32_t next_tag_ = 0;
+  std::shared_ptr<abort_state> abort_;
+  std::uint64_t next_op_ = 0;
 };
 
 class gloo_factory final : public communicator_factory {
@@ -295,6 +295,7 @@ public:
       auto context = std::make_shared<gloo::rendezvous::Context>(
           me, static_cast<int>(global_ranks.size()));
       context->setTimeout(options_.timeout);
+      gloo_detail::sigpipe_blocked quiet;
       context->connectFullMesh(prefixed, device_);
       return std::unique_ptr<communicator>(
           std::make_unique<gloo_communicator>(name, std::move(context), options_.timeout));
@@ -381,6 +382,7 @@ result<std::unique_ptr<communicator_factory>> make_gloo_factory(int global_rank,
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = options.hostname;
+    gloo_detail::sigpipe_blocked quiet;  // inherited by the device's thread, which writes too
     auto device = gloo::transport::tcp::CreateDevice(attr);
     return std::unique_ptr<communicator_factory>(
         std::make_unique<gloo_factory>(global_rank, options, std::move(store), std::move(device)));

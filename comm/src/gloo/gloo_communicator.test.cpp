@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <functional>
+#include <future>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -117,4 +118,91 @@ TEST_CASE("gloo communicator: subgroups and point-to-point with wait_any") {
   });
   CHECK(got == std::vector<double>{1, 1, 5, 5});
   CHECK(first[0] == 1);  // rank 3's message, since rank 1 waits for rank 0's go-ahead
+}
+
+namespace {
+
+// Two ranks of one group whose rank 1 never takes part in an operation (a peer gone silent:
+// its connections stay open, nothing arrives); the communicators' timeout is 30 s. Rank 0 runs
+// `blocked` on a thread of its own; once it is seen blocked, another thread aborts rank 0's
+// communicator: the call must return an error well within the timeout.
+void check_abort_unblocks(const char* what,
+                          const std::function<sailor::status(comm::communicator&)>& blocked) {
+  INFO(std::string{what});
+  comm::gloo_options options;
+  options.in_process_store = comm::make_in_process_store();
+  options.timeout = 30s;
+  std::unique_ptr<comm::communicator> groups[2];
+  {
+    auto f0 = comm::make_gloo_factory(0, options);
+    auto f1 = comm::make_gloo_factory(1, options);
+    REQUIRE(f0.ok());
+    REQUIRE(f1.ok());
+    auto peer = std::async(std::launch::async, [&] { return (*f1)->create("pair", {0, 1}); });
+    auto mine = (*f0)->create("pair", {0, 1});
+    auto theirs = peer.get();
+    REQUIRE(mine.ok());
+    REQUIRE(theirs.ok());
+    groups[0] = std::move(*mine);
+    groups[1] = std::move(*theirs);
+  }
+  auto outcome = std::async(std::launch::async, [&] { return blocked(*groups[0]); });
+  // Blocked: the peer never answers (a bounded look, not a wait for something to happen).
+  REQUIRE(outcome.wait_for(300ms) == std::future_status::timeout);
+  const auto start = std::chrono::steady_clock::now();
+  groups[0]->abort("the plan was released");
+  REQUIRE(outcome.wait_for(2s) == std::future_status::ready);
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
+  auto err = outcome.get();
+  REQUIRE(err);
+  CHECK(err->message.find("the plan was released") != std::string::npos);
+
+  // Later operations fail at once, with the same reason.
+  float x = 1;
+  auto later = groups[0]->all_reduce({&x, 1, comm::element_type::f32});
+  REQUIRE(later);
+  CHECK(later->message.find("aborted: the plan was released") != std::string::npos);
+  auto req = groups[0]->irecv({&x, 1, comm::element_type::f32}, 1, 3);
+  CHECK(req->wait(1s));
+
+  // The peer gives up as well (a released plan aborts every rank): at once.
+  groups[1]->abort("the plan was released");
+  CHECK(groups[1]->all_reduce({&x, 1, comm::element_type::f32}));
+}
+
+}  // namespace
+
+TEST_CASE("gloo communicator: abort ends an all-reduce blocked on a silent peer") {
+  check_abort_unblocks("all_reduce", [](comm::communicator& c) {
+    std::vector<float> v(1024, 1.0f);
+    return c.all_reduce({v.data(), v.size(), comm::element_type::f32});
+  });
+}
+
+TEST_CASE("gloo communicator: abort ends a broadcast, an all-gather and a barrier blocked on a silent peer") {
+  check_abort_unblocks("broadcast", [](comm::communicator& c) {
+    std::vector<float> v(64, 1.0f);
+    return c.broadcast({v.data(), v.size(), comm::element_type::f32}, 1);
+  });
+  check_abort_unblocks("all_gather", [](comm::communicator& c) {
+    std::vector<float> in(8, 1.0f), out(16);
+    return c.all_gather({in.data(), in.size(), comm::element_type::f32},
+                        {out.data(), out.size(), comm::element_type::f32});
+  });
+  check_abort_unblocks("barrier", [](comm::communicator& c) { return c.barrier(); });
+}
+
+TEST_CASE("gloo communicator: abort ends a receive and a wait_any in flight") {
+  check_abort_unblocks("recv", [](comm::communicator& c) {
+    std::vector<float> v(256);
+    return c.recv({v.data(), v.size(), comm::element_type::f32}, 1, 42);
+  });
+  check_abort_unblocks("wait_any", [](comm::communicator& c) -> sailor::status {
+    std::vector<float> a(16), b(16);
+    auto ra = c.irecv({a.data(), a.size(), comm::element_type::f32}, 1, 1);
+    auto rb = c.irecv({b.data(), b.size(), comm::element_type::f32}, 1, 2);
+    auto first = c.wait_any({ra.get(), rb.get()}, 30s);
+    if (!first) return first.error();
+    return (*first == 0 ? ra : rb)->wait(30s);
+  });
 }

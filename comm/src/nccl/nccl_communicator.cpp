@@ -16,8 +16,10 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -131,6 +133,19 @@ public:
   const std::string& name() const override { return name_; }
   std::chrono::milliseconds timeout() const override { return timeout_; }
 
+  // The thread waiting on the stream sees the flag within one poll and aborts the NCCL
+  // communicator itself (ncclCommAbort ends the kernels in flight, so no buffer is written
+  // after the wait returned); the host group fails the staged point-to-point transfers.
+  void abort(const std::string& why) override {
+    {
+      std::lock_guard<std::mutex> lock(abort_mutex_);
+      if (aborted_) return;
+      why_ = why;
+      aborted_ = true;
+    }
+    host_->abort(why);
+  }
+
   status all_reduce(buffer_view buf, reduce_op op) override {
     return run("all_reduce", [&] {
       return ncclAllReduce(buf.data, buf.data, buf.count, nccl_type(buf.type),
@@ -200,6 +215,12 @@ private:
         failed_ = true;
         return error::disconnected("[comm " + name_ + "] " + what + ": " + nccl_message(async));
       }
+      if (aborted_) {
+        failed_ = true;
+        ncclCommAbort(comm_);
+        comm_ = nullptr;
+        return aborted_error();
+      }
       if (clock_type::now() > deadline) {
         failed_ = true;
         return error::disconnected("[comm " + name_ + "] " + what + " timed out");
@@ -208,8 +229,14 @@ private:
     }
   }
 
+  error aborted_error() {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    return error::disconnected("[comm " + name_ + "] aborted: " + why_);
+  }
+
   template <class Fn>
   status run(const char* what, Fn&& fn) {
+    if (aborted_) return aborted_error();
     if (failed_) return error::disconnected("[comm " + name_ + "] communicator failed earlier");
     cudaSetDevice(device_);
     if (auto st = order_after_default_stream()) return st;
@@ -239,6 +266,9 @@ private:
   std::unique_ptr<communicator> host_;
   std::chrono::milliseconds timeout_;
   bool failed_ = false;
+  std::mutex abort_mutex_;
+  std::atomic<bool> aborted_{false};
+  std::string why_;
 };
 
 class nccl_factory final : public communicator_factory {

@@ -87,13 +87,25 @@ result<std::string> exchange(comm::transport& transport, const comm::address& wh
 }
 
 // One request to one holder; a "size <n>" answer comes back as an empty buffer and `size`.
+// A cancel settles the call at once (the connection then closes).
 result<comm::payload_buffer> ask(comm::transport& transport, const std::string& holder,
                                  const std::string& request, std::chrono::milliseconds timeout,
-                                 std::int64_t* size = nullptr) {
+                                 std::int64_t* size = nullptr, fetch_cancel* cancel = nullptr) {
   auto where = comm::address::parse(holder);
   if (!where)
     return where.error();
   auto call = std::make_shared<fetch_call>();
+  struct watching {
+    fetch_cancel* cancel;
+    std::uint64_t key;
+    ~watching() {
+      if (cancel)
+        cancel->unwatch(key);
+    }
+  } watch{cancel, cancel ? cancel->watch([call](const std::string& why) {
+                    call->finish(failure("cancelled: " + why));
+                  })
+                         : 0};
   comm::connection_handlers h;
   h.on_tensor = [call](comm::tensor_descriptor, comm::payload_buffer payload) {
     call->finish(std::move(payload));  // no copy: written from the buffer
@@ -133,9 +145,12 @@ result<comm::payload_buffer> ask(comm::transport& transport, const std::string& 
 }
 
 result<comm::payload_buffer> fetch_one(comm::transport& transport, const shard_source& src,
-                                       std::chrono::milliseconds timeout) {
-  return ask(transport, src.holder, std::string{get_prefix} + src.path, timeout);
+                                       std::chrono::milliseconds timeout,
+                                       fetch_cancel* cancel = nullptr) {
+  return ask(transport, src.holder, std::string{get_prefix} + src.path, timeout, nullptr, cancel);
 }
+
+bool cancelled(const fetch_cancel* cancel) { return cancel && !cancel->reason().empty(); }
 
 }  // namespace
 
@@ -240,13 +255,16 @@ constexpr std::size_t max_parts = 4;
 result<std::vector<comm::payload_buffer>> fetch_split(comm::transport& transport,
                                                       const std::string& path,
                                                       const std::vector<std::string>& from,
-                                                      std::chrono::milliseconds timeout) {
+                                                      std::chrono::milliseconds timeout,
+                                                      fetch_cancel* cancel) {
   std::int64_t size = -1;
   std::string why;
   for (const auto& holder : from) {
-    auto r = ask(transport, holder, std::string{stat_prefix} + path, timeout, &size);
+    auto r = ask(transport, holder, std::string{stat_prefix} + path, timeout, &size, cancel);
     if (r && size >= 0)
       break;
+    if (cancelled(cancel))
+      return failure("cancelled: " + cancel->reason());
     why += (why.empty() ? "" : "; ") + holder + ": " + (r ? "no size" : r.error().message);
   }
   if (size < 0)
@@ -263,15 +281,17 @@ result<std::vector<comm::payload_buffer>> fetch_split(comm::transport& transport
   {
     std::vector<std::thread> threads;
     for (std::size_t k = 0; k < n; ++k)
-      threads.emplace_back([&, k] { parts[k] = ask(transport, from[k], range(k), timeout); });
+      threads.emplace_back([&, k] { parts[k] = ask(transport, from[k], range(k), timeout, nullptr, cancel); });
     for (auto& t : threads)
       t.join();
   }
   std::vector<comm::payload_buffer> out;
   for (std::size_t k = 0; k < n; ++k) {
     const auto want = static_cast<std::size_t>(begin(k + 1) - begin(k));
-    for (std::size_t other = 1; other < from.size() && !(*parts[k] && (*parts[k])->size() == want); ++other)
-      parts[k] = ask(transport, from[(k + other) % from.size()], range(k), timeout);
+    for (std::size_t other = 1; other < from.size() && !(*parts[k] && (*parts[k])->size() == want) &&
+                                !cancelled(cancel);
+         ++other)
+      parts[k] = ask(transport, from[(k + other) % from.size()], range(k), timeout, nullptr, cancel);
     if (!*parts[k] || (*parts[k])->size() != want)
       return failure("bytes " + std::to_string(begin(k)) + ".." + std::to_string(begin(k + 1)) +
                      " from no holder" + (*parts[k] ? "" : ": " + parts[k]->error().message));
@@ -289,21 +309,24 @@ namespace detail {
 result<std::vector<comm::payload_buffer>> fetch_from(comm::transport& transport,
                                                      const std::string& path,
                                                      const std::vector<std::string>& from,
-                                                     std::chrono::milliseconds timeout) {
+                                                     std::chrono::milliseconds timeout,
+                                                     fetch_cancel* cancel) {
   std::string why;
   std::vector<std::string> distinct;
   for (const auto& holder : from)
     if (std::find(distinct.begin(), distinct.end(), holder) == distinct.end())
       distinct.push_back(holder);
   if (distinct.size() > 1) {
-    auto split = fetch_split(transport, path, distinct, timeout);
+    auto split = fetch_split(transport, path, distinct, timeout, cancel);
     if (split && !split->empty())
       return split;
     if (!split)
       why = "in parts: " + split.error().message;
   }
   for (const auto& holder : distinct) {
-    auto bytes = fetch_one(transport, {path, holder}, timeout);
+    if (cancelled(cancel))
+      return failure("cannot fetch checkpoint shard " + path + ": cancelled: " + cancel->reason());
+    auto bytes = fetch_one(transport, {path, holder}, timeout, cancel);
     if (!bytes) {
       why += (why.empty() ? "" : "; ") + holder + ": " + bytes.error().message;
       continue;
@@ -348,6 +371,42 @@ status fetch_shards(comm::transport& transport, const std::string& state_dir,
       *fetched_bytes += detail::total_size(*parts);
   }
   return {};
+}
+
+void fetch_cancel::cancel(const std::string& why) {
+  std::map<std::uint64_t, std::function<void(const std::string&)>> told;
+  {
+    std::lock_guard lock{mutex_};
+    if (!why_.empty())
+      return;
+    why_ = why.empty() ? "cancelled" : why;
+    told.swap(watching_);
+  }
+  for (auto& [key, on_cancel] : told)
+    on_cancel(why_);
+}
+
+std::string fetch_cancel::reason() const {
+  std::lock_guard lock{mutex_};
+  return why_;
+}
+
+std::uint64_t fetch_cancel::watch(std::function<void(const std::string& why)> on_cancel) {
+  std::unique_lock lock{mutex_};
+  const auto key = next_++;
+  if (why_.empty()) {
+    watching_.emplace(key, std::move(on_cancel));
+    return key;
+  }
+  const auto why = why_;
+  lock.unlock();
+  on_cancel(why);
+  return key;
+}
+
+void fetch_cancel::unwatch(std::uint64_t key) {
+  std::lock_guard lock{mutex_};
+  watching_.erase(key);
 }
 
 }  // namespace sailor::train

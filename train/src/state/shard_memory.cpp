@@ -20,7 +20,8 @@ std::vector<std::span<const std::byte>> received_shard::spans() const {
 result<std::vector<received_shard>> fetch_into_memory(comm::transport& transport,
                                                       const std::vector<shard_source>& sources,
                                                       std::chrono::milliseconds timeout,
-                                                      std::int64_t* fetched_bytes) {
+                                                      std::int64_t* fetched_bytes,
+                                                      fetch_cancel* cancel) {
   std::map<std::string, std::vector<std::string>> holders;  // path -> holders, in order
   for (const auto& s : sources)
     holders[s.path].push_back(s.holder);
@@ -29,7 +30,7 @@ result<std::vector<received_shard>> fetch_into_memory(comm::transport& transport
     if (!servable_path(path))
       return sailor::error{error_kind::invalid_input,
                            "refusing to fetch '" + path + "': not a checkpoint path", "", 0, ""};
-    auto parts = detail::fetch_from(transport, path, from, timeout);
+    auto parts = detail::fetch_from(transport, path, from, timeout, cancel);
     if (!parts)
       return parts.error();
     if (fetched_bytes)

@@ -73,16 +73,18 @@ public:
   /// The stage hook: starts the role's training thread when a job exists for its plan
   /// version (without one the role is control-only and ready at once: null work). The thread
   /// calls `ready` once its communicators and channel are connected and its state restored;
-  /// destroying the returned work makes it stop after its current iteration (the thread is
-  /// joined by stop()).
+  /// destroying the returned work releases the rank: it stops after its current iteration,
+  /// or, when that iteration has not ended 200 ms later (a peer went silent), aborts it
+  /// (stage_executor::abort), and keeps its state after its last completed iteration (the
+  /// thread is joined by stop()).
   result<std::unique_ptr<actors::stage_work>> on_role(const actors::stage_role& role,
                                                       actors::stage_ready_fn ready);
   /// The node leaves with notice: each rank whose plan ends from now on hands the state it
   /// keeps in memory over to a node of its plan that holds other layers (hand_over_shard),
   /// so that the state outlives the grace period. Call before the ranks are stopped.
   void leaving();
-  /// Asks every thread to stop after its current iteration and joins them. A thread blocked
-  /// on a peer that is gone ends when its wait times out (the job's timeout).
+  /// Releases every rank as above and joins their threads: bounded, also when a rank was
+  /// blocked on a peer that is gone.
   void stop();
 
 private:

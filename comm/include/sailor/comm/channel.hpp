@@ -63,6 +63,12 @@ public:
   /// Payload bytes handed to the transport and received, since creation.
   virtual std::uint64_t bytes_sent() const = 0;
   virtual std::uint64_t bytes_received() const = 0;
+  /// Abandons every transfer: every request in flight fails within a short bound (well under
+  /// a second, whatever the peers do) and later ones fail at once, with errors that name
+  /// `why`; buffers are no longer touched once their request failed. The connections close
+  /// without a flush (the peers' requests with this rank fail). Any thread may call it, any
+  /// number of times; it cannot be undone. For a rank that gives up its work.
+  virtual void abort(const std::string& why) = 0;
 };
 
 /// Makes the channel of one rank.
@@ -101,7 +107,8 @@ std::unique_ptr<channel_factory> make_transport_channel_factory(int global_rank,
                                                                 transport_channel_options options);
 
 /// A channel over `world`'s own isend/irecv, where `world`'s ranks are global ranks (the
-/// job's world communicator). `world` must outlive the channel.
+/// job's world communicator). `world` must outlive the channel; aborting the channel aborts
+/// `world` (the transfers are its own).
 std::unique_ptr<channel> make_communicator_channel(communicator& world);
 
 /// A rendezvous store in this process's memory, for ranks running as threads of one process.

@@ -87,6 +87,15 @@ public:
 
   /// Bound on every blocking operation of this communicator.
   virtual std::chrono::milliseconds timeout() const = 0;
+
+  /// Abandons the group: every operation of this communicator in flight, on any thread,
+  /// returns an error within a short bound (well under a second, whatever its peers do), and
+  /// every later one returns it at once; the errors name `why`. Its connections close (a
+  /// peer may or may not notice before its own timeout: abort every rank that gives up).
+  /// Any thread may call it, any number of times (the first `why` stays); it cannot be
+  /// undone: the owner destroys the communicator and creates another. For a rank that gives
+  /// up its work (its plan was released), not for one operation.
+  virtual void abort(const std::string& why) = 0;
 };
 
 /// Makes communicators over subsets of a job's global ranks. One factory per process (or per

@@ -24,7 +24,9 @@
 /// is what the shaped links really take for these bytes, not a formula.
 ///
 /// broadcast, all_gather and barrier are built from the all-reduce (sum); point to point is
-/// not offered (it goes over the channel).
+/// not offered (it goes over the channel). Aborting the group aborts its zone communicator
+/// and the channel it crosses zones on (shared with the rank's other transfers: an abort is
+/// for a rank that gives up its work).
 
 #include <cstdint>
 #include <memory>

@@ -161,7 +161,8 @@ struct shard_input {
   std::vector<std::span<const std::byte>> parts;
 };
 
-/// One rank of a plan. Resource type: not copyable, one owner, one thread drives it.
+/// One rank of a plan. Resource type: not copyable, one owner, one thread drives it (abort()
+/// excepted).
 class stage_executor {
 public:
   /// Builds the stage module, the communicators and the point-to-point channel of `role`:
@@ -188,6 +189,14 @@ public:
   /// the weights); the same on every rank. All ranks of the plan call it together, between
   /// iterations. An error when the job has no data with a validation part.
   result<double> validation_loss();
+
+  /// Gives up the iteration in flight, if any, and every later one: each communicator and the
+  /// channel of this rank is aborted (comm::communicator::abort), so that run_iteration and
+  /// validation_loss return an error within a short bound, whatever the peers do. The state
+  /// stays that after the last completed iteration (the optimizer steps only after an
+  /// iteration's last collective): state_snapshot, save_state and the checkpoints still
+  /// work. Any thread may call it, while another trains; it cannot be undone.
+  void abort(const std::string& why);
 
   /// Loads the checkpoint taken after `iterations` completed iterations from `dir` (written by
   /// any plan of the same model and optimizer): this rank's slices of parameters and

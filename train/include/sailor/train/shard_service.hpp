@@ -107,6 +107,26 @@ status fetch_shards(comm::transport& transport, const std::string& state_dir,
                     const std::vector<shard_source>& sources, std::chrono::milliseconds timeout,
                     std::int64_t* fetched_bytes = nullptr);
 
+/// Ends the fetches given it early (a rank whose plan was released while it restores): once
+/// cancel() is called, each such fetch in flight fails at once with `why`, and later ones
+/// before they start. Thread-safe: the fetching threads and the one that cancels share it.
+class fetch_cancel {
+public:
+  void cancel(const std::string& why);
+  /// Why it was cancelled; empty while it is not.
+  std::string reason() const;
+  /// For the fetch: `on_cancel` runs once cancel() is called (at once if it was); the
+  /// returned key unwatches it. on_cancel must not call back into this object.
+  std::uint64_t watch(std::function<void(const std::string& why)> on_cancel);
+  void unwatch(std::uint64_t key);
+
+private:
+  mutable std::mutex mutex_;
+  std::string why_;
+  std::uint64_t next_ = 0;
+  std::map<std::uint64_t, std::function<void(const std::string&)>> watching_;
+};
+
 /// A shard received into memory: the buffers it arrived in, in order (one per holder it came
 /// from in parts), never copied into one piece nor written to a file.
 struct received_shard {
@@ -120,11 +140,13 @@ struct received_shard {
 /// Fetches every file of `sources` into memory, as fetch_shards does (in parts from several
 /// holders at once when a large shard has several, each bounded by `timeout`), and writes
 /// nothing: recovery from the survivors' memory restores straight from the received bytes.
-/// An error names the file and the holders that failed. Calls may overlap.
+/// An error names the file and the holders that failed. Calls may overlap. `cancel` (may be
+/// null) ends it early.
 result<std::vector<received_shard>> fetch_into_memory(comm::transport& transport,
                                                       const std::vector<shard_source>& sources,
                                                       std::chrono::milliseconds timeout,
-                                                      std::int64_t* fetched_bytes = nullptr);
+                                                      std::int64_t* fetched_bytes = nullptr,
+                                                      fetch_cancel* cancel = nullptr);
 
 /// Whether the shard server at `holder` (host:port) can be reached: the transport's handshake
 /// completes within `timeout`. A rank checks its plan's peers this way before the rendezvous:
