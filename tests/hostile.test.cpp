@@ -32,6 +32,7 @@
 #include "local_job.hpp"
 #include <caf/scoped_actor.hpp>
 
+#include "../comm/src/tcp/tcp_frame.hpp"
 #include "sailor/actors/runtime.hpp"
 
 extern char** environ;
@@ -43,16 +44,9 @@ namespace {
 
 const std::string configs = configs_dir();
 
-// The TCP transport's frame header (comm/src/tcp/tcp_core.hpp), as an attacker writes it.
-struct frame_header {
-  std::uint32_t magic = 0x524c4153;
-  std::uint8_t kind = 0;
-  std::uint8_t pad[3] = {0, 0, 0};
-  std::uint32_t header_len = 0;
-  std::uint32_t reserved = 0;
-  std::uint64_t payload_len = 0;
-};
-static_assert(sizeof(frame_header) == 24);
+// The TCP transport's frame header and kinds, as an attacker writes them.
+namespace tcp_wire = sailor::comm::tcp_backend;
+using tcp_wire::frame_header;
 
 long rss_kib(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
@@ -295,7 +289,7 @@ TEST_CASE_FIXTURE(hostile_fixture, "hostile: random, truncated and oversized fra
   for (int k = 0; k < 12; ++k) {
     auto p = std::make_unique<raw_peer>(port);
     frame_header fh;
-    fh.kind = static_cast<std::uint8_t>(k % 4 == 1 ? 3 : k % 4 == 2 ? 2 : 0);
+    fh.kind = k % 4 == 1 ? tcp_wire::kind_tensor : k % 4 == 2 ? tcp_wire::kind_control : tcp_wire::kind_hello;
     fh.payload_len = k % 4 == 1 ? (std::uint64_t{1} << 40) : (std::uint64_t{64} << 20);
     if (k % 4 == 3) {
       fh.payload_len = 0;
