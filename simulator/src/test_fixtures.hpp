@@ -75,6 +75,11 @@ struct fixture {
   }
 };
 
+// The fixture with a context of the default options: for the tests that simulate it as it is.
+struct with_context : fixture {
+  sim_context ctx = make();
+};
+
 inline config::replica rep(const char* gpu, const char* zone, int tp = 1) {
   config::replica r;
   r.gpu_type = gpu;
