@@ -195,10 +195,7 @@ TEST_CASE("a GPU type without a profile uses the catalog's analytic model, and s
 
 TEST_CASE("closed form vs event simulation on random plans") {
   fixture f;
-  f.model.num_layers = 30;
-  for (auto& [name, g] : f.profile.by_gpu)
-    for (auto& [mbs, by_tp] : g.times)
-      for (auto& [tp, v] : by_tp) v.resize(32, v[1]);
+  f.set_blocks(30);
   std::mt19937 rng(7);
   double worst_balanced = 0, worst = 0;
   for (bool async : {false, true}) {

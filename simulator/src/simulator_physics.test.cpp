@@ -181,10 +181,7 @@ TEST_CASE("event simulation with different replica counts per stage: every repli
 
   // Random plans with different counts per stage never deadlock and stay near the closed form.
   fixture g;
-  g.model.num_layers = 10;
-  for (auto& [name, gp] : g.profile.by_gpu)
-    for (auto& [mbs, by_tp] : gp.times)
-      for (auto& [tp, v] : by_tp) v.resize(12, v[1]);
+  g.set_blocks(10);
   std::mt19937 rng(11);
   double worst = 0;
   for (bool async : {false, true}) {
