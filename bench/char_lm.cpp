@@ -40,6 +40,8 @@
 #include <thread>
 #include <vector>
 
+#include "../tests/support/arrive_on_exit.hpp"
+
 namespace {
 
 using namespace sailor;
@@ -117,10 +119,7 @@ std::string run_rank(int rank, const config::model_shape& model, const config::p
                      const comm::gloo_options& gopts, report& out, std::latch& done) {
   std::unique_ptr<comm::communicator_factory> factory;
   std::unique_ptr<train::stage_executor> exec;
-  struct arrive {
-    std::latch& l;
-    ~arrive() { l.arrive_and_wait(); }
-  } guard{done};
+  sailor::testing::arrive_on_exit guard{done};
   auto made_factory = comm::make_gloo_factory(rank, gopts);
   if (!made_factory) return made_factory.error().to_string();
   factory = std::move(*made_factory);

@@ -8,9 +8,7 @@
 //                    [--stall-s 20] [--dir DIR] [--seed 1]
 //
 // Targets (issue 20): no stall, RSS and descriptors flat, disk bounded by the checkpoints kept.
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,7 +26,7 @@
 
 #include <CLI/CLI.hpp>
 
-extern char** environ;
+#include "../tests/support/child_process.hpp"
 
 namespace {
 
@@ -47,18 +45,9 @@ struct soak_args {
 // A child process with its output in files.
 struct process {
   pid_t pid = -1;
+  // A node started again appends to its files.
   void start(const std::vector<std::string>& argv, const std::string& out, const std::string& err) {
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    std::vector<char*> args;
-    for (auto& a : argv)
-      args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) != 0)
-      pid = -1;
-    posix_spawn_file_actions_destroy(&actions);
+    pid = sailor::testing::spawn_with_output(argv, out, err, /*append=*/true);
   }
   void stop(int sig, std::chrono::seconds limit) {
     if (pid <= 0)

@@ -27,6 +27,8 @@
 #include <thread>
 #include <vector>
 
+#include "../tests/support/arrive_on_exit.hpp"
+
 namespace {
 
 using namespace sailor;
@@ -119,10 +121,7 @@ int main(int argc, char** argv) {
       threads.emplace_back([&, r] {
         std::unique_ptr<comm::communicator_factory> factory;
         std::unique_ptr<train::stage_executor> exec;
-        struct arrive {
-          std::latch& l;
-          ~arrive() { l.arrive_and_wait(); }
-        } guard{finished};
+        sailor::testing::arrive_on_exit guard{finished};
         auto& f = figures[r];
         auto made_factory = comm::make_gloo_factory(r, gopts);
         if (!made_factory) return void(f.error = made_factory.error().to_string());

@@ -110,16 +110,22 @@ def worker(rank, args, store):
     dist.destroy_process_group()
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--iterations", type=int, default=10)
-    p.add_argument("--warmup", type=int, default=2)
+def add_shape_arguments(p, batch):
+    """The options of the model's shape (GPT's arguments) and of the batch, which
+    bench/train_throughput and bench/train_step_profile pass as they run Sailor's model."""
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--sequence", type=int, default=64)
     p.add_argument("--vocabulary", type=int, default=4096)
-    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--batch", type=int, default=batch)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--iterations", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=2)
+    add_shape_arguments(p, batch=16)
     args = p.parse_args()
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     with tempfile.TemporaryDirectory() as tmp:

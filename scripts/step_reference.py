@@ -10,18 +10,13 @@ import time
 
 import torch
 
-from ddp_reference import GPT
+from ddp_reference import GPT, add_shape_arguments
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--iterations", type=int, default=20)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--hidden", type=int, default=128)
-    p.add_argument("--heads", type=int, default=8)
-    p.add_argument("--sequence", type=int, default=64)
-    p.add_argument("--vocabulary", type=int, default=4096)
-    p.add_argument("--batch", type=int, default=8)
+    add_shape_arguments(p, batch=8)
     p.add_argument("--trace", help="write the measured iterations' operators as a Chrome trace")
     args = p.parse_args()
     torch.set_num_threads(1)

@@ -73,6 +73,18 @@ std::pair<result<std::unique_ptr<comm::channel>>, result<std::unique_ptr<comm::c
   return {std::move(c0), f1.get()};
 }
 
+// Runs `body(c0, c1)` once for every backend, with ranks 0 and 1 joined by its channels.
+template <class Body>
+void for_each_backend_pair(Body body) {
+  for (const auto& b : channel_backends()) {
+    INFO(b.name);
+    auto [c0, c1] = open_pair(b);
+    REQUIRE(c0);
+    REQUIRE(c1);
+    body(*c0, *c1);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("channel conformance: tensors arrive intact, matched by tag whether the receive comes before or after the bytes") {
@@ -140,42 +152,34 @@ TEST_CASE("channel conformance: tensors arrive intact, matched by tag whether th
 }
 
 TEST_CASE("channel conformance: a receive of another size is an error of that request only") {
-  for (const auto& b : channel_backends()) {
-    INFO(b.name);
-    auto [c0, c1] = open_pair(b);
-    REQUIRE(c0);
-    REQUIRE(c1);
+  for_each_backend_pair([](std::unique_ptr<comm::channel>& c0, std::unique_ptr<comm::channel>& c1) {
     std::vector<float> four(4, 1.0f), two(2, 0.0f), again(4, 0.0f);
-    auto wrong = (*c1)->irecv(view(two), 0, 1);
-    CHECK(!(*c0)->isend(view(four), 1, 1)->wait(10s));
+    auto wrong = c1->irecv(view(two), 0, 1);
+    CHECK(!c0->isend(view(four), 1, 1)->wait(10s));
     auto err = wrong->wait(10s);
     REQUIRE(err);
     CHECK(err->message.find("16 bytes arrived, 8 expected") != std::string::npos);
     // The pair still works.
-    auto right = (*c1)->irecv(view(again), 0, 2);
-    CHECK(!(*c0)->isend(view(four), 1, 2)->wait(10s));
+    auto right = c1->irecv(view(again), 0, 2);
+    CHECK(!c0->isend(view(four), 1, 2)->wait(10s));
     CHECK(!right->wait(10s));
     CHECK(again == four);
-  }
+  });
 }
 
 TEST_CASE("channel conformance: a peer whose channel goes away fails the receives pending with it") {
-  for (const auto& b : channel_backends()) {
-    INFO(b.name);
-    auto [c0, c1] = open_pair(b);
-    REQUIRE(c0);
-    REQUIRE(c1);
+  for_each_backend_pair([](std::unique_ptr<comm::channel>& c0, std::unique_ptr<comm::channel>& c1) {
     std::vector<float> buf(1024);
-    auto pending = (*c1)->irecv(view(buf), 0, 5);
+    auto pending = c1->irecv(view(buf), 0, 5);
     auto start = std::chrono::steady_clock::now();
-    c0->reset();
+    c0.reset();
     auto err = pending->wait(10s);
     REQUIRE(err);
     CHECK(err->message.find("rank 0") != std::string::npos);
     CHECK(std::chrono::steady_clock::now() - start < 9s);  // failed by the peer, not the bound
     // Later operations with that peer fail at once.
-    CHECK((*c1)->isend(view(buf), 0, 6)->wait(1s));
-  }
+    CHECK(c1->isend(view(buf), 0, 6)->wait(1s));
+  });
 }
 
 TEST_CASE("channel conformance: abort ends the transfers in flight with a silent peer, and later ones at once") {

@@ -27,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "coordinator_processes.hpp"
 #include "local_job.hpp"
 #include "sailor/actors/runtime.hpp"
 #include "sailor/actors/wire.hpp"
@@ -44,18 +45,10 @@ const std::string configs = configs_dir();
 constexpr int heartbeat_ms = 100;
 constexpr int heartbeat_timeout_ms = 800;
 
-struct cluster_fixture {
-  temp_dir dir;
-  // Every process of the job proves this token in the transport handshake.
-  std::string token = "cluster-test-token-5f1c";
-  std::string token_file = dir.write("token", token + "\n");
+struct cluster_fixture : coordinator_processes {
+  cluster_fixture() : coordinator_processes("cluster-test-token-5f1c", 2s) {}
+
   std::string transport_kind = "ucx";
-  std::unique_ptr<sailor::comm::transport> transport;
-  sailor::actors::runtime_config cfg;
-  caf::actor_system system{cfg};
-  std::unique_ptr<child> coordinator;
-  std::vector<std::unique_ptr<child>> nodes;
-  std::uint16_t port = 0;
 
   // Everything (coordinator, nodes, status queries) over `kind`: ucx or tcp.
   void use_transport(const std::string& kind) {
@@ -99,25 +92,7 @@ struct cluster_fixture {
     return *nodes.back();
   }
 
-  sailor::result<sailor::actors::cluster_status> status() {
-    return sailor::actors::query_status(system, "127.0.0.1", port, 2s, transport.get());
-  }
 
-  bool all_roles_assigned(std::size_t nodes_expected) {
-    auto s = status();
-    return s && s->phase == "running" && s->nodes.size() == nodes_expected &&
-           s->roles_total > 0 && s->roles_ready == s->roles_total;
-  }
-
-  bool has_event(const std::string& text) {
-    auto s = status();
-    if (!s)
-      return false;
-    for (auto& e : s->events)
-      if (e.find(text) != std::string::npos)
-        return true;
-    return false;
-  }
 };
 
 }  // namespace
@@ -130,7 +105,7 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: 4 nodes in 2 zones get roles, and a
   start_node("n2", "local-a");
   start_node("n3", "local-b");
   auto& n4 = start_node("n4", "local-b");
-  bool assigned = eventually(20s, [&] { return all_roles_assigned(4); });
+  bool assigned = eventually(20s, [&] { return all_roles_ready(4); });
   INFO(coordinator->err());
   REQUIRE(assigned);
   auto s = status();
@@ -175,7 +150,7 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: 4 nodes in 2 zones get roles, and a
   MESSAGE("SIGKILL reported after " << reported_after.count() << " ms (includes status polling)");
   CHECK(reported_after.count() <= heartbeat_timeout_ms);
   // Re-planned over the 3 nodes left, and every role is ready again.
-  REQUIRE(eventually(10s, [&] { return all_roles_assigned(3); }));
+  REQUIRE(eventually(10s, [&] { return all_roles_ready(3); }));
   s = status();
   REQUIRE(s.ok());
   CHECK(s->plan_version == 2);
@@ -186,7 +161,7 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: a stalled node is lost for missed h
   start_node("n1", "local-a");
   auto& n2 = start_node("n2", "local-a");
   auto& n3 = start_node("n3", "local-b");
-  REQUIRE(eventually(20s, [&] { return all_roles_assigned(3); }));
+  REQUIRE(eventually(20s, [&] { return all_roles_ready(3); }));
   auto stopped_at = steady_clock::now();
   n3.signal(SIGSTOP);  // connection stays open, heartbeats stop
   bool reported = eventually(milliseconds{heartbeat_timeout_ms * 4},
@@ -201,7 +176,7 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: a stalled node is lost for missed h
   n2.signal(SIGTERM);
   CHECK(n2.wait_exit(10s) == 0);
   REQUIRE(eventually(5s, [&] { return has_event("node n2 lost: preempted"); }));
-  REQUIRE(eventually(10s, [&] { return all_roles_assigned(1); }));
+  REQUIRE(eventually(10s, [&] { return all_roles_ready(1); }));
 }
 
 TEST_CASE_FIXTURE(cluster_fixture, "cluster: over UCX, a peer of another protocol version or zone is refused, listed in the status, and the others are served") {
@@ -224,7 +199,7 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: over UCX, a peer of another protoco
   CHECK(lost.err().find("unknown zone 'moon-base'") != std::string::npos);
   CHECK(has_event("refused node 'x1': unknown zone 'moon-base'"));
   start_node("n2", "local-b");
-  REQUIRE(eventually(20s, [&] { return all_roles_assigned(2); }));
+  REQUIRE(eventually(20s, [&] { return all_roles_ready(2); }));
   auto log = coordinator->err();
   CHECK(log.find("refused peer") != std::string::npos);  // comm's handshake, logged
   CHECK(log.find("refused node 'x1'") != std::string::npos);
@@ -318,7 +293,7 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: over TCP, garbage and another proto
   CHECK(has_event("unknown zone 'moon-base'"));
   CHECK(has_event("garbage"));
   start_node("n2", "local-b");
-  REQUIRE(eventually(20s, [&] { return all_roles_assigned(2); }));
+  REQUIRE(eventually(20s, [&] { return all_roles_ready(2); }));
   auto log = coordinator->err();
   CHECK(log.find("refused node 'x1'") != std::string::npos);
   CHECK(log.find("protocol version 42") != std::string::npos);
@@ -333,7 +308,7 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: with Sailor's planner, emulated A10
   start_node("g1", "us-central1-a", "cpu:4", "A100-40");
   start_node("g2", "us-central1-a", "cpu:4", "A100-40");
   start_node("g3", "us-central1-b", "cpu:4", "A100-40");
-  bool assigned = eventually(30s, [&] { return all_roles_assigned(3); });
+  bool assigned = eventually(30s, [&] { return all_roles_ready(3); });
   INFO(coordinator->err());
   REQUIRE(assigned);
   auto s = status();

@@ -27,6 +27,15 @@ const std::string configs = configs_dir();
 const std::string tiny_demo =
   " demo --job " + configs + "/jobs/tiny.yaml --model " + configs + "/models/tiny.yaml";
 
+// The demo failed (exit 1) saying `why` before it trained any iteration.
+void check_refused_before_training(const command_result& r, const std::string& why) {
+  INFO(r.out);
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find(why) != std::string::npos);
+  CHECK(r.out.find("iteration ") == std::string::npos);
+}
+
 }  // namespace
 
 TEST_CASE("sailor demo trains over node processes and matches a single-rank run") {
@@ -56,11 +65,7 @@ TEST_CASE("sailor demo refuses a model that does not fit a device, before traini
   auto r = run_command(sailor_bin() + " demo --job " + configs + "/jobs/tiny.yaml --nodes 2 --zones 2 --iterations 2 --model " +
                          configs + "/models/opt-350m.yaml --join-timeout-s 20",
                        60);
-  INFO(r.out);
-  INFO(r.err);
-  CHECK(r.exit_code == 1);
-  CHECK(r.err.find("does not fit") != std::string::npos);
-  CHECK(r.out.find("iteration ") == std::string::npos);
+  check_refused_before_training(r, "does not fit");
 }
 
 TEST_CASE("sailor demo refuses a plan that does not match the nodes that joined") {
@@ -76,11 +81,7 @@ TEST_CASE("sailor demo refuses a plan that does not match the nodes that joined"
   auto r = run_command(sailor_bin() + tiny_demo + " --nodes 2 --zones 2 --iterations 2 --plan " + plan +
                          " --join-timeout-s 20",
                        60);
-  INFO(r.out);
-  INFO(r.err);
-  CHECK(r.exit_code == 1);
-  CHECK(r.err.find("refused before training") != std::string::npos);
-  CHECK(r.out.find("iteration ") == std::string::npos);
+  check_refused_before_training(r, "refused before training");
 }
 
 TEST_CASE("sailor demo ends with a clear error when a node cannot join") {

@@ -29,9 +29,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "coordinator_processes.hpp"
 #include "local_job.hpp"
 #include <caf/scoped_actor.hpp>
 
+#include "../comm/src/tcp/tcp_frame.hpp"
 #include "sailor/actors/runtime.hpp"
 
 extern char** environ;
@@ -43,16 +45,9 @@ namespace {
 
 const std::string configs = configs_dir();
 
-// The TCP transport's frame header (comm/src/tcp/tcp_core.hpp), as an attacker writes it.
-struct frame_header {
-  std::uint32_t magic = 0x524c4153;
-  std::uint8_t kind = 0;
-  std::uint8_t pad[3] = {0, 0, 0};
-  std::uint32_t header_len = 0;
-  std::uint32_t reserved = 0;
-  std::uint64_t payload_len = 0;
-};
-static_assert(sizeof(frame_header) == 24);
+// The TCP transport's frame header and kinds, as an attacker writes them.
+namespace tcp_wire = sailor::comm::tcp_backend;
+using tcp_wire::frame_header;
 
 long rss_kib(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
@@ -156,18 +151,8 @@ bool all_closed(std::vector<std::unique_ptr<raw_peer>>& peers, milliseconds limi
   return all;
 }
 
-struct hostile_fixture {
-  temp_dir dir;
-  std::string token = "hostile-test-token-7d2e";
-  std::string token_file = dir.write("token", token + "\n");
-  std::unique_ptr<sailor::comm::transport> transport;
-  sailor::actors::runtime_config cfg;
-  caf::actor_system system{cfg};
-  std::unique_ptr<child> coordinator;
-  std::vector<std::unique_ptr<child>> nodes;
-  std::uint16_t port = 0;
-
-  hostile_fixture() {
+struct hostile_fixture : coordinator_processes {
+  hostile_fixture() : coordinator_processes("hostile-test-token-7d2e", 3s) {
     auto t = sailor::actors::make_transport("tcp", "test", "", token);
     REQUIRE(t.ok());
     transport = std::move(*t);
@@ -195,21 +180,6 @@ struct hostile_fixture {
     return start_node(name, zone, {"--token-file", token_file});
   }
 
-  sailor::result<sailor::actors::cluster_status> status() {
-    return sailor::actors::query_status(system, "127.0.0.1", port, 3s, transport.get());
-  }
-  bool ready(std::size_t n) {
-    auto s = status();
-    return s && s->phase == "running" && s->nodes.size() == n && s->roles_total > 0 &&
-           s->roles_ready == s->roles_total;
-  }
-  bool has_event(const std::string& text) {
-    auto s = status();
-    if (!s) return false;
-    for (auto& e : s->events)
-      if (e.find(text) != std::string::npos) return true;
-    return false;
-  }
   bool has_refusal(const std::string& text) {
     auto s = status();
     if (!s) return false;
@@ -220,7 +190,7 @@ struct hostile_fixture {
   // The coordinator is alive, answers `sailor status` (the command, as JSON) and runs `n` nodes.
   void still_serves(std::size_t n) {
     CHECK(::kill(coordinator->pid(), 0) == 0);
-    REQUIRE(eventually(10s, [&] { return ready(n); }));
+    REQUIRE(eventually(10s, [&] { return all_roles_ready(n); }));
     auto cli = run_command(sailor_bin() + " status 127.0.0.1:" + std::to_string(port) +
                              " --json --timeout-ms 20000 --token-file " + token_file, 60);
     INFO(cli.err);
@@ -257,7 +227,7 @@ struct insider {
 
 TEST_CASE_FIXTURE(hostile_fixture, "hostile: random, truncated and oversized frames on the default port are refused, memory stays flat, it listens only where asked") {
   start_good_node("n1");
-  REQUIRE(eventually(20s, [&] { return ready(1); }));
+  REQUIRE(eventually(20s, [&] { return all_roles_ready(1); }));
   long rss_before = rss_kib(coordinator->pid());
   std::mt19937 rng(20);
   // Random bytes, and random bytes behind a valid magic number (every kind, any lengths).
@@ -295,7 +265,7 @@ TEST_CASE_FIXTURE(hostile_fixture, "hostile: random, truncated and oversized fra
   for (int k = 0; k < 12; ++k) {
     auto p = std::make_unique<raw_peer>(port);
     frame_header fh;
-    fh.kind = static_cast<std::uint8_t>(k % 4 == 1 ? 3 : k % 4 == 2 ? 2 : 0);
+    fh.kind = k % 4 == 1 ? tcp_wire::kind_tensor : k % 4 == 2 ? tcp_wire::kind_control : tcp_wire::kind_hello;
     fh.payload_len = k % 4 == 1 ? (std::uint64_t{1} << 40) : (std::uint64_t{64} << 20);
     if (k % 4 == 3) {
       fh.payload_len = 0;
@@ -317,7 +287,7 @@ TEST_CASE_FIXTURE(hostile_fixture, "hostile: random, truncated and oversized fra
 
 TEST_CASE_FIXTURE(hostile_fixture, "hostile: a slow-loris is cut at the handshake deadline and 200 idle connections leave descriptors and memory flat") {
   start_good_node("n1");
-  REQUIRE(eventually(20s, [&] { return ready(1); }));
+  REQUIRE(eventually(20s, [&] { return all_roles_ready(1); }));
   long fds_before = open_fds(coordinator->pid());
   long rss_before = rss_kib(coordinator->pid());
   // Slow-loris: one byte of a frame header every 200 ms; cut at the handshake deadline (5 s).
@@ -363,7 +333,7 @@ TEST_CASE_FIXTURE(hostile_fixture, "hostile: a slow-loris is cut at the handshak
 
 TEST_CASE_FIXTURE(hostile_fixture, "hostile: an authenticated peer cannot speak for another node nor send a message over its kind's ceiling") {
   start_good_node("n1");
-  REQUIRE(eventually(20s, [&] { return ready(1); }));
+  REQUIRE(eventually(20s, [&] { return all_roles_ready(1); }));
   // Mallory holds the token and connects under her own name: a preemption and a finished
   // training report for n1 are refused, and her connection is closed.
   {
@@ -403,7 +373,7 @@ TEST_CASE_FIXTURE(hostile_fixture, "hostile: an authenticated peer cannot speak 
 
 TEST_CASE_FIXTURE(hostile_fixture, "hostile: the rendezvous store answers a node only in the plans it has ranks in") {
   start_good_node("n1");
-  REQUIRE(eventually(20s, [&] { return ready(1); }));
+  REQUIRE(eventually(20s, [&] { return all_roles_ready(1); }));
   insider mallory{*this, "mallory"};
   auto& links = *mallory.links;
   caf::scoped_actor self{system};
@@ -432,7 +402,7 @@ TEST_CASE_FIXTURE(hostile_fixture, "hostile: the rendezvous store answers a node
 
 TEST_CASE_FIXTURE(hostile_fixture, "hostile: a wrong or missing token is refused, and names that are not UTF-8 never reach the status") {
   start_good_node("n1");
-  REQUIRE(eventually(20s, [&] { return ready(1); }));
+  REQUIRE(eventually(20s, [&] { return all_roles_ready(1); }));
   auto wrong = dir.write("wrong-token", "not-the-job-token\n");
   // A refusal at the handshake is final: the node gives up at once (exit 3, refused by the
   // coordinator) instead of retrying for its whole --join-timeout (60 s).

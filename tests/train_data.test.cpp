@@ -11,6 +11,7 @@
 #include "rank_threads.hpp"
 #include "temp_file.hpp"
 #include "tiny_plans.hpp"
+#include "word_corpus.hpp"
 
 #include <doctest/doctest.h>
 
@@ -25,18 +26,7 @@ using sailor::testing::make_plan;
 using sailor::testing::stage;
 
 // About 20 kB of text over a few words, in a deterministic order with some structure to learn.
-std::string corpus() {
-  const char* words[] = {"the ", "king ", "and ", "queen ", "of ", "night ", "speak ", "well, ", "now.\n"};
-  std::string out;
-  std::uint64_t x = 88172645463325252ull;
-  while (out.size() < 20000) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    out += words[(x % 3 == 0) ? (out.size() / 5) % 9 : x % 9];
-  }
-  return out;
-}
+std::string corpus() { return sailor::testing::word_corpus(20000); }
 
 struct curves {
   std::vector<double> train;

@@ -20,6 +20,7 @@
 
 #include "job_reference.hpp"
 #include "local_job.hpp"
+#include "word_corpus.hpp"
 
 using namespace std::chrono;
 using namespace sailor::testing;
@@ -29,18 +30,7 @@ namespace {
 const std::string configs = configs_dir();
 
 // About 12 kB of text over a few words, with some structure to learn.
-std::string corpus() {
-  const char* words[] = {"the ", "king ", "and ", "queen ", "of ", "night ", "speak ", "well, ", "now.\n"};
-  std::string out;
-  std::uint64_t x = 88172645463325252ull;
-  while (out.size() < 12000) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    out += words[(x % 3 == 0) ? (out.size() / 5) % 9 : x % 9];
-  }
-  return out;
-}
+std::string corpus() { return word_corpus(12000); }
 
 const char* text_model =
   "name: tiny-char\narchitecture: gpt2\nlayers: 2\nhidden: 32\nheads: 4\nffn_hidden: 64\n"
@@ -53,6 +43,16 @@ std::string text_job(const std::string& data, int iterations) {
          "data: {path: " + data + ", format: text, validation_fraction: 0.2}\n"
          "eval_every: 3\neval_batches: 2\nlr: 3.0e-3\nmin_lr: 3.0e-4\nwarmup_iterations: 2\n"
          "decay_iterations: 8\nbetas: [0.8, 0.95]\nweight_decay: 0.1\ngrad_clip: 0.5\n";
+}
+
+// A text job's files in `dir`: the corpus, a job of `iterations` iterations over it
+// (text_job) and the model (text_model).
+struct text_job_files {
+  std::string job_file, model_file;
+};
+text_job_files write_text_job(const temp_dir& dir, int iterations) {
+  const auto data = dir.write("corpus.txt", corpus());
+  return {dir.write("job.yaml", text_job(data, iterations)), dir.write("model.yaml", text_model)};
 }
 
 // The curves one process trains from the model and job files with these batch sizes.
@@ -108,10 +108,8 @@ TEST_CASE("sailor train: a tiny Llama and a tiny OPT without biases train over n
 
 TEST_CASE("sailor train: a text job's data, schedule and validation reach the nodes, and a re-plan keeps both curves") {
   temp_dir dir;
-  const auto data = dir.write("corpus.txt", corpus());
   const int iterations = 10;
-  const auto job_file = dir.write("job.yaml", text_job(data, iterations));
-  const auto model_file = dir.write("model.yaml", text_model);
+  const auto [job_file, model_file] = write_text_job(dir, iterations);
   // Three nodes in two zones; the newest dies after 4 iterations and the others go on.
   auto [r, j] = run_with_summary(sailor_bin() + " train --model " + model_file + " --job " + job_file +
                                    " --nodes 3 --zones 2 --preempt-at 4",
@@ -179,10 +177,8 @@ TEST_CASE("sailor train: a Llama-style model learns a text file over node proces
 
 TEST_CASE("sailor coordinator --train-dir: the validation curve in the progress line, sailor status and the summary") {
   temp_dir dir;
-  const auto data = dir.write("corpus.txt", corpus());
   const int iterations = 6;
-  const auto job_file = dir.write("job.yaml", text_job(data, iterations));
-  const auto model_file = dir.write("model.yaml", text_model);
+  const auto [job_file, model_file] = write_text_job(dir, iterations);
   const auto summary = dir.path("summary.json");
   std::unique_ptr<child> coordinator_process;
   const std::string port = start_listening(

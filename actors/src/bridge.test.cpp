@@ -54,14 +54,22 @@ peer_id link_bridges(bridge& server, bridge& client) {
   return client.adopt(right);
 }
 
-}  // namespace
-
-TEST_CASE_FIXTURE(two_processes, "bridge: a message reaches a named actor and the reply comes back") {
+// Process a publishes the echo actor on its bridge, linked to process b's; `self` is an actor
+// of b.
+struct echo_linked : two_processes {
   bridge server{a};
   bridge client{b};
-  server.publish("echo", a.spawn(echo));
-  auto peer = link_bridges(server, client);
+  peer_id peer = 0;  // the server, as the client knows it
   caf::scoped_actor self{b};
+  echo_linked() {
+    server.publish("echo", a.spawn(echo));
+    peer = link_bridges(server, client);
+  }
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(echo_linked, "bridge: a message reaches a named actor and the reply comes back") {
   client.publish("tester", caf::actor_cast<caf::actor>(self));
   auto remote_echo = client.remote_actor(peer, "echo");
   self->send(remote_echo, status_request{41});
@@ -77,12 +85,7 @@ TEST_CASE_FIXTURE(two_processes, "bridge: a message reaches a named actor and th
   CHECK(server.open_peers() == 1);
 }
 
-TEST_CASE_FIXTURE(two_processes, "bridge: a closed link is a down message to monitors") {
-  bridge server{a};
-  bridge client{b};
-  server.publish("echo", a.spawn(echo));
-  auto peer = link_bridges(server, client);
-  caf::scoped_actor self{b};
+TEST_CASE_FIXTURE(echo_linked, "bridge: a closed link is a down message to monitors") {
   auto remote_echo = client.remote_actor(peer, "echo");
   self->monitor(remote_echo);
   server.close();  // the other process goes away

@@ -8,12 +8,11 @@
 #include <map>
 
 #include <caf/event_based_actor.hpp>
-#include <caf/exit_reason.hpp>
-#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include "actor_lifetime.hpp"
 #include "sailor/config/log.hpp"
 
 namespace sailor::actors {
@@ -203,20 +202,13 @@ result<std::unique_ptr<remote_scheduler>> remote_scheduler::connect(
 }
 
 remote_scheduler::~remote_scheduler() {
-  if (host_)
-    caf::anon_send_exit(host_, caf::exit_reason::user_shutdown);
-  if (scheduler_)
-    caf::anon_send_exit(scheduler_, caf::exit_reason::user_shutdown);
+  detail::stop_actor(host_);
+  detail::stop_actor(scheduler_);
   bridge_->close();
 }
 
 bool remote_scheduler::wait_closed(std::chrono::milliseconds limit) {
-  caf::scoped_actor waiter{host_->home_system()};
-  waiter->monitor(host_);
-  bool closed = false;
-  waiter->receive([&closed](const caf::down_msg&) { closed = true; },
-                  caf::after(limit) >> [] {});
-  return closed;
+  return detail::wait_down(host_, limit);
 }
 
 }  // namespace sailor::actors

@@ -1,8 +1,8 @@
 #include "sailor/actors/runtime.hpp"
 
-#include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include "actor_lifetime.hpp"
 #include "sailor/actors/remote_scheduler.hpp"
 #include "sailor/comm/tcp.hpp"
 #include "sailor/comm/ucx.hpp"
@@ -55,7 +55,7 @@ result<std::unique_ptr<coordinator>> coordinator::start(caf::actor_system& syste
   });
   auto port = self->bridge_->listen(options.host, options.port);
   if (!port) {
-    caf::anon_send_exit(self->supervisor_, caf::exit_reason::user_shutdown);
+    detail::stop_actor(self->supervisor_);
     return port.error();
   }
   self->port_ = *port;
@@ -64,22 +64,15 @@ result<std::unique_ptr<coordinator>> coordinator::start(caf::actor_system& syste
 }
 
 coordinator::~coordinator() {
-  if (supervisor_)
-    caf::anon_send_exit(supervisor_, caf::exit_reason::user_shutdown);
-  if (store_)
-    caf::anon_send_exit(store_, caf::exit_reason::user_shutdown);
-  if (scheduler_)
-    caf::anon_send_exit(scheduler_, caf::exit_reason::user_shutdown);
-  if (builtin_ && builtin_ != scheduler_)
-    caf::anon_send_exit(builtin_, caf::exit_reason::user_shutdown);
+  detail::stop_actor(supervisor_);
+  detail::stop_actor(store_);
+  detail::stop_actor(scheduler_);
+  if (builtin_ != scheduler_)
+    detail::stop_actor(builtin_);
   // Give the supervisor's goodbyes (shutdown notices) a moment to leave before the links
   // close: wait for it to be down, bounded.
-  if (supervisor_) {
-    caf::scoped_actor waiter{supervisor_->home_system()};
-    waiter->monitor(supervisor_);
-    waiter->receive([](const caf::down_msg&) {},
-                    caf::after(std::chrono::seconds{2}) >> [] {});
-  }
+  if (supervisor_)
+    detail::wait_down(supervisor_, std::chrono::seconds{2});
   bridge_->close();
 }
 
@@ -113,8 +106,7 @@ result<std::unique_ptr<node>> node::start(caf::actor_system& system, const std::
 }
 
 node::~node() {
-  if (agent_)
-    caf::anon_send_exit(agent_, caf::exit_reason::user_shutdown);
+  detail::stop_actor(agent_);
   if (rendezvous_)
     rendezvous_->close();
   bridge_->close();

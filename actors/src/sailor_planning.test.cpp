@@ -57,13 +57,19 @@ node_inventory gpu_node(std::string name, std::string zone, int devices) {
   return n;
 }
 
+// A job's first plan request: a1 with 4 GPUs in zone a, b1 with 2 in zone b.
+plan_request first_request() {
+  plan_request request;
+  request.request_id = 1;
+  request.nodes = {gpu_node("a1", "us-central1-a", 4), gpu_node("b1", "us-central1-b", 2)};
+  return request;
+}
+
 }  // namespace
 
 TEST_CASE("sailor planning: plans over the joined devices only, and the plan places on them") {
   auto plan = sailor_planning(small_problem());
-  plan_request request;
-  request.request_id = 1;
-  request.nodes = {gpu_node("a1", "us-central1-a", 4), gpu_node("b1", "us-central1-b", 2)};
+  auto request = first_request();
   auto chosen = plan(request);
   INFO((chosen ? "" : chosen.error().message));
   REQUIRE(chosen.ok());
@@ -105,9 +111,7 @@ TEST_CASE("sailor planning: a GPU type without a profile is an error, not a plan
 
 TEST_CASE("sailor planning: a scheduler's cost cap (objective_change) binds the plan") {
   auto plan = sailor_planning(small_problem());
-  plan_request request;
-  request.request_id = 1;
-  request.nodes = {gpu_node("a1", "us-central1-a", 4), gpu_node("b1", "us-central1-b", 2)};
+  auto request = first_request();
   auto free = plan(request);
   REQUIRE(free.ok());
   REQUIRE(free->estimate);

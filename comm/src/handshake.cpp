@@ -33,7 +33,9 @@ std::vector<std::byte> to_bytes(capnp::MessageBuilder& mb) {
   return out;
 }
 
-template <class R, class F>
+// `f` of the root of the message in `bytes`, read as a `Root`; a transport error when the bytes
+// are not such a message (`what` names it).
+template <class R, class Root, class F>
 std::variant<R, transport_error> read(std::span<const std::byte> bytes, const char* what, F&& f) {
   if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0)
     return transport_error{errc::invalid_message,
@@ -46,7 +48,7 @@ std::variant<R, transport_error> read(std::span<const std::byte> bytes, const ch
     opts.traversalLimitInWords = 64 * 1024;
     opts.nestingLimit = 8;
     capnp::FlatArrayMessageReader reader(words, opts);
-    return f(reader);
+    return f(reader.getRoot<Root>());
   } catch (const kj::Exception& e) {
     return transport_error{errc::invalid_message,
                            std::string(what) + " does not decode: " + e.getDescription().cStr()};
@@ -67,9 +69,8 @@ std::vector<std::byte> encode_hello(const hello& h) {
 }
 
 std::variant<hello, transport_error> decode_hello(std::span<const std::byte> bytes) {
-  return read<hello>(bytes, "hello", [](capnp::FlatArrayMessageReader& reader)
-                                         -> std::variant<hello, transport_error> {
-    auto r = reader.getRoot<s::Hello>();
+  return read<hello, s::Hello>(bytes, "hello", [](s::Hello::Reader r)
+                                                   -> std::variant<hello, transport_error> {
     if (r.getMagic() != hello_magic)
       return transport_error{errc::invalid_message, "hello has a wrong magic number"};
     return hello{r.getProtocolVersion(), r.getName(), r.getZone(), bytes_of(r.getNonce())};
@@ -90,9 +91,8 @@ std::vector<std::byte> encode_hello_reply(const hello_reply& h) {
 }
 
 std::variant<hello_reply, transport_error> decode_hello_reply(std::span<const std::byte> bytes) {
-  return read<hello_reply>(bytes, "hello reply", [](capnp::FlatArrayMessageReader& reader)
+  return read<hello_reply, s::HelloReply>(bytes, "hello reply", [](s::HelloReply::Reader r)
                                                      -> std::variant<hello_reply, transport_error> {
-    auto r = reader.getRoot<s::HelloReply>();
     return hello_reply{r.getAccepted(), r.getReason(), r.getProtocolVersion(), r.getName(),
                        r.getZone(),     bytes_of(r.getNonce()), bytes_of(r.getProof())};
   });
@@ -130,9 +130,8 @@ std::vector<std::byte> encode_tensor_header(const tensor_descriptor& d) {
 
 std::variant<tensor_descriptor, transport_error> decode_tensor_header(
     std::span<const std::byte> bytes) {
-  return read<tensor_descriptor>(bytes, "tensor header", [](capnp::FlatArrayMessageReader& r)
+  return read<tensor_descriptor, s::TensorHeader>(bytes, "tensor header", [](s::TensorHeader::Reader h)
                                      -> std::variant<tensor_descriptor, transport_error> {
-    auto h = r.getRoot<s::TensorHeader>();
     auto t = static_cast<std::uint16_t>(h.getDtype());
     if (t > static_cast<std::uint16_t>(dtype::u8))
       return transport_error{errc::invalid_message, "tensor header has unknown dtype " +

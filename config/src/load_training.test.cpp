@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include <utility>
+
 #include "error_of.hpp"
 #include "temp_file.hpp"
 
@@ -74,16 +76,17 @@ grad_clip: 1.0
   CHECK(full->schedule.beta2 == 0.99);
   CHECK(full->schedule.weight_decay == 0.1);
 
-  auto format = error_of(load_job(dir.write("f.yaml", base + "data: {path: x, format: csv}\n")));
-  CHECK(format.field == "data.format");
-  auto fraction = error_of(load_job(dir.write("v.yaml", base + "data: {path: x, validation_fraction: 1.5}\n")));
-  CHECK(fraction.field == "data.validation_fraction");
-  auto nopath = error_of(load_job(dir.write("p.yaml", base + "data: {format: text}\n")));
-  CHECK(nopath.field == "data.path");
-  auto eval = error_of(load_job(dir.write("e.yaml", base + "eval_every: 10\n")));
-  CHECK(eval.field == "eval_every");
-  auto floor = error_of(load_job(dir.write("m.yaml", base + "lr: 1.0e-4\nmin_lr: 1.0e-3\n")));
-  CHECK(floor.field == "min_lr");
-  auto betas = error_of(load_job(dir.write("b.yaml", base + "betas: [0.9, 1.2]\n")));
-  CHECK(betas.field == "betas[1]");
+  // Each bad setting is refused, naming its field.
+  const std::pair<const char*, const char*> bad_settings[] = {
+    {"data: {path: x, format: csv}\n", "data.format"},
+    {"data: {path: x, validation_fraction: 1.5}\n", "data.validation_fraction"},
+    {"data: {format: text}\n", "data.path"},
+    {"eval_every: 10\n", "eval_every"},
+    {"lr: 1.0e-4\nmin_lr: 1.0e-3\n", "min_lr"},
+    {"betas: [0.9, 1.2]\n", "betas[1]"},
+  };
+  for (const auto& [setting, field] : bad_settings) {
+    INFO(setting);
+    CHECK(error_of(load_job(dir.write("bad.yaml", base + setting))).field == field);
+  }
 }

@@ -68,6 +68,14 @@ void check_agrees(const problem& prob, std::string what) {
   CHECK(objective_value(prob.job, *mixed->plan.estimate) <= vp * (1 + 1e-9));
 }
 
+// The estimate of the plan chosen for `prob` as it stands: the reference that a test's
+// constraint is a fraction of.
+config::plan_estimate unconstrained_estimate(const problem& prob) {
+  auto chosen = plan_job(prob);
+  REQUIRE(chosen.ok());
+  return *chosen->plan.estimate;
+}
+
 }  // namespace
 
 TEST_CASE("planner agrees with exhaustive search on small pools: throughput") {
@@ -85,10 +93,8 @@ TEST_CASE("planner agrees with exhaustive search on pools split over two zones")
 
 TEST_CASE("planner agrees with exhaustive search: minimum cost under a throughput floor") {
   auto p = tiny_problem(4, 4, 4, 4);
+  p.job.limits.min_iterations_per_s = unconstrained_estimate(p).throughput_iters_per_s * 0.5;
   p.job.goal = config::objective::min_cost;
-  auto fastest = plan_job(tiny_problem(4, 4, 4, 4));
-  REQUIRE(fastest.ok());
-  p.job.limits.min_iterations_per_s = fastest->plan.estimate->throughput_iters_per_s * 0.5;
   check_agrees(p, "min cost at half the best throughput");
   auto q = tiny_problem(2, 2, 6, 2);
   q.job.goal = config::objective::min_cost;
@@ -96,10 +102,8 @@ TEST_CASE("planner agrees with exhaustive search: minimum cost under a throughpu
 }
 
 TEST_CASE("planner agrees with exhaustive search: throughput under a $/hour cap") {
-  auto base = plan_job(tiny_problem(4, 4, 4, 4));
-  REQUIRE(base.ok());
   auto p = tiny_problem(4, 4, 4, 4);
-  p.job.limits.max_cost_per_hour_usd = base->plan.estimate->cost_per_hour_usd * 0.6;
+  p.job.limits.max_cost_per_hour_usd = unconstrained_estimate(p).cost_per_hour_usd * 0.6;
   check_agrees(p, "max $/hour at 60% of the unconstrained plan's");
 }
 
@@ -107,10 +111,8 @@ TEST_CASE("planner agrees with exhaustive search: throughput under a $/hour cap"
 // tight $/iteration cap it can prune a plan that crosses zones less; the hill climbing on
 // complete plans (scored with egress) recovers it.
 TEST_CASE("planner agrees with exhaustive search: throughput under a $/iteration cap") {
-  auto base = plan_job(tiny_problem(4, 4, 4, 4));
-  REQUIRE(base.ok());
   auto q = tiny_problem(4, 4, 4, 4);
-  q.job.limits.max_cost_per_iteration_usd = base->plan.estimate->cost_per_iteration_usd * 0.9;
+  q.job.limits.max_cost_per_iteration_usd = unconstrained_estimate(q).cost_per_iteration_usd * 0.9;
   check_agrees(q, "max $/iteration at 90% of the unconstrained plan's");
 }
 

@@ -24,6 +24,18 @@ std::string format_ratio(const char* what, double ratio, double reference) {
   return buf;
 }
 
+// Every layer time of `gp` (forward, backward, update; each micro-batch size and TP degree)
+// multiplied by `factor`: a GPU type `factor` times slower.
+void scale_times(config::gpu_profile& gp, double factor) {
+  for (auto& [mbs, by_tp] : gp.times)
+    for (auto& [tp, layers] : by_tp)
+      for (auto& l : layers) {
+        l.forward_s *= factor;
+        l.backward_s *= factor;
+        l.update_s *= factor;
+      }
+}
+
 }  // namespace
 
 std::vector<double> speed_correction::ratios_of(const std::string& gpu_type) const {
@@ -106,13 +118,7 @@ config::model_profile speed_correction::apply(config::model_profile p) const {
     const double f = factor(base.empty() ? type : base);
     if (f == 1.0)
       continue;
-    for (auto& [mbs, by_tp] : gp.times)
-      for (auto& [tp, layers] : by_tp)
-        for (auto& l : layers) {
-          l.forward_s *= f;
-          l.backward_s *= f;
-          l.update_s *= f;
-        }
+    scale_times(gp, f);
   }
   return p;
 }
@@ -149,13 +155,7 @@ std::string add_slowed_type(const std::string& base, double factor, config::gpu_
     if (const auto* gp = profile->find(base)) {
       config::gpu_profile scaled = *gp;
       scaled.gpu_type = name;
-      for (auto& [mbs, by_tp] : scaled.times)
-        for (auto& [tp, layers] : by_tp)
-          for (auto& l : layers) {
-            l.forward_s *= factor;
-            l.backward_s *= factor;
-            l.update_s *= factor;
-          }
+      scale_times(scaled, factor);
       profile->by_gpu[name] = std::move(scaled);
     }
   return name;

@@ -15,14 +15,12 @@ using namespace sailor;
 using namespace sailor::simulator;
 using namespace sailor::simulator::testing;
 
-TEST_CASE("one stage, one replica: m x (fwd + bwd) + optimizer step") {
-  fixture f;
-  auto ctx = f.make();
+TEST_CASE_FIXTURE(with_context, "one stage, one replica: m x (fwd + bwd) + optimizer step") {
   auto plan = make_plan(1, 4, {{4, {rep("fast", "a")}}});
   auto e = simulate(ctx, plan);
   REQUIRE(e.ok());
   // 4 micro-batches of 4 layers x (1 + 2) ms = 48 ms, then the step: params x 36 B at half of 1 TB/s.
-  const double params = double(f.model.total_params());
+  const double params = double(model.total_params());
   const double update = params * 36 / (1000e9 * 0.5);
   CHECK(e->stages[0].update_s == doctest::Approx(update).epsilon(1e-6));
   CHECK(e->iteration_time_s == doctest::Approx(0.048 + update).epsilon(1e-9));
@@ -75,9 +73,7 @@ TEST_CASE("two stages across zones: 1F1B with a known transfer") {
   CHECK(aev->pipeline_s == doctest::Approx(ae->pipeline_s).epsilon(0.02));
 }
 
-TEST_CASE("a straggler replica sets its stage's pace, data-parallel sync is charged") {
-  fixture f;
-  auto ctx = f.make();
+TEST_CASE_FIXTURE(with_context, "a straggler replica sets its stage's pace, data-parallel sync is charged") {
   auto even = make_plan(1, 8, {{4, {rep("fast", "a"), rep("fast", "a")}}});
   auto mixed = make_plan(1, 8, {{4, {rep("fast", "a"), rep("slow", "a")}}});
   auto e1 = simulate(ctx, even);
@@ -92,7 +88,7 @@ TEST_CASE("a straggler replica sets its stage's pace, data-parallel sync is char
   CHECK(e1->stages[0].allreduce_s > 0);
   // ring of two inside the zone (100 GB/s, but each node's NIC gives 10 GB/s):
   // 2 x 1/2 x params x 4 B / 10 GB/s + per-step latency
-  const double params = double(f.model.total_params());
+  const double params = double(model.total_params());
   const double buckets = std::ceil(params * 4 / 25e6);
   CHECK(e1->stages[0].allreduce_s ==
         doctest::Approx(params * 4 / 10e9 + buckets * 2 * ctx.options().collective_latency_s).epsilon(1e-6));
@@ -147,9 +143,7 @@ TEST_CASE("a plan that does not fit memory is a result naming the GPU and the ex
   CHECK(closed_form(ctx, *r).worst_memory_headroom_bytes < 0);
 }
 
-TEST_CASE("bad plans: layer coverage, unknown GPU type, unknown zone, missing link") {
-  fixture f;
-  auto ctx = f.make();
+TEST_CASE_FIXTURE(with_context, "bad plans: layer coverage, unknown GPU type, unknown zone, missing link") {
   auto gap = make_plan(1, 4, {{2, {rep("fast", "a")}}, {1, {rep("fast", "a")}}});
   auto e = simulate(ctx, gap);
   REQUIRE_FALSE(e.ok());
@@ -171,9 +165,9 @@ TEST_CASE("bad plans: layer coverage, unknown GPU type, unknown zone, missing li
   net.fits[{{"a", "fast", 1}, {"a", "fast", 1}}] = fit;
   net.egress_usd_per_gb[{"b", "b"}] = 0;
   sim_inputs in;
-  in.model = f.model;
-  in.profile = &f.profile;
-  in.gpus = f.cluster.gpus;
+  in.model = model;
+  in.profile = &profile;
+  in.gpus = cluster.gpus;
   in.network = &net;
   auto sctx = sim_context::make(in);
   REQUIRE(sctx.ok());
@@ -201,10 +195,7 @@ TEST_CASE("a GPU type without a profile uses the catalog's analytic model, and s
 
 TEST_CASE("closed form vs event simulation on random plans") {
   fixture f;
-  f.model.num_layers = 30;
-  for (auto& [name, g] : f.profile.by_gpu)
-    for (auto& [mbs, by_tp] : g.times)
-      for (auto& [tp, v] : by_tp) v.resize(32, v[1]);
+  f.set_blocks(30);
   std::mt19937 rng(7);
   double worst_balanced = 0, worst = 0;
   for (bool async : {false, true}) {
@@ -254,9 +245,7 @@ TEST_CASE("closed form vs event simulation on random plans") {
   CHECK(worst < 0.05);
 }
 
-TEST_CASE("the event simulation's Chrome trace holds every forward and backward") {
-  fixture f;
-  auto ctx = f.make();
+TEST_CASE_FIXTURE(with_context, "the event simulation's Chrome trace holds every forward and backward") {
   auto plan = make_plan(1, 6, {{2, {rep("fast", "a")}}, {2, {rep("fast", "b")}}});
   auto ev = simulate_events(ctx, plan);
   REQUIRE(ev.ok());

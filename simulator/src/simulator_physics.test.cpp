@@ -16,9 +16,7 @@ using namespace sailor;
 using namespace sailor::simulator;
 using namespace sailor::simulator::testing;
 
-TEST_CASE("all-reduce: shard by shard across TP degrees, hierarchical across zones as the runtime runs it") {
-  fixture f;
-  auto ctx = f.make();
+TEST_CASE_FIXTURE(with_context, "all-reduce: shard by shard across TP degrees, hierarchical across zones as the runtime runs it") {
   const int fast = ctx.gpu_id("fast"), a = ctx.zone_id("a"), b = ctx.zone_id("b");
   const double params = 1e9;
   endpoint tp1{a, fast, 1}, tp2{a, fast, 2};
@@ -51,7 +49,7 @@ TEST_CASE("all-reduce: shard by shard across TP degrees, hierarchical across zon
   // the shard over the slowest edge, the 1 GB/s link.
   sim_options ring_only;
   ring_only.hierarchical_allreduce = false;
-  auto ring_ctx = f.make(ring_only);
+  auto ring_ctx = make(ring_only);
   CHECK(ring_ctx.allreduce_s(spread, 4, params) ==
         doctest::Approx(flat_ring + 160 * 6 * (1e-3 + lat)).epsilon(1e-6));
   CHECK(ring_ctx.allreduce_s(local, 4, params) == doctest::Approx(t_local));
@@ -183,10 +181,7 @@ TEST_CASE("event simulation with different replica counts per stage: every repli
 
   // Random plans with different counts per stage never deadlock and stay near the closed form.
   fixture g;
-  g.model.num_layers = 10;
-  for (auto& [name, gp] : g.profile.by_gpu)
-    for (auto& [mbs, by_tp] : gp.times)
-      for (auto& [tp, v] : by_tp) v.resize(12, v[1]);
+  g.set_blocks(10);
   std::mt19937 rng(11);
   double worst = 0;
   for (bool async : {false, true}) {

@@ -73,6 +73,19 @@ struct fixture {
     REQUIRE_MESSAGE(c.ok(), (c.ok() ? "" : c.error().to_string()));
     return std::move(*c);
   }
+  /// The model with `blocks` blocks, its profile extended to as many layers (the blocks, the
+  /// embedding and the head) with the times of layer 1.
+  void set_blocks(int blocks) {
+    model.num_layers = blocks;
+    for (auto& [name, g] : profile.by_gpu)
+      for (auto& [mbs, by_tp] : g.times)
+        for (auto& [tp, v] : by_tp) v.resize(blocks + 2, v[1]);
+  }
+};
+
+// The fixture with a context of the default options: for the tests that simulate it as it is.
+struct with_context : fixture {
+  sim_context ctx = make();
 };
 
 inline config::replica rep(const char* gpu, const char* zone, int tp = 1) {

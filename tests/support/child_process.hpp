@@ -30,23 +30,31 @@ inline std::string slurp(const std::string& path) {
   return s.str();
 }
 
+/// Starts `argv` (argv[0] a path) with its standard output and error in the files `out` and
+/// `err`, emptied first, or appended to with `append`; the child's pid, or -1.
+inline pid_t spawn_with_output(const std::vector<std::string>& argv, const std::string& out,
+                               const std::string& err, bool append = false) {
+  const int flags = O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), flags, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), flags, 0644);
+  std::vector<char*> args;
+  for (auto& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) != 0)
+    pid = -1;
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
 // A child process with its output in files; killed (SIGKILL) and reaped on destruction.
 class child {
 public:
   child(const std::vector<std::string>& argv, const std::string& out, const std::string& err)
-    : out_(out), err_(err) {
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<char*> args;
-    for (auto& a : argv)
-      args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ) != 0)
-      pid_ = -1;
-    posix_spawn_file_actions_destroy(&actions);
-  }
+    : pid_(spawn_with_output(argv, out, err)), out_(out), err_(err) {}
   ~child() {
     if (pid_ > 0 && !reaped_) {
       ::kill(pid_, SIGCONT);

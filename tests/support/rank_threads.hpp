@@ -16,6 +16,8 @@
 #include <sailor/comm/channel.hpp>
 #include <sailor/comm/collective.hpp>
 
+#include "arrive_on_exit.hpp"
+
 namespace sailor::testing {
 
 /// Runs `body(rank, executor)` on one thread per rank of `plan`, after creating the rank's
@@ -34,10 +36,6 @@ std::vector<std::string> run_rank_threads(const config::model_shape& model, cons
   auto p2p_store = comm::make_memory_store();
   std::vector<std::string> errors(n);
   std::latch finished(n);
-  struct arrive_on_exit {
-    std::latch& latch;
-    ~arrive_on_exit() { latch.arrive_and_wait(); }
-  };
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {

@@ -24,6 +24,7 @@
 #include "../handshake.hpp"
 #include "sailor/comm/tcp.hpp"
 #include "sailor/config/log.hpp"
+#include "tcp_frame.hpp"
 #include "tcp_tls.hpp"
 
 namespace sailor::comm::tcp_backend {
@@ -31,26 +32,6 @@ namespace sailor::comm::tcp_backend {
 using clock_type = std::chrono::steady_clock;
 using detail::from_sockaddr;
 using detail::resolve;
-
-constexpr std::uint32_t frame_magic = 0x524c4153;  // "SALR"
-enum frame_kind : std::uint8_t {
-  kind_hello = 0,
-  kind_hello_reply = 1,
-  kind_control = 2,
-  kind_tensor = 3,
-  kind_auth = 4,
-};
-
-struct frame_header {
-  std::uint32_t magic = frame_magic;
-  std::uint8_t kind = 0;
-  std::uint8_t pad[3] = {0, 0, 0};
-  std::uint32_t header_len = 0;
-  std::uint32_t reserved = 0;
-  std::uint64_t payload_len = 0;
-};
-static_assert(sizeof(frame_header) == 24);
-
 
 class tcp_core;
 

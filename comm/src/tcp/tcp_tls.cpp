@@ -112,6 +112,17 @@ stream_io from_ssl(tcp_connection& c, int rc, const char* what) {
   return io;
 }
 
+// The same for a plain socket call that failed: blocked (wait for the socket), or an error
+// that names what failed.
+stream_io from_errno(const char* what) {
+  stream_io io;
+  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+    io.blocked = true;
+  else
+    io.error = std::string(what) + " failed: " + std::strerror(errno);
+  return io;
+}
+
 }  // namespace
 
 stream_io stream_read(tcp_connection& c, void* dest, std::size_t want) {
@@ -120,16 +131,11 @@ stream_io stream_read(tcp_connection& c, void* dest, std::size_t want) {
     int chunk = static_cast<int>(std::min<std::size_t>(want, 1 << 30));
     return from_ssl(c, SSL_read(c.ssl_, dest, chunk), "TLS receive");
   }
-  stream_io io;
   ssize_t r = ::recv(c.fd_, dest, want, 0);
-  if (r > 0)
-    io.bytes = r;
-  else if (r == 0)
-    io.closed = true;
-  else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-    io.blocked = true;
-  else
-    io.error = std::string("receive failed: ") + std::strerror(errno);
+  if (r < 0) return from_errno("receive");
+  stream_io io;
+  io.bytes = r;
+  io.closed = r == 0;
   return io;
 }
 
@@ -144,17 +150,13 @@ stream_io stream_write(tcp_connection& c, const iovec* iov, int n) {
     }
     return {};
   }
-  stream_io io;
   msghdr msg{};
   msg.msg_iov = const_cast<iovec*>(iov);
   msg.msg_iovlen = static_cast<std::size_t>(n);
   ssize_t w = n == 0 ? 0 : ::sendmsg(c.fd_, &msg, MSG_NOSIGNAL);
-  if (w >= 0)
-    io.bytes = w;
-  else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-    io.blocked = true;
-  else
-    io.error = std::string("send failed: ") + std::strerror(errno);
+  if (w < 0) return from_errno("send");
+  stream_io io;
+  io.bytes = w;
   return io;
 }
 
