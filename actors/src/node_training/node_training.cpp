@@ -19,6 +19,7 @@
 #include "sailor/train/shard_service.hpp"
 #include "checkpoint_copies.hpp"
 #include "node_recovery.hpp"
+#include "release_watch.hpp"
 #include "sailor/config/log.hpp"
 
 namespace sailor::train {
@@ -60,20 +61,6 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
   std::atomic<std::int64_t> current{0};
   std::atomic<bool> stopping{false};
   std::atomic<bool> leaving{false};
-  // Tells a rank's thread to stop when its stage actor goes (its plan was released: a new
-  // plan, or a node lost). Set from the actor's thread, which must not block, or by stop().
-  struct release_signal {
-    std::atomic<bool> released{false};
-    std::mutex mu;
-    std::condition_variable cv;
-    void release() {
-      {
-        std::lock_guard lock{mu};
-        released = true;
-      }
-      cv.notify_all();
-    }
-  };
   struct rank_thread {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
@@ -264,48 +251,6 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
     ~rank_work() override { stop->release(); }
   };
 
-  // While a rank trains (or restores), a thread of its own waits for the release and then
-  // gives up what the rank waits for: `on_release` aborts the rank's communicators and
-  // channel (or cancels its state fetches). The iteration in flight then ends within a short
-  // bound even when a peer went silent (no connection reset), so the rank keeps its state and
-  // reports it within the supervisor's state wait, instead of blocking until the peer timeout.
-  // A training rank first gets `grace` to finish that iteration: in a re-plan with every
-  // peer alive it usually does, and the iteration counts (an abort during the plan's last
-  // all-reduce could leave some ranks after the iteration and others before it); a rank
-  // blocked on a silent peer is aborted once the grace is over.
-  class abort_on_release {
-  public:
-    static constexpr std::chrono::milliseconds iteration_grace{200};
-
-    abort_on_release(release_signal& signal, std::chrono::milliseconds grace,
-                     std::function<void()> on_release)
-        : signal_(signal) {
-      watcher_ = std::thread([this, grace, on_release = std::move(on_release)] {
-        std::unique_lock lock{signal_.mu};
-        signal_.cv.wait(lock, [this] { return signal_.released.load() || finished_; });
-        if (signal_.cv.wait_for(lock, grace, [this] { return finished_; }))
-          return;
-        lock.unlock();
-        on_release();
-      });
-    }
-    ~abort_on_release() {
-      {
-        std::lock_guard lock{signal_.mu};
-        finished_ = true;
-      }
-      signal_.cv.notify_all();
-      watcher_.join();
-    }
-    abort_on_release(const abort_on_release&) = delete;
-    abort_on_release& operator=(const abort_on_release&) = delete;
-
-  private:
-    release_signal& signal_;
-    bool finished_ = false;  // guarded by signal_.mu
-    std::thread watcher_;
-  };
-
   // The first peer of the job this node cannot reach at its advertised address (the node's
   // name and why), before the rendezvous would wait for it.
   std::optional<std::pair<std::string, std::string>> unreachable_peer(
@@ -323,6 +268,45 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
                                               "advertised): " + err->message};
     }
     return std::nullopt;
+  }
+
+  // The state the job resumes from into the rank's tensors: the survivors' memory, or the
+  // checkpoint on disk (its missing shards fetched first). False when the rank stops here: a
+  // failure reported through `fail`, or the plan released meanwhile.
+  template <class Fail, class Reached>
+  bool restore(const actors::training_job& job, const actors::stage_role& role, int rank,
+               stage_executor& exec, release_signal& release, Fail& fail, Reached& reached) {
+    if (job.start_iteration == 0)
+      return true;
+    if (restores_from_memory(job) && options.transport) {
+      auto fetched = restore_in_memory(job, rank, role, exec, release);
+      if (!fetched && release.released) {
+        log::get("train")->info("[{} rank {}] gave up restoring: plan v{} was released", node,
+                                rank, job.plan_version);
+        return false;
+      }
+      if (!fetched) {
+        fail("restore", fetched.error().message, unreachable_holder(job));
+        return false;
+      }
+      reached("restore", *fetched);
+      return true;
+    }
+    std::int64_t fetched = 0;
+    if (auto err = fetch(job, fetched)) {
+      fail("restore", "fetching the checkpoint after iteration " +
+                        std::to_string(job.start_iteration) + ": " + err->to_string());
+      return false;
+    }
+    if (auto err = exec.restore(local_path(job.restore_dir), job.start_iteration)) {
+      fail("restore", "restoring the checkpoint after iteration " +
+                        std::to_string(job.start_iteration) + ": " + err->to_string());
+      return false;
+    }
+    log::get("train")->info("[{} rank {}] resumed from the checkpoint after iteration {}",
+                            node, rank, job.start_iteration);
+    reached("restore", fetched);
+    return true;
   }
 
   void run(const actors::training_job& job, const actors::stage_role& role, int rank,
@@ -399,34 +383,8 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
     log::get("train")->info("[{} rank {}] stage {} replica {} tp rank {}: {} parameters", node,
                             rank, role.stage, role.replica, role.tp_rank,
                             (*exec)->num_parameters());
-    if (job.start_iteration > 0 && restores_from_memory(job) && options.transport) {
-      auto fetched = restore_in_memory(job, rank, role, **exec, release);
-      if (!fetched && released) {
-        log::get("train")->info("[{} rank {}] gave up restoring: plan v{} was released", node,
-                                rank, job.plan_version);
-        return;
-      }
-      if (!fetched) {
-        fail("restore", fetched.error().message, unreachable_holder(job));
-        return;
-      }
-      reached("restore", *fetched);
-    } else if (job.start_iteration > 0) {
-      std::int64_t fetched = 0;
-      if (auto err = fetch(job, fetched)) {
-        fail("restore", "fetching the checkpoint after iteration " +
-                          std::to_string(job.start_iteration) + ": " + err->to_string());
-        return;
-      }
-      if (auto err = (*exec)->restore(local_path(job.restore_dir), job.start_iteration)) {
-        fail("restore", "restoring the checkpoint after iteration " +
-                          std::to_string(job.start_iteration) + ": " + err->to_string());
-        return;
-      }
-      log::get("train")->info("[{} rank {}] resumed from the checkpoint after iteration {}",
-                              node, rank, job.start_iteration);
-      reached("restore", fetched);
-    }
+    if (!restore(job, role, rank, **exec, release, fail, reached))
+      return;
     ready();
     int end = 0;
     {

@@ -1,0 +1,71 @@
+#pragma once
+// How a rank's thread learns that its plan was released, and gives up what it waits for.
+// Private to the node trainer (node_training.cpp).
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace sailor::train {
+
+// Tells a rank's thread to stop when its stage actor goes (its plan was released: a new
+// plan, or a node lost). Set from the actor's thread, which must not block, or by stop().
+struct release_signal {
+  std::atomic<bool> released{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  void release() {
+    {
+      std::lock_guard lock{mu};
+      released = true;
+    }
+    cv.notify_all();
+  }
+};
+
+// While a rank trains (or restores), a thread of its own waits for the release and then
+// gives up what the rank waits for: `on_release` aborts the rank's communicators and
+// channel (or cancels its state fetches). The iteration in flight then ends within a short
+// bound even when a peer went silent (no connection reset), so the rank keeps its state and
+// reports it within the supervisor's state wait, instead of blocking until the peer timeout.
+// A training rank first gets `grace` to finish that iteration: in a re-plan with every
+// peer alive it usually does, and the iteration counts (an abort during the plan's last
+// all-reduce could leave some ranks after the iteration and others before it); a rank
+// blocked on a silent peer is aborted once the grace is over.
+class abort_on_release {
+public:
+  static constexpr std::chrono::milliseconds iteration_grace{200};
+
+  abort_on_release(release_signal& signal, std::chrono::milliseconds grace,
+                   std::function<void()> on_release)
+      : signal_(signal) {
+    watcher_ = std::thread([this, grace, on_release = std::move(on_release)] {
+      std::unique_lock lock{signal_.mu};
+      signal_.cv.wait(lock, [this] { return signal_.released.load() || finished_; });
+      if (signal_.cv.wait_for(lock, grace, [this] { return finished_; }))
+        return;
+      lock.unlock();
+      on_release();
+    });
+  }
+  ~abort_on_release() {
+    {
+      std::lock_guard lock{signal_.mu};
+      finished_ = true;
+    }
+    signal_.cv.notify_all();
+    watcher_.join();
+  }
+  abort_on_release(const abort_on_release&) = delete;
+  abort_on_release& operator=(const abort_on_release&) = delete;
+
+private:
+  release_signal& signal_;
+  bool finished_ = false;  // guarded by signal_.mu
+  std::thread watcher_;
+};
+
+}  // namespace sailor::train
