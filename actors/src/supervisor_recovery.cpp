@@ -2,8 +2,9 @@
 //
 //   a node is lost during training
 //     -> the surviving ranks are released (an empty role assignment): each abandons the
-//        iteration in flight (between iterations at once; inside one after 200 ms, when its
-//        node aborts the rank's communicators and channel) and reports the state it keeps
+//        iteration in flight (between iterations at once; inside one after a grace of 1.5
+//        iterations, 0.2-2 s, when its node aborts the rank's communicators and channel)
+//        and reports the state it keeps
 //        in memory after its last completed iteration (report_kind::snapshot);
 //     -> planning goes on meanwhile; the new plan is held until every surviving rank has
 //        reported (or failed before training), at most options.state_wait;

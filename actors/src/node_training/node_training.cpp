@@ -388,12 +388,13 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
     ready();
     int end = 0;
     {
-      abort_on_release watch{release, abort_on_release::iteration_grace,
+      iteration_grace grace;
+      abort_on_release watch{release, grace,
                              [&exec, &job] {
                                (*exec)->abort("plan v" + std::to_string(job.plan_version) +
                                               " was released");
                              }};
-      end = train(job, role, base, **exec, released, fail);
+      end = train(job, role, base, **exec, released, grace, fail);
     }
     if (end < job.iterations) {
       auto kept = keep_state(options.memory.get(), job, base, **exec, end);
@@ -411,7 +412,7 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
   template <class Fail>
   int train(const actors::training_job& job, const actors::stage_role& role,
             const actors::train_report& base, stage_executor& exec,
-            const std::atomic<bool>& released, Fail& fail) {
+            const std::atomic<bool>& released, iteration_grace& grace, Fail& fail) {
     std::string copied;  // the newest checkpoint shard copied
     for (int it = job.start_iteration; it < job.iterations; ++it) {
       if (stopping || released || current.load() != job.plan_version)
@@ -428,6 +429,7 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
         return it;
       }
       stretch_compute(*tel);
+      grace.measured(tel->total_s);
       auto r = iteration_report(base, *tel, exec);
       // Every rank runs the pass (it is a collective of the plan) after the same iterations:
       // every eval_every-th and the last (as bench/char_lm does).
