@@ -34,6 +34,7 @@ void add_message_types(caf::actor_system_config& cfg) {
     .add_message_type<plan_reply>("sailor.plan_reply")
     .add_message_type<training_job>("sailor.training_job")
     .add_message_type<train_report>("sailor.train_report")
+    .add_message_type<checkpoint_kept>("sailor.checkpoint_kept")
     .add_message_type<protocol::store_request>("sailor.store_request")
     .add_message_type<protocol::store_reply>("sailor.store_reply")
     .add_message_type<store_scope>("sailor.store_scope");

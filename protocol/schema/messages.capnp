@@ -270,6 +270,16 @@ struct TrainReport {
   bytes @21 :Int64;
 }
 
+# The newest checkpoint of a plan complete across its stages, as the supervisor's holdings
+# see it (supervisor -> every node of the plan): writers keep their shards of it and of every
+# newer iteration of `folder`, whatever their count, since it is what a whole stage lost
+# without notice resumes from.
+struct CheckpointKept {
+  planVersion @0 :Int64;
+  iterations @1 :Int32;       # completed iterations it holds
+  folder @2 :Text;            # the plan's checkpoint folder, relative to the state folders
+}
+
 # The rendezvous store the coordinator serves to the ranks (Gloo's and NCCL's address
 # exchange), scoped by plan version. A get waits until the key is set or timeoutMs passes.
 struct StoreRequest {
@@ -437,5 +447,7 @@ struct Envelope {
     # Link probes between nodes (probe_messages.hpp).
     linkProbeRequest @28 :LinkProbeRequest;
     linkProbeResult @29 :LinkProbeResult;
+    # Training, added after the above (messages.hpp).
+    checkpointKept @30 :CheckpointKept;
   }
 }

@@ -177,7 +177,9 @@ std::vector<message> every_message() {
           // link probes between nodes
           sample_probe_request(),
           link_probe_result{8, "n2", "no reply within 5 s", "10.0.0.8:4711", 0.021,
-                            {65536, 1048576}, {2.4e7, 2.5e7}, 0.35}};
+                            {65536, 1048576}, {2.4e7, 2.5e7}, 0.35},
+          // training, added after the above
+          checkpoint_kept{6, 8, "checkpoints/job/v6"}};
 }
 
 envelope round_trip(const message& m) {

@@ -263,6 +263,10 @@ std::optional<body_result> get(s::Envelope::Body::Reader b) {
       return message{
         store_reply{x.getRequestId(), x.getFound(), chars_of(x.getValue()), x.getError()}};
     }
+    case B::CHECKPOINT_KEPT: {
+      auto x = b.getCheckpointKept();
+      return message{checkpoint_kept{x.getPlanVersion(), x.getIterations(), x.getFolder()}};
+    }
     default: break;
   }
   if (auto m = get_scheduler(b))  // the scheduler's messages: codec_scheduler.cpp

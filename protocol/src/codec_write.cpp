@@ -312,6 +312,12 @@ struct body_writer {
     x.setValue(data_of(v.value));
     x.setError(reason(v.error));
   }
+  void operator()(const checkpoint_kept& v) {
+    auto x = b.initCheckpointKept();
+    x.setPlanVersion(v.plan_version);
+    x.setIterations(v.iterations);
+    x.setFolder(v.folder);
+  }
   // The link probes' messages: codec_probe.cpp.
   void operator()(const link_probe_request& v) { put_probe(b, v); }
   void operator()(const link_probe_result& v) { put_probe(b, v); }
@@ -340,7 +346,8 @@ const char* name_of(const message& m) {
     "train_report",  "store_request",  "store_reply",
     "plan_request",  "plan_reply",     "availability_event", "iteration_telemetry",
     "plan_applied",  "plan_refused",   "replan_finished", "scheduler_hello",
-    "scheduler_request", "scheduler_reply", "link_probe_request", "link_probe_result"};
+    "scheduler_request", "scheduler_reply", "link_probe_request", "link_probe_result",
+    "checkpoint_kept"};
   static_assert(std::size(names) == std::variant_size_v<message>);
   return names[m.index()];
 }

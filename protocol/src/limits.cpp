@@ -91,6 +91,8 @@ constexpr std::array<std::size_t, message_kinds> body_bytes = {
   0,  // link_probe_request: the cluster's zone links
   struct_bytes<s::LinkProbeResult>() + 2 * text(b::name_bytes) /* node, address */ +
     text(b::reason_bytes) + 2 * (word + word * b::probe_sizes) /* sizes and rates */,
+  // Training, added after the above.
+  struct_bytes<s::CheckpointKept>() + text(b::path_bytes),
 };
 
 constexpr std::array<const char*, message_kinds> names = {
@@ -99,7 +101,7 @@ constexpr std::array<const char*, message_kinds> names = {
   "cluster_status", "training_job", "train_report", "store_request", "store_reply",
   "plan_request", "plan_reply", "availability_event", "iteration_telemetry", "plan_applied",
   "plan_refused", "replan_finished", "scheduler_hello", "scheduler_request", "scheduler_reply",
-  "link_probe_request", "link_probe_result",
+  "link_probe_request", "link_probe_result", "checkpoint_kept",
 };
 
 static_assert(message_kinds == std::variant_size_v<message>);

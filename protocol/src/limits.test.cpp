@@ -87,6 +87,8 @@ std::vector<message> largest_messages() {
     // Link probes between nodes (a request carries the cluster's links: no ceiling of its own).
     link_probe_result{1, text(b::name_bytes), text(b::reason_bytes), text(b::name_bytes), 1,
                       std::vector<double>(b::probe_sizes, 1), std::vector<double>(b::probe_sizes, 2), 1},
+    // Training, added after the above.
+    checkpoint_kept{1, 2, text(b::path_bytes)},
   };
 }
 

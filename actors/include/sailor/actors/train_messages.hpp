@@ -4,6 +4,8 @@
 ///   supervisor --training_job--> node agent (before the role_assignment of the same plan)
 ///   stage's training thread --train_report--> node agent --> supervisor (one per rank and
 ///   iteration)
+///   supervisor --checkpoint_kept--> node agent --> node trainer (the newest checkpoint
+///   complete across stages, which its writers keep)
 ///
 /// The training job says everything a rank needs besides its role: the model, the whole
 /// plan (the executor needs every rank's place), the number of iterations, the seed and the
@@ -27,6 +29,7 @@
 namespace sailor::actors {
 
 /// protocol/'s structs (sailor/protocol/messages.hpp), sent as CAF messages as they are.
+using protocol::checkpoint_kept;
 using protocol::report_kind;
 using protocol::train_report;
 using protocol::training_job;
@@ -53,6 +56,10 @@ typename Inspector::result_type inspect(Inspector& f, train_report& x) {
            x.replica, x.tp_rank, x.iteration, x.loss, x.compute_s, x.send_wait_s, x.recv_wait_s,
            x.all_reduce_s, x.total_s, x.tokens, x.error, x.checkpoint_file, x.has_val_loss,
            x.val_loss, x.kind, x.phase, x.blamed_node, x.bytes);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, checkpoint_kept& x) {
+  return f(caf::meta::type_name("checkpoint_kept"), x.plan_version, x.iterations, x.folder);
 }
 
 }  // namespace sailor::protocol

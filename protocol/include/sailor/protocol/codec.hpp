@@ -32,7 +32,9 @@ using message =
                plan_refused, replan_finished, scheduler_hello, scheduler_request,
                scheduler_reply,
                // link probes between nodes (probe_messages.hpp)
-               link_probe_request, link_probe_result>;
+               link_probe_request, link_probe_result,
+               // training, added after the above (messages.hpp)
+               checkpoint_kept>;
 
 /// One message as it travels.
 struct envelope {

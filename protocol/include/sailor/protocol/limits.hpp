@@ -60,7 +60,7 @@ inline constexpr std::size_t control_frame_bytes = std::size_t{16} << 20;
 }  // namespace wire_bounds
 
 /// Kinds of message: as many as `message` has alternatives.
-inline constexpr std::size_t message_kinds = 27;
+inline constexpr std::size_t message_kinds = 28;
 
 /// The most bytes an encoded envelope holding a message of kind `kind` (its index in
 /// `message`, as `message::index()` gives it) may take; 0 for a kind this build does not know.

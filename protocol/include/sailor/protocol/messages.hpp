@@ -12,6 +12,7 @@
 ///   node --stage_ready | stage_failed | train_report | preemption_notice--> supervisor
 ///   rank --store_request--> coordinator's rendezvous store --store_reply--> rank
 ///   `sailor status` --status_request--> supervisor --cluster_status--> `sailor status`
+///   supervisor --checkpoint_kept--> node (every node of the running plan)
 ///   supervisor --shutdown_notice--> node
 
 #include <cstdint>
@@ -321,6 +322,17 @@ struct train_report {
       return report_kind::failed;  // a sender that predates `kind`
     return static_cast<report_kind>(kind);  // a value not listed is ignored by readers
   }
+};
+
+/// The newest checkpoint of plan `plan_version` complete across its stages (every writer's
+/// shard held by a node in the job: its own or a copy), sent to every node of the plan when
+/// it advances. A whole stage lost without notice resumes from it, so each writer keeps its
+/// shard of it and of every newer iteration of `folder`, however many it keeps besides.
+struct checkpoint_kept {
+  std::int64_t plan_version = 0;
+  int iterations = 0;  ///< completed iterations it holds
+  std::string folder;  ///< the plan's checkpoint folder (training_job::checkpoint_dir)
+  bool operator==(const checkpoint_kept&) const = default;
 };
 
 /// A rank's request to the coordinator's rendezvous store, scoped by plan version: set `key`
