@@ -149,12 +149,13 @@ void checkpoint_holdings::prune_older_than(int iterations) {
     c = c->first.iterations < iterations ? held_.erase(c) : std::next(c);
 }
 
-void checkpoint_holdings::keep_newest(int keep) {
+void checkpoint_holdings::keep_newest(int keep, int pinned) {
   int complete = 0;
   for (auto c = held_.rbegin(); c != held_.rend(); ++c) {
     if (complete_files(c->second).empty() || ++complete < keep)
       continue;
-    prune_older_than(c->first.iterations);
+    const int oldest = c->first.iterations;
+    prune_older_than(pinned > 0 ? std::min(oldest, pinned) : oldest);
     return;
   }
 }

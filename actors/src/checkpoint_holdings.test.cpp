@@ -172,3 +172,15 @@ TEST_CASE("holdings: where a restore takes its state, in the words of the recove
   CHECK(actors::state_source_words("replicas") == "the survivors' memory");
   CHECK(actors::state_source_words("checkpoint") == "the checkpoint");
 }
+
+TEST_CASE("holdings: the newest complete checkpoints are kept, and the pinned one with every newer") {
+  actors::checkpoint_holdings held;
+  for (int n : {2, 4, 6, 8})
+    for (int w : {0, 1})
+      held.add(shard("checkpoints/j/v1", n, w, 2), "h" + std::to_string(w));
+  held.keep_newest(2, 4);
+  CHECK(held.newest("checkpoints/j/v1", 6).iterations == 4);  // pinned: not forgotten
+  held.keep_newest(2);
+  CHECK(held.newest("checkpoints/j/v1", 6).iterations == 0);  // older than the newest 2
+  CHECK(held.newest().iterations == 8);
+}

@@ -265,6 +265,8 @@ void assign(supervisor* self, config::plan chosen) {
   st.restore_folder.clear();
   st.restore_iterations = 0;
   st.restore_mixed = false;
+  st.checkpoint_dir.clear();
+  st.checkpoint_kept_iterations = 0;
   st.checkpoint_failures.clear();
   if (st.options.prepare_training) {
     training_job job;
@@ -284,6 +286,7 @@ void assign(supervisor* self, config::plan chosen) {
       st.restore_folder = job.restore_dir;
       st.restore_iterations = job.start_iteration;
       st.restore_mixed = mixed_restore(job);
+      st.checkpoint_dir = job.checkpoint_dir;
       // What no plan restores from any more is forgotten here, as the nodes remove it.
       if (!job.checkpoint_dir.empty()) {
         std::set<std::string> keep{job.keep_checkpoint_dirs.begin(),

@@ -37,11 +37,18 @@ void stop_stages(agent* self) {
   self->state.ready = 0;
 }
 
+// The newest checkpoint complete across stages: the trainer pins it for its writers.
+void keep_checkpoint(agent* self, const checkpoint_kept& x) {
+  if (self->state.options.on_checkpoint_kept)
+    self->state.options.on_checkpoint_kept(x);
+}
+
 // Preempted with notice: the supervisor knows, the ranks are stopped (they keep their state in
 // memory and report it through here); the node stays until the next plan took that state.
 node_agent_actor::behavior_type leaving(agent* self) {
   return {
     [self](train_report& x) { self->send(self->state.options.supervisor, std::move(x)); },
+    [self](const checkpoint_kept& x) { keep_checkpoint(self, x); },
     [self](const shutdown_notice& x) {
       log::get("actors")->info("[node {}] leaves: {}", self->state.options.inventory.name, x.reason);
       finish(self, agent_outcome::kind::preempted, "preempted");
@@ -124,6 +131,7 @@ node_agent_actor::behavior_type member(agent* self) {
     [self](train_report& x) {  // from a local training thread: to the supervisor
       self->send(self->state.options.supervisor, std::move(x));
     },
+    [self](const checkpoint_kept& x) { keep_checkpoint(self, x); },
     [self](stage_failed& x) {
       if (x.role.plan_version != self->state.plan_version)
         return;
@@ -209,6 +217,7 @@ node_agent_actor::behavior_type node_agent(agent* self, node_agent_options optio
     // Nothing else happens before the join is answered.
     [](const role_assignment&) {},
     [](const training_job&) {},
+    [](const checkpoint_kept&) {},
     [](const protocol::link_probe_request&) {},
     [](const shutdown_notice&) {},
     [](const stage_ready&) {},

@@ -30,6 +30,7 @@ struct fake_log {
   join_accepted accepted;
   std::vector<role_assignment> assignments;
   std::vector<training_job> jobs;
+  std::vector<checkpoint_kept> kept;  ///< the checkpoints its writers were told to keep
   bool shut_down = false;
   bool silent = false;  ///< roles are not answered (a node stuck before its stage actors)
 };
@@ -55,6 +56,7 @@ caf::behavior fake_node(caf::event_based_actor* self, supervisor_actor superviso
         self->send(supervisor, stage_ready{name, role});
     },
     [log](const training_job& x) { log->jobs.push_back(x); },
+    [log](const checkpoint_kept& x) { log->kept.push_back(x); },
     // What the node's ranks report, sent from the node's own endpoint.
     [self, supervisor](const train_report& x) { self->send(supervisor, x); },
     [log](const shutdown_notice&) { log->shut_down = true; },

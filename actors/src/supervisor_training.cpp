@@ -2,6 +2,7 @@
 // their deadlines, and what a rank's failure leads to (see job_supervisor.hpp).
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -189,6 +190,53 @@ void failed(supervisor* self, const train_report& x) {
                      st.training.plan_version());
 }
 
+// The newest iteration of `folder` complete among the holders other than `gone` (0: none).
+int newest_without(const checkpoint_holdings& held, const std::string& folder,
+                   const std::set<std::string>& gone) {
+  auto rest = held;
+  for (const auto& address : gone)
+    rest.forget(address);
+  const auto newest = rest.newest(folder);
+  return newest.folder == folder ? newest.iterations : 0;  // not a folder it is a prefix of
+}
+
+// The newest checkpoint of the running plan that a loss of any one whole stage leaves
+// complete: what the job resumes from when a stage is lost without notice. The copies of each
+// stage's shards on other stages lag behind the writers, so it is often older than the newest
+// one every writer has written. 0: none yet (or a plan of one stage: no copy outlives it).
+int newest_surviving_a_stage(supervisor* self) {
+  auto& st = self->state;
+  std::map<int, std::set<std::string>> stages;  // stage -> addresses of its nodes
+  for (const auto& [name, node] : st.nodes)
+    for (const auto& role : node.roles)
+      stages[role.stage].insert(node.inventory.address);
+  if (stages.size() < 2)
+    return 0;
+  int out = newest_without(st.holdings, st.checkpoint_dir, {});
+  for (const auto& [stage, addresses] : stages)
+    out = std::min(out, newest_without(st.holdings, st.checkpoint_dir, addresses));
+  return out;
+}
+
+// When that checkpoint advances, every node of the plan is told: its writers keep their
+// shards of it and of every newer iteration, whatever their count.
+void tell_checkpoint_kept(supervisor* self) {
+  auto& st = self->state;
+  if (st.checkpoint_dir.empty() || !training(self))
+    return;
+  const int newest = newest_surviving_a_stage(self);
+  if (newest <= st.checkpoint_kept_iterations)
+    return;
+  st.checkpoint_kept_iterations = newest;
+  log::get("actors")->debug("[supervisor] plan v{}: the checkpoint after iteration {} outlives "
+                            "any one stage; its writers keep it",
+                            st.plan_version, newest);
+  const checkpoint_kept kept{st.plan_version, newest, st.checkpoint_dir};
+  for (auto& [name, node] : st.nodes)
+    if (!node.roles.empty())
+      self->send(node.endpoint, kept);
+}
+
 }  // namespace
 
 void announce_iteration(supervisor* self, const iteration_record& done) {
@@ -222,7 +270,10 @@ void on_train_report(supervisor* self, const train_report& x) {
     return;
   if (!x.checkpoint_file.empty()) {
     st.holdings.add(x.checkpoint_file, address);
-    st.holdings.keep_newest(2);  // complete ones (each writer keeps 3 of its own on its disk)
+    tell_checkpoint_kept(self);
+    // The newest 2 complete ones, and the one the writers keep (checkpoint_kept) and newer:
+    // each writer keeps no more than that of its own on its disk.
+    st.holdings.keep_newest(2, st.checkpoint_kept_iterations);
   }
   if (recovery_report(self, x))
     return;

@@ -216,6 +216,9 @@ int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& st
       return trainer->on_role(role, std::move(ready));
     };
     options.on_training_job = [trainer](const actors::training_job& job) { trainer->on_job(job); };
+    options.on_checkpoint_kept = [trainer](const actors::checkpoint_kept& kept) {
+      trainer->on_checkpoint_kept(kept);
+    };
     options.on_leaving = [trainer] { trainer->leaving(); };
 #endif
     const auto deadline = std::chrono::steady_clock::now() +

@@ -264,9 +264,10 @@ double checkpoint_writer::take(int iterations, const models::stage_module& modul
     } catch (const std::exception& e) {
       write_result_ = error::failed(std::string("writing ") + folder + ": " + e.what());
     }
-    // Three of its own: the copies of the other stages' shards (checkpoint_copies) lag a
-    // checkpoint or two behind, and the newest checkpoint complete across stages must still be
-    // on this disk when a whole stage is lost.
+    // The copies of the other stages' shards (checkpoint_copies) lag a checkpoint or two
+    // behind, and the newest checkpoint that outlives a whole stage must still be on this disk
+    // when one is lost: keep_ pins it and every newer one once the supervisor has told it
+    // (checkpoint_kept); three of its own cover the plan's first checkpoints, before that.
     if (!write_result_)
       prune_writer_files(dir_, file_, kept_checkpoints, keep_);
     write_s_ = seconds_since(begin);

@@ -18,6 +18,7 @@
 #include "sailor/train/checkpoint.hpp"
 #include "sailor/train/shard_service.hpp"
 #include "checkpoint_copies.hpp"
+#include "checkpoint_pins.hpp"
 #include "node_recovery.hpp"
 #include "release_watch.hpp"
 #include "sailor/config/log.hpp"
@@ -81,7 +82,7 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
       return true;
     });
   }
-  std::string pinned;  // the checkpoint folder the newest job restores (guarded by mu)
+  checkpoint_pins pins;  // what the writers keep whatever their count (guarded by mu)
 
   void send(actors::train_report r) {
     caf::actor to;
@@ -371,7 +372,7 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
       if (!self)
         return false;
       std::lock_guard lock{self->mu};
-      return folder == self->pinned;
+      return self->pins.keeps(folder);
     };
     auto p2p = comm::make_transport_channel_factory(rank, data_plane(job, rr, gopts));
     auto exec = stage_executor::create(job.model, job.plan, rr, **factory, topts, p2p.get());
@@ -501,12 +502,13 @@ void node_trainer::on_job(const actors::training_job& job) {
     return;
   // The checkpoint this job restores stays, whatever an older plan's writers still write;
   // the plan folders no plan needs any more go.
-  impl_->pinned.clear();
+  auto& pinned = impl_->pins.restore;
+  pinned.clear();
   if (job.start_iteration > 0 && !job.restore_dir.empty())
-    impl_->pinned = std::filesystem::path{checkpoint_path(impl_->local_path(job.restore_dir),
-                                                          job.start_iteration)}
-                      .lexically_normal()
-                      .string();
+    pinned = std::filesystem::path{checkpoint_path(impl_->local_path(job.restore_dir),
+                                                   job.start_iteration)}
+               .lexically_normal()
+               .string();
   if (job.checkpoint_dir.empty() || job.keep_checkpoint_dirs.empty())
     return;
   if (impl_->options.memory) {  // copies of peers' checkpoint shards (checkpoint_copies.hpp)
@@ -518,12 +520,17 @@ void node_trainer::on_job(const actors::training_job& job) {
   std::vector<std::string> keep{impl_->local_path(job.checkpoint_dir)};
   for (const auto& dir : job.keep_checkpoint_dirs)
     keep.push_back(impl_->local_path(dir));
-  if (!impl_->pinned.empty())
-    keep.push_back(impl_->pinned);  // when it is a copy of a survivor's memory (mem/iter-N)
+  if (!pinned.empty())
+    keep.push_back(pinned);  // when it is a copy of a survivor's memory (mem/iter-N)
   const auto job_dir = std::filesystem::path{keep.front()}.parent_path().string();
   for (const auto& gone : remove_plan_folders(job_dir, keep))
     log::get("train")->info("[{}] removed {}: no plan restores from it any more", impl_->node,
                             gone);
+}
+
+void node_trainer::on_checkpoint_kept(const actors::checkpoint_kept& kept) {
+  std::lock_guard lock{impl_->mu};
+  impl_->pins.kept(kept.plan_version, kept.iterations, impl_->local_path(kept.folder));
 }
 
 result<std::unique_ptr<actors::stage_work>> node_trainer::on_role(const actors::stage_role& role,

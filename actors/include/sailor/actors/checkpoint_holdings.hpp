@@ -59,8 +59,9 @@ public:
   /// Keeps only checkpoints at least as new as `iterations` of any folder (bounded memory).
   void prune_older_than(int iterations);
   /// Keeps the newest `keep` complete checkpoints and everything newer (being written), and
-  /// forgets the older ones: the writers keep no more than that on their disks either.
-  void keep_newest(int keep);
+  /// everything from `pinned` iterations on (0: nothing more; the writers keep that one, see
+  /// checkpoint_kept), and forgets the older ones: the writers keep no more on their disks.
+  void keep_newest(int keep, int pinned = 0);
   /// Forgets every checkpoint outside `folders` (those no plan restores from any more).
   void retain_folders(const std::set<std::string>& folders);
   /// Forgets checkpoint `iterations` of `folder` for good (a restore of it failed: a shard is

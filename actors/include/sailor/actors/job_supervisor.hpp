@@ -220,6 +220,10 @@ struct supervisor_state {
   std::string restore_folder;
   int restore_iterations = 0;
   bool restore_mixed = false;  ///< memory for some layers, a checkpoint on disk for the rest
+  /// The current plan's checkpoint folder (empty: it writes none) and the newest iteration of
+  /// it complete across stages that the plan's nodes were told to keep (checkpoint_kept).
+  std::string checkpoint_dir;
+  int checkpoint_kept_iterations = 0;
   /// Checkpoint writes that fail, by node, for the current plan (told once each).
   std::map<std::string, std::string> checkpoint_failures;
   scheduler_session sched;  ///< the scheduler's rules, drains and the re-plan under way

@@ -12,9 +12,10 @@
 ///                 actors stop (its ranks keep their state in memory) --> [leaving]
 ///             --link_probe_request (the coordinator)--> options.on_link_probe, whose
 ///                 answer (a link_probe_result) goes back to the asking actor
+///             --checkpoint_kept--> options.on_checkpoint_kept (the trainer's writers keep it)
 ///             --shutdown_notice--> quit
 ///   [leaving] the node's reports still go to the supervisor, its shard server serves its
-///             state to the next plan; --shutdown_notice (the next plan has its state) or
+///             state to the next plan, checkpoint_kept still reaches the trainer; --shutdown_notice (the next plan has its state) or
 ///             the grace period (options.leave_grace) over--> quit (outcome: preempted)
 ///   any state: the supervisor's endpoint goes down --> quit (outcome: coordinator lost)
 
@@ -50,6 +51,9 @@ struct node_agent_options {
   /// role_assignment of its plan version, which carries the plan (protocol/messages.hpp);
   /// the agent holds the job until then and calls this before it starts the stages.
   std::function<void(const training_job&)> on_training_job;
+  /// Called with each checkpoint_kept: the newest checkpoint of the running plan complete
+  /// across its stages, which the node's writers must not prune. Empty: dropped.
+  std::function<void(const checkpoint_kept&)> on_checkpoint_kept;
   std::shared_ptr<agent_outcome> outcome = std::make_shared<agent_outcome>();
   /// After a preemption notice: the longest the node stays to hand over its state.
   caf::timespan leave_grace = std::chrono::seconds{10};

@@ -70,6 +70,10 @@ public:
   void set_agent(caf::actor agent, std::shared_ptr<actors::rendezvous_client> store);
   /// Remembers the job; threads of older plan versions stop after their current iteration.
   void on_job(const actors::training_job& job);
+  /// The newest checkpoint of a plan complete across its stages (from the supervisor): the
+  /// writers of that plan keep their shards of it and of every newer iteration, whatever
+  /// their count, until a newer one is told.
+  void on_checkpoint_kept(const actors::checkpoint_kept& kept);
   /// The stage hook: starts the role's training thread when a job exists for its plan
   /// version (without one the role is control-only and ready at once: null work). The thread
   /// calls `ready` once its communicators and channel are connected and its state restored;

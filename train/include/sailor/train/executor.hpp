@@ -109,7 +109,9 @@ struct train_options {
   /// and generate find the trained model); 0: none besides every checkpoint_every-th.
   int checkpoint_final = 0;
   /// Says whether a checkpoint folder (checkpoint_path of it, lexically normal) must be kept
-  /// when the writer prunes its older shards: one a plan about to start restores. Empty: none.
+  /// when the writer prunes its older shards: one a plan about to start restores, and the
+  /// newest checkpoint that outlives a whole stage with every newer one (the node trainer's
+  /// pins, from the supervisor's checkpoint_kept). Empty: none.
   std::function<bool(const std::string& folder)> keep_checkpoint;
 };
 
