@@ -28,18 +28,28 @@ struct outcome {
   std::vector<std::string> errors;
 };
 
+// Ranks as threads of this process, rank r in zone zones[r]: their zone layout, and the
+// stores their Gloo groups and channels meet through, every wait bounded by `timeout`.
+struct ranks_in_zones {
+  comm::zone_layout layout;
+  comm::gloo_options gopts;
+  std::shared_ptr<comm::rendezvous_store> store = comm::make_memory_store();
+
+  ranks_in_zones(const std::vector<std::string>& zones, std::chrono::milliseconds timeout) {
+    for (int r = 0; r < static_cast<int>(zones.size()); ++r) layout.members.push_back(r);
+    layout.zones = zones;
+    gopts.in_process_store = comm::make_in_process_store();
+    gopts.timeout = timeout;
+  }
+};
+
 // Rank r (a member of `zones.size()` ranks, zone zones[r]) all-reduces `count` doubles that
 // start at (r + 1) * (i + 1); with `link`, the channels' transports are shaped by it.
 outcome run(const std::vector<std::string>& zones, std::size_t count,
             std::optional<config::zone_link> link = std::nullopt) {
   const int n = static_cast<int>(zones.size());
-  comm::zone_layout layout;
-  for (int r = 0; r < n; ++r) layout.members.push_back(r);
-  layout.zones = zones;
-  comm::gloo_options gopts;
-  gopts.in_process_store = comm::make_in_process_store();
-  gopts.timeout = 20s;
-  auto store = comm::make_memory_store();
+  const ranks_in_zones ranks{zones, 20s};
+  const auto& [layout, gopts, store] = ranks;
   outcome out;
   out.data.resize(n);
   out.cross_bytes.resize(n);
@@ -163,13 +173,8 @@ TEST_CASE("hierarchical all-reduce: abort ends it when a member never comes, in 
   // 30 s timeout; each aborts its own group, and each all-reduce must end within a bound.
   const std::vector<std::string> zones{"a", "a", "b", "b"};
   const int n = 4;
-  comm::zone_layout layout;
-  for (int r = 0; r < n; ++r) layout.members.push_back(r);
-  layout.zones = zones;
-  comm::gloo_options gopts;
-  gopts.in_process_store = comm::make_in_process_store();
-  gopts.timeout = 30s;
-  auto store = comm::make_memory_store();
+  const ranks_in_zones ranks{zones, 30s};
+  const auto& [layout, gopts, store] = ranks;
   std::vector<std::unique_ptr<comm::channel>> channels(n);
   std::vector<std::unique_ptr<comm::communicator>> groups(n);
   std::vector<std::string> errors(n);

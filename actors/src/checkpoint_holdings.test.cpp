@@ -4,21 +4,14 @@
 #include <doctest/doctest.h>
 
 #include "sailor/train/checkpoint_files.hpp"
+#include "test_shard_paths.hpp"
 
 using namespace sailor;
 
 namespace {
 
 std::string shard(const std::string& folder, int iterations, int writer, int writers) {
-  train::detail::shard_file f;
-  f.group = "00000000000000ab";
-  f.writer = writer;
-  f.writers = writers;
-  f.first_layer = writer;
-  f.end_layer = writer + 1;
-  char iter[32];
-  std::snprintf(iter, sizeof iter, "iter-%08d", iterations);
-  return folder + "/" + iter + "/" + train::detail::shard_file_name(f);
+  return testing::shard_path(folder, iterations, writer, writers);
 }
 
 }  // namespace

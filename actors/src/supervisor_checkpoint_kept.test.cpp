@@ -9,7 +9,7 @@
 #include <set>
 
 #include "supervisor_fixture.hpp"
-#include "sailor/train/checkpoint_files.hpp"
+#include "test_shard_paths.hpp"
 
 namespace {
 
@@ -36,15 +36,7 @@ struct checkpoint_run : deterministic {
 // The file of writer `writer` of `writers` (one per stage) in checkpoint `iterations` of
 // `folder`.
 std::string stage_shard(const std::string& folder, int iterations, int writer, int writers) {
-  sailor::train::detail::shard_file f;
-  f.group = "00000000000000cd";
-  f.writer = writer;
-  f.writers = writers;
-  f.first_layer = writer;
-  f.end_layer = writer + 1;
-  char iter[32];
-  std::snprintf(iter, sizeof iter, "iter-%08d", iterations);
-  return folder + "/" + iter + "/" + sailor::train::detail::shard_file_name(f);
+  return sailor::testing::shard_path(folder, iterations, writer, writers, 1, "00000000000000cd");
 }
 
 }  // namespace

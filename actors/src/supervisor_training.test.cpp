@@ -6,6 +6,7 @@
 
 #include "supervisor_fixture.hpp"
 #include "sailor/train/checkpoint_files.hpp"
+#include "test_shard_paths.hpp"
 
 namespace {
 
@@ -127,13 +128,7 @@ struct training_run : deterministic {
 };
 
 std::string shard(const std::string& folder, int iterations) {
-  sailor::train::detail::shard_file f;
-  f.group = "00000000000000ab";
-  f.writers = 1;
-  f.end_layer = 6;
-  char iter[32];
-  std::snprintf(iter, sizeof iter, "iter-%08d", iterations);
-  return folder + "/" + iter + "/" + sailor::train::detail::shard_file_name(f);
+  return sailor::testing::shard_path(folder, iterations, 0, 1, 6);
 }
 
 }  // namespace
@@ -383,15 +378,7 @@ TEST_CASE_FIXTURE(training_run, "supervisor: a holder killed while the next plan
 namespace {
 
 std::string shard_of(const std::string& folder, int iterations, int writer, int writers) {
-  sailor::train::detail::shard_file f;
-  f.group = "00000000000000cd";
-  f.writer = writer;
-  f.writers = writers;
-  f.first_layer = writer * 3;
-  f.end_layer = writer * 3 + 3;
-  char iter[32];
-  std::snprintf(iter, sizeof iter, "iter-%08d", iterations);
-  return folder + "/" + iter + "/" + sailor::train::detail::shard_file_name(f);
+  return sailor::testing::shard_path(folder, iterations, writer, writers, 3, "00000000000000cd");
 }
 
 }  // namespace
