@@ -38,12 +38,18 @@ std::vector<std::string> rejoin_node_argv(int port, const temp_dir& dir) {
 
 TEST_CASE("rejoin: a node started before its coordinator waits for it and trains") {
   temp_dir dir;
-  const int port = free_port();
+  // Held until the coordinator starts: in a parallel run another test's process could
+  // otherwise be given the port, and the node would find it instead of no coordinator.
+  held_port held;
+  const int port = held.port();
   REQUIRE(port > 0);
   child node{rejoin_node_argv(port, dir), dir.path("node.out"), dir.path("node.err")};
   // The node is up and retrying before there is any coordinator.
-  REQUIRE(eventually(30s, [&] { return node.err().find("no coordinator at") != std::string::npos; }));
+  const bool retrying = eventually(30s, [&] { return node.err().find("no coordinator at") != std::string::npos; });
+  INFO(node.err());
+  REQUIRE(retrying);
   CHECK(::kill(node.pid(), 0) == 0);
+  held.release();
   child coordinator{rejoin_coordinator_argv(dir, port, 6), dir.path("c.out"),
                     dir.path("c.err")};
   const int code = coordinator.wait_exit(120s);

@@ -26,20 +26,40 @@
 
 namespace sailor::testing {
 
+/// A loopback port held bound but not listening until release(): a connection to it is
+/// refused, as when no server is there, and no other process of a parallel test run is given
+/// it meanwhile (a node started before its coordinator retries on it). port() is -1 when no
+/// port could be had.
+class held_port {
+public:
+  held_port() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);  // not inherited by the processes started
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof sa;
+    if (fd_ >= 0 && ::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len) == 0)
+      port_ = ntohs(sa.sin_port);
+  }
+  ~held_port() { release(); }
+  held_port(const held_port&) = delete;
+  held_port& operator=(const held_port&) = delete;
+
+  int port() const { return port_; }
+  /// Frees the port for the server about to bind it.
+  void release() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+private:
+  int fd_ = -1;
+  int port_ = -1;
+};
+
 /// A loopback port free right now (a coordinator binds it a moment later); -1 when none.
-inline int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof sa;
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0)
-    port = ntohs(sa.sin_port);
-  ::close(fd);
-  return port;
-}
+inline int free_port() { return held_port{}.port(); }
 
 /// `sailor coordinator` with the even planner listening on `listen`, on the two-zone local
 /// cluster with the model and job files given (configs/'s tiny ones when empty); `extra`
