@@ -32,7 +32,7 @@ TEST_CASE("release watch: a rank that stops within the grace is not aborted, one
   auto fired = aborted.get_future();
   {
     // A generous grace: the rank (this thread) stops right after the release.
-    abort_on_release watch{signal, 60s, [&aborted] { aborted.set_value(); }};
+    abort_on_release watch{signal, [] { return 60s; }, [&aborted] { aborted.set_value(); }};
     signal.release();
   }  // the watch ends: the rank stopped by itself
   CHECK(fired.wait_for(0s) == std::future_status::timeout);
@@ -42,7 +42,7 @@ TEST_CASE("release watch: a rank that stops within the grace is not aborted, one
   auto gave_up_fired = gave_up.get_future();
   {
     // No grace: the rank blocked in a collective is aborted at the release.
-    abort_on_release watch{blocked, 0ms, [&gave_up] { gave_up.set_value(); }};
+    abort_on_release watch{blocked, [] { return 0ms; }, [&gave_up] { gave_up.set_value(); }};
     blocked.release();
     CHECK(gave_up_fired.wait_for(30s) == std::future_status::ready);
   }
@@ -51,7 +51,7 @@ TEST_CASE("release watch: a rank that stops within the grace is not aborted, one
 TEST_CASE("release watch: nothing is aborted when the rank ends without a release") {
   release_signal signal;
   bool aborted = false;
-  { abort_on_release watch{signal, 0ms, [&aborted] { aborted = true; }}; }
+  { abort_on_release watch{signal, [] { return 0ms; }, [&aborted] { aborted = true; }}; }
   CHECK_FALSE(aborted);
   CHECK_FALSE(signal.released.load());
 }

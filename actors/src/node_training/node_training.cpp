@@ -144,7 +144,9 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
     const auto from = "the state after iteration " + std::to_string(job.start_iteration);
     fetch_cancel cancel;
     auto state = [&] {
-      abort_on_release watch{release, std::chrono::milliseconds{0}, [&cancel, &job] {
+      // No grace: nothing of a restore is worth finishing once the plan is gone.
+      abort_on_release watch{release, [] { return std::chrono::milliseconds{0}; },
+                             [&cancel, &job] {
                                cancel.cancel("plan v" + std::to_string(job.plan_version) +
                                              " was released");
                              }};
@@ -390,7 +392,7 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
     int end = 0;
     {
       iteration_grace grace;
-      abort_on_release watch{release, grace,
+      abort_on_release watch{release, [&grace] { return grace.get(); },
                              [&exec, &job] {
                                (*exec)->abort("plan v" + std::to_string(job.plan_version) +
                                               " was released");

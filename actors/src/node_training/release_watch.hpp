@@ -63,12 +63,7 @@ private:
 // others before it); a rank blocked on a silent peer is aborted once the grace is over.
 class abort_on_release {
 public:
-  abort_on_release(release_signal& signal, std::chrono::milliseconds grace,
-                   std::function<void()> on_release)
-      : abort_on_release(signal, [grace] { return grace; }, std::move(on_release)) {}
-  abort_on_release(release_signal& signal, const iteration_grace& grace,
-                   std::function<void()> on_release)
-      : abort_on_release(signal, [&grace] { return grace.get(); }, std::move(on_release)) {}
+  /// `grace` is asked once the release came.
   abort_on_release(release_signal& signal, std::function<std::chrono::milliseconds()> grace,
                    std::function<void()> on_release)
       : signal_(signal) {
