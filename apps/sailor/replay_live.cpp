@@ -82,7 +82,7 @@ struct live_run {
     for (const auto& node : nodes) n += !node.stopped && node.column == column ? 1 : 0;
     return n;
   }
-  bool restarts_on_change() const { return opt.policy == "restart_from_checkpoint"; }
+  bool restarts_on_change() const { return opt.policy == planner::spot_policy::restart_from_checkpoint; }
   int live() const {
     int n = 0;
     for (const auto& node : nodes) n += node.stopped ? 0 : 1;
@@ -339,7 +339,7 @@ json summary_of(const live_run& r, const local_progress& progress, const config:
   j["nodes_started"] = {{"initially", r.script.initial_nodes()}, {"by_the_trace", r.started - r.script.initial_nodes()}};
   j["nodes_stopped"] = {{"with_notice", r.stopped_notice}, {"without_notice", r.stopped_kill},
                         {"exited_by_themselves", r.exited_alone}};
-  j["policy"] = r.opt.policy;
+  j["policy"] = planner::to_string(r.opt.policy);
   j["restarts"] = {{"full_restarts", r.restarts}, {"nodes_killed_and_started_again", r.restarted_nodes}};
   j["changes"] = r.changes;
   j["slice"] = {{"from_tick", r.script.from_tick}, {"to_tick", r.script.from_tick + static_cast<int>(r.script.start_s.size())},
@@ -434,9 +434,13 @@ void add_live_replay_options(CLI::App* sub, live_replay_options& o) {
       ->check(positive_number());
   sub->add_option("--kill-fraction", o.kill_fraction, "Live: share of the stops without notice (SIGKILL)")
       ->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--policy", o.policy,
-                  "Live: ours (recover from the survivors, hand over at a notice) or restart_from_checkpoint "
-                  "(Sailor's and Varuna's way: every node killed and started again on every change)")
+  sub->add_option_function<std::string>(
+         "--policy",
+         [&o](const std::string& name) {
+           o.policy = name == "ours" ? planner::spot_policy::ours : planner::spot_policy::restart_from_checkpoint;
+         },
+         "Live: ours (recover from the survivors, hand over at a notice) or restart_from_checkpoint "
+         "(Sailor's and Varuna's way: every node killed and started again on every change)")
       ->check(CLI::IsMember({"ours", "restart_from_checkpoint"}));
   sub->add_option("--seed", o.seed, "Live: the seed that chooses the stops without notice");
   sub->add_option("--from", o.from_tick, "Live: the slice's first tick")->check(CLI::NonNegativeNumber);

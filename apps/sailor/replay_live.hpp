@@ -25,6 +25,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "sailor/planner/spot_replay.hpp"
+
 namespace sailor::app {
 
 struct live_replay_options {
@@ -36,9 +38,9 @@ struct live_replay_options {
   double time_scale = 300;  ///< trace seconds per real second
   double kill_fraction = 0;
   std::uint64_t seed = 1;
-  /// "ours" (the runtime recovers from the survivors; a notice hands the state over) or
-  /// "restart_from_checkpoint" (every node killed and started again on every change)
-  std::string policy = "ours";
+  /// ours (the runtime recovers from the survivors; a notice hands the state over) or
+  /// restart_from_checkpoint (every node killed and started again on every change)
+  planner::spot_policy policy = planner::spot_policy::ours;
   int iterations = 0;  ///< the job's iteration cap (0: 1000000, the slice's end stops it)
   std::string summary_json;
   std::string node_binary;
