@@ -39,7 +39,10 @@ std::string train(const temp_dir& dir, const std::string& token_file, int iterat
              dir.path(run + "-node.out"), dir.path(run + "-node.err"));
   const int code = coordinator.wait_exit(120s);
   // The node finishes its last checkpoint write and leaves once the coordinator is gone.
-  CHECK(node.wait_exit(30s) >= 0);
+  {
+    INFO("the node's log: " << node.err());
+    CHECK(node.wait_exit(30s) >= 0);
+  }
   // The node checks its shards before it offers them (the coordinator reads no disk).
   *log = coordinator.err() + node.err();
   INFO(coordinator.out());

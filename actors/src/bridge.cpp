@@ -362,6 +362,12 @@ void bridge::close() {
       links.push_back(entry.connection);
   }
   listener.reset();
+  // What the owner sent last (a coordinator's shutdown notices) leaves before the links
+  // close: the process may exit right after, and its transport with what is still queued.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{2};
+  for (auto& l : links)
+    l->flush(std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::max(deadline - std::chrono::steady_clock::now(), std::chrono::steady_clock::duration{})));
   for (auto& l : links)
     l->close("bridge closed");
 }

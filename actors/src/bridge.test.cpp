@@ -302,3 +302,54 @@ TEST_CASE_FIXTURE(two_processes, "bridge: Cap'n Proto messages are routed to the
     caf::after(5s) >> [] {});
   CHECK(accepted);
 }
+
+TEST_CASE_FIXTURE(two_processes, "bridge: what a process sends just before it closes its bridge and destroys its transport arrives") {
+  // A coordinator's shutdown notices are the last thing it sends before it exits: 100 messages
+  // of about 100 KiB each (more than the socket buffers hold) are still queued when the sender
+  // closes; every one must reach the peer.
+  std::string kind;
+  SUBCASE("ucx") { kind = "ucx"; }
+  SUBCASE("tcp") { kind = "tcp"; }
+  auto transport_a = make_comm(kind, "server");
+  auto transport_b = make_comm(kind, "client");
+  REQUIRE(transport_a);
+  REQUIRE(transport_b);
+  constexpr int messages = 100;
+  bridge client{b, transport_b.get()};
+  caf::scoped_actor receiver{b};
+  client.publish("tester", caf::actor_cast<caf::actor>(receiver));
+  {
+    auto server = std::make_unique<bridge>(a, transport_a.get());
+    caf::scoped_actor sender{a};
+    server->publish("flood", caf::actor_cast<caf::actor>(sender));
+    auto port = server->listen("127.0.0.1", 0);
+    REQUIRE(port.ok());
+    auto peer = client.connect("127.0.0.1", *port);
+    REQUIRE(peer.ok());
+    receiver->send(client.remote_actor(*peer, "flood"), status_request{0});
+    caf::actor tester;
+    sender->receive([&](const status_request&) {
+      tester = caf::actor_cast<caf::actor>(sender->current_sender());
+    }, caf::after(5s) >> [] {});
+    REQUIRE(tester);
+    cluster_status big;
+    big.events.assign(100, std::string(1000, 'x'));
+    for (int k = 0; k < messages; ++k) {
+      big.plan_version = k;
+      sender->send(tester, big);
+    }
+    server.reset();       // closes its links
+    transport_a.reset();  // and the process's transport goes with it
+  }
+  int received = 0;
+  bool in_order = true;
+  for (bool more = true; more && received < messages;)
+    receiver->receive(
+      [&](const cluster_status& x) {
+        in_order = in_order && x.plan_version == received;
+        ++received;
+      },
+      caf::after(10s) >> [&] { more = false; });
+  CHECK(received == messages);
+  CHECK(in_order);
+}

@@ -83,9 +83,22 @@ public:
       return false;
     std::vector<std::byte> bytes(frame.size());
     std::memcpy(bytes.data(), frame.data(), frame.size());
-    connection->send_control(std::move(bytes), nullptr);
+    {
+      std::lock_guard<std::mutex> guard{mutex_};
+      ++in_flight_;
+    }
+    std::weak_ptr<comm_link> weak = shared_from_this();
+    connection->send_control(std::move(bytes), [weak](const comm::op_status&) {
+      if (auto self = weak.lock())
+        self->sent();
+    });
     return connection->state() != comm::connection_state::failed &&
            connection->state() != comm::connection_state::closed;
+  }
+
+  void flush(std::chrono::milliseconds limit) override {
+    std::unique_lock<std::mutex> lock{mutex_};
+    in_flight_changed_.wait_for(lock, limit, [this] { return in_flight_ == 0; });
   }
 
   void close(const std::string& reason) override {
@@ -113,6 +126,14 @@ public:
   }
 
 private:
+  void sent() {
+    {
+      std::lock_guard<std::mutex> guard{mutex_};
+      --in_flight_;
+    }
+    in_flight_changed_.notify_all();
+  }
+
   void opened(std::optional<comm::transport_error> error) {
     {
       std::lock_guard<std::mutex> guard{mutex_};
@@ -143,6 +164,8 @@ private:
   std::string peer_;
   mutable std::mutex mutex_;
   std::condition_variable open_changed_;
+  std::condition_variable in_flight_changed_;
+  int in_flight_ = 0;  // frames sent whose completion has not run
   comm::connection_ptr connection_;
   link_handlers handlers_;
   std::deque<std::vector<char>> early_;

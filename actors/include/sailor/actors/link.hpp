@@ -9,6 +9,7 @@
 /// `on_closed` exactly once, with a reason, when the peer goes away, a read fails, bad bytes
 /// arrive, or `close` is called. A closed link stays closed.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -30,8 +31,12 @@ public:
   virtual ~link() = default;
   /// Starts delivering frames to `handlers`. Call once, before anything arrives.
   virtual void start(link_handlers handlers) = 0;
-  /// Sends one frame (blocking until written). Returns false if the link is closed.
+  /// Sends one frame (queued in order; see `flush`). Returns false if the link is closed.
   virtual bool send(const std::vector<char>& frame) = 0;
+  /// Waits, at most `limit`, until every frame sent so far left this process's hands (a
+  /// process that exits right after closing its links would drop what is still queued: a
+  /// coordinator's shutdown notices). Not from the transport's own thread.
+  virtual void flush(std::chrono::milliseconds limit) { (void)limit; }
   /// Closes the link; `on_closed` runs with `reason` unless it already ran.
   virtual void close(const std::string& reason) = 0;
   /// The peer's address, for log lines.
