@@ -458,6 +458,9 @@ supervisor_actor::behavior_type state_of(supervisor* self, OnSettle on_settle,
       record(self, detail::printable(text, 1024));
     },
     [self](train_check_atom, std::int64_t version) { on_train_check(self, version); },
+    [self](keeper_holds_atom, const std::string& file, const std::string& keeper) {
+      checkpoint_held(self, file, keeper);
+    },
     [self](recovery_wait_atom, std::int64_t serial) { recovery_deadline(self, serial); },
     [self](leave_deadline_atom, const std::string& name) { recovery_leave_deadline(self, name); },
     [self](startup_deadline_atom, std::int64_t version, std::int64_t serial) {
@@ -547,6 +550,7 @@ job_supervisor(supervisor_actor::stateful_pointer<supervisor_state> self,
   auto& st = self->state;
   st.options = std::move(options);
   supervisor_actor me{self};
+  attach_keeper(self);
   for (auto& zone : st.options.zones) {
     auto z = self->spawn(zone_coordinator, zone_options{zone, st.options.heartbeat_interval,
                                                         st.options.heartbeat_timeout, me});

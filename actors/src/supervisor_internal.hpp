@@ -61,6 +61,10 @@ void publish_board(supervisor* self);
 
 // supervisor_training.cpp
 void on_train_report(supervisor* self, const train_report& x);
+/// `holder` (a node's shard server, or the keeper's) holds checkpoint file `file`.
+void checkpoint_held(supervisor* self, const std::string& file, const std::string& holder);
+/// Has the keeper (options.keeper, if any) tell this supervisor of each file it holds.
+void attach_keeper(supervisor* self);
 /// A rank of plan `version` failed a grace time ago (train_check_atom).
 void on_train_check(supervisor* self, std::int64_t version);
 /// A new plan was assigned: its start-up begins with the assignment step.

@@ -128,7 +128,11 @@ void recovery_on_loss(supervisor* self) {
   auto& st = self->state;
   auto& rec = st.recovery;
   const bool running = in_iterations(self);
-  if (!running && !rec.waiting)
+  // The last node gone: the job waits for capacity (its plan already ended there), and the
+  // plan that capacity brings back is this loss's recovery (state from a checkpoint the
+  // coordinator keeps, or none).
+  const bool last_gone = st.nodes.empty() && st.training.active() && !st.training.finished();
+  if (!running && !rec.waiting && !last_gone)
     return;
   if (!rec.active)
     begin(self, "loss");

@@ -9,6 +9,7 @@
 #include "peer_checks.hpp"
 #include "sailor/config/log.hpp"
 #include "sailor/config/text.hpp"
+#include "sailor/train/checkpoint_keeper.hpp"
 #include "supervisor_internal.hpp"
 #include "supervisor_scheduler.hpp"
 
@@ -263,17 +264,36 @@ void announce_iteration(supervisor* self, const iteration_record& done) {
     st.options.on_iteration(done, st.training);
 }
 
+void checkpoint_held(supervisor* self, const std::string& file, const std::string& holder) {
+  auto& st = self->state;
+  st.holdings.add(file, holder);
+  tell_checkpoint_kept(self);
+  // The newest 2 complete ones, and the one the writers keep (checkpoint_kept) and newer:
+  // each writer keeps no more than that of its own on its disk.
+  st.holdings.keep_newest(2, st.checkpoint_kept_iterations);
+}
+
+void attach_keeper(supervisor* self) {
+  if (!self->state.options.keeper)
+    return;
+  // Weak: the keeper lives in the supervisor's options, and outlives it at shutdown.
+  caf::weak_actor_ptr weak = self->ctrl();
+  self->state.options.keeper->on_kept([weak](const std::string& file, const std::string& keeper) {
+    if (auto strong = weak.lock())
+      caf::anon_send(caf::actor_cast<supervisor_actor>(strong), keeper_holds_atom::value, file,
+                     keeper);
+  });
+}
+
 void on_train_report(supervisor* self, const train_report& x) {
   auto& st = self->state;
   const auto address = reporting_node_address(self, x.node);
   if (address.empty())
     return;
   if (!x.checkpoint_file.empty()) {
-    st.holdings.add(x.checkpoint_file, address);
-    tell_checkpoint_kept(self);
-    // The newest 2 complete ones, and the one the writers keep (checkpoint_kept) and newer:
-    // each writer keeps no more than that of its own on its disk.
-    st.holdings.keep_newest(2, st.checkpoint_kept_iterations);
+    checkpoint_held(self, x.checkpoint_file, address);
+    if (st.options.keeper)
+      st.options.keeper->keep(x.checkpoint_file, address);
   }
   if (recovery_report(self, x))
     return;

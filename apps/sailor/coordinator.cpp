@@ -180,6 +180,8 @@ int run_coordinator(const coordinator_args& args) {
   coordinator_outcome outcome;  // outlives the coordinator (serve stops it)
   if (int code = setup_training(args, in, options.supervisor, outcome); code != exit_done)
     return code;
+  if (int code = start_keeper(args, in, *token, options.supervisor); code != exit_done)
+    return code;
   return serve(args, in, system, std::move(options), outcome, signals);
 }
 
@@ -269,6 +271,11 @@ void add_coordinator(CLI::App& app, command_set& commands) {
                 "with --planner search and --train-dir: re-plan when a node's measured compute "
                 "drifts (a straggler) and another plan is predicted faster by 10% or more, "
                 "re-planning's cost counted (default: on)");
+  sub->add_flag("--keep-checkpoints", args->keep_checkpoints,
+                "with --train-dir: keep a copy of every checkpoint the nodes write under "
+                "--train-dir/kept and serve it to later plans, so that a checkpoint outlives "
+                "every node (spot capacity gone at once; nodes keep theirs in their own "
+                "--state-dir); --listen must be an address the nodes reach");
   sub->add_flag("--exit-when-done", args->exit_when_done,
                 "exit once training finished (code 0) or failed (code 1)");
   sub->add_option("--transport", args->transport,

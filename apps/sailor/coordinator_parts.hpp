@@ -41,6 +41,7 @@ struct coordinator_args {
   double peer_timeout_s = 60;
   double startup_deadline_s = 0;  ///< 0: twice --peer-timeout-s, at least 60 s
   bool exit_when_done = false;
+  bool keep_checkpoints = false;  ///< a copy of every checkpoint under --train-dir/kept
   bool emulate_links = false;
   bool probe_links = false;     ///< --planner search: the nodes probe the real zone links
   double probe_timeout_s = 5;   ///< bound on each wait of a probe between nodes
@@ -76,5 +77,10 @@ int choose_planner(const coordinator_args& args, const coordinator_inputs& in,
 /// the control-plane note. `outcome` must outlive the coordinator.
 int setup_training(const coordinator_args& args, const coordinator_inputs& in,
                    actors::supervisor_options& supervisor, coordinator_outcome& outcome);
+
+/// With --keep-checkpoints: the checkpoint keeper (train/checkpoint_keeper.hpp) on a
+/// transport of its own (the job token's), handed to the supervisor.
+int start_keeper(const coordinator_args& args, const coordinator_inputs& in,
+                 const std::string& token, actors::supervisor_options& supervisor);
 
 }  // namespace sailor::app

@@ -64,6 +64,10 @@
 #include "sailor/actors/supervisor_interface.hpp"
 #include "sailor/actors/train_progress.hpp"
 
+namespace sailor::train {
+class checkpoint_keeper;
+}
+
 namespace sailor::actors {
 
 /// One recovery of a training job whose plan changed while it ran: from a node lost (or its
@@ -122,6 +126,10 @@ struct supervisor_options {
   /// When set, the supervisor publishes its state, events and training reports here (for the
   /// dashboard), at every event and iteration and at least every `board_interval`.
   std::shared_ptr<status_board> board;
+  /// When set (`sailor coordinator --keep-checkpoints`), every checkpoint file a node reports
+  /// is fetched into the keeper too, which then counts as a holder that is never lost: a
+  /// checkpoint outlives every node of the job (spot capacity gone all at once).
+  std::shared_ptr<train::checkpoint_keeper> keeper;
   caf::timespan board_interval = std::chrono::milliseconds{200};
   /// The built-in planner: decides when `scheduler` does not answer within plan_timeout or
   /// its plan is refused, and is offered to `scheduler` for candidates. Empty: none.

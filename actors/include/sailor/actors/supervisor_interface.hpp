@@ -45,6 +45,9 @@ using leave_deadline_atom = caf::atom_constant<caf::atom("leavedl")>;
 using startup_deadline_atom = caf::atom_constant<caf::atom("stdeadln")>;
 /// A drained node's deadline: (node name).
 using drain_deadline_atom = caf::atom_constant<caf::atom("draindl")>;
+// The coordinator's checkpoint keeper (train/checkpoint_keeper.hpp) holds a file now: its
+// path and the keeper's address, from the keeper's thread.
+using keeper_holds_atom = caf::atom_constant<caf::atom("keptckpt")>;
 
 /// What a node agent sends the supervisor: protocol messages only, so that a bridge proxy of
 /// the coordinator's "supervisor" carries every one of them.
@@ -63,6 +66,7 @@ using supervisor_actor = supervisor_node_port::extend_with<supervisor_port>::ext
   caf::reacts_to<board_tick_atom>, caf::reacts_to<recovery_wait_atom, std::int64_t>,
   caf::reacts_to<leave_deadline_atom, std::string>,
   caf::reacts_to<startup_deadline_atom, std::int64_t, std::int64_t>,
-  caf::reacts_to<drain_deadline_atom, std::string>>;
+  caf::reacts_to<drain_deadline_atom, std::string>,
+  caf::reacts_to<keeper_holds_atom, std::string, std::string>>;
 
 }  // namespace sailor::actors

@@ -1,0 +1,178 @@
+#include "sailor/train/checkpoint_keeper.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <vector>
+
+#include "sailor/config/log.hpp"
+#include "sailor/train/checkpoint.hpp"
+#include "sailor/train/checkpoint_files.hpp"
+#include "sailor/train/shard_service.hpp"
+
+namespace sailor::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct plan_folder {
+  std::string path;
+  int newest_complete = 0;  // iterations of its newest complete checkpoint (0: none)
+  int newest_any = 0;       // of its newest checkpoint folder, complete or not
+};
+
+std::vector<plan_folder> plan_folders(const std::string& job_dir) {
+  std::vector<plan_folder> found;
+  std::error_code ec;
+  for (fs::directory_iterator i{job_dir, ec}, end; !ec && i != end; i.increment(ec)) {
+    const auto name = i->path().filename().string();
+    std::error_code kind;
+    if (name.size() < 2 || name[0] != 'v' ||
+        name.find_first_not_of("0123456789", 1) != std::string::npos || !i->is_directory(kind))
+      continue;
+    const auto all = detail::checkpoint_iterations(i->path().string());
+    found.push_back({i->path().string(), latest_checkpoint(i->path().string()),
+                     all.empty() ? 0 : all.back()});
+  }
+  std::sort(found.begin(), found.end(), [](const plan_folder& a, const plan_folder& b) {
+    return a.newest_complete > b.newest_complete;
+  });
+  return found;
+}
+
+}  // namespace
+
+void prune_kept_checkpoints(const std::string& job_dir, int keep) {
+  const auto folders = plan_folders(job_dir);  // newest complete checkpoint first
+  std::vector<std::string> kept;
+  int complete_kept = 0, best = 0;
+  for (const auto& f : folders) {
+    if (f.newest_complete > 0 && complete_kept < 2) {
+      ++complete_kept;
+      best = std::max(best, f.newest_complete);
+      kept.push_back(f.path);
+    }
+  }
+  for (const auto& f : folders)
+    if (f.newest_complete == 0 && f.newest_any > best)
+      kept.push_back(f.path);  // newer than any complete one: still arriving
+  if (complete_kept > 0)
+    remove_plan_folders(job_dir, kept);
+  for (const auto& k : kept)
+    detail::prune_checkpoints(k, keep);
+}
+
+checkpoint_keeper::checkpoint_keeper(comm::transport& transport, checkpoint_keeper_options options)
+    : transport_(transport), options_(std::move(options)) {}
+
+result<std::unique_ptr<checkpoint_keeper>> checkpoint_keeper::start(
+  comm::transport& transport, checkpoint_keeper_options options, kept_fn on_kept) {
+  if (options.host.empty() || options.host == "0.0.0.0" || options.host == "::")
+    return sailor::error::invalid_input("--listen", "the checkpoint keeper needs the address "
+                                        "nodes reach it on, not '" + options.host + "'");
+  std::error_code ec;
+  fs::create_directories(fs::path{options.state_dir} / "checkpoints", ec);
+  if (ec)
+    return sailor::error::failed("cannot create " + options.state_dir + "/checkpoints: " +
+                                 ec.message());
+  std::unique_ptr<checkpoint_keeper> self{new checkpoint_keeper(transport, std::move(options))};
+  auto server = shard_server::start(transport, self->options_.host, self->options_.state_dir);
+  if (!server)
+    return server.error();
+  self->server_ = std::move(*server);
+  self->on_kept_ = std::move(on_kept);
+  self->thread_ = std::thread([raw = self.get()] { raw->loop(); });
+  log::get("train")->info("[keeper] keeps the job's checkpoints in {} and serves them on {}",
+                          self->options_.state_dir, self->address());
+  return self;
+}
+
+checkpoint_keeper::~checkpoint_keeper() {
+  {
+    std::lock_guard lock{mu_};
+    stopping_ = true;
+    pending_.clear();
+  }
+  wake_.notify_all();
+  if (thread_.joinable())
+    thread_.join();  // a fetch in flight ends within its timeout
+}
+
+void checkpoint_keeper::on_kept(kept_fn fn) {
+  std::lock_guard lock{mu_};
+  on_kept_ = std::move(fn);
+}
+
+std::string checkpoint_keeper::address() const { return server_->address(); }
+
+void checkpoint_keeper::keep(const std::string& file, const std::string& holder) {
+  if (!shard_copy_path(file) || handover_path(file))
+    return;
+  {
+    std::lock_guard lock{mu_};
+    if (stopping_ || !known_.insert(file).second)
+      return;
+    if (pending_.size() >= options_.max_pending) {
+      log::get("train")->warn("[keeper] {} not kept: {} fetches wait", pending_.front().file,
+                              pending_.size());
+      known_.erase(pending_.front().file);
+      pending_.pop_front();
+    }
+    pending_.push_back({file, holder});
+  }
+  wake_.notify_one();
+}
+
+int checkpoint_keeper::kept() const {
+  std::lock_guard lock{mu_};
+  return kept_;
+}
+
+int checkpoint_keeper::failed() const {
+  std::lock_guard lock{mu_};
+  return failed_;
+}
+
+void checkpoint_keeper::loop() {
+  while (true) {
+    request next;
+    {
+      std::unique_lock lock{mu_};
+      wake_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
+      if (stopping_)
+        return;
+      next = std::move(pending_.front());
+      pending_.pop_front();
+    }
+    auto err = fetch_shards(transport_, options_.state_dir, {{next.file, next.holder}},
+                            options_.timeout);
+    if (err) {
+      std::lock_guard lock{mu_};
+      ++failed_;
+      known_.erase(next.file);  // a later report of it (a copy's holder) may try again
+      log::get("train")->warn("[keeper] could not keep {}: {}", next.file, err->message);
+      continue;
+    }
+    fetched(next.file);
+  }
+}
+
+void checkpoint_keeper::fetched(const std::string& file) {
+  // checkpoints/<job>/<plan folder>/<iteration>/<shard>
+  const auto job_dir = fs::path{options_.state_dir} / fs::path{file}.parent_path().parent_path().parent_path();
+  prune_kept_checkpoints(job_dir.string(), options_.keep);
+  kept_fn tell;
+  {
+    std::lock_guard lock{mu_};
+    ++kept_;
+    tell = on_kept_;
+  }
+  std::error_code ec;
+  if (!fs::exists(fs::path{options_.state_dir} / file, ec))
+    return;  // pruned at once: older than what is kept
+  log::get("train")->debug("[keeper] kept {}", file);
+  if (tell)
+    tell(file, address());
+}
+
+}  // namespace sailor::train
