@@ -2,6 +2,7 @@
 // What the encoder and the decoder share: the schema's namespace and the enum mappings.
 
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,24 @@ bool from_wire(const enum_pair<A, B> (&table)[N], B v, A& out) {
   return false;
 }
 
+template <class A, class B>
+B to_wire(std::span<const enum_pair<A, B>> table, A v) {
+  for (auto& p : table)
+    if (p.ours == v) return p.wire;
+  return table[0].wire;
+}
+
+/// False when the peer sent a value this build does not know.
+template <class A, class B>
+bool from_wire(std::span<const enum_pair<A, B>> table, B v, A& out) {
+  for (auto& p : table)
+    if (p.wire == v) {
+      out = p.ours;
+      return true;
+    }
+  return false;
+}
+
 // A list of the schema as a vector of ours, element by element (T constructed from each).
 template <class T, class Reader>
 std::vector<T> list_of(Reader r) {
@@ -106,5 +125,10 @@ void put_probe(s::Envelope::Body::Builder b, const link_probe_result& v);
 std::optional<message> get_probe(s::Envelope::Body::Reader b);
 /// One of the scheduler's messages; nothing when `b` holds another.
 std::optional<message> get_scheduler(s::Envelope::Body::Reader b);
+
+/// The codec by field lists (codec_fields.hpp): codec_encode.cpp, codec_decode.cpp.
+std::vector<std::byte> encode_fields(const envelope& e);
+/// The message in `b`, or why this build refuses it; nothing: a variant it does not know.
+std::optional<std::variant<message, std::string>> decode_body(s::Envelope::Body::Reader b);
 
 }  // namespace sailor::protocol::detail
