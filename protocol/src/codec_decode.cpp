@@ -2,16 +2,23 @@
 // type (codec_fields.hpp), through Cap'n Proto's reflection (capnp/dynamic.h); then what the
 // schema cannot check: enum values this build knows, roles inside their plan.
 
+#include <cstring>
 #include <optional>
 #include <utility>
 
 #include <capnp/dynamic.h>
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
 
 #include "codec_fields.hpp"
 #include "sailor/protocol/codec.hpp"
+#include "sailor/protocol/limits.hpp"
 
-namespace sailor::protocol::detail {
+namespace sailor::protocol {
 namespace {
+
+using namespace detail;
 
 using capnp::DynamicList;
 using capnp::DynamicStruct;
@@ -30,8 +37,8 @@ std::optional<std::string> settle(role_assignment& a) {
              ") is not in the plan it came with";
     auto& st = plan.stages[stage];
     auto& rep = st.replicas[replica];
-    role = stage_role{a.plan_version, stage,           replica,          role.tp_rank,
-                      rep.tp,         role.device,     st.first_layer,   st.num_layers,
+    role = stage_role{a.plan_version,   stage,       replica,           role.tp_rank,
+                      rep.tp,           role.device, st.first_layer,    st.num_layers,
                       plan.micro_batch, plan.num_stages(), rep.gpu_type, rep.zone};
   }
   return std::nullopt;
@@ -58,7 +65,7 @@ struct reader {
   }
 
   template <class T>
-  void read(DynamicStruct::Reader from, T&& v) {
+  static void read(DynamicStruct::Reader from, T&& v, std::string& refused) {
     const bool was_refused = !refused.empty();
     reader inner{from, refused};
     fields(inner, v);
@@ -80,11 +87,12 @@ struct reader {
   }
   void get(const DynamicValue::Reader& x, std::vector<char>& v) {
     auto data = x.as<capnp::Data>();
-    v.assign(data.begin(), data.end());
+    const auto* bytes = reinterpret_cast<const char*>(data.begin());
+    v.assign(bytes, bytes + data.size());
   }
   template <mapped T>
   void get(const DynamicValue::Reader& x, T& v) {
-    read(x.as<DynamicStruct>(), v);
+    read(x.as<DynamicStruct>(), v, refused);
   }
   template <class T>
   void get(const DynamicValue::Reader& x, std::vector<T>& v) {
@@ -126,7 +134,7 @@ struct reader {
     auto list = x.as<DynamicList>();
     p.roles.assign(list.size(), {});
     for (unsigned i = 0; i < list.size(); ++i)
-      read(list[i].as<DynamicStruct>(), role_place<stage_role>{p.roles[i]});
+      read(list[i].as<DynamicStruct>(), role_place<stage_role>{p.roles[i]}, refused);
   }
 };
 
@@ -137,9 +145,8 @@ message alternative(std::size_t index, std::index_sequence<I...>) {
   return make[index]();
 }
 
-}  // namespace
-
-std::optional<std::variant<message, std::string>> decode_body(s::Envelope::Body::Reader b) {
+/// The message in `b`, or why this build refuses it; nothing: a variant it does not know.
+std::optional<std::variant<message, std::string>> get(s::Envelope::Body::Reader b) {
   auto body = capnp::toDynamic(b);
   KJ_IF_MAYBE (field, body.which()) {
     const std::size_t index = field->getProto().getDiscriminantValue();
@@ -147,11 +154,69 @@ std::optional<std::variant<message, std::string>> decode_body(s::Envelope::Body:
     auto m = alternative(index, std::make_index_sequence<std::variant_size_v<message>>{});
     std::string refused;
     auto from = body.get(*field).as<DynamicStruct>();
-    std::visit([&](auto& v) { reader{from, refused}.read(from, v); }, m);
+    std::visit([&](auto& v) { reader::read(from, v, refused); }, m);
     if (!refused.empty()) return refused;
     return m;
   }
   return std::nullopt;  // a variant this build does not know
 }
 
-}  // namespace sailor::protocol::detail
+decode_error invalid(std::string what) {
+  return decode_error{decode_error::kind::invalid, std::move(what)};
+}
+
+// A message over its kind's ceiling is refused before any of its fields is read.
+std::optional<decode_error> over_limit(s::Envelope::Reader root, std::size_t size) {
+  const auto kind = static_cast<std::size_t>(root.getBody().which());
+  const auto limit = max_encoded_bytes(kind);
+  if (limit == 0 || size <= limit) return std::nullopt;  // an unknown kind is refused below
+  return invalid("a " + std::string(kind_name(kind)) + " of " + std::to_string(size) +
+                 " bytes, over its limit of " + std::to_string(limit) + " bytes");
+}
+
+std::variant<envelope, decode_error> read(s::Envelope::Reader root, std::size_t size) {
+  if (auto too_big = over_limit(root, size)) return *too_big;
+  envelope e;
+  e.version = root.getProtocolVersion();
+  e.sender = root.getSender();
+  e.destination = root.getDestination();
+  if (e.version != protocol_version)
+    return decode_error{decode_error::kind::version_mismatch,
+                        "message from '" + e.sender + "' speaks protocol version " +
+                          std::to_string(e.version) + ", this build speaks " +
+                          std::to_string(protocol_version)};
+  auto body = get(root.getBody());
+  if (!body)
+    return invalid("message from '" + e.sender + "' has unknown variant " +
+                   std::to_string(static_cast<unsigned>(root.getBody().which())) +
+                   " (a newer peer?)");
+  if (auto* why = std::get_if<std::string>(&*body))
+    return invalid("message from '" + e.sender + "': " + *why);
+  e.body = std::move(std::get<message>(*body));
+  if (e.destination.empty())
+    return invalid("message " + std::string(name_of(e.body)) + " from '" + e.sender +
+                   "' names no destination actor");
+  return e;
+}
+
+}  // namespace
+
+std::variant<envelope, decode_error> decode(std::span<const std::byte> bytes) {
+  if (bytes.empty()) return invalid("empty message");
+  if (bytes.size() % sizeof(capnp::word) != 0)
+    return invalid("message of " + std::to_string(bytes.size()) +
+                   " bytes is not a whole number of 8-byte words");
+  try {
+    // Cap'n Proto reads words: copy into aligned storage.
+    auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+    std::memcpy(words.begin(), bytes.data(), bytes.size());
+    capnp::ReaderOptions opts;
+    opts.traversalLimitInWords = 64 * 1024 * 1024;
+    capnp::FlatArrayMessageReader reader(words, opts);
+    return read(reader.getRoot<s::Envelope>(), bytes.size());
+  } catch (const kj::Exception& e) {
+    return invalid(std::string("does not decode: ") + e.getDescription().cStr());
+  }
+}
+
+}  // namespace sailor::protocol

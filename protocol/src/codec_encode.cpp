@@ -9,10 +9,12 @@
 
 #include "codec_fields.hpp"
 #include "sailor/protocol/codec.hpp"
+#include "sailor/protocol/limits.hpp"
 
-namespace sailor::protocol::detail {
+namespace sailor::protocol {
 namespace {
 
+using namespace detail;
 using capnp::DynamicList;
 using capnp::DynamicStruct;
 using capnp::DynamicValue;
@@ -114,7 +116,22 @@ std::uint16_t discriminant(const capnp::StructSchema::Field& f) {
 
 }  // namespace
 
-std::vector<std::byte> encode_fields(const envelope& e) {
+const char* name_of(const message& m) { return kind_name(m.index()); }
+
+const char* to_string(refuse_reason r) {
+  switch (r) {
+    case refuse_reason::other: return "other";
+    case refuse_reason::protocol_version: return "protocol_version";
+    case refuse_reason::invalid_message: return "invalid_message";
+    case refuse_reason::duplicate_node: return "duplicate_node";
+    case refuse_reason::unknown_zone: return "unknown_zone";
+    case refuse_reason::shutting_down: return "shutting_down";
+    case refuse_reason::unauthorized: return "unauthorized";
+  }
+  return "other";
+}
+
+std::vector<std::byte> encode(const envelope& e) {
   capnp::MallocMessageBuilder mb;
   auto root = mb.initRoot<s::Envelope>();
   root.setProtocolVersion(e.version);
@@ -133,4 +150,4 @@ std::vector<std::byte> encode_fields(const envelope& e) {
   return out;
 }
 
-}  // namespace sailor::protocol::detail
+}  // namespace sailor::protocol
