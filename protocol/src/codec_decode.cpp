@@ -20,9 +20,6 @@ namespace {
 
 using namespace detail;
 
-using capnp::DynamicList;
-using capnp::DynamicStruct;
-using capnp::DynamicValue;
 
 // After a struct is read: what its fields say together.
 
@@ -55,7 +52,7 @@ std::string refusal_in(const config::data_source&, const std::string& why) {
 // The visitor fields() calls: each member from its field of `r`. `refused` keeps the first
 // thing this build cannot accept (empty: none).
 struct reader {
-  DynamicStruct::Reader r;
+  capnp::DynamicStruct::Reader r;
   std::string& refused;
 
   template <class T>
@@ -65,7 +62,7 @@ struct reader {
   }
 
   template <class T>
-  static void read(DynamicStruct::Reader from, T&& v, std::string& refused) {
+  static void read(capnp::DynamicStruct::Reader from, T&& v, std::string& refused) {
     const bool was_refused = !refused.empty();
     reader inner{from, refused};
     fields(inner, v);
@@ -78,44 +75,44 @@ struct reader {
 
   template <class T>
     requires std::is_arithmetic_v<T>
-  void get(const DynamicValue::Reader& x, T& v) {
+  void get(const capnp::DynamicValue::Reader& x, T& v) {
     v = x.as<T>();
   }
-  void get(const DynamicValue::Reader& x, std::string& v) {
+  void get(const capnp::DynamicValue::Reader& x, std::string& v) {
     auto text = x.as<capnp::Text>();
     v.assign(text.begin(), text.size());
   }
-  void get(const DynamicValue::Reader& x, std::vector<char>& v) {
+  void get(const capnp::DynamicValue::Reader& x, std::vector<char>& v) {
     auto data = x.as<capnp::Data>();
     const auto* bytes = reinterpret_cast<const char*>(data.begin());
     v.assign(bytes, bytes + data.size());
   }
   template <mapped T>
-  void get(const DynamicValue::Reader& x, T& v) {
-    read(x.as<DynamicStruct>(), v, refused);
+  void get(const capnp::DynamicValue::Reader& x, T& v) {
+    read(x.as<capnp::DynamicStruct>(), v, refused);
   }
   template <class T>
-  void get(const DynamicValue::Reader& x, std::vector<T>& v) {
-    auto list = x.as<DynamicList>();
+  void get(const capnp::DynamicValue::Reader& x, std::vector<T>& v) {
+    auto list = x.as<capnp::DynamicList>();
     v.assign(list.size(), T{});
     for (unsigned i = 0; i < list.size(); ++i) get(list[i], v[i]);
   }
   template <class T>
-  void get(const DynamicValue::Reader& x, std::optional<T>& v) {
+  void get(const capnp::DynamicValue::Reader& x, std::optional<T>& v) {
     if (v) get(x, *v);  // there when its presence said so
   }
 
   // The adapters of codec_fields.hpp.
   template <class S>
-  void get(const DynamicValue::Reader& x, clipped<S> c) {
+  void get(const capnp::DynamicValue::Reader& x, clipped<S> c) {
     get(x, c.text);
   }
   template <class V>
-  void get(const DynamicValue::Reader& x, bounded<V> l) {
+  void get(const capnp::DynamicValue::Reader& x, bounded<V> l) {
     get(x, l.list);
   }
   template <class A, class B, class M>
-  void get(const DynamicValue::Reader& x, wire_enum<A, B, M> e) {
+  void get(const capnp::DynamicValue::Reader& x, wire_enum<A, B, M> e) {
     const auto raw = x.as<capnp::DynamicEnum>().getRaw();
     if (from_wire(e.table, static_cast<B>(raw), e.value)) return;
     e.value = e.table[0].ours;
@@ -123,18 +120,18 @@ struct reader {
       refused = "unknown " + std::string(e.what) + " " + std::to_string(raw);
   }
   template <class O>
-  void get(const DynamicValue::Reader& x, presence<O> p) {
+  void get(const capnp::DynamicValue::Reader& x, presence<O> p) {
     if (x.as<bool>())
       p.optional.emplace();
     else
       p.optional.reset();
   }
   template <class V>
-  void get(const DynamicValue::Reader& x, place_list<V> p) {
-    auto list = x.as<DynamicList>();
+  void get(const capnp::DynamicValue::Reader& x, place_list<V> p) {
+    auto list = x.as<capnp::DynamicList>();
     p.roles.assign(list.size(), {});
     for (unsigned i = 0; i < list.size(); ++i)
-      read(list[i].as<DynamicStruct>(), role_place<stage_role>{p.roles[i]}, refused);
+      read(list[i].as<capnp::DynamicStruct>(), role_place<stage_role>{p.roles[i]}, refused);
   }
 };
 
@@ -153,7 +150,7 @@ std::optional<std::variant<message, std::string>> get(s::Envelope::Body::Reader 
     if (index >= std::variant_size_v<message>) return std::nullopt;
     auto m = alternative(index, std::make_index_sequence<std::variant_size_v<message>>{});
     std::string refused;
-    auto from = body.get(*field).as<DynamicStruct>();
+    auto from = body.get(*field).as<capnp::DynamicStruct>();
     std::visit([&](auto& v) { reader::read(from, v, refused); }, m);
     if (!refused.empty()) return refused;
     return m;

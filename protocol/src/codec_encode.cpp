@@ -1,6 +1,7 @@
 // The encoder: each message struct into its schema struct by the one field list of its type
 // (codec_fields.hpp), through Cap'n Proto's reflection (capnp/dynamic.h).
 
+#include <algorithm>
 #include <cstring>
 
 #include <capnp/dynamic.h>
@@ -15,29 +16,26 @@ namespace sailor::protocol {
 namespace {
 
 using namespace detail;
-using capnp::DynamicList;
-using capnp::DynamicStruct;
-using capnp::DynamicValue;
 
 // Where a value goes: a field of a struct, or an element of a list.
 struct field_slot {
-  DynamicStruct::Builder b;
+  capnp::DynamicStruct::Builder b;
   kj::StringPtr name;
-  void set(const DynamicValue::Reader& x) { b.set(name, x); }
-  DynamicStruct::Builder init() { return b.init(name).as<DynamicStruct>(); }
-  DynamicList::Builder init(unsigned n) { return b.init(name, n).as<DynamicList>(); }
+  void set(const capnp::DynamicValue::Reader& x) { b.set(name, x); }
+  capnp::DynamicStruct::Builder init() { return b.init(name).as<capnp::DynamicStruct>(); }
+  capnp::DynamicList::Builder init(unsigned n) { return b.init(name, n).as<capnp::DynamicList>(); }
 };
 struct element_slot {
-  DynamicList::Builder list;
+  capnp::DynamicList::Builder list;
   unsigned i;
-  void set(const DynamicValue::Reader& x) { list.set(i, x); }
-  DynamicStruct::Builder init() { return list[i].as<DynamicStruct>(); }
-  DynamicList::Builder init(unsigned n) { return list.init(i, n).as<DynamicList>(); }
+  void set(const capnp::DynamicValue::Reader& x) { list.set(i, x); }
+  capnp::DynamicStruct::Builder init() { return list[i].as<capnp::DynamicStruct>(); }
+  capnp::DynamicList::Builder init(unsigned n) { return list.init(i, n).as<capnp::DynamicList>(); }
 };
 
 // The visitor fields() calls: each member into its field of `b`.
 struct writer {
-  DynamicStruct::Builder b;
+  capnp::DynamicStruct::Builder b;
 
   template <class T>
   writer& operator()(kj::StringPtr name, const T& v) {
@@ -46,7 +44,7 @@ struct writer {
   }
 
   template <class T>
-  static void write(DynamicStruct::Builder b, const T& v) {
+  static void write(capnp::DynamicStruct::Builder b, const T& v) {
     writer w{b};
     fields(w, v);
   }
@@ -97,15 +95,15 @@ struct writer {
   }
   template <class Slot, class V>
   static void put(Slot s, place_list<V> p) {
-    DynamicList::Builder list = s.init(static_cast<unsigned>(p.roles.size()));
+    capnp::DynamicList::Builder list = s.init(static_cast<unsigned>(p.roles.size()));
     for (unsigned i = 0; i < p.roles.size(); ++i)
-      write(list[i].as<DynamicStruct>(), role_place{p.roles[i]});
+      write(list[i].as<capnp::DynamicStruct>(), role_place{p.roles[i]});
   }
 
   // The first n elements of v.
   template <class Slot, class T>
   static void put_list(Slot s, const std::vector<T>& v, std::size_t n) {
-    DynamicList::Builder list = s.init(static_cast<unsigned>(n));
+    capnp::DynamicList::Builder list = s.init(static_cast<unsigned>(n));
     for (unsigned i = 0; i < n; ++i) put(element_slot{list, i}, v[i]);
   }
 };
@@ -139,10 +137,11 @@ std::vector<std::byte> encode(const envelope& e) {
   root.setDestination(e.destination);
   // The body's union lists the messages in the order of `message`.
   auto body = capnp::toDynamic(root.initBody());
-  for (auto field : body.getSchema().getUnionFields())
-    if (discriminant(field) == e.body.index())
-      std::visit([&](const auto& v) { writer::write(body.init(field).as<DynamicStruct>(), v); },
-                 e.body);
+  for (auto field : body.getSchema().getUnionFields()) {
+    if (discriminant(field) != e.body.index()) continue;
+    auto x = body.init(field).as<capnp::DynamicStruct>();
+    std::visit([&x](const auto& v) { writer::write(x, v); }, e.body);
+  }
   auto words = capnp::messageToFlatArray(mb);
   auto chars = words.asBytes();
   std::vector<std::byte> out(chars.size());
