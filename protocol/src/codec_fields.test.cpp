@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cctype>
 #include <set>
 #include <string>
 #include <vector>
@@ -123,6 +124,17 @@ std::vector<message> every_kind(std::index_sequence<I...>) {
   return {message{std::in_place_index<I>}...};
 }
 
+// join_request: joinRequest
+std::string camel_case(const std::string& snake) {
+  std::string out;
+  for (std::size_t i = 0; i < snake.size(); ++i)
+    out += snake[i] == '_' && i + 1 < snake.size() ? static_cast<char>(std::toupper(snake[++i]))
+                                                    : snake[i];
+  return out;
+}
+
+// Every alternative of `message` against its member of the envelope's union (in the same
+// order, of the same name).
 std::vector<std::string> problems_of_every_message() {
   std::vector<std::string> problems;
   auto body = capnp::Schema::from<schema::Envelope::Body>();
@@ -134,6 +146,9 @@ std::vector<std::string> problems_of_every_message() {
   for (auto field : body.getUnionFields()) {
     const auto index = field.getProto().getDiscriminantValue();
     if (index >= all.size()) continue;
+    if (camel_case(name_of(all[index])) != field.getProto().getName().cStr())
+      problems.push_back(std::string("Envelope.") + field.getProto().getName().cStr() +
+                         " holds a " + name_of(all[index]));
     std::visit(
       [&](auto& v) {
         checker::walk(field.getType().asStruct(), v,
@@ -182,6 +197,7 @@ TEST_CASE("protocol: the field check names a field left out, a wrong name and a 
   CHECK(problems_of<heartbeat_misnamed>() ==
         std::vector<std::string>{"Heartbeat.sequence is not in the schema",
                                  "Heartbeat.seq is not mapped"});
+  CHECK(camel_case("link_probe_result") == "linkProbeResult");
   auto mistyped = problems_of<heartbeat_mistyped>();
   REQUIRE(mistyped.size() == 1);
   CHECK(mistyped[0].find("Heartbeat.seq: the schema's type") == 0);
