@@ -2,9 +2,10 @@
 # Every control message between Sailor processes: the one source of the protocol.
 #
 # Each struct here has exactly one C++ struct in sailor/protocol/messages.hpp, field for field
-# (names in snake_case), and one encoder and decoder in protocol/src/. A process sends one
-# Envelope per frame over comm's transport (its control messages); bulk tensors travel
-# beside it as tensor frames, not in here.
+# (names in snake_case), and one field list in protocol/src/codec_fields.hpp that both the
+# encoder and the decoder walk (a field added here without its line there fails
+# codec_fields.test.cpp). A process sends one Envelope per frame over comm's transport (its
+# control messages); bulk tensors travel beside it as tensor frames, not in here.
 #
 # Version 4: one struct per message (the runtime's), refusal reasons, the notice deadline;
 #            no plan inside the training job (the role assignment of the same plan holds it).

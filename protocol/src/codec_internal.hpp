@@ -1,9 +1,7 @@
 #pragma once
 // What the encoder and the decoder share: the schema's namespace and the enum mappings.
 
-#include <optional>
-#include <string>
-#include <vector>
+#include <span>
 
 #include <sailor/protocol/schema/messages.capnp.h>
 
@@ -50,16 +48,16 @@ inline constexpr enum_pair<refuse_reason, s::RefuseReason> refuse_reasons[] = {
   {refuse_reason::unauthorized, s::RefuseReason::UNAUTHORIZED},
 };
 
-template <class A, class B, std::size_t N>
-B to_wire(const enum_pair<A, B> (&table)[N], A v) {
+template <class A, class B>
+B to_wire(std::span<const enum_pair<A, B>> table, A v) {
   for (auto& p : table)
     if (p.ours == v) return p.wire;
   return table[0].wire;
 }
 
 /// False when the peer sent a value this build does not know.
-template <class A, class B, std::size_t N>
-bool from_wire(const enum_pair<A, B> (&table)[N], B v, A& out) {
+template <class A, class B>
+bool from_wire(std::span<const enum_pair<A, B>> table, B v, A& out) {
   for (auto& p : table)
     if (p.wire == v) {
       out = p.ours;
@@ -67,44 +65,5 @@ bool from_wire(const enum_pair<A, B> (&table)[N], B v, A& out) {
     }
   return false;
 }
-
-// A list of the schema as a vector of ours, element by element (T constructed from each).
-template <class T, class Reader>
-std::vector<T> list_of(Reader r) {
-  std::vector<T> out;
-  out.reserve(r.size());
-  for (auto x : r) out.push_back(T(x));
-  return out;
-}
-
-// Zone links, in the training job and in the link probes' requests: the constant figures only
-// (a bandwidth curve stays behind).
-void put_zone_links(capnp::List<s::ZoneLink>::Builder b,
-                    const std::vector<config::zone_link>& v);
-std::vector<config::zone_link> get_zone_links(capnp::List<s::ZoneLink>::Reader r);
-
-// The parts of codec_write.cpp and codec_read.cpp that codec_scheduler.cpp reuses, and the
-// scheduler's messages (scheduler_messages.hpp) that it encodes and decodes.
-void put_inventory(s::NodeInventory::Builder b, const node_inventory& v);
-void put_plan(s::Plan::Builder b, const config::plan& p);
-node_inventory get_inventory(s::NodeInventory::Reader r);
-config::plan get_plan(s::Plan::Reader r);
-
-void put_scheduler(s::Envelope::Body::Builder b, const plan_request& v);
-void put_scheduler(s::Envelope::Body::Builder b, const plan_reply& v);
-void put_scheduler(s::Envelope::Body::Builder b, const availability_event& v);
-void put_scheduler(s::Envelope::Body::Builder b, const iteration_telemetry& v);
-void put_scheduler(s::Envelope::Body::Builder b, const plan_applied& v);
-void put_scheduler(s::Envelope::Body::Builder b, const plan_refused& v);
-void put_scheduler(s::Envelope::Body::Builder b, const replan_finished& v);
-void put_scheduler(s::Envelope::Body::Builder b, const scheduler_hello& v);
-void put_scheduler(s::Envelope::Body::Builder b, const scheduler_request& v);
-void put_scheduler(s::Envelope::Body::Builder b, const scheduler_reply& v);
-/// The link probes' messages (probe_messages.hpp): codec_probe.cpp.
-void put_probe(s::Envelope::Body::Builder b, const link_probe_request& v);
-void put_probe(s::Envelope::Body::Builder b, const link_probe_result& v);
-std::optional<message> get_probe(s::Envelope::Body::Reader b);
-/// One of the scheduler's messages; nothing when `b` holds another.
-std::optional<message> get_scheduler(s::Envelope::Body::Reader b);
 
 }  // namespace sailor::protocol::detail
