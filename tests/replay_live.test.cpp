@@ -15,17 +15,37 @@
 
 using namespace sailor::testing;
 
+namespace {
+
+// A trace of the two V100 zones of configs/clusters/aws-v100-spot*.yaml, a tick a minute, in
+// `dir`: `ticks` holds a line "tick,seconds,us-east-2b,us-west-2a" per tick.
+std::string write_two_zone_trace(const temp_dir& dir, const std::string& ticks) {
+  return dir.write("trace.csv", ",Timestamp,V100-16_us-east-2b,V100-16_us-west-2a\n" + ticks);
+}
+
+// `sailor replay --live` over `trace`, with `options` after it.
+std::string live_replay(const std::string& trace, const std::string& options) {
+  return sailor_bin() + " replay --live --trace " + trace + " " + options;
+}
+
+// The summary of `sailor replay --live` over `trace` on configs/clusters/`cluster`.yaml, a node
+// per zone, 120 trace-seconds per second (7 ticks in 3.5 s, from the first iteration on).
+nlohmann::json live_summary_on(const temp_dir& dir, const std::string& trace, const std::string& cluster) {
+  const std::string cluster_file = configs_dir() + "/clusters/" + cluster + ".yaml";
+  return run_with_summary(
+           live_replay(trace, "--cluster " + cluster_file + " --nodes-per-zone 1 --time-scale 120 --stall-timeout 30"),
+           dir, 90)
+    .summary;
+}
+
+}  // namespace
+
 TEST_CASE("sailor replay --live stops a node with notice on a fall and starts one on a rise") {
   temp_dir dir;
   // Two zones of one V100 each, a tick a minute: zone b falls at tick 2 and returns at tick 4.
-  auto trace = dir.write("trace.csv",
-                         ",Timestamp,V100-16_us-east-2b,V100-16_us-west-2a\n"
-                         "0,0,1,1\n1,60,1,1\n2,120,1,0\n3,180,1,0\n4,240,1,1\n5,300,1,1\n6,360,1,1\n");
-  // 120 trace-seconds per second: 7 ticks in 3.5 s, from the first iteration on.
-  auto j = run_with_summary(sailor_bin() + " replay --live --trace " + trace + " --cluster " + configs_dir() +
-                              "/clusters/aws-v100-spot.yaml --nodes-per-zone 1 --time-scale 120 --stall-timeout 30",
-                            dir, 90)
-             .summary;
+  auto trace = write_two_zone_trace(dir,
+                                   "0,0,1,1\n1,60,1,1\n2,120,1,0\n3,180,1,0\n4,240,1,1\n5,300,1,1\n6,360,1,1\n");
+  auto j = live_summary_on(dir, trace, "aws-v100-spot");
   CHECK(j["nodes_started"]["initially"] == 2);
   CHECK(j["nodes_started"]["by_the_trace"] == 1);
   CHECK(j["nodes_stopped"]["with_notice"] == 1);
@@ -59,18 +79,16 @@ TEST_CASE("sailor replay --live stops a node with notice on a fall and starts on
 TEST_CASE("sailor replay --live waits for capacity when every node is killed, and trains again when it returns") {
   temp_dir dir;
   // Both zones fall at tick 2 without notice (--kill-fraction 1) and return at tick 4.
-  auto trace = dir.write("trace.csv",
-                         ",Timestamp,V100-16_us-east-2b,V100-16_us-west-2a\n"
-                         "0,0,1,1\n1,60,1,1\n2,120,0,0\n3,180,0,0\n4,240,1,1\n5,300,1,1\n");
+  auto trace = write_two_zone_trace(dir,
+                                   "0,0,1,1\n1,60,1,1\n2,120,0,0\n3,180,0,0\n4,240,1,1\n5,300,1,1\n");
   // A slice without capacity at its start is refused, naming the option, the tick and the file.
-  auto refused = run_command(sailor_bin() + " replay --live --trace " + trace + " --from 2 --to 4", 30);
+  auto refused = run_command(live_replay(trace, "--from 2 --to 4"), 30);
   CHECK(refused.exit_code == 2);
   CHECK(refused.err.find("--from") != std::string::npos);
   CHECK(refused.err.find("tick 2") != std::string::npos);
   CHECK(refused.err.find("trace.csv") != std::string::npos);
-  auto [r, j] = run_with_summary(sailor_bin() + " replay --live --trace " + trace +
-                                   " --nodes-per-zone 1 --time-scale 120 --kill-fraction 1 --stall-timeout 30",
-                                 dir, 90);
+  auto [r, j] = run_with_summary(
+    live_replay(trace, "--nodes-per-zone 1 --time-scale 120 --kill-fraction 1 --stall-timeout 30"), dir, 90);
   CHECK(r.out.find("every node is gone: waiting for capacity") != std::string::npos);
   CHECK(j["nodes_stopped"]["without_notice"] == 2);
   CHECK(j["nodes_started"]["by_the_trace"] == 2);
@@ -87,14 +105,9 @@ TEST_CASE("sailor replay --live: an on-demand pool of the cluster keeps the job 
   // Both spot zones fall at tick 2 with notice and return at tick 4; aws-v100-spot-anchor adds
   // two on-demand V100-16s in us-east-2b (one node with --nodes-per-zone 1), which the trace
   // never touches.
-  auto trace = dir.write("trace.csv",
-                         ",Timestamp,V100-16_us-east-2b,V100-16_us-west-2a\n"
-                         "0,0,1,1\n1,60,1,1\n2,120,0,0\n3,180,0,0\n4,240,1,1\n5,300,1,1\n6,360,1,1\n");
-  auto j = run_with_summary(sailor_bin() + " replay --live --trace " + trace + " --cluster " + configs_dir() +
-                              "/clusters/aws-v100-spot-anchor.yaml --nodes-per-zone 1 --time-scale 120 "
-                              "--stall-timeout 30",
-                            dir, 90)
-             .summary;
+  auto trace = write_two_zone_trace(dir,
+                                   "0,0,1,1\n1,60,1,1\n2,120,0,0\n3,180,0,0\n4,240,1,1\n5,300,1,1\n6,360,1,1\n");
+  auto j = live_summary_on(dir, trace, "aws-v100-spot-anchor");
   CHECK(j["nodes_started"]["initially"] == 3);
   CHECK(j["nodes_stopped"]["with_notice"] == 2);
   CHECK(j["waits_for_capacity"] == 0);  // the anchor was there all along
@@ -119,12 +132,11 @@ TEST_CASE("sailor replay --live --policy restart_from_checkpoint restarts every 
   temp_dir dir;
   // Zone b falls at tick 2 and returns at tick 4; 2 s a tick, so that each restart is over
   // before the next change.
-  auto trace = dir.write("trace.csv",
-                         ",Timestamp,V100-16_us-east-2b,V100-16_us-west-2a\n"
-                         "0,0,1,1\n1,60,1,1\n2,120,1,0\n3,180,1,0\n4,240,1,1\n5,300,1,1\n6,360,1,1\n");
-  auto [r, j] = run_with_summary(sailor_bin() + " replay --live --policy restart_from_checkpoint --trace " + trace +
-                                   " --nodes-per-zone 1 --time-scale 30 --stall-timeout 30",
-                                 dir, 120);
+  auto trace = write_two_zone_trace(dir,
+                                   "0,0,1,1\n1,60,1,1\n2,120,1,0\n3,180,1,0\n4,240,1,1\n5,300,1,1\n6,360,1,1\n");
+  auto [r, j] = run_with_summary(
+    live_replay(trace, "--policy restart_from_checkpoint --nodes-per-zone 1 --time-scale 30 --stall-timeout 30"),
+    dir, 120);
   CHECK(j["policy"] == "restart_from_checkpoint");
   // The fall kills b's node (no hand-over), and a's is killed and started again; at the rise
   // a's new node is restarted once more beside b's new one.

@@ -49,6 +49,22 @@ std::vector<std::string> faults_coordinator_argv(const std::string& listen, cons
   return training_coordinator_argv(listen, train_dir, quorum, iterations, extra);
 }
 
+// The coordinator of a test job in `dir` on loopback over TCP, training in dir/train; `extra`
+// options follow.
+std::vector<std::string> job_coordinator_argv(const temp_dir& dir, int quorum, int iterations,
+                                              std::vector<std::string> extra = {}) {
+  extra.insert(extra.begin(), {"--transport", "tcp", "--token-file", job_token_file(dir)});
+  return faults_coordinator_argv("127.0.0.1:0", dir.path("train"), quorum, iterations, extra);
+}
+
+// A node of a test job in `dir` (its token file, logs in dir/logs) joining `join` from
+// local-a, its state in `state_dir`.
+std::vector<std::string> job_node_argv(const temp_dir& dir, const std::string& join, const std::string& name,
+                                       const std::string& state_dir) {
+  return node_argv(join, name, "local-a",
+                   {"--token-file", job_token_file(dir), "--state-dir", state_dir, "--log-dir", dir.path("logs")});
+}
+
 }  // namespace
 
 TEST_CASE("faults: a node its peers cannot reach at its advertised address is named and the job re-planned without it") {
@@ -107,18 +123,12 @@ TEST_CASE("faults: checkpoint writes failing on a read-only state folder are tol
   temp_dir dir;
   fs::create_directories(dir.path("ro-state"));
   const int iterations = 10;
-  child coordinator{faults_coordinator_argv("127.0.0.1:0", dir.path("train"), 2, iterations,
-                                     {"--transport", "tcp", "--token-file", job_token_file(dir)}),
-                    dir.path("coordinator.out"), dir.path("coordinator.err")};
+  child coordinator{job_coordinator_argv(dir, 2, iterations), dir.path("coordinator.out"), dir.path("coordinator.err")};
   const std::string join = "127.0.0.1:" + port_of(coordinator, "127.0.0.1");
-  auto faults_node_argv = [&](const std::string& name, const std::string& state) {
-    return node_argv(join, name, "local-a",
-                     {"--token-file", job_token_file(dir), "--state-dir", state, "--log-dir", dir.path("logs")});
-  };
-  child good{faults_node_argv("n1", dir.path("state")), dir.path("n1.out"), dir.path("n1.err")};
+  child good{job_node_argv(dir, join, "n1", dir.path("state")), dir.path("n1.out"), dir.path("n1.err")};
   // n2's state folder is a read-only mount, in a mount namespace of its own.
   std::string script = "mount -t tmpfs -o ro sailor-ro '" + dir.path("ro-state") + "' && exec";
-  for (auto& a : faults_node_argv("n2", dir.path("ro-state")))
+  for (auto& a : job_node_argv(dir, join, "n2", dir.path("ro-state")))
     script += " '" + a + "'";
   child readonly{{"/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c", script},
                  dir.path("n2.out"), dir.path("n2.err")};
@@ -140,24 +150,18 @@ TEST_CASE("faults: a checkpoint shard found corrupt when a plan restores it is s
   temp_dir dir;
   // First run: one node trains 4 iterations, a checkpoint after each.
   {
-    child coordinator{faults_coordinator_argv("127.0.0.1:0", dir.path("train"), 1, 4, {"--transport", "tcp", "--token-file", job_token_file(dir)}),
-                      dir.path("c1.out"), dir.path("c1.err")};
+    child coordinator{job_coordinator_argv(dir, 1, 4), dir.path("c1.out"), dir.path("c1.err")};
     const std::string join = "127.0.0.1:" + port_of(coordinator, "127.0.0.1");
-    child node{node_argv(join, "n1", "local-a",
-                      {"--token-file", job_token_file(dir), "--state-dir", dir.path("s1"), "--log-dir", dir.path("logs")}),
-               dir.path("n1a.out"), dir.path("n1a.err")};
+    child node{job_node_argv(dir, join, "n1", dir.path("s1")), dir.path("n1a.out"), dir.path("n1a.err")};
     INFO(coordinator.err());
     REQUIRE(coordinator.wait_exit(120s) == 0);
     CHECK(node.wait_exit(30s) >= 0);
   }
   // Second run, 6 iterations: n1 offers its shards (they verify when it joins); then the
   // newest is corrupted, and n2's join makes the plan that restores it.
-  child coordinator{faults_coordinator_argv("127.0.0.1:0", dir.path("train"), 2, 6, {"--transport", "tcp", "--token-file", job_token_file(dir)}),
-                    dir.path("c2.out"), dir.path("c2.err")};
+  child coordinator{job_coordinator_argv(dir, 2, 6), dir.path("c2.out"), dir.path("c2.err")};
   const std::string join = "127.0.0.1:" + port_of(coordinator, "127.0.0.1");
-  child n1{node_argv(join, "n1", "local-a",
-                      {"--token-file", job_token_file(dir), "--state-dir", dir.path("s1"), "--log-dir", dir.path("logs")}),
-           dir.path("n1b.out"), dir.path("n1b.err")};
+  child n1{job_node_argv(dir, join, "n1", dir.path("s1")), dir.path("n1b.out"), dir.path("n1b.err")};
   REQUIRE(eventually(60s, [&] { return coordinator.err().find("node n1 joined") != std::string::npos; }));
   fs::path shard;
   for (auto& e : fs::recursive_directory_iterator(fs::path(dir.path("s1")) / "checkpoints"))
@@ -171,9 +175,7 @@ TEST_CASE("faults: a checkpoint shard found corrupt when a plan restores it is s
     std::mt19937 rng(7);
     for (int i = 0; i < 4096; ++i) io.put(static_cast<char>(rng()));
   }
-  child n2{node_argv(join, "n2", "local-a",
-                      {"--token-file", job_token_file(dir), "--state-dir", dir.path("s2"), "--log-dir", dir.path("logs")}),
-           dir.path("n2.out"), dir.path("n2.err")};
+  child n2{job_node_argv(dir, join, "n2", dir.path("s2")), dir.path("n2.out"), dir.path("n2.err")};
   const int code = coordinator.wait_exit(150s);
   const auto out = coordinator.out();
   const auto log = coordinator.err();
@@ -189,16 +191,12 @@ TEST_CASE("faults: a checkpoint shard found corrupt when a plan restores it is s
 
 TEST_CASE("faults: across re-plans each node keeps a bounded number of plan folders") {
   temp_dir dir;
-  child coordinator{faults_coordinator_argv("127.0.0.1:0", dir.path("train"), 3, 100000,
-                                     {"--transport", "tcp", "--token-file", job_token_file(dir), "--settle-s", "5"}),
-                    dir.path("c.out"), dir.path("c.err")};
+  child coordinator{job_coordinator_argv(dir, 3, 100000, {"--settle-s", "5"}), dir.path("c.out"), dir.path("c.err")};
   const std::string join = "127.0.0.1:" + port_of(coordinator, "127.0.0.1");
   auto start = [&](int k) {
     const std::string name = "n" + std::to_string(k);
-    return std::make_unique<child>(
-      node_argv(join, name, "local-a",
-                {"--token-file", job_token_file(dir), "--state-dir", dir.path("state-" + name), "--log-dir", dir.path("logs")}),
-      dir.path(name + ".out"), dir.path(name + ".err"));
+    return std::make_unique<child>(job_node_argv(dir, join, name, dir.path("state-" + name)),
+                                   dir.path(name + ".out"), dir.path(name + ".err"));
   };
   std::vector<std::unique_ptr<child>> nodes;
   for (int k = 0; k < 3; ++k)

@@ -235,10 +235,13 @@ TEST_CASE("sailor coordinator --train-dir: the validation curve in the progress 
 TEST_CASE("sailor train and sailor coordinator refuse bad data before planning, naming the file") {
   temp_dir dir;
   const auto model_file = dir.write("model.yaml", text_model);
+  // `sailor train` of the job in `job_file`: one node, one zone.
+  auto train = [&model_file](const std::string& job_file) {
+    return run_command(sailor_bin() + " train --model " + model_file + " --job " + job_file + " --nodes 1 --zones 1", 60);
+  };
   SUBCASE("a missing file") {
     const auto job_file = dir.write("job.yaml", text_job(dir.path("nowhere.txt"), 4));
-    auto r = run_command(sailor_bin() + " train --model " + model_file + " --job " + job_file +
-                           " --nodes 1 --zones 1", 60);
+    auto r = train(job_file);
     INFO(r.out);
     INFO(r.err);
     CHECK(r.exit_code == 2);
@@ -257,8 +260,7 @@ TEST_CASE("sailor train and sailor coordinator refuse bad data before planning, 
     for (int k = 0; k < 2000; ++k) text += static_cast<char>('0' + k % 75);  // 75 symbols
     const auto data = dir.write("wide.txt", text);
     const auto job_file = dir.write("job.yaml", text_job(data, 4));
-    auto r = run_command(sailor_bin() + " train --model " + model_file + " --job " + job_file +
-                           " --nodes 1 --zones 1", 60);
+    auto r = train(job_file);
     INFO(r.out);
     INFO(r.err);
     CHECK(r.exit_code == 2);

@@ -212,6 +212,24 @@ std::string to_yaml(const plan& p) {
   return std::string(out.c_str()) + "\n";
 }
 
+namespace {
+
+// The fields of made_for, in the order a plan file writes them.
+struct origin_field {
+  const char* key;
+  std::string plan_origin::*member;
+};
+constexpr origin_field origin_fields[] = {
+  {"model", &plan_origin::model},
+  {"cluster", &plan_origin::cluster},
+  {"job", &plan_origin::job},
+  {"sailor_data", &plan_origin::sailor_data},
+  {"quotas", &plan_origin::quotas},
+  {"profile", &plan_origin::profile},
+};
+
+}  // namespace
+
 result<plan_origin> load_plan_origin(const std::string& path) {
   return guarded<plan_origin>([&] {
     yaml_reader r(path);
@@ -221,12 +239,7 @@ result<plan_origin> load_plan_origin(const std::string& path) {
     if (!m.IsDefined() || m.IsNull()) return o;
     r.expect_map(m, "made_for");
     r.only_keys(m, "made_for", {"model", "cluster", "job", "sailor_data", "quotas", "profile"});
-    o.model = r.opt_string(m, "made_for", "model").value_or("");
-    o.cluster = r.opt_string(m, "made_for", "cluster").value_or("");
-    o.job = r.opt_string(m, "made_for", "job").value_or("");
-    o.sailor_data = r.opt_string(m, "made_for", "sailor_data").value_or("");
-    o.quotas = r.opt_string(m, "made_for", "quotas").value_or("");
-    o.profile = r.opt_string(m, "made_for", "profile").value_or("");
+    for (const auto& [key, member] : origin_fields) o.*member = r.opt_string(m, "made_for", key).value_or("");
     return o;
   });
 }
@@ -234,15 +247,8 @@ result<plan_origin> load_plan_origin(const std::string& path) {
 std::string to_yaml(const plan_origin& origin) {
   YAML::Emitter out;
   out << YAML::BeginMap << YAML::Key << "made_for" << YAML::Value << YAML::BeginMap;
-  auto field = [&](const char* key, const std::string& value) {
-    if (!value.empty()) out << YAML::Key << key << YAML::Value << value;
-  };
-  field("model", origin.model);
-  field("cluster", origin.cluster);
-  field("job", origin.job);
-  field("sailor_data", origin.sailor_data);
-  field("quotas", origin.quotas);
-  field("profile", origin.profile);
+  for (const auto& [key, member] : origin_fields)
+    if (!(origin.*member).empty()) out << YAML::Key << key << YAML::Value << origin.*member;
   out << YAML::EndMap << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
