@@ -16,8 +16,8 @@
 //
 // The recovery model's figures and where they come from: planner/spot_replay.hpp. Ours is
 // priced as the runtime recovers now (growth and survivors from memory, a lost stage from the
-// checkpoint); the row "ours, node-local ckpt" as it keeps checkpoints across machines today
-// (only on the nodes that wrote them: a lost stage or every node gone starts over).
+// checkpoint, or from the coordinator's copy when every node is gone: --keep-checkpoints); the
+// row "ours, node-local ckpt" without the coordinator's copy (every node gone starts over).
 //
 // Measured Nov 25 (load 9): ours (liveput) / restart_from_checkpoint 1.00x (single zones and
 // three zones, falls with notice), 1.00-1.05x with half without (1.5x NOT met: 1,550-6,900 s
@@ -137,8 +137,8 @@ int run_one(const std::string& name, const std::vector<std::string>& files, cons
     replay.set_recovery(node_local);
     print_row("ours, node-local ckpt*", replay.run(spot_policy::ours, spot_objective::liveput));
     replay.set_recovery(rec);
-    std::printf("  * ours with checkpoints only on the nodes that wrote them (the runtime across machines today): a "
-                "whole stage lost without notice, or every node gone, starts over\n");
+    std::printf("  * ours with checkpoints only on the nodes (a coordinator without --keep-checkpoints): every node "
+                "gone starts over\n");
   }
   const double ipd = live.iterations_per_dollar();
   if (restart.iterations_per_dollar() > 0) target("ours (liveput) / restart_from_checkpoint", ipd / restart.iterations_per_dollar(), 1.5);

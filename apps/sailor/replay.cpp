@@ -133,8 +133,8 @@ void add_replay(CLI::App& app, command_set& commands) {
   sub->add_flag("--json", sp.as_json, "Print one JSON object: ours, ours_peak_throughput, restart_from_checkpoint, static, on_demand");
   sub->add_option("--objective", sp.objective, "How ours chooses plans: liveput (expected throughput under preemption) or throughput");
   sub->add_flag("--node-local-checkpoints", [&rec](std::int64_t) { rec.checkpoints_outlive_nodes = false; },
-                "Ours keeps checkpoints on the nodes that wrote them (the runtime across machines today): a whole stage "
-                "lost without notice, or every node gone, starts over from iteration 0");
+                "Ours keeps checkpoints only on the nodes (a coordinator without --keep-checkpoints): every node gone "
+                "starts over from iteration 0 (a whole stage lost resumes from the copies on another stage)");
   sub->add_option("--target-iterations", sp.target_iterations, "Report when each policy has completed this many iterations")
       ->check(positive_number());
   sub->add_flag("--changes", sp.changes, "Every change of plan of ours (with --json: of every policy)");

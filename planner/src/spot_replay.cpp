@@ -239,8 +239,8 @@ void spot_replayer::handle_preemption(state& s, int tick, spot_policy policy, sp
   if (policy == spot_policy::ours) {
     rollback = nn ? !survivors_hold_every_layer(old->plan, timeline_.columns, s.held, counts) : !saved_in_notice;
     lost = rollback ? old->throughput * s.since_checkpoint_s : (nn ? 0.5 : 0.0);  // nn: the iteration in flight
-    if (!rec_.checkpoints_outlive_nodes && (rollback || every_node_gone(s.held, counts)))
-      lost = s.totals.iterations;  // the checkpoint was on the nodes that left: from the start
+    if (!rec_.checkpoints_outlive_nodes && every_node_gone(s.held, counts))
+      lost = s.totals.iterations;  // the checkpoint and its copies left with the nodes
   } else {
     rollback = !saved_in_notice;
     lost = rollback ? old->throughput * s.since_checkpoint_s : 0.0;

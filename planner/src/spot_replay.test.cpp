@@ -184,7 +184,7 @@ TEST_CASE("the host figures reach the simulated replay: ranks sharing fewer core
   CHECK(slow.training_s == doctest::Approx(fast.training_s).epsilon(0.01));
 }
 
-TEST_CASE("checkpoints only on the nodes that wrote them: a fall of every node starts over") {
+TEST_CASE("checkpoints only on the nodes: a fall of every node starts over, a fall of one zone does not") {
   auto t = two_zone_timeline();
   t.counts = {{8, 8}, {0, 0}, {8, 8}};  // every GPU gone for an hour, with notice
   auto rec = fixed_recovery(0);
@@ -200,6 +200,17 @@ TEST_CASE("checkpoints only on the nodes that wrote them: a fall of every node s
   // The first hour's iterations are lost with the nodes that held their state.
   CHECK(node_local.lost_iterations == doctest::Approx(full.throughput * 3600).epsilon(0.01));
   CHECK(node_local.iterations == doctest::Approx(kept.iterations - node_local.lost_iterations).epsilon(0.01));
+  // A zone lost without notice while the other stays: the other stage's nodes hold copies
+  // of the checkpoint, so node-local checkpoints roll back no further than kept ones.
+  t.counts = {{8, 8}, {8, 0}, {8, 8}};
+  auto sudden = fixed_recovery(1);
+  spot_replayer partial(two_zone_problem(), t, sudden);
+  const auto kept_partial = partial.run(spot_policy::ours);
+  sudden.checkpoints_outlive_nodes = false;
+  partial.set_recovery(sudden);
+  const auto local_partial = partial.run(spot_policy::ours);
+  CHECK(local_partial.lost_iterations == doctest::Approx(kept_partial.lost_iterations));
+  CHECK(local_partial.iterations == doctest::Approx(kept_partial.iterations));
   CHECK(every_node_gone({8, 8}, {0, 0}));
   CHECK_FALSE(every_node_gone({8, 0}, {1, 0}));
 }

@@ -61,13 +61,12 @@ struct recovery_model {
   /// Fraction of the ticks with a drop whose preemptions come without notice (spread evenly
   /// over the trace, the same ticks for every policy).
   double no_notice_fraction = 0;
-  /// Checkpoints are kept where they outlive the nodes that wrote them (shared or object
-  /// storage, as restart_from_checkpoint assumes of Sailor and Varuna). false: as our runtime
-  /// keeps them across machines today, each node in its own state folder (README "Preemption
-  /// and growth"): when the survivors lack some layer (a whole stage lost without notice) or
-  /// no node of the plan is left (every one gone, with notice or not), no node holds those
-  /// layers' checkpoint either and the job starts over from iteration 0 (an upper bound: an
-  /// older plan's checkpoint on a surviving node may still hold them).
+  /// Checkpoints are kept where they outlive every node (`sailor coordinator
+  /// --keep-checkpoints`, or shared or object storage, as restart_from_checkpoint assumes of
+  /// Sailor and Varuna). false: only on the nodes (each in its own state folder, each shard
+  /// copied to a node of another stage; README "Preemption and growth"): a whole stage lost
+  /// still resumes from the checkpoint, but when no node of the plan is left (every one gone,
+  /// with notice or not) the job starts over from iteration 0.
   bool checkpoints_outlive_nodes = true;
 };
 
