@@ -9,18 +9,6 @@
 
 namespace sailor::app {
 
-namespace {
-
-// The keeper and the transport its shard server runs on, destroyed in that order; shared by
-// whoever holds the keeper (the supervisor's options), which may outlive the caller.
-struct keeper_service {
-  std::unique_ptr<comm::transport> transport;
-  std::unique_ptr<train::checkpoint_keeper> keeper;
-  ~keeper_service() { keeper.reset(); }
-};
-
-}  // namespace
-
 int start_keeper(const coordinator_args& args, const coordinator_inputs& in,
                  const std::string& token, actors::supervisor_options& supervisor) {
   if (!args.keep_checkpoints)
@@ -30,7 +18,6 @@ int start_keeper(const coordinator_args& args, const coordinator_inputs& in,
                          "checkpoints go under it)\n");
     return exit_bad_input;
   }
-  auto service = std::make_shared<keeper_service>();
   auto transport = actors::make_transport(args.transport, "coordinator-keeper", "", token,
                                           in.listen.host, args.tls);
   if (!transport) {
@@ -38,21 +25,19 @@ int start_keeper(const coordinator_args& args, const coordinator_inputs& in,
                  transport.error().message.c_str());
     return exit_bad_input;
   }
-  service->transport = std::move(*transport);
   train::checkpoint_keeper_options o;
   o.state_dir = (std::filesystem::absolute(args.train_dir) / "kept").string();
   o.host = in.listen.host;
   o.timeout = std::chrono::milliseconds{static_cast<std::int64_t>(args.peer_timeout_s * 1000)};
-  auto keeper = train::checkpoint_keeper::start(*service->transport, o);
+  auto keeper = train::checkpoint_keeper::start(std::move(*transport), o);
   if (!keeper) {
     std::fprintf(stderr, "sailor coordinator: --keep-checkpoints: %s\n",
                  keeper.error().to_string().c_str());
     return exit_bad_input;
   }
-  service->keeper = std::move(*keeper);
-  supervisor.keeper = std::shared_ptr<train::checkpoint_keeper>(service, service->keeper.get());
+  supervisor.keeper = *keeper;
   std::printf("sailor coordinator: keeping the job's checkpoints in %s (served on %s)\n",
-              o.state_dir.c_str(), service->keeper->address().c_str());
+              o.state_dir.c_str(), supervisor.keeper->address().c_str());
   return exit_done;
 }
 

@@ -12,6 +12,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include "sailor/comm/auth.hpp"
+#include "sailor/train/checkpoint_keeper.hpp"
 
 namespace sailor::app {
 
@@ -118,6 +119,18 @@ status local_cluster::start(actors::coordinator_options options, const dashboard
     return sailor::error::failed("coordinator: " + made.error().message);
   transport_ = std::move(*made);
   options.transport = transport_.get();
+  if (share_nothing_) {
+    auto keeper_transport = actors::make_transport("tcp", "coordinator-keeper", "", token, options.host);
+    if (!keeper_transport)
+      return sailor::error::failed("checkpoint keeper: " + keeper_transport.error().message);
+    train::checkpoint_keeper_options k;
+    k.state_dir = (work_ / "kept").string();
+    k.host = options.host;
+    auto keeper = train::checkpoint_keeper::start(std::move(*keeper_transport), k);
+    if (!keeper)
+      return keeper.error();
+    options.supervisor.keeper = *keeper;
+  }
   auto board = options.supervisor.board;
   auto started = actors::coordinator::start(*system_, std::move(options));
   if (!started)
@@ -159,10 +172,11 @@ status local_cluster::spawn_node(const std::string& node_binary, const std::stri
   c.name = name;
   c.log = (work_ / (c.name + ".log")).string();
   // One state folder for the nodes of this machine: the last plan's checkpoint is then
-  // whole in one place, for the sample at the end.
+  // whole in one place, for the sample at the end (unless they share nothing).
+  const auto state = share_nothing_ ? work_ / name : work_;
   c.pid = spawn({node_binary, "--join", "127.0.0.1:" + std::to_string(port()), "--zone", zone,
                  "--devices", "cpu:1", "--name", c.name, "--transport", "tcp", "--token-file",
-                 token_file_.string(), "--state-dir", work_.string(), "--log-dir",
+                 token_file_.string(), "--state-dir", state.string(), "--log-dir",
                  "",  // its log is c.log already
                  "--slowdown-file", (work_ / (c.name + ".slowdown")).string(), "--link-file",
                  (work_ / (c.name + ".links")).string()},

@@ -99,6 +99,10 @@ public:
   void hold(double seconds);
 
   caf::actor_system& system() { return *system_; }
+  /// Before start(): each node gets a state folder of its own (work/<name>), as on machines
+  /// that share nothing, and the coordinator keeps a copy of every checkpoint (work/kept,
+  /// train/checkpoint_keeper.hpp), so that a job whose every node is gone resumes from it.
+  void nodes_share_nothing() { share_nothing_ = true; }
   /// Starts the coordinator on a free loopback port over comm's TCP transport with a fresh job
   /// token (written to the work folder for the nodes), and the dashboard on its board.
   status start(actors::coordinator_options options, const dashboard_args& dashboard,
@@ -136,6 +140,7 @@ private:
   std::unique_ptr<actors::runtime_config> config_;
   std::unique_ptr<caf::actor_system> system_;
   std::unique_ptr<comm::transport> transport_;  // the coordinator's; outlives it
+  bool share_nothing_ = false;
   std::filesystem::path token_file_;            // the job token, for the nodes
   std::unique_ptr<actors::coordinator> coordinator_;
   std::unique_ptr<dashboard> web_;

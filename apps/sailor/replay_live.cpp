@@ -479,6 +479,9 @@ int run_live_replay(const live_replay_options& opt) {
   auto options = coordinator_options_for(*in, args, settings, events,
                                          planning_inputs_for(*in, args, cluster.work(), std::make_shared<live_loop>()));
   options.supervisor.quorum = script->initial_nodes();
+  // Nodes that come and go as machines do: nothing shared but the network, and the job's
+  // checkpoints kept by the coordinator, which outlasts them.
+  cluster.nodes_share_nothing();
   if (auto err = cluster.start(std::move(options), args.dashboard, in->cluster, in->model))
     return cluster.cleanup(fail(err->message), args.keep_logs);
   if (cluster.web()) std::printf("  dashboard on %s\n", cluster.web()->url().c_str());

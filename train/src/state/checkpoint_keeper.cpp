@@ -87,6 +87,15 @@ result<std::unique_ptr<checkpoint_keeper>> checkpoint_keeper::start(
   return self;
 }
 
+result<std::shared_ptr<checkpoint_keeper>> checkpoint_keeper::start(
+  std::unique_ptr<comm::transport> transport, checkpoint_keeper_options options) {
+  auto keeper = start(*transport, std::move(options));
+  if (!keeper)
+    return keeper.error();
+  (*keeper)->owned_transport_ = std::move(transport);
+  return std::shared_ptr<checkpoint_keeper>(std::move(*keeper));
+}
+
 checkpoint_keeper::~checkpoint_keeper() {
   {
     std::lock_guard lock{mu_};

@@ -53,6 +53,10 @@ public:
   static result<std::unique_ptr<checkpoint_keeper>> start(comm::transport& transport,
                                                           checkpoint_keeper_options options,
                                                           kept_fn on_kept = {});
+  /// The same on a transport of its own, which lives as long as the keeper (a keeper shared
+  /// with a supervisor may outlive whoever made it).
+  static result<std::shared_ptr<checkpoint_keeper>> start(std::unique_ptr<comm::transport> transport,
+                                                          checkpoint_keeper_options options);
   ~checkpoint_keeper();
   checkpoint_keeper(const checkpoint_keeper&) = delete;
   checkpoint_keeper& operator=(const checkpoint_keeper&) = delete;
@@ -78,6 +82,7 @@ private:
   void loop();
   void fetched(const std::string& file);
 
+  std::unique_ptr<comm::transport> owned_transport_;  // when it owns transport_: freed last
   comm::transport& transport_;
   const checkpoint_keeper_options options_;
   std::unique_ptr<shard_server> server_;
