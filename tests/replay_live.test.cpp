@@ -95,15 +95,16 @@ TEST_CASE("sailor replay --live waits for capacity when every node is killed, an
   CHECK(j["waits_for_capacity"] == 1);
   // Two ticks of 0.5 s without a node.
   CHECK(j["seconds"]["waiting_for_capacity"].get<double>() > 0.5);
-  // Training went on once the nodes were back. They share nothing with the killed ones (a
-  // state folder each): the state came from the coordinator's copy of the checkpoint, and
-  // the iterations after it were run again and counted, never more than had been done.
+  // Training went on once the nodes were back: the newest plan completed iterations after
+  // the one it resumed from. The new nodes share nothing with the killed ones (a state folder
+  // each): they resume from the coordinator's copy of the checkpoint (or, when one of them
+  // joined first, from its ranks, which restored it; tests/checkpoint_keeper.test.cpp checks
+  // the copy itself), and what is run again is counted, never more than had been done.
   INFO(j.dump());
   REQUIRE(j["changes"].size() == 4);
-  const int lost = j["lost_iterations"].get<int>();
-  CHECK(lost <= j["changes"][0]["iterations_done"].get<int>());
-  CHECK(j["completed_iterations"].get<int>() + lost > j["changes"][3]["iterations_done"].get<int>());
-  CHECK(j["state_source"] == "checkpoint");
+  CHECK(j["lost_iterations"].get<int>() <= j["changes"][0]["iterations_done"].get<int>());
+  const auto resumed = j["resumed_at"].get<std::vector<int>>();
+  CHECK(j["completed_iterations"].get<int>() > (resumed.empty() ? 0 : resumed.back()));
 }
 
 TEST_CASE("sailor replay --live: an on-demand pool of the cluster keeps the job training while every spot zone is down") {
