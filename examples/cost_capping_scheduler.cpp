@@ -18,7 +18,7 @@
 
 #include "sailor/actors/placement.hpp"
 #include "sailor/actors/runtime.hpp"
-#include "local_cluster.hpp"
+#include "in_process_nodes.hpp"
 
 using namespace sailor::actors;
 using namespace std::chrono_literals;

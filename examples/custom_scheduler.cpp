@@ -16,7 +16,7 @@
 
 #include "sailor/actors/runtime.hpp"
 #include "sailor/actors/scheduler_api.hpp"
-#include "local_cluster.hpp"
+#include "in_process_nodes.hpp"
 #include "zone_affine.hpp"
 
 using namespace sailor::actors;

@@ -24,7 +24,7 @@
 #include "sailor/actors/runtime.hpp"
 #include "sailor/comm/auth.hpp"
 #include "sailor/comm/transport.hpp"
-#include "local_cluster.hpp"
+#include "in_process_nodes.hpp"
 
 using namespace sailor::actors;
 using namespace std::chrono_literals;
