@@ -13,12 +13,12 @@
 #include <cstdlib>
 #include <map>
 #include <string>
-#include <thread>
 
 #include <caf/all.hpp>
 
 #include "sailor/actors/placement.hpp"
 #include "sailor/actors/runtime.hpp"
+#include "in_process_nodes.hpp"
 
 using namespace sailor::actors;
 using namespace std::chrono_literals;
@@ -109,17 +109,6 @@ scheduler_actor::behavior_type cost_capping_scheduler(cost_cap self, double budg
   };
 }
 
-std::optional<cluster_status> wait_for(caf::actor_system& system, std::uint16_t port,
-                                       std::function<bool(const cluster_status&)> ready) {
-  auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (auto s = query_status(system, "127.0.0.1", port, 2s); s && ready(*s))
-      return *s;
-    std::this_thread::sleep_for(50ms);
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -154,21 +143,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto port = (*coord)->port();
-  std::vector<std::unique_ptr<node>> nodes;
-  for (auto [name, zone, gpu] : {std::tuple{"a1", "local-a", "CPU"}, {"a2", "local-a", "CPU"},
-                                 {"b1", "local-b", "CPU-XL"}}) {
-    node_agent_options agent;
-    agent.inventory = node_inventory{name, zone, gpu, "localhost", {{0, "cpu", 1ull << 30}},
-                                     "", {}};
-    auto n = node::start(system, "127.0.0.1", port, std::move(agent));
-    if (!n) {
-      std::fprintf(stderr, "node %s: %s\n", name, n.error().message.c_str());
-      return 1;
-    }
-    nodes.push_back(std::move(*n));
+  auto nodes = examples::start_nodes(
+    system, port, {{"a1", "local-a", "CPU"}, {"a2", "local-a", "CPU"}, {"b1", "local-b", "CPU-XL"}});
+  if (!nodes) {
+    std::fprintf(stderr, "%s\n", nodes.error().message.c_str());
+    return 1;
   }
   // Under budget: a second plan, running, without b1.
-  auto done = wait_for(system, port, [](const cluster_status& s) {
+  auto done = examples::wait_for(system, port, [](const cluster_status& s) {
     if (s.phase != "running" || s.plan_version < 2)
       return false;
     for (auto& n : s.nodes)

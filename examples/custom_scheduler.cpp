@@ -11,35 +11,18 @@
 #include <cstdio>
 #include <map>
 #include <string>
-#include <thread>
 
 #include <caf/all.hpp>
 
 #include "sailor/actors/runtime.hpp"
 #include "sailor/actors/scheduler_api.hpp"
+#include "in_process_nodes.hpp"
 #include "zone_affine.hpp"
 
 using namespace sailor::actors;
 using namespace std::chrono_literals;
 
 namespace {
-
-// Polls the coordinator until `ready` holds; bounded.
-template <class Predicate>
-bool wait_for(caf::actor_system& system, std::uint16_t port, Predicate ready,
-              cluster_status& last) {
-  auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto s = query_status(system, "127.0.0.1", port, 2s);
-    if (s) {
-      last = *s;
-      if (ready(last))
-        return true;
-    }
-    std::this_thread::sleep_for(50ms);
-  }
-  return false;
-}
 
 void print(const cluster_status& s) {
   std::printf("phase %s, plan v%lld, %d/%d stage actors ready\n%s\n", s.phase.c_str(),
@@ -77,42 +60,34 @@ int main(int argc, char** argv) {
   }
   auto port = (*coord)->port();
 
-  std::vector<std::unique_ptr<node>> nodes;
-  for (auto [name, zone] : {std::pair{"a1", "local-a"}, std::pair{"a2", "local-a"},
-                            std::pair{"b1", "local-b"}, std::pair{"b2", "local-b"}}) {
-    node_agent_options agent;
-    agent.inventory.name = name;
-    agent.inventory.zone = zone;
-    agent.inventory.gpu_type = "CPU";
-    agent.inventory.host = "localhost";
-    agent.inventory.devices = {{0, "cpu", 1ull << 30}, {1, "cpu", 1ull << 30}};
-    auto n = node::start(system, "127.0.0.1", port, std::move(agent));
-    if (!n) {
-      std::fprintf(stderr, "node %s: %s\n", name, n.error().message.c_str());
-      return 1;
-    }
-    nodes.push_back(std::move(*n));
+  auto nodes = examples::start_nodes(system, port,
+                                     {{"a1", "local-a", "CPU", 2}, {"a2", "local-a", "CPU", 2},
+                                      {"b1", "local-b", "CPU", 2}, {"b2", "local-b", "CPU", 2}});
+  if (!nodes) {
+    std::fprintf(stderr, "%s\n", nodes.error().message.c_str());
+    return 1;
   }
 
-  cluster_status status;
   auto all_ready = [](const cluster_status& s) {
     return s.phase == "running" && s.roles_total > 0 && s.roles_ready == s.roles_total;
   };
-  if (!wait_for(system, port, all_ready, status)) {
+  auto first = examples::wait_for(system, port, all_ready);
+  if (!first) {
     std::fprintf(stderr, "roles were not all assigned in time\n");
     return 1;
   }
-  print(status);
+  print(*first);
 
   std::printf("preempting node b2\n");
-  caf::anon_send(nodes.back()->agent(), preempt_atom::value);
+  caf::anon_send(nodes->back()->agent(), preempt_atom::value);
   auto replanned = [&](const cluster_status& s) { return all_ready(s) && s.plan_version >= 2; };
-  if (!wait_for(system, port, replanned, status)) {
+  auto second = examples::wait_for(system, port, replanned);
+  if (!second) {
     std::fprintf(stderr, "no new plan in time\n");
     return 1;
   }
-  print(status);
-  nodes.clear();
+  print(*second);
+  nodes->clear();
   coord->reset();
   caf::anon_send_exit(options.supervisor.scheduler, caf::exit_reason::user_shutdown);
   return 0;

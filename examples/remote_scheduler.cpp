@@ -24,6 +24,7 @@
 #include "sailor/actors/runtime.hpp"
 #include "sailor/comm/auth.hpp"
 #include "sailor/comm/transport.hpp"
+#include "in_process_nodes.hpp"
 
 using namespace sailor::actors;
 using namespace std::chrono_literals;
@@ -106,17 +107,6 @@ scheduler_actor::behavior_type candidate_scheduler(candidate_pointer self,
   };
 }
 
-std::optional<cluster_status> wait_for(caf::actor_system& system, std::uint16_t port,
-                                       const std::function<bool(const cluster_status&)>& ready) {
-  auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (auto s = query_status(system, "127.0.0.1", port, 2s); s && ready(*s))
-      return *s;
-    std::this_thread::sleep_for(50ms);  // sleep override: polls another actor system, bounded
-  }
-  return std::nullopt;
-}
-
 int fail(const char* why) {
   std::fprintf(stderr, "remote_scheduler: check failed: %s\n", why);
   return 1;
@@ -142,17 +132,12 @@ int self_check() {
                                           system.spawn(candidate_scheduler, counts));
   if (!remote)
     return fail(remote.error().message.c_str());
-  std::vector<std::unique_ptr<node>> nodes;
-  for (auto name : {"n1", "n2"}) {
-    node_agent_options agent;
-    agent.inventory = {name, "local-a", "CPU", "localhost", {{0, "cpu", 1ull << 30}}, "", {}};
-    auto n = node::start(system, "127.0.0.1", (*coord)->port(), agent);
-    if (!n)
-      return fail(n.error().message.c_str());
-    nodes.push_back(std::move(*n));
-  }
+  auto nodes = examples::start_nodes(system, (*coord)->port(),
+                                     {{"n1", "local-a"}, {"n2", "local-a"}});
+  if (!nodes)
+    return fail(nodes.error().message.c_str());
   auto running = [](const cluster_status& s) { return s.phase == "running"; };
-  auto first = wait_for(system, (*coord)->port(), running);
+  auto first = examples::wait_for(system, (*coord)->port(), running);
   if (!first || counts->applied_by_scheduler == 0)
     return fail("no plan of the remote scheduler's ran within 20 s");
   for (int i = 0; i < 200 && counts->answers == 0; ++i)
@@ -162,8 +147,8 @@ int self_check() {
   std::printf("check: plan v%lld of the remote scheduler runs: %s\n",
               static_cast<long long>(first->plan_version), first->plan_summary.c_str());
   (*remote).reset();  // the scheduler's process goes
-  nodes.pop_back();  // and then a node: the built-in planner re-plans
-  auto after = wait_for(system, (*coord)->port(), [&](const cluster_status& s) {
+  nodes->pop_back();  // and then a node: the built-in planner re-plans
+  auto after = examples::wait_for(system, (*coord)->port(), [&](const cluster_status& s) {
     return s.phase == "running" && s.plan_version > first->plan_version;
   });
   if (!after)

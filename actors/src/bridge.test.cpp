@@ -224,27 +224,41 @@ std::unique_ptr<sailor::comm::transport> make_comm(const std::string& kind, cons
   return t ? std::move(*t) : nullptr;
 }
 
+// Both processes with a comm transport of one kind, which each test's subcases pick ("ucx",
+// "tcp") through `open`. Bridges over them must be gone before the transports are.
+struct two_transports : two_processes {
+  std::unique_ptr<sailor::comm::transport> transport_a;  // process a's: the server's
+  std::unique_ptr<sailor::comm::transport> transport_b;  // process b's: the client's
+  void open(const std::string& kind) {
+    transport_a = make_comm(kind, "server");
+    transport_b = make_comm(kind, "client");
+    REQUIRE(transport_a);
+    REQUIRE(transport_b);
+  }
+};
+
+// `server` listens on loopback and `client` connects to it: the client's peer id of the server.
+peer_id connect_bridges(bridge& server, bridge& client) {
+  auto port = server.listen("127.0.0.1", 0);
+  REQUIRE(port.ok());
+  auto peer = client.connect("127.0.0.1", *port);
+  REQUIRE(peer.ok());
+  return *peer;
+}
+
 }  // namespace
 
-TEST_CASE_FIXTURE(two_processes, "bridge: over the comm transports, delivery, replies and down messages") {
-  std::string kind;
-  SUBCASE("ucx") { kind = "ucx"; }
-  SUBCASE("tcp") { kind = "tcp"; }
-  auto transport_a = make_comm(kind, "server");
-  auto transport_b = make_comm(kind, "client");
-  REQUIRE(transport_a);
-  REQUIRE(transport_b);
+TEST_CASE_FIXTURE(two_transports, "bridge: over the comm transports, delivery, replies and down messages") {
+  SUBCASE("ucx") { open("ucx"); }
+  SUBCASE("tcp") { open("tcp"); }
   {
     bridge server{a, transport_a.get()};
     bridge client{b, transport_b.get()};
     server.publish("echo", a.spawn(echo));
-    auto port = server.listen("127.0.0.1", 0);
-    REQUIRE(port.ok());
-    auto peer = client.connect("127.0.0.1", *port);
-    REQUIRE(peer.ok());
+    auto peer = connect_bridges(server, client);
     caf::scoped_actor self{b};
     client.publish("tester", caf::actor_cast<caf::actor>(self));
-    auto remote_echo = client.remote_actor(*peer, "echo");
+    auto remote_echo = client.remote_actor(peer, "echo");
     self->monitor(remote_echo);
     for (int k = 0; k < 3; ++k) {
       self->send(remote_echo, status_request{k});
@@ -303,17 +317,12 @@ TEST_CASE_FIXTURE(two_processes, "bridge: Cap'n Proto messages are routed to the
   CHECK(accepted);
 }
 
-TEST_CASE_FIXTURE(two_processes, "bridge: what a process sends just before it closes its bridge and destroys its transport arrives") {
+TEST_CASE_FIXTURE(two_transports, "bridge: what a process sends just before it closes its bridge and destroys its transport arrives") {
   // A coordinator's shutdown notices are the last thing it sends before it exits: 100 messages
   // of about 100 KiB each (more than the socket buffers hold) are still queued when the sender
   // closes; every one must reach the peer.
-  std::string kind;
-  SUBCASE("ucx") { kind = "ucx"; }
-  SUBCASE("tcp") { kind = "tcp"; }
-  auto transport_a = make_comm(kind, "server");
-  auto transport_b = make_comm(kind, "client");
-  REQUIRE(transport_a);
-  REQUIRE(transport_b);
+  SUBCASE("ucx") { open("ucx"); }
+  SUBCASE("tcp") { open("tcp"); }
   constexpr int messages = 100;
   bridge client{b, transport_b.get()};
   caf::scoped_actor receiver{b};
@@ -322,11 +331,8 @@ TEST_CASE_FIXTURE(two_processes, "bridge: what a process sends just before it cl
     auto server = std::make_unique<bridge>(a, transport_a.get());
     caf::scoped_actor sender{a};
     server->publish("flood", caf::actor_cast<caf::actor>(sender));
-    auto port = server->listen("127.0.0.1", 0);
-    REQUIRE(port.ok());
-    auto peer = client.connect("127.0.0.1", *port);
-    REQUIRE(peer.ok());
-    receiver->send(client.remote_actor(*peer, "flood"), status_request{0});
+    auto peer = connect_bridges(*server, client);
+    receiver->send(client.remote_actor(peer, "flood"), status_request{0});
     caf::actor tester;
     sender->receive([&](const status_request&) {
       tester = caf::actor_cast<caf::actor>(sender->current_sender());

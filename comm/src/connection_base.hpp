@@ -1,7 +1,8 @@
 #pragma once
 // What the UCX and TCP backends share: a connection's bookkeeping (identity, state, handlers,
-// the handshake's outcome, the peer) and both sides of the handshake over it, so that every
-// backend accepts, refuses and reports alike. Only the wire (how bytes move) differs.
+// the handshake's outcome, the peer), both sides of the handshake over it, and the way the
+// user's sends reach the progress thread, so that every backend accepts, refuses, sends and
+// reports alike. Only the wire (how bytes move) differs.
 
 #include <atomic>
 #include <chrono>
@@ -192,6 +193,19 @@ private:
   std::string name_;
 };
 
+/// A message on its way out until its backend has sent it: its header (a tensor's encoded
+/// descriptor, a handshake message), and the bytes the send owns (a control message) or else
+/// the payload that the user keeps alive until `done` fires.
+struct outgoing_message {
+  std::vector<std::byte> header;
+  std::vector<std::byte> owned;
+  std::span<const std::byte> payload;
+  completion done;
+};
+
+/// The user's two kinds of message (connection::send_control, connection::send_tensor).
+enum class user_message { control, tensor };
+
 /// Hands a send to the progress thread of the core behind `weak`: `issue(core, done)` runs
 /// there. `done` fires exactly once: from `issue`'s send, or with errc::closed when the
 /// transport is gone or shuts down before the task runs.
@@ -205,6 +219,36 @@ void post_send(const std::weak_ptr<Core>& weak, completion done, Issue issue) {
   auto guard = std::make_shared<completion_guard>(std::move(done));
   core->post([core, guard, issue = std::move(issue)]() mutable { issue(*core, guard->take()); });
 }
+
+/// A backend's connection: connection_base, the core whose progress thread drives it, and the
+/// user's sends, which every backend hands that thread alike; there the core sends each with
+/// `send_user(self, kind, header, owned, payload, done)` (`done` as in post_send). `Derived` is
+/// the backend's connection class.
+template <class Core, class Derived>
+class core_connection : public connection_base, public std::enable_shared_from_this<Derived> {
+public:
+  core_connection(std::weak_ptr<Core> core, std::uint64_t id, bool server)
+      : connection_base(id, server), core_(std::move(core)) {}
+
+  void send_control(std::vector<std::byte> bytes, completion done) override {
+    auto issue = [self = this->shared_from_this(), bytes = std::move(bytes)](
+                     Core& core, completion sent) mutable {
+      core.send_user(self, user_message::control, {}, std::move(bytes), {}, std::move(sent));
+    };
+    post_send(core_, std::move(done), std::move(issue));
+  }
+  void send_tensor(tensor_descriptor desc, std::span<const std::byte> payload,
+                   completion done) override {
+    desc.bytes = payload.size();
+    auto issue = [self = this->shared_from_this(), header = encode_tensor_header(desc),
+                  payload](Core& core, completion sent) mutable {
+      core.send_user(self, user_message::tensor, std::move(header), {}, payload, std::move(sent));
+    };
+    post_send(core_, std::move(done), std::move(issue));
+  }
+
+  const std::weak_ptr<Core> core_;  ///< any thread may lock it
+};
 
 /// Closes `self` from this side, on the progress thread of the core behind `weak` (nothing when
 /// the transport is gone): a connection already closed or failed is left as it is; otherwise

@@ -35,33 +35,24 @@ using detail::resolve;
 
 class tcp_core;
 
-struct out_frame {
+// A message as a frame on its way out; `payload` points into `owned` when the frame owns it.
+struct out_frame : detail::outgoing_message {
   frame_header fh;
-  std::vector<std::byte> header;
-  std::vector<std::byte> owned;
-  std::span<const std::byte> payload;
-  completion done;
   std::size_t written = 0;
   std::size_t total() const { return sizeof(fh) + header.size() + payload.size(); }
 };
 
-class tcp_connection final : public detail::connection_base,
-                             public std::enable_shared_from_this<tcp_connection> {
+class tcp_connection final : public detail::core_connection<tcp_core, tcp_connection> {
 public:
-  tcp_connection(std::weak_ptr<tcp_core> core, std::uint64_t id, bool server)
-      : connection_base(id, server), core_(std::move(core)) {}
+  using core_connection::core_connection;
   ~tcp_connection() override {
     if (ssl_) SSL_free(ssl_);
     if (fd_ >= 0) ::close(fd_);
   }
 
-  void send_control(std::vector<std::byte> bytes, completion done) override;
-  void send_tensor(tensor_descriptor desc, std::span<const std::byte> payload,
-                   completion done) override;
   void close() override;
 
   // ---- progress thread only ----
-  std::weak_ptr<tcp_core> core_;
   int fd_ = -1;
   bool connected_ = false;  // the TCP connect finished (client)
   // TLS (tcp_tls.hpp): the session, whether its handshake is done, and whether the session
@@ -116,6 +107,10 @@ public:
   void queue_frame(const std::shared_ptr<tcp_connection>& c, std::uint8_t kind,
                    std::vector<std::byte> header, std::vector<std::byte> owned,
                    std::span<const std::byte> payload, completion done);
+  // A user's message (detail::core_connection's sends), as a frame of its kind.
+  void send_user(const std::shared_ptr<tcp_connection>& c, detail::user_message kind,
+                 std::vector<std::byte> header, std::vector<std::byte> owned,
+                 std::span<const std::byte> payload, completion done);
   void flush(const std::shared_ptr<tcp_connection>& c);
   void on_readable(const std::shared_ptr<tcp_connection>& c);
   void on_frame(const std::shared_ptr<tcp_connection>& c);

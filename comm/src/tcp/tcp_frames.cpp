@@ -43,6 +43,13 @@ void tcp_core::queue_frame(const std::shared_ptr<tcp_connection>& c, std::uint8_
   if (c->stream_ready()) flush(c);
 }
 
+void tcp_core::send_user(const std::shared_ptr<tcp_connection>& c, detail::user_message kind,
+                         std::vector<std::byte> header, std::vector<std::byte> owned,
+                         std::span<const std::byte> payload, completion done) {
+  queue_frame(c, kind == detail::user_message::tensor ? kind_tensor : kind_control,
+              std::move(header), std::move(owned), payload, std::move(done));
+}
+
 void tcp_core::flush(const std::shared_ptr<tcp_connection>& c) {
   while (!c->out_.empty() && c->stream_ready()) {
     auto& f = c->out_.front();

@@ -340,24 +340,6 @@ result<connection_ptr> tcp_core::connect(const address& to, connection_handlers 
   return connection_ptr(c);
 }
 
-void tcp_connection::send_control(std::vector<std::byte> bytes, completion done) {
-  auto issue = [self = shared_from_this(), bytes = std::move(bytes)](tcp_core& core,
-                                                                      completion sent) mutable {
-    core.queue_frame(self, kind_control, {}, std::move(bytes), {}, std::move(sent));
-  };
-  detail::post_send(core_, std::move(done), std::move(issue));
-}
-
-void tcp_connection::send_tensor(tensor_descriptor desc, std::span<const std::byte> payload,
-                                 completion done) {
-  desc.bytes = payload.size();
-  auto issue = [self = shared_from_this(), header = detail::encode_tensor_header(desc),
-                payload](tcp_core& core, completion sent) mutable {
-    core.queue_frame(self, kind_tensor, std::move(header), {}, payload, std::move(sent));
-  };
-  detail::post_send(core_, std::move(done), std::move(issue));
-}
-
 void tcp_connection::close() {
   detail::post_close(core_, shared_from_this(), [self = shared_from_this()](const auto& core) {
     self->handlers_ = {};

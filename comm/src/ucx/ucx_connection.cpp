@@ -1,4 +1,5 @@
-// The UCX backend: failure, close and the connection's methods (see ucx_core.hpp).
+// The UCX backend: a connection's failure and close (see ucx_core.hpp); its sends are
+// detail::core_connection's.
 
 #include "ucx_core.hpp"
 
@@ -70,25 +71,7 @@ void ucx_core::close_callback(void* request, ucs_status_t, void* user_data) {
   }
 }
 
-// ---------------------------------------------------------------- connection methods
-
-void ucx_connection::send_control(std::vector<std::byte> bytes, completion done) {
-  auto issue = [self = shared_from_this(), bytes = std::move(bytes)](ucx_core& core,
-                                                                      completion sent) mutable {
-    core.send(self, am_control, {}, std::move(bytes), {}, std::move(sent), true);
-  };
-  detail::post_send(core_, std::move(done), std::move(issue));
-}
-
-void ucx_connection::send_tensor(tensor_descriptor desc, std::span<const std::byte> payload,
-                                 completion done) {
-  desc.bytes = payload.size();
-  auto issue = [self = shared_from_this(), header = detail::encode_tensor_header(desc),
-                payload](ucx_core& core, completion sent) mutable {
-    core.send(self, am_tensor, std::move(header), {}, payload, std::move(sent), true);
-  };
-  detail::post_send(core_, std::move(done), std::move(issue));
-}
+// ---------------------------------------------------------------- close from this side
 
 void ucx_connection::close() {
   detail::post_close(core_, shared_from_this(), [self = shared_from_this()](const auto& core) {

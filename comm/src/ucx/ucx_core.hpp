@@ -21,7 +21,7 @@
 //
 // Files: ucx_core.cpp (worker, progress thread, listen, connect), ucx_handshake.cpp (hello and
 // its reply, through the shared detail::connection_base), ucx_data.cpp (active messages in
-// and out, ordered by sequence number), ucx_connection.cpp (failure, close, user calls).
+// and out, ordered by sequence number), ucx_connection.cpp (failure, close).
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -89,19 +89,13 @@ struct listener_state {
   ucx_core* core = nullptr;
 };
 
-class ucx_connection final : public detail::connection_base,
-                             public std::enable_shared_from_this<ucx_connection> {
+class ucx_connection final : public detail::core_connection<ucx_core, ucx_connection> {
 public:
-  ucx_connection(std::weak_ptr<ucx_core> core, std::uint64_t id, bool server)
-      : connection_base(id, server), core_(std::move(core)) {}
+  using core_connection::core_connection;
 
-  void send_control(std::vector<std::byte> bytes, completion done) override;
-  void send_tensor(tensor_descriptor desc, std::span<const std::byte> payload,
-                   completion done) override;
   void close() override;
 
   // ---- progress thread only ----
-  std::weak_ptr<ucx_core> core_;
   ucp_ep_h ep_ = nullptr;
   std::uint64_t send_seq_ = 0;     // last sequence number sent
   std::uint64_t deliver_seq_ = 1;  // next sequence number to deliver
@@ -117,12 +111,8 @@ public:
   std::vector<held_message> held_;
   std::size_t held_bytes_ = 0;
   // Client: the user's sends before the connection is open, sent in order once it is.
-  struct queued_send {
+  struct queued_send : detail::outgoing_message {
     unsigned id;
-    std::vector<std::byte> header;
-    std::vector<std::byte> owned;
-    std::span<const std::byte> data;
-    completion done;
   };
   std::vector<queued_send> queued_;
   bool awaiting_verdict_ = false;  // client: proof sent, the server's verdict not yet in
@@ -164,6 +154,11 @@ public:
   void send(const std::shared_ptr<ucx_connection>& c, unsigned id, std::vector<std::byte> header,
             std::vector<std::byte> owned, std::span<const std::byte> data, completion done,
             bool force_rndv);
+  // A user's message (detail::core_connection's sends), as an active message of its
+  // kind (by rendezvous when over the threshold).
+  void send_user(const std::shared_ptr<ucx_connection>& c, detail::user_message kind,
+                 std::vector<std::byte> header, std::vector<std::byte> owned,
+                 std::span<const std::byte> payload, completion done);
   void fail(const std::shared_ptr<ucx_connection>& c, transport_error err);
   void close_conn(const std::shared_ptr<ucx_connection>& c, bool force);
   void deliver(const std::shared_ptr<ucx_connection>& c);

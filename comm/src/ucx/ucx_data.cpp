@@ -274,7 +274,7 @@ void ucx_core::send(const std::shared_ptr<ucx_connection>& c, unsigned id,
     return;
   }
   if (!handshake && !c->server_ && c->state_ == connection_state::connecting) {
-    c->queued_.push_back({id, std::move(header), std::move(owned), data, std::move(done)});
+    c->queued_.push_back({{std::move(header), std::move(owned), data, std::move(done)}, id});
     return;
   }
   if (!handshake) {
@@ -300,6 +300,13 @@ void ucx_core::send(const std::shared_ptr<ucx_connection>& c, unsigned id,
   } else if (UCS_PTR_IS_ERR(req)) {
     send_callback(nullptr, UCS_PTR_STATUS(req), op);
   }
+}
+
+void ucx_core::send_user(const std::shared_ptr<ucx_connection>& c, detail::user_message kind,
+                         std::vector<std::byte> header, std::vector<std::byte> owned,
+                         std::span<const std::byte> payload, completion done) {
+  send(c, kind == detail::user_message::tensor ? am_tensor : am_control, std::move(header),
+       std::move(owned), payload, std::move(done), true);
 }
 
 void ucx_core::send_callback(void* request, ucs_status_t status, void* user_data) {

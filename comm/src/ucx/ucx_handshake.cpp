@@ -109,7 +109,7 @@ void ucx_core::flush_queued(const std::shared_ptr<ucx_connection>& c) {
   auto queued = std::move(c->queued_);
   c->queued_.clear();
   for (auto& q : queued)
-    send(c, q.id, std::move(q.header), std::move(q.owned), q.data, std::move(q.done), true);
+    send(c, q.id, std::move(q.header), std::move(q.owned), q.payload, std::move(q.done), true);
 }
 
 }  // namespace sailor::comm::ucx_backend

@@ -15,6 +15,7 @@
 #include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>
 
+#include "sailor/actors/inspect.hpp"
 #include "sailor/config/plan.hpp"
 #include "sailor/protocol/messages.hpp"
 
@@ -22,20 +23,10 @@ namespace sailor::config {
 
 // CAF 0.17 inspection of the plan value types, so that plans can travel in messages.
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, replica& x) {
-  return f(caf::meta::type_name("replica"), x.gpu_type, x.zone, x.tp, x.nodes, x.devices);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, stage_plan& x) {
-  return f(caf::meta::type_name("stage_plan"), x.first_layer, x.num_layers, x.recompute,
-           x.replicas);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, plan_estimate& x) {
-  return f(caf::meta::type_name("plan_estimate"), x.iteration_time_s, x.throughput_iters_per_s,
-           x.cost_per_iteration_usd, x.cost_per_hour_usd, x.peak_memory_bytes, x.notes);
-}
+SAILOR_INSPECT(replica, x.gpu_type, x.zone, x.tp, x.nodes, x.devices)
+SAILOR_INSPECT(stage_plan, x.first_layer, x.num_layers, x.recompute, x.replicas)
+SAILOR_INSPECT(plan_estimate, x.iteration_time_s, x.throughput_iters_per_s,
+               x.cost_per_iteration_usd, x.cost_per_hour_usd, x.peak_memory_bytes, x.notes)
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, plan& x) {
   bool has_estimate = x.estimate.has_value();
@@ -120,49 +111,21 @@ using drift_replan_atom = caf::atom_constant<caf::atom("driftrp")>;
 
 // -- inspect ------------------------------------------------------------------------------
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, node_lost& x) {
-  return f(caf::meta::type_name("node_lost"), x.node, x.reason);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, zone_heartbeats& x) {
-  return f(caf::meta::type_name("zone_heartbeats"), x.zone, x.nodes, x.ages_ms);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, track_node& x) {
-  return f(caf::meta::type_name("track_node"), x.node);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, untrack_node& x) {
-  return f(caf::meta::type_name("untrack_node"), x.node);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, replica_ready& x) {
-  return f(caf::meta::type_name("replica_ready"), x.plan_version, x.stage, x.replica);
-}
+SAILOR_INSPECT(node_lost, x.node, x.reason)
+SAILOR_INSPECT(zone_heartbeats, x.zone, x.nodes, x.ages_ms)
+SAILOR_INSPECT(track_node, x.node)
+SAILOR_INSPECT(untrack_node, x.node)
+SAILOR_INSPECT(replica_ready, x.plan_version, x.stage, x.replica)
 }  // namespace sailor::actors
 
 // CAF 0.17 inspection of the wire messages (found by argument-dependent lookup).
 namespace sailor::protocol {
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, device_info& x) {
-  return f(caf::meta::type_name("device_info"), x.index, x.kind, x.memory_bytes);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, node_inventory& x) {
-  return f(caf::meta::type_name("node_inventory"), x.name, x.zone, x.gpu_type, x.host,
-           x.devices, x.address, x.checkpoints);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, join_request& x) {
-  return f(caf::meta::type_name("join_request"), x.version, x.inventory);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, join_accepted& x) {
-  return f(caf::meta::type_name("join_accepted"), x.node, x.zone_actor,
-           x.heartbeat_interval_ms, x.heartbeat_timeout_ms);
-}
+SAILOR_INSPECT(device_info, x.index, x.kind, x.memory_bytes)
+SAILOR_INSPECT(node_inventory, x.name, x.zone, x.gpu_type, x.host, x.devices, x.address,
+               x.checkpoints)
+SAILOR_INSPECT(join_request, x.version, x.inventory)
+SAILOR_INSPECT(join_accepted, x.node, x.zone_actor, x.heartbeat_interval_ms, x.heartbeat_timeout_ms)
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_refused& x) {
   auto code = static_cast<std::int32_t>(x.code);
@@ -172,56 +135,21 @@ typename Inspector::result_type inspect(Inspector& f, join_refused& x) {
   });
   return f(caf::meta::type_name("join_refused"), x.reason, code, restore);
 }
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, heartbeat& x) {
-  return f(caf::meta::type_name("heartbeat"), x.node, x.seq);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, stage_role& x) {
-  return f(caf::meta::type_name("stage_role"), x.plan_version, x.stage, x.replica, x.tp_rank,
-           x.tp, x.device, x.first_layer, x.num_layers, x.micro_batch, x.num_stages,
-           x.gpu_type, x.zone);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, role_assignment& x) {
-  return f(caf::meta::type_name("role_assignment"), x.plan_version, x.roles, x.plan);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, stage_ready& x) {
-  return f(caf::meta::type_name("stage_ready"), x.node, x.role);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, stage_failed& x) {
-  return f(caf::meta::type_name("stage_failed"), x.node, x.role, x.reason);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, preemption_notice& x) {
-  return f(caf::meta::type_name("preemption_notice"), x.node, x.reason, x.seconds_left);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, shutdown_notice& x) {
-  return f(caf::meta::type_name("shutdown_notice"), x.reason);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, status_request& x) {
-  return f(caf::meta::type_name("status_request"), x.unused);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, node_status& x) {
-  return f(caf::meta::type_name("node_status"), x.inventory, x.state, x.heartbeat_age_ms,
-           x.roles, x.ready_roles);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, cluster_status& x) {
-  return f(caf::meta::type_name("cluster_status"), x.phase, x.plan_version, x.quorum,
-           x.stages, x.replicas, x.roles_total, x.roles_ready, x.plan_summary, x.zones,
-           x.nodes, x.events, x.refusals, x.training_completed, x.training_total,
-           x.training_loss, x.training_summary, x.val_iterations, x.val_losses);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, peer_refused& x) {
-  return f(caf::meta::type_name("peer_refused"), x.peer, x.reason, x.unix_ms);
-}
+SAILOR_INSPECT(heartbeat, x.node, x.seq)
+SAILOR_INSPECT(stage_role, x.plan_version, x.stage, x.replica, x.tp_rank, x.tp, x.device,
+               x.first_layer, x.num_layers, x.micro_batch, x.num_stages, x.gpu_type, x.zone)
+SAILOR_INSPECT(role_assignment, x.plan_version, x.roles, x.plan)
+SAILOR_INSPECT(stage_ready, x.node, x.role)
+SAILOR_INSPECT(stage_failed, x.node, x.role, x.reason)
+SAILOR_INSPECT(preemption_notice, x.node, x.reason, x.seconds_left)
+SAILOR_INSPECT(shutdown_notice, x.reason)
+SAILOR_INSPECT(status_request, x.unused)
+SAILOR_INSPECT(node_status, x.inventory, x.state, x.heartbeat_age_ms, x.roles, x.ready_roles)
+SAILOR_INSPECT(cluster_status, x.phase, x.plan_version, x.quorum, x.stages, x.replicas,
+               x.roles_total, x.roles_ready, x.plan_summary, x.zones, x.nodes, x.events, x.refusals,
+               x.training_completed, x.training_total, x.training_loss, x.training_summary,
+               x.val_iterations, x.val_losses)
+SAILOR_INSPECT(peer_refused, x.peer, x.reason, x.unix_ms)
 
 }  // namespace sailor::protocol
 

@@ -8,6 +8,7 @@
 #include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>
 
+#include "sailor/actors/inspect.hpp"
 #include "sailor/protocol/probe_messages.hpp"
 
 namespace sailor::protocol {
@@ -44,10 +45,7 @@ typename Inspector::result_type inspect(Inspector& f, link_probe_request& x) {
            x.address, from, to, latency, bandwidth, egress, x.timeout_ms, restore);
 }
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, link_probe_result& x) {
-  return f(caf::meta::type_name("link_probe_result"), x.probe_id, x.node, x.error, x.address,
-           x.latency_s, x.sizes, x.bytes_per_s, x.elapsed_s);
-}
+SAILOR_INSPECT(link_probe_result, x.probe_id, x.node, x.error, x.address, x.latency_s, x.sizes,
+               x.bytes_per_s, x.elapsed_s)
 
 }  // namespace sailor::protocol

@@ -43,21 +43,16 @@
 #include <caf/actor_system.hpp>
 #include <caf/meta/type_name.hpp>
 
+#include "sailor/actors/inspect.hpp"
 #include "sailor/comm/collective.hpp"
 #include "sailor/protocol/limits.hpp"
 #include "sailor/protocol/messages.hpp"
 
 namespace sailor::protocol {
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, store_request& x) {
-  return f(caf::meta::type_name("store_request"), x.request_id, x.plan_version, x.key, x.set,
-           x.value, x.timeout_ms, x.node);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, store_reply& x) {
-  return f(caf::meta::type_name("store_reply"), x.request_id, x.found, x.value, x.error);
-}
+SAILOR_INSPECT(store_request, x.request_id, x.plan_version, x.key, x.set, x.value, x.timeout_ms,
+               x.node)
+SAILOR_INSPECT(store_reply, x.request_id, x.found, x.value, x.error)
 
 }  // namespace sailor::protocol
 
@@ -73,10 +68,7 @@ struct store_scope {
   std::vector<std::string> nodes;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, store_scope& x) {
-  return f(caf::meta::type_name("store_scope"), x.plan_version, x.nodes);
-}
+SAILOR_INSPECT(store_scope, x.plan_version, x.nodes)
 
 struct rendezvous_limits {
   /// Scopes exist only once the supervisor opened them (store_scope), and only their nodes

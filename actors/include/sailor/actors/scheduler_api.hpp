@@ -63,6 +63,7 @@
 #include <caf/typed_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "sailor/actors/inspect.hpp"
 #include "sailor/actors/messages.hpp"
 #include "sailor/config/plan.hpp"
 #include "sailor/protocol/scheduler_messages.hpp"
@@ -133,30 +134,12 @@ struct scheduler_attached {
 /// plain actor.
 scheduler_actor adapt_scheduler(caf::actor_system& system, caf::actor plain);
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, replan_now& x) {
-  return f(caf::meta::type_name("replan_now"), x.reason);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, drain_node& x) {
-  return f(caf::meta::type_name("drain_node"), x.node, x.deadline_ms);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, evict_node& x) {
-  return f(caf::meta::type_name("evict_node"), x.node, x.reason);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, objective_change& x) {
-  return f(caf::meta::type_name("objective_change"), x.key, x.value);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, scheduler_answer& x) {
-  return f(caf::meta::type_name("scheduler_answer"), x.accepted, x.reason);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, scheduler_attached& x) {
-  return f(caf::meta::type_name("scheduler_attached"), x.supervisor, x.builtin);
-}
+SAILOR_INSPECT(replan_now, x.reason)
+SAILOR_INSPECT(drain_node, x.node, x.deadline_ms)
+SAILOR_INSPECT(evict_node, x.node, x.reason)
+SAILOR_INSPECT(objective_change, x.key, x.value)
+SAILOR_INSPECT(scheduler_answer, x.accepted, x.reason)
+SAILOR_INSPECT(scheduler_attached, x.supervisor, x.builtin)
 
 }  // namespace sailor::actors
 
@@ -164,53 +147,19 @@ typename Inspector::result_type inspect(Inspector& f, scheduler_attached& x) {
 // lookup in their namespace).
 namespace sailor::protocol {
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, availability_event& x) {
-  return f(caf::meta::type_name("availability_event"), x.kind, x.node, x.reason, x.deadline_ms);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, placement_rule& x) {
-  return f(caf::meta::type_name("placement_rule"), x.kind, x.node, x.stage);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, plan_request& x) {
-  return f(caf::meta::type_name("plan_request"), x.request_id, x.reason, x.nodes, x.has_current,
-           x.current, x.rules, x.objective, x.model_layers);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, plan_reply& x) {
-  return f(caf::meta::type_name("plan_reply"), x.request_id, x.ok, x.plan, x.error);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, iteration_telemetry& x) {
-  return f(caf::meta::type_name("iteration_telemetry"), x.plan_version, x.iteration, x.node,
-           x.stage, x.replica, x.measured_s, x.compute_s, x.wait_s, x.all_reduce_s,
-           x.predicted_s, x.loss);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, plan_applied& x) {
-  return f(caf::meta::type_name("plan_applied"), x.plan_version, x.plan, x.by);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, plan_refused& x) {
-  return f(caf::meta::type_name("plan_refused"), x.request_id, x.reason);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, replan_finished& x) {
-  return f(caf::meta::type_name("replan_finished"), x.plan_version, x.reason, x.recovery_s);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, scheduler_hello& x) {
-  return f(caf::meta::type_name("scheduler_hello"), x.name);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, scheduler_request& x) {
-  return f(caf::meta::type_name("scheduler_request"), x.request_id, x.kind, x.node, x.reason,
-           x.deadline_ms, x.stage, x.key, x.value);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, scheduler_reply& x) {
-  return f(caf::meta::type_name("scheduler_reply"), x.request_id, x.accepted, x.reason);
-}
+SAILOR_INSPECT(availability_event, x.kind, x.node, x.reason, x.deadline_ms)
+SAILOR_INSPECT(placement_rule, x.kind, x.node, x.stage)
+SAILOR_INSPECT(plan_request, x.request_id, x.reason, x.nodes, x.has_current, x.current, x.rules,
+               x.objective, x.model_layers)
+SAILOR_INSPECT(plan_reply, x.request_id, x.ok, x.plan, x.error)
+SAILOR_INSPECT(iteration_telemetry, x.plan_version, x.iteration, x.node, x.stage, x.replica,
+               x.measured_s, x.compute_s, x.wait_s, x.all_reduce_s, x.predicted_s, x.loss)
+SAILOR_INSPECT(plan_applied, x.plan_version, x.plan, x.by)
+SAILOR_INSPECT(plan_refused, x.request_id, x.reason)
+SAILOR_INSPECT(replan_finished, x.plan_version, x.reason, x.recovery_s)
+SAILOR_INSPECT(scheduler_hello, x.name)
+SAILOR_INSPECT(scheduler_request, x.request_id, x.kind, x.node, x.reason, x.deadline_ms, x.stage,
+               x.key, x.value)
+SAILOR_INSPECT(scheduler_reply, x.request_id, x.accepted, x.reason)
 
 }  // namespace sailor::protocol

@@ -19,6 +19,7 @@
 #include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>
 
+#include "sailor/actors/inspect.hpp"
 #include "sailor/actors/scheduler_api.hpp"
 #include "sailor/config/cluster.hpp"
 #include "sailor/config/job.hpp"
@@ -40,27 +41,17 @@ using protocol::training_job;
 // kept here although the wire leaves it behind: inside one process the job carries it.
 namespace sailor::protocol {
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, training_job& x) {
-  return f(caf::meta::type_name("training_job"), x.plan_version, x.plan, x.model, x.iterations,
-           x.seed, x.optimizer, x.learning_rate, x.torch_threads, x.timeout_ms,
-           x.predicted_iteration_s, x.links, x.start_iteration, x.checkpoint_dir,
-           x.checkpoint_every, x.restore_dir, x.restore_files, x.restore_holders, x.data,
-           x.min_learning_rate, x.warmup_iterations, x.decay_iterations, x.beta1, x.beta2,
-           x.weight_decay, x.grad_clip, x.eval_every, x.eval_batches, x.peer_nodes,
-           x.peer_addresses, x.keep_checkpoint_dirs);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, train_report& x) {
-  return f(caf::meta::type_name("train_report"), x.plan_version, x.node, x.rank, x.stage,
-           x.replica, x.tp_rank, x.iteration, x.loss, x.compute_s, x.send_wait_s, x.recv_wait_s,
-           x.all_reduce_s, x.total_s, x.tokens, x.error, x.checkpoint_file, x.has_val_loss,
-           x.val_loss, x.kind, x.phase, x.blamed_node, x.bytes);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, checkpoint_kept& x) {
-  return f(caf::meta::type_name("checkpoint_kept"), x.plan_version, x.iterations, x.folder);
-}
+SAILOR_INSPECT(training_job, x.plan_version, x.plan, x.model, x.iterations, x.seed, x.optimizer,
+               x.learning_rate, x.torch_threads, x.timeout_ms, x.predicted_iteration_s, x.links,
+               x.start_iteration, x.checkpoint_dir, x.checkpoint_every, x.restore_dir,
+               x.restore_files, x.restore_holders, x.data, x.min_learning_rate, x.warmup_iterations,
+               x.decay_iterations, x.beta1, x.beta2, x.weight_decay, x.grad_clip, x.eval_every,
+               x.eval_batches, x.peer_nodes, x.peer_addresses, x.keep_checkpoint_dirs)
+SAILOR_INSPECT(train_report, x.plan_version, x.node, x.rank, x.stage, x.replica, x.tp_rank,
+               x.iteration, x.loss, x.compute_s, x.send_wait_s, x.recv_wait_s, x.all_reduce_s,
+               x.total_s, x.tokens, x.error, x.checkpoint_file, x.has_val_loss, x.val_loss, x.kind,
+               x.phase, x.blamed_node, x.bytes)
+SAILOR_INSPECT(checkpoint_kept, x.plan_version, x.iterations, x.folder)
 
 }  // namespace sailor::protocol
 
@@ -68,11 +59,7 @@ namespace sailor::config {
 
 /// A link as the training job carries it (a bandwidth curve, if any, stays behind: the
 /// constant bandwidth is used).
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, zone_link& x) {
-  return f(caf::meta::type_name("zone_link"), x.from, x.to, x.latency_s, x.bandwidth_gbytes_per_s,
-           x.egress_usd_per_gb);
-}
+SAILOR_INSPECT(zone_link, x.from, x.to, x.latency_s, x.bandwidth_gbytes_per_s, x.egress_usd_per_gb)
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, model_shape& x) {
