@@ -75,7 +75,7 @@ void wait_for_capacity(supervisor* self, std::string why) {
   auto& st = self->state;
   clear_roles(self);
   st.current.reset();
-  st.phase = st.nodes.empty() ? "collecting" : "waiting";
+  st.phase = st.nodes.empty() ? supervisor_phase::collecting : supervisor_phase::waiting;
   st.last_error = why;
   // Release the nodes' stage actors of the void plan.
   ++st.plan_version;
@@ -86,12 +86,13 @@ void wait_for_capacity(supervisor* self, std::string why) {
 
 void capacity_changed(supervisor* self, const std::string& reason) {
   auto& st = self->state;
-  if (st.phase == "planning") {
+  if (st.phase == supervisor_phase::planning) {
     st.capacity_changed = true;
     st.replan_reason = reason;
     return;
   }
-  if (st.phase == "assigning" || st.phase == "running" || st.phase == "waiting") {
+  if (st.phase == supervisor_phase::assigning || st.phase == supervisor_phase::running ||
+      st.phase == supervisor_phase::waiting) {
     if (st.nodes.empty()) {
       wait_for_capacity(self, "no nodes left");
       return;
@@ -222,7 +223,7 @@ void admit(supervisor* self, const join_request& request) {
                            count_of(static_cast<long long>(st.nodes.size()), "node"));
   record(self, "node " + inv.name + " joined (" + inv.zone + ", " +
                  std::to_string(inv.devices.size()) + " x " + inv.gpu_type + ")");
-  if (st.phase == "collecting" && !st.settle_armed) {
+  if (st.phase == supervisor_phase::collecting && !st.settle_armed) {
     st.settle_armed = true;
     self->delayed_send(self, st.options.settle, settle_atom::value);
   }
@@ -334,7 +335,7 @@ void assign(supervisor* self, config::plan chosen) {
       st.groups[{static_cast<int>(s), static_cast<int>(r)}] =
         self->spawn(replica_group, st.plan_version, static_cast<int>(s), static_cast<int>(r),
                     chosen.stages[s].replicas[r].tp, me);
-  st.phase = "assigning";
+  st.phase = supervisor_phase::assigning;
   log::get("actors")->info("[supervisor] plan v{}: {}{}", st.plan_version, describe_plan(chosen),
                            estimate_note(chosen));
   record(self, "plan v" + std::to_string(st.plan_version) + ": " +
@@ -379,7 +380,7 @@ void start_planning(supervisor* self, std::string reason) {
     wait_for_capacity(self, "no scheduler");
     return;
   }
-  st.phase = "planning";
+  st.phase = supervisor_phase::planning;
   st.capacity_changed = false;
   if (st.options.board) {
     st.options.board->planning(reason);
@@ -449,7 +450,7 @@ supervisor_actor::behavior_type state_of(supervisor* self, OnSettle on_settle,
       tell_iteration(self, x);
     },
     [self](drift_replan_atom, const std::string& why) {
-      if (self->state.phase != "running")
+      if (self->state.phase != supervisor_phase::running)
         return;
       record(self, "re-planning on drift: " + detail::printable(why, 1024));
       capacity_changed(self, why);
@@ -494,7 +495,7 @@ supervisor_actor::behavior_type collecting(supervisor* self) {
   auto on_settle = [self](settle_atom) {
     auto& st = self->state;
     st.settle_armed = false;
-    if (st.phase != "collecting" || st.nodes.empty())
+    if (st.phase != supervisor_phase::collecting || st.nodes.empty())
       return;
     start_planning(self, "settle time over with " +
                            count_of(static_cast<long long>(st.nodes.size()), "node"));
@@ -528,8 +529,9 @@ supervisor_actor::behavior_type running(supervisor* self) {
     if (x.plan_version != st.plan_version)
       return;
     ++st.replicas_ready;
-    if (st.replicas_ready == static_cast<int>(st.groups.size()) && st.phase == "assigning") {
-      st.phase = "running";
+    if (st.replicas_ready == static_cast<int>(st.groups.size()) &&
+        st.phase == supervisor_phase::assigning) {
+      st.phase = supervisor_phase::running;
       log::get("actors")->info("[supervisor] all roles assigned: plan v{}, {} ready on {}",
                                st.plan_version, count_of(st.roles_ready, "stage actor"),
                                count_of(static_cast<long long>(st.nodes.size()), "node"));

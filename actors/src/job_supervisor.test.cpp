@@ -13,13 +13,13 @@ TEST_CASE_FIXTURE(deterministic, "supervisor: a quorum of nodes gets roles and e
   join("n1", "a");
   join("n2", "a");
   join("n3", "b");
-  CHECK(state().phase == "collecting");
+  CHECK(state().phase == supervisor_phase::collecting);
   CHECK(logs["n1"]->joined);
   CHECK(logs["n1"]->accepted.zone_actor == "zone:a");
   CHECK(logs["n1"]->accepted.heartbeat_interval_ms == 100);
   CHECK(logs["n1"]->assignments.empty());
   join("n4", "b");
-  CHECK(state().phase == "running");
+  CHECK(state().phase == supervisor_phase::running);
   CHECK(state().plan_version == 1);
   CHECK(state().roles_total == 8);
   CHECK(state().roles_ready == 8);
@@ -38,20 +38,20 @@ TEST_CASE_FIXTURE(deterministic, "supervisor: without a quorum it plans when the
   start(options(0));
   join("n1", "a");
   join("n3", "b");
-  CHECK(state().phase == "collecting");
+  CHECK(state().phase == supervisor_phase::collecting);
   for (int step = 0; step < 9; ++step)
     beat_and_advance({"n1", "n3"}, 100ms);
-  CHECK(state().phase == "collecting");
+  CHECK(state().phase == supervisor_phase::collecting);
   CHECK(state().nodes.size() == 2);
   beat_and_advance({"n1", "n3"}, 100ms);
-  CHECK(state().phase == "running");
+  CHECK(state().phase == supervisor_phase::running);
   CHECK(state().roles_ready == 4);
 }
 
 TEST_CASE_FIXTURE(deterministic, "supervisor: a silent node is lost after the heartbeat timeout and the rest re-planned") {
   start(options(4));
   join_four();
-  REQUIRE(state().phase == "running");
+  REQUIRE(state().phase == supervisor_phase::running);
   std::vector<std::string> alive{"n1", "n2", "n3"};
   // n4 stays silent. Timeout 300 ms, checked every 100 ms.
   for (int step = 0; step < 3; ++step)
@@ -62,7 +62,7 @@ TEST_CASE_FIXTURE(deterministic, "supervisor: a silent node is lost after the he
   CHECK(has_event("node n4 lost: missed heartbeats"));
   CHECK(logs["n4"]->shut_down);  // a stalled node that wakes up must not keep its roles
   CHECK(state().plan_version == 2);
-  CHECK(state().phase == "running");
+  CHECK(state().phase == supervisor_phase::running);
   CHECK(state().roles_total == 6);
   CHECK(state().roles_ready == 6);
   // Heartbeat ages are reported for the nodes still there.
@@ -73,7 +73,7 @@ TEST_CASE_FIXTURE(deterministic, "supervisor: a silent node is lost after the he
 TEST_CASE_FIXTURE(deterministic, "supervisor: an endpoint that dies and a preemption notice are losses") {
   start(options(4));
   join_four();
-  REQUIRE(state().phase == "running");
+  REQUIRE(state().phase == supervisor_phase::running);
   caf::anon_send_exit(fakes["n2"], caf::exit_reason::kill);
   sched.run();
   CHECK(state().nodes.count("n2") == 0);
@@ -84,7 +84,7 @@ TEST_CASE_FIXTURE(deterministic, "supervisor: an endpoint that dies and a preemp
   CHECK(state().nodes.count("n3") == 0);
   CHECK(has_event("node n3 lost: preempted"));
   CHECK(state().plan_version == 3);
-  CHECK(state().phase == "running");
+  CHECK(state().phase == supervisor_phase::running);
   // n1 (zone a, 2 devices) and n4 (zone b, 2 devices): two pipelines of 2 stages.
   CHECK(state().roles_total == 4);
   CHECK(state().roles_ready == 4);
@@ -105,12 +105,12 @@ TEST_CASE_FIXTURE(deterministic, "supervisor: bad joins are refused with a reaso
   auto empty = join("x3", "a", 0);
   CHECK(empty->refused);
   CHECK(state().nodes.size() == 1);
-  CHECK(state().phase == "collecting");
+  CHECK(state().phase == supervisor_phase::collecting);
   // The others are still served.
   join("n2", "a");
   join("n3", "b");
   join("n4", "b");
-  CHECK(state().phase == "running");
+  CHECK(state().phase == supervisor_phase::running);
 }
 
 TEST_CASE_FIXTURE(deterministic, "supervisor: without a plan it waits, and plans again when capacity grows") {
@@ -123,10 +123,10 @@ TEST_CASE_FIXTURE(deterministic, "supervisor: without a plan it waits, and plans
   start(options(2), picky);
   join("n1", "a");
   join("n3", "b");
-  CHECK(state().phase == "waiting");
+  CHECK(state().phase == supervisor_phase::waiting);
   CHECK(state().last_error == "need 3 nodes");
   join("n2", "a");
-  CHECK(state().phase == "running");
+  CHECK(state().phase == supervisor_phase::running);
   CHECK(state().roles_ready == 6);
 }
 
@@ -174,7 +174,7 @@ TEST_CASE_FIXTURE(deterministic, "supervisor: a user's actor can be the schedule
   join("n1", "a");
   join("n3", "b");
   join("n4", "b");
-  REQUIRE(state().phase == "running");
+  REQUIRE(state().phase == supervisor_phase::running);
   CHECK(state().current->num_stages() == 4);
   CHECK(logs["n1"]->assignments.at(0).roles.empty());
   CHECK(state().nodes.at("n1").state == node_state::idle);

@@ -215,6 +215,7 @@ void recovery_assigned(supervisor* self, const std::vector<iteration_record>& ea
   // the iterations run again and the bytes moved for it.
   const int lost_before = r.plan_version != 0 ? r.lost_iterations : 0;
   const std::int64_t bytes_before = r.plan_version != 0 ? r.bytes_restored : 0;
+  const std::string source_before = r.plan_version != 0 ? r.state_source : std::string{};
   r = recovery_record{};
   r.cause = rec.cause;
   r.bytes_restored = bytes_before;
@@ -227,6 +228,10 @@ void recovery_assigned(supervisor* self, const std::vector<iteration_record>& ea
                    : st.restore_mixed                 ? "mixed"
                    : memory_folder(st.restore_folder) ? "replicas"
                                                       : "checkpoint";
+  // The memory of that earlier plan (it completed no iteration) holds what it restored: the
+  // state came from where that plan took it (every node lost, two coming back one by one).
+  if (r.state_source == "replicas" && !source_before.empty() && source_before != "none")
+    r.state_source = source_before;
   r.planning_s = seconds_between(rec.noticed, rec.assigned);
   record(self, "recovery: plan v" + std::to_string(st.plan_version) + " resumes after iteration " +
                  std::to_string(r.start_iteration) + " from " +

@@ -129,7 +129,7 @@ scheduler_answer on_drain(supervisor* self, const drain_node& x) {
   if (x.deadline_ms > 0)
     self->delayed_send(self, std::chrono::milliseconds{x.deadline_ms}, drain_deadline_atom::value,
                        x.node);
-  if (st.nodes.at(x.node).roles.empty() && st.phase != "planning")
+  if (st.nodes.at(x.node).roles.empty() && st.phase != supervisor_phase::planning)
     let_go(self, x.node, "drained by the scheduler");
   else
     capacity_changed(self, "node " + x.node + " drained");
@@ -191,7 +191,7 @@ scheduler_answer on_replan_now(supervisor* self, const replan_now& x) {
   auto why = "the scheduler asked: " + detail::printable(x.reason);
   record(self, "re-plan: " + why);
   capacity_changed(self, why);
-  if (self->state.phase == "collecting")  // before quorum: plan now all the same
+  if (self->state.phase == supervisor_phase::collecting)  // before quorum: plan now all the same
     start_planning(self, why);
   return accepted();
 }

@@ -133,7 +133,7 @@ TEST_CASE_FIXTURE(with_scheduler, "scheduler: a plan that leaves a layer out is 
   start_with(spoiled([](sailor::config::plan& p) { p.stages.pop_back(); }), false,
              options(4));
   join_four();
-  CHECK(state().phase == "waiting");
+  CHECK(state().phase == supervisor_phase::waiting);
   CHECK(no_roles_handed_out());
   REQUIRE(log->refusals.size() == 1);
   CHECK(log->refusals[0].reason.find("cover layers 0..4 of a model of 6 layers") !=
@@ -166,7 +166,7 @@ TEST_CASE_FIXTURE(with_scheduler, "scheduler: a plan on a node that has not join
     CHECK(log->refusals[0].reason.find("predicted peak memory 3.00 GiB does not fit its "
                                        "largest device") != std::string::npos);
   }
-  CHECK(state().phase == "running");
+  CHECK(state().phase == supervisor_phase::running);
   CHECK(state().sched.fallbacks == 1);
   REQUIRE(log->applied.size() == 1);
   CHECK(log->applied[0].by == "built-in planner");
@@ -187,9 +187,9 @@ TEST_CASE_FIXTURE(with_scheduler, "scheduler: one that does not answer within it
              },
              true, o);
   join_four();
-  CHECK(state().phase == "planning");
+  CHECK(state().phase == supervisor_phase::planning);
   run_for(2100ms);
-  REQUIRE(state().phase == "running");
+  REQUIRE(state().phase == supervisor_phase::running);
   CHECK(has_event("the scheduler did not answer within 2000 ms; the built-in planner decides"));
   REQUIRE(log->applied.size() == 1);
   CHECK(log->applied[0].by == "built-in planner");
@@ -290,7 +290,7 @@ TEST_CASE_FIXTURE(with_scheduler, "scheduler: per-iteration telemetry per stage 
   };
   start_with(even(), false, o);
   join_four();
-  REQUIRE(state().phase == "running");
+  REQUIRE(state().phase == supervisor_phase::running);
   for (auto& [name, node] : state().nodes)
     for (auto& role : node.roles) {
       train_report r;
@@ -357,7 +357,7 @@ TEST_CASE_FIXTURE(deterministic, "scheduler: a custom scheduler asks the built-i
   });
   start(o, system.spawn(delegating_scheduler));
   join_four();
-  REQUIRE(state().phase == "running");
+  REQUIRE(state().phase == supervisor_phase::running);
   REQUIRE(state().current->num_stages() == 4);
   for (auto& stage : state().current->stages)
     CHECK(stage.recompute);
@@ -409,12 +409,12 @@ TEST_CASE_FIXTURE(with_scheduler, "scheduler: when it dies the job stays on its 
   caf::anon_send_exit(scheduler, caf::exit_reason::kill);
   sched.run();
   run_for(1s);
-  CHECK(state().phase == "running");
+  CHECK(state().phase == supervisor_phase::running);
   CHECK(state().plan_version == 1);
   CHECK(describe_plan(*state().current) == describe_plan(first));
   caf::anon_send_exit(fakes["n4"], caf::exit_reason::kill);
   sched.run();
-  CHECK(state().phase == "running");
+  CHECK(state().phase == supervisor_phase::running);
   CHECK(state().plan_version == 2);
   CHECK(state().sched.fallbacks == 1);
   CHECK(has_event("the scheduler failed"));

@@ -10,7 +10,7 @@ namespace sailor::actors::supervision {
 cluster_status snapshot(supervisor* self) {
   auto& st = self->state;
   cluster_status out;
-  out.phase = st.phase;
+  out.phase = to_string(st.phase);
   out.plan_version = st.plan_version;
   out.quorum = st.options.quorum;
   if (st.current) {

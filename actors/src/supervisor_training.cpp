@@ -38,7 +38,7 @@ bool node_through(supervisor* self, const std::string& step, const supervised_no
 bool step_done(supervisor* self, const std::string& step) {
   auto& st = self->state;
   if (step == step_assignment)
-    return st.phase == "running";
+    return st.phase == supervisor_phase::running;
   if (step == step_restore && st.training.start_iteration() == 0)
     return true;
   return st.training.reached(step) >= st.training.world();
@@ -334,7 +334,7 @@ void on_train_check(supervisor* self, std::int64_t version) {
   // yet assigned: on a loaded machine, profiling it can outlast the grace) explains it too.
   auto& st = self->state;
   if (st.training.plan_version() != version || st.training.error().empty() ||
-      st.phase == "planning" || st.plan_version != version)
+      st.phase == supervisor_phase::planning || st.plan_version != version)
     return;
   fail_training(self, st.training.error());
 }
@@ -365,7 +365,7 @@ void startup_advance(supervisor* self) {
 void on_startup_deadline(supervisor* self, std::int64_t version, std::int64_t serial) {
   auto& st = self->state;
   if (version != st.plan_version || serial != st.startup_serial || st.startup_step.empty() ||
-      st.phase == "planning")
+      st.phase == supervisor_phase::planning)
     return;
   if (st.startup_step != step_assignment && !training(self))
     return;

@@ -184,21 +184,21 @@ TEST_CASE_FIXTURE(training_run, "supervisor: a node that does not answer its rol
   join("n3", "b");
   auto stuck = join("n4", "b", 2, protocol_version, true);
   REQUIRE(state().plan_version == 1);
-  CHECK(state().phase == "assigning");
+  CHECK(state().phase == supervisor_phase::assigning);
   CHECK(state().startup_step == "assignment");
   run_for(1200ms);
   CHECK(stuck->shut_down);
   CHECK(state().nodes.count("n4") == 0);
   CHECK(has_event("node n4 lost: missed the assignment deadline of plan v1 (1 s)"));
   CHECK(state().plan_version == 2);
-  CHECK(state().phase == "running");
+  CHECK(state().phase == supervisor_phase::running);
   CHECK(failures->empty());
 }
 
 TEST_CASE_FIXTURE(training_run, "supervisor: a node whose ranks miss the set-up deadline is dropped and the job re-planned") {
   start(training());
   join_four();
-  REQUIRE(state().phase == "running");
+  REQUIRE(state().phase == supervisor_phase::running);
   CHECK(state().startup_step == "setup");
   for (auto n : {"n1", "n2", "n3"})
     report_all(n, report_kind::reached, "setup");

@@ -68,6 +68,7 @@ struct live_run {
   clock_type::time_point t0, last_change, last_iteration;
   bool trained = false;
   int plans_at_change = -1;  // the job's plan count at the last change; -1: recovered since
+  int plans_trained = 0;     // the job's plan count at its last completed iteration
   clock_type::time_point recovery_mark;  // the change, or the old plan's last iteration after it
   std::optional<clock_type::time_point> slice_end;  // then only a recovery in progress finishes
   std::string phase;
@@ -261,6 +262,7 @@ int replay_loop(live_run& r, training_events& events, local_progress& progress) 
       r.recovery_mark = now;
     }
     if (completed && plans > r.plans_at_change) r.plans_at_change = -1;
+    if (completed) r.plans_trained = plans;
     if (!r.slice_end) account(r, seconds_between(last_pass, now));
     last_pass = now;
     if (!error.empty()) return fail("training failed: " + error);
@@ -274,8 +276,11 @@ int replay_loop(live_run& r, training_events& events, local_progress& progress) 
         std::printf("  the slice ended while recovering: waiting (up to --stall-timeout) for the next plan's first "
                     "iteration\n");
     }
-    // The summary is of a settled job: a recovery in progress at the slice's end is finished.
-    if (r.slice_end && (r.plans_at_change < 0 || r.live() == 0)) return exit_done;
+    // The summary is of a settled job: a recovery in progress at the slice's end is finished,
+    // and so is a newer plan (a node that joined without a change of the trace: the second of
+    // two that came back) that has not completed an iteration yet.
+    const bool settled = r.plans_at_change < 0 && plans == r.plans_trained;
+    if (r.slice_end && (settled || r.live() == 0)) return exit_done;
     if (r.cluster.interrupted()) return fail("interrupted after " + std::to_string(progress.done()) + " iterations");
     const std::size_t first = next;
     for (; !r.slice_end && next < r.script.changes.size() && r.script.changes[next].at_s <= r.trace_s(now); ++next) {

@@ -170,6 +170,23 @@ struct recovery_progress {
   std::map<std::string, leaving_node> leaving;
 };
 
+/// What the supervisor is doing (supervisor_interface.hpp's state diagram; `sailor status`
+/// prints its to_string as the phase): collecting nodes (quorum or settle time), planning,
+/// assigning a plan's roles, running it, or waiting for capacity (nodes are there, no plan
+/// fits them).
+enum class supervisor_phase { collecting, planning, assigning, running, waiting };
+
+inline const char* to_string(supervisor_phase p) {
+  switch (p) {
+    case supervisor_phase::collecting: return "collecting";
+    case supervisor_phase::planning: return "planning";
+    case supervisor_phase::assigning: return "assigning";
+    case supervisor_phase::running: return "running";
+    case supervisor_phase::waiting: return "waiting";
+  }
+  return "?";
+}
+
 /// Where a node stands with the current plan (`sailor status` and the dashboard print its
 /// to_string): joined (no plan has placed it yet), assigned (roles, not all ready yet), idle
 /// (no role in the plan), ready (every role ready).
@@ -200,7 +217,7 @@ struct supervisor_state {
   supervisor_options options;
   std::map<std::string, supervised_node> nodes;
   std::map<std::string, caf::actor> zones;
-  std::string phase = "collecting";
+  supervisor_phase phase = supervisor_phase::collecting;
   bool settle_armed = false;
   std::int64_t next_request = 1;
   std::int64_t pending_request = 0;
