@@ -184,33 +184,45 @@ TEST_CASE("the host figures reach the simulated replay: ranks sharing fewer core
   CHECK(slow.training_s == doctest::Approx(fast.training_s).epsilon(0.01));
 }
 
-TEST_CASE("checkpoints only on the nodes: a fall of every node starts over, a fall of one zone does not") {
+namespace {
+
+// Ours over `counts` (the two-zone timeline's), with checkpoints kept where they outlive
+// every node and with checkpoints only on the nodes; also the plan over both zones in full.
+struct kept_and_local {
+  replay_totals kept, node_local;
+  spot_replayer::entry full;
+};
+kept_and_local run_both(std::vector<std::vector<int>> counts, double no_notice) {
   auto t = two_zone_timeline();
-  t.counts = {{8, 8}, {0, 0}, {8, 8}};  // every GPU gone for an hour, with notice
-  auto rec = fixed_recovery(0);
+  t.counts = std::move(counts);
+  auto rec = fixed_recovery(no_notice);
   spot_replayer replay(two_zone_problem(), t, rec);
-  const auto kept = replay.run(spot_policy::ours);
+  kept_and_local out;
+  out.kept = replay.run(spot_policy::ours);
   rec.checkpoints_outlive_nodes = false;
   replay.set_recovery(rec);
-  const auto node_local = replay.run(spot_policy::ours);
-  const auto& full = replay.plan_for({8, 8});
-  REQUIRE(full.ok);
-  CHECK(kept.lost_iterations == 0);
-  CHECK(kept.waiting_s == doctest::Approx(3600));
+  out.node_local = replay.run(spot_policy::ours);
+  out.full = replay.plan_for({8, 8});
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoints only on the nodes: a fall of every node starts over, a fall of one zone does not") {
+  // Every GPU gone for an hour, with notice.
+  const auto all = run_both({{8, 8}, {0, 0}, {8, 8}}, 0);
+  REQUIRE(all.full.ok);
+  CHECK(all.kept.lost_iterations == 0);
+  CHECK(all.kept.waiting_s == doctest::Approx(3600));
   // The first hour's iterations are lost with the nodes that held their state.
-  CHECK(node_local.lost_iterations == doctest::Approx(full.throughput * 3600).epsilon(0.01));
-  CHECK(node_local.iterations == doctest::Approx(kept.iterations - node_local.lost_iterations).epsilon(0.01));
+  CHECK(all.node_local.lost_iterations == doctest::Approx(all.full.throughput * 3600).epsilon(0.01));
+  CHECK(all.node_local.iterations ==
+        doctest::Approx(all.kept.iterations - all.node_local.lost_iterations).epsilon(0.01));
   // A zone lost without notice while the other stays: the other stage's nodes hold copies
   // of the checkpoint, so node-local checkpoints roll back no further than kept ones.
-  t.counts = {{8, 8}, {8, 0}, {8, 8}};
-  auto sudden = fixed_recovery(1);
-  spot_replayer partial(two_zone_problem(), t, sudden);
-  const auto kept_partial = partial.run(spot_policy::ours);
-  sudden.checkpoints_outlive_nodes = false;
-  partial.set_recovery(sudden);
-  const auto local_partial = partial.run(spot_policy::ours);
-  CHECK(local_partial.lost_iterations == doctest::Approx(kept_partial.lost_iterations));
-  CHECK(local_partial.iterations == doctest::Approx(kept_partial.iterations));
+  const auto one = run_both({{8, 8}, {8, 0}, {8, 8}}, 1);
+  CHECK(one.node_local.lost_iterations == doctest::Approx(one.kept.lost_iterations));
+  CHECK(one.node_local.iterations == doctest::Approx(one.kept.iterations));
   CHECK(every_node_gone({8, 8}, {0, 0}));
   CHECK_FALSE(every_node_gone({8, 0}, {1, 0}));
 }

@@ -15,13 +15,10 @@
 // makes it moot). No LibTorch here.
 
 #include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "sailor/comm/transport.hpp"
+#include "sailor/train/request_worker.hpp"
 
 namespace sailor::train {
 
@@ -30,7 +27,6 @@ public:
   /// Copies files of `state_dir` over `transport` (which must outlive it); `node` names the
   /// log lines.
   checkpoint_copier(comm::transport& transport, std::string state_dir, std::string node);
-  ~checkpoint_copier();
   checkpoint_copier(const checkpoint_copier&) = delete;
   checkpoint_copier& operator=(const checkpoint_copier&) = delete;
 
@@ -39,26 +35,21 @@ public:
   void copy(const std::string& path, const std::string& target, std::chrono::milliseconds timeout);
 
   /// Copies made and failed so far (for tests and logs).
-  int copied() const;
-  int failed() const;
+  int copied() const { return worker_.done(); }
+  int failed() const { return worker_.failed(); }
 
   static constexpr std::size_t max_pending = 8;
 
 private:
   struct request {
     std::string path, target;
-    std::chrono::milliseconds timeout;
+    std::chrono::milliseconds timeout{};
   };
-  void loop();
+  bool copy_now(const request& r);
 
   comm::transport& transport_;
   const std::string state_dir_, node_;
-  mutable std::mutex mu_;
-  std::condition_variable wake_;
-  std::deque<request> pending_;
-  bool stopping_ = false;
-  int copied_ = 0, failed_ = 0;
-  std::thread thread_;
+  request_worker<request> worker_;  // last: stopped first
 };
 
 }  // namespace sailor::train

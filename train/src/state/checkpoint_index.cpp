@@ -34,6 +34,23 @@ int latest_checkpoint(const std::string& dir) {
   return 0;
 }
 
+namespace detail {
+
+std::vector<std::string> plan_folders(const std::string& job_dir) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (fs::directory_iterator i{job_dir, ec}, end; !ec && i != end; i.increment(ec)) {
+    const auto name = i->path().filename().string();
+    std::error_code kind;
+    if (name.size() >= 2 && name[0] == 'v' &&
+        name.find_first_not_of("0123456789", 1) == std::string::npos && i->is_directory(kind))
+      found.push_back(i->path().string());
+  }
+  return found;
+}
+
+}  // namespace detail
+
 std::vector<std::string> remove_plan_folders(const std::string& job_dir,
                                              const std::vector<std::string>& keep) {
   // Lexically normal, without a trailing separator ("a/v4/" is "a/v4").
@@ -45,16 +62,9 @@ std::vector<std::string> remove_plan_folders(const std::string& job_dir,
   for (const auto& k : keep)
     kept.insert(normal(k));
   std::vector<fs::path> doomed;  // listed first: no removal under a running iterator
-  std::error_code ec;
-  for (fs::directory_iterator i{job_dir, ec}, end; !ec && i != end; i.increment(ec)) {
-    const auto name = i->path().filename().string();
-    std::error_code kind;
-    if (name.size() < 2 || name[0] != 'v' ||
-        name.find_first_not_of("0123456789", 1) != std::string::npos || !i->is_directory(kind))
-      continue;
-    if (!kept.count(normal(i->path())))
-      doomed.push_back(i->path());
-  }
+  for (const auto& folder : detail::plan_folders(job_dir))
+    if (!kept.count(normal(folder)))
+      doomed.push_back(folder);
   // Copies of survivors' memory state fetched to disk (mem/iter-N, node_recovery.hpp) are
   // bounded too: the newest two iterations stay, as in memory (memory_shards), and any named
   // in `keep` (the checkpoint a pending plan restores). Without this a node's state folder

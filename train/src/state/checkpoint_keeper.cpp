@@ -21,18 +21,11 @@ struct plan_folder {
   int newest_any = 0;       // of its newest checkpoint folder, complete or not
 };
 
-std::vector<plan_folder> plan_folders(const std::string& job_dir) {
+std::vector<plan_folder> newest_first(const std::string& job_dir) {
   std::vector<plan_folder> found;
-  std::error_code ec;
-  for (fs::directory_iterator i{job_dir, ec}, end; !ec && i != end; i.increment(ec)) {
-    const auto name = i->path().filename().string();
-    std::error_code kind;
-    if (name.size() < 2 || name[0] != 'v' ||
-        name.find_first_not_of("0123456789", 1) != std::string::npos || !i->is_directory(kind))
-      continue;
-    const auto all = detail::checkpoint_iterations(i->path().string());
-    found.push_back({i->path().string(), latest_checkpoint(i->path().string()),
-                     all.empty() ? 0 : all.back()});
+  for (const auto& path : detail::plan_folders(job_dir)) {
+    const auto all = detail::checkpoint_iterations(path);
+    found.push_back({path, latest_checkpoint(path), all.empty() ? 0 : all.back()});
   }
   std::sort(found.begin(), found.end(), [](const plan_folder& a, const plan_folder& b) {
     return a.newest_complete > b.newest_complete;
@@ -43,7 +36,7 @@ std::vector<plan_folder> plan_folders(const std::string& job_dir) {
 }  // namespace
 
 void prune_kept_checkpoints(const std::string& job_dir, int keep) {
-  const auto folders = plan_folders(job_dir);  // newest complete checkpoint first
+  const auto folders = newest_first(job_dir);  // by their newest complete checkpoint
   std::vector<std::string> kept;
   int complete_kept = 0, best = 0;
   for (const auto& f : folders) {
@@ -81,7 +74,13 @@ result<std::unique_ptr<checkpoint_keeper>> checkpoint_keeper::start(
     return server.error();
   self->server_ = std::move(*server);
   self->on_kept_ = std::move(on_kept);
-  self->thread_ = std::thread([raw = self.get()] { raw->loop(); });
+  auto* raw = self.get();
+  self->worker_ = std::make_unique<request_worker<request>>(
+    self->options_.max_pending, [raw](request& r) { return raw->fetch(r); },
+    [raw](const request& r, std::size_t waiting) {
+      log::get("train")->warn("[keeper] {} not kept: {} fetches wait", r.file, waiting);
+      raw->forget(r.file);
+    });
   log::get("train")->info("[keeper] keeps the job's checkpoints in {} and serves them on {}",
                           self->options_.state_dir, self->address());
   return self;
@@ -96,16 +95,7 @@ result<std::shared_ptr<checkpoint_keeper>> checkpoint_keeper::start(
   return std::shared_ptr<checkpoint_keeper>(std::move(*keeper));
 }
 
-checkpoint_keeper::~checkpoint_keeper() {
-  {
-    std::lock_guard lock{mu_};
-    stopping_ = true;
-    pending_.clear();
-  }
-  wake_.notify_all();
-  if (thread_.joinable())
-    thread_.join();  // a fetch in flight ends within its timeout
-}
+checkpoint_keeper::~checkpoint_keeper() = default;  // the worker stops first
 
 void checkpoint_keeper::on_kept(kept_fn fn) {
   std::lock_guard lock{mu_};
@@ -119,51 +109,29 @@ void checkpoint_keeper::keep(const std::string& file, const std::string& holder)
     return;
   {
     std::lock_guard lock{mu_};
-    if (stopping_ || !known_.insert(file).second)
+    if (!known_.insert(file).second)
       return;
-    if (pending_.size() >= options_.max_pending) {
-      log::get("train")->warn("[keeper] {} not kept: {} fetches wait", pending_.front().file,
-                              pending_.size());
-      known_.erase(pending_.front().file);
-      pending_.pop_front();
-    }
-    pending_.push_back({file, holder});
   }
-  wake_.notify_one();
+  worker_->push({file, holder});  // not under mu_: a dropped request takes it (forget)
 }
 
-int checkpoint_keeper::kept() const {
+int checkpoint_keeper::kept() const { return worker_->done(); }
+
+int checkpoint_keeper::failed() const { return worker_->failed(); }
+
+void checkpoint_keeper::forget(const std::string& file) {
   std::lock_guard lock{mu_};
-  return kept_;
+  known_.erase(file);  // a later report of it (a copy's holder) may try again
 }
 
-int checkpoint_keeper::failed() const {
-  std::lock_guard lock{mu_};
-  return failed_;
-}
-
-void checkpoint_keeper::loop() {
-  while (true) {
-    request next;
-    {
-      std::unique_lock lock{mu_};
-      wake_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
-      if (stopping_)
-        return;
-      next = std::move(pending_.front());
-      pending_.pop_front();
-    }
-    auto err = fetch_shards(transport_, options_.state_dir, {{next.file, next.holder}},
-                            options_.timeout);
-    if (err) {
-      std::lock_guard lock{mu_};
-      ++failed_;
-      known_.erase(next.file);  // a later report of it (a copy's holder) may try again
-      log::get("train")->warn("[keeper] could not keep {}: {}", next.file, err->message);
-      continue;
-    }
-    fetched(next.file);
+bool checkpoint_keeper::fetch(const request& r) {
+  if (auto err = fetch_shards(transport_, options_.state_dir, {{r.file, r.holder}}, options_.timeout)) {
+    forget(r.file);
+    log::get("train")->warn("[keeper] could not keep {}: {}", r.file, err->message);
+    return false;
   }
+  fetched(r.file);
+  return true;
 }
 
 void checkpoint_keeper::fetched(const std::string& file) {
@@ -173,7 +141,6 @@ void checkpoint_keeper::fetched(const std::string& file) {
   kept_fn tell;
   {
     std::lock_guard lock{mu_};
-    ++kept_;
     tell = on_kept_;
   }
   std::error_code ec;

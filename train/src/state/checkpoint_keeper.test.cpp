@@ -108,7 +108,7 @@ TEST_CASE_FIXTURE(holder_and_keeper, "checkpoint keeper: every reported shard la
     keeper->keep(f, node->address());
   keeper->keep(files[0], node->address());  // reported twice (a writer and a copy): once
   REQUIRE(heard.wait_for(8));  // in order: iteration 2 is pruned once 8 is complete
-  CHECK(keeper->kept() == 8);
+  CHECK(heard.files.size() == 8);  // the one reported twice was fetched once
   CHECK(heard.keeper == keeper->address());
   const auto plan_dir = (keeper_dir() / "checkpoints/j/v1").string();
   CHECK(train::latest_checkpoint(plan_dir) == 8);
@@ -149,7 +149,6 @@ TEST_CASE_FIXTURE(holder_and_keeper, "checkpoint keeper: a holder that is gone f
   CHECK(keeper->failed() == 1);
   keeper->keep(file, node->address());
   REQUIRE(heard.wait_for(1));
-  CHECK(keeper->kept() == 1);
   CHECK(heard.files == std::set<std::string>{file});
 }
 

@@ -60,6 +60,9 @@ folder_state inspect_folder(const std::string& folder);
 /// first complete group in name order, by writer.
 folder_state complete_group(const std::vector<shard_file>& files);
 
+/// The plans' checkpoint folders under a job's folder `job_dir` (its subfolders named v<N>).
+std::vector<std::string> plan_folders(const std::string& job_dir);
+
 /// The iteration counts of the checkpoint folders under `dir`, ascending.
 std::vector<int> checkpoint_iterations(const std::string& dir);
 

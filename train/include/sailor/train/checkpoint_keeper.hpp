@@ -20,17 +20,15 @@
 /// that hold one (and anything newer still arriving); older plan folders go. No LibTorch here.
 
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 
 #include "sailor/comm/transport.hpp"
 #include "sailor/config/error.hpp"
+#include "sailor/train/request_worker.hpp"
 
 namespace sailor::train {
 
@@ -79,21 +77,18 @@ private:
   struct request {
     std::string file, holder;
   };
-  void loop();
+  bool fetch(const request& r);
   void fetched(const std::string& file);
+  void forget(const std::string& file);
 
   std::unique_ptr<comm::transport> owned_transport_;  // when it owns transport_: freed last
   comm::transport& transport_;
   const checkpoint_keeper_options options_;
   std::unique_ptr<shard_server> server_;
   mutable std::mutex mu_;
-  std::condition_variable wake_;
-  std::deque<request> pending_;
   std::set<std::string> known_;  // queued, being fetched or on disk
   kept_fn on_kept_;
-  bool stopping_ = false;
-  int kept_ = 0, failed_ = 0;
-  std::thread thread_;
+  std::unique_ptr<request_worker<request>> worker_;  // last: stopped first
 };
 
 /// Removes, under a job's checkpoint folder `job_dir` (checkpoints/<job>), the plan folders
