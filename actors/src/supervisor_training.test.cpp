@@ -570,3 +570,35 @@ TEST_CASE_FIXTURE(training_run, "supervisor: a second loss soon after a recovery
   CHECK(logs.at("n1")->jobs.back().restore_dir == "checkpoints/j/mem");
   CHECK(state().recovery.record.lost_iterations == 0);
 }
+
+TEST_CASE_FIXTURE(training_run, "supervisor: every node lost, the coordinator keeps the checkpoint: nodes that come back one by one resume from it, and the recovery names the checkpoint") {
+  four_nodes_through_first_iteration();
+  // The coordinator's keeper holds the checkpoint after iteration 1 (train/checkpoint_keeper):
+  // a holder that is not a node, never lost with one.
+  const auto kept = shard("checkpoints/j/v1", 1);
+  caf::anon_send(supervisor, keeper_holds_atom::value, kept, std::string{"coordinator:7100"});
+  sched.run();
+  for (const auto& n : {"n1", "n2", "n3", "n4"})
+    lose(n);
+  REQUIRE(state().nodes.empty());
+  CHECK(state().recovery.active);  // the last node's loss begins the recovery
+  join("n5", "a");
+  run_for(1500ms);  // the settle time: a plan over n5 alone
+  REQUIRE_FALSE(logs.at("n5")->jobs.empty());
+  CHECK(logs.at("n5")->jobs.back().start_iteration == 1);
+  CHECK(logs.at("n5")->jobs.back().restore_dir == "checkpoints/j/v1");
+  // n6 joins once n5's ranks restored, before their first iteration: the growth re-plan takes
+  // their memory, which holds what they restored.
+  const auto first = state().plan_version;
+  report_all("n5", report_kind::reached, "setup");
+  report_all("n5", report_kind::reached, "restore");
+  join("n6", "b");
+  report_kept("n5", 1, shard("checkpoints/j/mem", 1), {}, first);
+  REQUIRE(state().plan_version > first);
+  REQUIRE_FALSE(logs.at("n6")->jobs.empty());
+  CHECK(logs.at("n6")->jobs.back().restore_dir == "checkpoints/j/mem");
+  const auto& r = state().recovery.record;
+  CHECK(r.cause == "loss");
+  CHECK(r.start_iteration == 1);
+  CHECK(r.state_source == "checkpoint");
+}
