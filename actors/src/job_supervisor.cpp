@@ -114,7 +114,7 @@ void release_node(supervisor* self, const supervised_node& node, const std::stri
     self->send(node.endpoint, shutdown_notice{farewell});
   }
   if (auto z = st.zones.find(node.inventory.zone); z != st.zones.end())
-    tell(self, z->second, untrack_node{node.inventory.name});
+    self->send(z->second, untrack_node{node.inventory.name});
   if (st.options.scheduler)
     self->send(st.options.scheduler, availability_event{"lost", node.inventory, why});
 }
@@ -213,7 +213,7 @@ void admit(supervisor* self, const join_request& request) {
   auto zone = zone_actor_name(inv.zone);
   self->send(sender, join_accepted{inv.name, zone, to_ms(st.options.heartbeat_interval),
                                    to_ms(st.options.heartbeat_timeout)});
-  tell(self, st.zones[inv.zone], track_node{inv.name});
+  self->send(st.zones[inv.zone], track_node{inv.name});
   if (st.options.on_admitted)
     st.options.on_admitted(inv, caf::actor_cast<caf::actor>(sender));
   if (st.options.scheduler)
@@ -430,7 +430,7 @@ supervisor_actor::behavior_type state_of(supervisor* self, OnSettle on_settle,
       if (i == self->state.nodes.end())
         return;
       if (auto z = self->state.zones.find(i->second.inventory.zone); z != self->state.zones.end())
-        tell(self, z->second, x);
+        self->send(z->second, x);
     },
     [self](const node_lost& x) { lose_node(self, x.node, x.reason); },
     [self](const preemption_notice& x) {
@@ -522,7 +522,7 @@ supervisor_actor::behavior_type running(supervisor* self) {
       i->second.state = node_state::ready;
     auto g = st.groups.find({x.role.stage, x.role.replica});
     if (g != st.groups.end())
-      tell(self, g->second, x);
+      self->send(g->second, x);
   };
   auto on_replica_ready = [self](const replica_ready& x) {
     auto& st = self->state;
@@ -558,7 +558,7 @@ job_supervisor(supervisor_actor::stateful_pointer<supervisor_state> self,
                                                         st.options.heartbeat_timeout, me});
     st.zones[zone] = z;
     if (st.options.publish)
-      st.options.publish(zone_actor_name(zone), z);
+      st.options.publish(zone_actor_name(zone), caf::actor_cast<caf::actor>(z));
   }
   self->set_down_handler([self](caf::down_msg& msg) {
     for (auto& [name, node] : self->state.nodes)

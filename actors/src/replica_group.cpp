@@ -2,9 +2,10 @@
 
 namespace sailor::actors {
 
-caf::behavior replica_group(caf::stateful_actor<replica_group_state>* self,
-                            std::int64_t plan_version, int stage, int replica, int tp,
-                            supervisor_actor supervisor) {
+replica_group_actor::behavior_type
+replica_group(replica_group_actor::stateful_pointer<replica_group_state> self,
+              std::int64_t plan_version, int stage, int replica, int tp,
+              supervisor_actor supervisor) {
   auto& st = self->state;
   st.plan_version = plan_version;
   st.stage = stage;
@@ -21,7 +22,7 @@ caf::behavior replica_group(caf::stateful_actor<replica_group_state>* self,
       if (static_cast<int>(st.ready_ranks.size()) == st.tp) {
         self->send(st.supervisor, replica_ready{st.plan_version, st.stage, st.replica});
         // [complete]: further reports are duplicates.
-        self->become([](const stage_ready&) {});
+        self->become(replica_group_actor::behavior_type{[](const stage_ready&) {}});
       }
     },
   };

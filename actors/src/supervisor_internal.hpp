@@ -19,9 +19,8 @@ namespace sailor::actors::supervision {
 
 using supervisor = supervisor_actor::stateful_base<supervisor_state>;
 
-/// To an actor the supervisor spawned or was given that is dynamically typed (a zone
-/// coordinator, a replica group, the rendezvous store). A typed actor's send() takes typed
-/// receivers only; sent as the supervisor all the same, as before it was typed.
+/// To an actor the supervisor was given that is dynamically typed (the rendezvous store). A
+/// typed actor's send() takes typed receivers only; sent as the supervisor all the same.
 template <class... Ts>
 void tell(supervisor* self, const caf::actor& to, Ts&&... xs) {
   caf::send_as(caf::actor_cast<caf::actor>(self), to, std::forward<Ts>(xs)...);

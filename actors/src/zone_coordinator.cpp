@@ -13,7 +13,8 @@ std::int64_t to_ms(caf::timespan t) {
 
 }  // namespace
 
-caf::behavior zone_coordinator(caf::stateful_actor<zone_state>* self, zone_options options) {
+zone_coordinator_actor::behavior_type
+zone_coordinator(zone_coordinator_actor::stateful_pointer<zone_state> self, zone_options options) {
   self->state.options = std::move(options);
   self->delayed_send(self, self->state.options.heartbeat_interval, tick_atom::value);
   return {

@@ -57,12 +57,14 @@
 
 #include "sailor/actors/messages.hpp"
 #include "sailor/actors/node_agent_interface.hpp"
+#include "sailor/actors/replica_group.hpp"
 #include "sailor/actors/scheduler_api.hpp"
 #include "sailor/actors/scheduler_session.hpp"
 #include "sailor/actors/checkpoint_holdings.hpp"
 #include "sailor/actors/status_board.hpp"
 #include "sailor/actors/supervisor_interface.hpp"
 #include "sailor/actors/train_progress.hpp"
+#include "sailor/actors/zone_coordinator.hpp"
 
 namespace sailor::train {
 class checkpoint_keeper;
@@ -216,7 +218,7 @@ struct supervised_node {
 struct supervisor_state {
   supervisor_options options;
   std::map<std::string, supervised_node> nodes;
-  std::map<std::string, caf::actor> zones;
+  std::map<std::string, zone_coordinator_actor> zones;
   supervisor_phase phase = supervisor_phase::collecting;
   bool settle_armed = false;
   std::int64_t next_request = 1;
@@ -225,7 +227,7 @@ struct supervisor_state {
   std::string replan_reason;
   std::int64_t plan_version = 0;
   std::optional<config::plan> current;
-  std::map<std::pair<int, int>, caf::actor> groups;
+  std::map<std::pair<int, int>, replica_group_actor> groups;
   int roles_total = 0;
   int roles_ready = 0;
   int replicas_ready = 0;

@@ -12,6 +12,7 @@
 
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
+#include <caf/typed_actor.hpp>
 
 #include "sailor/actors/messages.hpp"
 #include "sailor/actors/supervisor_interface.hpp"
@@ -28,8 +29,12 @@ struct replica_group_state {
   static inline const char* name = "replica_group";
 };
 
-caf::behavior replica_group(caf::stateful_actor<replica_group_state>* self,
-                            std::int64_t plan_version, int stage, int replica, int tp,
-                            supervisor_actor supervisor);
+/// What a replica group takes: each TP rank's stage actor saying it is ready.
+using replica_group_actor = caf::typed_actor<caf::reacts_to<stage_ready>>;
+
+replica_group_actor::behavior_type
+replica_group(replica_group_actor::stateful_pointer<replica_group_state> self,
+              std::int64_t plan_version, int stage, int replica, int tp,
+              supervisor_actor supervisor);
 
 }  // namespace sailor::actors

@@ -17,6 +17,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/timespan.hpp>
+#include <caf/typed_actor.hpp>
 
 #include "sailor/actors/messages.hpp"
 #include "sailor/actors/supervisor_interface.hpp"
@@ -40,6 +41,13 @@ struct zone_state {
 /// The name under which a zone's coordinator is published on the bridge.
 inline std::string zone_actor_name(const std::string& zone) { return "zone:" + zone; }
 
-caf::behavior zone_coordinator(caf::stateful_actor<zone_state>* self, zone_options options);
+/// What a zone coordinator takes: the supervisor starts and stops tracking its nodes, the
+/// nodes beat (over the bridge, to the name zone_actor_name), and its own timer ticks.
+using zone_coordinator_actor =
+  caf::typed_actor<caf::reacts_to<track_node>, caf::reacts_to<untrack_node>,
+                   caf::reacts_to<heartbeat>, caf::reacts_to<tick_atom>>;
+
+zone_coordinator_actor::behavior_type
+zone_coordinator(zone_coordinator_actor::stateful_pointer<zone_state> self, zone_options options);
 
 }  // namespace sailor::actors
