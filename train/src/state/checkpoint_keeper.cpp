@@ -37,20 +37,14 @@ std::vector<plan_folder> newest_first(const std::string& job_dir) {
 
 void prune_kept_checkpoints(const std::string& job_dir, int keep) {
   const auto folders = newest_first(job_dir);  // by their newest complete checkpoint
+  if (folders.empty() || folders.front().newest_complete == 0)
+    return;  // nothing complete yet: nothing is older than it
+  const int best = folders.front().newest_complete;
   std::vector<std::string> kept;
-  int complete_kept = 0, best = 0;
-  for (const auto& f : folders) {
-    if (f.newest_complete > 0 && complete_kept < 2) {
-      ++complete_kept;
-      best = std::max(best, f.newest_complete);
-      kept.push_back(f.path);
-    }
-  }
   for (const auto& f : folders)
-    if (f.newest_complete == 0 && f.newest_any > best)
-      kept.push_back(f.path);  // newer than any complete one: still arriving
-  if (complete_kept > 0)
-    remove_plan_folders(job_dir, kept);
+    if (f.newest_complete > 0 ? kept.size() < 2 : f.newest_any > best)
+      kept.push_back(f.path);  // the two newest complete, and any newer still arriving
+  remove_plan_folders(job_dir, kept);
   for (const auto& k : kept)
     detail::prune_checkpoints(k, keep);
 }
@@ -59,7 +53,7 @@ checkpoint_keeper::checkpoint_keeper(comm::transport& transport, checkpoint_keep
     : transport_(transport), options_(std::move(options)) {}
 
 result<std::unique_ptr<checkpoint_keeper>> checkpoint_keeper::start(
-  comm::transport& transport, checkpoint_keeper_options options, kept_fn on_kept) {
+  comm::transport& transport, checkpoint_keeper_options options) {
   if (options.host.empty() || options.host == "0.0.0.0" || options.host == "::")
     return sailor::error::invalid_input("--listen", "the checkpoint keeper needs the address "
                                         "nodes reach it on, not '" + options.host + "'");
@@ -73,7 +67,6 @@ result<std::unique_ptr<checkpoint_keeper>> checkpoint_keeper::start(
   if (!server)
     return server.error();
   self->server_ = std::move(*server);
-  self->on_kept_ = std::move(on_kept);
   auto* raw = self.get();
   self->worker_ = std::make_unique<request_worker<request>>(
     self->options_.max_pending, [raw](request& r) { return raw->fetch(r); },

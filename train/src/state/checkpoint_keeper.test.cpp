@@ -89,9 +89,10 @@ struct holder_and_keeper {
     o.state_dir = dir.path("keeper");
     o.host = "127.0.0.1";
     o.timeout = 5000ms;
-    auto k = train::checkpoint_keeper::start(*keeper_t, o, heard.fn());
+    auto k = train::checkpoint_keeper::start(*keeper_t, o);
     REQUIRE(k.ok());
     keeper = std::move(*k);
+    keeper->on_kept(heard.fn());
   }
   fs::path node_dir() { return dir.path("node"); }
   fs::path keeper_dir() { return dir.path("keeper"); }
@@ -141,15 +142,18 @@ TEST_CASE_FIXTURE(holder_and_keeper, "checkpoint keeper: older plan folders go o
 
 TEST_CASE_FIXTURE(holder_and_keeper, "checkpoint keeper: a holder that is gone fails the fetch, and the next holder's report is fetched") {
   const auto file = write_shard(node_dir(), 1, 2, 0);
+  const auto other = write_shard(node_dir(), 1, 2, 1);
   keeper->keep(file, "127.0.0.1:1");  // nobody listens there
   keeper->keep("checkpoints/j/mem/iter-00000002/" + fs::path{file}.filename().string(),
                node->address());  // the survivors' memory: not the keeper's business
-  for (int k = 0; k < 200 && keeper->failed() == 0; ++k)
-    std::this_thread::sleep_for(50ms);  // polled, bounded: the fetch fails at the connect
-  CHECK(keeper->failed() == 1);
-  keeper->keep(file, node->address());
+  // Fetches run in order: once `other` is kept, the fetch of `file` has failed.
+  keeper->keep(other, node->address());
   REQUIRE(heard.wait_for(1));
-  CHECK(heard.files == std::set<std::string>{file});
+  CHECK(keeper->failed() == 1);
+  CHECK(heard.files == std::set<std::string>{other});
+  keeper->keep(file, node->address());
+  REQUIRE(heard.wait_for(2));
+  CHECK(heard.files == std::set<std::string>{file, other});
 }
 
 TEST_CASE("checkpoint keeper: a wildcard address is refused, naming --listen") {

@@ -49,8 +49,7 @@ public:
 
   /// Starts its shard server on `transport` (which must outlive it) and its fetch thread.
   static result<std::unique_ptr<checkpoint_keeper>> start(comm::transport& transport,
-                                                          checkpoint_keeper_options options,
-                                                          kept_fn on_kept = {});
+                                                          checkpoint_keeper_options options);
   /// The same on a transport of its own, which lives as long as the keeper (a keeper shared
   /// with a supervisor may outlive whoever made it).
   static result<std::shared_ptr<checkpoint_keeper>> start(std::unique_ptr<comm::transport> transport,
