@@ -182,4 +182,13 @@ result<std::unique_ptr<comm::transport>> make_transport(const std::string& kind,
                                       "unknown transport '" + kind + "' (expected ucx or tcp)");
 }
 
+result<std::shared_ptr<train::checkpoint_keeper>> start_checkpoint_keeper(
+  const std::string& kind, const std::string& token, train::checkpoint_keeper_options options,
+  const comm::transport_options::tls_files& tls) {
+  auto transport = make_transport(kind, "coordinator-keeper", "", token, options.host, tls);
+  if (!transport)
+    return transport.error();
+  return train::checkpoint_keeper::start(std::move(*transport), std::move(options));
+}
+
 }  // namespace sailor::actors

@@ -5,7 +5,6 @@
 
 #include "coordinator_parts.hpp"
 #include "exit_codes.hpp"
-#include "sailor/train/checkpoint_keeper.hpp"
 
 namespace sailor::app {
 
@@ -18,18 +17,11 @@ int start_keeper(const coordinator_args& args, const coordinator_inputs& in,
                          "checkpoints go under it)\n");
     return exit_bad_input;
   }
-  auto transport = actors::make_transport(args.transport, "coordinator-keeper", "", token,
-                                          in.listen.host, args.tls);
-  if (!transport) {
-    std::fprintf(stderr, "sailor coordinator: --keep-checkpoints: %s\n",
-                 transport.error().message.c_str());
-    return exit_bad_input;
-  }
   train::checkpoint_keeper_options o;
   o.state_dir = (std::filesystem::absolute(args.train_dir) / "kept").string();
   o.host = in.listen.host;
   o.timeout = std::chrono::milliseconds{static_cast<std::int64_t>(args.peer_timeout_s * 1000)};
-  auto keeper = train::checkpoint_keeper::start(std::move(*transport), o);
+  auto keeper = actors::start_checkpoint_keeper(args.transport, token, o, args.tls);
   if (!keeper) {
     std::fprintf(stderr, "sailor coordinator: --keep-checkpoints: %s\n",
                  keeper.error().to_string().c_str());

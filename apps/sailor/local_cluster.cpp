@@ -12,7 +12,6 @@
 #include <caf/scoped_actor.hpp>
 
 #include "sailor/comm/auth.hpp"
-#include "sailor/train/checkpoint_keeper.hpp"
 
 namespace sailor::app {
 
@@ -120,15 +119,12 @@ status local_cluster::start(actors::coordinator_options options, const dashboard
   transport_ = std::move(*made);
   options.transport = transport_.get();
   if (share_nothing_) {
-    auto keeper_transport = actors::make_transport("tcp", "coordinator-keeper", "", token, options.host);
-    if (!keeper_transport)
-      return sailor::error::failed("checkpoint keeper: " + keeper_transport.error().message);
     train::checkpoint_keeper_options k;
     k.state_dir = (work_ / "kept").string();
     k.host = options.host;
-    auto keeper = train::checkpoint_keeper::start(std::move(*keeper_transport), k);
+    auto keeper = actors::start_checkpoint_keeper("tcp", token, k);
     if (!keeper)
-      return keeper.error();
+      return sailor::error::failed("checkpoint keeper: " + keeper.error().message);
     options.supervisor.keeper = *keeper;
   }
   auto board = options.supervisor.board;

@@ -17,6 +17,7 @@
 #include "sailor/actors/planner_actor.hpp"
 #include "sailor/actors/rendezvous.hpp"
 #include "sailor/comm/transport.hpp"
+#include "sailor/train/checkpoint_keeper.hpp"
 
 namespace sailor::actors {
 
@@ -98,6 +99,12 @@ result<std::unique_ptr<comm::transport>> make_transport(const std::string& kind,
                                                         const std::string& token = {},
                                                         const std::string& host = {},
                                                         const comm::transport_options::tls_files& tls = {});
+
+/// The coordinator's checkpoint keeper (train/checkpoint_keeper.hpp) on a transport of its own
+/// of `kind`, proving `token` as "coordinator-keeper", for supervisor_options::keeper.
+result<std::shared_ptr<train::checkpoint_keeper>> start_checkpoint_keeper(
+  const std::string& kind, const std::string& token, train::checkpoint_keeper_options options,
+  const comm::transport_options::tls_files& tls = {});
 
 /// A caf::actor_system_config with every Sailor message type registered.
 class runtime_config : public caf::actor_system_config {
