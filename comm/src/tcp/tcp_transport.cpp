@@ -126,8 +126,8 @@ void tcp_core::loop() {
   while (true) {
     bool stopping = false;
     auto tasks = tasks_.take(stopping);
+    run_tasks(tasks);  // what was asked before the stop is done first (as UCX's loop does)
     if (stopping) break;
-    run_tasks(tasks);
     bool any_connecting = false;
     check_deadlines(any_connecting);
 

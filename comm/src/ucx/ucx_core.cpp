@@ -119,8 +119,10 @@ void ucx_core::loop() {
   while (true) {
     bool stopping = false;
     auto tasks = tasks_.take(stopping);
-    if (stopping) break;
+    // What was asked before the stop is done first: a close asked for then flushes its
+    // endpoint (the shut-down below would force it, dropping what UCX still holds).
     for (auto& t : tasks) guarded("a task", t);
+    if (stopping) break;
     while (ucp_worker_progress(worker_) != 0) {
     }
     while (!deferred_.empty()) {
