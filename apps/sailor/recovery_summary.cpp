@@ -3,6 +3,15 @@
 #include <set>
 #include <string>
 
+namespace sailor::actors {
+
+// One recovery's split, every field under its own name (`recovery` of the run summary).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(recovery_record, cause, plan_version, start_iteration,
+                                   lost_iterations, state_source, bytes_restored, planning_s,
+                                   setup_s, restore_s, first_iteration_s, total_s)
+
+}  // namespace sailor::actors
+
 namespace sailor::app {
 
 void add_recovery_fields(nlohmann::json& j, const std::vector<actors::recovery_record>& records,
@@ -10,22 +19,10 @@ void add_recovery_fields(nlohmann::json& j, const std::vector<actors::recovery_r
   int lost = 0;
   std::int64_t bytes = 0;
   std::set<std::string> sources;
-  auto splits = nlohmann::json::array();
   for (const auto& r : records) {
     lost += r.lost_iterations;
     bytes += r.bytes_restored;
     sources.insert(r.state_source);
-    splits.push_back({{"cause", r.cause},
-                      {"plan_version", r.plan_version},
-                      {"start_iteration", r.start_iteration},
-                      {"lost_iterations", r.lost_iterations},
-                      {"state_source", r.state_source},
-                      {"bytes_restored", r.bytes_restored},
-                      {"planning_s", r.planning_s},
-                      {"setup_s", r.setup_s},
-                      {"restore_s", r.restore_s},
-                      {"first_iteration_s", r.first_iteration_s},
-                      {"total_s", r.total_s}});
   }
   j["lost_iterations"] = lost;
   j["recovery_s"] = recovery_s;
@@ -34,7 +31,7 @@ void add_recovery_fields(nlohmann::json& j, const std::vector<actors::recovery_r
   else
     j["state_source"] = sources.size() == 1 ? *sources.begin() : std::string{"mixed"};
   j["bytes_restored"] = bytes;
-  j["recovery"] = std::move(splits);
+  j["recovery"] = records;
 }
 
 }  // namespace sailor::app

@@ -22,6 +22,17 @@
 #include "sailor/config/sailor_format.hpp"
 #include "sailor/simulator/simulator.hpp"
 
+namespace sailor::simulator {
+
+// Every field under its own name, in `sailor simulate --json`.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(memory_breakdown, parameters, gradients, optimizer_states,
+                                   activations, communication_buffers, framework)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(stage_estimate, first_layer, end_layer, forward_s, backward_s,
+                                   update_s, send_forward_s, send_backward_s, allreduce_s,
+                                   micro_batches, slowest_replica, analytic)
+
+}  // namespace sailor::simulator
+
 namespace sailor::app {
 
 namespace {
@@ -39,31 +50,17 @@ struct simulate_options {
 int fail(const sailor::error& e) { return report_error("simulate", e); }
 
 json memory_json(const simulator::memory_breakdown& m) {
-  return {{"parameters", m.parameters},
-          {"gradients", m.gradients},
-          {"optimizer_states", m.optimizer_states},
-          {"activations", m.activations},
-          {"communication_buffers", m.communication_buffers},
-          {"framework", m.framework},
-          {"total", m.total()}};
+  json j = m;
+  j["total"] = m.total();
+  return j;
 }
 
 json to_json(const simulator::estimate& e) {
   json stages = json::array();
   for (size_t s = 0; s < e.stages.size(); ++s) {
-    const auto& st = e.stages[s];
-    stages.push_back({{"stage", s},
-                      {"first_layer", st.first_layer},
-                      {"end_layer", st.end_layer},
-                      {"forward_s", st.forward_s},
-                      {"backward_s", st.backward_s},
-                      {"update_s", st.update_s},
-                      {"send_forward_s", st.send_forward_s},
-                      {"send_backward_s", st.send_backward_s},
-                      {"allreduce_s", st.allreduce_s},
-                      {"micro_batches", st.micro_batches},
-                      {"slowest_replica", st.slowest_replica},
-                      {"analytic", st.analytic}});
+    json stage = e.stages[s];
+    stage["stage"] = s;
+    stages.push_back(std::move(stage));
   }
   json memory = json::array();
   for (const auto& m : e.memory) {

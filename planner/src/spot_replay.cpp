@@ -395,29 +395,19 @@ replay_totals spot_replayer::run(spot_policy policy, spot_objective objective) {
   return s.totals;
 }
 
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(replay_change, at_s, why, gpus_before, gpus_after, throughput_after,
+                                   usd_per_hour_after, downtime_s, lost_iterations, plan_after)
+// The totals every summary has, each under its own name; totals_json adds the ratio and the
+// fields written only when they say something (time_to_target_s, changes).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(replay_totals, iterations, dollars, lost_iterations, recovery_s_total,
+                                   training_s, waiting_s, span_s, gpu_hours, replans,
+                                   preemptions_with_notice, preemptions_without_notice)
+
 std::string totals_json(const replay_totals& t, bool with_changes) {
-  nlohmann::json j;
-  j["iterations"] = t.iterations;
-  j["dollars"] = t.dollars;
+  nlohmann::json j = t;
   j["iterations_per_dollar"] = t.iterations_per_dollar();
-  j["lost_iterations"] = t.lost_iterations;
-  j["recovery_s_total"] = t.recovery_s_total;
-  j["training_s"] = t.training_s;
-  j["waiting_s"] = t.waiting_s;
-  j["span_s"] = t.span_s;
-  j["gpu_hours"] = t.gpu_hours;
-  j["replans"] = t.replans;
   if (t.time_to_target_s >= 0) j["time_to_target_s"] = t.time_to_target_s;
-  if (with_changes) {
-    j["changes"] = nlohmann::json::array();
-    for (const auto& c : t.changes)
-      j["changes"].push_back({{"at_s", c.at_s}, {"why", c.why}, {"gpus_before", c.gpus_before},
-                              {"gpus_after", c.gpus_after}, {"throughput_after", c.throughput_after},
-                              {"usd_per_hour_after", c.usd_per_hour_after}, {"downtime_s", c.downtime_s},
-                              {"lost_iterations", c.lost_iterations}, {"plan_after", c.plan_after}});
-  }
-  j["preemptions_with_notice"] = t.preemptions_with_notice;
-  j["preemptions_without_notice"] = t.preemptions_without_notice;
+  if (with_changes) j["changes"] = t.changes;
   return j.dump();
 }
 
