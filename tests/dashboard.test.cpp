@@ -83,15 +83,12 @@ int coordinator_port(const child& c) {
 TEST_CASE("dashboard: the JSON API of a coordinator with nodes, bad requests, and a "
           "preemption in the event list") {
   temp_dir dir;
-  child coordinator{dashboard_coordinator_argv(dir, 3), dir.path("coordinator.out"),
-                    dir.path("coordinator.err")};
-  const int web_port = dashboard_port(coordinator, 10s);
-  INFO(coordinator.out());
-  INFO(coordinator.err());
-  REQUIRE(web_port > 0);
+  dashboard_child coordinator{dashboard_coordinator_argv(dir, 3), dir, "coordinator", 10s};
+  INFO(coordinator.output());
+  REQUIRE(coordinator.web_port > 0);
   const int port = coordinator_port(coordinator);
   REQUIRE(port > 0);
-  dashboard_client web{web_port};
+  dashboard_client web{coordinator.web_port};
 
   // Before any node: the page and an empty API.
   auto page = web.get("/");
@@ -264,13 +261,10 @@ TEST_CASE("dashboard page: the validation loss is drawn at the iterations that c
   if (!sailor::testing::require_browser())
     sailor::testing::end_as_skipped("the page's validation-loss line in a browser");
   temp_dir dir;
-  child coordinator{dashboard_coordinator_argv(dir, 1), dir.path("coordinator.out"),
-                    dir.path("coordinator.err")};
-  const int web_port = dashboard_port(coordinator, 10s);
-  INFO(coordinator.out());
-  INFO(coordinator.err());
-  REQUIRE(web_port > 0);
-  dashboard_client web{web_port};
+  dashboard_child coordinator{dashboard_coordinator_argv(dir, 1), dir, "coordinator", 10s};
+  INFO(coordinator.output());
+  REQUIRE(coordinator.web_port > 0);
+  dashboard_client web{coordinator.web_port};
   json fixtures;
   for (const char* path : {"/api/info", "/api/status", "/api/plan", "/api/events"}) {
     fixtures[path] = web.json(path);

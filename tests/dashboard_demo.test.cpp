@@ -184,14 +184,13 @@ TEST_CASE("dashboard: during a demo with a preempted node, the API and the page 
   const bool browser = require_browser();
   temp_dir dir;
   const std::string configs = std::string(SAILOR_SOURCE_DIR) + "/configs";
-  child demo{{sailor_bin(), "demo", "--model", configs + "/models/tiny.yaml", "--job",
-              configs + "/jobs/tiny.yaml", "--nodes", "3", "--zones", "2", "--iterations",
-              std::to_string(iterations), "--dashboard", "127.0.0.1:0", "--dashboard-hold",
-              "120"},
-             dir.path("demo.out"), dir.path("demo.err")};
-  const int port = dashboard_port(demo, 20s);
-  INFO(demo.out());
-  INFO(demo.err());
+  dashboard_child demo{demo_with_dashboard_argv({"--model", configs + "/models/tiny.yaml", "--job",
+                                                 configs + "/jobs/tiny.yaml", "--nodes", "3", "--zones",
+                                                 "2", "--iterations", std::to_string(iterations)},
+                                                120),
+                       dir, "demo", 20s};
+  INFO(demo.output());
+  const int port = demo.web_port;
   REQUIRE(port > 0);
   const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/";
   dashboard_client web{port};

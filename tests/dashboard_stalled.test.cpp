@@ -119,13 +119,12 @@ double wall_pace_s(const json& points, std::size_t from, std::size_t to) {
 TEST_CASE("dashboard: stalled and vanishing browsers hold up neither training nor other "
           "pages") {
   temp_dir dir;
-  child demo{{sailor_bin(), "demo", "--nodes", "2", "--zones", "2", "--iterations",
-              std::to_string(iterations), "--dashboard", "127.0.0.1:0", "--dashboard-hold",
-              "60"},
-             dir.path("demo.out"), dir.path("demo.err")};
-  const int port = dashboard_port(demo, 20s);
-  INFO(demo.out());
-  INFO(demo.err());
+  dashboard_child demo{demo_with_dashboard_argv({"--nodes", "2", "--zones", "2", "--iterations",
+                                                 std::to_string(iterations)},
+                                                60),
+                       dir, "demo", 20s};
+  INFO(demo.output());
+  const int port = demo.web_port;
   REQUIRE(port > 0);
   dashboard_client web{port};
 

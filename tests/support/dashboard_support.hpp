@@ -1,6 +1,6 @@
 #pragma once
 // Helpers of the dashboard tests: an HTTP client of the coordinator's dashboard, the address
-// a process printed, and headless Chromium (Debian's chromium-headless-shell) loading a page.
+// a process printed (and the process that printed it), and headless Chromium (Debian's chromium-headless-shell) loading a page.
 
 #include <httplib.h>
 #include <unistd.h>
@@ -14,6 +14,7 @@
 #include <optional>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -70,6 +71,31 @@ inline int dashboard_port(const child& c, std::chrono::milliseconds limit) {
       }))
     return 0;
   return std::stoi(m[1]);
+}
+
+/// A process that serves the dashboard (a coordinator or a demo given --dashboard
+/// 127.0.0.1:0), its output in `dir` as NAME.out and NAME.err, and the port it printed within
+/// `limit` (0: none).
+class dashboard_child : public child {
+public:
+  dashboard_child(const std::vector<std::string>& argv, const temp_dir& dir, const std::string& name,
+                  std::chrono::milliseconds limit)
+    : child(argv, dir.path(name + ".out"), dir.path(name + ".err")),
+      web_port(dashboard_port(*this, limit)) {}
+  /// Both of its streams, for INFO: what a failed check is read with.
+  std::string output() const { return "stdout:\n" + out() + "\nstderr:\n" + err(); }
+
+  const int web_port;
+};
+
+/// The command line of `sailor demo` with `options`, serving the dashboard on a free port of
+/// 127.0.0.1 and holding it `hold_s` seconds after training (a test ends the hold with SIGTERM).
+inline std::vector<std::string> demo_with_dashboard_argv(std::vector<std::string> options, int hold_s) {
+  options.insert(options.begin(), {sailor_bin(), "demo"});
+  for (std::string more : {"--dashboard", "127.0.0.1:0", "--dashboard-hold"})
+    options.push_back(more);
+  options.push_back(std::to_string(hold_s));
+  return options;
 }
 
 /// False once the child has exited (a zombie not yet reaped counts as exited).
