@@ -84,9 +84,8 @@ TEST_CASE("every subcommand of the design parses its own options: an unknown one
 TEST_CASE("sailor profile is built: its help names the model, the sizes and the output file") {
   auto r = run_command(sailor_bin() + " profile --help");
   CHECK(r.exit_code == 0);
-  CHECK(contains(r.out, "--model"));
-  CHECK(contains(r.out, "--micro-batches"));
-  CHECK(contains(r.out, "--out"));
+  for (const char* option : {"--model", "--micro-batches", "--out"})
+    CHECK_MESSAGE(contains(r.out, option), option);
   CHECK_FALSE(contains(r.out, "not built yet"));
   // A missing sailor-node (which holds LibTorch) is a clear error, not a hang.
   auto missing = run_command(sailor_bin() + " profile --node-binary /nonexistent/sailor-node");

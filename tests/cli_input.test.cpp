@@ -34,11 +34,8 @@ const std::string opt_inputs = " --model " + configs + "/models/opt-350m.yaml --
 TEST_CASE("sailor --help documents the exit codes, and --version answers") {
   auto help = run_command(sailor_bin() + " --help");
   CHECK(help.exit_code == 0);
-  CHECK(contains(help.out, "Exit codes"));
-  CHECK(contains(help.out, "0  done"));
-  CHECK(contains(help.out, "1  failed"));
-  CHECK(contains(help.out, "2  bad input"));
-  CHECK(contains(help.out, "3  unavailable"));
+  for (const char* line : {"Exit codes", "0  done", "1  failed", "2  bad input", "3  unavailable"})
+    CHECK_MESSAGE(contains(help.out, line), line);
   auto version = run_command(sailor_bin() + " --version");
   CHECK(version.exit_code == 0);
   CHECK(std::regex_search(version.out, std::regex{R"(sailor [0-9]+\.[0-9]+)"}));
@@ -244,10 +241,8 @@ TEST_CASE("counts read as words: 1 stage, 1 replica, 1 region") {
   auto r = run_command(sailor_bin() + " validate " + local_cluster + " --model " + tiny_model + " --plan " + plan);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK(contains(r.out, "1 region,"));
-  CHECK(contains(r.out, "plan: 1 stage,"));
-  CHECK(contains(r.out, "1 replica:"));
-  CHECK_FALSE(contains(r.out, "1 stages"));
-  CHECK_FALSE(contains(r.out, "1 replicas"));
-  CHECK_FALSE(contains(r.out, "1 regions"));
+  for (const char* singular : {"1 region,", "plan: 1 stage,", "1 replica:"})
+    CHECK_MESSAGE(contains(r.out, singular), singular);
+  for (const char* plural : {"1 stages", "1 replicas", "1 regions"})
+    CHECK_FALSE_MESSAGE(contains(r.out, plural), plural);
 }
