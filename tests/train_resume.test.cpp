@@ -11,7 +11,6 @@
 
 #include <doctest/doctest.h>
 
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -25,7 +24,6 @@
 namespace {
 
 using namespace sailor;
-using namespace std::chrono_literals;
 using sailor::testing::make_plan;
 using sailor::testing::stage;
 namespace fs = std::filesystem;
