@@ -131,10 +131,7 @@ int main(int argc, char** argv) {
   }
   runtime_config cfg;
   caf::actor_system system{cfg};
-  coordinator_options options;
-  options.supervisor.zones = {"local-a", "local-b"};
-  options.supervisor.quorum = 3;
-  options.supervisor.model_layers = 6;
+  auto options = examples::tiny_model_coordinator({"local-a", "local-b"}, 3);
   options.supervisor.scheduler = system.spawn(cost_capping_scheduler, budget, 0.0);
   options.plan = [](const plan_request& r) { return even_plan(r.nodes, r.model_layers, 8); };
   auto coord = coordinator::start(system, options);

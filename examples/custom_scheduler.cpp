@@ -48,10 +48,7 @@ int main(int argc, char** argv) {
   runtime_config cfg;
   caf::actor_system system{cfg};
 
-  coordinator_options options;
-  options.supervisor.zones = {"local-a", "local-b"};
-  options.supervisor.quorum = 4;
-  options.supervisor.model_layers = 6;  // the tiny model: embedding, 4 blocks, head
+  auto options = examples::tiny_model_coordinator({"local-a", "local-b"}, 4);
   options.supervisor.scheduler = system.spawn(examples::zone_affine_scheduler);
   auto coord = coordinator::start(system, options);
   if (!coord) {

@@ -1,7 +1,7 @@
 #pragma once
 // What the examples with in-process nodes share (custom_scheduler.cpp,
-// cost_capping_scheduler.cpp, remote_scheduler.cpp): nodes of CPU devices on loopback, and a
-// bounded wait for the coordinator's status. minimal_scheduler.cpp stays whole on its own: the
+// cost_capping_scheduler.cpp, remote_scheduler.cpp): the coordinator's options for the tiny
+// model, nodes of CPU devices on loopback, and a bounded wait for the coordinator's status. minimal_scheduler.cpp stays whole on its own: the
 // README shows it as a complete program.
 #include <chrono>
 #include <cstdint>
@@ -17,6 +17,16 @@
 namespace examples {
 
 using namespace sailor::actors;
+
+// The options of a coordinator of the tiny model (6 layers: embedding, 4 blocks, head) whose
+// nodes are in `zones`, planning once `quorum` nodes joined; the caller adds its scheduler.
+inline coordinator_options tiny_model_coordinator(std::vector<std::string> zones, int quorum) {
+  coordinator_options options;
+  options.supervisor.zones = std::move(zones);
+  options.supervisor.quorum = quorum;
+  options.supervisor.model_layers = 6;
+  return options;
+}
 
 // One node of this process: `name` in `zone` on localhost, with `devices` CPU devices of 1 GiB
 // each, all of type `gpu_type`.

@@ -116,10 +116,7 @@ int fail(const char* why) {
 int self_check() {
   runtime_config cfg;
   caf::actor_system system{cfg};
-  coordinator_options options;
-  options.supervisor.zones = {"local-a"};
-  options.supervisor.quorum = 2;
-  options.supervisor.model_layers = 6;
+  auto options = examples::tiny_model_coordinator({"local-a"}, 2);
   options.supervisor.heartbeat_interval = 100ms;
   options.supervisor.heartbeat_timeout = 600ms;
   options.remote_scheduler = true;
