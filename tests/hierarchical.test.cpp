@@ -43,13 +43,58 @@ struct ranks_in_zones {
   }
 };
 
+// Rank r's hierarchical all-reduce, and the channel it crosses zones on (declared first: it
+// must outlive the communicator).
+struct rank_all_reduce {
+  std::unique_ptr<comm::channel> channel;
+  std::unique_ptr<comm::communicator> hierarchical;
+};
+
+// Sets up rank r of `ranks`: its Gloo zone group (none when it is alone in its zone), its
+// transport channel (bounded by the ranks' timeout; with `link`, its transport is shaped by
+// it across zones) and the hierarchical all-reduce over both.
+result<rank_all_reduce> set_up_rank(const ranks_in_zones& ranks, int r,
+                                    const std::optional<config::zone_link>& link) {
+  const auto& [layout, gopts, store] = ranks;
+  const auto& zone = layout.zones[r];
+  auto factory = comm::make_gloo_factory(r, gopts);
+  if (!factory) return factory.error();
+  std::unique_ptr<comm::communicator> zone_group;
+  // Every rank creates the zone groups in one order (zones by name), its own only.
+  for (const auto& z : layout.zone_names()) {
+    auto members = layout.members_of(z);
+    if (z != zone || members.size() < 2) continue;
+    auto made = (*factory)->create("zone-" + z, members);
+    if (!made) return made.error();
+    zone_group = std::move(*made);
+  }
+  comm::transport_channel_options copts;
+  copts.store = store;
+  copts.timeout = gopts.timeout;
+  copts.transport.local_zone = zone;
+  if (link)
+    copts.make_transport = [l = *link](const comm::transport_options& o)
+        -> result<std::unique_ptr<comm::transport>> {
+      auto t = comm::make_tcp_transport(o);
+      if (!t) return t.error();
+      return comm::make_shaped_transport(std::move(*t), [l](const std::string& a, const std::string& b) {
+        return a == b ? config::zone_link{} : l;
+      });
+    };
+  auto ch = comm::make_transport_channel_factory(r, copts)->create("p2p", comm::hierarchical_peers(layout, r));
+  if (!ch) return ch.error();
+  rank_all_reduce out;
+  out.channel = std::move(*ch);
+  out.hierarchical = comm::make_hierarchical("dp", layout, r, std::move(zone_group), *out.channel, 1);
+  return out;
+}
+
 // Rank r (a member of `zones.size()` ranks, zone zones[r]) all-reduces `count` doubles that
 // start at (r + 1) * (i + 1); with `link`, the channels' transports are shaped by it.
 outcome run(const std::vector<std::string>& zones, std::size_t count,
             std::optional<config::zone_link> link = std::nullopt) {
   const int n = static_cast<int>(zones.size());
   const ranks_in_zones ranks{zones, 20s};
-  const auto& [layout, gopts, store] = ranks;
   outcome out;
   out.data.resize(n);
   out.cross_bytes.resize(n);
@@ -58,41 +103,16 @@ outcome run(const std::vector<std::string>& zones, std::size_t count,
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
-      auto factory = comm::make_gloo_factory(r, gopts);
-      if (!factory) return void(out.errors[r] = factory.error().to_string());
-      std::unique_ptr<comm::communicator> zone_group;
-      auto mine = layout.members_of(zones[r]);
-      // Every rank creates the zone groups in one order (zones by name), its own only.
-      for (const auto& z : layout.zone_names()) {
-        auto members = layout.members_of(z);
-        if (z != zones[r] || members.size() < 2) continue;
-        auto made = (*factory)->create("zone-" + z, members);
-        if (!made) return void(out.errors[r] = made.error().to_string());
-        zone_group = std::move(*made);
-      }
-      comm::transport_channel_options copts;
-      copts.store = store;
-      copts.timeout = 20s;
-      copts.transport.local_zone = zones[r];
-      if (link)
-        copts.make_transport = [l = *link](const comm::transport_options& o)
-            -> result<std::unique_ptr<comm::transport>> {
-          auto t = comm::make_tcp_transport(o);
-          if (!t) return t.error();
-          return comm::make_shaped_transport(std::move(*t), [l](const std::string& a, const std::string& b) {
-            return a == b ? config::zone_link{} : l;
-          });
-        };
-      auto ch = comm::make_transport_channel_factory(r, copts)->create("p2p", comm::hierarchical_peers(layout, r));
-      if (!ch) return void(out.errors[r] = ch.error().to_string());
-      auto hier = comm::make_hierarchical("dp", layout, r, std::move(zone_group), **ch, 1);
+      auto rank = set_up_rank(ranks, r, link);
+      if (!rank) return void(out.errors[r] = rank.error().to_string());
+      auto& hier = rank->hierarchical;
       auto& d = out.data[r];
       for (std::size_t i = 0; i < count; ++i) d.push_back(double(r + 1) * double(i + 1));
       auto start = std::chrono::steady_clock::now();
       if (auto st = hier->all_reduce({d.data(), d.size(), comm::element_type::f64}))
         out.errors[r] = st->to_string();
       out.seconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      out.cross_bytes[r] = (*ch)->bytes_sent();
+      out.cross_bytes[r] = rank->channel->bytes_sent();
       // Nobody leaves (closing its channel) before everyone has its result: a barrier through
       // the same communicator.
       if (auto st = hier->barrier(); st && out.errors[r].empty()) out.errors[r] = st->to_string();
@@ -174,25 +194,15 @@ TEST_CASE("hierarchical all-reduce: abort ends it when a member never comes, in 
   const std::vector<std::string> zones{"a", "a", "b", "b"};
   const int n = 4;
   const ranks_in_zones ranks{zones, 30s};
-  const auto& [layout, gopts, store] = ranks;
-  std::vector<std::unique_ptr<comm::channel>> channels(n);
-  std::vector<std::unique_ptr<comm::communicator>> groups(n);
+  std::vector<rank_all_reduce> members(n);
   std::vector<std::string> errors(n);
   {
     std::vector<std::thread> setup;
     for (int r = 0; r < n; ++r)
       setup.emplace_back([&, r] {
-        auto factory = comm::make_gloo_factory(r, gopts);
-        if (!factory) return void(errors[r] = factory.error().to_string());
-        auto zone = (*factory)->create("zone-" + zones[r], layout.members_of(zones[r]));
-        if (!zone) return void(errors[r] = zone.error().to_string());
-        comm::transport_channel_options copts;
-        copts.store = store;
-        copts.timeout = 30s;
-        auto ch = comm::make_transport_channel_factory(r, copts)->create("p2p", comm::hierarchical_peers(layout, r));
-        if (!ch) return void(errors[r] = ch.error().to_string());
-        channels[r] = std::move(*ch);
-        groups[r] = comm::make_hierarchical("dp", layout, r, std::move(*zone), *channels[r], 1);
+        auto rank = set_up_rank(ranks, r, std::nullopt);
+        if (!rank) return void(errors[r] = rank.error().to_string());
+        members[r] = std::move(*rank);
       });
     for (auto& t : setup) t.join();
   }
@@ -201,11 +211,11 @@ TEST_CASE("hierarchical all-reduce: abort ends it when a member never comes, in 
   std::vector<std::vector<double>> data(3, std::vector<double>(1000, 1.0));
   for (int r = 0; r < 3; ++r)
     blocked.push_back(std::async(std::launch::async, [&, r] {
-      return groups[r]->all_reduce({data[r].data(), data[r].size(), comm::element_type::f64});
+      return members[r].hierarchical->all_reduce({data[r].data(), data[r].size(), comm::element_type::f64});
     }));
   for (auto& b : blocked) REQUIRE(b.wait_for(200ms) == std::future_status::timeout);  // a bounded look
   const auto start = std::chrono::steady_clock::now();
-  for (int r = 0; r < 3; ++r) groups[r]->abort("the plan was released");
+  for (int r = 0; r < 3; ++r) members[r].hierarchical->abort("the plan was released");
   for (int r = 0; r < 3; ++r) {
     REQUIRE(blocked[r].wait_for(3s) == std::future_status::ready);
     auto err = blocked[r].get();
@@ -214,5 +224,5 @@ TEST_CASE("hierarchical all-reduce: abort ends it when a member never comes, in 
   }
   CHECK(std::chrono::steady_clock::now() - start < 3s);
   // Later all-reduces fail at once.
-  CHECK(groups[0]->all_reduce({data[0].data(), data[0].size(), comm::element_type::f64}));
+  CHECK(members[0].hierarchical->all_reduce({data[0].data(), data[0].size(), comm::element_type::f64}));
 }
