@@ -207,7 +207,7 @@ void fields(auto& f, like<config::data_source> auto& v) {
 }
 
 // Its `plan` does not travel: the role assignment of the same plan version carries it. Its
-// schedule travels as flat fields of TrainingJob, as before it was one struct here.
+// schedule (one struct here) travels as flat fields of TrainingJob, where the schema has them.
 void fields(auto& f, like<training_job> auto& v) {
   auto& s = v.schedule;
   f("planVersion", v.plan_version)("model", v.model)("iterations", v.iterations)("seed", v.seed);
