@@ -65,7 +65,7 @@ TEST_CASE_FIXTURE(fixture, "wire: CAF's own serialization of a training job keep
   j.data.path = "/data/t.bin";
   j.data.format = sailor::config::data_format::tokens_u16;
   j.eval_every = 7;
-  j.weight_decay = 0.25;
+  j.schedule.weight_decay = 0.25;
   j.keep_checkpoint_dirs = {"v3"};
   std::vector<char> buf;
   caf::binary_serializer sink{system, buf};
@@ -81,6 +81,6 @@ TEST_CASE_FIXTURE(fixture, "wire: CAF's own serialization of a training job keep
   CHECK(back.data.path == "/data/t.bin");
   CHECK(back.data.format == sailor::config::data_format::tokens_u16);
   CHECK(back.eval_every == 7);
-  CHECK(back.weight_decay == 0.25);
+  CHECK(back.schedule.weight_decay == 0.25);
   CHECK(back.keep_checkpoint_dirs == std::vector<std::string>{"v3"});
 }

@@ -98,15 +98,7 @@ status check_training_inputs(const config::model_shape& model, const config::job
 void fill_job_settings(actors::training_job& tj, const config::job& job) {
   tj.seed = static_cast<std::uint64_t>(job.seed);
   tj.optimizer = job.optimizer == config::optimizer_kind::sgd ? "sgd" : "adamw";
-  const auto& s = job.schedule;
-  tj.learning_rate = s.lr;
-  tj.min_learning_rate = s.min_lr;
-  tj.warmup_iterations = s.warmup_iterations;
-  tj.decay_iterations = s.decay_iterations;
-  tj.beta1 = s.beta1;
-  tj.beta2 = s.beta2;
-  tj.weight_decay = s.weight_decay;
-  tj.grad_clip = s.grad_clip;
+  tj.schedule = job.schedule;
   tj.eval_every = job.eval_every;
   tj.eval_batches = job.eval_batches;
   tj.data = {};

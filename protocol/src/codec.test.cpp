@@ -40,6 +40,18 @@ node_inventory sample_inventory() {
 
 const stage_role role_a{4, 0, 0, 1, 2, 1, 0, 5, 2, 2, "A100-40", "us-central1-a"};  // in sample_plan()
 
+// A link of 20 ms with a constant bandwidth (no curve: the wire carries none).
+config::zone_link sample_link(const std::string& from, const std::string& to, double gbytes_per_s,
+                              double egress_usd_per_gb) {
+  config::zone_link l;
+  l.from = from;
+  l.to = to;
+  l.latency_s = 0.02;
+  l.bandwidth_gbytes_per_s = gbytes_per_s;
+  l.egress_usd_per_gb = egress_usd_per_gb;
+  return l;
+}
+
 training_job sample_job() {
   training_job j;
   j.plan_version = 9;
@@ -63,17 +75,12 @@ training_job sample_job() {
   j.iterations = 40;
   j.seed = 77;
   j.optimizer = "sgd";
-  j.learning_rate = 3e-4;
+  j.schedule = {.lr = 3e-4, .min_lr = 1e-5, .warmup_iterations = 5, .decay_iterations = 30,
+                .beta1 = 0.85, .beta2 = 0.99, .weight_decay = 0.1, .grad_clip = 0.5};
   j.torch_threads = 2;
   j.timeout_ms = 1234;
   j.predicted_iteration_s = 0.42;
-  config::zone_link link;
-  link.from = "a";
-  link.to = "b";
-  link.latency_s = 0.02;
-  link.bandwidth_gbytes_per_s = 0.2;
-  link.egress_usd_per_gb = 0.08;
-  j.links = {link};
+  j.links = {sample_link("a", "b", 0.2, 0.08)};
   j.start_iteration = 12;
   j.checkpoint_dir = "checkpoints/job/v9";
   j.checkpoint_every = 3;
@@ -81,13 +88,6 @@ training_job sample_job() {
   j.restore_files = {"s0.pt", "s1.pt"};
   j.restore_holders = {"10.0.0.7:4100", "10.0.0.8:4100"};
   j.data = config::data_source{"/data/t.bin", config::data_format::tokens_u16, 0.05};
-  j.min_learning_rate = 1e-5;
-  j.warmup_iterations = 5;
-  j.decay_iterations = 30;
-  j.beta1 = 0.85;
-  j.beta2 = 0.99;
-  j.weight_decay = 0.1;
-  j.grad_clip = 0.5;
   j.eval_every = 10;
   j.eval_batches = 3;
   j.peer_nodes = {"n1", "n2"};
@@ -131,13 +131,8 @@ plan_request sample_plan_request() {
 }
 
 link_probe_request sample_probe_request() {
-  config::zone_link l;
-  l.from = "zone-a";
-  l.to = "zone-b";
-  l.latency_s = 0.02;
-  l.bandwidth_gbytes_per_s = 0.025;
-  l.egress_usd_per_gb = 0.01;
-  return link_probe_request{8, "probe", "n2", "zone-b", "10.0.0.8:4711", {l}, 2500};
+  return link_probe_request{8, "probe", "n2", "zone-b", "10.0.0.8:4711",
+                            {sample_link("zone-a", "zone-b", 0.025, 0.01)}, 2500};
 }
 
 train_report sample_report() {
@@ -308,7 +303,6 @@ TEST_CASE("protocol: the plan, the model, the data and the links arrive whole") 
   CHECK(j.iterations == sent.iterations);
   CHECK(j.seed == sent.seed);
   CHECK(j.optimizer == sent.optimizer);
-  CHECK(j.learning_rate == sent.learning_rate);
   CHECK(j.torch_threads == sent.torch_threads);
   CHECK(j.timeout_ms == sent.timeout_ms);
   CHECK(j.predicted_iteration_s == sent.predicted_iteration_s);
@@ -318,13 +312,15 @@ TEST_CASE("protocol: the plan, the model, the data and the links arrive whole") 
   CHECK(j.restore_dir == sent.restore_dir);
   CHECK(j.restore_files == sent.restore_files);
   CHECK(j.restore_holders == sent.restore_holders);
-  CHECK(j.min_learning_rate == sent.min_learning_rate);
-  CHECK(j.warmup_iterations == sent.warmup_iterations);
-  CHECK(j.decay_iterations == sent.decay_iterations);
-  CHECK(j.beta1 == sent.beta1);
-  CHECK(j.beta2 == sent.beta2);
-  CHECK(j.weight_decay == sent.weight_decay);
-  CHECK(j.grad_clip == sent.grad_clip);
+  auto &s = j.schedule, &t = sent.schedule;  // the flat schedule fields of TrainingJob
+  CHECK(s.lr == t.lr);
+  CHECK(s.min_lr == t.min_lr);
+  CHECK(s.warmup_iterations == t.warmup_iterations);
+  CHECK(s.decay_iterations == t.decay_iterations);
+  CHECK(s.beta1 == t.beta1);
+  CHECK(s.beta2 == t.beta2);
+  CHECK(s.weight_decay == t.weight_decay);
+  CHECK(s.grad_clip == t.grad_clip);
   CHECK(j.eval_every == sent.eval_every);
   CHECK(j.eval_batches == sent.eval_batches);
   CHECK(j.peer_nodes == sent.peer_nodes);

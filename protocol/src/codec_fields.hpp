@@ -206,18 +206,20 @@ void fields(auto& f, like<config::data_source> auto& v) {
   f("validationFraction", v.validation_fraction);
 }
 
-// Its `plan` does not travel: the role assignment of the same plan version carries it.
+// Its `plan` does not travel: the role assignment of the same plan version carries it. Its
+// schedule (one struct here) travels as flat fields of TrainingJob, where the schema has them.
 void fields(auto& f, like<training_job> auto& v) {
+  auto& s = v.schedule;
   f("planVersion", v.plan_version)("model", v.model)("iterations", v.iterations)("seed", v.seed);
-  f("optimizer", v.optimizer)("learningRate", v.learning_rate);
+  f("optimizer", v.optimizer)("learningRate", s.lr);
   f("torchThreads", v.torch_threads)("timeoutMs", v.timeout_ms);
   f("predictedIterationS", v.predicted_iteration_s)("links", v.links);
   f("startIteration", v.start_iteration)("checkpointDir", v.checkpoint_dir);
   f("checkpointEvery", v.checkpoint_every)("restoreDir", v.restore_dir);
   f("restoreFiles", v.restore_files)("restoreHolders", v.restore_holders)("data", v.data);
-  f("minLearningRate", v.min_learning_rate)("warmupIterations", v.warmup_iterations);
-  f("decayIterations", v.decay_iterations)("beta1", v.beta1)("beta2", v.beta2);
-  f("weightDecay", v.weight_decay)("gradClip", v.grad_clip)("evalEvery", v.eval_every);
+  f("minLearningRate", s.min_lr)("warmupIterations", s.warmup_iterations);
+  f("decayIterations", s.decay_iterations)("beta1", s.beta1)("beta2", s.beta2);
+  f("weightDecay", s.weight_decay)("gradClip", s.grad_clip)("evalEvery", v.eval_every);
   f("evalBatches", v.eval_batches)("peerNodes", v.peer_nodes);
   f("peerAddresses", v.peer_addresses)("keepCheckpointDirs", v.keep_checkpoint_dirs);
 }

@@ -39,11 +39,7 @@ result<iteration_telemetry> stage_executor::run_iteration(int iteration) {
   }
 }
 
-train_options options_from(const config::job& job) {
-  train_options o;
-  o.seed = static_cast<std::uint64_t>(job.seed);
-  o.optimizer = job.optimizer == config::optimizer_kind::sgd ? optimizer_kind::sgd : optimizer_kind::adamw;
-  const auto& s = job.schedule;
+void set_schedule(train_options& o, const config::optimizer_schedule& s) {
   o.learning_rate = s.lr;
   o.min_learning_rate = s.min_lr;
   o.warmup_iterations = s.warmup_iterations;
@@ -52,6 +48,13 @@ train_options options_from(const config::job& job) {
   o.beta2 = s.beta2;
   o.weight_decay = s.weight_decay;
   o.clip_norm = s.grad_clip;
+}
+
+train_options options_from(const config::job& job) {
+  train_options o;
+  o.seed = static_cast<std::uint64_t>(job.seed);
+  o.optimizer = job.optimizer == config::optimizer_kind::sgd ? optimizer_kind::sgd : optimizer_kind::adamw;
+  set_schedule(o, job.schedule);
   o.data = job.data;
   o.eval_batches = job.eval_batches;
   return o;

@@ -29,14 +29,7 @@ train_options options_for(const actors::training_job& job) {
   train_options o;
   o.seed = job.seed;
   o.optimizer = job.optimizer == "sgd" ? optimizer_kind::sgd : optimizer_kind::adamw;
-  o.learning_rate = job.learning_rate;
-  o.min_learning_rate = job.min_learning_rate;
-  o.warmup_iterations = job.warmup_iterations;
-  o.decay_iterations = job.decay_iterations;
-  o.beta1 = job.beta1;
-  o.beta2 = job.beta2;
-  o.weight_decay = job.weight_decay;
-  o.clip_norm = job.grad_clip;
+  set_schedule(o, job.schedule);
   if (!job.data.path.empty())
     o.data = job.data;
   o.eval_batches = std::max(1, job.eval_batches);

@@ -42,14 +42,10 @@ void make_checkpoint(const std::string& dir, int n, const std::string& group, in
 }  // namespace
 
 TEST_CASE("checkpoint index: shard file names round-trip and reject anything else") {
-  shard_file f;
-  f.group = train::detail::layout_hash("0-3/2;3-6/1;");
-  f.writer = 2;
-  f.writers = 3;
+  // Writer 2 of 3 holds layers 3..5 (more than shard()'s one layer a writer), TP rank 0 of 1.
+  shard_file f = shard(train::detail::layout_hash("0-3/2;3-6/1;"), 2, 3);
   f.first_layer = 3;
   f.end_layer = 6;
-  f.tp_rank = 0;
-  f.tp_size = 1;
   auto name = train::detail::shard_file_name(f);
   auto back = train::detail::parse_shard_file_name(name);
   REQUIRE(back.has_value());

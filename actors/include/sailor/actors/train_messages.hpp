@@ -42,11 +42,10 @@ using protocol::training_job;
 namespace sailor::protocol {
 
 SAILOR_INSPECT(training_job, x.plan_version, x.plan, x.model, x.iterations, x.seed, x.optimizer,
-               x.learning_rate, x.torch_threads, x.timeout_ms, x.predicted_iteration_s, x.links,
+               x.schedule, x.torch_threads, x.timeout_ms, x.predicted_iteration_s, x.links,
                x.start_iteration, x.checkpoint_dir, x.checkpoint_every, x.restore_dir,
-               x.restore_files, x.restore_holders, x.data, x.min_learning_rate, x.warmup_iterations,
-               x.decay_iterations, x.beta1, x.beta2, x.weight_decay, x.grad_clip, x.eval_every,
-               x.eval_batches, x.peer_nodes, x.peer_addresses, x.keep_checkpoint_dirs)
+               x.restore_files, x.restore_holders, x.data, x.eval_every, x.eval_batches,
+               x.peer_nodes, x.peer_addresses, x.keep_checkpoint_dirs)
 SAILOR_INSPECT(train_report, x.plan_version, x.node, x.rank, x.stage, x.replica, x.tp_rank,
                x.iteration, x.loss, x.compute_s, x.send_wait_s, x.recv_wait_s, x.all_reduce_s,
                x.total_s, x.tokens, x.error, x.checkpoint_file, x.has_val_loss, x.val_loss, x.kind,
@@ -60,6 +59,9 @@ namespace sailor::config {
 /// A link as the training job carries it (a bandwidth curve, if any, stays behind: the
 /// constant bandwidth is used).
 SAILOR_INSPECT(zone_link, x.from, x.to, x.latency_s, x.bandwidth_gbytes_per_s, x.egress_usd_per_gb)
+
+SAILOR_INSPECT(optimizer_schedule, x.lr, x.min_lr, x.warmup_iterations, x.decay_iterations, x.beta1,
+               x.beta2, x.weight_decay, x.grad_clip)
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, model_shape& x) {

@@ -220,7 +220,9 @@ struct training_job {
   int iterations = 0;
   std::uint64_t seed = 1;
   std::string optimizer = "adamw";  ///< adamw or sgd
-  double learning_rate = 1e-3;
+  /// The optimizer's schedule and settings, as the job file gives them. On the wire they stay
+  /// flat fields of TrainingJob (codec_fields.hpp maps each member).
+  config::optimizer_schedule schedule;
   int torch_threads = 1;
   std::int64_t timeout_ms = 30000;   ///< bound on every wait for a peer
   double predicted_iteration_s = 0;  ///< the simulator's estimate for the plan (0: none)
@@ -244,14 +246,6 @@ struct training_job {
   /// The job's data (its path empty: the built-in synthetic stream). Every node reads the
   /// file at this path; the coordinator checked it before planning.
   config::data_source data;
-  /// The schedule around `learning_rate` (its peak) and the optimizer's settings, as the job
-  /// file gives them (config::optimizer_schedule; its lr is learning_rate).
-  double min_learning_rate = -1;  ///< < 0: no decay
-  int warmup_iterations = 0;
-  int decay_iterations = 0;
-  double beta1 = 0.9, beta2 = 0.999;
-  double weight_decay = 0;
-  double grad_clip = 1.0;  ///< 0: no clipping
   /// Every rank runs the validation pass after every eval_every-th iteration (0: never),
   /// averaged over eval_batches batches; the reports of that iteration carry its loss.
   int eval_every = 0;

@@ -115,6 +115,10 @@ struct train_options {
   std::function<bool(const std::string& folder)> keep_checkpoint;
 };
 
+/// Sets the options' learning-rate schedule, betas, weight decay and clipping to a job's (the
+/// job file's, or the training job that carries it to a node).
+void set_schedule(train_options& options, const config::optimizer_schedule& schedule);
+
 /// The executor options a job file asks for: seed, optimizer and its schedule, betas, weight
 /// decay, clipping, data and validation batches (the rest keeps its defaults).
 train_options options_from(const config::job& job);
