@@ -120,12 +120,10 @@ std::function<void(const transport_error&)> mark_failed(connection_base& c, tran
                                                         const char* backend);
 
 /// The tasks other threads hand a backend's progress thread, and the eventfd that wakes it.
-class task_queue {
+class task_queue : non_copyable {
 public:
   task_queue();
   ~task_queue();
-  task_queue(const task_queue&) = delete;
-  task_queue& operator=(const task_queue&) = delete;
 
   /// The fd to poll (readable after a post or stop); clear_wakeups() once it fired.
   int wake_fd() const { return fd_; }

@@ -60,11 +60,9 @@ inline void complete(completion& done, const op_status& st) {
 /// Owns a completion on its way to the progress thread: if it is destroyed before it fired
 /// (the task was dropped because the transport shut down), it fires with errc::closed, so
 /// every send still completes exactly once.
-class completion_guard {
+class completion_guard : non_copyable {
 public:
   explicit completion_guard(completion done) : done_(std::move(done)) {}
-  completion_guard(const completion_guard&) = delete;
-  completion_guard& operator=(const completion_guard&) = delete;
   ~completion_guard() { complete(done_, transport_error{errc::closed, "transport shut down"}); }
   completion take() {
     auto d = std::move(done_);

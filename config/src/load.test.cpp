@@ -29,6 +29,13 @@ heads: 4
 sequence: 32
 vocabulary: 100
 )";
+
+// The error points at `field` on `line` and its message says `words`.
+void check_points_at(const sailor::error& e, const std::string& field, int line, const std::string& words) {
+  CHECK(e.field == field);
+  CHECK(e.line == line);
+  CHECK_MESSAGE(e.message.find(words) != std::string::npos, e.message);
+}
 }  // namespace
 
 TEST_CASE("every shipped config loads") {
@@ -122,29 +129,21 @@ TEST_CASE("bad input names file, line and field") {
   }
   SUBCASE("wrong type") {
     auto e = error_of(load_model(dir.write("m.yaml", "name: m\nlayers: four\nhidden: 64\nheads: 4\nsequence: 8\nvocabulary: 10\n")));
-    CHECK(e.field == "layers");
-    CHECK(e.line == 2);
-    CHECK(e.message.find("integer") != std::string::npos);
+    check_points_at(e, "layers", 2, "integer");
   }
   SUBCASE("unknown GPU type") {
     auto e = error_of(load_cluster(dir.write("c.yaml", "name: c\nzones:\n  - {name: a, gpus: {B200: 8}}\n")));
     CHECK(e.kind == error_kind::not_found);
-    CHECK(e.field == "zones[0].gpus.B200");
-    CHECK(e.line == 3);
-    CHECK(e.message.find("A100-40") != std::string::npos);  // lists the known ones
+    check_points_at(e, "zones[0].gpus.B200", 3, "A100-40");  // lists the known ones
   }
   SUBCASE("negative count") {
     auto e = error_of(load_cluster(dir.write("c.yaml", "name: c\nzones:\n  - name: a\n    gpus: {A100-40: -2}\n")));
-    CHECK(e.field == "zones[0].gpus.A100-40");
-    CHECK(e.line == 4);
-    CHECK(e.message.find("non-negative") != std::string::npos);
+    check_points_at(e, "zones[0].gpus.A100-40", 4, "non-negative");
   }
   SUBCASE("link to a zone not declared") {
     auto e = error_of(load_cluster(dir.write(
         "c.yaml", "name: c\nzones:\n  - {name: a}\nlinks:\n  - {from: a, to: z, bandwidth_gbytes_per_s: 1}\n")));
-    CHECK(e.field == "links[0].to");
-    CHECK(e.line == 5);
-    CHECK(e.message.find("'z'") != std::string::npos);
+    check_points_at(e, "links[0].to", 5, "'z'");
   }
   SUBCASE("heads that do not divide hidden") {
     auto e = error_of(load_model(dir.write("m.yaml", "name: m\nlayers: 2\nhidden: 65\nheads: 4\nsequence: 8\nvocabulary: 10\n")));
@@ -175,9 +174,7 @@ TEST_CASE("plan layers must cover the model exactly once") {
   }
   SUBCASE("overlap") {
     auto e = error_of(load_plan(dir.write("p.yaml", plan_text(stage(0, 3) + stage(2, 4))), *model));
-    CHECK(e.field == "stages[1].layers");
-    CHECK(e.line == 6);
-    CHECK(e.message.find("overlap") != std::string::npos);
+    check_points_at(e, "stages[1].layers", 6, "overlap");
   }
   SUBCASE("gap") {
     auto e = error_of(load_plan(dir.write("p.yaml", plan_text(stage(0, 2) + stage(3, 3))), *model));

@@ -90,21 +90,21 @@ TEST_CASE("bad options and a slice without capacity at its start are refused by 
   CHECK(empty.error().field == "--from");
   CHECK(contains(empty.error().message, "tick 0"));
   CHECK(contains(empty.error().file, "east.json"));
-  o.from_tick = 3;
-  CHECK(make_live_script(t, o).error().field == "--from");
-  o.from_tick = 1;
-  o.to_tick = 1;
-  CHECK(make_live_script(t, o).error().field == "--to");
-  o.to_tick = 4;
-  CHECK(make_live_script(t, o).error().field == "--to");
-  o.to_tick = -1;
-  o.nodes_per_zone = 0;
-  CHECK(make_live_script(t, o).error().field == "--nodes-per-zone");
-  o.nodes_per_zone = 1;
-  o.kill_fraction = 1.5;
-  CHECK(make_live_script(t, o).error().field == "--kill-fraction");
-  o.kill_fraction = 0;
+  o.from_tick = 1;  // the first tick with capacity: these options make a script
   CHECK(make_live_script(t, o));
+  // The option named in the refusal of these good options once `spoil` changed one of them.
+  auto refused_option = [&](auto spoil) {
+    live_slice_options bad = o;
+    spoil(bad);
+    auto script = make_live_script(t, bad);
+    REQUIRE_FALSE(script);
+    return script.error().field;
+  };
+  CHECK(refused_option([](live_slice_options& b) { b.from_tick = 3; }) == "--from");
+  CHECK(refused_option([](live_slice_options& b) { b.to_tick = 1; }) == "--to");
+  CHECK(refused_option([](live_slice_options& b) { b.to_tick = 4; }) == "--to");
+  CHECK(refused_option([](live_slice_options& b) { b.nodes_per_zone = 0; }) == "--nodes-per-zone");
+  CHECK(refused_option([](live_slice_options& b) { b.kill_fraction = 1.5; }) == "--kill-fraction");
 }
 
 TEST_CASE("GPU-hours are priced at the catalog's spot and on-demand prices") {

@@ -384,12 +384,8 @@ estimate closed_form(const sim_context& ctx, const resolved_plan& p) {
 }
 
 config::plan_estimate estimate::summary() const {
-  config::plan_estimate out;
-  out.iteration_time_s = iteration_time_s;
-  out.throughput_iters_per_s = throughput_iters_per_s;
-  out.cost_per_iteration_usd = cost_per_iteration_usd;
-  out.cost_per_hour_usd = cost_per_hour_usd;
-  out.peak_memory_bytes = peak_memory_bytes;
+  config::plan_estimate out = *this;
+  out.notes.clear();  // kept by whoever needs them (actors::estimate_notes)
   return out;
 }
 

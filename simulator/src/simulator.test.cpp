@@ -198,10 +198,7 @@ TEST_CASE("closed form vs event simulation on random plans") {
   f.set_blocks(30);
   std::mt19937 rng(7);
   double worst_balanced = 0, worst = 0;
-  for (bool async : {false, true}) {
-    sim_options o;
-    o.overlap_p2p = async;
-    auto ctx = f.make(o);
+  f.with_and_without_overlap([&](const sim_context& ctx, bool async) {
     for (int trial = 0; trial < 60; ++trial) {
       const int S = 1 + int(rng() % 6);
       const bool balanced = trial % 2 == 0;
@@ -240,7 +237,7 @@ TEST_CASE("closed form vs event simulation on random plans") {
       // The closed form never undercuts the schedule's critical path by much.
       CHECK(e->iteration_time_s >= 0.9 * ev->iteration_time_s);
     }
-  }
+  });
   MESSAGE("closed form vs events: worst " << worst * 100 << "%, balanced splits " << worst_balanced * 100 << "%");
   CHECK(worst < 0.05);
 }

@@ -184,10 +184,7 @@ TEST_CASE("event simulation with different replica counts per stage: every repli
   g.set_blocks(10);
   std::mt19937 rng(11);
   double worst = 0;
-  for (bool async : {false, true}) {
-    sim_options ao;
-    ao.overlap_p2p = async;
-    auto c = g.make(ao);
+  g.with_and_without_overlap([&](const sim_context& c, bool) {
     for (int trial = 0; trial < 30; ++trial) {
       const int S = 2 + int(rng() % 3);
       std::vector<std::pair<int, std::vector<config::replica>>> stages;
@@ -205,7 +202,7 @@ TEST_CASE("event simulation with different replica counts per stage: every repli
       REQUIRE(y.ok());
       worst = std::max(worst, std::abs(y->iteration_time_s - x->iteration_time_s) / x->iteration_time_s);
     }
-  }
+  });
   MESSAGE("closed form vs per-replica events, different counts per stage: worst " << worst * 100 << "%");
   CHECK(worst < 0.5);
 }

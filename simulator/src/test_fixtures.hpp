@@ -81,6 +81,16 @@ struct fixture {
       for (auto& [mbs, by_tp] : g.times)
         for (auto& [tp, v] : by_tp) v.resize(blocks + 2, v[1]);
   }
+  /// Runs `check(ctx, async)` on a context without, then with, point-to-point transfers that
+  /// overlap compute (sim_options::overlap_p2p): for what must hold either way.
+  template <class Check>
+  void with_and_without_overlap(Check check) {
+    for (bool async : {false, true}) {
+      sim_options o;
+      o.overlap_p2p = async;
+      check(make(o), async);
+    }
+  }
 };
 
 // The fixture with a context of the default options: for the tests that simulate it as it is.

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <span>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -45,6 +47,18 @@ result<std::unique_ptr<models::stage_module>> load_model(const config::model_sha
   return error::invalid_input("", first_failure);
 }
 
+// A layer's parameter (ours, under "layer<i>.") and Hugging Face's name of it (under the
+// family's prefix for layer i), where the tensor is the same.
+using layer_name = std::pair<const char*, const char*>;
+constexpr layer_name opt_layer_names[] = {
+    {"attn.q", "self_attn.q_proj"}, {"attn.k", "self_attn.k_proj"}, {"attn.v", "self_attn.v_proj"},
+    {"attn.out", "self_attn.out_proj"}, {"ln1", "self_attn_layer_norm"}, {"ln2", "final_layer_norm"},
+    {"mlp.fc1", "fc1"}, {"mlp.fc2", "fc2"}};
+constexpr layer_name llama_layer_names[] = {
+    {"attn.q", "self_attn.q_proj"}, {"attn.k", "self_attn.k_proj"}, {"attn.v", "self_attn.v_proj"},
+    {"attn.out", "self_attn.o_proj"}, {"ln1", "input_layernorm"}, {"ln2", "post_attention_layernorm"},
+    {"mlp.gate", "mlp.gate_proj"}, {"mlp.fc1", "mlp.up_proj"}, {"mlp.fc2", "mlp.down_proj"}};
+
 // Hugging Face's tensors of our parameters, for the model's family. Linear weights keep
 // torch's [out, in] layout except GPT-2's Conv1D ([in, out]); GPT-2's fused c_attn holds q, k
 // and v; biases a bias-free GPT-2 lacks are written as zeros (HF's GPT-2 always has them).
@@ -56,6 +70,14 @@ std::map<std::string, torch::Tensor> hf_tensors(const config::model_shape& m, co
     if (it != ours.end()) return it->second;
     if (zeros_if_absent > 0) return torch::zeros({zeros_if_absent});
     throw std::logic_error("export: no parameter " + name);
+  };
+  // A layer's tensors that Hugging Face only names differently: ours under `l`, theirs under
+  // `t`; `biases`: each weight's bias too.
+  auto rename = [&](const std::string& l, const std::string& t, std::span<const layer_name> names, bool biases) {
+    for (const auto& [a, b] : names) {
+      out[t + b + ".weight"] = get(l + a + ".weight");
+      if (biases) out[t + b + ".bias"] = get(l + a + ".bias");
+    }
   };
   const int L = m.num_layers;
   const std::string head = "layer" + std::to_string(L + 1) + ".";
@@ -81,27 +103,12 @@ std::map<std::string, torch::Tensor> hf_tensors(const config::model_shape& m, co
         out[t + "mlp.c_proj.bias"] = get(l + "mlp.fc2.bias", h);
         break;
       }
-      case config::architecture::opt: {
-        const std::string t = "model.decoder.layers." + n + ".";
-        const std::pair<const char*, const char*> names[] = {
-            {"attn.q", "self_attn.q_proj"}, {"attn.k", "self_attn.k_proj"}, {"attn.v", "self_attn.v_proj"},
-            {"attn.out", "self_attn.out_proj"}, {"ln1", "self_attn_layer_norm"}, {"ln2", "final_layer_norm"},
-            {"mlp.fc1", "fc1"}, {"mlp.fc2", "fc2"}};
-        for (const auto& [a, b] : names) {
-          out[t + b + ".weight"] = get(l + a + ".weight");
-          out[t + b + ".bias"] = get(l + a + ".bias");
-        }
+      case config::architecture::opt:
+        rename(l, "model.decoder.layers." + n + ".", opt_layer_names, true);
         break;
-      }
-      case config::architecture::llama: {
-        const std::string t = "model.layers." + n + ".";
-        const std::pair<const char*, const char*> names[] = {
-            {"attn.q", "self_attn.q_proj"}, {"attn.k", "self_attn.k_proj"}, {"attn.v", "self_attn.v_proj"},
-            {"attn.out", "self_attn.o_proj"}, {"ln1", "input_layernorm"}, {"ln2", "post_attention_layernorm"},
-            {"mlp.gate", "mlp.gate_proj"}, {"mlp.fc1", "mlp.up_proj"}, {"mlp.fc2", "mlp.down_proj"}};
-        for (const auto& [a, b] : names) out[t + b + ".weight"] = get(l + a + ".weight");
+      case config::architecture::llama:
+        rename(l, "model.layers." + n + ".", llama_layer_names, false);
         break;
-      }
     }
   }
   auto word = get("layer0.word.weight");

@@ -61,12 +61,10 @@ struct abort_state {
 /// died) would end the process; blocked, the write fails with EPIPE and Gloo fails the pair.
 /// A SIGPIPE raised meanwhile is consumed before the mask is restored. Threads started
 /// meanwhile inherit the mask (Gloo's device thread is made under one).
-class sigpipe_blocked {
+class sigpipe_blocked : non_copyable {
 public:
   sigpipe_blocked();
   ~sigpipe_blocked();
-  sigpipe_blocked(const sigpipe_blocked&) = delete;
-  sigpipe_blocked& operator=(const sigpipe_blocked&) = delete;
 
 private:
   sigset_t old_;
@@ -80,12 +78,10 @@ struct aborted_exception : std::exception {
 /// An unbound buffer of one operation over [data, data + bytes), registered with `abort`
 /// while it lives. Posting on an aborted communicator throws aborted_exception, and so does
 /// a wait that an abort woke; Gloo's own failures (a peer gone, the timeout) throw Gloo's.
-class op_buffer {
+class op_buffer : non_copyable {
 public:
   op_buffer(gloo::Context& context, abort_state& abort, void* data, std::size_t bytes);
   ~op_buffer();
-  op_buffer(const op_buffer&) = delete;
-  op_buffer& operator=(const op_buffer&) = delete;
 
   void send(int peer, std::uint64_t slot, std::size_t offset, std::size_t bytes);
   void recv(int peer, std::uint64_t slot, std::size_t offset, std::size_t bytes);

@@ -41,12 +41,9 @@ namespace sailor::comm {
 
 /// Point-to-point transfers between this rank and its peers. One owner; any thread may post
 /// and wait.
-class channel {
+class channel : non_copyable {
 public:
   virtual ~channel() = default;
-  channel() = default;
-  channel(const channel&) = delete;
-  channel& operator=(const channel&) = delete;
 
   /// This rank's global rank.
   virtual int rank() const = 0;

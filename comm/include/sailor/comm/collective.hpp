@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include <sailor/comm/non_copyable.hpp>
 #include <sailor/config/error.hpp>
 
 namespace sailor::comm {
@@ -52,12 +53,9 @@ public:
 };
 
 /// A group of ranks that can run collectives and exchange buffers.
-class communicator {
+class communicator : non_copyable {
 public:
   virtual ~communicator() = default;
-  communicator() = default;
-  communicator(const communicator&) = delete;
-  communicator& operator=(const communicator&) = delete;
 
   virtual int rank() const = 0;  ///< position of this process in the group
   virtual int size() const = 0;

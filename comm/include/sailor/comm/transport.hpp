@@ -70,6 +70,7 @@
 #include <vector>
 
 #include "sailor/comm/error.hpp"
+#include "sailor/comm/non_copyable.hpp"
 #include "sailor/comm/tensor.hpp"
 #include "sailor/config/error.hpp"
 
@@ -125,12 +126,9 @@ struct connection_handlers {
 };
 
 /// One connection to a peer. A resource: not copyable, shared by its owner and the transport.
-class connection {
+class connection : non_copyable {
 public:
   virtual ~connection() = default;
-  connection() = default;
-  connection(const connection&) = delete;
-  connection& operator=(const connection&) = delete;
 
   /// Sends an encoded control message. `done` (may be empty) fires exactly once.
   virtual void send_control(std::vector<std::byte> bytes, completion done) = 0;
@@ -204,12 +202,9 @@ struct transport_options {
 };
 
 /// A transport: makes listeners and connections, owns the progress thread.
-class transport {
+class transport : non_copyable {
 public:
   virtual ~transport() = default;
-  transport() = default;
-  transport(const transport&) = delete;
-  transport& operator=(const transport&) = delete;
 
   /// Listens on `where`; errors if the address cannot be bound. `on_refused` (may be empty)
   /// hears of every peer refused at the door.

@@ -448,17 +448,17 @@ struct gpu_memory {
   bool fits() const { return capacity_bytes <= 0 || std::max(bytes.total(), sailor_check_bytes) <= capacity_bytes; }
 };
 
-/// The estimate of a plan: scalars, and breakdowns that only `simulate` fills (per stage times,
-/// per GPU memory, notes). `closed_form` fills the scalars alone, without allocating: it is what
-/// the planner ranks by.
-struct estimate {
-  double iteration_time_s = 0;
+/// The estimate of a plan: the figures a plan records (config::plan_estimate: iteration time,
+/// throughput, costs, peak memory as the max over GPUs), more scalars, and breakdowns that only
+/// `simulate` fills (per stage times, per GPU memory, the notes, e.g. which GPU types used the
+/// analytic model). `closed_form` fills the scalars alone, without allocating: it is what the
+/// planner ranks by.
+struct estimate : config::plan_estimate {
   double pipeline_s = 0;            ///< warm-up, steady state and drain
   double warmup_drain_s = 0;        ///< one micro-batch's round trip through the pipeline (simulate)
   double steady_s = 0;              ///< (m-1) periods of the bottleneck stage (simulate)
   int bottleneck_stage = 0;         ///< the stage whose view of the schedule is the longest
   double sync_and_update_s = 0;     ///< after the pipeline: all-reduce and optimizer
-  double peak_memory_bytes = 0;     ///< max over GPUs
   bool fits_memory = true;
   double worst_memory_headroom_bytes = 0;  ///< min over GPUs of capacity - need (< 0: OOM)
   int worst_memory_stage = -1;      ///< the stage of that GPU
@@ -468,21 +468,17 @@ struct estimate {
   /// Sailor's formula's (sim_options::sailor_memory_check; 0 when off). From `simulate`.
   double our_check_headroom_bytes = 0;
   double sailor_check_headroom_bytes = 0;
-  double throughput_iters_per_s = 0;
   double tokens_per_s = 0;
   double gpu_usd_per_hour = 0;
   double egress_usd_per_iteration = 0;
   double egress_bytes_per_iteration = 0;  ///< from `simulate`
-  double cost_per_iteration_usd = 0;
-  double cost_per_hour_usd = 0;
 
   // Breakdowns (empty from `closed_form`).
   std::vector<stage_estimate> stages;
   std::vector<gpu_memory> memory;   ///< one entry per replica (all its GPUs are alike)
   std::string memory_verdict;       ///< "fits", or which GPU is over and by how much
-  std::vector<std::string> notes;   ///< e.g. which GPU types used the analytic model
 
-  /// What a plan records of it (config::plan::estimate).
+  /// What a plan records of it (config::plan::estimate): its figures without the notes.
   config::plan_estimate summary() const;
   /// The replica of `stage` whose need is the largest share of its capacity (the first such),
   /// or null without a memory breakdown.
