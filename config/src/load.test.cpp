@@ -190,6 +190,22 @@ TEST_CASE("plan layers must cover the model exactly once") {
     auto e = error_of(load_plan(dir.write("p.yaml", plan_text(stage(0, 2) + stage(2, 5))), *model));
     CHECK(e.message.find("cover 7 layers") != std::string::npos);
   }
+  SUBCASE("micro-batches are dealt to the replicas unevenly, but each replica gets one") {
+    auto replicas = [](int n) {
+      std::string r = "  - layers: {first: 0, count: 6}\n    replicas:\n";
+      for (int i = 0; i < n; ++i) r += "      - {gpu: A100-40, zone: a, tp: 1}\n";
+      return r;
+    };
+    // 4 micro-batches over 3 replicas: 2, 1, 1 (what `sailor plan` writes for 1024 over 3).
+    CHECK(load_plan(dir.write("p.yaml", plan_text(replicas(3))), *model).ok());
+    auto e = error_of(load_plan(dir.write("p.yaml", plan_text(replicas(5))), *model));
+    CHECK(e.field == "stages[0].replicas");
+    CHECK(e.line >= 4);
+    CHECK_MESSAGE(e.message.find("5 replicas for 4 micro-batches") != std::string::npos, e.message);
+    e = error_of(load_plan(dir.write("p.yaml", "micro_batch: 3\nglobal_batch: 4\nstages:\n" + stage(0, 6)), *model));
+    CHECK(e.field == "global_batch");
+    CHECK(e.message.find("not a multiple of micro_batch 3") != std::string::npos);
+  }
   SUBCASE("a plan round-trips through YAML") {
     auto p = load_plan(dir.write("p.yaml", plan_text(stage(0, 2) + stage(2, 4))), *model);
     REQUIRE(p.ok());

@@ -112,6 +112,9 @@ result<plan> load_plan(const std::string& path) { return load_plan_impl(path, nu
 status validate_plan(const plan& p, const model_shape& model, const cluster* c, const std::string& file) {
   if (p.micro_batch <= 0) return error::invalid_input(file, "micro_batch", "expected a positive integer");
   if (p.global_batch <= 0) return error::invalid_input(file, "global_batch", "expected a positive integer");
+  if (p.global_batch % p.micro_batch != 0)
+    return error::invalid_input(file, "global_batch", "global_batch " + std::to_string(p.global_batch) +
+                                " is not a multiple of micro_batch " + std::to_string(p.micro_batch));
   if (p.stages.empty()) return error::invalid_input(file, "stages", "expected at least one stage");
   const bool check_model = model.num_layers > 0;
   int expected_first = 0;
@@ -131,10 +134,12 @@ status validate_plan(const plan& p, const model_shape& model, const cluster* c, 
     }
     expected_first = s.end_layer();
     if (s.replicas.empty()) return error::invalid_input(file, spath + ".replicas", "expected at least one replica");
-    if (p.global_batch % (p.micro_batch * static_cast<int>(s.replicas.size())) != 0) {
-      return error::invalid_input(file, spath + ".replicas", "global_batch " + std::to_string(p.global_batch) +
-                                  " is not a multiple of micro_batch x replicas (" +
-                                  std::to_string(p.micro_batch) + " x " + std::to_string(s.replicas.size()) + ")");
+    // The micro-batches of an iteration are dealt to the replicas in turn (train/schedule.cpp):
+    // they need not divide evenly, but a replica without one would have no work.
+    if (static_cast<int>(s.replicas.size()) > p.global_batch / p.micro_batch) {
+      return error::invalid_input(file, spath + ".replicas", std::to_string(s.replicas.size()) +
+                                  " replicas for " + std::to_string(p.global_batch / p.micro_batch) +
+                                  " micro-batches an iteration: a replica would have no work");
     }
     for (std::size_t k = 0; k < s.replicas.size(); ++k) {
       const auto& rep = s.replicas[k];

@@ -111,9 +111,12 @@ std::vector<int> searcher::degrees_worth_trying(int zs, int b) const {
 std::vector<searcher::configuration> searcher::configurations() const {
   std::vector<configuration> out;
   for (int zs = 0; zs < int(zone_sets_.size()); ++zs)
-    for (int b : tab_.micro_batches())
+    for (int b : tab_.micro_batches()) {
+      // The runtime runs whole micro-batches only (train/schedule.cpp), and a plan file says so.
+      if (space_.global_batch() % b != 0) continue;
       for (int D : degrees_worth_trying(zs, b))
         out.push_back({lower_bound_time(zs, b, D, true), lower_bound_time(zs, b, D), zs, b, D});
+    }
   std::stable_sort(out.begin(), out.end(), [](const configuration& a, const configuration& b) {
     return std::tie(a.order, a.zone_set, a.mbs, a.replicas) < std::tie(b.order, b.zone_set, b.mbs, b.replicas);
   });
