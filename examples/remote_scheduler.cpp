@@ -97,7 +97,7 @@ scheduler_actor::behavior_type candidate_scheduler(candidate_pointer self,
                   t.node.c_str(), t.stage, t.measured_s, t.loss);
     },
     [](const availability_event& x) {
-      std::printf("scheduler: node %s %s\n", x.node.name.c_str(), x.kind.c_str());
+      std::printf("scheduler: node %s %s\n", x.node.name.c_str(), to_string(x.kind));
     },
     [](const plan_refused& x) { std::printf("scheduler: plan refused: %s\n", x.reason.c_str()); },
     [](const replan_finished& x) {

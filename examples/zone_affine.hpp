@@ -61,7 +61,7 @@ zone_affine_scheduler(scheduler_actor::stateful_pointer<zone_affine_state> self)
     },
     [self](const availability_event& event) {
       ++self->state.events;
-      std::printf("[scheduler] node %s %s%s%s\n", event.node.name.c_str(), event.kind.c_str(),
+      std::printf("[scheduler] node %s %s%s%s\n", event.node.name.c_str(), to_string(event.kind),
                   event.reason.empty() ? "" : ": ", event.reason.c_str());
     },
     [](const plan_applied& x) {

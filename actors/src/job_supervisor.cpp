@@ -116,7 +116,7 @@ void release_node(supervisor* self, const supervised_node& node, const std::stri
   if (auto z = st.zones.find(node.inventory.zone); z != st.zones.end())
     self->send(z->second, untrack_node{node.inventory.name});
   if (st.options.scheduler)
-    self->send(st.options.scheduler, availability_event{"lost", node.inventory, why});
+    self->send(st.options.scheduler, availability_event{availability_kind::lost, node.inventory, why});
 }
 
 void lose_node(supervisor* self, const std::string& name, const std::string& reason,
@@ -217,7 +217,7 @@ void admit(supervisor* self, const join_request& request) {
   if (st.options.on_admitted)
     st.options.on_admitted(inv, caf::actor_cast<caf::actor>(sender));
   if (st.options.scheduler)
-    self->send(st.options.scheduler, availability_event{"joined", inv, ""});
+    self->send(st.options.scheduler, availability_event{availability_kind::joined, inv, ""});
   log::get("actors")->info("[supervisor] node {} joined: zone {}, {} x {} ({})", inv.name,
                            inv.zone, inv.devices.size(), inv.gpu_type,
                            count_of(static_cast<long long>(st.nodes.size()), "node"));

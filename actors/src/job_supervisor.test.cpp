@@ -158,7 +158,7 @@ caf::behavior user_scheduler(caf::stateful_actor<user_scheduler_state>* self) {
       return plan_reply::success(r.request_id, p);
     },
     [self](const availability_event& e) {
-      if (e.kind == "joined")
+      if (e.kind == availability_kind::joined)
         ++self->state.joined;
       else
         ++self->state.lost;

@@ -245,7 +245,7 @@ void tell_preemption(supervisor* self, const std::string& node, const std::strin
   auto i = st.nodes.find(node);
   if (i != st.nodes.end() && st.options.scheduler)
     self->send(st.options.scheduler,
-               availability_event{"preemption_notice", i->second.inventory, reason,
+               availability_event{availability_kind::preemption_notice, i->second.inventory, reason,
                                   std::llround(seconds_left * 1000.0)});
 }
 

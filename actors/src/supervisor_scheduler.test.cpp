@@ -213,10 +213,10 @@ TEST_CASE_FIXTURE(with_scheduler, "scheduler: it is told of joins, preemption no
   caf::anon_send(fakes["n4"], preempt_atom::value);
   sched.run();
   REQUIRE(log->events.size() == 6);
-  CHECK(log->events[4].kind == "preemption_notice");
+  CHECK(log->events[4].kind == availability_kind::preemption_notice);
   CHECK(log->events[4].node.name == "n4");
   CHECK(log->events[4].deadline_ms == 2500);  // the notice's seconds left, as it came
-  CHECK(log->events[5].kind == "lost");
+  CHECK(log->events[5].kind == availability_kind::lost);
   CHECK(log->events[5].reason.find("preempted") != std::string::npos);
   REQUIRE(log->applied.size() == 2);
   CHECK(log->applied[1].plan_version == 2);

@@ -329,8 +329,10 @@ struct PlanReply {
   error @3 :Text;
 }
 
+enum AvailabilityKind { joined @0; preemptionNotice @1; lost @2; }
+
 struct AvailabilityEvent {
-  kind @0 :Text;              # joined, preemption_notice or lost
+  kind @0 :AvailabilityKind;
   node @1 :NodeInventory;
   reason @2 :Text;
   deadlineMs @3 :Int64;

@@ -161,7 +161,7 @@ std::vector<message> every_message() {
           // a scheduler in its own process
           sample_plan_request(),
           plan_reply{12, true, sample_plan(), "late"},
-          availability_event{"preemption_notice", sample_inventory(), "spot", 2500},
+          availability_event{availability_kind::preemption_notice, sample_inventory(), "spot", 2500},
           iteration_telemetry{3, 17, "n2", 1, 2, 0.5, 0.3, 0.1, 0.05, 0.45, 2.25},
           plan_applied{3, sample_plan(), "built-in planner"},
           plan_refused{12, "stage 1 is on node n3, which a rule forbids"},

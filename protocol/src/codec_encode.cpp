@@ -129,6 +129,15 @@ const char* to_string(refuse_reason r) {
   return "other";
 }
 
+const char* to_string(availability_kind k) {
+  switch (k) {
+    case availability_kind::joined: return "joined";
+    case availability_kind::preemption_notice: return "preemption_notice";
+    case availability_kind::lost: return "lost";
+  }
+  return "joined";
+}
+
 std::vector<std::byte> encode(const envelope& e) {
   capnp::MallocMessageBuilder mb;
   auto root = mb.initRoot<s::Envelope>();

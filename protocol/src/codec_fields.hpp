@@ -265,7 +265,8 @@ void fields(auto& f, like<plan_reply> auto& v) {
 }
 
 void fields(auto& f, like<availability_event> auto& v) {
-  f("kind", v.kind)("node", v.node)("reason", v.reason)("deadlineMs", v.deadline_ms);
+  f("kind", enum_of(availability_kinds, v.kind, "availability kind"))("node", v.node);
+  f("reason", v.reason)("deadlineMs", v.deadline_ms);
 }
 
 void fields(auto& f, like<iteration_telemetry> auto& v) {

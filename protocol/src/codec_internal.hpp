@@ -38,6 +38,11 @@ inline constexpr enum_pair<config::data_format, s::DataFormat> data_formats[] = 
   {config::data_format::tokens_u16, s::DataFormat::TOKENS_U16},
   {config::data_format::tokens_u32, s::DataFormat::TOKENS_U32},
 };
+inline constexpr enum_pair<availability_kind, s::AvailabilityKind> availability_kinds[] = {
+  {availability_kind::joined, s::AvailabilityKind::JOINED},
+  {availability_kind::preemption_notice, s::AvailabilityKind::PREEMPTION_NOTICE},
+  {availability_kind::lost, s::AvailabilityKind::LOST},
+};
 inline constexpr enum_pair<refuse_reason, s::RefuseReason> refuse_reasons[] = {
   {refuse_reason::other, s::RefuseReason::OTHER},
   {refuse_reason::protocol_version, s::RefuseReason::PROTOCOL_VERSION},

@@ -77,8 +77,7 @@ constexpr std::array<std::size_t, message_kinds> body_bytes = {
   // A scheduler in its own process.
   0,  // plan_request: every joined node and the current plan (from the coordinator)
   struct_bytes<s::PlanReply>() + plan_bytes + text(b::reason_bytes),
-  struct_bytes<s::AvailabilityEvent>() + text(b::word_bytes) + inventory_bytes +
-    text(b::reason_bytes),
+  struct_bytes<s::AvailabilityEvent>() + inventory_bytes + text(b::reason_bytes),
   struct_bytes<s::IterationTelemetry>() + text(b::name_bytes),
   struct_bytes<s::PlanApplied>() + plan_bytes + text(b::name_bytes),
   struct_bytes<s::PlanRefused>() + text(b::reason_bytes),

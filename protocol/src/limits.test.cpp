@@ -75,7 +75,7 @@ std::vector<message> largest_messages() {
     store_reply{1, true, std::vector<char>(b::store_value_bytes, 'v'), text(b::reason_bytes)},
     // A scheduler in its own process.
     plan_reply{1, true, largest_plan(), text(b::reason_bytes)},
-    availability_event{text(b::word_bytes), largest_inventory(), text(b::reason_bytes), 1},
+    availability_event{availability_kind::preemption_notice, largest_inventory(), text(b::reason_bytes), 1},
     iteration_telemetry{1, 2, text(b::name_bytes), 3, 4, 1, 1, 1, 1, 1, 1},
     plan_applied{1, largest_plan(), text(b::name_bytes)},
     plan_refused{1, text(b::reason_bytes)},

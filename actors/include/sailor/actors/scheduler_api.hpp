@@ -74,6 +74,7 @@ namespace sailor::actors {
 // (sailor/protocol/scheduler_messages.hpp says what each field means), so that they travel
 // as they are to a scheduler in another process (remote_scheduler.hpp).
 using protocol::availability_event;
+using protocol::availability_kind;
 using protocol::placement_rule;
 using protocol::plan_request;
 using protocol::plan_reply;

@@ -22,10 +22,19 @@
 
 namespace sailor::protocol {
 
+/// What happened to a node's availability. A preemption notice is followed by `lost`.
+enum class availability_kind : std::int32_t {
+  joined = 0,
+  preemption_notice = 1,
+  lost = 2,
+};
+/// "joined", "preemption_notice" or "lost".
+const char* to_string(availability_kind k);
+
 /// A node joined, got a preemption notice, or was lost. `reason` says why a node was lost
 /// (missed heartbeats, endpoint closed, preempted, evicted, drained).
 struct availability_event {
-  std::string kind;  ///< "joined", "preemption_notice" (then "lost" follows) or "lost"
+  availability_kind kind = availability_kind::joined;
   node_inventory node;
   std::string reason;
   /// preemption_notice: milliseconds until the node goes (0: at once, as spot notices that
