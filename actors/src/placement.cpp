@@ -47,7 +47,7 @@ struct free_devices {
 
 bool forbidden(const std::vector<placement_rule>& rules, const std::string& node, int stage) {
   return std::any_of(rules.begin(), rules.end(), [&](const placement_rule& r) {
-    return r.kind == "forbid" && r.node == node && (r.stage < 0 || r.stage == stage);
+    return r.kind == protocol::placement_kind::forbid && r.node == node && (r.stage < 0 || r.stage == stage);
   });
 }
 
@@ -85,7 +85,7 @@ status take_placed(config::plan& placed, const std::map<std::string, const node_
 void place_pins(config::plan& placed, const std::vector<node_inventory>& nodes,
                 const std::vector<placement_rule>& rules, free_devices& devices) {
   for (auto& rule : rules) {
-    if (rule.kind != "pin" || rule.stage < 0 || rule.stage >= placed.num_stages())
+    if (rule.kind != protocol::placement_kind::pin || rule.stage < 0 || rule.stage >= placed.num_stages())
       continue;
     auto& stage = placed.stages[rule.stage];
     auto node = std::find_if(nodes.begin(), nodes.end(),

@@ -153,19 +153,19 @@ caf::behavior host_actor(host* self, scheduler_actor user, caf::actor gate,
     [self](const plan_refused& x) { tell(self, x); },
     [self](const replan_finished& x) { tell(self, x); },
     [self](const replan_now& x) {
-      return ask(self, {0, "replan_now", {}, x.reason, 0, -1, {}, {}});
+      return ask(self, {0, protocol::scheduler_command::replan_now, {}, x.reason, 0, -1, {}, {}});
     },
     [self](const drain_node& x) {
-      return ask(self, {0, "drain_node", x.node, {}, x.deadline_ms, -1, {}, {}});
+      return ask(self, {0, protocol::scheduler_command::drain_node, x.node, {}, x.deadline_ms, -1, {}, {}});
     },
     [self](const evict_node& x) {
-      return ask(self, {0, "evict_node", x.node, x.reason, 0, -1, {}, {}});
+      return ask(self, {0, protocol::scheduler_command::evict_node, x.node, x.reason, 0, -1, {}, {}});
     },
     [self](const placement_rule& x) {
-      return ask(self, {0, x.kind, x.node, {}, 0, x.stage, {}, {}});
+      return ask(self, {0, protocol::command_for(x.kind), x.node, {}, 0, x.stage, {}, {}});
     },
     [self](const objective_change& x) {
-      return ask(self, {0, "objective_change", {}, {}, 0, -1, x.key, x.value});
+      return ask(self, {0, protocol::scheduler_command::objective_change, {}, {}, 0, -1, x.key, x.value});
     },
   };
 }

@@ -13,7 +13,7 @@ using sailor::actors::detail::scheduler_refusal;
 namespace protocol = sailor::protocol;
 
 TEST_CASE("scheduler wire: only the scheduler's connection reaches the gate") {
-  auto request = caf::make_message(protocol::scheduler_request{1, "evict_node", "n2", "x"});
+  auto request = caf::make_message(protocol::scheduler_request{1, protocol::scheduler_command::evict_node, "n2", "x"});
   auto hello = caf::make_message(protocol::scheduler_hello{"s"});
   // The scheduler's own connection: allowed.
   CHECK_FALSE(scheduler_refusal("scheduler", "scheduler_gate", request));

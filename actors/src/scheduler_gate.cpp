@@ -94,24 +94,22 @@ void relay(gate* self, std::int64_t id, T request) {
       });
 }
 
+// The codec refuses a kind this build does not know, so every request here has one of them.
 void on_request(gate* self, const protocol::scheduler_request& x) {
-  if (x.kind == "replan_now")
-    relay(self, x.request_id, replan_now{x.reason});
-  else if (x.kind == "drain_node")
-    relay(self, x.request_id, drain_node{x.node, x.deadline_ms});
-  else if (x.kind == "evict_node")
-    relay(self, x.request_id, evict_node{x.node, x.reason});
-  else if (x.kind == "pin" || x.kind == "forbid" || x.kind == "clear")
-    relay(self, x.request_id, placement_rule{x.kind, x.node, x.stage});
-  else if (x.kind == "objective_change")
-    relay(self, x.request_id, objective_change{x.key, x.value});
-  else
-    self->send(self->state.remote,
-               protocol::scheduler_reply{x.request_id, false,
-                                         "scheduler_request: unknown kind '" +
-                                           detail::printable(x.kind) +
-                                           "' (known: replan_now, drain_node, evict_node, pin, "
-                                           "forbid, clear, objective_change)"});
+  using command = protocol::scheduler_command;
+  if (auto rule = protocol::placement_of(x.kind)) {
+    relay(self, x.request_id, placement_rule{*rule, x.node, x.stage});
+    return;
+  }
+  switch (x.kind) {
+    case command::replan_now: relay(self, x.request_id, replan_now{x.reason}); break;
+    case command::drain_node: relay(self, x.request_id, drain_node{x.node, x.deadline_ms}); break;
+    case command::evict_node: relay(self, x.request_id, evict_node{x.node, x.reason}); break;
+    case command::objective_change:
+      relay(self, x.request_id, objective_change{x.key, x.value});
+      break;
+    default: break;
+  }
 }
 
 // The remote scheduler asks the built-in planner for a candidate; the reply goes back with

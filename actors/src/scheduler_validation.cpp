@@ -116,11 +116,11 @@ std::optional<std::string> rule_refusal(const config::plan& placed,
                                         const std::vector<placement_rule>& rules) {
   for (const auto& rule : rules) {
     const int stages = placed.num_stages();
-    if (rule.kind == "pin") {
+    if (rule.kind == placement_kind::pin) {
       if (rule.stage >= stages || !stage_uses(placed.stages[rule.stage], rule.node))
         return "the rule pinning stage " + std::to_string(rule.stage) + " to node " + rule.node +
                " is broken";
-    } else if (rule.kind == "forbid") {
+    } else if (rule.kind == placement_kind::forbid) {
       for (int s = 0; s < stages; ++s)
         if ((rule.stage < 0 || rule.stage == s) && stage_uses(placed.stages[s], rule.node))
           return "stage " + std::to_string(s) + " is on node " + rule.node +

@@ -138,12 +138,13 @@ scheduler_answer on_drain(supervisor* self, const drain_node& x) {
 
 scheduler_answer on_rule(supervisor* self, const placement_rule& x) {
   auto& st = self->state;
-  if (x.kind != "pin" && x.kind != "forbid" && x.kind != "clear")
-    return refused(self, "placement_rule: kind '" + detail::printable(x.kind) +
-                           "', expected pin, forbid or clear");
+  using kind = placement_kind;
+  if (x.kind != kind::pin && x.kind != kind::forbid && x.kind != kind::clear)
+    return refused(self, "placement_rule: kind " + std::to_string(static_cast<int>(x.kind)) +
+                           ", expected pin, forbid or clear");
   if (x.node.empty())
     return refused(self, "placement_rule: node is empty");
-  if (x.kind == "pin" && (x.stage < 0 || !joined(self, x.node)))
+  if (x.kind == kind::pin && (x.stage < 0 || !joined(self, x.node)))
     return refused(self, "placement_rule: pin needs a stage >= 0 (got " +
                            std::to_string(x.stage) + ") and a joined node ('" +
                            detail::printable(x.node) + "')");
@@ -152,9 +153,9 @@ scheduler_answer on_rule(supervisor* self, const placement_rule& x) {
     return r.node == x.node && (x.stage < 0 || r.stage == x.stage);
   };
   rules.erase(std::remove_if(rules.begin(), rules.end(), same), rules.end());
-  if (x.kind != "clear")
+  if (x.kind != kind::clear)
     rules.push_back(x);
-  record(self, "scheduler rule: " + x.kind + " node " + x.node +
+  record(self, std::string("scheduler rule: ") + to_string(x.kind) + " node " + x.node +
                  (x.stage >= 0 ? " stage " + std::to_string(x.stage) : ""));
   // The plan that runs is checked against the new rules: re-planned when it breaks one.
   if (st.current && plan_refusal(*st.current, plannable(self), rules, 0))
@@ -228,7 +229,7 @@ bool excluded_from_plans(supervisor* self, const std::string& name) {
   if (s.drained.count(name))
     return true;
   return std::any_of(s.rules.begin(), s.rules.end(), [&name](const placement_rule& r) {
-    return r.kind == "forbid" && r.stage < 0 && r.node == name;
+    return r.kind == placement_kind::forbid && r.stage < 0 && r.node == name;
   });
 }
 

@@ -258,14 +258,14 @@ TEST_CASE_FIXTURE(with_scheduler, "scheduler: its requests are answered, and a r
     CHECK(has_event("node n1 let go: drained by the scheduler"));
   }
   SUBCASE("placement rules") {
-    CHECK(!ask(placement_rule{"move", "n1", 0}).accepted);
-    CHECK(!ask(placement_rule{"pin", "n1", -1}).accepted);
+    CHECK(!ask(placement_rule{static_cast<placement_kind>(7), "n1", 0}).accepted);
+    CHECK(!ask(placement_rule{placement_kind::pin, "n1", -1}).accepted);
     // Forbidding n1 everywhere leaves it out of plans: the running plan breaks it.
-    CHECK(ask(placement_rule{"forbid", "n1", -1}).accepted);
+    CHECK(ask(placement_rule{placement_kind::forbid, "n1", -1}).accepted);
     CHECK(state().plan_version == 2);
     CHECK(state().nodes.at("n1").roles.empty());
     REQUIRE(log->requests.back().rules.size() == 1);
-    CHECK(ask(placement_rule{"clear", "n1", -1}).accepted);
+    CHECK(ask(placement_rule{placement_kind::clear, "n1", -1}).accepted);
     CHECK(state().sched.rules.empty());
   }
   SUBCASE("objective") {
@@ -373,9 +373,9 @@ TEST_CASE("scheduler: plan checks name what is wrong") {
   gap.stages[0].first_layer = 1;
   CHECK(*sailor::actors::supervision::plan_refusal(gap, nodes, {}, 6) ==
         "stage 0 starts at layer 1, expected 0 (every layer in exactly one stage)");
-  CHECK(sailor::actors::supervision::plan_refusal(*p, nodes, {{"forbid", "n1", -1}}, 6)
+  CHECK(sailor::actors::supervision::plan_refusal(*p, nodes, {{placement_kind::forbid, "n1", -1}}, 6)
           ->find("which a rule forbids") != std::string::npos);
-  CHECK(sailor::actors::supervision::plan_refusal(*p, nodes, {{"pin", "n2", 0}}, 6)
+  CHECK(sailor::actors::supervision::plan_refusal(*p, nodes, {{placement_kind::pin, "n2", 0}}, 6)
           ->find("pinning stage 0 to node n2 is broken") != std::string::npos);
   // CPU devices' memory is a share of the host's: not held against the estimate.
   auto heavy = *p;

@@ -305,8 +305,10 @@ struct StoreReply {
 # scheduler gate and a scheduler that connected like a node (its connection named
 # "scheduler" in the transport handshake, with the job token).
 
+enum PlacementKind { pin @0; forbid @1; clear @2; }
+
 struct PlacementRule {
-  kind @0 :Text;              # pin, forbid or clear
+  kind @0 :PlacementKind;
   node @1 :Text;
   stage @2 :Int32;            # -1: every stage
 }
@@ -371,10 +373,13 @@ struct ReplanFinished {
 
 struct SchedulerHello { name @0 :Text; }
 
+enum SchedulerCommand {
+  replanNow @0; drainNode @1; evictNode @2; pin @3; forbid @4; clear @5; objectiveChange @6;
+}
+
 struct SchedulerRequest {
   requestId @0 :Int64;
-  kind @1 :Text;              # replan_now, drain_node, evict_node, pin, forbid, clear,
-                              # objective_change
+  kind @1 :SchedulerCommand;
   node @2 :Text;
   reason @3 :Text;
   deadlineMs @4 :Int64;

@@ -125,7 +125,7 @@ plan_request sample_plan_request() {
                       {sample_inventory()},
                       true,
                       sample_plan(),
-                      {placement_rule{"pin", "n1", 1}, placement_rule{"forbid", "n7", -1}},
+                      {placement_rule{placement_kind::pin, "n1", 1}, placement_rule{placement_kind::forbid, "n7", -1}},
                       {"objective=cost", "max_cost_per_hour=3.5"},
                       9};
 }
@@ -167,7 +167,7 @@ std::vector<message> every_message() {
           plan_refused{12, "stage 1 is on node n3, which a rule forbids"},
           replan_finished{3, "node n4 lost", 1.75},
           scheduler_hello{"cost-cap"},
-          scheduler_request{5, "pin", "n1", "hot", 1200, 2, "objective", "cost"},
+          scheduler_request{5, scheduler_command::pin, "n1", "hot", 1200, 2, "objective", "cost"},
           scheduler_reply{5, true, "already draining"},
           // link probes between nodes
           sample_probe_request(),
@@ -379,6 +379,19 @@ TEST_CASE("protocol: enum values this build does not know") {
   auto out = decode(bytes_of(mb));
   REQUIRE(std::holds_alternative<decode_error>(out));
   CHECK(std::get<decode_error>(out).message.find("unknown architecture 9") != std::string::npos);
+  // A scheduler's request or a node event of a kind this build does not know.
+  capnp::MallocMessageBuilder mb3;
+  auto r3 = mb3.initRoot<schema::Envelope>();
+  r3.setProtocolVersion(protocol_version);
+  r3.setDestination("scheduler_gate");
+  r3.getBody().initSchedulerRequest().setKind(static_cast<schema::SchedulerCommand>(12));
+  out = decode(bytes_of(mb3));
+  REQUIRE(std::holds_alternative<decode_error>(out));
+  CHECK(std::get<decode_error>(out).message.find("unknown scheduler request 12") != std::string::npos);
+  r3.getBody().initAvailabilityEvent().setKind(static_cast<schema::AvailabilityKind>(5));
+  out = decode(bytes_of(mb3));
+  REQUIRE(std::holds_alternative<decode_error>(out));
+  CHECK(std::get<decode_error>(out).message.find("unknown availability kind 5") != std::string::npos);
   // A refusal code from a newer peer reads as `other`; its text is kept.
   capnp::MallocMessageBuilder mb2;
   auto r2 = mb2.initRoot<schema::Envelope>();

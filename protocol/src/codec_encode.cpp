@@ -138,6 +138,46 @@ const char* to_string(availability_kind k) {
   return "joined";
 }
 
+const char* to_string(placement_kind k) {
+  switch (k) {
+    case placement_kind::pin: return "pin";
+    case placement_kind::forbid: return "forbid";
+    case placement_kind::clear: return "clear";
+  }
+  return "unknown";
+}
+
+const char* to_string(scheduler_command c) {
+  switch (c) {
+    case scheduler_command::replan_now: return "replan_now";
+    case scheduler_command::drain_node: return "drain_node";
+    case scheduler_command::evict_node: return "evict_node";
+    case scheduler_command::pin: return "pin";
+    case scheduler_command::forbid: return "forbid";
+    case scheduler_command::clear: return "clear";
+    case scheduler_command::objective_change: return "objective_change";
+  }
+  return "unknown";
+}
+
+scheduler_command command_for(placement_kind k) {
+  switch (k) {
+    case placement_kind::pin: return scheduler_command::pin;
+    case placement_kind::forbid: return scheduler_command::forbid;
+    case placement_kind::clear: return scheduler_command::clear;
+  }
+  return scheduler_command::clear;
+}
+
+std::optional<placement_kind> placement_of(scheduler_command c) {
+  switch (c) {
+    case scheduler_command::pin: return placement_kind::pin;
+    case scheduler_command::forbid: return placement_kind::forbid;
+    case scheduler_command::clear: return placement_kind::clear;
+    default: return std::nullopt;
+  }
+}
+
 std::vector<std::byte> encode(const envelope& e) {
   capnp::MallocMessageBuilder mb;
   auto root = mb.initRoot<s::Envelope>();

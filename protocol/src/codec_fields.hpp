@@ -251,7 +251,7 @@ void fields(auto& f, like<store_reply> auto& v) {
 // -- a scheduler in its own process (scheduler_messages.hpp) ----------------------------------
 
 void fields(auto& f, like<placement_rule> auto& v) {
-  f("kind", v.kind)("node", v.node)("stage", v.stage);
+  f("kind", enum_of(placement_kinds, v.kind, "placement rule"))("node", v.node)("stage", v.stage);
 }
 
 void fields(auto& f, like<plan_request> auto& v) {
@@ -291,7 +291,8 @@ void fields(auto& f, like<replan_finished> auto& v) {
 void fields(auto& f, like<scheduler_hello> auto& v) { f("name", v.name); }
 
 void fields(auto& f, like<scheduler_request> auto& v) {
-  f("requestId", v.request_id)("kind", v.kind)("node", v.node)("reason", v.reason);
+  f("requestId", v.request_id)("kind", enum_of(scheduler_commands, v.kind, "scheduler request"));
+  f("node", v.node)("reason", v.reason);
   f("deadlineMs", v.deadline_ms)("stage", v.stage)("key", v.key)("value", v.value);
 }
 

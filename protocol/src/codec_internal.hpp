@@ -43,6 +43,20 @@ inline constexpr enum_pair<availability_kind, s::AvailabilityKind> availability_
   {availability_kind::preemption_notice, s::AvailabilityKind::PREEMPTION_NOTICE},
   {availability_kind::lost, s::AvailabilityKind::LOST},
 };
+inline constexpr enum_pair<placement_kind, s::PlacementKind> placement_kinds[] = {
+  {placement_kind::pin, s::PlacementKind::PIN},
+  {placement_kind::forbid, s::PlacementKind::FORBID},
+  {placement_kind::clear, s::PlacementKind::CLEAR},
+};
+inline constexpr enum_pair<scheduler_command, s::SchedulerCommand> scheduler_commands[] = {
+  {scheduler_command::replan_now, s::SchedulerCommand::REPLAN_NOW},
+  {scheduler_command::drain_node, s::SchedulerCommand::DRAIN_NODE},
+  {scheduler_command::evict_node, s::SchedulerCommand::EVICT_NODE},
+  {scheduler_command::pin, s::SchedulerCommand::PIN},
+  {scheduler_command::forbid, s::SchedulerCommand::FORBID},
+  {scheduler_command::clear, s::SchedulerCommand::CLEAR},
+  {scheduler_command::objective_change, s::SchedulerCommand::OBJECTIVE_CHANGE},
+};
 inline constexpr enum_pair<refuse_reason, s::RefuseReason> refuse_reasons[] = {
   {refuse_reason::other, s::RefuseReason::OTHER},
   {refuse_reason::protocol_version, s::RefuseReason::PROTOCOL_VERSION},

@@ -83,7 +83,7 @@ constexpr std::array<std::size_t, message_kinds> body_bytes = {
   struct_bytes<s::PlanRefused>() + text(b::reason_bytes),
   struct_bytes<s::ReplanFinished>() + text(b::reason_bytes),
   struct_bytes<s::SchedulerHello>() + text(b::name_bytes),
-  struct_bytes<s::SchedulerRequest>() + text(b::word_bytes) + text(b::name_bytes) +
+  struct_bytes<s::SchedulerRequest>() + text(b::name_bytes) +
     text(b::reason_bytes) + text(b::name_bytes) /* key */ + text(b::reason_bytes) /* value */,
   struct_bytes<s::SchedulerReply>() + text(b::reason_bytes),
   // Link probes between nodes.

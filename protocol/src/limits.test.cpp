@@ -81,7 +81,7 @@ std::vector<message> largest_messages() {
     plan_refused{1, text(b::reason_bytes)},
     replan_finished{1, text(b::reason_bytes), 1},
     scheduler_hello{text(b::name_bytes)},
-    scheduler_request{1, text(b::word_bytes), text(b::name_bytes), text(b::reason_bytes), 1, 2,
+    scheduler_request{1, scheduler_command::objective_change, text(b::name_bytes), text(b::reason_bytes), 1, 2,
                       text(b::name_bytes), text(b::reason_bytes)},
     scheduler_reply{1, true, text(b::reason_bytes)},
     // Link probes between nodes (a request carries the cluster's links: no ceiling of its own).

@@ -75,6 +75,7 @@ namespace sailor::actors {
 // as they are to a scheduler in another process (remote_scheduler.hpp).
 using protocol::availability_event;
 using protocol::availability_kind;
+using protocol::placement_kind;
 using protocol::placement_rule;
 using protocol::plan_request;
 using protocol::plan_reply;

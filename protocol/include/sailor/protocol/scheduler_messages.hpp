@@ -14,6 +14,7 @@
 /// In one process the same structs are the typed scheduler_actor's messages, sent as they are.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,10 +44,20 @@ struct availability_event {
   bool operator==(const availability_event&) const = default;
 };
 
+/// What a placement rule does: pin a stage on a node, forbid a node (one stage or every
+/// stage), or clear the rules of a node.
+enum class placement_kind : std::int32_t {
+  pin = 0,
+  forbid = 1,
+  clear = 2,
+};
+/// "pin", "forbid" or "clear".
+const char* to_string(placement_kind k);
+
 /// A placement rule a scheduler set: kept by the supervisor, honoured by the supervisor's
 /// placement of replicas and checked on every plan.
 struct placement_rule {
-  std::string kind;  ///< "pin" (stage on this node), "forbid" (not on this node), "clear"
+  placement_kind kind = placement_kind::pin;
   std::string node;
   int stage = -1;  ///< -1: every stage (forbid, clear); pin needs a stage
   bool operator==(const placement_rule&) const = default;
@@ -140,14 +151,32 @@ inline constexpr const char* scheduler_peer_name = "scheduler";
 inline constexpr const char* scheduler_gate_actor = "scheduler_gate";
 inline constexpr const char* scheduler_host_actor = "scheduler";
 
+/// What a remote scheduler asks, and the fields of scheduler_request each uses: replan_now
+/// (reason), drain_node (node, deadline_ms), evict_node (node, reason), pin, forbid or clear
+/// (a placement_rule: node, stage), objective_change (key, value).
+enum class scheduler_command : std::int32_t {
+  replan_now = 0,
+  drain_node = 1,
+  evict_node = 2,
+  pin = 3,
+  forbid = 4,
+  clear = 5,
+  objective_change = 6,
+};
+/// Its name as above ("replan_now", ...).
+const char* to_string(scheduler_command c);
+
+/// The request that carries a placement rule of kind `k`.
+scheduler_command command_for(placement_kind k);
+/// The placement rule a pin, forbid or clear request carries; nothing for another command.
+std::optional<placement_kind> placement_of(scheduler_command c);
+
 /// A remote scheduler's request to the supervisor (scheduler_api.hpp's replan_now,
 /// drain_node, evict_node, placement_rule and objective_change in one struct), answered
-/// with a scheduler_reply of the same request_id. `kind`: "replan_now" (reason),
-/// "drain_node" (node, deadline_ms), "evict_node" (node, reason), "pin", "forbid" or
-/// "clear" (a placement_rule: node, stage), "objective_change" (key, value).
+/// with a scheduler_reply of the same request_id.
 struct scheduler_request {
   std::int64_t request_id = 0;
-  std::string kind;
+  scheduler_command kind = scheduler_command::replan_now;
   std::string node;
   std::string reason;
   std::int64_t deadline_ms = 0;
