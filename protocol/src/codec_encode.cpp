@@ -117,47 +117,19 @@ std::uint16_t discriminant(const capnp::StructSchema::Field& f) {
 const char* name_of(const message& m) { return kind_name(m.index()); }
 
 const char* to_string(refuse_reason r) {
-  switch (r) {
-    case refuse_reason::other: return "other";
-    case refuse_reason::protocol_version: return "protocol_version";
-    case refuse_reason::invalid_message: return "invalid_message";
-    case refuse_reason::duplicate_node: return "duplicate_node";
-    case refuse_reason::unknown_zone: return "unknown_zone";
-    case refuse_reason::shutting_down: return "shutting_down";
-    case refuse_reason::unauthorized: return "unauthorized";
-  }
-  return "other";
+  return name_in(refuse_reasons, r, "other");
 }
 
 const char* to_string(availability_kind k) {
-  switch (k) {
-    case availability_kind::joined: return "joined";
-    case availability_kind::preemption_notice: return "preemption_notice";
-    case availability_kind::lost: return "lost";
-  }
-  return "joined";
+  return name_in(availability_kinds, k, "unknown");
 }
 
 const char* to_string(placement_kind k) {
-  switch (k) {
-    case placement_kind::pin: return "pin";
-    case placement_kind::forbid: return "forbid";
-    case placement_kind::clear: return "clear";
-  }
-  return "unknown";
+  return name_in(placement_kinds, k, "unknown");
 }
 
 const char* to_string(scheduler_command c) {
-  switch (c) {
-    case scheduler_command::replan_now: return "replan_now";
-    case scheduler_command::drain_node: return "drain_node";
-    case scheduler_command::evict_node: return "evict_node";
-    case scheduler_command::pin: return "pin";
-    case scheduler_command::forbid: return "forbid";
-    case scheduler_command::clear: return "clear";
-    case scheduler_command::objective_change: return "objective_change";
-  }
-  return "unknown";
+  return name_in(scheduler_commands, c, "unknown");
 }
 
 scheduler_command command_for(placement_kind k) {

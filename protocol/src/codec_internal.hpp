@@ -16,11 +16,13 @@ namespace sailor::protocol::detail {
 namespace s = sailor::protocol::schema;
 
 // Each enum of messages.hpp or config/ next to its schema enum, in one table per enum: the
-// encoder and the decoder read the same table, so the two directions cannot disagree.
+// encoder and the decoder read the same table, so the two directions cannot disagree. The
+// protocol's own enums carry their names here too (to_string); config's have theirs in config.
 template <class A, class B>
 struct enum_pair {
   A ours;
   B wire;
+  const char* name = nullptr;
 };
 
 inline constexpr enum_pair<config::dtype, s::Precision> precisions[] = {
@@ -39,33 +41,41 @@ inline constexpr enum_pair<config::data_format, s::DataFormat> data_formats[] = 
   {config::data_format::tokens_u32, s::DataFormat::TOKENS_U32},
 };
 inline constexpr enum_pair<availability_kind, s::AvailabilityKind> availability_kinds[] = {
-  {availability_kind::joined, s::AvailabilityKind::JOINED},
-  {availability_kind::preemption_notice, s::AvailabilityKind::PREEMPTION_NOTICE},
-  {availability_kind::lost, s::AvailabilityKind::LOST},
+  {availability_kind::joined, s::AvailabilityKind::JOINED, "joined"},
+  {availability_kind::preemption_notice, s::AvailabilityKind::PREEMPTION_NOTICE, "preemption_notice"},
+  {availability_kind::lost, s::AvailabilityKind::LOST, "lost"},
 };
 inline constexpr enum_pair<placement_kind, s::PlacementKind> placement_kinds[] = {
-  {placement_kind::pin, s::PlacementKind::PIN},
-  {placement_kind::forbid, s::PlacementKind::FORBID},
-  {placement_kind::clear, s::PlacementKind::CLEAR},
+  {placement_kind::pin, s::PlacementKind::PIN, "pin"},
+  {placement_kind::forbid, s::PlacementKind::FORBID, "forbid"},
+  {placement_kind::clear, s::PlacementKind::CLEAR, "clear"},
 };
 inline constexpr enum_pair<scheduler_command, s::SchedulerCommand> scheduler_commands[] = {
-  {scheduler_command::replan_now, s::SchedulerCommand::REPLAN_NOW},
-  {scheduler_command::drain_node, s::SchedulerCommand::DRAIN_NODE},
-  {scheduler_command::evict_node, s::SchedulerCommand::EVICT_NODE},
-  {scheduler_command::pin, s::SchedulerCommand::PIN},
-  {scheduler_command::forbid, s::SchedulerCommand::FORBID},
-  {scheduler_command::clear, s::SchedulerCommand::CLEAR},
-  {scheduler_command::objective_change, s::SchedulerCommand::OBJECTIVE_CHANGE},
+  {scheduler_command::replan_now, s::SchedulerCommand::REPLAN_NOW, "replan_now"},
+  {scheduler_command::drain_node, s::SchedulerCommand::DRAIN_NODE, "drain_node"},
+  {scheduler_command::evict_node, s::SchedulerCommand::EVICT_NODE, "evict_node"},
+  {scheduler_command::pin, s::SchedulerCommand::PIN, "pin"},
+  {scheduler_command::forbid, s::SchedulerCommand::FORBID, "forbid"},
+  {scheduler_command::clear, s::SchedulerCommand::CLEAR, "clear"},
+  {scheduler_command::objective_change, s::SchedulerCommand::OBJECTIVE_CHANGE, "objective_change"},
 };
 inline constexpr enum_pair<refuse_reason, s::RefuseReason> refuse_reasons[] = {
-  {refuse_reason::other, s::RefuseReason::OTHER},
-  {refuse_reason::protocol_version, s::RefuseReason::PROTOCOL_VERSION},
-  {refuse_reason::invalid_message, s::RefuseReason::INVALID_MESSAGE},
-  {refuse_reason::duplicate_node, s::RefuseReason::DUPLICATE_NODE},
-  {refuse_reason::unknown_zone, s::RefuseReason::UNKNOWN_ZONE},
-  {refuse_reason::shutting_down, s::RefuseReason::SHUTTING_DOWN},
-  {refuse_reason::unauthorized, s::RefuseReason::UNAUTHORIZED},
+  {refuse_reason::other, s::RefuseReason::OTHER, "other"},
+  {refuse_reason::protocol_version, s::RefuseReason::PROTOCOL_VERSION, "protocol_version"},
+  {refuse_reason::invalid_message, s::RefuseReason::INVALID_MESSAGE, "invalid_message"},
+  {refuse_reason::duplicate_node, s::RefuseReason::DUPLICATE_NODE, "duplicate_node"},
+  {refuse_reason::unknown_zone, s::RefuseReason::UNKNOWN_ZONE, "unknown_zone"},
+  {refuse_reason::shutting_down, s::RefuseReason::SHUTTING_DOWN, "shutting_down"},
+  {refuse_reason::unauthorized, s::RefuseReason::UNAUTHORIZED, "unauthorized"},
 };
+
+/// The name of `v` in its table; `unknown` for a value the table lacks.
+template <class A, class B, std::size_t N>
+const char* name_in(const enum_pair<A, B> (&table)[N], A v, const char* unknown) {
+  for (auto& p : table)
+    if (p.ours == v) return p.name;
+  return unknown;
+}
 
 template <class A, class B>
 B to_wire(std::span<const enum_pair<A, B>> table, A v) {
