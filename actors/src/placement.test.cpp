@@ -5,6 +5,7 @@
 #include <set>
 
 using namespace sailor::actors;
+using sailor::protocol::placement_kind;
 
 namespace {
 
@@ -133,7 +134,7 @@ TEST_CASE("placement: a pinned stage lands on its node, and forbidden nodes stay
   REQUIRE_FALSE(place_replicas(plain, nodes).has_value());
   auto before = nodes_per_stage(plain);
   REQUIRE(before[3] == std::set<std::string>{"n2", "n4"});
-  std::vector<placement_rule> rules{{sailor::protocol::placement_kind::pin, "n1", 3}, {sailor::protocol::placement_kind::pin, "n3", 2}};
+  std::vector<placement_rule> rules{{placement_kind::pin, "n1", 3}, {placement_kind::pin, "n3", 2}};
   auto pinned = *p;
   REQUIRE_FALSE(place_replicas(pinned, nodes, rules).has_value());
   auto after = nodes_per_stage(pinned);
@@ -151,14 +152,14 @@ TEST_CASE("placement: a pinned stage lands on its node, and forbidden nodes stay
   q.stages.push_back({0, 6, false, {sailor::config::replica{"CPU", "a", 1, {}, {}},
                                     sailor::config::replica{"CPU", "a", 1, {}, {}},
                                     sailor::config::replica{"CPU", "b", 1, {}, {}}}});
-  std::vector<placement_rule> forbid{{sailor::protocol::placement_kind::forbid, "n1", -1}, {sailor::protocol::placement_kind::forbid, "n3", 0}};
+  std::vector<placement_rule> forbid{{placement_kind::forbid, "n1", -1}, {placement_kind::forbid, "n3", 0}};
   REQUIRE_FALSE(place_replicas(q, nodes, forbid).has_value());
   auto on = nodes_per_stage(q);
   CHECK(on[0] == std::set<std::string>{"n2", "n4"});
   // A forbidden node is not used even when nothing else fits: the error says so.
   sailor::config::plan r;
   r.stages.push_back({0, 6, false, {sailor::config::replica{"CPU", "a", 3, {}, {}}}});
-  auto err = place_replicas(r, nodes, {{sailor::protocol::placement_kind::forbid, "n2", 0}});
+  auto err = place_replicas(r, nodes, {{placement_kind::forbid, "n2", 0}});
   REQUIRE(err.has_value());
   CHECK(err->field == "stages[0].replicas[0]");
   CHECK(err->message.find("placement rules") != std::string::npos);

@@ -161,8 +161,12 @@ caf::behavior host_actor(host* self, scheduler_actor user, caf::actor gate,
     [self](const evict_node& x) {
       return ask(self, {0, protocol::scheduler_command::evict_node, x.node, x.reason, 0, -1, {}, {}});
     },
-    [self](const placement_rule& x) {
-      return ask(self, {0, protocol::command_for(x.kind), x.node, {}, 0, x.stage, {}, {}});
+    [self](const placement_rule& x) -> caf::result<scheduler_answer> {
+      if (auto command = protocol::command_for(x.kind))
+        return ask(self, {0, *command, x.node, {}, 0, x.stage, {}, {}});
+      return scheduler_answer{false, "placement_rule: kind " +
+                                       std::to_string(static_cast<int>(x.kind)) +
+                                       ", expected pin, forbid or clear"};
     },
     [self](const objective_change& x) {
       return ask(self, {0, protocol::scheduler_command::objective_change, {}, {}, 0, -1, x.key, x.value});

@@ -94,7 +94,7 @@ void relay(gate* self, std::int64_t id, T request) {
       });
 }
 
-// The codec refuses a kind this build does not know, so every request here has one of them.
+// The codec refuses a kind this build does not know from the wire; any other is answered too.
 void on_request(gate* self, const protocol::scheduler_request& x) {
   using command = protocol::scheduler_command;
   if (auto rule = protocol::placement_of(x.kind)) {
@@ -108,7 +108,11 @@ void on_request(gate* self, const protocol::scheduler_request& x) {
     case command::objective_change:
       relay(self, x.request_id, objective_change{x.key, x.value});
       break;
-    default: break;
+    default:
+      self->send(self->state.remote,
+                 protocol::scheduler_reply{x.request_id, false,
+                                           "scheduler_request: unknown kind " +
+                                             std::to_string(static_cast<int>(x.kind))});
   }
 }
 

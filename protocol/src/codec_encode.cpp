@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include <capnp/dynamic.h>
 #include <capnp/message.h>
@@ -132,22 +133,23 @@ const char* to_string(scheduler_command c) {
   return name_in(scheduler_commands, c, "unknown");
 }
 
-scheduler_command command_for(placement_kind k) {
-  switch (k) {
-    case placement_kind::pin: return scheduler_command::pin;
-    case placement_kind::forbid: return scheduler_command::forbid;
-    case placement_kind::clear: return scheduler_command::clear;
-  }
-  return scheduler_command::clear;
+// Each placement rule's kind and the scheduler request that carries it.
+constexpr std::pair<placement_kind, scheduler_command> rule_commands[] = {
+  {placement_kind::pin, scheduler_command::pin},
+  {placement_kind::forbid, scheduler_command::forbid},
+  {placement_kind::clear, scheduler_command::clear},
+};
+
+std::optional<scheduler_command> command_for(placement_kind k) {
+  for (const auto& [rule, command] : rule_commands)
+    if (rule == k) return command;
+  return std::nullopt;
 }
 
 std::optional<placement_kind> placement_of(scheduler_command c) {
-  switch (c) {
-    case scheduler_command::pin: return placement_kind::pin;
-    case scheduler_command::forbid: return placement_kind::forbid;
-    case scheduler_command::clear: return placement_kind::clear;
-    default: return std::nullopt;
-  }
+  for (const auto& [rule, command] : rule_commands)
+    if (command == c) return rule;
+  return std::nullopt;
 }
 
 std::vector<std::byte> encode(const envelope& e) {

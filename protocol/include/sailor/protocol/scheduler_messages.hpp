@@ -166,8 +166,9 @@ enum class scheduler_command : std::int32_t {
 /// Its name as above ("replan_now", ...).
 const char* to_string(scheduler_command c);
 
-/// The request that carries a placement rule of kind `k`.
-scheduler_command command_for(placement_kind k);
+/// The request that carries a placement rule of kind `k`; nothing for a value this build does
+/// not know.
+std::optional<scheduler_command> command_for(placement_kind k);
 /// The placement rule a pin, forbid or clear request carries; nothing for another command.
 std::optional<placement_kind> placement_of(scheduler_command c);
 
