@@ -219,6 +219,10 @@ void sim_context::init_time_tables(const config::gpu_catalog& catalog, const con
         for (const auto& [tp, t] : by_tp) tp_set.insert(tp);
       }
   const int G = num_gpu_types();
+  mbs_slot_.assign(max_mbs + 1, -1);
+  int slots = 0;
+  for (int mbs : mbs_set)
+    if (mbs >= 1 && mbs <= max_mbs && slots < max_mbs_index) mbs_slot_[mbs] = slots++;
   tables_.assign(size_t(G) * max_tp_index * max_mbs_index, table{});
   for (int g = 0; g < G; ++g) {
     const config::gpu_profile* gp = profile ? profile->find(gpu_names_[g]) : nullptr;
@@ -227,8 +231,8 @@ void sim_context::init_time_tables(const config::gpu_catalog& catalog, const con
       const int ti = log2_index(tp);
       if (ti < 0 || ti >= max_tp_index) continue;
       for (int mbs : mbs_set) {
-        const int mi = log2_index(mbs);
-        if (mi < 0 || mi >= max_mbs_index) continue;
+        const int mi = mbs >= 1 && mbs <= max_mbs ? mbs_slot_[mbs] : -1;
+        if (mi < 0) continue;
         table& t = tables_[(size_t(g) * max_tp_index + ti) * max_mbs_index + mi];
         t.fwd.assign(num_layers_ + 1, 0);
         t.bwd.assign(num_layers_ + 1, 0);
@@ -255,14 +259,40 @@ bool sim_context::init_profiled_table(table& t, const config::gpu_profile& gp, c
   double scale = 1.0;
   const std::vector<config::layer_time>* times = gp.find(mbs, tp);
   if (times && static_cast<int>(times->size()) != L) times = nullptr;
+  // Between two profiled sizes: the time per sequence (the efficiency) interpolated in
+  // log2(mbs) between them, instead of one size scaled linearly.
+  const std::vector<config::layer_time>* upper = nullptr;
+  double upper_weight = 0, upper_scale = 1.0;
   if (!times) {
-    int best = 0;
-    for (const auto& [pm, v] : points)
-      if (best == 0 || std::abs(std::log2(double(pm) / mbs)) < std::abs(std::log2(double(best) / mbs))) best = pm;
-    if (best == 0) return false;
-    times = gp.find(best, tp);
-    scale = double(mbs) / best;
+    const std::vector<config::layer_time>* below = nullptr;
+    int lo = 0, hi = 0;
+    for (const auto& [pm, v] : points) {
+      if (pm < mbs && pm > lo) { lo = pm; below = v; }
+      if (pm > mbs && (hi == 0 || pm < hi)) { hi = pm; upper = v; }
+    }
+    if (below && upper) {
+      times = below;
+      scale = double(mbs) / lo;
+      upper_weight = std::log2(double(mbs) / lo) / std::log2(double(hi) / lo);
+      upper_scale = double(mbs) / hi;
+    } else {
+      upper = nullptr;
+      int best = 0;
+      for (const auto& [pm, v] : points)
+        if (best == 0 || std::abs(std::log2(double(pm) / mbs)) < std::abs(std::log2(double(best) / mbs))) best = pm;
+      if (best == 0) return false;
+      times = gp.find(best, tp);
+      scale = double(mbs) / best;
+    }
   }
+  auto raw = [&](int l, bool forward) {
+    const auto& a = (*times)[l];
+    const double ta = (forward ? a.forward_s : a.backward_s) * scale;
+    if (!upper) return ta;
+    const auto& b = (*upper)[l];
+    const double tb = (forward ? b.forward_s : b.backward_s) * upper_scale;
+    return (1 - upper_weight) * ta + upper_weight * tb;
+  };
   const double sigma = options_.profile_smoothing_octaves;
   const double opt_bytes = options_.optimizer_bytes_per_param;
   // update_s is the step of the profiled one-block model repeated on every layer: without the
@@ -273,8 +303,8 @@ bool sim_context::init_profiled_table(table& t, const config::gpu_profile& gp, c
     const double lp = params_prefix_[ti][l + 1] - params_prefix_[ti][l];
     // Remove the per-layer overhead of profiling in isolation (never below a quarter).
     const double d = options_.profile_layer_overhead_s;
-    const double fs = smoothed_time(points, l, true, mbs, sigma, lt.forward_s * scale);
-    const double bs = smoothed_time(points, l, false, mbs, sigma, lt.backward_s * scale);
+    const double fs = smoothed_time(points, l, true, mbs, sigma, raw(l, true));
+    const double bs = smoothed_time(points, l, false, mbs, sigma, raw(l, false));
     const double f = std::max(fs - d, 0.25 * fs);
     const double b = std::max(bs - d, 0.25 * bs);
     t.fwd[l + 1] = t.fwd[l] + f * options_.compute_scale;
@@ -374,9 +404,9 @@ int sim_context::zone_id(std::string_view zone) const {
 }
 
 const sim_context::table* sim_context::find_table(int gpu, int tp, int mbs) const {
-  const int ti = log2_index(tp), mi = log2_index(mbs);
-  if (gpu < 0 || gpu >= num_gpu_types() || ti < 0 || ti >= max_tp_index || mi < 0 || mi >= max_mbs_index)
-    return nullptr;
+  const int ti = log2_index(tp);
+  const int mi = mbs >= 1 && mbs <= max_mbs && !mbs_slot_.empty() ? mbs_slot_[mbs] : -1;
+  if (gpu < 0 || gpu >= num_gpu_types() || ti < 0 || ti >= max_tp_index || mi < 0) return nullptr;
   const table& t = tables_[(size_t(gpu) * max_tp_index + ti) * max_mbs_index + mi];
   return t.fwd.empty() ? nullptr : &t;
 }

@@ -317,8 +317,11 @@ private:
   std::vector<char> has_profile_;
   std::vector<int> gpus_per_node_;
   std::vector<double> gpu_nic_;  // bytes/s of a node's NIC (catalog), 0 when unknown
-  // tables_[gpu][tp_index][mbs_index]; tp_index = log2(tp), mbs_index = log2(mbs)
-  static constexpr int max_tp_index = 5, max_mbs_index = 10;
+  // tables_[gpu][tp_index][mbs_index]; tp_index = log2(tp); mbs_index = mbs_slot_[mbs], the
+  // rank of mbs among the sizes tabulated (any size up to max_mbs, at most max_mbs_index of
+  // them: a profile measured at 1, 2, 3, 4, 6 and 12 sequences is used as measured).
+  static constexpr int max_tp_index = 5, max_mbs_index = 24, max_mbs = 512;
+  std::vector<int> mbs_slot_;  // size max_mbs + 1; -1: not tabulated
   std::vector<table> tables_;
   std::vector<double> params_prefix_[max_tp_index];    // elements per GPU, by tp index
   std::vector<double> act_prefix_[max_tp_index];       // bytes per sample, by tp index
