@@ -5,6 +5,8 @@
 //
 //   char_lm [--model FILE] [--job FILE] [--layout L] [--iterations N] [--threads T]
 //           [--blas-threads B] [--reference]
+//   char_lm --rounds R [--nodes N] [--iterations N]   (ours as a user runs it against the
+//           reference, R rounds in alternating order: ratios, losses, prediction errors)
 //
 // Run from the repository root (the job's data path is relative to it). Two kinds of layout:
 // - in this process, ranks as threads meeting through an in-memory Gloo store (no zones):
@@ -30,6 +32,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
+#include <sstream>
 #include <filesystem>
 #include <fstream>
 #include <latch>
@@ -216,6 +220,106 @@ int run_processes(const std::string& layout, const std::string& model_path,
 int run_threads(const std::string& layout, const config::model_shape& model, const config::job& job,
                 int iterations, int threads, int blas_threads);
 
+// One side of a round: wall time, the last validation loss and, for ours, the prediction.
+struct side {
+  double wall = 0, val_loss = 0, predicted = 0, measured_median = 0;
+};
+
+// Runs `command`, returns its output (stdout and stderr) and exit status.
+std::pair<std::string, int> capture(const std::string& command) {
+  std::string out;
+  FILE* f = ::popen((command + " 2>&1").c_str(), "r");
+  if (!f) return {"", -1};
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, f)) out += buf;
+  return {out, ::pclose(f)};
+}
+
+// `sailor train --nodes N` on the job as a user runs it (its planner, its threads).
+std::optional<side> run_ours(const std::string& model_path, const std::string& job_path, int nodes,
+                             int iterations) {
+  namespace fs = std::filesystem;
+  const auto summary = fs::temp_directory_path() / ("char_lm-ours-" + std::to_string(::getpid()) + ".json");
+  const std::string command = std::string(SAILOR_BIN_DIR) + "/sailor train --model " + model_path +
+                              " --job " + job_path + " --nodes " + std::to_string(nodes) +
+                              " --iterations " + std::to_string(iterations) + " --summary-json " +
+                              summary.string() + " --stall-timeout-s 600 --sample-tokens 0";
+  const auto start = clock_type::now();
+  auto [out, code] = capture(command);
+  side r;
+  r.wall = std::chrono::duration<double>(clock_type::now() - start).count();
+  std::ifstream in(summary);
+  if (code != 0 || !in) {
+    std::fprintf(stderr, "char_lm: %s failed (%d):\n%s\n", command.c_str(), code, out.c_str());
+    return std::nullopt;
+  }
+  auto j = nlohmann::json::parse(in);
+  fs::remove(summary);
+  if (!j["val_loss_curve"].empty()) r.val_loss = j["val_loss_curve"].back()[1].get<double>();
+  r.predicted = j.value("predicted_iteration_s", 0.0);
+  r.measured_median = j.value("measured_iteration_s_median", 0.0);
+  std::printf("  ours: %s; plan %s; phases %s\n", j.value("planner", std::string("?")).c_str(),
+              j["plan"].value("summary", std::string("?")).c_str(), j["phases_s"].dump().c_str());
+  return r;
+}
+
+// scripts/char_lm_reference.py with torch's default threads (the host's cores).
+std::optional<side> run_reference_side(const config::job& job, int iterations) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::string command = "/usr/bin/python3 scripts/char_lm_reference.py --iterations " +
+                              std::to_string(iterations) + " --threads " + std::to_string(cores) +
+                              " --eval-every " + std::to_string(job.eval_every) + " --eval-batches " +
+                              std::to_string(job.eval_batches) + " --data " +
+                              (job.data ? job.data->path : std::string("?"));
+  const auto start = clock_type::now();
+  auto [out, code] = capture(command);
+  side r;
+  r.wall = std::chrono::duration<double>(clock_type::now() - start).count();
+  if (code != 0) return std::fprintf(stderr, "char_lm: the reference failed:\n%s\n", out.c_str()), std::nullopt;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);)
+    if (auto at = line.find("validation loss "); at != std::string::npos)
+      r.val_loss = std::stod(line.substr(at + 16));
+  return r;
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Rounds of ours against the reference, in alternating order; medians and spread.
+int run_rounds(const std::string& model_path, const std::string& job_path, const config::job& job,
+               int nodes, int iterations, int rounds) {
+  std::vector<double> ratios, ours_val, ref_val, errors;
+  std::printf("char_lm: %d rounds of `sailor train --nodes %d` against the reference, %d iterations, "
+              "alternating which runs first\n", rounds, nodes, iterations);
+  for (int k = 0; k < rounds; ++k) {
+    std::optional<side> ours, ref;
+    for (int turn = 0; turn < 2; ++turn) {
+      if ((turn == 0) == (k % 2 == 0)) ours = run_ours(model_path, job_path, nodes, iterations);
+      else ref = run_reference_side(job, iterations);
+    }
+    if (!ours || !ref) return 1;
+    const double error = ours->measured_median > 0 ? ours->predicted / ours->measured_median - 1 : 0;
+    std::printf("round %d: ours %.1f s (validation %.4f), reference %.1f s (validation %.4f), "
+                "wall ratio %.3f; predicted %.4f s/iteration, measured median %.4f (%+.1f%%)\n",
+                k + 1, ours->wall, ours->val_loss, ref->wall, ref->val_loss, ours->wall / ref->wall,
+                ours->predicted, ours->measured_median, 100 * error);
+    ratios.push_back(ours->wall / ref->wall);
+    ours_val.push_back(ours->val_loss);
+    ref_val.push_back(ref->val_loss);
+    errors.push_back(error);
+  }
+  const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+  std::printf("char_lm: nodes %d: wall ratio ours/reference median %.3f (%.3f to %.3f); validation "
+              "loss ours %.4f, reference %.4f; prediction error median %+.1f%%\n",
+              nodes, median_of(ratios), *lo, *hi, median_of(ours_val), median_of(ref_val),
+              100 * median_of(errors));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -225,7 +329,14 @@ int main(int argc, char** argv) {
   std::string layout = "single";
   int iterations = 0, threads = 0, blas_threads = 0;
   bool reference = false;
+  int rounds = 0, nodes = 1;
   app.add_option("--model", model_path, "model file");
+  app.add_option("--rounds", rounds,
+                 "instead of a layout: this many rounds of `sailor train --nodes N` as a user runs "
+                 "it against the reference at this host's cores, alternating which goes first; "
+                 "prints the wall-time ratios, validation losses and prediction errors")
+    ->check(CLI::Range(1, 100));
+  app.add_option("--nodes", nodes, "with --rounds: sailor-node processes (1 to 4)")->check(CLI::Range(1, 4));
   app.add_option("--job", job_path, "job file");
   app.add_option("--layout", layout, "single, dp2, dp4, pp2, pp2dp2 (threads) or proc-dp2, proc-pp2, proc-pp2dp2 (processes)")
       ->check(CLI::IsMember({"single", "dp2", "dp4", "pp2", "pp2dp2", "proc-dp2", "proc-pp2", "proc-pp2dp2"}));
@@ -244,6 +355,7 @@ int main(int argc, char** argv) {
   auto job = config::load_job(job_path);
   if (!job) return std::fprintf(stderr, "%s\n", job.error().to_string().c_str()), 2;
   if (iterations <= 0) iterations = job->iterations;
+  if (rounds > 0) return run_rounds(model_path, job_path, *job, nodes, iterations, rounds);
   const auto start = clock_type::now();
   const double cpu_before = cpu_seconds(RUSAGE_SELF) + cpu_seconds(RUSAGE_CHILDREN);
   const int code = layout.rfind("proc-", 0) == 0

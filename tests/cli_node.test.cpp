@@ -3,8 +3,10 @@
 // clean. No LibTorch needed: the nodes here never train.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -34,6 +36,20 @@ TEST_CASE("sailor-node refuses a GPU type for CPU devices, and CUDA devices on a
   CHECK(cuda.exit_code == 2);
   CHECK(contains(cuda.err, "--devices: this sailor-node was built without CUDA"));
 #endif
+}
+
+TEST_CASE("sailor-node refuses --threads 0 and more threads than the host has cores, naming the option") {
+  const std::string node = sailor_bin("sailor-node") + " --join 127.0.0.1:1 --zone local-a --join-timeout 1";
+  auto zero = run_command(node + " --threads 0", 60);
+  CHECK(zero.exit_code == 2);
+  CHECK(contains(zero.err, "--threads: expected 1 to "));
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  auto many = run_command(node + " --threads " + std::to_string(cores + 1), 60);
+  CHECK(many.exit_code == 2);
+  CHECK(contains(many.err, "(this host's cores), got " + std::to_string(cores + 1)));
+  // A count the host has is taken: the node goes on to look for its coordinator.
+  auto fits = run_command(node + " --threads " + std::to_string(cores), 60);
+  CHECK(fits.exit_code != 2);
 }
 
 TEST_CASE("a coordinator without --train-dir says it trains nothing, and status calls leave its log clean") {

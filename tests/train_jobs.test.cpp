@@ -10,6 +10,9 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <thread>
+
 #include <cmath>
 #include <fstream>
 #include <regex>
@@ -271,3 +274,38 @@ TEST_CASE("sailor train and sailor coordinator refuse bad data before planning, 
 }
 
 #endif  // __has_include(<sailor/models/shapes.hpp>)
+
+TEST_CASE("sailor train --nodes 1 needs no --zones, plans with the search and splits an iteration by phase") {
+  temp_dir dir;
+  const int iterations = 8;
+  const auto [job_file, model_file] = write_text_job(dir, iterations);
+  auto [r, j] = run_with_summary(sailor_bin() + " train --model " + model_file + " --job " + job_file +
+                                   " --nodes 1 --sample-tokens 0",
+                                 dir, 200);
+  CHECK(r.out.find("1 nodes in 1 zones") != std::string::npos);
+  CHECK(j["planner"].get<std::string>() == "search");
+  CHECK(j["iterations_completed"].get<int>() == iterations);
+  // One node alone has every core of the machine for its rank.
+  CHECK(j["threads_per_rank"].get<int>() == static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  // The search chose among the micro-batch sizes the profile measured (the job's divisors);
+  // the loss curve is the one-process curve whatever it chose.
+  const int mbs = j["plan"]["micro_batch"].get<int>();
+  CHECK(j["plan"]["global_batch"].get<int>() % mbs == 0);
+  auto reference = one_process(model_file, job_file, mbs, j["plan"]["global_batch"].get<int>(), iterations);
+  check_same_curve(j["loss_curve"].get<std::vector<double>>(), reference.loss);
+  // Every phase measured on the rank, none longer than the iteration, the compute the
+  // largest part of it.
+  const auto& phases = j["phases_s"];
+  const double iteration = phases["iteration"].get<double>();
+  CHECK(iteration > 0);
+  for (const char* name : {"data", "forward_backward", "send_wait", "recv_wait", "all_reduce",
+                           "optimizer", "checkpoint", "bookkeeping"}) {
+    CAPTURE(name);
+    REQUIRE(phases.contains(name));
+    CHECK(phases[name].get<double>() >= 0);
+    CHECK(phases[name].get<double>() <= iteration);
+  }
+  CHECK(phases["forward_backward"].get<double>() > 0);
+  CHECK(phases["optimizer"].get<double>() > 0);
+  CHECK(j["measured_iteration_s_median"].get<double>() == doctest::Approx(iteration));
+}

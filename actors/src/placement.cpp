@@ -244,4 +244,18 @@ std::string describe_plan(const config::plan& p) {
   return out.str();
 }
 
+int ranks_on_node(const config::plan& p, const std::string& node) {
+  int ranks = 0;
+  for (const auto& stage : p.stages)
+    for (const auto& r : stage.replicas)
+      ranks += static_cast<int>(std::count(r.nodes.begin(), r.nodes.end(), node));
+  return ranks;
+}
+
+int rank_threads(int job_threads, int node_threads, int ranks, unsigned cores) {
+  if (job_threads > 0) return job_threads;
+  if (node_threads > 0) return node_threads;
+  return std::max(1, static_cast<int>(cores) / std::max(1, ranks));
+}
+
 }  // namespace sailor::actors

@@ -165,3 +165,24 @@ TEST_CASE("placement: a pinned stage lands on its node, and forbidden nodes stay
   CHECK(err->message.find("placement rules") != std::string::npos);
   CHECK(r.stages[0].replicas[0].nodes.empty());
 }
+
+TEST_CASE("a rank's compute threads: the host's cores shared among the node's ranks, unless told") {
+  auto nodes = four_nodes();
+  auto p = even_plan(nodes, 6, 8);
+  REQUIRE(p.ok());
+  REQUIRE_FALSE(place_replicas(*p, nodes).has_value());
+  // Each node lends its two devices to the even plan: two ranks; a node not in it runs none.
+  CHECK(ranks_on_node(*p, "n1") == 2);
+  CHECK(ranks_on_node(*p, "n4") == 2);
+  CHECK(ranks_on_node(*p, "elsewhere") == 0);
+  // Two cores and one rank: both cores (OpenBLAS and LibTorch threads), not one.
+  CHECK(rank_threads(0, 0, 1, 2) == 2);
+  CHECK(rank_threads(0, 0, 2, 16) == 8);
+  // More ranks than cores: one thread each, never 0.
+  CHECK(rank_threads(0, 0, 4, 2) == 1);
+  CHECK(rank_threads(0, 0, 0, 0) == 1);
+  // sailor-node --threads, then the job's own count, override the share.
+  CHECK(rank_threads(0, 3, 1, 2) == 3);
+  CHECK(rank_threads(5, 3, 1, 2) == 5);
+}
+

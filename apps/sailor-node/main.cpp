@@ -87,6 +87,8 @@ struct node_args {
   std::string link_file;       ///< SIGUSR2 reads the emulated links changed from it
   double leave_in_s = 0;  ///< > 0: a preemption notice to itself this long after the start
   double grace_s = 10;    ///< after a notice: the longest it stays to hand over its state
+  int threads = 0;        ///< compute threads per rank; 0: the cores over the node's ranks
+  bool threads_given = false;  ///< --threads was on the command line (0 is then refused)
 };
 
 // Each rank's data-plane transport: UCX or comm's TCP (--data-transport, else --transport).
@@ -211,6 +213,7 @@ int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& st
     training.slowdown = ctx.slowdown;
     training.link_changes = ctx.links;
     training.memory = ctx.memory;
+    training.threads_per_rank = ctx.args.threads;
     auto trainer = std::make_shared<train::node_trainer>(std::move(training));
     options.hook = [trainer](const actors::stage_role& role, actors::stage_ready_fn ready) {
       return trainer->on_role(role, std::move(ready));
@@ -454,6 +457,10 @@ void serve_link_probes(session_context& ctx, const std::string& token) {
 // Checks the inputs, opens the transport and the shard server, then joins and serves until
 // stopped.
 int run(const node_args& args) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (args.threads_given && (args.threads < 1 || args.threads > cores))
+    return bad_input("--threads: expected 1 to " + std::to_string(cores) + " (this host's cores), got " +
+                     std::to_string(args.threads));
   auto where = comm::address::parse(args.join);
   if (!where)
     return bad_input("--join: " + where.error().message);
@@ -572,6 +579,11 @@ int main(int argc, char** argv) {
                  "to hand its state to the next plan")
     ->check(CLI::PositiveNumber)
     ->capture_default_str();
+  app.add_option("--threads", args.threads,
+                 "compute threads of each rank, 1 to this host's cores: OpenBLAS threads for its "
+                 "matrix products (LibTorch's other operators run on the rank's own thread) "
+                 "(default: the host's cores shared among the node's ranks of the plan, at least "
+                 "1 each)");
   app.add_option("--log-dir", args.log_dir, "also write the log to DIR/NAME.log (\"\": stderr "
                                             "only)")
     ->capture_default_str();
@@ -580,5 +592,6 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  args.threads_given = app.count("--threads") > 0;
   return run(args);
 }

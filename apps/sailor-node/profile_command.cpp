@@ -66,6 +66,10 @@ std::optional<int> parse_args(const std::vector<std::string>& args, profile_args
   app.add_option("--repeats", o.repeats, "timed runs per measurement (median)")->capture_default_str();
   app.add_option("--warmup", o.warmup, "untimed runs first")->capture_default_str();
   app.add_option("--threads", o.torch_threads, "torch intra-op threads")->capture_default_str();
+  app.add_option("--blas-threads", o.blas_threads,
+                 "OpenBLAS threads of the matrix products (0: as --threads)")
+    ->check(CLI::NonNegativeNumber)
+    ->capture_default_str();
   app.add_option("--gpu-type", o.gpu_type, "GPU type to file the times under")->capture_default_str();
   app.add_option("--device", a.device, "cpu or cuda:N")->capture_default_str();
   app.add_option("--cold-cache-bytes", o.cold_cache_bytes,
@@ -191,7 +195,9 @@ int profile_command(const std::vector<std::string>& args) {
   }
   const double took = std::chrono::duration<double>(clock_type::now() - start).count();
   if (!a.host_path.empty()) {
-    const double share = profile_wall > 0 ? std::min(1.0, profile_cpu / profile_wall) : 0;
+    // Up to one core per compute thread (the profile's helper threads work too).
+    const double most = std::max({1, a.options.torch_threads, a.options.blas_threads});
+    const double share = profile_wall > 0 ? std::min(most, profile_cpu / profile_wall) : 0;
     if (int code = write_host_figures(*model, a, share)) return code;
   }
   print_profile(*model, *profile, a, took);

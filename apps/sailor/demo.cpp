@@ -12,8 +12,9 @@ namespace sailor::app {
 void add_local_run_options(CLI::App* sub, local_run_args& args) {
   sub->add_option("--nodes", args.nodes, "sailor-node processes (one CPU device each)")
     ->capture_default_str();
-  sub->add_option("--zones", args.zones, "emulated zones (nodes go round-robin)")
-    ->capture_default_str();
+  sub->add_option("--zones", args.zones,
+                  "emulated zones, 1 to min(--nodes, 26) (nodes go round-robin; default: "
+                  "min(--nodes, 2))");
   sub->add_option("--iterations", args.iterations,
                   "training iterations (0: the job file's 'iterations')")
     ->capture_default_str();
@@ -100,6 +101,7 @@ void add_local_run_options(CLI::App* sub, local_run_args& args) {
 void add_train(CLI::App& app, command_set& commands) {
   auto args = std::make_shared<local_run_args>();
   args->command = "train";
+  args->planner = "search";
   auto* sub = app.add_subcommand(
     "train", "run a job on this machine: a coordinator and N local sailor-node processes");
   sub->add_option("--model", args->model, "model YAML")->required();

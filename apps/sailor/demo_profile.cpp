@@ -23,13 +23,22 @@ namespace {
 namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
 
-// Whether `p` has times for gpu type CPU at micro-batch `mbs` and every TP degree in `tps`.
-bool covers(const config::model_profile& p, int mbs, const std::set<int>& tps) {
+// Whether `p` has times for gpu type CPU at each micro-batch of `sizes` and every TP degree
+// in `tps`.
+bool covers(const config::model_profile& p, const std::set<int>& sizes, const std::set<int>& tps) {
   const auto* gp = p.find("CPU");
   if (!gp) return false;
-  for (int tp : tps)
-    if (!gp->find(mbs, tp)) return false;
+  for (int mbs : sizes)
+    for (int tp : tps)
+      if (!gp->find(mbs, tp)) return false;
   return true;
+}
+
+// The micro-batch sizes to measure: the plan's and the request's.
+std::set<int> sizes_of(const profile_request& args, const config::plan& p) {
+  std::set<int> out(args.micro_batches.begin(), args.micro_batches.end());
+  out.insert(std::max(1, p.micro_batch));
+  return out;
 }
 
 double median(std::vector<double> v) {
@@ -101,11 +110,11 @@ plan_shape shape_of(const config::plan& p) {
 // by as many processes at once as the plan has ranks (the cores each gets depend on how many
 // share them).
 std::optional<measured_profile> cached_profile(const std::string& file, const config::plan& p,
-                                               const plan_shape& shape) {
+                                               const plan_shape& shape, const std::set<int>& sizes) {
   if (file.empty() || !fs::exists(file)) return std::nullopt;
   auto cached = simulator::load_measured_profile(file);
   if (!cached || (cached->ranks != 0 && cached->ranks != std::max(1, shape.ranks)) ||
-      !covers(cached->profile, p.micro_batch, shape.tps))
+      !covers(cached->profile, sizes, shape.tps))
     return std::nullopt;
   return std::move(*cached);
 }
@@ -114,9 +123,16 @@ std::optional<measured_profile> cached_profile(const std::string& file, const co
 result<std::vector<child>> spawn_profilers(const profile_request& args,
                                            const std::string& node_binary, const fs::path& work,
                                            const config::plan& p, const plan_shape& shape) {
-  std::string tp_list;
+  std::string tp_list, mbs_list;
   for (int tp : shape.tps)
     tp_list += (tp_list.empty() ? "" : ",") + std::to_string(tp);
+  for (int mbs : sizes_of(args, p))
+    mbs_list += (mbs_list.empty() ? "" : ",") + std::to_string(mbs);
+  // One thread a rank: the CPU work of the pass (its thread's clock), caches left cold by
+  // the other ranks that share the cores. More: the wall clock of processes measuring
+  // together, as the ranks compute together (a thread's clock misses its helpers' work).
+  std::vector<std::string> clock_args{"--cpu-clock", "--cold-cache-bytes", "4194304"};
+  if (args.threads > 1) clock_args.clear();
   // A go-ahead or ready file left by an earlier measurement (another count of processes)
   // would start these before all are loaded.
   std::error_code ec;
@@ -127,14 +143,15 @@ result<std::vector<child>> spawn_profilers(const profile_request& args,
     c.name = "profile-" + std::to_string(k);
     fs::remove(work / (c.name + ".ready"), ec);
     c.log = (work / (c.name + ".log")).string();
-    c.pid = spawn({node_binary, "profile", "--model", args.model, "--out",
-                   (work / (c.name + ".json")).string(), "--micro-batches",
-                   std::to_string(p.micro_batch), "--tp", tp_list, "--repeats", "40", "--warmup",
-                   "5", "--threads", "1", "--statistic", "mean", "--cpu-clock", "--cold-cache-bytes",
-                   "4194304", "--host-figures",
-                   (work / (c.name + ".host.json")).string(), "--ready-file",
-                   (work / (c.name + ".ready")).string(), "--go-file", (work / "profile.go").string()},
-                  c.log);
+    std::vector<std::string> argv{
+      node_binary, "profile", "--model", args.model, "--out", (work / (c.name + ".json")).string(),
+      "--micro-batches", mbs_list, "--tp", tp_list, "--repeats", "40", "--warmup", "5",
+      "--threads", "1", "--blas-threads", std::to_string(std::max(1, args.threads)),
+      "--statistic", "mean",
+      "--host-figures", (work / (c.name + ".host.json")).string(), "--ready-file",
+      (work / (c.name + ".ready")).string(), "--go-file", (work / "profile.go").string()};
+    argv.insert(argv.end(), clock_args.begin(), clock_args.end());
+    c.pid = spawn(argv, c.log);
     if (c.pid < 0) {
       stop_children(procs, std::chrono::milliseconds{0});
       return sailor::error::failed("cannot start " + node_binary + " profile");
@@ -236,7 +253,9 @@ status write_profile(const measured_profile& m, const std::string& out, int rank
 
 // The cache file of the profile measured by `ranks` processes at once.
 std::string cache_file_for(const profile_request& args, const std::string& node_binary, int ranks) {
-  return profile_cache_file(args.cache_dir, args.device_type + "-" + std::to_string(ranks) + "ranks",
+  return profile_cache_file(args.cache_dir,
+                            args.device_type + "-" + std::to_string(ranks) + "ranks-" +
+                              std::to_string(std::max(1, args.threads)) + "threads",
                             args.model, node_binary);
 }
 
@@ -245,7 +264,7 @@ std::string cache_file_for(const profile_request& args, const std::string& node_
 result<measured_profile> profile_at(const std::string& file, const profile_request& args,
                                     const std::string& node_binary, const fs::path& work,
                                     const config::plan& p, const plan_shape& shape) {
-  if (auto cached = cached_profile(file, p, shape))
+  if (auto cached = cached_profile(file, p, shape, sizes_of(args, p)))
     return *cached;
   if (args.cached_only)
     return sailor::error::failed("no cached profile for " + std::to_string(shape.ranks) +

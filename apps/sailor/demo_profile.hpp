@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "sailor/config/error.hpp"
 #include "sailor/config/model.hpp"
@@ -30,6 +31,14 @@ struct profile_request {
   /// Only a cached profile (an error when none covers the plan): a re-plan during recovery
   /// does not stop to measure one.
   bool cached_only = false;
+  /// Compute threads of each rank (what the nodes give their ranks' matrix products: OpenBLAS
+  /// threads, LibTorch's own operators on one). Above 1 the passes are timed by the wall
+  /// clock (a thread's CPU clock misses its helper threads' work) with the processes measuring
+  /// together as the ranks train together.
+  int threads = 1;
+  /// Micro-batch sizes to measure besides the plan's (the search chooses among them); sizes
+  /// the plan's global batch does not need are measured all the same.
+  std::vector<int> micro_batches;
 };
 
 /// The cache file of a device type's profile of a model under a build:

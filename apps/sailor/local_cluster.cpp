@@ -155,7 +155,13 @@ std::optional<actors::cluster_status> local_cluster::query() {
   return out;
 }
 
+int local_threads_per_node(int nodes) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, nodes));
+}
+
 status local_cluster::spawn_nodes(const std::string& node_binary, int nodes, int zones) {
+  threads_per_node_ = local_threads_per_node(nodes);
   for (int k = 0; k < nodes; ++k)
     if (auto err = spawn_node(node_binary, "node-" + std::to_string(k), local_zone_name(k % zones)))
       return err;
@@ -170,13 +176,18 @@ status local_cluster::spawn_node(const std::string& node_binary, const std::stri
   // One state folder for the nodes of this machine: the last plan's checkpoint is then
   // whole in one place, for the sample at the end (unless they share nothing).
   const auto state = share_nothing_ ? work_ / name : work_;
-  c.pid = spawn({node_binary, "--join", "127.0.0.1:" + std::to_string(port()), "--zone", zone,
-                 "--devices", "cpu:1", "--name", c.name, "--transport", "tcp", "--token-file",
-                 token_file_.string(), "--state-dir", state.string(), "--log-dir",
-                 "",  // its log is c.log already
-                 "--slowdown-file", (work_ / (c.name + ".slowdown")).string(), "--link-file",
-                 (work_ / (c.name + ".links")).string()},
-                c.log);
+  std::vector<std::string> argv{
+    node_binary, "--join", "127.0.0.1:" + std::to_string(port()), "--zone", zone,
+    "--devices", "cpu:1", "--name", c.name, "--transport", "tcp", "--token-file",
+    token_file_.string(), "--state-dir", state.string(), "--log-dir",
+    "",  // its log is c.log already
+    "--slowdown-file", (work_ / (c.name + ".slowdown")).string(), "--link-file",
+    (work_ / (c.name + ".links")).string()};
+  if (threads_per_node_ > 0) {
+    argv.push_back("--threads");
+    argv.push_back(std::to_string(threads_per_node_));
+  }
+  c.pid = spawn(argv, c.log);
   if (c.pid < 0)
     return sailor::error::failed("cannot start " + node_binary);
   children_.push_back(c);

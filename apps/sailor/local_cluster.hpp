@@ -34,7 +34,7 @@ namespace sailor::app {
 struct local_run_args {
   std::string command = "train";  ///< the subcommand, for messages ("sailor train: ...")
   int nodes = 4;
-  int zones = 2;
+  int zones = 0;  ///< 0: min(nodes, 2)
   int iterations = 0;  ///< 0: the job file's
   std::string model, job;
   std::string cluster = SAILOR_SOURCE_DIR "/configs/clusters/local-2-zones.yaml";
@@ -59,7 +59,7 @@ struct local_run_args {
   bool fortunes_corpus = false;
   std::string sample_prompt = "The ";  ///< text jobs: the sample printed at the end starts so
   int sample_tokens = 200;             ///< characters of that sample (0: none)
-  std::string planner = "even";  ///< "search" (the planner on the live profile) or "even"
+  std::string planner = "even";  ///< "search" (the planner on the live profile) or "even"; `sailor train` and `sailor demo` default to search
   /// Folder of profiles cached by device type, model and build (when --profile is not given).
   std::string profile_cache;
   int straggler_at = 0;             ///< slow one node after this many iterations (0: never)
@@ -113,7 +113,8 @@ public:
   /// The supervisor's state (bounded wait; empty when it does not answer).
   std::optional<actors::cluster_status> query();
 
-  /// Starts node k of `nodes` (one CPU device, zone k % zones) with `node_binary`.
+  /// Starts node k of `nodes` (one CPU device, zone k % zones) with `node_binary`, each
+  /// with local_threads_per_node(nodes) compute threads (also the nodes started later).
   status spawn_nodes(const std::string& node_binary, int nodes, int zones);
   /// Starts one node `name` (one CPU device) in `zone`; it is the newest of children().
   status spawn_node(const std::string& node_binary, const std::string& name,
@@ -145,8 +146,13 @@ private:
   std::unique_ptr<actors::coordinator> coordinator_;
   std::unique_ptr<dashboard> web_;
   std::vector<child> children_;
+  int threads_per_node_ = 0;  // --threads of every node (spawn_nodes: local_threads_per_node)
   bool cleaned_ = false;
 };
+
+/// The compute threads each of `nodes` one-device nodes on this machine gets: its cores
+/// shared among them, at least 1 each (what `sailor train` gives its nodes and profiles with).
+int local_threads_per_node(int nodes);
 
 /// Zone names of local runs: local-a, local-b, ...
 std::string local_zone_name(int z);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <vector>
 
 #include "recovery_summary.hpp"
 #include "run_summary.hpp"
@@ -129,6 +131,43 @@ void local_progress::means(double& measured_s, double& tokens_per_s, int& counte
   tokens_per_s = sum > 0 ? static_cast<double>(tokens) / sum : 0;
 }
 
+namespace {
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+nlohmann::json local_progress::phases_json() const {
+  // Per phase, the median over the iterations the means count of the slowest rank's time;
+  // bookkeeping is what the phases leave of the iteration (reports, schedule, Python-free
+  // glue), per iteration before the median.
+  std::map<std::string, std::vector<double>> by_phase;
+  std::vector<double> measured;
+  for (const auto& r : records_) {
+    if (warm_up_.count(r.iteration) && records_.size() > warm_up_.size()) continue;
+    const std::pair<const char*, double> phases[] = {
+      {"data", r.data_s}, {"forward_backward", r.compute_s}, {"send_wait", r.send_wait_s},
+      {"recv_wait", r.recv_wait_s}, {"all_reduce", r.all_reduce_s},
+      {"optimizer", r.optimizer_s}, {"checkpoint", r.checkpoint_s}};
+    double sum = 0;
+    for (const auto& [name, s] : phases) {
+      by_phase[name].push_back(s);
+      sum += s;
+    }
+    by_phase["bookkeeping"].push_back(std::max(0.0, r.measured_s - sum));
+    measured.push_back(r.measured_s);
+  }
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, v] : by_phase) j[name] = median_of(v);
+  j["iteration"] = median_of(measured);
+  return j;
+}
+
 void local_progress::print_summary(const std::string& command, double wall_s) const {
   double measured = 0, tokens_per_s = 0;
   int counted = 0;
@@ -153,6 +192,14 @@ void local_progress::print_summary(const std::string& command, double wall_s) co
     std::printf("                         (the catalog's analytic CPU model alone said %.4f s)\n",
                 prediction_.analytic_s);
   print_stage_predictions();
+  if (!records_.empty()) {
+    const auto phases = phases_json();
+    std::printf("  phases (median s)     ");
+    for (const char* name : {"data", "forward_backward", "send_wait", "recv_wait", "all_reduce",
+                             "optimizer", "checkpoint", "bookkeeping"})
+      std::printf(" %s %.4f", name, phases.value(name, 0.0));
+    std::printf("\n");
+  }
   std::printf("  re-plans               %d", plans_ > 0 ? plans_ - 1 : 0);
   for (std::size_t k = 0; k < resumed_at_.size(); ++k)
     std::printf("%s after iteration %d from %s", k == 0 ? " (resumed" : ",", resumed_at_[k],
@@ -194,6 +241,8 @@ nlohmann::json local_progress::summary_json(double wall_s) const {
                                       {"compute_s", st.compute_s},
                                       {"allreduce_s", st.allreduce_s}});
   j["measured_iteration_s"] = measured;
+  j["phases_s"] = phases_json();
+  j["measured_iteration_s_median"] = j["phases_s"]["iteration"];
   j["replans"] = plans_ > 0 ? plans_ - 1 : 0;
   j["replan_reasons"] = replan_reasons_;
   if (link_change_at_ > 0) {

@@ -99,6 +99,10 @@ public:
       drift_plan_ = plans_ + 1;
   }
   const std::vector<actors::iteration_record>& records() const { return records_; }
+  /// One iteration split by phase (data, forward_backward, send_wait, recv_wait, all_reduce,
+  /// optimizer, checkpoint, bookkeeping) and its whole (`iteration`): medians in seconds over
+  /// the iterations the means count, each the slowest rank's, as each rank measured it.
+  nlohmann::json phases_json() const;
   const std::vector<std::string>& preempted_nodes() const { return preempted_; }
 
   /// The summary for people, after training.

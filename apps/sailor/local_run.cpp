@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -161,7 +162,9 @@ std::string final_sample(const local_run_args& args, const local_inputs& in,
 
 }  // namespace
 
-int run_local_training(const local_run_args& args) {
+int run_local_training(const local_run_args& asked) {
+  local_run_args args = asked;
+  if (args.zones == 0) args.zones = std::min(std::max(1, args.nodes), 2);
   training_events events;  // outlives the cluster: the supervisor's callbacks write it
   local_cluster cluster{args.command};
   if (auto err = cluster.make_work_dir())
@@ -184,10 +187,10 @@ int run_local_training(const local_run_args& args) {
   if (auto err = cluster.start(std::move(options), args.dashboard, in->cluster, in->model))
     return cluster.cleanup(fail(args, err->message), args.keep_logs);
   std::printf("sailor %s: model %s (%s, %lld parameters), %d nodes in %d zones (cluster %s), "
-              "%d iterations, data %s\n",
+              "%d compute threads each, %d iterations, data %s\n",
               args.command.c_str(), in->model.name.c_str(), config::to_string(in->model.arch),
               static_cast<long long>(in->model.total_params()), args.nodes, args.zones,
-              in->cluster.name.c_str(), in->iterations,
+              in->cluster.name.c_str(), local_threads_per_node(args.nodes), in->iterations,
               in->job.data ? in->job.data->path.c_str() : "synthetic (built-in)");
   std::printf("  coordinator on 127.0.0.1:%u; node logs in %s\n",
               static_cast<unsigned>(cluster.port()), cluster.work().c_str());
@@ -232,6 +235,7 @@ int run_local_training(const local_run_args& args) {
     auto j = progress.summary_json(wall_s);
     j["nodes"] = args.nodes;
     j["zones"] = args.zones;
+    j["threads_per_rank"] = local_threads_per_node(args.nodes);
     j["model"] = in->model.name;
     j["seed"] = in->job.seed;
     j["data"] = in->job.data ? nlohmann::json(in->job.data->path) : nlohmann::json(nullptr);

@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "demo_corpus.hpp"
 #include "live_drift.hpp"
 #include "live_planning.hpp"
@@ -121,9 +123,19 @@ training_settings settings_for(const local_inputs& in, const local_run_args& arg
   return settings;
 }
 
+// The micro-batch sizes the search may choose: the divisors of the global batch (a replica
+// runs whole micro-batches; the memory check refuses those that do not fit), up to 64
+// sequences (each size measured costs the profile a pass of every layer kind).
+static std::vector<int> micro_batch_choices(int global_batch) {
+  std::vector<int> out;
+  for (int b = 1; b <= std::min(global_batch, 64); ++b)
+    if (global_batch % b == 0) out.push_back(b);
+  return out;
+}
+
 local_planning_inputs planning_inputs_for(const local_inputs& in, const local_run_args& args,
                                           const fs::path& work, std::shared_ptr<live_loop> loop) {
-  return {in.fixed,
+  local_planning_inputs out{in.fixed,
           in.cluster,
           in.model,
           in.job,
@@ -137,6 +149,10 @@ local_planning_inputs planning_inputs_for(const local_inputs& in, const local_ru
           {},  // profiles measured on this machine (obtain_profile)
           {},  // the local zones' links as configured
           true};
+  out.profile.threads = local_threads_per_node(args.nodes);
+  if (args.planner == "search" && !in.fixed)
+    out.profile.micro_batches = micro_batch_choices(in.job.global_batch);
+  return out;
 }
 
 actors::coordinator_options coordinator_options_for(const local_inputs& in,

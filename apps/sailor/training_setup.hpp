@@ -28,7 +28,7 @@ struct training_settings {
   int checkpoint_every = 1;        ///< 0: no checkpoints on disk (a re-plan resumes from
                                    ///< the ranks' memory only)
   std::int64_t timeout_ms = 30000; ///< bound on every wait for a peer
-  int torch_threads = 1;
+  int torch_threads = 0;  ///< 0: each node gives its ranks its cores (sailor-node --threads)
   std::vector<config::zone_link> links;  ///< emulated links between zones (empty: none)
 };
 

@@ -269,6 +269,9 @@ struct TrainReport {
   phase @19 :Text;
   blamedNode @20 :Text;
   bytes @21 :Int64;
+  dataS @22 :Float64;         # the iteration's phases not in the fields above
+  optimizerS @23 :Float64;
+  checkpointS @24 :Float64;
 }
 
 # The newest checkpoint of a plan complete across its stages, as the supervisor's holdings

@@ -138,7 +138,8 @@ link_probe_request sample_probe_request() {
 train_report sample_report() {
   return train_report{5,   "n2",  3,     1,   0,   1,   17,  2.5, 0.1,       0.02, 0.03,
                       0.04, 0.2, 4096, "x", "checkpoints/job/v5/s1.pt", true, 2.7,
-                      static_cast<std::int32_t>(report_kind::snapshot), "restore", "n3", 1 << 20};
+                      static_cast<std::int32_t>(report_kind::snapshot), "restore", "n3", 1 << 20,
+                      0.001, 0.005, 0.002};
 }
 
 // Every message, each field set to a value other than its default.

@@ -232,6 +232,7 @@ void fields(auto& f, like<train_report> auto& v) {
   f("error", clip(v.error, bounds::reason_bytes))("checkpointFile", v.checkpoint_file);
   f("hasValLoss", v.has_val_loss)("valLoss", v.val_loss)("kind", v.kind);
   f("phase", clip(v.phase, bounds::word_bytes))("blamedNode", v.blamed_node)("bytes", v.bytes);
+  f("dataS", v.data_s)("optimizerS", v.optimizer_s)("checkpointS", v.checkpoint_s);
 }
 
 void fields(auto& f, like<checkpoint_kept> auto& v) {

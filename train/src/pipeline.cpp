@@ -71,7 +71,9 @@ void pipeline_pass::forward(int m) {
   const int seq = rank_.model.sequence;
   torch::Tensor input, targets;
   if (rank_.first_stage() || rank_.last_stage()) {
+    const auto data_start = clock_type::now();
     auto tokens = rank_.tokens_of(iteration_, m);
+    tel_.data_s += seconds_since(data_start);
     if (rank_.first_stage()) input = tokens.narrow(1, 0, seq).contiguous();
     if (rank_.last_stage()) targets = tokens.narrow(1, 1, seq).contiguous();
   }

@@ -141,7 +141,7 @@ double process_cpu_s() {
 result<host_figures> measure_host_communication(const config::model_shape& model, int mbs,
                                                 const profile_options& o) {
   try {
-    set_compute_threads(o.torch_threads);
+    set_compute_threads(o.torch_threads, o.blas_threads);
     comm::gloo_options gopts;
     gopts.in_process_store = comm::make_in_process_store();
     gopts.timeout = o.timeout;
@@ -172,7 +172,7 @@ result<host_figures> measure_host_communication(const config::model_shape& model
     for (int r = 0; r < 2; ++r)
       threads.emplace_back([&, r] {
         try {
-          set_compute_threads(o.torch_threads);
+          set_compute_threads(o.torch_threads, o.blas_threads);
           auto factory = comm::make_gloo_factory(r, gopts);
           if (!factory) throw std::runtime_error(factory.error().to_string());
           auto group = (*factory)->create("host", {0, 1});
@@ -280,7 +280,7 @@ result<config::model_profile> profile_model(const config::model_shape& model,
     const torch::Device device = o.cuda_device >= 0
                                      ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(o.cuda_device))
                                      : torch::Device(torch::kCPU);
-    set_compute_threads(o.torch_threads);
+    set_compute_threads(o.torch_threads, o.blas_threads);
     config::model_profile profile;
     profile.model = model.name;
     auto& gp = profile.by_gpu[o.gpu_type];

@@ -54,7 +54,12 @@ struct node_training_options {
   /// Where a rank keeps its state when its plan ends before the job's last iteration (the
   /// node's shard server serves it, node_recovery.hpp); null: nothing is kept in memory.
   std::shared_ptr<memory_shards> memory;
+  /// LibTorch intra-op and OpenBLAS threads of each rank (`sailor-node --threads`). 0: the
+  /// host's cores shared among this node's ranks of the plan (at least 1 each). A job that
+  /// names a count (training_job::torch_threads > 0) overrides both.
+  int threads_per_rank = 0;
 };
+
 
 /// Owns the training threads of one node. Thread-safe.
 class node_trainer {

@@ -43,4 +43,12 @@ result<config::plan> even_plan(const std::vector<node_inventory>& nodes, int num
 /// One line per stage, for logs and `sailor status`.
 std::string describe_plan(const config::plan& p);
 
+/// The ranks of `p` that run on node `node` (one per device it lends a replica).
+int ranks_on_node(const config::plan& p, const std::string& node);
+
+/// The compute threads (OpenBLAS's, for its matrix products) of one rank of a node: the job's
+/// count when it names one (> 0), else the node's --threads when given (> 0), else the
+/// node's `cores` shared among its `ranks` of the plan, at least 1 each.
+int rank_threads(int job_threads, int node_threads, int ranks, unsigned cores);
+
 }  // namespace sailor::actors

@@ -49,7 +49,7 @@ SAILOR_INSPECT(training_job, x.plan_version, x.plan, x.model, x.iterations, x.se
 SAILOR_INSPECT(train_report, x.plan_version, x.node, x.rank, x.stage, x.replica, x.tp_rank,
                x.iteration, x.loss, x.compute_s, x.send_wait_s, x.recv_wait_s, x.all_reduce_s,
                x.total_s, x.tokens, x.error, x.checkpoint_file, x.has_val_loss, x.val_loss, x.kind,
-               x.phase, x.blamed_node, x.bytes)
+               x.phase, x.blamed_node, x.bytes, x.data_s, x.optimizer_s, x.checkpoint_s)
 SAILOR_INSPECT(checkpoint_kept, x.plan_version, x.iterations, x.folder)
 
 }  // namespace sailor::protocol

@@ -32,6 +32,9 @@ struct iteration_record {
   double send_wait_s = 0;
   double recv_wait_s = 0;
   double all_reduce_s = 0;
+  double data_s = 0;
+  double optimizer_s = 0;
+  double checkpoint_s = 0;
   std::int64_t tokens = 0;
   int reports = 0;
   /// The validation loss after this iteration, when a validation pass ran (the job's
@@ -112,6 +115,9 @@ public:
     rec.send_wait_s = std::max(rec.send_wait_s, r.send_wait_s);
     rec.recv_wait_s = std::max(rec.recv_wait_s, r.recv_wait_s);
     rec.all_reduce_s = std::max(rec.all_reduce_s, r.all_reduce_s);
+    rec.data_s = std::max(rec.data_s, r.data_s);
+    rec.optimizer_s = std::max(rec.optimizer_s, r.optimizer_s);
+    rec.checkpoint_s = std::max(rec.checkpoint_s, r.checkpoint_s);
     rec.tokens = r.tokens;
     if (rec.reports < world_)
       return std::nullopt;

@@ -223,7 +223,9 @@ struct training_job {
   /// The optimizer's schedule and settings, as the job file gives them. On the wire they stay
   /// flat fields of TrainingJob (codec_fields.hpp maps each member).
   config::optimizer_schedule schedule;
-  int torch_threads = 1;
+  /// Compute threads of every rank; 0: each node decides (its --threads, else its cores
+  /// shared among its ranks).
+  int torch_threads = 0;
   std::int64_t timeout_ms = 30000;   ///< bound on every wait for a peer
   double predicted_iteration_s = 0;  ///< the simulator's estimate for the plan (0: none)
   /// The cluster's links between the plan's zones: stage-to-stage transfers between zones are
@@ -309,6 +311,12 @@ struct train_report {
   /// snapshot: the size of the shard held; reached "restore": the bytes this rank's node
   /// fetched over the transport for the restore.
   std::int64_t bytes = 0;
+  /// The iteration's phases besides compute, waits and all-reduces: assembling the
+  /// micro-batches' tokens, the norm, clipping and optimizer step, and the training thread's
+  /// share of taking a checkpoint.
+  double data_s = 0;
+  double optimizer_s = 0;
+  double checkpoint_s = 0;
   bool operator==(const train_report&) const = default;
 
   report_kind what() const {

@@ -140,6 +140,9 @@ struct iteration_telemetry {
   /// the backward (it overlaps the last backward), and the loss and norm all-reduce.
   double all_reduce_s = 0;
   double optimizer_s = 0;   ///< norm, clipping and optimizer step
+  /// Assembling the micro-batches' tokens on the training thread (the stage's first or last
+  /// rank; waiting for the prefetching thread when it is behind).
+  double data_s = 0;
   /// Time the training thread spent taking a checkpoint after the step (copying the state,
   /// and waiting for the previous checkpoint's write if it was still in flight); 0 when none.
   double checkpoint_s = 0;

@@ -42,6 +42,9 @@ struct profile_options {
   std::size_t cold_cache_bytes = 0;
   /// Torch intra-op threads of this process while profiling (the demo's nodes use 1).
   int torch_threads = 1;
+  /// OpenBLAS threads (its matrix products); 0: as many as torch_threads. The nodes give a
+  /// rank's matrix products its share of the cores (sailor-node --threads).
+  int blas_threads = 0;
   /// -1: CPU. >= 0: this CUDA device (needs a CUDA-enabled LibTorch and NCCL for TP > 1).
   int cuda_device = -1;
   /// The GPU type the times are filed under (the catalog name of the device).
