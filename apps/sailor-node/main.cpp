@@ -44,6 +44,7 @@
 #include "sailor/comm/tcp.hpp"
 #include "sailor/comm/ucx.hpp"
 #include "sailor/config/log.hpp"
+#include "sailor/config/private_files.hpp"
 #include "sailor/protocol/limits.hpp"
 #ifdef SAILOR_WITH_TRAIN
 #include "sailor/actors/node_training.hpp"
@@ -286,7 +287,7 @@ train::shard_server::request_hold held_state_requests(const std::string& node) {
     if (path.find("/mem/") == std::string::npos)
       return false;
     if (holding->load() == 0) {
-      const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+      const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL, files::private_file_mode);
       if (fd >= 0) {
         std::fprintf(stderr, "sailor-node: SAILOR_TEST_HOLD_STATE_SERVE: holding the request "
                              "for %s\n", path.c_str());
@@ -510,6 +511,7 @@ int run(const node_args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sailor::files::restrict_new_files();  // checkpoints, logs and state: 0600 in 0700 folders
   sailor::log::setup();
   // `sailor-node profile ...` is what `sailor profile` runs (this binary holds LibTorch).
   if (argc > 1 && std::string(argv[1]) == "profile") {
