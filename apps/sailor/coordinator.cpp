@@ -275,10 +275,13 @@ void add_coordinator(CLI::App& app, command_set& commands) {
                   "keeps its configured link, with a warning")
     ->check(positive_number())
     ->capture_default_str();
-  sub->add_flag("--replan-on-drift,!--no-replan-on-drift", args->replan_on_drift,
+  // Two flags, not "--a,!--no-a": CLI11 prints the negation's value ("{false}") beside it.
+  sub->add_flag("--replan-on-drift", args->replan_on_drift,
                 "with --planner search and --train-dir: re-plan when a node's measured compute "
                 "drifts (a straggler) and another plan is predicted faster by 10% or more, "
                 "re-planning's cost counted (default: on)");
+  sub->add_flag_callback("--no-replan-on-drift", [args] { args->replan_on_drift = false; },
+                         "never re-plan for drift (turns --replan-on-drift off)");
   sub->add_flag("--keep-checkpoints", args->keep_checkpoints,
                 "with --train-dir: keep a copy of every checkpoint the nodes write under "
                 "--train-dir/kept and serve it to later plans, so that a checkpoint outlives "
