@@ -76,14 +76,15 @@ status cost_refusal(const config::model_shape& model, const config::plan& plan,
   char buf[320];
   if (limits.max_cost_per_iteration_usd && per_iteration > *limits.max_cost_per_iteration_usd * (1 + 1e-9)) {
     std::snprintf(buf, sizeof buf, "the plan costs $%.6g per iteration (%.4g s at $%.4g/h of devices, "
-                  "$%.4g of egress), over the job's limit of $%.6g: no plan over these nodes was found "
-                  "that meets it", per_iteration, seconds, est->gpu_usd_per_hour,
+                  "$%.4g of egress), over job.constraints.max_cost_per_iteration_usd ($%.6g): "
+                  "no plan over these nodes was found that meets it", per_iteration, seconds, est->gpu_usd_per_hour,
                   est->egress_usd_per_iteration, *limits.max_cost_per_iteration_usd);
     return sailor::error::infeasible("job.constraints.max_cost_per_iteration_usd", buf);
   }
   if (limits.max_cost_per_hour_usd && per_hour > *limits.max_cost_per_hour_usd * (1 + 1e-9)) {
-    std::snprintf(buf, sizeof buf, "the plan costs $%.6g per hour, over the job's limit of $%.6g: no "
-                  "plan over these nodes was found that meets it", per_hour, *limits.max_cost_per_hour_usd);
+    std::snprintf(buf, sizeof buf, "the plan costs $%.6g per hour, over "
+                  "job.constraints.max_cost_per_hour_usd ($%.6g): no plan over these nodes was "
+                  "found that meets it", per_hour, *limits.max_cost_per_hour_usd);
     return sailor::error::infeasible("job.constraints.max_cost_per_hour_usd", buf);
   }
   return {};
