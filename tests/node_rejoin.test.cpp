@@ -129,8 +129,8 @@ TEST_CASE("rejoin: a node stopped past the heartbeat timeout is declared lost, a
   INFO(out);
   INFO(err);
   REQUIRE(code == 0);
-  CHECK(std::distance(std::sregex_iterator(err.begin(), err.end(), std::regex{"node n1 joined"}),
-                      std::sregex_iterator()) == 2);
+  const std::regex joined{"node n1 joined"};
+  CHECK(std::distance(std::sregex_iterator(err.begin(), err.end(), joined), std::sregex_iterator()) == 2);
   CHECK(out.find("training finished: " + std::to_string(iterations) + " iterations") != std::string::npos);
   CHECK(node.wait_exit(30s) == 0);
 }
