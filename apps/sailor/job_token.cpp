@@ -1,6 +1,10 @@
 #include "job_token.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "sailor/comm/auth.hpp"
@@ -29,27 +33,44 @@ void add_tls_options(CLI::App* sub, comm::transport_options::tls_files& tls) {
       ->check(CLI::ExistingFile);
 }
 
+namespace {
+
+// Puts a fresh token in `file` unless there is one: true when it did. The file appears whole
+// or not at all (a hard link to a complete private temporary file), so a coordinator started
+// at the same moment reads a whole token and never overwrites this one.
+result<bool> create_token_file(const std::filesystem::path& file) {
+  std::error_code ec;
+  if (std::filesystem::exists(file, ec))
+    return false;
+  if (!file.parent_path().empty())
+    if (auto err = files::make_private_folder(file.parent_path()))
+      return *err;
+  const auto temp = file.string() + ".tmp-" + std::to_string(::getpid());
+  if (auto err = files::write_private_file(temp, comm::generate_job_token() + "\n"))
+    return *err;
+  const bool linked = ::link(temp.c_str(), file.c_str()) == 0;
+  const int why = errno;
+  ::unlink(temp.c_str());
+  if (!linked && why != EEXIST)
+    return sailor::error::failed("cannot create " + file.string() + ": " + std::strerror(why));
+  return linked;
+}
+
+}  // namespace
+
 result<std::string> job_token(const std::string& token_file, const std::string& generate_into,
                               const char* command) {
   auto token = comm::load_job_token(token_file);
   if (!token || !token->empty() || generate_into.empty())
     return token;
   const std::filesystem::path file{generate_into};
-  std::error_code ec;
-  const char* how = "kept from an earlier start";
-  if (std::filesystem::exists(file, ec)) {
-    token = comm::load_job_token(generate_into);
-    if (!token)
-      return token;
-  } else {
-    how = "generated";
-    token = comm::generate_job_token();
-    if (!file.parent_path().empty())
-      if (auto err = files::make_private_folder(file.parent_path()))
-        return *err;
-    if (auto err = files::write_private_file(file, *token + "\n"))
-      return *err;
-  }
+  auto made = create_token_file(file);
+  if (!made)
+    return made.error();
+  const char* how = *made ? "generated" : "kept from an earlier start";
+  token = comm::load_job_token(generate_into);
+  if (!token)
+    return token;
   // The path, not the token: stdout ends up in terminals' scrollback and in logs.
   std::printf("%s: job token %s in %s (readable by you only; give it to the nodes and to "
               "`sailor status` with --token-file %s)\n",
