@@ -46,9 +46,11 @@ TEST_CASE("sailor-node: without --name, --state-dir and --log-dir, every run use
   REQUIRE(port > 0);
   temp_dir dir;
   fs::create_directories(dir.path("work"));
-  const std::string node = "cd " + dir.path("work") + " && XDG_CACHE_HOME=" + dir.path("cache") + " " +
-                           sailor_bin("sailor-node") + " --join 127.0.0.1:" + std::to_string(port) +
-                           " --zone local-a --join-timeout 1";
+  // Run from work/ with Sailor's cache folder under the test's (run_command runs the line
+  // under `timeout`: the shell's `cd` goes inside sh -c).
+  const std::string node = "sh -c 'cd " + dir.path("work") + " && XDG_CACHE_HOME=" + dir.path("cache") +
+                           " exec " + sailor_bin("sailor-node") + " --join 127.0.0.1:" + std::to_string(port) +
+                           " --zone local-a --join-timeout 1'";
   for (int run = 0; run < 3; ++run) {
     auto r = run_command(node, 60);
     INFO(r.err);
