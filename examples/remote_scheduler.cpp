@@ -2,7 +2,11 @@
 // `sailor coordinator --scheduler remote` like a node does, asks the coordinator's built-in
 // planner for a candidate plan and returns it, and prints what the job tells it.
 //
-//   remote_scheduler --join HOST:PORT [--token-file FILE]
+//   remote_scheduler --join HOST:PORT [--token-file FILE] [--join-timeout S]
+//
+// A coordinator that is not listening yet is waited for, as nodes do (60 s unless told);
+// exit codes: 0 the coordinator closed the connection, 2 bad arguments, 3 refused or no
+// coordinator within --join-timeout.
 //
 // Without options it checks itself: a coordinator with a scheduler gate and two nodes in this
 // process, this scheduler connected to it over TCP on loopback; then the scheduler goes, the
@@ -10,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -160,7 +165,32 @@ int self_check() {
   return 0;
 }
 
-int join(const std::string& where, const std::string& token_file) {
+// Connects as a node does: a coordinator that is not up yet is tried again with backoff for up
+// to `timeout` (said once); a refusal (another job's token, a scheduler already attached) is
+// final.
+sailor::result<std::unique_ptr<remote_scheduler>> connect_with_retry(
+  caf::actor_system& system, const std::string& where, const sailor::comm::address& address,
+  sailor::comm::transport* transport, const std::shared_ptr<seen>& counts, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto backoff = std::chrono::milliseconds{200};
+  for (bool told = false;; told = true) {
+    auto remote = remote_scheduler::connect(system, address.host, address.port,
+                                            system.spawn(candidate_scheduler, counts), transport);
+    if (remote || remote.error().kind == sailor::error_kind::invalid_input)
+      return remote;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline)
+      return sailor::error::disconnected("none at " + where + " within --join-timeout " +
+                                         std::to_string(timeout.count()) + " s: " + remote.error().message);
+    if (!told)
+      std::printf("scheduler: no coordinator at %s yet (%s); retrying for up to %lld s\n", where.c_str(),
+                  remote.error().message.c_str(), static_cast<long long>(timeout.count()));
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(backoff, deadline - now));  // sleep override: the retry's backoff
+    backoff = std::min(backoff * 2, std::chrono::milliseconds{2000});
+  }
+}
+
+int join(const std::string& where, const std::string& token_file, std::chrono::seconds join_timeout) {
   auto address = sailor::comm::address::parse(where);
   if (!address) {
     std::fprintf(stderr, "remote_scheduler: --join: %s\n", address.error().message.c_str());
@@ -179,12 +209,12 @@ int join(const std::string& where, const std::string& token_file) {
   runtime_config cfg;
   caf::actor_system system{cfg};
   auto counts = std::make_shared<seen>();
-  auto remote = remote_scheduler::connect(system, address->host, address->port,
-                                          system.spawn(candidate_scheduler, counts),
-                                          transport->get());
+  auto remote = connect_with_retry(system, where, *address, transport->get(), counts, join_timeout);
   if (!remote) {
-    std::fprintf(stderr, "remote_scheduler: %s\n", remote.error().message.c_str());
-    return 1;
+    const bool refused = remote.error().kind == sailor::error_kind::invalid_input;
+    std::fprintf(stderr, "remote_scheduler: %s%s\n", refused ? "" : "no coordinator: ",
+                 remote.error().message.c_str());
+    return 3;  // unavailable: refused, or no coordinator within --join-timeout
   }
   while (!(*remote)->wait_closed(1h)) {
   }
@@ -196,20 +226,28 @@ int join(const std::string& where, const std::string& token_file) {
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  std::string where, token_file;
+  std::string where, token_file, timeout_text = "60";
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if ((arg == "--join" || arg == "--token-file") && i + 1 < argc) {
-      (arg == "--join" ? where : token_file) = argv[++i];
+    if ((arg == "--join" || arg == "--token-file" || arg == "--join-timeout") && i + 1 < argc) {
+      (arg == "--join" ? where : arg == "--token-file" ? token_file : timeout_text) = argv[++i];
     } else {
-      std::printf("usage: remote_scheduler [--join HOST:PORT [--token-file FILE]]: a scheduler "
-                  "in its own process for `sailor coordinator --scheduler remote`; without "
-                  "options, a check in this process\n");
+      std::printf("usage: remote_scheduler [--join HOST:PORT [--token-file FILE] [--join-timeout S]]: a "
+                  "scheduler in its own process for `sailor coordinator --scheduler remote`, which "
+                  "waits up to S seconds (default 60) for a coordinator not up yet; without options, "
+                  "a check in this process\n");
       return arg == "--help" ? 0 : 2;
     }
   }
+  char* end = nullptr;
+  const long timeout_s = std::strtol(timeout_text.c_str(), &end, 10);
+  if (timeout_text.empty() || *end || timeout_s <= 0) {
+    std::fprintf(stderr, "remote_scheduler: --join-timeout: expected a positive number of seconds, got '%s'\n",
+                 timeout_text.c_str());
+    return 2;
+  }
   if (!where.empty())
-    return join(where, token_file);
+    return join(where, token_file, std::chrono::seconds{timeout_s});
   if (!token_file.empty()) {
     std::fprintf(stderr, "remote_scheduler: --token-file needs --join\n");
     return 2;

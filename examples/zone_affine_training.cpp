@@ -28,6 +28,7 @@
 #include "sailor/actors/runtime.hpp"
 #include "sailor/comm/auth.hpp"
 #include "sailor/config/load.hpp"
+#include "sailor/config/private_files.hpp"
 #include "zone_affine.hpp"
 
 extern char** environ;
@@ -175,7 +176,10 @@ int main(int argc, char** argv) {
   char dir_template[] = "/tmp/sailor-zone-affine-XXXXXX";
   fs::path dir = mkdtemp(dir_template);
   auto token = sailor::comm::generate_job_token();
-  std::ofstream(dir / "token") << token << "\n";
+  if (auto err = sailor::files::write_private_file(dir / "token", token + "\n")) {
+    std::fprintf(stderr, "zone_affine_training: %s\n", err->message.c_str());
+    return 1;
+  }
 
   auto result = std::make_shared<outcome>();
   int status = 1;

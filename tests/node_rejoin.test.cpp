@@ -1,7 +1,10 @@
 // Nodes and coordinators start in any order (issue 19, item 2): a sailor-node started before
 // its coordinator waits for it (--join-timeout), and one whose coordinator is killed and
 // started again on the same train folder and port joins the new one, which resumes from the
-// checkpoint the node holds; the job finishes on the undisturbed loss curve.
+// checkpoint the node holds; the job finishes on the undisturbed loss curve. A node stopped
+// (SIGSTOP) past the heartbeat timeout is declared lost; resumed, it joins again as a new
+// member and the job finishes with it (issue 36, item 7). A node shut down before its job
+// finished says so and exits non-zero.
 
 // Built only with LibTorch (the nodes train; the reference runs the executor).
 #if __has_include(<sailor/models/shapes.hpp>)
@@ -96,6 +99,56 @@ TEST_CASE("rejoin: after its coordinator is killed and started again, the node j
         std::string::npos);
   check_printed_curve(out, iterations, from);
   CHECK(node.wait_exit(30s) == 0);
+}
+
+TEST_CASE("rejoin: a node stopped past the heartbeat timeout is declared lost, and resumed it joins again and the job finishes") {
+  temp_dir dir;
+  const int port = free_port();
+  REQUIRE(port > 0);
+  const int iterations = 30;
+  auto argv = training_coordinator_argv("127.0.0.1:" + std::to_string(port), dir.path("train"), 1, iterations,
+                                        {"--settle-s", "60", "--heartbeat-ms", "200", "--heartbeat-timeout-ms",
+                                         "2000", "--transport", "tcp", "--token-file", job_token_file(dir)});
+  child coordinator{argv, dir.path("c.out"), dir.path("c.err")};
+  child node{rejoin_node_argv(port, dir), dir.path("node.out"), dir.path("node.err")};
+  const bool trained = eventually(120s, [&] {
+    return coordinator.out().find("iteration 3/" + std::to_string(iterations)) != std::string::npos;
+  });
+  INFO(coordinator.out());
+  INFO(node.err());
+  REQUIRE(trained);
+  node.signal(SIGSTOP);
+  const bool lost = eventually(30s, [&] { return coordinator.err().find("node n1 lost: missed heartbeats") != std::string::npos; });
+  node.signal(SIGCONT);
+  INFO(coordinator.err());
+  REQUIRE(lost);
+  // Resumed, the node hears it was declared lost, and joins again instead of exiting.
+  REQUIRE(eventually(30s, [&] { return node.err().find("declared lost by the coordinator") != std::string::npos; }));
+  const int code = coordinator.wait_exit(150s);
+  const auto out = coordinator.out(), err = coordinator.err();
+  INFO(out);
+  INFO(err);
+  REQUIRE(code == 0);
+  const std::regex joined{"node n1 joined"};
+  CHECK(std::distance(std::sregex_iterator(err.begin(), err.end(), joined), std::sregex_iterator()) == 2);
+  CHECK(out.find("training finished: " + std::to_string(iterations) + " iterations") != std::string::npos);
+  CHECK(node.wait_exit(30s) == 0);
+}
+
+TEST_CASE("rejoin: a node whose coordinator stops before the job finished says so and exits 1") {
+  temp_dir dir;
+  std::unique_ptr<child> coordinator;
+  const auto port = start_listening(coordinator,
+                                    coordinator_argv("127.0.0.1:0", {"--quorum", "1", "--transport", "tcp",
+                                                                     "--token-file", job_token_file(dir)}),
+                                    dir.path("c"));
+  child node{rejoin_node_argv(std::stoi(port), dir), dir.path("node.out"), dir.path("node.err")};
+  REQUIRE(eventually(60s, [&] { return coordinator->err().find("node n1 joined") != std::string::npos; }));
+  coordinator->signal(SIGTERM);
+  CHECK(coordinator->wait_exit(30s) == 0);
+  INFO(node.err());
+  CHECK(node.wait_exit(30s) == 1);
+  CHECK(node.err().find("shut down by the coordinator before the job finished") != std::string::npos);
 }
 
 #endif

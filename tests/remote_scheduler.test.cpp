@@ -1,6 +1,7 @@
 // A scheduler in its own process (issue 21, item 3): it connects to the coordinator like a
 // node, authenticated by the job token; its plan trains; when its process is SIGKILLed the job
-// keeps training on its last plan to the end.
+// keeps training on its last plan to the end. Started before its coordinator, it waits for it
+// as nodes do, and says so.
 
 // Built only with LibTorch (the nodes train).
 #if __has_include(<sailor/models/shapes.hpp>)
@@ -42,7 +43,9 @@ TEST_CASE("remote scheduler: its plan trains, and after a SIGKILL the job finish
   auto wrong = dir.write("wrong.token", "not-this-job\n");
   child intruder{{sailor_bin("remote_scheduler"), "--join", at, "--token-file", wrong},
                  dir.path("i.out"), dir.path("i.err")};
-  CHECK(intruder.wait_exit(30s) == 1);
+  CHECK(intruder.wait_exit(30s) == 3);  // refused: not retried
+  // The coordinator says why it closed: the peer failed authentication.
+  CHECK(eventually(10s, [&] { return has(coordinator.err(), "failed authentication"); }));
 
   child scheduler{{sailor_bin("remote_scheduler"), "--join", at, "--token-file", token},
                   dir.path("s.out"), dir.path("s.err")};
@@ -76,6 +79,29 @@ TEST_CASE("remote scheduler: its plan trains, and after a SIGKILL the job finish
   CHECK_FALSE(has(out, "plan v2"));  // the job ran on the plan the scheduler made
   for (auto& n : nodes)
     CHECK(n->wait_exit(30s) == 0);
+}
+
+TEST_CASE("remote scheduler: started before its coordinator, it waits for it, says so, and attaches") {
+  temp_dir dir;
+  held_port held;  // refused connections until the coordinator binds it
+  const int port = held.port();
+  REQUIRE(port > 0);
+  const std::string at = "127.0.0.1:" + std::to_string(port);
+  const std::string token = job_token_file(dir);
+  child scheduler{{sailor_bin("remote_scheduler"), "--join", at, "--token-file", token},
+                  dir.path("s.out"), dir.path("s.err")};
+  const bool waiting = eventually(30s, [&] { return has(scheduler.out(), "no coordinator at " + at + " yet"); });
+  INFO(scheduler.out());
+  INFO(scheduler.err());
+  REQUIRE(waiting);
+  CHECK(has(scheduler.out(), "retrying for up to 60 s"));
+  held.release();
+  child coordinator{coordinator_argv(at, {"--scheduler", "remote", "--transport", "tcp", "--token-file", token}),
+                    dir.path("c.out"), dir.path("c.err")};
+  CHECK(eventually(60s, [&] { return has(scheduler.out(), "scheduler: attached"); }));
+  coordinator.signal(SIGTERM);
+  CHECK(coordinator.wait_exit(30s) == 0);
+  CHECK(scheduler.wait_exit(30s) == 0);
 }
 
 #endif

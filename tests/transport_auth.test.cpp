@@ -113,10 +113,16 @@ TEST_CASE("transport auth: the job token is proven both ways, a wrong or missing
       REQUIRE(none.errors.size() == 1);
       CHECK(none.errors[0].message.find("holds no job token") != std::string::npos);
     }
-    // Neither reached the accept handler; both were told to the listener.
+    // Neither reached the accept handler; both were told to the listener, the one of another
+    // token (it hung up instead of proving it) as a failed authentication of the name it gave.
     CHECK(server.box.wait_for([&] { return server.refusals.size() >= 2; }, wait_s));
     std::lock_guard lock(server.box.mutex());
     CHECK(server.accepted.size() == 1);
+    bool failed_authentication = false;
+    for (const auto& r : server.refusals)
+      failed_authentication = failed_authentication || (r.message.find("failed authentication") != std::string::npos &&
+                                                        r.message.find("'node-2'") != std::string::npos);
+    CHECK(failed_authentication);
   }
 }
 

@@ -106,12 +106,12 @@ void capacity_changed(supervisor* self, const std::string& reason) {
 }
 
 void release_node(supervisor* self, const supervised_node& node, const std::string& why,
-                  const std::string& farewell) {
+                  const std::string& farewell, shutdown_kind kind) {
   auto& st = self->state;
   self->demonitor(node.endpoint.address());
   if (!farewell.empty()) {
     st.holdings.forget(node.inventory.address);
-    self->send(node.endpoint, shutdown_notice{farewell});
+    self->send(node.endpoint, shutdown_notice{farewell, kind});
   }
   if (auto z = st.zones.find(node.inventory.zone); z != st.zones.end())
     self->send(z->second, untrack_node{node.inventory.name});
@@ -120,7 +120,7 @@ void release_node(supervisor* self, const supervised_node& node, const std::stri
 }
 
 void lose_node(supervisor* self, const std::string& name, const std::string& reason,
-               bool keep_state) {
+               loss_farewell farewell) {
   auto& st = self->state;
   auto i = st.nodes.find(name);
   if (i == st.nodes.end())
@@ -130,8 +130,13 @@ void lose_node(supervisor* self, const std::string& name, const std::string& rea
   ++st.nodes_lost;
   log::get("actors")->warn("[supervisor] node {} lost: {}", name, reason);
   record(self, "node " + name + " lost: " + reason);
-  // A node declared lost that is in fact alive (stalled) must not keep running old roles.
-  release_node(self, node, reason, keep_state ? std::string{} : "declared lost: " + reason);
+  // A node declared lost that is in fact alive (stalled) must not keep running old roles. One
+  // lost to its heartbeats stops them and joins again, as a new member whose state is offered
+  // like any joiner's; one that failed or was evicted is let go.
+  const bool rejoin = farewell == loss_farewell::rejoin;
+  release_node(self, node, reason,
+               farewell == loss_farewell::keep_state ? std::string{} : "declared lost: " + reason,
+               rejoin ? shutdown_kind::declared_lost : shutdown_kind::released);
   // The change first: a plan held for the survivors' state that the loss lets go on is then
   // made again without the node, not assigned with it.
   capacity_changed(self, "node " + name + " lost");
@@ -432,7 +437,7 @@ supervisor_actor::behavior_type state_of(supervisor* self, OnSettle on_settle,
       if (auto z = self->state.zones.find(i->second.inventory.zone); z != self->state.zones.end())
         self->send(z->second, x);
     },
-    [self](const node_lost& x) { lose_node(self, x.node, x.reason); },
+    [self](const node_lost& x) { lose_node(self, x.node, x.reason, loss_farewell::rejoin); },
     [self](const preemption_notice& x) {
       if (from_the_node(self, x.node, "preemption notice")) {
         tell_preemption(self, x.node, detail::printable(x.reason, 1024), x.seconds_left);
@@ -569,8 +574,13 @@ job_supervisor(supervisor_actor::stateful_pointer<supervisor_state> self,
       }
   });
   self->set_exit_handler([self](caf::exit_msg& msg) {
+    // The nodes exit 0 only when the job finished: a coordinator stopped before that ended it.
+    const bool done = self->state.training.finished();
+    const shutdown_notice notice{done ? "the job finished; the coordinator is shutting down"
+                                      : "the coordinator is shutting down before the job finished",
+                                 done ? shutdown_kind::job_finished : shutdown_kind::stopped};
     for (auto& [name, node] : self->state.nodes)
-      self->send(node.endpoint, shutdown_notice{"the coordinator is shutting down"});
+      self->send(node.endpoint, notice);
     for (auto& [zone, actor] : self->state.zones)
       self->send_exit(actor, msg.reason);
     clear_roles(self);

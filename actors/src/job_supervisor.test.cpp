@@ -61,6 +61,8 @@ TEST_CASE_FIXTURE(deterministic, "supervisor: a silent node is lost after the he
   CHECK(state().nodes.count("n4") == 0);
   CHECK(has_event("node n4 lost: missed heartbeats"));
   CHECK(logs["n4"]->shut_down);  // a stalled node that wakes up must not keep its roles
+  // ... and joins again as a new member rather than leave for good.
+  CHECK(logs["n4"]->farewell == shutdown_kind::declared_lost);
   CHECK(state().plan_version == 2);
   CHECK(state().phase == supervisor_phase::running);
   CHECK(state().roles_total == 6);

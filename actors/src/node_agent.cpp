@@ -43,6 +43,28 @@ void keep_checkpoint(agent* self, const checkpoint_kept& x) {
     self->state.options.on_checkpoint_kept(x);
 }
 
+// Told by the coordinator to go: the job finished, it was let go, or it was declared lost.
+void shut_down(agent* self, const shutdown_notice& x) {
+  using kind = agent_outcome::kind;
+  const auto& name = self->state.options.inventory.name;
+  switch (x.kind) {
+    case shutdown_kind::job_finished:
+      log::get("actors")->info("[node {}] shut down by the coordinator: {}", name, x.reason);
+      finish(self, kind::job_finished, x.reason);
+      return;
+    case shutdown_kind::declared_lost:
+      log::get("actors")->warn("[node {}] the coordinator declared it lost: {}", name, x.reason);
+      finish(self, kind::declared_lost, x.reason);
+      return;
+    case shutdown_kind::released:
+    case shutdown_kind::stopped:
+      break;
+  }
+  log::get("actors")->warn("[node {}] shut down by the coordinator before the job finished: {}",
+                           name, x.reason);
+  finish(self, kind::shut_down, x.reason);
+}
+
 // Preempted with notice: the supervisor knows, the ranks are stopped (they keep their state in
 // memory and report it through here); the node stays until the next plan took that state.
 node_agent_actor::behavior_type leaving(agent* self) {
@@ -160,11 +182,7 @@ node_agent_actor::behavior_type member(agent* self) {
       self->delayed_send(self, st.options.leave_grace, leave_atom::value);
       self->become(leaving(self));
     },
-    [self](const shutdown_notice& x) {
-      log::get("actors")->info("[node {}] shut down by the coordinator: {}",
-                               self->state.options.inventory.name, x.reason);
-      finish(self, agent_outcome::kind::shut_down, x.reason);
-    },
+    [self](const shutdown_notice& x) { shut_down(self, x); },
     [](leave_atom) {},
     [](start_atom) {},
     [](const join_accepted&) {},

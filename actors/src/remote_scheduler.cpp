@@ -200,7 +200,7 @@ result<std::unique_ptr<remote_scheduler>> remote_scheduler::connect(
                                        where + " within " + std::to_string(timeout.count()) +
                                        " ms (does it run with --scheduler remote?)");
   if (auto why = outcome.get(); !why.empty())
-    return sailor::error::failed("the coordinator at " + where + ": " + why);
+    return sailor::error::invalid_input("--join", "refused by the coordinator at " + where + ": " + why);
   log::get("actors")->info("[remote scheduler] attached to the coordinator at {}", where);
   return self;
 }

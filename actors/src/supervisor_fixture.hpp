@@ -32,6 +32,7 @@ struct fake_log {
   std::vector<training_job> jobs;
   std::vector<checkpoint_kept> kept;  ///< the checkpoints its writers were told to keep
   bool shut_down = false;
+  shutdown_kind farewell = shutdown_kind::released;  ///< the kind of the last shutdown_notice
   bool silent = false;  ///< roles are not answered (a node stuck before its stage actors)
 };
 
@@ -59,7 +60,10 @@ caf::behavior fake_node(caf::event_based_actor* self, supervisor_actor superviso
     [log](const checkpoint_kept& x) { log->kept.push_back(x); },
     // What the node's ranks report, sent from the node's own endpoint.
     [self, supervisor](const train_report& x) { self->send(supervisor, x); },
-    [log](const shutdown_notice&) { log->shut_down = true; },
+    [log](const shutdown_notice& x) {
+      log->shut_down = true;
+      log->farewell = x.kind;
+    },
     [self, supervisor, name = join.inventory.name](preempt_atom) {
       self->send(supervisor, preemption_notice{name, "spot reclaimed", 2.5});  // 2.5 s left
     },

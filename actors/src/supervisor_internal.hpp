@@ -38,16 +38,23 @@ inline std::int64_t to_ms(caf::timespan t) {
 
 // job_supervisor.cpp
 void record(supervisor* self, std::string event);
-/// `keep_state`: the node leaves with notice; it stays (its state held, its reports heard)
-/// until the next plan took its state (supervisor_recovery.cpp).
+/// What a lost node is told.
+enum class loss_farewell {
+  release,     ///< to shut down (it failed, or was evicted)
+  rejoin,      ///< that it was declared lost (silent past the heartbeat timeout, maybe only
+               ///< stalled): it stops its roles and joins again as a new member
+  keep_state,  ///< nothing: it leaves with notice and stays (its state held, its reports
+               ///< heard) until the next plan took its state (supervisor_recovery.cpp)
+};
 void lose_node(supervisor* self, const std::string& name, const std::string& reason,
-               bool keep_state = false);
+               loss_farewell farewell = loss_farewell::release);
 /// What every node that leaves the job (lost or let go; already taken out of the nodes) is
 /// owed: no longer monitored nor watched by its zone, the scheduler told it is lost (`why`).
-/// With a `farewell`, what it held is forgotten and it is told to shut down with that reason;
+/// With a `farewell`, what it held is forgotten and it is told to shut down with that reason
+/// (`kind`: let go, or declared lost, which it answers by joining again as a new member);
 /// without, it keeps its state (a node leaving with notice).
 void release_node(supervisor* self, const supervised_node& node, const std::string& why,
-                  const std::string& farewell);
+                  const std::string& farewell, shutdown_kind kind = shutdown_kind::released);
 void start_planning(supervisor* self, std::string reason);
 bool from_the_node(supervisor* self, const std::string& name, const char* what);
 void on_plan(supervisor* self, plan_reply reply);

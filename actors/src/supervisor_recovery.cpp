@@ -54,7 +54,7 @@ void release_leaving(supervisor* self, const std::string& why) {
   auto& st = self->state;
   for (auto& [name, node] : st.recovery.leaving) {
     st.holdings.forget(node.address);
-    self->send(node.endpoint, shutdown_notice{why});
+    self->send(node.endpoint, shutdown_notice{why, shutdown_kind::released});
   }
   st.recovery.leaving.clear();
 }
@@ -296,7 +296,7 @@ void recovery_notice(supervisor* self, const std::string& name, const std::strin
   }
   st.recovery.leaving[name] = leaving_node{i->second.endpoint, i->second.inventory.address,
                                            static_cast<int>(i->second.roles.size())};
-  lose_node(self, name, reason, true);  // A plan made after the node's grace period must not count on its shard server.
+  lose_node(self, name, reason, loss_farewell::keep_state);  // A plan made after the node's grace period must not count on its shard server.
   if (seconds_left > 0 && seconds_left < 86400)
     self->delayed_send(self,
                        std::chrono::duration_cast<caf::timespan>(

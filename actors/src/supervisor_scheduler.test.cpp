@@ -255,6 +255,7 @@ TEST_CASE_FIXTURE(with_scheduler, "scheduler: its requests are answered, and a r
     CHECK(log->requests.back().nodes.size() == 3);
     CHECK(!state().nodes.count("n1"));  // the plan without it started
     CHECK(logs["n1"]->shut_down);
+    CHECK(logs["n1"]->farewell == shutdown_kind::released);  // let go: it does not join again
     CHECK(has_event("node n1 let go: drained by the scheduler"));
   }
   SUBCASE("placement rules") {

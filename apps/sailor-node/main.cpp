@@ -5,8 +5,10 @@
 // it trains, the node stays until the next plan took its ranks' state, at most --grace-s);
 // SIGINT leaves the same way, and so does --leave-in S after S seconds. A coordinator that is not up yet is waited for, and one whose
 // connection drops (it restarted) is joined again, each for up to --join-timeout. Exit codes:
-// 0 shut down by the coordinator or preempted, 1 no coordinator within --join-timeout,
-// 2 bad arguments, 3 refused by the coordinator.
+// 0 the job finished or the node was preempted (left on a notice), 1 shut down by the
+// coordinator before the job finished (let go, or the coordinator stopped) or the coordinator
+// lost, 2 bad arguments, 3 no coordinator within --join-timeout or refused by it. A node the
+// coordinator declared lost (stalled past the heartbeat timeout) joins again as a new member.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -37,6 +39,7 @@
 #include "sailor/train/checkpoint.hpp"
 #include "job_token.hpp"
 #include "node_host.hpp"
+#include "node_outcome.hpp"
 #include "node_probes.hpp"
 #include "profile_command.hpp"
 #include "sailor/comm/auth.hpp"
@@ -44,6 +47,7 @@
 #include "sailor/comm/tcp.hpp"
 #include "sailor/comm/ucx.hpp"
 #include "sailor/config/log.hpp"
+#include "sailor/config/private_files.hpp"
 #include "sailor/protocol/limits.hpp"
 #ifdef SAILOR_WITH_TRAIN
 #include "sailor/actors/node_training.hpp"
@@ -78,8 +82,9 @@ struct node_args {
   std::string token_file;
   comm::transport_options::tls_files tls;
   std::string advertise;  ///< empty: the address of the interface that reaches the coordinator
-  std::string state_dir;  ///< empty: $XDG_CACHE_HOME/sailor/<name> or ~/.cache/sailor/<name>
-  std::string log_dir = "sailor-logs";
+  std::string state_dir;  ///< empty: node_host.hpp's default (stable across runs)
+  std::string log_dir;    ///< with log_dir_given: DIR/NAME.log, or "" for stderr only
+  bool log_dir_given = false;  ///< else: STATE_DIR/node.log (the run before's as node.previous.log)
   bool emulate_gpu = false;  ///< CPU cores planned as --gpu-type (tests, demos)
   double join_timeout_s = 60;  ///< retry the join this long (at start, and after a drop)
   double slowdown = 1;         ///< emulation: compute stretched this many times
@@ -231,7 +236,7 @@ int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& st
       const bool refused = node.error().kind == error_kind::invalid_input;
       std::fprintf(stderr, "sailor-node: %s%s\n", refused ? "refused by the coordinator: " : "",
                    node.error().message.c_str());
-      return refused ? 3 : 1;
+      return stop.stopped() && !refused ? 0 : 3;  // unavailable: no coordinator, or refused
     }
     const actors::node_agent_actor agent = (*node)->agent();
 #ifdef SAILOR_WITH_TRAIN
@@ -247,29 +252,22 @@ int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& st
     auto outcome = (*node)->outcome();
     node->reset();
     using kind = actors::agent_outcome::kind;
-    const bool again = outcome.how == kind::coordinator_lost && !stop.stopped();
+    // A node declared lost (it was stalled, or cut off) is alive: it joins as a new member.
+    const bool again = (outcome.how == kind::coordinator_lost || outcome.how == kind::declared_lost) &&
+                       !stop.stopped();
 #ifdef SAILOR_WITH_TRAIN
     // Its ranks stop (at their next iteration, or when a peer wait times out) before the next
     // join: what their writers still write and prune would change the shards it offers.
     trainer->stop();
 #endif
     if (again) {
-      log::get("actors")->warn("[node {}] lost the coordinator ({}); joining again for up to {} s",
-                               options.inventory.name, outcome.reason, ctx.args.join_timeout_s);
+      log::get("actors")->warn("[node {}] {} ({}); joining again for up to {} s", options.inventory.name,
+                               outcome.how == kind::declared_lost ? "declared lost by the coordinator"
+                                                                  : "lost the coordinator",
+                               outcome.reason, ctx.args.join_timeout_s);
       continue;
     }
-    switch (outcome.how) {
-      case kind::shut_down:
-      case kind::preempted:
-        return 0;
-      case kind::refused:
-        std::fprintf(stderr, "sailor-node: refused by the coordinator: %s\n",
-                     outcome.reason.c_str());
-        return 3;
-      default:
-        std::fprintf(stderr, "sailor-node: lost the coordinator: %s\n", outcome.reason.c_str());
-        return 1;
-    }
+    return exit_code_of(outcome);
   }
 }
 
@@ -289,7 +287,7 @@ train::shard_server::request_hold held_state_requests(const std::string& node) {
     if (path.find("/mem/") == std::string::npos)
       return false;
     if (holding->load() == 0) {
-      const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+      const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL, files::private_file_mode);
       if (fd >= 0) {
         std::fprintf(stderr, "sailor-node: SAILOR_TEST_HOLD_STATE_SERVE: holding the request "
                              "for %s\n", path.c_str());
@@ -427,17 +425,6 @@ std::variant<actors::node_agent_options, int> agent_options(const node_args& arg
   return options;
 }
 
-// --log-dir: the node's log also goes to <dir>/<name>.log.
-void log_to_folder(const std::string& log_dir, const std::string& name) {
-  if (log_dir.empty())
-    return;
-  const auto file = (std::filesystem::path{log_dir} / (name + ".log")).string();
-  if (log::add_file(file))
-    log::get("actors")->info("[node {}] logging to {}", name, file);
-  else
-    std::fprintf(stderr, "sailor-node: --log-dir: cannot write %s; logging to stderr only\n", file.c_str());
-}
-
 // The link probes the coordinator asks for (issue 14), over this node's data-transport kind.
 void serve_link_probes(session_context& ctx, const std::string& token) {
   comm::transport_options probe_options;
@@ -468,13 +455,13 @@ int run(const node_args& args) {
   if (auto* code = std::get_if<int>(&agent))
     return *code;
   auto& options = std::get<actors::node_agent_options>(agent);
-  log_to_folder(args.log_dir, options.inventory.name);
+  auto state_dir = make_state_dir(args.state_dir, options.inventory.name, !args.name.empty());
+  if (!state_dir)
+    return bad_input("--state-dir: " + state_dir.error().message);
+  log_to_folder(args.log_dir_given, args.log_dir, options.inventory.name, *state_dir);
   auto advertise = advertised_address(args.advertise, where->host, where->port);
   if (!advertise)
     return bad_input(advertise.error().message);
-  auto state_dir = make_state_dir(args.state_dir, options.inventory.name);
-  if (!state_dir)
-    return bad_input("--state-dir " + state_dir.error().message);
   auto token = comm::load_job_token(args.token_file);
   if (!token)
     return bad_input(token.error().to_string());
@@ -517,6 +504,7 @@ int run(const node_args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sailor::files::restrict_new_files();  // checkpoints, logs and state: 0600 in 0700 folders
   sailor::log::setup();
   // `sailor-node profile ...` is what `sailor profile` runs (this binary holds LibTorch).
   if (argc > 1 && std::string(argv[1]) == "profile") {
@@ -545,8 +533,9 @@ int main(int argc, char** argv) {
                  "the address peers reach this node on; its collectives listen there "
                  "(default: the address of the interface that reaches the coordinator)");
   app.add_option("--state-dir", args.state_dir,
-                 "this node's own folder for checkpoint shards (default: "
-                 "~/.cache/sailor/NAME); nothing is shared with other nodes");
+                 "this node's own folder for checkpoint shards (default: ~/.cache/sailor/NAME "
+                 "with --name, else ~/.cache/sailor/node-HOST-K, the first such folder no running "
+                 "node holds: the same one run after run); nothing is shared with other nodes");
   app.add_option("--token-file", args.token_file,
                  "file whose first line is the job token (default: the SAILOR_TOKEN environment "
                  "variable)");
@@ -585,13 +574,14 @@ int main(int argc, char** argv) {
                  "(default: the host's cores shared among the node's ranks of the plan, at least "
                  "1 each)");
   app.add_option("--log-dir", args.log_dir, "also write the log to DIR/NAME.log (\"\": stderr "
-                                            "only)")
-    ->capture_default_str();
+                                            "only; default: node.log in the state folder, the "
+                                            "run before's kept as node.previous.log)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   args.threads_given = app.count("--threads") > 0;
+  args.log_dir_given = app.count("--log-dir") > 0;
   return run(args);
 }

@@ -3,18 +3,23 @@
 #include "node_host.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <regex>
 #include <thread>
 
 #include "sailor/train/checkpoint.hpp"
 #include "sailor/config/log.hpp"
+#include "sailor/config/private_files.hpp"
 
 namespace sailor::node {
 
@@ -83,24 +88,39 @@ std::vector<std::string> held_shards(const std::string& state_dir, std::size_t l
   return out;
 }
 
-// The default state folder of node `name`.
-std::string default_state_dir(const std::string& name) {
-  namespace fs = std::filesystem;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-    return (fs::path{xdg} / "sailor" / name).string();
-  if (const char* home = std::getenv("HOME"); home && *home)
-    return (fs::path{home} / ".cache" / "sailor" / name).string();
-  return (fs::temp_directory_path() / ("sailor-" + name)).string();
+namespace {
+
+// The first folder CACHE/node-HOST-K no running node holds, made and held by this process:
+// the lock's descriptor stays open (on purpose, never closed) until the process exits.
+result<std::string> claim_state_slot() {
+  constexpr int slots = 256;
+  for (int k = 0; k < slots; ++k) {
+    const auto dir = files::cache_folder() / ("node-" + host_name() + "-" + std::to_string(k));
+    if (auto err = files::make_private_folder(dir))
+      return sailor::error{error_kind::invalid_input, err->message, "", 0, "--state-dir"};
+    const auto lock = dir / ".lock";
+    const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, files::private_file_mode);
+    if (fd < 0)
+      return sailor::error{error_kind::invalid_input, lock.string() + ": " + std::strerror(errno), "", 0,
+                           "--state-dir"};
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0)
+      return dir.string();
+    ::close(fd);  // held by a node that runs: the next slot
+  }
+  return sailor::error{error_kind::invalid_input,
+                       "all " + std::to_string(slots) + " default state folders under " +
+                         files::cache_folder().string() + " are held by running nodes; give one",
+                       "", 0, "--state-dir"};
 }
 
-// The node's state folder, made if missing; the error names the folder.
-result<std::string> make_state_dir(const std::string& state_dir, const std::string& name) {
-  const std::string dir = state_dir.empty() ? default_state_dir(name) : state_dir;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec)
-    return sailor::error{error_kind::invalid_input, dir + ": " + ec.message(), "", 0,
-                         "--state-dir"};
+}  // namespace
+
+result<std::string> make_state_dir(const std::string& state_dir, const std::string& name, bool named) {
+  if (state_dir.empty() && !named)
+    return claim_state_slot();
+  const std::string dir = state_dir.empty() ? (files::cache_folder() / name).string() : state_dir;
+  if (auto err = files::make_private_folder(dir))
+    return sailor::error{error_kind::invalid_input, err->message, "", 0, "--state-dir"};
   return dir;
 }
 

@@ -27,11 +27,12 @@ result<std::string> advertised_address(const std::string& advertise, const std::
 std::vector<std::string> held_shards(const std::string& state_dir,
                                      std::size_t limit = protocol::wire_bounds::shards_per_node);
 
-/// The default state folder of node `name` (under XDG_CACHE_HOME, ~/.cache or the temp folder).
-std::string default_state_dir(const std::string& name);
-
-/// `state_dir` (--state-dir), or the default for `name`, made if missing; the error names it.
-result<std::string> make_state_dir(const std::string& state_dir, const std::string& name);
+/// `state_dir` (--state-dir), made if missing (0700); the error names it. Without one: a
+/// node given a --name keeps its state in CACHE/NAME (Sailor's cache folder, files.hpp); an
+/// unnamed one (named HOST-PID, a new name each run) in the first of CACHE/node-HOST-K,
+/// K = 0, 1, ..., that no running node holds, which it holds (a lock) until it exits: the same
+/// folder, with its checkpoints, run after run, and as many folders as nodes ran at once.
+result<std::string> make_state_dir(const std::string& state_dir, const std::string& name, bool named);
 
 /// Devices from "cpu:N", "cuda:N" or "cuda:all"; sets `default_type` (CPU or GPU).
 result<std::vector<protocol::device_info>> parse_devices(const std::string& text, std::string& default_type);

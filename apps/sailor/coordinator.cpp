@@ -10,6 +10,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -25,6 +26,7 @@
 #include "sailor/actors/runtime.hpp"
 #include "sailor/config/load.hpp"
 #include "sailor/config/log.hpp"
+#include "sailor/config/private_files.hpp"
 
 namespace sailor::app {
 namespace {
@@ -152,6 +154,14 @@ int serve(const coordinator_args& args, const coordinator_inputs& in, caf::actor
   return outcome.state == 2 ? exit_failed : exit_done;
 }
 
+// Where a token the coordinator generates is kept: the job's own folder, else a file of the
+// listening port (the same on the next start) in Sailor's cache folder.
+std::string generated_token_file(const coordinator_args& args, const coordinator_inputs& in) {
+  if (!args.train_dir.empty())
+    return (std::filesystem::path{args.train_dir} / "job-token").string();
+  return (files::cache_folder() / "coordinator" / (std::to_string(in.listen.port) + ".job-token")).string();
+}
+
 int run_coordinator(const coordinator_args& args) {
   coordinator_inputs in;
   if (int code = load_inputs(args, in); code != exit_done)
@@ -161,11 +171,9 @@ int run_coordinator(const coordinator_args& args) {
     in.probes = std::make_shared<zone_link_probes>(in.cluster, args.emulate_links,
                                                    args.probe_timeout_s);
   const sigset_t signals = block_signals();
-  auto token = job_token(args.token_file, true, "sailor coordinator");
-  if (!token) {
-    std::fprintf(stderr, "sailor coordinator: %s\n", token.error().to_string().c_str());
-    return 2;
-  }
+  auto token = job_token(args.token_file, generated_token_file(args, in), "sailor coordinator");
+  if (!token)
+    return report_error("coordinator", token.error());
   auto transport = actors::make_transport(args.transport, "coordinator", "", *token,
                                           in.listen.host, args.tls);
   if (!transport) {
@@ -267,10 +275,13 @@ void add_coordinator(CLI::App& app, command_set& commands) {
                   "keeps its configured link, with a warning")
     ->check(positive_number())
     ->capture_default_str();
-  sub->add_flag("--replan-on-drift,!--no-replan-on-drift", args->replan_on_drift,
+  // Two flags, not "--a,!--no-a": CLI11 prints the negation's value ("{false}") beside it.
+  sub->add_flag("--replan-on-drift", args->replan_on_drift,
                 "with --planner search and --train-dir: re-plan when a node's measured compute "
                 "drifts (a straggler) and another plan is predicted faster by 10% or more, "
                 "re-planning's cost counted (default: on)");
+  sub->add_flag_callback("--no-replan-on-drift", [args] { args->replan_on_drift = false; },
+                         "never re-plan for drift (turns --replan-on-drift off)");
   sub->add_flag("--keep-checkpoints", args->keep_checkpoints,
                 "with --train-dir: keep a copy of every checkpoint the nodes write under "
                 "--train-dir/kept and serve it to later plans, so that a checkpoint outlives "

@@ -17,6 +17,7 @@
 #include "training_setup.hpp"
 #include "sailor/actors/placement.hpp"
 #include "sailor/actors/sailor_planning.hpp"
+#include "sailor/config/private_files.hpp"
 
 namespace sailor::app {
 namespace {
@@ -49,11 +50,8 @@ int training_settings_of(const coordinator_args& args, const coordinator_inputs&
     std::fprintf(stderr, "sailor coordinator: %s\n", err->to_string().c_str());
     return exit_bad_input;
   }
-  std::error_code ec;
-  std::filesystem::create_directories(args.train_dir, ec);
-  if (ec) {
-    std::fprintf(stderr, "sailor coordinator: --train-dir %s: %s\n", args.train_dir.c_str(),
-                 ec.message().c_str());
+  if (auto err = files::make_private_folder(args.train_dir)) {
+    std::fprintf(stderr, "sailor coordinator: --train-dir: %s\n", err->message.c_str());
     return exit_bad_input;
   }
   settings.model = in.model;

@@ -1,6 +1,8 @@
 // The processes of `sailor train` / `sailor demo` (see local_cluster.hpp).
 #include "local_cluster.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -79,30 +81,54 @@ void local_cluster::remove_work_dir() {
   work_.clear();
 }
 
+namespace {
+// The one piece of process-wide state: a signal handler reaches nothing else. A handler, not
+// a signal mask: the threads started before take_signals() (the actor system's, OpenBLAS's,
+// LibTorch's) do not block the signals, and the one that took Ctrl-C ended the process with
+// the default action (code 130, not a word said).
+int signal_pipe[2] = {-1, -1};
+
+extern "C" void on_local_signal(int sig) {
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  (void)!::write(signal_pipe[1], &byte, 1);
+}
+}  // namespace
+
 void local_cluster::take_signals() {
-  sigemptyset(&signals_);
-  sigaddset(&signals_, SIGINT);
-  sigaddset(&signals_, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
+  if (signal_pipe[0] < 0 && ::pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    std::perror("sailor: pipe");  // Ctrl-C then ends the process as without take_signals()
+    return;
+  }
+  struct sigaction action {};
+  action.sa_handler = on_local_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
   signals_taken_ = true;
 }
 
 bool local_cluster::interrupted() {
-  if (!signals_taken_)
-    return false;
-  timespec zero{0, 0};
-  return sigtimedwait(&signals_, nullptr, &zero) > 0;
+  unsigned char sig = 0;
+  return signals_taken_ && ::read(signal_pipe[0], &sig, 1) == 1;
 }
 
 void local_cluster::hold(double seconds) {
-  const auto hold = std::chrono::duration<double>(seconds);
-  timespec wait{static_cast<time_t>(seconds),
-                static_cast<long>((hold - std::chrono::floor<std::chrono::seconds>(hold)) /
-                                  std::chrono::nanoseconds{1})};
-  if (signals_taken_)
-    sigtimedwait(&signals_, nullptr, &wait);  // returns early on SIGINT/SIGTERM
-  else
-    nanosleep(&wait, nullptr);
+  const auto until = clock_type::now() + std::chrono::duration_cast<clock_type::duration>(
+                                           std::chrono::duration<double>(seconds));
+  for (;;) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - clock_type::now()).count();
+    if (left <= 0)
+      return;
+    if (!signals_taken_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds{left});  // sleep override: nothing to wake it
+      continue;
+    }
+    pollfd ready{signal_pipe[0], POLLIN, 0};
+    const int n = ::poll(&ready, 1, static_cast<int>(std::min<long long>(left, 60'000)));
+    if (n > 0 && interrupted())
+      return;  // SIGINT/SIGTERM ends the hold
+  }
 }
 
 status local_cluster::start(actors::coordinator_options options, const dashboard_args& dashboard,
@@ -244,7 +270,8 @@ int local_cluster::cleanup(int code, bool keep_logs) {
     std::error_code ec;
     fs::remove_all(work_, ec);
   } else {
-    std::fprintf(stderr, "sailor %s: node logs kept in %s\n", command_.c_str(), work_.c_str());
+    std::fprintf(stderr, "sailor %s: the job's state (coordinator, node checkpoints) and node logs kept "
+                         "in %s\n", command_.c_str(), work_.c_str());
   }
   return code;
 }

@@ -92,7 +92,7 @@ public:
   const std::filesystem::path& work() const { return work_; }
   /// Removes the work folder (bad input: nothing ran, nothing to keep).
   void remove_work_dir();
-  /// Blocks Ctrl-C and SIGTERM: the main loop polls interrupted() instead.
+  /// Takes Ctrl-C and SIGTERM (a handler): the main loop polls interrupted() instead.
   void take_signals();
   bool interrupted();
   /// Waits up to `seconds` (less on Ctrl-C / SIGTERM).
@@ -136,7 +136,6 @@ public:
 private:
   std::string command_;
   std::filesystem::path work_;
-  sigset_t signals_{};
   bool signals_taken_ = false;
   std::unique_ptr<actors::runtime_config> config_;
   std::unique_ptr<caf::actor_system> system_;

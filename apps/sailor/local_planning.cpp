@@ -263,6 +263,10 @@ result<planned> plan_and_predict(const local_planning_inputs& in,
   prediction.planner = used;
   prediction.link_factors = link_factors;
   correct(prediction, in.loop.get());
+  // The job's cost limits are hard, as for `sailor plan`: a plan that breaks them is refused.
+  if (in.refuse_unfit)
+    if (auto over = cost_refusal(in.model, p, slowed_in.cluster, in.job, prediction.predicted_s))
+      return *over;
   if (!real.estimate)
     real.estimate = config::plan_estimate{};
   real.estimate->iteration_time_s = prediction.predicted_s;

@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "sailor/config/log.hpp"
+#include "sailor/config/private_files.hpp"
 #include "sailor/config/text.hpp"
 
 #ifndef SAILOR_VERSION
@@ -40,6 +41,7 @@ int check_subcommand(CLI::App& app, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sailor::files::restrict_new_files();  // checkpoints, logs, tokens and state: 0600 in 0700 folders
   sailor::log::setup();
   CLI::App app{std::string("sailor: plan and run the training of large models on heterogeneous, geo-distributed,\n"
                            "dynamic GPU capacity.\n\n"

@@ -88,7 +88,7 @@ int run_status(const status_args& args) {
     std::fprintf(stderr, "sailor status: %s\n", where.error().message.c_str());
     return exit_bad_input;
   }
-  auto token = job_token(args.token_file, false, "sailor status");
+  auto token = job_token(args.token_file, "", "sailor status");
   if (!token) {
     std::fprintf(stderr, "sailor status: %s\n", token.error().to_string().c_str());
     return 2;

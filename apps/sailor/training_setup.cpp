@@ -54,6 +54,42 @@ std::string memory_refusal(const config::model_shape& model, const config::plan&
   return {};
 }
 
+status cost_refusal(const config::model_shape& model, const config::plan& plan,
+                    const config::cluster& cluster, const config::job& job, double iteration_s) {
+  const auto& limits = job.limits;
+  if (!limits.max_cost_per_iteration_usd && !limits.max_cost_per_hour_usd)
+    return {};
+  simulator::sim_inputs in;
+  in.model = model;
+  in.gpus = cluster.gpus;
+  in.cluster = &cluster;
+  in.job = job;
+  auto ctx = simulator::sim_context::make(in, simulator::sim_options{});
+  if (!ctx)
+    return {};
+  auto est = simulator::simulate(*ctx, plan);
+  if (!est)
+    return {};
+  const double seconds = iteration_s > 0 ? iteration_s : est->iteration_time_s;
+  const double per_iteration = est->gpu_usd_per_hour * seconds / 3600 + est->egress_usd_per_iteration;
+  const double per_hour = seconds > 0 ? per_iteration * 3600 / seconds : 0;
+  char buf[320];
+  if (limits.max_cost_per_iteration_usd && per_iteration > *limits.max_cost_per_iteration_usd * (1 + 1e-9)) {
+    std::snprintf(buf, sizeof buf, "the plan costs $%.6g per iteration (%.4g s at $%.4g/h of devices, "
+                  "$%.4g of egress), over job.constraints.max_cost_per_iteration_usd ($%.6g): "
+                  "no plan over these nodes was found that meets it", per_iteration, seconds, est->gpu_usd_per_hour,
+                  est->egress_usd_per_iteration, *limits.max_cost_per_iteration_usd);
+    return sailor::error::infeasible("job.constraints.max_cost_per_iteration_usd", buf);
+  }
+  if (limits.max_cost_per_hour_usd && per_hour > *limits.max_cost_per_hour_usd * (1 + 1e-9)) {
+    std::snprintf(buf, sizeof buf, "the plan costs $%.6g per hour, over "
+                  "job.constraints.max_cost_per_hour_usd ($%.6g): no plan over these nodes was "
+                  "found that meets it", per_hour, *limits.max_cost_per_hour_usd);
+    return sailor::error::infeasible("job.constraints.max_cost_per_hour_usd", buf);
+  }
+  return {};
+}
+
 std::string job_key(const training_settings& s) {
   // FNV-1a: stable across processes and builds, unlike std::hash.
   std::uint64_t h = 1469598103934665603ull;

@@ -38,6 +38,13 @@ struct training_settings {
 std::string memory_refusal(const config::model_shape& model, const config::plan& plan,
                            const config::cluster& cluster, const config::job& job);
 
+/// Why `plan` breaks the job's cost constraints (constraints.max_cost_per_iteration_usd and
+/// max_cost_per_hour_usd: hard limits, as for `sailor plan`; the error names the field), or
+/// none when it keeps them, the job sets none, or the simulator cannot price the plan. The cost is the simulator's for the plan's devices and links (the cluster's
+/// prices), at `iteration_s` per iteration when > 0 (the prediction the plan runs with).
+status cost_refusal(const config::model_shape& model, const config::plan& plan,
+                    const config::cluster& cluster, const config::job& job, double iteration_s);
+
 /// The job's name in the nodes' state folders (checkpoints/<key>/v<plan>/): a hash of the
 /// coordinator's train folder and the model, so that a coordinator started again on its
 /// folder resumes, and another job never does from these shards.

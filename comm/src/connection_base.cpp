@@ -139,6 +139,16 @@ std::function<void(const transport_error&)> mark_failed(connection_base& c, tran
                                                         spdlog::logger& log,
                                                         const char* backend) {
   bool surfaced = !c.server_ || c.handshaken_;
+  // The server proves the token first; a client of another job (or without a token) finds the
+  // proof wrong and hangs up instead of proving its own: that close is a failed authentication.
+  if (c.server_ && c.awaiting_proof_ && err.code == errc::disconnected) {
+    const auto& name = c.claimed_.name;
+    const bool printable = is_printable_utf8(name) && name.size() <= max_peer_name_bytes;
+    err = transport_error{errc::refused, "failed authentication: the peer (announced as '" +
+                                           (printable ? name : std::string{"<bad name>"}) +
+                                           "') closed the connection instead of proving the job "
+                                           "token (it holds another job's token, or none)"};
+  }
   c.state_ = connection_state::failed;
   c.error_ = err;
   if (surfaced) {

@@ -8,6 +8,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "sailor/config/private_files.hpp"
+
 namespace sailor::log {
 
 namespace {
@@ -39,10 +41,10 @@ void setup() {
 bool add_file(const std::string& path) {
   std::shared_ptr<spdlog::sinks::sink> sink;
   try {
-    std::error_code ec;
     const auto folder = std::filesystem::path(path).parent_path();
-    if (!folder.empty()) std::filesystem::create_directories(folder, ec);
+    if (!folder.empty() && files::make_private_folder(folder)) return false;
     sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, false);
+    if (files::make_private(path)) return false;
     sink->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%n] [%l] %v");
   } catch (const spdlog::spdlog_ex&) {
     return false;

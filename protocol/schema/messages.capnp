@@ -131,7 +131,13 @@ struct PreemptionNotice {
   secondsLeft @2 :Float64;    # until the node goes (0: unknown)
 }
 
-struct ShutdownNotice { reason @0 :Text; }
+# Why the coordinator lets a node go (the node's exit follows from it).
+enum ShutdownKind { released @0; jobFinished @1; stopped @2; declaredLost @3; }
+
+struct ShutdownNotice {
+  reason @0 :Text;
+  kind @1 :ShutdownKind;      # a peer that predates the field sends released
+}
 
 # ---- status ------------------------------------------------------------------------------
 

@@ -152,7 +152,7 @@ std::vector<message> every_message() {
           stage_ready{"n1", role_a},
           stage_failed{"n1", role_a, "no device 3"},
           preemption_notice{"n1", "spot reclaimed", 30.5},
-          shutdown_notice{"job done"},
+          shutdown_notice{"declared lost: missed heartbeats", shutdown_kind::declared_lost},
           status_request{7},
           sample_status(),
           sample_job(),

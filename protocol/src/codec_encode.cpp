@@ -125,6 +125,10 @@ const char* to_string(availability_kind k) {
   return name_in(availability_kinds, k, "unknown");
 }
 
+const char* to_string(shutdown_kind k) {
+  return name_in(shutdown_kinds, k, "unknown");
+}
+
 const char* to_string(placement_kind k) {
   return name_in(placement_kinds, k, "unknown");
 }

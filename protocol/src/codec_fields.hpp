@@ -158,7 +158,7 @@ void fields(auto& f, like<preemption_notice> auto& v) {
 }
 
 void fields(auto& f, like<shutdown_notice> auto& v) {
-  f("reason", clip(v.reason, bounds::reason_bytes));
+  f("reason", clip(v.reason, bounds::reason_bytes))("kind", enum_of(shutdown_kinds, v.kind, "shutdown kind"));
 }
 
 // -- status -----------------------------------------------------------------------------------

@@ -45,6 +45,12 @@ inline constexpr enum_pair<availability_kind, s::AvailabilityKind> availability_
   {availability_kind::preemption_notice, s::AvailabilityKind::PREEMPTION_NOTICE, "preemption_notice"},
   {availability_kind::lost, s::AvailabilityKind::LOST, "lost"},
 };
+inline constexpr enum_pair<shutdown_kind, s::ShutdownKind> shutdown_kinds[] = {
+  {shutdown_kind::released, s::ShutdownKind::RELEASED, "released"},
+  {shutdown_kind::job_finished, s::ShutdownKind::JOB_FINISHED, "job_finished"},
+  {shutdown_kind::stopped, s::ShutdownKind::STOPPED, "stopped"},
+  {shutdown_kind::declared_lost, s::ShutdownKind::DECLARED_LOST, "declared_lost"},
+};
 inline constexpr enum_pair<placement_kind, s::PlacementKind> placement_kinds[] = {
   {placement_kind::pin, s::PlacementKind::PIN, "pin"},
   {placement_kind::forbid, s::PlacementKind::FORBID, "forbid"},

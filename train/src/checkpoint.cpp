@@ -22,6 +22,7 @@
 #include <sailor/config/log.hpp>
 
 #include "checkpoint_format.hpp"
+#include "sailor/config/private_files.hpp"
 
 namespace sailor::train::detail {
 namespace {
@@ -154,13 +155,13 @@ status write_shard(const std::string& folder, const shard_file& file, const json
                    optimizer_kind optimizer, const snapshot& snap) {
   const std::string head = shard_head(file, model, optimizer, snap);
   std::error_code ec;
-  fs::create_directories(folder, ec);  // several writers may race here: check the result
-  if (!fs::is_directory(folder))
-    return error::failed("cannot create the checkpoint folder " + folder + ": " + ec.message());
+  // Several writers may race here: make_private_folder takes a folder made meanwhile.
+  if (auto err = files::make_private_folder(folder))
+    return error::failed("cannot create the checkpoint folder " + folder + ": " + err->message);
   const std::string name = shard_file_name(file);
   const std::string final_path = (fs::path(folder) / name).string();
   const std::string temp_path = (fs::path(folder) / ("." + name + ".tmp")).string();
-  int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, files::private_file_mode);
   if (fd < 0) return error::failed("creating " + temp_path + ": " + std::strerror(errno));
   status st = write_all(fd, head.data(), head.size(), temp_path);
   for (const auto& e : snap.entries) {

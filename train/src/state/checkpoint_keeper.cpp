@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "sailor/config/log.hpp"
+#include "sailor/config/private_files.hpp"
 #include "sailor/train/checkpoint.hpp"
 #include "sailor/train/checkpoint_files.hpp"
 #include "sailor/train/shard_service.hpp"
@@ -57,11 +58,8 @@ result<std::unique_ptr<checkpoint_keeper>> checkpoint_keeper::start(
   if (options.host.empty() || options.host == "0.0.0.0" || options.host == "::")
     return sailor::error::invalid_input("--listen", "the checkpoint keeper needs the address "
                                         "nodes reach it on, not '" + options.host + "'");
-  std::error_code ec;
-  fs::create_directories(fs::path{options.state_dir} / "checkpoints", ec);
-  if (ec)
-    return sailor::error::failed("cannot create " + options.state_dir + "/checkpoints: " +
-                                 ec.message());
+  if (auto err = files::make_private_folder(fs::path{options.state_dir} / "checkpoints"))
+    return *err;
   std::unique_ptr<checkpoint_keeper> self{new checkpoint_keeper(transport, std::move(options))};
   auto server = shard_server::start(transport, self->options_.host, self->options_.state_dir);
   if (!server)

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "sailor/config/log.hpp"
+#include "sailor/config/private_files.hpp"
 #include "state/shard_fetch.hpp"
 #include "state/shard_wire.hpp"
 
@@ -222,7 +223,8 @@ namespace {
 status write_atomically(const fs::path& target,
                         const std::vector<std::span<const std::byte>>& parts) {
   std::error_code ec;
-  fs::create_directories(target.parent_path(), ec);
+  if (auto err = files::make_private_folder(target.parent_path()))
+    return failure(err->message);
   // A name of this fetch alone: ranks of nodes that share a folder (a demo on one machine)
   // may fetch the same file at once; the rename replaces the file atomically either way.
   static std::atomic<std::uint64_t> serial{0};
@@ -237,6 +239,8 @@ status write_atomically(const fs::path& target,
     if (!out)
       return failure("cannot write " + temp.string());
   }
+  if (auto err = files::make_private(temp))
+    return failure(err->message);
   fs::rename(temp, target, ec);
   if (ec)
     return failure("cannot rename " + temp.string() + ": " + ec.message());

@@ -62,6 +62,7 @@ using protocol::stage_ready;
 using protocol::stage_failed;
 using protocol::preemption_notice;
 using protocol::shutdown_notice;
+using protocol::shutdown_kind;
 using protocol::status_request;
 using protocol::peer_refused;
 using protocol::node_status;
@@ -142,7 +143,15 @@ SAILOR_INSPECT(role_assignment, x.plan_version, x.roles, x.plan)
 SAILOR_INSPECT(stage_ready, x.node, x.role)
 SAILOR_INSPECT(stage_failed, x.node, x.role, x.reason)
 SAILOR_INSPECT(preemption_notice, x.node, x.reason, x.seconds_left)
-SAILOR_INSPECT(shutdown_notice, x.reason)
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shutdown_notice& x) {
+  auto kind = static_cast<std::int32_t>(x.kind);
+  auto restore = caf::meta::load_callback([&]() -> caf::error {
+    x.kind = static_cast<shutdown_kind>(kind);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("shutdown_notice"), x.reason, kind, restore);
+}
 SAILOR_INSPECT(status_request, x.unused)
 SAILOR_INSPECT(node_status, x.inventory, x.state, x.heartbeat_age_ms, x.roles, x.ready_roles)
 SAILOR_INSPECT(cluster_status, x.phase, x.plan_version, x.quorum, x.stages, x.replicas,

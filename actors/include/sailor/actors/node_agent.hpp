@@ -13,7 +13,9 @@
 ///             --link_probe_request (the coordinator)--> options.on_link_probe, whose
 ///                 answer (a link_probe_result) goes back to the asking actor
 ///             --checkpoint_kept--> options.on_checkpoint_kept (the trainer's writers keep it)
-///             --shutdown_notice--> quit
+///             --shutdown_notice--> quit (outcome by the notice's kind: job finished, shut
+///                 down before that, or declared lost, which the process answers by joining
+///                 again as a new member)
 ///   [leaving] the node's reports still go to the supervisor, its shard server serves its
 ///             state to the next plan, checkpoint_kept still reaches the trainer; --shutdown_notice (the next plan has its state) or
 ///             the grace period (options.leave_grace) over--> quit (outcome: preempted)
@@ -35,7 +37,15 @@ namespace sailor::actors {
 
 /// How the agent ended; read after the agent is down.
 struct agent_outcome {
-  enum class kind { running, shut_down, refused, preempted, coordinator_lost };
+  enum class kind {
+    running,
+    job_finished,      ///< shut down by the coordinator: the job finished
+    shut_down,         ///< shut down by the coordinator before the job finished (let go, stopped)
+    declared_lost,     ///< the coordinator declared it lost (it was silent): it may join again
+    refused,
+    preempted,
+    coordinator_lost,
+  };
   kind how = kind::running;
   std::string reason;
 };

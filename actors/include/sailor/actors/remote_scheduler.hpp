@@ -51,8 +51,9 @@ class remote_scheduler {
 public:
   /// Connects over `transport` (make_transport(kind, protocol::scheduler_peer_name, "",
   /// token); null: comm TCP without a name or token), says hello and waits, bounded by
-  /// `timeout`, for the gate to accept it. Errors: no coordinator, refused (another scheduler
-  /// is attached, the token is wrong, the coordinator runs no gate), no answer.
+  /// `timeout`, for the gate to accept it. Errors: invalid_input when refused (another
+  /// scheduler is attached, the token is wrong), as a retry would be; another kind when no
+  /// coordinator answers (not up yet) or its gate does not (it runs no --scheduler remote).
   static result<std::unique_ptr<remote_scheduler>> connect(
     caf::actor_system& system, const std::string& host, std::uint16_t port,
     scheduler_actor scheduler, comm::transport* transport = nullptr,

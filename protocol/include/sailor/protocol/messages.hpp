@@ -150,9 +150,20 @@ struct preemption_notice {
   bool operator==(const preemption_notice&) const = default;
 };
 
+/// Why the coordinator lets a node go; what the node does next follows from it.
+enum class shutdown_kind : std::int32_t {
+  released = 0,       ///< let go (drained, or the next plan took its state after a notice)
+  job_finished = 1,   ///< the coordinator ends and the job finished
+  stopped = 2,        ///< the coordinator ends before the job finished
+  declared_lost = 3,  ///< it was declared lost (silent past the heartbeat timeout): join again
+};
+/// "released", "job_finished", "stopped" or "declared_lost".
+const char* to_string(shutdown_kind k);
+
 /// The coordinator ends the job or releases the node.
 struct shutdown_notice {
   std::string reason;
+  shutdown_kind kind = shutdown_kind::released;
   bool operator==(const shutdown_notice&) const = default;
 };
 
