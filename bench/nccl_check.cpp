@@ -3,7 +3,8 @@
 // in it), pinned host <-> device copies through comm::cuda_stream, and comm's NCCL
 // communicator with one rank thread per GPU: all-reduce (sum, max), broadcast and all-gather
 // checked element by element, all-reduce throughput, and point to point (staged through
-// pinned host memory and Gloo) when there are two GPUs or more. Prints figures, asserts
+// pinned host memory and Gloo) when there are two GPUs or more; and comm's device channel
+// (device buffers over the TCP transport channel, any GPU count). Prints figures, asserts
 // correctness only.
 //
 //   build/bench/nccl_check [--ranks N] [--max-mib M] [--iters K]
@@ -14,8 +15,10 @@
 // Not yet checked here: comm's hierarchical all-reduce, which works on host memory
 // (comm/src/hierarchical.cpp copies shards with memcpy), so it cannot take device buffers yet.
 
+#include <sailor/comm/channel.hpp>
 #include <sailor/comm/collective.hpp>
 #include <sailor/comm/cuda.hpp>
+#include <sailor/comm/device_channel.hpp>
 
 #include <cuda_runtime.h>
 
@@ -170,6 +173,35 @@ void check_send_recv(comm::communicator& c, int device, failures& failed) {
   }
 }
 
+// Two ranks on device 0 (any GPU count) joined by device channels over comm's TCP transport
+// channel on loopback: 64 MiB from rank 0 to rank 1, staged through pinned host memory.
+void check_device_channel(failures& failed) {
+  auto store = comm::make_memory_store();
+  const std::size_t count = std::size_t(64) << 18;
+  auto rank = [&](int r) {
+    comm::transport_channel_options o;
+    o.store = store;
+    o.timeout = 30s;
+    auto inner = comm::make_transport_channel_factory(r, o)->create("device-p2p", {1 - r});
+    if (!inner) return failed.add(inner.error().message);
+    auto c = comm::make_device_channel(std::move(*inner), 0);
+    if (!c) return failed.add(c.error().message);
+    device_floats buf(0, count);
+    buf.put(std::vector<float>(count, r == 0 ? 7.0f : 0.0f));
+    auto t0 = clock_type::now();
+    auto req = r == 0 ? (*c)->isend(buf.view(), 1, 9) : (*c)->irecv(buf.view(), 0, 9);
+    if (auto st = req->wait(30s)) return failed.add(st->message);
+    if (r == 0) return;
+    const double took = seconds_since(t0);
+    if (buf.get()[count / 2] != 7.0f) failed.add("device channel delivered wrong bytes");
+    std::printf("device channel 64 MiB cuda:0 -> cuda:0 over %s: %.1f ms, %.2f GB/s\n", (*c)->backend().c_str(),
+                took * 1e3, (count * 4) / took / 1e9);
+  };
+  std::thread other(rank, 1);
+  rank(0);
+  other.join();
+}
+
 // One thread per rank, rank r on device r, meeting through an in-process store.
 void run_ranks(int n, const options& o, failures& failed) {
   comm::gloo_options go;
@@ -225,6 +257,7 @@ int main(int argc, char** argv) {
   const auto t0 = clock_type::now();
   check_memory(*devices, failed);
   check_copies(0, std::size_t(o.max_mib) << 20, failed);
+  check_device_channel(failed);
   run_ranks(n, o, failed);
   std::printf("nccl_check: %d GPU(s), %d rank(s), %.1f s, %s\n", *devices, n, seconds_since(t0),
               failed.lines.empty() ? "all checks passed" : (std::to_string(failed.lines.size()) + " failed").c_str());

@@ -7,6 +7,10 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <bit>
+#include <map>
+#include <mutex>
 #include <thread>
 
 namespace sailor::comm {
@@ -75,6 +79,68 @@ result<payload_buffer> allocate_pinned(std::size_t bytes) {
   if (e != cudaSuccess)
     return cuda_error("pinned host buffer of " + std::to_string(bytes) + " bytes: cudaHostAlloc", e);
   std::shared_ptr<void> owner(p, [](void* q) { cudaFreeHost(q); });
+  return payload_buffer(static_cast<std::byte*>(p), bytes, std::move(owner));
+}
+
+// The pool's free buffers by capacity. Buffers handed out hold it weakly: the last one
+// returned after the pool is gone frees itself.
+struct pinned_pool_state {
+  std::mutex mutex;
+  std::multimap<std::size_t, void*> free;
+  std::size_t kept = 0;
+  std::size_t keep_limit = 0;
+
+  ~pinned_pool_state() {
+    for (auto& [capacity, p] : free) cudaFreeHost(p);
+  }
+  // Keeps `p` for reuse if there is room, else frees it.
+  void give_back(std::size_t capacity, void* p) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (kept + capacity <= keep_limit) {
+        free.emplace(capacity, p);
+        kept += capacity;
+        return;
+      }
+    }
+    cudaFreeHost(p);
+  }
+};
+
+pinned_pool::pinned_pool(std::size_t keep_bytes) : state_(std::make_shared<pinned_pool_state>()) {
+  state_->keep_limit = keep_bytes;
+}
+
+pinned_pool::~pinned_pool() = default;
+
+std::size_t pinned_pool::kept_bytes() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->kept;
+}
+
+result<payload_buffer> pinned_pool::take(std::size_t bytes) {
+  if (bytes == 0) return payload_buffer(nullptr, 0, nullptr);
+  const std::size_t capacity = std::max<std::size_t>(std::bit_ceil(bytes), 4096);
+  void* p = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (auto it = state_->free.find(capacity); it != state_->free.end()) {
+      p = it->second;
+      state_->free.erase(it);
+      state_->kept -= capacity;
+    }
+  }
+  if (!p) {
+    if (auto e = cudaHostAlloc(&p, capacity, cudaHostAllocPortable); e != cudaSuccess)
+      return cuda_error("pinned host buffer of " + std::to_string(capacity) + " bytes: cudaHostAlloc", e);
+  }
+  std::weak_ptr<pinned_pool_state> pool = state_;
+  std::shared_ptr<void> owner(p, [pool, capacity](void* q) {
+    if (auto state = pool.lock())
+      state->give_back(capacity, q);
+    else
+      cudaFreeHost(q);
+  });
   return payload_buffer(static_cast<std::byte*>(p), bytes, std::move(owner));
 }
 

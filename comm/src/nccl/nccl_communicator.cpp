@@ -10,8 +10,8 @@
 // communicator (one strong stream per communicator), so receives posted ahead of sends, as
 // the pipeline executor posts them, could deadlock; Gloo's unbound buffers cannot. Across
 // zones activations go through the UCX transport anyway. The staging buffers are pinned
-// (page-locked) host memory, so the copies run at the link's speed and the send's copy on the
-// communicator's stream.
+// (page-locked) host memory from the communicator's pool (reused: pinning costs milliseconds),
+// so the copies run at the link's speed and the send's copy on the communicator's stream.
 //
 // Arguments are checked before anything reaches NCCL (nccl_checks.hpp), and a factory
 // refuses a group on a device this process cannot use before it meets its peers: on a machine
@@ -32,6 +32,7 @@
 
 #include <gloo/rendezvous/prefix_store.h>
 
+#include "../cuda/staged_requests.hpp"
 #include "../gloo/gloo_store.hpp"
 #include "nccl_checks.hpp"
 
@@ -56,64 +57,9 @@ ncclDataType_t nccl_type(element_type t) {
 std::string cuda_message(cudaError_t e) { return cudaGetErrorString(e); }
 std::string nccl_message(ncclResult_t r) { return ncclGetErrorString(r); }
 
-// A receive staged in host memory: Gloo fills `host_`, then the bytes are copied to the
-// device buffer on the owning thread (in wait() or in the test() that sees completion).
-class staged_recv final : public request {
-public:
-  staged_recv(payload_buffer host, std::unique_ptr<request> inner, void* device_ptr, int device)
-      : host_(std::move(host)), inner_(std::move(inner)), device_ptr_(device_ptr), device_(device) {}
-
-  status wait(std::chrono::milliseconds timeout) override {
-    if (auto st = inner_->wait(timeout)) return st;
-    return finish();
-  }
-  bool test() override {
-    if (!inner_->test()) return false;
-    outcome_ = finish();
-    return true;
-  }
-
-private:
-  status finish() {
-    if (copied_) return outcome_;
-    copied_ = true;
-    cudaSetDevice(device_);
-    auto e = cudaMemcpy(device_ptr_, host_.data(), host_.size(), cudaMemcpyHostToDevice);
-    if (e != cudaSuccess) return error::failed("recv copy to cuda:" + std::to_string(device_) + ": " + cuda_message(e));
-    return {};
-  }
-
-  payload_buffer host_;
-  std::unique_ptr<request> inner_;
-  void* device_ptr_;
-  int device_;
-  bool copied_ = false;
-  status outcome_;
-};
-
-// A send staged in host memory (the bytes were copied before the request was made).
-class staged_send final : public request {
-public:
-  staged_send(payload_buffer host, std::unique_ptr<request> inner)
-      : host_(std::move(host)), inner_(std::move(inner)) {}
-  ~staged_send() override { inner_.reset(); }  // waits for the transfer before host_ goes
-  status wait(std::chrono::milliseconds timeout) override { return inner_->wait(timeout); }
-  bool test() override { return inner_->test(); }
-
-private:
-  payload_buffer host_;
-  std::unique_ptr<request> inner_;
-};
-
-class failed_request final : public request {
-public:
-  explicit failed_request(error e) : error_(std::move(e)) {}
-  status wait(std::chrono::milliseconds) override { return error_; }
-  bool test() override { return true; }
-
-private:
-  error error_;
-};
+using cuda_detail::failed_request;
+using cuda_detail::staged_recv;
+using cuda_detail::staged_send;
 
 // What a communicator owns on its device, released in reverse order by the communicator.
 struct device_state {
@@ -190,7 +136,7 @@ public:
 
   std::unique_ptr<request> isend(buffer_view buf, int peer, std::uint64_t tag) override {
     if (auto st = check_transfer("isend", buf, peer)) return std::make_unique<failed_request>(*st);
-    auto host = allocate_pinned(buf.bytes());
+    auto host = staging_.take(buf.bytes());
     if (!host) return std::make_unique<failed_request>(host.error());
     if (auto st = to_host(buf, host->data())) return std::make_unique<failed_request>(*st);
     auto inner = host_->isend({host->data(), buf.bytes(), element_type::u8}, peer, tag);
@@ -199,7 +145,7 @@ public:
 
   std::unique_ptr<request> irecv(buffer_view buf, int peer, std::uint64_t tag) override {
     if (auto st = check_transfer("irecv", buf, peer)) return std::make_unique<failed_request>(*st);
-    auto host = allocate_pinned(buf.bytes());
+    auto host = staging_.take(buf.bytes());
     if (!host) return std::make_unique<failed_request>(host.error());
     auto inner = host_->irecv({host->data(), buf.bytes(), element_type::u8}, peer, tag);
     return std::make_unique<staged_recv>(std::move(*host), std::move(inner), buf.data, device_);
@@ -279,6 +225,7 @@ private:
   void* scratch_;
   int rank_, size_, device_;
   std::unique_ptr<communicator> host_;
+  pinned_pool staging_;  // host buffers of send/recv (a request may outlive it: see pinned_pool)
   std::chrono::milliseconds timeout_;
   bool failed_ = false;
   std::mutex abort_mutex_;

@@ -41,6 +41,26 @@ result<cuda_device_memory> cuda_memory_info(int device);
 /// freed when the last copy of the buffer goes. The error says why (no driver, out of memory).
 result<payload_buffer> allocate_pinned(std::size_t bytes);
 
+struct pinned_pool_state;
+
+/// Pinned buffers kept for reuse. Page-locking memory costs milliseconds per allocation (the
+/// pages are locked one by one), too slow for a staging buffer per transfer; a buffer taken
+/// here goes back to the pool when its last copy goes (or is freed, past `keep_bytes` kept, or
+/// once the pool is gone). Thread-safe. Sizes are rounded up to a power of two (at least 4
+/// KiB) so buffers of similar sizes are shared.
+class pinned_pool : non_copyable {
+public:
+  explicit pinned_pool(std::size_t keep_bytes = std::size_t{256} << 20);
+  ~pinned_pool();
+  /// A buffer of `bytes` (size() == bytes); the error says why (no driver, out of memory).
+  result<payload_buffer> take(std::size_t bytes);
+  /// Bytes of buffers waiting in the pool for reuse.
+  std::size_t kept_bytes() const;
+
+private:
+  std::shared_ptr<pinned_pool_state> state_;
+};
+
 /// A non-blocking stream on one device, ordered after the work already queued on that
 /// device's legacy default stream when asked. One owner; one thread issues its work.
 class cuda_stream : non_copyable {
