@@ -77,7 +77,7 @@ fi
 say "unit tests: $(grep -o 'test cases:.*' "$log_dir/unit.log" | tail -n 1)"
 
 # 4. The devices.
-timeout "$(left 0)" "$build_dir/bench/nccl_check" 2>&1 | tee "$log_dir/nccl_check.log"
+timeout "$(left 0)" "$build_dir/bench/nccl_check" --require-gpu 1 2>&1 | tee "$log_dir/nccl_check.log"
 rc=${PIPESTATUS[0]}
 if [[ $rc -eq 3 ]]; then
   if [[ $gpus -gt 0 ]]; then
