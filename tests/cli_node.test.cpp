@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sailor/comm/cuda.hpp"
+
 #include "local_job.hpp"
 
 using namespace std::chrono;
@@ -31,11 +33,20 @@ TEST_CASE("sailor-node refuses a GPU type for CPU devices, and CUDA devices on a
   auto gpu = run_command(sailor_bin("sailor-node") + " --join 127.0.0.1:1 --zone local-a --devices cpu:1 --gpu-type H100-80", 60);
   CHECK(gpu.exit_code == 2);
   CHECK(contains(gpu.err, "--gpu-type: 'H100-80' names a GPU, but --devices cpu:1 are CPU cores"));
-#ifndef SAILOR_WITH_CUDA
-  auto cuda = run_command(sailor_bin("sailor-node") + " --join 127.0.0.1:1 --zone local-a --devices cuda:1", 60);
-  CHECK(cuda.exit_code == 2);
-  CHECK(contains(cuda.err, "--devices: this sailor-node was built without CUDA"));
-#endif
+  // Without CUDA in the build, or without a usable GPU in the machine (CI has the toolkit but
+  // no GPU), CUDA devices are refused with the reason; cuda:0 too (the machine is asked first).
+  if (!sailor::comm::cuda_built()) {
+    auto cuda = run_command(sailor_bin("sailor-node") + " --join 127.0.0.1:1 --zone local-a --devices cuda:1", 60);
+    CHECK(cuda.exit_code == 2);
+    CHECK(contains(cuda.err, "--devices: this sailor-node was built without CUDA"));
+  } else if (auto gpus = sailor::comm::cuda_device_count(); !gpus) {
+    for (const std::string devices : {"cuda:0", "cuda:1", "cuda:all"}) {
+      auto cuda = run_command(sailor_bin("sailor-node") + " --join 127.0.0.1:1 --zone local-a --devices " + devices, 60);
+      INFO(devices << ": " << cuda.err);
+      CHECK(cuda.exit_code == 2);
+      CHECK(contains(cuda.err, "--devices: '" + devices + "' asks for CUDA devices, but this machine has none usable: no CUDA device"));
+    }
+  }
 }
 
 TEST_CASE("sailor-node refuses --threads 0 and more threads than the host has cores, naming the option") {

@@ -17,6 +17,7 @@
 #include <regex>
 #include <thread>
 
+#include "sailor/comm/cuda.hpp"
 #include "sailor/train/checkpoint.hpp"
 #include "sailor/config/log.hpp"
 #include "sailor/config/private_files.hpp"
@@ -124,50 +125,74 @@ result<std::string> make_state_dir(const std::string& state_dir, const std::stri
   return dir;
 }
 
-// Devices from "cpu:N" or "cuda:all" / "cuda:N".
+namespace {
+
+sailor::error refuse_devices(error_kind kind, const std::string& message) {
+  return sailor::error{kind, message, "", 0, "--devices"};
+}
+
+// The CUDA devices `text` asks for (`requested` of them, or all for -1), each with its memory
+// as the CUDA runtime reports it. Refused with the reason when this build has no CUDA, the
+// machine has no usable GPU (no driver, no device), or the node could not train on them.
+result<std::vector<protocol::device_info>> cuda_devices(const std::string& text, int requested) {
+  if (!comm::cuda_built())
+    return refuse_devices(error_kind::invalid_input,
+                          "this sailor-node was built without CUDA (no CUDA toolkit and NCCL when it "
+                          "was configured): it cannot run on '" + text + "'; give cpu:N, or use a "
+                          "build with CUDA");
+  auto available = comm::cuda_device_count();
+  if (!available)
+    return refuse_devices(error_kind::not_found, "'" + text + "' asks for CUDA devices, but this machine has "
+                                                 "none usable: " + available.error().message + "; give cpu:N");
+  if (requested > *available)
+    return refuse_devices(error_kind::not_found, "'" + text + "' asks for " + std::to_string(requested) +
+                                                 " CUDA devices, this machine has " + std::to_string(*available));
+#if defined(SAILOR_WITH_TRAIN) && !defined(SAILOR_WITH_TORCH_CUDA)
+  return refuse_devices(error_kind::invalid_input,
+                        "this machine has " + std::to_string(*available) + " CUDA device(s), but this "
+                        "sailor-node's LibTorch is CPU only: it cannot train on '" + text + "'; give "
+                        "cpu:N, or use a build with a CUDA-enabled LibTorch");
+#endif
+  const int count = requested < 0 ? *available : requested;
+  std::vector<protocol::device_info> out;
+  for (int k = 0; k < count; ++k) {
+    auto memory = comm::cuda_memory_info(k);
+    if (!memory) return refuse_devices(error_kind::failed, memory.error().message);
+    out.push_back(protocol::device_info{k, "cuda", memory->total_bytes});
+  }
+  return out;
+}
+
+}  // namespace
+
+// Devices from "cpu:N" or "cuda:all" / "cuda:N" (N devices, numbered from 0).
 result<std::vector<protocol::device_info>> parse_devices(const std::string& text,
                                                        std::string& default_type) {
   std::smatch m;
-  static const std::regex pattern{R"(^(cpu|cuda):(all|[0-9]+)$)"};
+  // At most 5 digits: std::stoi below cannot overflow.
+  static const std::regex pattern{R"(^(cpu|cuda):(all|[0-9]{1,5})$)"};
   if (!std::regex_match(text, m, pattern))
     return sailor::error{error_kind::invalid_input,
                          "expected cpu:N, cuda:N or cuda:all, got '" + text + "'", "", 0,
                          "--devices"};
-  std::string kind = m[1];
-#ifndef SAILOR_WITH_CUDA
-  if (kind == "cuda")
-    return sailor::error{error_kind::invalid_input,
-                         "this sailor-node was built without CUDA (its LibTorch is CPU only): it "
-                         "cannot run on '" + text + "'; give cpu:N, or use a build with CUDA",
-                         "", 0, "--devices"};
-#endif
-  int count = 0;
-  if (m[2] == "all") {
-    if (kind == "cpu") {
-      count = static_cast<int>(std::thread::hardware_concurrency());
-    } else {
-      // Without linking CUDA here: count the device nodes the driver creates.
-      static const std::regex gpu_node{R"(^nvidia[0-9]+$)"};
-      std::error_code ec;
-      for (auto& entry : std::filesystem::directory_iterator("/dev", ec))
-        if (std::regex_match(entry.path().filename().string(), gpu_node))
-          ++count;
-    }
-  } else {
-    count = std::stoi(m[2]);
+  const std::string kind = m[1];
+  const bool all = m[2] == "all";
+  if (kind == "cuda") {
+    // The machine is asked first: on one without a GPU, cuda:0 is refused for that reason.
+    auto devices = cuda_devices(text, all ? -1 : std::stoi(m[2]));
+    if (devices && devices->empty())
+      return refuse_devices(error_kind::not_found, "'" + text + "' asks for no device (cuda:N is a "
+                                                   "count: give cuda:1 or more, or cuda:all)");
+    if (devices) default_type = "GPU";
+    return devices;
   }
+  const int count = all ? static_cast<int>(std::thread::hardware_concurrency()) : std::stoi(m[2]);
   if (count <= 0)
-    return sailor::error{error_kind::not_found, "no " + kind + " devices found", "", 0,
-                         "--devices"};
-  std::uint64_t memory = 0;
-  if (kind == "cpu") {
-    auto pages = sysconf(_SC_PHYS_PAGES);
-    auto page = sysconf(_SC_PAGE_SIZE);
-    memory = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * page / count : 0;
-    default_type = "CPU";
-  } else {
-    default_type = "GPU";
-  }
+    return refuse_devices(error_kind::not_found, "no " + kind + " devices found");
+  auto pages = sysconf(_SC_PHYS_PAGES);
+  auto page = sysconf(_SC_PAGE_SIZE);
+  const std::uint64_t memory = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * page / count : 0;
+  default_type = "CPU";
   std::vector<protocol::device_info> out;
   for (int k = 0; k < count; ++k)
     out.push_back(protocol::device_info{k, kind, memory});

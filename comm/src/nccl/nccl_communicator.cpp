@@ -9,9 +9,16 @@
 // over the same ranks. NCCL's send/recv would serialize with every other operation of the
 // communicator (one strong stream per communicator), so receives posted ahead of sends, as
 // the pipeline executor posts them, could deadlock; Gloo's unbound buffers cannot. Across
-// zones activations go through the UCX transport anyway.
+// zones activations go through the UCX transport anyway. The staging buffers are pinned
+// (page-locked) host memory from the communicator's pool (reused: pinning costs milliseconds),
+// so the copies run at the link's speed and the send's copy on the communicator's stream.
+//
+// Arguments are checked before anything reaches NCCL (nccl_checks.hpp), and a factory
+// refuses a group on a device this process cannot use before it meets its peers: on a machine
+// without a driver or GPU, create() returns the CUDA runtime's reason.
 
 #include <sailor/comm/collective.hpp>
+#include <sailor/comm/cuda.hpp>
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -25,7 +32,9 @@
 
 #include <gloo/rendezvous/prefix_store.h>
 
+#include "../cuda/staged_requests.hpp"
 #include "../gloo/gloo_store.hpp"
+#include "nccl_checks.hpp"
 
 namespace sailor::comm {
 namespace {
@@ -48,72 +57,24 @@ ncclDataType_t nccl_type(element_type t) {
 std::string cuda_message(cudaError_t e) { return cudaGetErrorString(e); }
 std::string nccl_message(ncclResult_t r) { return ncclGetErrorString(r); }
 
-// A receive staged in host memory: Gloo fills `host_`, then the bytes are copied to the
-// device buffer on the owning thread (in wait() or in the test() that sees completion).
-class staged_recv final : public request {
-public:
-  staged_recv(std::vector<char> host, std::unique_ptr<request> inner, void* device_ptr, int device)
-      : host_(std::move(host)), inner_(std::move(inner)), device_ptr_(device_ptr), device_(device) {}
+using cuda_detail::failed_request;
+using cuda_detail::staged_recv;
+using cuda_detail::staged_send;
 
-  status wait(std::chrono::milliseconds timeout) override {
-    if (auto st = inner_->wait(timeout)) return st;
-    return finish();
-  }
-  bool test() override {
-    if (!inner_->test()) return false;
-    outcome_ = finish();
-    return true;
-  }
-
-private:
-  status finish() {
-    if (copied_) return outcome_;
-    copied_ = true;
-    cudaSetDevice(device_);
-    auto e = cudaMemcpy(device_ptr_, host_.data(), host_.size(), cudaMemcpyHostToDevice);
-    if (e != cudaSuccess) return error::failed("recv copy to device: " + cuda_message(e));
-    return {};
-  }
-
-  std::vector<char> host_;
-  std::unique_ptr<request> inner_;
-  void* device_ptr_;
-  int device_;
-  bool copied_ = false;
-  status outcome_;
-};
-
-// A send staged in host memory (the bytes were copied before the request was made).
-class staged_send final : public request {
-public:
-  staged_send(std::vector<char> host, std::unique_ptr<request> inner)
-      : host_(std::move(host)), inner_(std::move(inner)) {}
-  ~staged_send() override { inner_.reset(); }  // waits for the transfer before host_ goes
-  status wait(std::chrono::milliseconds timeout) override { return inner_->wait(timeout); }
-  bool test() override { return inner_->test(); }
-
-private:
-  std::vector<char> host_;
-  std::unique_ptr<request> inner_;
-};
-
-class failed_request final : public request {
-public:
-  explicit failed_request(error e) : error_(std::move(e)) {}
-  status wait(std::chrono::milliseconds) override { return error_; }
-  bool test() override { return true; }
-
-private:
-  error error_;
+// What a communicator owns on its device, released in reverse order by the communicator.
+struct device_state {
+  ncclComm_t comm = nullptr;
+  std::unique_ptr<cuda_stream> stream;
+  void* scratch = nullptr;  // one int on the device, for barrier()
 };
 
 class nccl_communicator final : public communicator {
 public:
-  nccl_communicator(std::string name, ncclComm_t comm, cudaStream_t stream, cudaEvent_t ready,
-                    void* scratch, int rank, int size, int device,
+  nccl_communicator(std::string name, device_state state, int rank, int size, int device,
                     std::unique_ptr<communicator> host, std::chrono::milliseconds timeout)
-      : name_(std::move(name)), comm_(comm), stream_(stream), ready_(ready), scratch_(scratch),
-        rank_(rank), size_(size), device_(device), host_(std::move(host)), timeout_(timeout) {}
+      : name_(std::move(name)), comm_(state.comm), stream_(std::move(state.stream)),
+        scratch_(state.scratch), rank_(rank), size_(size), device_(device), host_(std::move(host)),
+        timeout_(timeout) {}
 
   ~nccl_communicator() override {
     cudaSetDevice(device_);
@@ -124,8 +85,6 @@ public:
         ncclCommDestroy(comm_);
     }
     if (scratch_) cudaFree(scratch_);
-    if (ready_) cudaEventDestroy(ready_);
-    if (stream_) cudaStreamDestroy(stream_);
   }
 
   int rank() const override { return rank_; }
@@ -147,43 +106,49 @@ public:
   }
 
   status all_reduce(buffer_view buf, reduce_op op) override {
+    if (auto st = nccl_detail::check_buffer(name_, "all_reduce", buf)) return st;
     return run("all_reduce", [&] {
       return ncclAllReduce(buf.data, buf.data, buf.count, nccl_type(buf.type),
-                           op == reduce_op::max ? ncclMax : ncclSum, comm_, stream_);
+                           op == reduce_op::max ? ncclMax : ncclSum, comm_, native());
     });
   }
 
   status broadcast(buffer_view buf, int root) override {
+    if (auto st = nccl_detail::check_buffer(name_, "broadcast", buf)) return st;
+    if (auto st = nccl_detail::check_root(name_, root, size_)) return st;
     return run("broadcast", [&] {
-      return ncclBroadcast(buf.data, buf.data, buf.count, nccl_type(buf.type), root, comm_, stream_);
+      return ncclBroadcast(buf.data, buf.data, buf.count, nccl_type(buf.type), root, comm_, native());
     });
   }
 
   status all_gather(buffer_view in, buffer_view out) override {
-    if (out.bytes() != in.bytes() * static_cast<std::size_t>(size_))
-      return error::invalid_input("", "[comm " + name_ + "] all_gather: output must hold size() inputs");
+    if (auto st = nccl_detail::check_gather(name_, in, out, size_)) return st;
     return run("all_gather", [&] {
-      return ncclAllGather(in.data, out.data, in.count, nccl_type(in.type), comm_, stream_);
+      return ncclAllGather(in.data, out.data, in.count, nccl_type(in.type), comm_, native());
     });
   }
 
   status barrier() override {
     return run("barrier", [&] {
-      return ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, stream_);
+      return ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, native());
     });
   }
 
   std::unique_ptr<request> isend(buffer_view buf, int peer, std::uint64_t tag) override {
-    std::vector<char> host(buf.bytes());
-    if (auto st = to_host(buf, host.data())) return std::make_unique<failed_request>(*st);
-    auto inner = host_->isend({host.data(), buf.bytes(), element_type::u8}, peer, tag);
-    return std::make_unique<staged_send>(std::move(host), std::move(inner));
+    if (auto st = check_transfer("isend", buf, peer)) return std::make_unique<failed_request>(*st);
+    auto host = staging_.take(buf.bytes());
+    if (!host) return std::make_unique<failed_request>(host.error());
+    if (auto st = to_host(buf, host->data())) return std::make_unique<failed_request>(*st);
+    auto inner = host_->isend({host->data(), buf.bytes(), element_type::u8}, peer, tag);
+    return std::make_unique<staged_send>(std::move(*host), std::move(inner));
   }
 
   std::unique_ptr<request> irecv(buffer_view buf, int peer, std::uint64_t tag) override {
-    std::vector<char> host(buf.bytes());
-    auto inner = host_->irecv({host.data(), buf.bytes(), element_type::u8}, peer, tag);
-    return std::make_unique<staged_recv>(std::move(host), std::move(inner), buf.data, device_);
+    if (auto st = check_transfer("irecv", buf, peer)) return std::make_unique<failed_request>(*st);
+    auto host = staging_.take(buf.bytes());
+    if (!host) return std::make_unique<failed_request>(host.error());
+    auto inner = host_->irecv({host->data(), buf.bytes(), element_type::u8}, peer, tag);
+    return std::make_unique<staged_recv>(std::move(*host), std::move(inner), buf.data, device_);
   }
 
   result<int> wait_any(const std::vector<request*>& requests,
@@ -192,18 +157,18 @@ public:
   }
 
 private:
-  // Orders our stream after the default stream, so buffers written there are complete.
-  status order_after_default_stream() {
-    auto e = cudaEventRecord(ready_, cudaStreamLegacy);
-    if (e == cudaSuccess) e = cudaStreamWaitEvent(stream_, ready_, 0);
-    if (e != cudaSuccess) return error::failed("[comm " + name_ + "] " + cuda_message(e));
-    return {};
+  cudaStream_t native() const { return static_cast<cudaStream_t>(stream_->native()); }
+
+  status check_transfer(const char* op, buffer_view buf, int peer) {
+    if (aborted_) return aborted_error();
+    if (auto st = nccl_detail::check_buffer(name_, op, buf)) return st;
+    return nccl_detail::check_peer(name_, op, peer, rank_, size_);
   }
 
   status wait_stream(const char* what) {
     auto deadline = clock_type::now() + timeout_;
     for (;;) {
-      auto e = cudaStreamQuery(stream_);
+      auto e = cudaStreamQuery(native());
       if (e == cudaSuccess) return {};
       if (e != cudaErrorNotReady) {
         failed_ = true;
@@ -239,7 +204,7 @@ private:
     if (aborted_) return aborted_error();
     if (failed_) return error::disconnected("[comm " + name_ + "] communicator failed earlier");
     cudaSetDevice(device_);
-    if (auto st = order_after_default_stream()) return st;
+    if (auto st = stream_->order_after_default_stream()) return st;
     auto r = fn();
     if (r != ncclSuccess) {
       failed_ = true;
@@ -249,21 +214,18 @@ private:
   }
 
   status to_host(buffer_view buf, void* host) {
-    cudaSetDevice(device_);
-    if (auto st = order_after_default_stream()) return st;
-    auto e = cudaMemcpyAsync(host, buf.data, buf.bytes(), cudaMemcpyDeviceToHost, stream_);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);
-    if (e != cudaSuccess) return error::failed("[comm " + name_ + "] send copy: " + cuda_message(e));
-    return {};
+    if (auto st = stream_->order_after_default_stream()) return st;
+    if (auto st = stream_->copy_async(host, buf.data, buf.bytes())) return st;
+    return stream_->synchronize(timeout_);
   }
 
   std::string name_;
   ncclComm_t comm_;
-  cudaStream_t stream_;
-  cudaEvent_t ready_;
+  std::unique_ptr<cuda_stream> stream_;
   void* scratch_;
   int rank_, size_, device_;
   std::unique_ptr<communicator> host_;
+  pinned_pool staging_;  // host buffers of send/recv (a request may outlive it: see pinned_pool)
   std::chrono::milliseconds timeout_;
   bool failed_ = false;
   std::mutex abort_mutex_;
@@ -281,61 +243,77 @@ public:
 
   int global_rank() const override { return global_rank_; }
 
+  // Local refusals first (arguments, the name, the device), so that a rank that cannot take
+  // part says why at once instead of holding its peers in the rendezvous.
   result<std::unique_ptr<communicator>> create(const std::string& name,
                                                const std::vector<int>& global_ranks) override {
-    // The host group first: it is also the rendezvous that every member has arrived.
+    if (auto st = nccl_detail::check_group(name, global_ranks, global_rank_)) return *st;
+    if (auto st = names_.claim(name)) return *st;
+    auto stream = cuda_stream::create(device_);
+    if (!stream) return error::failed("[comm " + name + "] " + stream.error().message);
+    // The host group next: it is also the rendezvous that every member has arrived.
     auto host = host_->create(name + "/host", global_ranks);
     if (!host) return host.error();
     const int rank = (*host)->rank(), size = (*host)->size();
+    auto id = exchange_id(name, rank);
+    if (!id) return id.error();
+    device_state state;
+    state.stream = std::move(*stream);
+    cudaSetDevice(device_);
+    if (auto r = ncclCommInitRank(&state.comm, size, *id, rank); r != ncclSuccess)
+      return error::failed("[comm " + name + "] ncclCommInitRank on cuda:" + std::to_string(device_) +
+                           ": " + nccl_message(r));
+    if (auto e = cudaMalloc(&state.scratch, sizeof(int)); e != cudaSuccess) {
+      ncclCommDestroy(state.comm);
+      return error::failed("[comm " + name + "] cuda:" + std::to_string(device_) + ": " + cuda_message(e));
+    }
+    return std::unique_ptr<communicator>(std::make_unique<nccl_communicator>(
+        name, std::move(state), rank, size, device_, std::move(*host), options_.timeout));
+  }
+
+private:
+  // Rank 0 makes the group's NCCL id and publishes it under the group's name; the others
+  // read it (bounded by the options' timeout).
+  result<ncclUniqueId> exchange_id(const std::string& name, int rank) {
     ncclUniqueId id;
     try {
       gloo::rendezvous::PrefixStore store(options_.prefix + "/nccl/" + name, *store_);
       if (rank == 0) {
         if (auto r = ncclGetUniqueId(&id); r != ncclSuccess)
           return error::failed("[comm " + name + "] ncclGetUniqueId: " + nccl_message(r));
-        store.set("id", std::vector<char>(reinterpret_cast<char*>(&id), reinterpret_cast<char*>(&id) + sizeof id));
+        const char* bytes = reinterpret_cast<const char*>(&id);
+        store.set("id", std::vector<char>(bytes, bytes + sizeof id));
       } else {
         store.wait({"id"}, options_.timeout);
         auto bytes = store.get("id");
         if (bytes.size() != sizeof id)
-          return error::failed("[comm " + name + "] malformed NCCL unique id");
+          return error::failed("[comm " + name + "] malformed NCCL unique id (" +
+                               std::to_string(bytes.size()) + " bytes)");
         std::memcpy(&id, bytes.data(), sizeof id);
       }
     } catch (const std::exception& e) {
       return error::disconnected("[comm " + name + "] NCCL id exchange: " + e.what());
     }
-    auto e = cudaSetDevice(device_);
-    if (e != cudaSuccess) return error::failed("cudaSetDevice: " + cuda_message(e));
-    ncclComm_t comm = nullptr;
-    if (auto r = ncclCommInitRank(&comm, size, id, rank); r != ncclSuccess)
-      return error::failed("[comm " + name + "] ncclCommInitRank: " + nccl_message(r));
-    cudaStream_t stream = nullptr;
-    cudaEvent_t ready = nullptr;
-    void* scratch = nullptr;
-    e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);
-    if (e == cudaSuccess) e = cudaMalloc(&scratch, sizeof(int));
-    if (e != cudaSuccess) {
-      ncclCommDestroy(comm);
-      if (stream) cudaStreamDestroy(stream);
-      if (ready) cudaEventDestroy(ready);
-      return error::failed("[comm " + name + "] " + cuda_message(e));
-    }
-    return std::unique_ptr<communicator>(std::make_unique<nccl_communicator>(
-        name, comm, stream, ready, scratch, rank, size, device_, std::move(*host), options_.timeout));
+    return id;
   }
 
-private:
   int global_rank_, device_;
   gloo_options options_;
   std::shared_ptr<gloo::rendezvous::Store> store_;
   std::unique_ptr<communicator_factory> host_;
+  nccl_detail::group_names names_;
 };
 
 }  // namespace
 
 result<std::unique_ptr<communicator_factory>> make_nccl_factory(int global_rank, int device,
                                                                  const gloo_options& options) {
+  if (device < 0)
+    return error::invalid_input("device", "NCCL factory: cuda:" + std::to_string(device) +
+                                              " is not a device (give 0 or more)");
+  if (global_rank < 0)
+    return error::invalid_input("global_rank", "NCCL factory: negative global rank " +
+                                                   std::to_string(global_rank));
   auto store = make_gloo_store(options);
   if (!store) return store.error();
   auto host = make_gloo_factory(global_rank, options);
