@@ -15,6 +15,7 @@
 #include "dashboard_pool.hpp"
 #include "dashboard_page.hpp"
 #include "sailor/comm/transport.hpp"
+#include "sailor/config/log.hpp"
 
 namespace sailor::app {
 
@@ -49,14 +50,39 @@ namespace {
 constexpr std::size_t max_points_per_request = 5000;
 constexpr std::int64_t trace_iterations = 5;
 
+// A request's path and query are percent-decoded bytes, any bytes: text quoted from them may
+// be invalid UTF-8, which JSON cannot hold. Such bytes are sent as U+FFFD rather than throw
+// (an exception in the error handler would end the process: httplib does not catch there).
 void send_json(httplib::Response& res, const nlohmann::json& body, int status = 200) {
   res.status = status;
   res.set_header("Cache-Control", "no-store");
-  res.set_content(body.dump(), "application/json");
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                  "application/json");
 }
 
 void send_error(httplib::Response& res, int status, const std::string& why) {
   send_json(res, {{"error", why}, {"status", status}}, status);
+}
+
+// The reason for an error httplib answered itself, before any route (it leaves the body empty).
+std::string reason_of(int status, const httplib::Request& req) {
+  switch (status) {
+    case 404: return "no such page: " + req.path;
+    case 413: return "request body too large (at most 64 KiB)";
+    case 414: return "request target too long (at most 8192 bytes)";
+    case 416: return "malformed or unsatisfiable Range header";
+    default: return "malformed request (HTTP/1.1 with a method, a target and headers)";
+  }
+}
+
+// Every method but GET and HEAD, known to HTTP or not, before its body is read.
+httplib::Server::HandlerResponse refuse_writes(const httplib::Request& req,
+                                               httplib::Response& res) {
+  if (req.method == "GET" || req.method == "HEAD")
+    return httplib::Server::HandlerResponse::Unhandled;
+  res.set_header("Allow", "GET, HEAD");
+  send_error(res, 405, "read-only: only GET and HEAD are served, not " + req.method);
+  return httplib::Server::HandlerResponse::Handled;
 }
 
 // Refuses parameters the endpoint does not take; true when all were known.
@@ -137,17 +163,35 @@ void add_routes(dashboard::impl& d) {
                                is_loopback_host(d.options.host)));
   });
   // Read-only: every other method is refused, every other path is not found.
-  const auto refuse_method = [](const httplib::Request&, httplib::Response& res) {
-    send_error(res, 405, "read-only: only GET is served");
-  };
-  svr.Post(".*", refuse_method);
-  svr.Put(".*", refuse_method);
-  svr.Patch(".*", refuse_method);
-  svr.Delete(".*", refuse_method);
+  svr.set_pre_routing_handler(refuse_writes);
+  // An error httplib answered before any route (a malformed request, an unknown path) gets a
+  // JSON reason. Nothing here may throw: httplib calls this outside its own try.
   svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (res.status == 404 && res.body.empty())
-      send_error(res, 404, "no such page: " + req.path);
+    if (!res.body.empty())
+      return;
+    try {
+      send_error(res, res.status, reason_of(res.status, req));
+    } catch (...) {
+      res.set_content("{\"error\":\"malformed request\"}", "application/json");
+    }
   });
+  // A handler that throws is a bug: the client gets a 500 without the exception's text
+  // (httplib would put it in a header), and the log gets the text.
+  svr.set_exception_handler(
+    [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "unknown exception";
+      try {
+        std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      log::get("actors")->error("[dashboard] {} failed: {}",
+                                nlohmann::json(req.path).dump(
+                                  -1, ' ', false, nlohmann::json::error_handler_t::replace),
+                                what);
+      send_error(res, 500, "internal error (the coordinator's log says which)");
+    });
 }
 
 }  // namespace
