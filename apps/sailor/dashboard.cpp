@@ -13,6 +13,7 @@
 
 #include "dashboard_json.hpp"
 #include "dashboard_pool.hpp"
+#include "job_metrics.hpp"
 #include "dashboard_page.hpp"
 #include "sailor/comm/transport.hpp"
 #include "sailor/config/log.hpp"
@@ -41,6 +42,7 @@ public:
 struct dashboard::impl {
   dashboard_options options;
   http_server server;
+  std::unique_ptr<job_metrics> metrics;  ///< /metrics
   std::thread thread;
   std::uint16_t port = 0;
 };
@@ -162,6 +164,13 @@ void add_routes(dashboard::impl& d) {
       send_json(res, info_json(d.options.cluster, d.options.model, d.options.host, d.port,
                                is_loopback_host(d.options.host)));
   });
+  svr.Get("/metrics", [&d](const httplib::Request& req, httplib::Response& res) {
+    if (!known_params(req, res, {}))
+      return;
+    res.set_header("Cache-Control", "no-store");
+    res.set_content(prometheus_text(d.metrics->figures()),
+                    "text/plain; version=0.0.4; charset=utf-8");
+  });
   // Read-only: every other method is refused, every other path is not found.
   svr.set_pre_routing_handler(refuse_writes);
   // An error httplib answered before any route (a malformed request, an unknown path) gets a
@@ -215,6 +224,7 @@ result<std::unique_ptr<dashboard>> dashboard::start(dashboard_options options) {
   auto state = std::make_unique<impl>();
   state->options = std::move(options);
   auto& d = *state;
+  d.metrics = std::make_unique<job_metrics>(d.options.board, d.options.cluster, d.options.model);
   const auto threads = static_cast<std::size_t>(std::max(1, d.options.max_threads));
   d.server.new_task_queue = [threads] { return new dashboard_pool(threads, 4 * threads); };
   // One request per connection: a kept-alive connection holds a worker thread while it is
