@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <random>
 #include <set>
@@ -51,8 +53,10 @@ struct raw_answer {
   }
 };
 
-// Sends `request` as is on a new connection to 127.0.0.1:port, ends the sending side and
-// reads the answer until the server closes, within `limit`. Interim 1xx answers are skipped.
+// Sends `request` as is on a new connection to 127.0.0.1:port and reads the answer until the
+// server closes (it serves one request per connection), within `limit`. Interim 1xx answers
+// are skipped. The sending side stays open: httplib 0.11 drops its answer to a peer that
+// half-closed (it peeks, sees the end of the stream and takes the peer for gone).
 raw_answer exchange(int port, const std::string& request, milliseconds limit) {
   raw_answer out;
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -62,6 +66,7 @@ raw_answer exchange(int port, const std::string& request, milliseconds limit) {
   to.sin_port = htons(static_cast<std::uint16_t>(port));
   ::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
+    out.head = std::string{"connect: "} + std::strerror(errno);
     ::close(fd);
     return out;
   }
@@ -72,7 +77,6 @@ raw_answer exchange(int port, const std::string& request, milliseconds limit) {
       break;  // the server answered early and closed: read what it said
     sent += static_cast<std::size_t>(n);
   }
-  ::shutdown(fd, SHUT_WR);
   std::string wire;
   const auto deadline = steady_clock::now() + limit;
   for (;;) {
@@ -91,8 +95,10 @@ raw_answer exchange(int port, const std::string& request, milliseconds limit) {
   while (wire.rfind("HTTP/1.1 1", 0) == 0 && wire.find("\r\n\r\n") != std::string::npos)
     wire.erase(0, wire.find("\r\n\r\n") + 4);
   const auto end = wire.find("\r\n\r\n");
-  if (wire.rfind("HTTP/1.", 0) != 0 || end == std::string::npos || wire.size() < 12)
+  if (wire.rfind("HTTP/1.", 0) != 0 || end == std::string::npos || wire.size() < 12) {
+    out.head = wire;  // what came instead, for the failure's message
     return out;
+  }
   out.status = std::atoi(wire.substr(9, 3).c_str());
   out.head = wire.substr(0, end + 2);
   out.body = wire.substr(end + 4);
@@ -113,7 +119,7 @@ public:
       r += header(body.size());
     if (!body.empty() && below(4) != 0)
       r += "Content-Length: " + std::to_string(body.size()) + "\r\n";
-    r += below(20) == 0 ? "\n" : "\r\n";
+    r += "\r\n";
     return r + body;
   }
 
@@ -170,15 +176,14 @@ private:
     }
   }
   std::string header(std::size_t body_size) {
-    switch (below(9)) {
+    switch (below(8)) {
       case 0: return "Range: " + pick({"bytes=0-10", "bytes=5-1", "bytes=x", "items=1-2"}) + "\r\n";
-      case 1: return "Content-Length: " + pick({"-1", "abc", "99999999999", "5"}) + "\r\n";
-      case 2: return "Transfer-Encoding: chunked\r\n";
-      case 3: return piece() + ": " + piece() + "\r\n";
-      case 4: return "no colon here\r\n";
-      case 5: return "Expect: 100-continue\r\n";
-      case 6: return "Accept-Encoding: gzip, br\r\n";
-      case 7: return "Content-Type: application/json\r\n";
+      case 1: return "Content-Length: " + pick({"-1", "abc", "99999999999", "0"}) + "\r\n";
+      case 2: return piece() + ": " + piece() + "\r\n";
+      case 3: return "no colon here\r\n";
+      case 4: return "Expect: 100-continue\r\n";
+      case 5: return "Accept-Encoding: gzip, br\r\n";
+      case 6: return "Content-Type: application/json\r\n";
       default: return "X-Size: " + std::to_string(body_size) + "\r\n";
     }
   }
@@ -197,7 +202,9 @@ void check_answer(const std::string& request, const raw_answer& a) {
   CHECK(a.header("EXCEPTION_WHAT").empty());
   if (a.status == 405)
     CHECK(a.header("Allow") == "GET, HEAD");
-  if (a.status >= 400 && !a.body.empty()) {
+  // (A body the client accepted compressed or asked a range of is not read here.)
+  if (a.status >= 400 && !a.body.empty() && a.header("Content-Encoding").empty() &&
+      a.header("Content-Range").empty()) {
     const auto body = json::parse(a.body, nullptr, false);
     REQUIRE(body.is_object());
     CHECK(body.value("status", 0) == a.status);
