@@ -133,6 +133,18 @@ void check_events(dashboard_client& web) {
   CHECK(replanned);
 }
 
+// /metrics counts the re-plan after the preemption by its cause, and the recovery.
+void check_prometheus(dashboard_client& web) {
+  auto r = web.get("/metrics");
+  CHECK(r.status == 200);
+  INFO(r.body);
+  CHECK(std::regex_search(r.body, std::regex{"\nsailor_replans_total\\{cause=\"node_lost\"\\} 1\n"}));
+  CHECK(std::regex_search(r.body, std::regex{"\nsailor_recoveries_total\\{cause=\"loss\"\\} 1\n"}));
+  CHECK(std::regex_search(r.body, std::regex{"\nsailor_last_recovery_seconds [0-9]"}));
+  CHECK(std::regex_search(r.body, std::regex{"\nsailor_iterations_completed_total " +
+                                             std::to_string(iterations) + "\n"}));
+}
+
 // The trace: every rank of the newest plan, its iterations and measured phases.
 void check_trace(dashboard_client& web) {
   auto trace = web.json("/api/trace");
@@ -231,6 +243,7 @@ TEST_CASE("dashboard: during a demo with a preempted node, the API and the page 
   REQUIRE(running(demo));
   check_curve(web, metrics, newest_at_notice);
   check_events(web);
+  check_prometheus(web);
   check_trace(web);
 
   if (browser)

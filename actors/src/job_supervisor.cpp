@@ -212,6 +212,7 @@ void admit(supervisor* self, const join_request& request) {
   // What the node kept from earlier plans (or an earlier coordinator) can be resumed from.
   for (const auto& file : inv.checkpoints)
     st.holdings.add(file, inv.address);
+  note_newest_checkpoint(self);
   node.inventory.checkpoints.clear();
   st.nodes.emplace(inv.name, std::move(node));
   self->monitor(sender);
@@ -273,6 +274,7 @@ void assign(supervisor* self, config::plan chosen) {
   st.restore_mixed = false;
   st.checkpoint_dir.clear();
   st.checkpoint_kept_iterations = 0;
+  st.checkpoint_every = 0;
   st.checkpoint_failures.clear();
   if (st.options.prepare_training) {
     training_job job;
@@ -293,6 +295,7 @@ void assign(supervisor* self, config::plan chosen) {
       st.restore_iterations = job.start_iteration;
       st.restore_mixed = mixed_restore(job);
       st.checkpoint_dir = job.checkpoint_dir;
+      st.checkpoint_every = job.checkpoint_dir.empty() ? 0 : job.checkpoint_every;
       // What no plan restores from any more is forgotten here, as the nodes remove it.
       if (!job.checkpoint_dir.empty()) {
         std::set<std::string> keep{job.keep_checkpoint_dirs.begin(),

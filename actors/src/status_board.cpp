@@ -87,6 +87,24 @@ board_event classify_event(const std::string& text) {
   return e;
 }
 
+std::string plan_cause(const std::string& reason) {
+  const auto has = [&reason](const char* words) { return reason.find(words) != std::string::npos; };
+  if (starts_with(reason, "node ") && has(" lost"))
+    return "node_lost";
+  if (starts_with(reason, "node ") && has(" joined"))
+    return "node_joined";
+  if (has(" drained") || has("placement rules changed") || has(" changed to ") ||
+      has("the scheduler asked"))
+    return "scheduler";
+  if (starts_with(reason, "the checkpoint after iteration"))
+    return "restore_failed";
+  if (starts_with(reason, "every node missed"))
+    return "startup_failed";
+  if (starts_with(reason, "quorum of") || starts_with(reason, "settle time over"))
+    return "start";
+  return "other";
+}
+
 status_board::status_board() : status_board(limits{}) {}
 
 status_board::status_board(limits l)
@@ -111,6 +129,8 @@ std::shared_ptr<const board_snapshot> status_board::snapshot() const {
 void status_board::planning(const std::string& reason) {
   std::lock_guard lock{mu_};
   planning_reason_ = reason;
+  // A drift re-plan's reason is the drift watch's own words: the event line before it says.
+  planning_cause_ = pending_cause_.empty() ? plan_cause(reason) : std::exchange(pending_cause_, {});
   board_event e;
   e.seq = next_seq_++;
   e.unix_ms = unix_now_ms();
@@ -128,8 +148,14 @@ void status_board::add_event(const std::string& text, std::int64_t current_plan_
   e.unix_ms = unix_now_ms();
   if (e.plan_version == 0)
     e.plan_version = current_plan_version;
-  if (e.kind == "plan")
+  if (starts_with(text, "re-planning on drift"))
+    pending_cause_ = "drift";
+  if (e.kind == "plan") {
     e.reason = std::exchange(planning_reason_, std::string{});
+    const auto cause = std::exchange(planning_cause_, std::string{});
+    if (std::exchange(planned_, true))
+      ++counters_.replans[cause.empty() ? "other" : cause];
+  }
   if ((e.kind == "lost" || e.kind == "preempted") && loss_unix_ms_ == 0)
     loss_unix_ms_ = e.unix_ms;
   events_.push_back(std::move(e));
@@ -168,6 +194,17 @@ void status_board::add_iteration(const iteration_record& r, std::int64_t plan_ve
   }
   points_.push_back(board_point{r.iteration, plan_version, now, r, predicted_s});
   bound(points_, limits_.points);
+}
+
+void status_board::add_recovery(const std::string& cause, double total_s) {
+  std::lock_guard lock{mu_};
+  ++counters_.recoveries[cause.empty() ? "other" : cause];
+  counters_.last_recovery_s = total_s;
+}
+
+board_counters status_board::counters() const {
+  std::lock_guard lock{mu_};
+  return counters_;
 }
 
 status_board::metrics_page status_board::metrics(std::int64_t since, std::size_t limit) const {

@@ -133,3 +133,34 @@ TEST_CASE("status board: readers keep the snapshot they took while the writer pu
   CHECK(held->status.phase == "running");
   CHECK(board.snapshot()->status.phase == "planning");
 }
+
+TEST_CASE("status board: re-plans are counted by cause, the first plan is not one, and "
+          "recoveries by theirs") {
+  CHECK(plan_cause("node n2 lost") == "node_lost");
+  CHECK(plan_cause("node n2 lost while planning") == "node_lost");
+  CHECK(plan_cause("node n5 joined") == "node_joined");
+  CHECK(plan_cause("node n5 drained") == "scheduler");
+  CHECK(plan_cause("the scheduler asked: cheaper") == "scheduler");
+  CHECK(plan_cause("the checkpoint after iteration 4 could not be restored") == "restore_failed");
+  CHECK(plan_cause("quorum of 3 nodes reached") == "start");
+  CHECK(plan_cause("something new") == "other");
+  status_board board;
+  board.planning("quorum of 2 nodes reached");
+  board.add_event("plan v1: 2 stages, 1 replicas, 2 roles", 0);
+  CHECK(board.counters().replans.empty());
+  board.add_event("node n2 lost: endpoint closed", 1);
+  board.planning("node n2 lost");
+  board.add_event("plan v2: 1 stages, 1 replicas, 1 roles", 1);
+  board.add_recovery("loss", 1.5);
+  board.add_event("re-planning on drift: stage 0 is 40% slower than predicted", 2);
+  board.planning("stage 0 is 40% slower than predicted");
+  board.add_event("plan v3: 2 stages, 1 replicas, 2 roles", 2);
+  board.add_recovery("replan", 0.5);
+  board.planning("node n3 joined");
+  board.add_event("plan v4: 2 stages, 2 replicas, 4 roles", 3);
+  const auto c = board.counters();
+  CHECK(c.replans == std::map<std::string, std::int64_t>{{"drift", 1}, {"node_joined", 1},
+                                                         {"node_lost", 1}});
+  CHECK(c.recoveries == std::map<std::string, std::int64_t>{{"loss", 1}, {"replan", 1}});
+  CHECK(c.last_recovery_s == 0.5);
+}

@@ -62,6 +62,8 @@ void on_plan(supervisor* self, plan_reply reply);
 // supervisor_status.cpp
 /// What `sailor status` shows.
 cluster_status snapshot(supervisor* self);
+/// Notes when the job's newest complete checkpoint was first seen complete (its age).
+void note_newest_checkpoint(supervisor* self);
 /// The dashboard's view: the status, the plan and its prediction.
 void publish_board(supervisor* self);
 

@@ -280,6 +280,8 @@ void recovery_done(supervisor* self, const iteration_record& done) {
                            "iterations lost",
                            r.total_s, r.planning_s, r.setup_s, r.restore_s, r.first_iteration_s,
                            r.bytes_restored, r.state_source, r.lost_iterations);
+  if (st.options.board)
+    st.options.board->add_recovery(r.cause, r.total_s);
   if (st.options.on_recovery)
     st.options.on_recovery(r);
 }

@@ -1,4 +1,6 @@
 // The job supervisor's state as `sailor status` and the dashboard see it.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "prediction_note.hpp"
@@ -6,6 +8,59 @@
 #include "sailor/actors/placement.hpp"
 
 namespace sailor::actors::supervision {
+
+namespace {
+
+// The job's newest complete checkpoint: of any of its plans' folders (checkpoints/<job>/v3
+// has the job's folder checkpoints/<job>/), what a re-plan would resume from.
+held_checkpoint newest_of_job(const supervisor_state& st) {
+  const auto slash = st.checkpoint_dir.rfind('/');
+  return st.holdings.newest(slash == std::string::npos ? std::string{}
+                                                       : st.checkpoint_dir.substr(0, slash + 1));
+}
+
+// How far behind training the newest complete checkpoint is, and a warning past 3 intervals:
+// checkpoint writes that fail (a full disk) otherwise leave a job that looks healthy until a
+// loss rewinds it to an iteration long past.
+void checkpoint_age(supervisor* self, cluster_status& out) {
+  auto& st = self->state;
+  if (!st.training.active() || st.checkpoint_every <= 0)
+    return;
+  note_newest_checkpoint(self);
+  const int newest = newest_of_job(st).iterations;
+  out.checkpoint_every = st.checkpoint_every;
+  out.checkpoint_iterations = newest;
+  out.checkpoint_behind = std::max<std::int64_t>(0, out.training_completed - newest);
+  if (auto at = st.checkpoint_complete_at.find(newest);
+      newest > 0 && at != st.checkpoint_complete_at.end())
+    out.checkpoint_age_s =
+      std::chrono::duration<double>(self->clock().now() - at->second).count();
+  if (out.checkpoint_behind <= 3 * static_cast<std::int64_t>(st.checkpoint_every))
+    return;
+  char age[48] = "";
+  if (out.checkpoint_age_s >= 0)
+    std::snprintf(age, sizeof age, ", complete %.0f s ago", out.checkpoint_age_s);
+  out.checkpoint_warning =
+    (newest > 0 ? "the newest complete checkpoint (after iteration " + std::to_string(newest) +
+                    age + ") is "
+                : std::string{"no checkpoint is complete yet, "}) +
+    std::to_string(out.checkpoint_behind) +
+    " iterations behind, more than 3 x checkpoint_every (" +
+    std::to_string(st.checkpoint_every) +
+    "): a loss now loses them all (do checkpoint writes fail? a full disk?)";
+}
+
+}  // namespace
+
+void note_newest_checkpoint(supervisor* self) {
+  auto& st = self->state;
+  const int newest = newest_of_job(st).iterations;
+  if (newest <= 0 || st.checkpoint_complete_at.count(newest))
+    return;
+  st.checkpoint_complete_at.emplace(newest, self->clock().now());
+  while (st.checkpoint_complete_at.size() > 8)  // older ones are rarely the newest again
+    st.checkpoint_complete_at.erase(st.checkpoint_complete_at.begin());
+}
 
 cluster_status snapshot(supervisor* self) {
   auto& st = self->state;
@@ -54,6 +109,7 @@ cluster_status snapshot(supervisor* self) {
     out.training_summary = std::move(line) + training_notes(self) +
                            prediction_text(prediction_of_run(st.training.predicted_s(),
                                                              st.training.start_iteration(), done));
+    checkpoint_age(self, out);
   }
   out.replicas = static_cast<int>(st.groups.size());
   out.roles_total = st.roles_total;

@@ -267,6 +267,7 @@ void announce_iteration(supervisor* self, const iteration_record& done) {
 void checkpoint_held(supervisor* self, const std::string& file, const std::string& holder) {
   auto& st = self->state;
   st.holdings.add(file, holder);
+  note_newest_checkpoint(self);
   tell_checkpoint_kept(self);
   // The newest 2 complete ones, and the one the writers keep (checkpoint_kept) and newer:
   // each writer keeps no more than that of its own on its disk.

@@ -19,6 +19,7 @@
 #include "coordinator_parts.hpp"
 #include "link_probes.hpp"
 #include "dashboard.hpp"
+#include "job_metrics.hpp"
 #include "job_token.hpp"
 #include "exit_codes.hpp"
 #include "sailor/config/text.hpp"
@@ -107,6 +108,12 @@ int serve(const coordinator_args& args, const coordinator_inputs& in, caf::actor
           const sigset_t& signals) {
   auto board = std::make_shared<actors::status_board>();
   options.supervisor.board = board;
+  auto jsonl = open_metrics_jsonl(args.metrics_jsonl, board, in.cluster, in.model);
+  if (!jsonl) {
+    std::fprintf(stderr, "sailor coordinator: %s\n", jsonl.error().message.c_str());
+    return exit_bad_input;
+  }
+  append_figures_on_iteration(options.supervisor, *jsonl);
   const std::string options_note = options.supervisor.mode_note;
   auto coordinator = actors::coordinator::start(system, std::move(options));
   if (!coordinator) {
@@ -245,6 +252,9 @@ void add_coordinator(CLI::App& app, command_set& commands) {
                   "with --train-dir: write the run's summary here at exit (the fields of "
                   "`sailor demo --summary-json`: iterations_completed, loss_curve, replans, "
                   "recovery_s, tokens_per_s, predicted_iteration_s, measured_iteration_s)");
+  sub->add_option("--metrics-jsonl", args->metrics_jsonl,
+                  "with --train-dir: append one JSON line per completed iteration here (the "
+                  "figures of the dashboard's /metrics)");
   sub->add_option("--iterations", args->iterations,
                   "training iterations (default: the job file's 'iterations')")
     ->check(positive_number());

@@ -47,6 +47,7 @@ struct coordinator_args {
   double probe_timeout_s = 5;   ///< bound on each wait of a probe between nodes
   bool replan_on_drift = true;  ///< --planner search with --train-dir (coordinator_drift.hpp)
   std::string summary_json;  ///< empty: none
+  std::string metrics_jsonl;  ///< one line of figures per iteration appended here (empty: none)
   dashboard_args dashboard;
 };
 

@@ -13,8 +13,10 @@
 
 #include "dashboard_json.hpp"
 #include "dashboard_pool.hpp"
+#include "job_metrics.hpp"
 #include "dashboard_page.hpp"
 #include "sailor/comm/transport.hpp"
+#include "sailor/config/log.hpp"
 
 namespace sailor::app {
 
@@ -40,6 +42,7 @@ public:
 struct dashboard::impl {
   dashboard_options options;
   http_server server;
+  std::unique_ptr<job_metrics> metrics;  ///< /metrics
   std::thread thread;
   std::uint16_t port = 0;
 };
@@ -49,14 +52,39 @@ namespace {
 constexpr std::size_t max_points_per_request = 5000;
 constexpr std::int64_t trace_iterations = 5;
 
+// A request's path and query are percent-decoded bytes, any bytes: text quoted from them may
+// be invalid UTF-8, which JSON cannot hold. Such bytes are sent as U+FFFD rather than throw
+// (an exception in the error handler would end the process: httplib does not catch there).
 void send_json(httplib::Response& res, const nlohmann::json& body, int status = 200) {
   res.status = status;
   res.set_header("Cache-Control", "no-store");
-  res.set_content(body.dump(), "application/json");
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                  "application/json");
 }
 
 void send_error(httplib::Response& res, int status, const std::string& why) {
   send_json(res, {{"error", why}, {"status", status}}, status);
+}
+
+// The reason for an error httplib answered itself, before any route (it leaves the body empty).
+std::string reason_of(int status, const httplib::Request& req) {
+  switch (status) {
+    case 404: return "no such page: " + req.path;
+    case 413: return "request body too large (at most 64 KiB)";
+    case 414: return "request target too long (at most 8192 bytes)";
+    case 416: return "malformed or unsatisfiable Range header";
+    default: return "malformed request (HTTP/1.1 with a method, a target and headers)";
+  }
+}
+
+// Every method but GET and HEAD, known to HTTP or not, before its body is read.
+httplib::Server::HandlerResponse refuse_writes(const httplib::Request& req,
+                                               httplib::Response& res) {
+  if (req.method == "GET" || req.method == "HEAD")
+    return httplib::Server::HandlerResponse::Unhandled;
+  res.set_header("Allow", "GET, HEAD");
+  send_error(res, 405, "read-only: only GET and HEAD are served, not " + req.method);
+  return httplib::Server::HandlerResponse::Handled;
 }
 
 // Refuses parameters the endpoint does not take; true when all were known.
@@ -136,18 +164,43 @@ void add_routes(dashboard::impl& d) {
       send_json(res, info_json(d.options.cluster, d.options.model, d.options.host, d.port,
                                is_loopback_host(d.options.host)));
   });
-  // Read-only: every other method is refused, every other path is not found.
-  const auto refuse_method = [](const httplib::Request&, httplib::Response& res) {
-    send_error(res, 405, "read-only: only GET is served");
-  };
-  svr.Post(".*", refuse_method);
-  svr.Put(".*", refuse_method);
-  svr.Patch(".*", refuse_method);
-  svr.Delete(".*", refuse_method);
-  svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (res.status == 404 && res.body.empty())
-      send_error(res, 404, "no such page: " + req.path);
+  svr.Get("/metrics", [&d](const httplib::Request& req, httplib::Response& res) {
+    if (!known_params(req, res, {}))
+      return;
+    res.set_header("Cache-Control", "no-store");
+    res.set_content(prometheus_text(d.metrics->figures()),
+                    "text/plain; version=0.0.4; charset=utf-8");
   });
+  // Read-only: every other method is refused, every other path is not found.
+  svr.set_pre_routing_handler(refuse_writes);
+  // An error httplib answered before any route (a malformed request, an unknown path) gets a
+  // JSON reason. Nothing here may throw: httplib calls this outside its own try.
+  svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty())
+      return;
+    try {
+      send_error(res, res.status, reason_of(res.status, req));
+    } catch (...) {
+      res.set_content("{\"error\":\"malformed request\"}", "application/json");
+    }
+  });
+  // A handler that throws is a bug: the client gets a 500 without the exception's text
+  // (httplib would put it in a header), and the log gets the text.
+  svr.set_exception_handler(
+    [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "unknown exception";
+      try {
+        std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      log::get("actors")->error("[dashboard] {} failed: {}",
+                                nlohmann::json(req.path).dump(
+                                  -1, ' ', false, nlohmann::json::error_handler_t::replace),
+                                what);
+      send_error(res, 500, "internal error (the coordinator's log says which)");
+    });
 }
 
 }  // namespace
@@ -171,6 +224,7 @@ result<std::unique_ptr<dashboard>> dashboard::start(dashboard_options options) {
   auto state = std::make_unique<impl>();
   state->options = std::move(options);
   auto& d = *state;
+  d.metrics = std::make_unique<job_metrics>(d.options.board, d.options.cluster, d.options.model);
   const auto threads = static_cast<std::size_t>(std::max(1, d.options.max_threads));
   d.server.new_task_queue = [threads] { return new dashboard_pool(threads, 4 * threads); };
   // One request per connection: a kept-alive connection holds a worker thread while it is

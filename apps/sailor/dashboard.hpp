@@ -11,7 +11,10 @@
 //   GET /api/events        joins, losses, preemptions, re-plans (reason, recovery time)
 //   GET /api/trace         the newest iterations' measured phases per rank, Chrome trace JSON
 //   GET /api/info          the cluster (zones, links, prices), the model, where this is bound
-// Unknown paths get 404, a bad query 400 with a reason, anything but GET/HEAD 405.
+//   GET /metrics           the job's figures in Prometheus' text format (job_metrics.hpp)
+// Unknown paths get 404, a bad query or a malformed request 400, anything but GET/HEAD 405
+// (with Allow), each with a JSON reason; a request HTTP refuses itself 413, 414 or 416. Bytes
+// of a path or query that are not UTF-8 are quoted as U+FFFD, never a reason to fail.
 
 #include <cstdint>
 #include <memory>

@@ -19,6 +19,9 @@ void add_local_run_options(CLI::App* sub, local_run_args& args) {
                   "training iterations (0: the job file's 'iterations')")
     ->capture_default_str();
   sub->add_option("--summary-json", args.summary_json, "write the summary as JSON here");
+  sub->add_option("--metrics-jsonl", args.metrics_jsonl,
+                  "append one JSON line per completed iteration here (the figures of the "
+                  "dashboard's /metrics)");
   sub->add_option("--data", args.data,
                   "train on this file instead of the job's data path (the job's format, or "
                   "text)");

@@ -54,6 +54,7 @@ struct local_run_args {
                              ///< ranks' memory, or afresh)
   dashboard_args dashboard;
   double dashboard_hold_s = 0;  ///< keep serving the dashboard this long after training
+  std::string metrics_jsonl;    ///< one line of figures per iteration appended here ("": none)
   /// `sailor demo` on its own job: train on the quotes of Debian's fortunes-min package,
   /// joined into one corpus in the work folder (demo_corpus.hpp), in place of the job's data.
   bool fortunes_corpus = false;

@@ -30,6 +30,7 @@
 
 #include "exit_codes.hpp"
 #include "demo_corpus.hpp"
+#include "job_metrics.hpp"
 #include "live_drift.hpp"
 #include "live_planning.hpp"
 #include "local_cluster.hpp"
@@ -183,6 +184,13 @@ int run_local_training(const local_run_args& asked) {
   const auto settings = settings_for(*in, args, cluster.work());
   auto planning = planning_inputs_for(*in, args, cluster.work(), std::make_shared<live_loop>());
   auto options = coordinator_options_for(*in, args, settings, events, planning);
+  auto jsonl = open_metrics_jsonl(args.metrics_jsonl, options.supervisor.board, in->cluster,
+                                  in->model);
+  if (!jsonl) {
+    cluster.remove_work_dir();
+    return fail(args, jsonl.error().message, exit_bad_input);
+  }
+  append_figures_on_iteration(options.supervisor, *jsonl);
   local_drift drift{args, planning, options.supervisor.board};
   if (auto err = cluster.start(std::move(options), args.dashboard, in->cluster, in->model))
     return cluster.cleanup(fail(args, err->message), args.keep_logs);

@@ -26,6 +26,29 @@ std::string utc_time(std::int64_t unix_ms) {
   return out;
 }
 
+// The newest complete checkpoint's age, and the warning when it is far behind.
+void print_checkpoint(const actors::cluster_status& s) {
+  if (s.training_total <= 0 || s.checkpoint_every <= 0)
+    return;
+  if (s.checkpoint_iterations > 0) {
+    std::string age = s.checkpoint_age_s >= 0 ? "" : ", age unknown";
+    if (s.checkpoint_age_s >= 0) {
+      char text[32];
+      std::snprintf(text, sizeof text, ", %.1f s ago", s.checkpoint_age_s);
+      age = text;
+    }
+    std::printf("newest complete checkpoint: after iteration %lld, %lld iterations behind%s "
+                "(checkpoint every %d)\n",
+                static_cast<long long>(s.checkpoint_iterations),
+                static_cast<long long>(s.checkpoint_behind), age.c_str(), s.checkpoint_every);
+  } else {
+    std::printf("newest complete checkpoint: none yet (checkpoint every %d)\n",
+                s.checkpoint_every);
+  }
+  if (!s.checkpoint_warning.empty())
+    std::printf("WARNING: %s\n", s.checkpoint_warning.c_str());
+}
+
 void print_text(const actors::cluster_status& s) {
   std::printf("phase %s, plan v%lld: %s, %s, %d/%d stage actors ready\n", s.phase.c_str(),
               static_cast<long long>(s.plan_version), count_of(s.stages, "stage").c_str(),
@@ -38,6 +61,7 @@ void print_text(const actors::cluster_status& s) {
     std::printf("plan: %s\n", s.plan_summary.c_str());
   if (!s.training_summary.empty())
     std::printf("%s\n", s.training_summary.c_str());
+  print_checkpoint(s);
   if (!s.val_losses.empty()) {
     // The newest passes (all of them in --json).
     constexpr std::size_t shown = 8;

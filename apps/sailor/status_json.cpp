@@ -26,6 +26,13 @@ nlohmann::json status_json(const actors::cluster_status& s) {
     for (std::size_t k = 0; k < s.val_losses.size() && k < s.val_iterations.size(); ++k)
       curve.push_back({s.val_iterations[k], s.val_losses[k]});
     out["training"]["val_loss_curve"] = std::move(curve);
+    // Only for a plan that writes checkpoints (checkpoint_every > 0).
+    if (s.checkpoint_every > 0)
+      out["training"]["checkpoint"] = {{"iterations", s.checkpoint_iterations},
+                                       {"behind_iterations", s.checkpoint_behind},
+                                       {"age_s", s.checkpoint_age_s},
+                                       {"every", s.checkpoint_every},
+                                       {"warning", s.checkpoint_warning}};
   }
   out["zones"] = s.zones;
   out["events"] = s.events;

@@ -176,6 +176,11 @@ struct ClusterStatus {
   trainingSummary @15 :Text;
   valIterations @16 :List(Int64);
   valLosses @17 :List(Float64);
+  checkpointIterations @18 :Int64;  # the newest complete checkpoint (0: none)
+  checkpointBehind @19 :Int64;      # completed iterations it is behind
+  checkpointAgeS @20 :Float64 = -1; # seconds since it was complete (-1: none)
+  checkpointEvery @21 :Int32;       # the plan's interval (0: no checkpoints)
+  checkpointWarning @22 :Text;      # set when more than 3 intervals behind
 }
 
 # ---- training ----------------------------------------------------------------------------

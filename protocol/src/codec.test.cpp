@@ -116,6 +116,11 @@ cluster_status sample_status() {
   s.training_summary = "17/40";
   s.val_iterations = {10};
   s.val_losses = {2.75};
+  s.checkpoint_iterations = 2;
+  s.checkpoint_behind = 15;
+  s.checkpoint_age_s = 41.5;
+  s.checkpoint_every = 1;
+  s.checkpoint_warning = "15 iterations behind";
   return s;
 }
 

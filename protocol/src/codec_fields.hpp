@@ -181,7 +181,9 @@ void fields(auto& f, like<cluster_status> auto& v) {
   f("refusals", v.refusals)("trainingCompleted", v.training_completed);
   f("trainingTotal", v.training_total)("trainingLoss", v.training_loss);
   f("trainingSummary", v.training_summary)("valIterations", v.val_iterations);
-  f("valLosses", v.val_losses);
+  f("valLosses", v.val_losses)("checkpointIterations", v.checkpoint_iterations);
+  f("checkpointBehind", v.checkpoint_behind)("checkpointAgeS", v.checkpoint_age_s);
+  f("checkpointEvery", v.checkpoint_every)("checkpointWarning", v.checkpoint_warning);
 }
 
 // -- training ---------------------------------------------------------------------------------

@@ -237,6 +237,25 @@ function renderTraining(status) {
       fmt(last.predicted_s, 4) + ' s predicted, ' + fmtInt(last.tokens_per_s) + ' tokens/s';
   }
   $('training-summary').textContent = text;
+  renderCheckpoint(status.training.checkpoint);
+}
+
+// The newest complete checkpoint's age (plans that write checkpoints), flagged when the
+// coordinator warns that it is more than 3 intervals behind.
+function renderCheckpoint(c) {
+  const line = $('checkpoint-age');
+  line.hidden = !c;
+  if (!c) return;
+  let text = c.iterations > 0
+    ? 'Newest complete checkpoint: after iteration ' + c.iterations + ', ' +
+      c.behind_iterations + (c.behind_iterations === 1 ? ' iteration' : ' iterations') + ' behind' +
+      (c.age_s >= 0 ? ' (' + fmt(c.age_s, 1) + ' s ago)' : '')
+    : 'No complete checkpoint yet';
+  text += ', checkpoint every ' + c.every;
+  if (c.warning) text = 'Warning: ' + c.warning;
+  line.textContent = text;
+  line.classList.toggle('warning', !!c.warning);
+  line.dataset.behind = c.behind_iterations;
 }
 
 function renderEvents(events) {

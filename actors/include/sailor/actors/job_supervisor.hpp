@@ -251,6 +251,11 @@ struct supervisor_state {
   /// it complete across stages that the plan's nodes were told to keep (checkpoint_kept).
   std::string checkpoint_dir;
   int checkpoint_kept_iterations = 0;
+  /// The current plan's checkpoint_every (0: it writes none).
+  int checkpoint_every = 0;
+  /// When the supervisor first saw each of the newest complete checkpoints of the job
+  /// complete, by iterations (a few kept): the age `sailor status` shows.
+  std::map<int, caf::actor_clock::time_point> checkpoint_complete_at;
   /// Checkpoint writes that fail, by node, for the current plan (told once each).
   std::map<std::string, std::string> checkpoint_failures;
   scheduler_session sched;  ///< the scheduler's rules, drains and the re-plan under way

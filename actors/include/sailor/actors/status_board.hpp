@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -76,6 +77,17 @@ struct board_snapshot {
 /// Classifies one of the supervisor's event lines (see status_board).
 board_event classify_event(const std::string& text);
 
+/// Why a plan was made, in a word (the cause label of /metrics): node_lost, node_joined,
+/// drift, scheduler, restore_failed, startup_failed, start (quorum or settle time), other.
+std::string plan_cause(const std::string& planning_reason);
+
+/// What /metrics counts for the whole job; unlike the event log, never dropped.
+struct board_counters {
+  std::map<std::string, std::int64_t> replans;     ///< plans after the first, by plan_cause
+  std::map<std::string, std::int64_t> recoveries;  ///< by recovery_record::cause (loss, replan)
+  double last_recovery_s = -1;                     ///< noticed -> first iteration (-1: none)
+};
+
 class status_board {
 public:
   struct limits {
@@ -97,6 +109,8 @@ public:
   /// plan resumed from an earlier checkpoint): the later points are dropped and curve_id
   /// changes.
   void add_iteration(const iteration_record& r, std::int64_t plan_version, double predicted_s);
+  /// A recovery completed (the supervisor's recovery_record: its cause and total time).
+  void add_recovery(const std::string& cause, double total_s);
 
   // -- reader side: any thread ----------------------------------------------------------
   /// The newest snapshot (never null: empty before the first publish).
@@ -112,6 +126,7 @@ public:
   std::vector<board_event> events() const;
   /// Rank reports of the newest `iterations` iterations.
   std::vector<board_rank_report> reports(std::int64_t iterations) const;
+  board_counters counters() const;
 
 private:
   limits limits_;
@@ -121,6 +136,10 @@ private:
   std::deque<board_event> events_;
   std::int64_t next_seq_ = 1;
   std::string planning_reason_;
+  std::string planning_cause_;
+  std::string pending_cause_;  ///< told by an event line before the planning (drift, scheduler)
+  bool planned_ = false;       ///< a plan event was seen: the next ones are re-plans
+  board_counters counters_;
   std::int64_t loss_unix_ms_ = 0;  ///< an unrecovered loss (0: none)
   std::deque<board_point> points_;
   std::deque<board_plan_mark> marks_;

@@ -216,6 +216,15 @@ struct cluster_status {
   /// loss; the same length.
   std::vector<std::int64_t> val_iterations;
   std::vector<double> val_losses;
+  /// The newest complete checkpoint of the job while training (what a plan would resume
+  /// from): the iterations it holds (0: none yet), how many completed iterations it is behind,
+  /// seconds since the supervisor saw it complete (-1: none), the plan's checkpoint_every (0:
+  /// the plan writes none) and, when it is more than 3 intervals behind, a warning (else empty).
+  std::int64_t checkpoint_iterations = 0;
+  std::int64_t checkpoint_behind = 0;
+  double checkpoint_age_s = -1;
+  int checkpoint_every = 0;
+  std::string checkpoint_warning;
   bool operator==(const cluster_status&) const = default;
 };
 
