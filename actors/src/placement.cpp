@@ -252,6 +252,25 @@ int ranks_on_node(const config::plan& p, const std::string& node) {
   return ranks;
 }
 
+namespace {
+std::string host_of(const std::string& address) {
+  const auto colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
+}
+}  // namespace
+
+int ranks_on_host(const config::plan& p, const std::vector<std::string>& nodes,
+                  const std::vector<std::string>& addresses, const std::string& node) {
+  std::string host;
+  for (std::size_t i = 0; i < nodes.size() && i < addresses.size(); ++i)
+    if (nodes[i] == node) host = host_of(addresses[i]);
+  if (host.empty()) return ranks_on_node(p, node);
+  int ranks = 0;
+  for (std::size_t i = 0; i < nodes.size() && i < addresses.size(); ++i)
+    if (host_of(addresses[i]) == host) ranks += ranks_on_node(p, nodes[i]);
+  return ranks;
+}
+
 int rank_threads(int job_threads, int node_threads, int ranks, unsigned cores) {
   if (job_threads > 0) return job_threads;
   if (node_threads > 0) return node_threads;

@@ -175,6 +175,11 @@ TEST_CASE("a rank's compute threads: the host's cores shared among the node's ra
   CHECK(ranks_on_node(*p, "n1") == 2);
   CHECK(ranks_on_node(*p, "n4") == 2);
   CHECK(ranks_on_node(*p, "elsewhere") == 0);
+  // Nodes of one machine (the same host in their addresses) share its cores.
+  const std::vector<std::string> names{"n1", "n2", "n3", "n4"};
+  CHECK(ranks_on_host(*p, names, {"10.0.0.1:7000", "10.0.0.1:7001", "10.0.0.2:7000", "10.0.0.3:7000"}, "n1") == 4);
+  CHECK(ranks_on_host(*p, names, {"10.0.0.1:7000", "10.0.0.1:7001", "10.0.0.2:7000", "10.0.0.3:7000"}, "n3") == 2);
+  CHECK(ranks_on_host(*p, {}, {}, "n3") == 2);  // no addresses: its own ranks
   // Two cores and one rank: both cores (OpenBLAS and LibTorch threads), not one.
   CHECK(rank_threads(0, 0, 1, 2) == 2);
   CHECK(rank_threads(0, 0, 2, 16) == 8);

@@ -571,8 +571,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", args.threads,
                  "compute threads of each rank, 1 to this host's cores: OpenBLAS threads for its "
                  "matrix products (LibTorch's other operators run on the rank's own thread) "
-                 "(default: the host's cores shared among the node's ranks of the plan, at least "
-                 "1 each)");
+                 "(default: the host's cores shared among the plan's ranks on this host, the "
+                 "nodes whose address has this node's host, at least 1 each)");
   app.add_option("--log-dir", args.log_dir, "also write the log to DIR/NAME.log (\"\": stderr "
                                             "only; default: node.log in the state folder, the "
                                             "run before's kept as node.previous.log)");

@@ -23,10 +23,24 @@ pid_t spawn(const std::vector<std::string>& argv_strings, const std::string& log
     argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   pid_t parent = getpid();
+  // Signals blocked across the fork: the child inherits this process's handlers (local_cluster
+  // writes SIGINT/SIGTERM to a pipe it shares until exec), so a SIGTERM that reached the child
+  // before exec would read as Ctrl-C of the parent. The child takes the default actions back
+  // before it unblocks them.
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &before);
   pid_t pid = fork();
-  if (pid != 0)
+  if (pid != 0) {
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
     return pid;
+  }
   // Child: only async-signal-safe calls until exec.
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  sigemptyset(&default_action.sa_mask);
+  sigaction(SIGINT, &default_action, nullptr);
+  sigaction(SIGTERM, &default_action, nullptr);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent)
     _exit(127);

@@ -177,8 +177,8 @@ TEST_CASE("job metrics: /metrics gives the newest iteration, nodes by state, re-
   CHECK(line["cross_zone_bytes_per_iteration"].get<double>() == bytes);
 }
 
-TEST_CASE("job metrics: a plan in one zone sends nothing across zones; before any iteration "
-          "the per-iteration figures are left out") {
+TEST_CASE("job metrics: a plan in one zone sends nothing across zones (and before any iteration "
+          "the per-iteration figures are left out)") {
   job_on_board job{{"local-a", "local-a"}};
   app::job_metrics metrics{job.board, job.cluster, job.model};
   CHECK(parse(app::prometheus_text(metrics.figures()))

@@ -369,7 +369,8 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
     // operators of a step (two intra-op threads made the char-LM recipe 2.4x slower here).
     // A job that names a count sets both, as before.
     const int threads = actors::rank_threads(job.torch_threads, options.threads_per_rank,
-                                             actors::ranks_on_node(job.plan, node),
+                                             actors::ranks_on_host(job.plan, job.peer_nodes,
+                                                                   job.peer_addresses, node),
                                              std::thread::hardware_concurrency());
     topts.torch_threads = job.torch_threads > 0 ? threads : 1;
     topts.blas_threads = threads;

@@ -89,8 +89,8 @@ TEST_CASE("nccl factory: a negative device or rank is refused, naming it") {
   CHECK(contains(bad_rank.error().message, "negative global rank -2"));
 }
 
-TEST_CASE("nccl factory: without a usable GPU a group is refused with the reason; with one, a "
-          "one-rank group refuses bad arguments") {
+TEST_CASE("nccl factory: without a usable GPU a group is refused with the reason (with one: a "
+          "one-rank group refuses bad arguments)") {
   auto options = in_process_options();
   auto factory = comm::make_nccl_factory(0, 0, options);
   REQUIRE(factory);

@@ -46,6 +46,12 @@ std::string describe_plan(const config::plan& p);
 /// The ranks of `p` that run on node `node` (one per device it lends a replica).
 int ranks_on_node(const config::plan& p, const std::string& node);
 
+/// The ranks of `p` on every node whose address (`addresses[i]` of `nodes[i]`, HOST:PORT) has
+/// the host of `node`'s: the ranks that share its machine's cores (several nodes of one
+/// machine, as in tests and `sailor train`). Without `node` among `nodes`: its own ranks.
+int ranks_on_host(const config::plan& p, const std::vector<std::string>& nodes,
+                  const std::vector<std::string>& addresses, const std::string& node);
+
 /// The compute threads (OpenBLAS's, for its matrix products) of one rank of a node: the job's
 /// count when it names one (> 0), else the node's --threads when given (> 0), else the
 /// node's `cores` shared among its `ranks` of the plan, at least 1 each.
