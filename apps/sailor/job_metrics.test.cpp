@@ -2,6 +2,8 @@
 // text format (parsed strictly), the JSON line, and --metrics-jsonl's one line per iteration.
 #include "job_metrics.hpp"
 
+#include "exposition.hpp"
+
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -23,46 +25,11 @@ namespace {
 
 const std::string configs = SAILOR_SOURCE_DIR "/configs";
 
-// The samples of an exposition by name with labels, its families' types; strictly parsed:
-// HELP then TYPE before a family's samples, one TYPE each, every sample a name, at most one
-// label and a number.
-struct exposition {
-  std::map<std::string, double> samples;
-  std::map<std::string, std::string> types;
-  double at(const std::string& sample) const {
-    INFO("sample " << sample);
-    REQUIRE(samples.count(sample) == 1);
-    return samples.at(sample);
-  }
-};
-
-exposition parse(const std::string& text) {
-  exposition out;
-  static const std::regex help{R"(# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) .+)"};
-  static const std::regex type{R"(# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge))"};
-  static const std::regex sample{
-    R"(([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*"\})? (\S+))"};
-  std::set<std::string> helped;
-  std::istringstream lines{text};
-  std::string line;
-  std::smatch m;
+// The exposition as the shared parser reads it, which must end its last line.
+sailor::testing::exposition parse(const std::string& text) {
   REQUIRE(!text.empty());
   CHECK(text.back() == '\n');
-  while (std::getline(lines, line)) {
-    INFO("line: " << line);
-    if (std::regex_match(line, m, help)) {
-      helped.insert(m[1]);
-    } else if (std::regex_match(line, m, type)) {
-      CHECK(helped.count(m[1]) == 1);
-      CHECK(out.types.count(m[1]) == 0);
-      out.types[m[1]] = m[2];
-    } else {
-      REQUIRE(std::regex_match(line, m, sample));
-      CHECK(out.types.count(m[1]) == 1);
-      out.samples[std::string{m[1]} + std::string{m[2]}] = std::stod(m[3]);
-    }
-  }
-  return out;
+  return sailor::testing::parse_exposition(text);
 }
 
 actors::iteration_record iteration(std::int64_t k) {
