@@ -22,6 +22,7 @@
 #include <sailor/train/executor.hpp>
 #include <sailor/comm/collective.hpp>
 #include <sailor/config/load.hpp>
+#include <sailor/simulator/correction.hpp>
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -283,11 +284,7 @@ std::optional<side> run_reference_side(const config::job& job, int iterations) {
   return r;
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using simulator::median_of;
 
 // Rounds of ours against the reference, in alternating order; medians and spread.
 int run_rounds(const std::string& model_path, const std::string& job_path, const config::job& job,

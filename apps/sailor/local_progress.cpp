@@ -8,6 +8,7 @@
 #include "recovery_summary.hpp"
 #include "run_summary.hpp"
 #include "sailor/actors/placement.hpp"
+#include "sailor/simulator/correction.hpp"
 
 namespace sailor::app {
 
@@ -131,17 +132,6 @@ void local_progress::means(double& measured_s, double& tokens_per_s, int& counte
   tokens_per_s = sum > 0 ? static_cast<double>(tokens) / sum : 0;
 }
 
-namespace {
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
-
 nlohmann::json local_progress::phases_json() const {
   // Per phase, the median over the iterations the means count of the slowest rank's time;
   // bookkeeping is what the phases leave of the iteration (reports, schedule, Python-free
@@ -163,8 +153,8 @@ nlohmann::json local_progress::phases_json() const {
     measured.push_back(r.measured_s);
   }
   nlohmann::json j = nlohmann::json::object();
-  for (const auto& [name, v] : by_phase) j[name] = median_of(v);
-  j["iteration"] = median_of(measured);
+  for (const auto& [name, v] : by_phase) j[name] = simulator::median_of(v);
+  j["iteration"] = simulator::median_of(measured);
   return j;
 }
 
