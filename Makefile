@@ -17,17 +17,21 @@ $(BUILD_DIR)/CMakeCache.txt:
 
 configure: $(BUILD_DIR)/CMakeCache.txt
 
+# `make` and `make demo` build the programs only (sailor, sailor-node); `make test` builds
+# everything: the programs, the tests, the examples and the benches (compiled, so that a broken
+# bench is caught, but not run: `make bench` runs them).
 build: deps configure
-	cmake --build $(BUILD_DIR) -j $(JOBS)
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target programs
 
 demo: build
 	bash scripts/demo.sh $(BUILD_DIR)
 
-test: build
+test: deps configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target all benches
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
-bench: build
-	cmake --build $(BUILD_DIR) -j $(JOBS) --target benches
+bench: deps configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target programs benches
 	bash scripts/bench.sh $(BUILD_DIR)
 
 clean:

@@ -34,6 +34,10 @@ function(sailor_module name)
   target_link_libraries(${ARG_TARGET} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
   target_compile_options(${ARG_TARGET} PRIVATE ${SAILOR_WARNINGS})
   if(SAILOR_BUILD_TESTS AND tests)
+    # doctest's main is compiled alone: in a unity batch its header would already be included
+    # without DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN.
+    set_source_files_properties(${SAILOR_SOURCE_DIR}/tests/support/doctest_main.cpp
+                                PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
     add_executable(${ARG_TARGET}_tests ${tests} ${SAILOR_SOURCE_DIR}/tests/support/doctest_main.cpp)
     target_link_libraries(${ARG_TARGET}_tests PRIVATE ${ARG_TARGET} ${ARG_DEPS} ${ARG_PRIVATE_DEPS}
                           ${ARG_TEST_DEPS} doctest::doctest)

@@ -70,7 +70,7 @@ caf::behavior fake_node(caf::event_based_actor* self, supervisor_actor superviso
   };
 }
 
-struct deterministic : testing::deterministic_system {
+struct deterministic : sailor::actors::testing::deterministic_system {
   supervisor_actor supervisor;
   std::map<std::string, std::shared_ptr<fake_log>> logs;
   std::map<std::string, caf::actor> fakes;

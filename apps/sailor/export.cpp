@@ -85,16 +85,16 @@ struct export_options {
   train::generation_options generation;
 };
 
-int fail(const char* command, const std::string& message) {
+int export_failed(const char* command, const std::string& message) {
   std::fprintf(stderr, "sailor %s: %s\n", command, message.c_str());
   return 1;
 }
 
 int run_export(const export_options& o) {
   auto model = config::load_model(o.model);
-  if (!model) return fail("export", model.error().to_string());
+  if (!model) return export_failed("export", model.error().to_string());
   auto written = train::export_safetensors(*model, o.checkpoint, o.iteration, o.out);
-  if (!written) return fail("export", written.error().to_string());
+  if (!written) return export_failed("export", written.error().to_string());
   std::printf("wrote %d tensors of %s (%s) to %s and config.json beside it\n", *written,
               model->name.c_str(), config::to_string(model->arch), o.out.c_str());
   return 0;
@@ -102,7 +102,7 @@ int run_export(const export_options& o) {
 
 int run_generate(const export_options& o) {
   auto model = config::load_model(o.model);
-  if (!model) return fail("generate", model.error().to_string());
+  if (!model) return export_failed("generate", model.error().to_string());
   text_sample_options sample;
   sample.tokens = o.generation.tokens;
   sample.temperature = o.generation.temperature;
@@ -110,7 +110,7 @@ int run_generate(const export_options& o) {
   sample.seed = o.generation.seed;
   sample.iteration = o.iteration;
   auto text = sample_text(*model, o.checkpoint, o.prompt, sample);
-  if (!text) return fail("generate", text.error().message);
+  if (!text) return export_failed("generate", text.error().message);
   std::printf("%s\n", text->c_str());
   return 0;
 }

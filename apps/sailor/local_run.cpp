@@ -48,7 +48,7 @@ namespace {
 namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
 
-int fail(const local_run_args& args, const std::string& why, int code = exit_failed) {
+int local_run_failed(const local_run_args& args, const std::string& why, int code = exit_failed) {
   std::fprintf(stderr, "sailor %s: error: %s\n", args.command.c_str(), why.c_str());
   return code;
 }
@@ -97,11 +97,11 @@ int train_loop(const local_run_args& args, local_cluster& cluster, training_even
     const std::string error = progress.take(events, cluster.live_children());
     drift.step(cluster, events, progress);
     if (!error.empty())
-      return fail(args, "training failed: " + error);
+      return local_run_failed(args, "training failed: " + error);
     if (progress.finished())
       return exit_done;
     if (cluster.interrupted())
-      return fail(args, "interrupted after " + std::to_string(progress.done()) + " iterations");
+      return local_run_failed(args, "interrupted after " + std::to_string(progress.done()) + " iterations");
     if (args.preempt_at > 0 && progress.preempted_nodes().empty() &&
         progress.done() >= args.preempt_at)
       preempt(args, cluster, events, progress);
@@ -115,18 +115,18 @@ int train_loop(const local_run_args& args, local_cluster& cluster, training_even
       progress.touch();  // re-planning and profiling take their time
     }
     if (cluster.live_children() == 0)
-      return fail(args, "every node exited after " + std::to_string(progress.done()) +
+      return local_run_failed(args, "every node exited after " + std::to_string(progress.done()) +
                           " iterations");
     if (clock_type::now() - last_status > std::chrono::milliseconds{500}) {
       last_status = clock_type::now();
       if (auto st = cluster.query(); st && (st->phase == "waiting" || st->phase == "collecting"))
-        return fail(args, (progress.done() == 0 ? "refused before training: "
+        return local_run_failed(args, (progress.done() == 0 ? "refused before training: "
                                                  : "no plan over the remaining nodes: ") +
                             st->plan_summary);
     }
     if (clock_type::now() - progress.last_progress() >
         std::chrono::milliseconds{static_cast<long>(args.stall_timeout_s * 1000)})
-      return fail(args, "training stalled: no iteration completed in " +
+      return local_run_failed(args, "training stalled: no iteration completed in " +
                           std::to_string(args.stall_timeout_s) + " s (" +
                           std::to_string(progress.done()) + " done)");
   }
@@ -169,11 +169,11 @@ int run_local_training(const local_run_args& asked) {
   training_events events;  // outlives the cluster: the supervisor's callbacks write it
   local_cluster cluster{args.command};
   if (auto err = cluster.make_work_dir())
-    return fail(args, err->message);
+    return local_run_failed(args, err->message);
   auto in = load_inputs(args, cluster.work());
   if (!in) {
     cluster.remove_work_dir();
-    return fail(args, in.error().to_string(), exit_bad_input);
+    return local_run_failed(args, in.error().to_string(), exit_bad_input);
   }
   if (!args.verbose) {
     log::get("actors")->set_level(spdlog::level::warn);
@@ -188,12 +188,12 @@ int run_local_training(const local_run_args& asked) {
                                   in->model);
   if (!jsonl) {
     cluster.remove_work_dir();
-    return fail(args, jsonl.error().message, exit_bad_input);
+    return local_run_failed(args, jsonl.error().message, exit_bad_input);
   }
   append_figures_on_iteration(options.supervisor, *jsonl);
   local_drift drift{args, planning, options.supervisor.board};
   if (auto err = cluster.start(std::move(options), args.dashboard, in->cluster, in->model))
-    return cluster.cleanup(fail(args, err->message), args.keep_logs);
+    return cluster.cleanup(local_run_failed(args, err->message), args.keep_logs);
   std::printf("sailor %s: model %s (%s, %lld parameters), %d nodes in %d zones (cluster %s), "
               "%d compute threads each, %d iterations, data %s\n",
               args.command.c_str(), in->model.name.c_str(), config::to_string(in->model.arch),
@@ -206,9 +206,9 @@ int run_local_training(const local_run_args& asked) {
     std::printf("  dashboard on %s\n", cluster.web()->url().c_str());
   std::fflush(stdout);
   if (auto err = cluster.spawn_nodes(in->node_binary, args.nodes, args.zones))
-    return cluster.cleanup(fail(args, err->message), args.keep_logs);
+    return cluster.cleanup(local_run_failed(args, err->message), args.keep_logs);
   if (auto err = cluster.wait_for_joins(args.nodes, args.join_timeout_s))
-    return cluster.cleanup(fail(args, err->message), args.keep_logs);
+    return cluster.cleanup(local_run_failed(args, err->message), args.keep_logs);
   std::printf("  %d nodes joined in %.2f s\n", args.nodes,
               std::chrono::duration<double>(clock_type::now() - start_time).count());
   std::fflush(stdout);
@@ -252,7 +252,7 @@ int run_local_training(const local_run_args& asked) {
     std::ofstream out(args.summary_json);
     out << j.dump(2) << "\n";
     if (!out)
-      return cluster.cleanup(fail(args, "cannot write " + args.summary_json), args.keep_logs);
+      return cluster.cleanup(local_run_failed(args, "cannot write " + args.summary_json), args.keep_logs);
   }
   return cluster.cleanup(exit_done, args.keep_logs);
 }

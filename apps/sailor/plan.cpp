@@ -52,7 +52,7 @@ bool ends_with(const std::string& s, const char* e) {
   return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
 }
 
-int fail(const sailor::error& e) { return report_error("plan", e); }
+int plan_failed(const sailor::error& e) { return report_error("plan", e); }
 
 // A row of the stage table: forward and backward of the slowest replica per micro-batch, its
 // gradient sync, and the fullest replica's memory (zeros without a breakdown).
@@ -252,19 +252,19 @@ int run_plan(const plan_options& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   planner::problem prob;
   model_inputs inputs;
-  if (auto err = load_problem(opt, prob, inputs)) return fail(*err);
+  if (auto err = load_problem(opt, prob, inputs)) return plan_failed(*err);
 
   planner::options popts;
   popts.rerank_with_events = !opt.no_rerank_events;
   auto r = planner::plan_job(prob, popts);
-  if (!r) return fail(r.error());
+  if (!r) return plan_failed(r.error());
   config::plan p = r->plan;
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto notes = actors::estimate_notes(prob, p);
 
   if (!opt.out.empty()) {
     std::ofstream out(opt.out);
-    if (!out) return fail({error_kind::failed, "cannot write the plan", opt.out, 0, "--out"});
+    if (!out) return plan_failed({error_kind::failed, "cannot write the plan", opt.out, 0, "--out"});
     if (ends_with(opt.out, ".json")) out << config::to_sailor_plan_json(p);
     else out << config::to_yaml(p) << config::to_yaml(origin_of(opt, inputs));
   }

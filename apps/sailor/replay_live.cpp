@@ -26,7 +26,7 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 using json = nlohmann::json;
 
-int fail(const std::string& why, int code = exit_failed) {
+int replay_live_failed(const std::string& why, int code = exit_failed) {
   std::fprintf(stderr, "sailor replay: error: %s\n", why.c_str());
   return code;
 }
@@ -228,12 +228,12 @@ int wait_for_training(live_run& r, training_events& events, local_progress& prog
   const auto limit = std::chrono::milliseconds{static_cast<long>(r.opt.stall_timeout_s * 1000)};
   while (progress.done() == 0) {
     const std::string error = progress.take(events, r.live());
-    if (!error.empty()) return fail("training failed: " + error);
-    if (r.cluster.interrupted()) return fail("interrupted before training");
+    if (!error.empty()) return replay_live_failed("training failed: " + error);
+    if (r.cluster.interrupted()) return replay_live_failed("interrupted before training");
     reap_nodes(r);
-    if (r.live() == 0) return fail("every node exited before training");
+    if (r.live() == 0) return replay_live_failed("every node exited before training");
     if (clock_type::now() - start > limit)
-      return fail("training did not start within " + std::to_string(r.opt.stall_timeout_s) + " s (--stall-timeout)");
+      return replay_live_failed("training did not start within " + std::to_string(r.opt.stall_timeout_s) + " s (--stall-timeout)");
   }
   r.t0 = r.last_change = r.last_iteration = clock_type::now();
   r.trained = true;
@@ -265,7 +265,7 @@ int replay_loop(live_run& r, training_events& events, local_progress& progress) 
     if (completed) r.plans_trained = plans;
     if (!r.slice_end) account(r, seconds_between(last_pass, now));
     last_pass = now;
-    if (!error.empty()) return fail("training failed: " + error);
+    if (!error.empty()) return replay_live_failed("training failed: " + error);
     if (progress.finished()) {
       std::printf("  the job's %d iterations done at trace %.0f s\n", progress.total(), r.trace_s(now));
       return exit_done;
@@ -281,22 +281,22 @@ int replay_loop(live_run& r, training_events& events, local_progress& progress) 
     // two that came back) that has not completed an iteration yet.
     const bool settled = r.plans_at_change < 0 && plans == r.plans_trained;
     if (r.slice_end && (settled || r.live() == 0)) return exit_done;
-    if (r.cluster.interrupted()) return fail("interrupted after " + std::to_string(progress.done()) + " iterations");
+    if (r.cluster.interrupted()) return replay_live_failed("interrupted after " + std::to_string(progress.done()) + " iterations");
     const std::size_t first = next;
     for (; !r.slice_end && next < r.script.changes.size() && r.script.changes[next].at_s <= r.trace_s(now); ++next) {
-      if (auto err = apply_change(r, r.script.changes[next], progress)) return fail(err->message);
+      if (auto err = apply_change(r, r.script.changes[next], progress)) return replay_live_failed(err->message);
       if (r.plans_at_change < 0) r.recovery_mark = now;
       r.plans_at_change = plans;  // recovering until a newer plan completes an iteration
     }
     if (next != first && r.restarts_on_change())
-      if (auto err = restart_every_node(r, now, progress)) return fail(err->message);
+      if (auto err = restart_every_node(r, now, progress)) return replay_live_failed(err->message);
     reap_nodes(r);
     watch_supervisor(r, last_query);
     const auto quiet = now - std::max(r.last_iteration, r.last_change);
     const bool idle = r.live() == 0 || r.phase == "collecting" || r.phase == "waiting";
     if (!idle &&
         quiet > std::chrono::milliseconds{static_cast<long>(r.opt.stall_timeout_s * 1000)})
-      return fail("training stalled: no iteration completed in " + std::to_string(r.opt.stall_timeout_s) +
+      return replay_live_failed("training stalled: no iteration completed in " + std::to_string(r.opt.stall_timeout_s) +
                   " s with nodes running (" + std::to_string(progress.done()) + " done)");
   }
 }
@@ -419,14 +419,14 @@ local_run_args local_args_for(const live_replay_options& opt, const planner::liv
 int start_nodes(live_run& r) {
   for (std::size_t c = 0; c < r.script.columns.size(); ++c)
     for (int k = 0; k < r.script.nodes.front()[c]; ++k)
-      if (auto err = start_node(r, static_cast<int>(c))) return fail(err->message);
+      if (auto err = start_node(r, static_cast<int>(c))) return replay_live_failed(err->message);
   std::printf("sailor replay --live: %zu zones, %d nodes at tick %d, %zu ticks over %.0f trace s at %.0fx "
               "(%.1f s); %d stops (%d without notice) and %d starts to come\n",
               r.script.columns.size(), r.script.initial_nodes(), r.script.from_tick, r.script.start_s.size(),
               r.script.end_s, r.opt.time_scale, r.script.end_s / r.opt.time_scale, r.script.stops,
               r.script.stops_without_notice, r.script.starts);
   std::fflush(stdout);
-  if (auto err = r.cluster.wait_for_joins(r.script.initial_nodes(), r.opt.join_timeout_s)) return fail(err->message);
+  if (auto err = r.cluster.wait_for_joins(r.script.initial_nodes(), r.opt.join_timeout_s)) return replay_live_failed(err->message);
   return exit_done;
 }
 
@@ -462,18 +462,18 @@ void add_live_replay_options(CLI::App* sub, live_replay_options& o) {
 }
 
 int run_live_replay(const live_replay_options& opt) {
-  if (opt.traces.empty()) return fail("--trace: at least one trace file is required", exit_bad_input);
+  if (opt.traces.empty()) return replay_live_failed("--trace: at least one trace file is required", exit_bad_input);
   config::cluster prices;
   auto script = load_script(opt, prices);
-  if (!script) return fail(script.error().to_string(), exit_bad_input);
+  if (!script) return replay_live_failed(script.error().to_string(), exit_bad_input);
   const auto args = local_args_for(opt, *script);
   training_events events;  // outlives the cluster: the supervisor's callbacks write it
   local_cluster cluster{args.command};
-  if (auto err = cluster.make_work_dir()) return fail(err->message);
+  if (auto err = cluster.make_work_dir()) return replay_live_failed(err->message);
   auto in = load_inputs(args, cluster.work());
   if (!in) {
     cluster.remove_work_dir();
-    return fail(in.error().to_string(), exit_bad_input);
+    return replay_live_failed(in.error().to_string(), exit_bad_input);
   }
   if (!args.verbose) {
     log::get("actors")->set_level(spdlog::level::warn);
@@ -488,7 +488,7 @@ int run_live_replay(const live_replay_options& opt) {
   // checkpoints kept by the coordinator, which outlasts them.
   cluster.nodes_share_nothing();
   if (auto err = cluster.start(std::move(options), args.dashboard, in->cluster, in->model))
-    return cluster.cleanup(fail(err->message), args.keep_logs);
+    return cluster.cleanup(replay_live_failed(err->message), args.keep_logs);
   if (cluster.web()) std::printf("  dashboard on %s\n", cluster.web()->url().c_str());
   live_run r{opt, *script, cluster, in->node_binary};
   if (int code = start_nodes(r); code != exit_done) return cluster.cleanup(code, args.keep_logs);
@@ -502,7 +502,7 @@ int run_live_replay(const live_replay_options& opt) {
   if (!opt.summary_json.empty()) {
     std::ofstream out(opt.summary_json);
     out << summary.dump(2) << "\n";
-    if (!out) return cluster.cleanup(fail("cannot write " + opt.summary_json), args.keep_logs);
+    if (!out) return cluster.cleanup(replay_live_failed("cannot write " + opt.summary_json), args.keep_logs);
   }
   return cluster.cleanup(exit_done, args.keep_logs);
 }

@@ -16,7 +16,7 @@ namespace {
 
 using json = nlohmann::json;
 
-int fail(const sailor::error& e) { return report_error("replay", e); }
+int replay_failed(const sailor::error& e) { return report_error("replay", e); }
 
 // The problem and timeline from the options: the cluster's zones are the trace's (a --cluster
 // gives prices, catalog and links, and must hold every zone of the trace).
@@ -85,12 +85,12 @@ void print_changes(const planner::replay_totals& r) {
 
 int run_spot_replay(const spot_replay_options& opt) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (opt.traces.empty()) return fail(sailor::error::invalid_input("--trace", "at least one trace file is required"));
+  if (opt.traces.empty()) return replay_failed(sailor::error::invalid_input("--trace", "at least one trace file is required"));
   if (opt.objective != "liveput" && opt.objective != "throughput")
-    return fail(sailor::error::invalid_input("--objective", "expected liveput or throughput, got '" + opt.objective + "'"));
+    return replay_failed(sailor::error::invalid_input("--objective", "expected liveput or throughput, got '" + opt.objective + "'"));
   planner::availability_timeline timeline;
   auto prob = load_problem(opt, timeline);
-  if (!prob) return fail(prob.error());
+  if (!prob) return replay_failed(prob.error());
   planner::options popts;
   planner::spot_replayer replay(*prob, timeline, opt.recovery, popts);
   replay.set_target_iterations(opt.target_iterations);
@@ -103,7 +103,7 @@ int run_spot_replay(const spot_replay_options& opt) {
   rows.emplace_back("on_demand", replay.run(planner::spot_policy::on_demand));
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (rows[0].second.changes.empty() && rows[4].second.changes.empty())
-    return fail(sailor::error{error_kind::infeasible,
+    return replay_failed(sailor::error{error_kind::infeasible,
                               "no plan at the start of the trace nor on the on-demand pool: " +
                                   replay.plan_for(timeline.counts[0]).why,
                               "", 0, "--model"});

@@ -47,7 +47,7 @@ struct simulate_options {
   bool as_json = false;
 };
 
-int fail(const sailor::error& e) { return report_error("simulate", e); }
+int simulate_failed(const sailor::error& e) { return report_error("simulate", e); }
 
 json memory_json(const simulator::memory_breakdown& m) {
   json j = m;
@@ -192,7 +192,7 @@ status load_pool(const simulate_options& opt, loaded_inputs& loaded, simulator::
 int run_simulate(simulate_options opt) {
   simulator::sim_options options;
   if (!opt.set.empty())
-    if (auto err = simulator::set_options(options, opt.set)) return fail(*err);
+    if (auto err = simulator::set_options(options, opt.set)) return simulate_failed(*err);
 
   config::plan plan;
   config::job job;
@@ -200,14 +200,14 @@ int run_simulate(simulate_options opt) {
   double measured_time = 0, measured_mem = 0;
 
   if (!opt.sailor_plan.empty() && !opt.plan.empty())
-    return fail({error_kind::invalid_input, "give --sailor-plan or --plan, not both", "", 0, ""});
+    return simulate_failed({error_kind::invalid_input, "give --sailor-plan or --plan, not both", "", 0, ""});
   if (opt.sailor_plan.empty() && opt.plan.empty())
-    return fail({error_kind::invalid_input, "a plan is required: --sailor-plan PLAN.json or --plan P.yaml", "", 0, ""});
-  if (auto err = fill_from_plan_file(opt)) return fail(*err);
+    return simulate_failed({error_kind::invalid_input, "a plan is required: --sailor-plan PLAN.json or --plan P.yaml", "", 0, ""});
+  if (auto err = fill_from_plan_file(opt)) return simulate_failed(*err);
 
   loaded_inputs loaded;
   auto inputs = load_model_inputs({opt.model, opt.sailor_data, opt.job, opt.profile});
-  if (!inputs) return fail(inputs.error());
+  if (!inputs) return simulate_failed(inputs.error());
   loaded.model = std::move(*inputs);
   const auto& data = loaded.model.data;
   in.model = loaded.model.model;
@@ -218,17 +218,17 @@ int run_simulate(simulate_options opt) {
     in.network = &data->network;
   }
   in.job = job;
-  if (auto err = load_pool(opt, loaded, in)) return fail(*err);
+  if (auto err = load_pool(opt, loaded, in)) return simulate_failed(*err);
 
   if (!opt.sailor_plan.empty()) {
     auto p = config::load_sailor_plan(opt.sailor_plan);
-    if (!p) return fail(p.error());
+    if (!p) return simulate_failed(p.error());
     plan = p->value;
     measured_time = p->measured_iteration_s;
     measured_mem = p->measured_peak_memory_bytes;
   } else {
     auto p = config::load_plan(opt.plan, in.model);
-    if (!p) return fail(p.error());
+    if (!p) return simulate_failed(p.error());
     plan = *p;
   }
   if (plan.global_batch <= 0) plan.global_batch = job.global_batch;
@@ -236,21 +236,21 @@ int run_simulate(simulate_options opt) {
   // a zone holds.
   if (in.cluster)
     if (auto bad = config::validate_plan(plan, in.model, in.cluster, opt.plan.empty() ? opt.sailor_plan : opt.plan))
-      return fail(*bad);
+      return simulate_failed(*bad);
 
   auto ctx = simulator::sim_context::make(in, options);
-  if (!ctx) return fail(ctx.error());
+  if (!ctx) return simulate_failed(ctx.error());
   auto est = simulator::simulate(*ctx, plan);
   if (!est) {
     auto e = est.error();
     if (e.file.empty()) e.file = opt.sailor_plan.empty() ? opt.plan : opt.sailor_plan;
-    return fail(e);
+    return simulate_failed(e);
   }
   auto ev = simulator::simulate_events(*ctx, plan);
-  if (!ev) return fail(ev.error());
+  if (!ev) return simulate_failed(ev.error());
   if (!opt.trace.empty()) {
     std::ofstream out(opt.trace);
-    if (!out) return fail({error_kind::failed, "cannot write the trace", opt.trace, 0, "--trace"});
+    if (!out) return simulate_failed({error_kind::failed, "cannot write the trace", opt.trace, 0, "--trace"});
     out << simulator::to_chrome_trace(*ev);
   }
   if (opt.as_json) {

@@ -6,6 +6,8 @@
 
 #include <doctest/doctest.h>
 
+#include "strings.hpp"
+
 #include <string>
 
 namespace {
@@ -13,9 +15,7 @@ namespace {
 using namespace sailor;
 using namespace std::chrono_literals;
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using sailor::testing::contains;
 
 }  // namespace
 

@@ -12,12 +12,6 @@ using namespace sailor;
 using namespace sailor::config;
 using sailor::testing::error_of;
 
-namespace {
-
-const std::string configs = sailor::testing::configs_dir();
-
-}  // namespace
-
 TEST_CASE("models: the architecture sets its family's defaults") {
   testing::temp_dir dir;
   const std::string base = "name: m\nlayers: 2\nhidden: 64\nheads: 4\nsequence: 32\nvocabulary: 100\n";
@@ -39,7 +33,7 @@ TEST_CASE("models: the architecture sets its family's defaults") {
   auto bad = error_of(load_model(dir.write("bad.yaml", base + "architecture: mamba\n")));
   CHECK(bad.field == "architecture");
   CHECK(bad.line == 7);
-  auto shipped = load_model(configs + "/models/llama-3-8b.yaml");
+  auto shipped = load_model(sailor::testing::configs_dir() + "/models/llama-3-8b.yaml");
   REQUIRE(shipped);
   CHECK(shipped->arch == architecture::llama);
   CHECK_FALSE(shipped->bias);

@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include "strings.hpp"
+
 #include "sailor/config/pools.hpp"
 
 using namespace sailor;
@@ -22,7 +24,7 @@ availability_timeline two_zones(std::vector<std::vector<int>> counts) {
   return t;
 }
 
-bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+using sailor::testing::contains;
 
 }  // namespace
 

@@ -24,7 +24,7 @@ availability_timeline two_zone_timeline() {
 }
 
 problem two_zone_problem() {
-  auto prob = testing::tiny_problem(8, 8, 0, 0, 32);
+  auto prob = planner::testing::tiny_problem(8, 8, 0, 0, 32);
   prob.cluster.use_spot_prices = true;
   return prob;
 }
@@ -235,7 +235,7 @@ TEST_CASE("another plan source: every GPU a replica, grown on every rise as a li
   t.start_s = {0, 3600};
   t.counts = {{2}, {8}};
   t.end_s = 2 * 3600;
-  problem prob = testing::tiny_problem(8, 0, 0, 0, 32);
+  problem prob = planner::testing::tiny_problem(8, 0, 0, 0, 32);
   prob.cluster.use_spot_prices = true;
   int calls = 0;
   auto every_gpu = [&calls](const problem& p) -> result<plan_result> {

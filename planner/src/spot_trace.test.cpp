@@ -11,6 +11,8 @@
 
 #include <doctest/doctest.h>
 
+#include "strings.hpp"
+
 #include "sailor/config/pools.hpp"
 
 using namespace sailor;
@@ -34,7 +36,7 @@ struct scratch {
   }
 };
 
-bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+using sailor::testing::contains;
 
 const config::gpu_catalog catalog = config::gpu_catalog::builtin();
 

@@ -32,7 +32,7 @@ struct gpt_neo_pool {
   }
 };
 
-gpt_neo_pool load() {
+gpt_neo_pool load_gpt_neo_pool() {
   auto d = config::load_sailor_data(std::string(SAILOR_DATA_DIR) + "/sailor", "GPT-Neo-2.7");
   REQUIRE(d.ok());
   std::ifstream in(std::string(SAILOR_DATA_DIR) + "/sailor-planner-results/e_gptneo27_homo_A100_128.json");
@@ -53,7 +53,7 @@ gpt_neo_pool load() {
 }  // namespace
 
 TEST_CASE("Sailor's GPT-Neo-2.7 plan: 18 MB under 40 GiB by Sailor's formula, over the A100-40's 42.34 GB by both checks") {
-  auto pool = load();
+  auto pool = load_gpt_neo_pool();
   auto ctx = pool.make();
   REQUIRE(pool.sailor_plan.micro_batch == 4);
   REQUIRE(pool.sailor_plan.stages.size() == 2);
@@ -75,7 +75,7 @@ TEST_CASE("Sailor's GPT-Neo-2.7 plan: 18 MB under 40 GiB by Sailor's formula, ov
 }
 
 TEST_CASE("a plan ours fits but Sailor's formula does not is out of memory, and the verdict says by which") {
-  auto pool = load();
+  auto pool = load_gpt_neo_pool();
   auto plan = pool.sailor_plan;
   plan.micro_batch = 2;  // half the activations: both checks fit it
   auto both = simulate(pool.make(), plan);
@@ -103,7 +103,7 @@ TEST_CASE("a plan ours fits but Sailor's formula does not is out of memory, and 
 }
 
 TEST_CASE("Sailor's formula counts no framework reserve where ours counts none (CPU ranks)") {
-  auto pool = load();
+  auto pool = load_gpt_neo_pool();
   sim_options cpu;
   cpu.framework_overhead_bytes = 0;
   auto a = pool.make();

@@ -32,7 +32,7 @@ struct sailor_gpt_neo {
   }
 };
 
-sailor_gpt_neo load() {
+sailor_gpt_neo load_sailor_gpt_neo() {
   auto d = config::load_sailor_data(std::string(SAILOR_DATA_DIR) + "/sailor", "GPT-Neo-2.7");
   REQUIRE(d.ok());
   return {std::move(*d)};
@@ -41,7 +41,7 @@ sailor_gpt_neo load() {
 }  // namespace
 
 TEST_CASE("a pipeline transfer between TP-8 nodes of different consumer GPUs: one copy at the node pair's fit") {
-  auto s = load();
+  auto s = load_sailor_gpt_neo();
   auto ctx = s.make();
   const int z = ctx.zone_id("us-central1-a");
   const endpoint titan{z, ctx.gpu_id("Titan-RTX"), 8}, rtx2080{z, ctx.gpu_id("RTX-2080"), 8},
@@ -66,7 +66,7 @@ TEST_CASE("a pipeline transfer between TP-8 nodes of different consumer GPUs: on
 }
 
 TEST_CASE("a pipeline transfer reads each side's own GPU count: TP 4 sender, TP 1 receiver") {
-  auto s = load();
+  auto s = load_sailor_gpt_neo();
   auto ctx = s.make();
   const int z = ctx.zone_id("us-central1-a");
   const endpoint a100_tp4{z, ctx.gpu_id("A100-40"), 4}, v100_tp1{z, ctx.gpu_id("V100-16"), 1};
@@ -77,7 +77,7 @@ TEST_CASE("a pipeline transfer reads each side's own GPU count: TP 4 sender, TP 
 }
 
 TEST_CASE("a data-parallel group across regions: hierarchical by default, the flat ring at its slowest link to compare") {
-  auto s = load();
+  auto s = load_sailor_gpt_neo();
   sim_options flat;
   flat.hierarchical_allreduce = false;
   auto ring = s.make(flat);

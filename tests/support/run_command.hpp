@@ -10,6 +10,7 @@
 #include <string>
 #include <sys/wait.h>
 
+#include "strings.hpp"
 #include "temp_file.hpp"
 
 namespace sailor::testing {
@@ -43,7 +44,6 @@ inline command_result run_command(const std::string& command_line, int timeout_s
 }
 
 /// Whether `text` holds `what`.
-inline bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
 inline std::string sailor_bin(const std::string& name = "sailor") { return std::string(SAILOR_BIN_DIR) + "/" + name; }
 

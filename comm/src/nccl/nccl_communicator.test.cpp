@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "strings.hpp"
 #include "nccl_checks.hpp"
 
 namespace {
@@ -18,9 +19,7 @@ using namespace sailor;
 using namespace std::chrono_literals;
 namespace nd = sailor::comm::nccl_detail;
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using sailor::testing::contains;
 
 // The message of a refusal, or "" when `st` is success.
 std::string refusal(const status& st) {
