@@ -45,9 +45,10 @@ void add_local_run_options(CLI::App* sub, local_run_args& args) {
                   "bound on the wait for the next iteration (and on a rank's wait for a peer)")
     ->capture_default_str();
   sub->add_option("--preempt-at", args.preempt_at,
-                  "kill the newest node (SIGKILL, as a spot preemption) after this many "
-                  "iterations: the supervisor re-plans over the others, which resume from the "
-                  "last checkpoint (0: never)")
+                  "kill the newest node of the running plan (SIGKILL, as a spot preemption; "
+                  "never a node the plan leaves idle) after this many iterations: the "
+                  "supervisor re-plans over the others, which resume from the last checkpoint "
+                  "(0: never)")
     ->capture_default_str();
   sub->add_option("--preempt-mode", args.preempt_mode,
                   "kill: SIGKILL, no word; notice: SIGTERM, a spot notice: the node hands over "
@@ -55,7 +56,7 @@ void add_local_run_options(CLI::App* sub, local_run_args& args) {
     ->check(CLI::IsMember({"kill", "notice"}))
     ->capture_default_str();
   sub->add_flag("--preempt-stage", args.preempt_stage,
-                "preempt every replica of the newest node's stage (the whole stage)");
+                "preempt every replica of that node's stage (the whole stage)");
   sub->add_option("--checkpoint-every", args.checkpoint_every,
                   "checkpoint every this many iterations and after the last (asynchronously; "
                   "0: never, and a re-plan resumes from the ranks' memory, or afresh when no "

@@ -5,6 +5,7 @@
 #include <map>
 #include <vector>
 
+#include "preemption.hpp"
 #include "recovery_summary.hpp"
 #include "run_summary.hpp"
 #include "sailor/actors/placement.hpp"
@@ -61,6 +62,13 @@ void local_progress::print_plan() {
     std::printf("  plan: %s\n  predicted iteration time %.4f s (%s)\n",
                 actors::describe_plan(*plan_).c_str(), prediction_.predicted_s,
                 prediction_.note.c_str());
+    const int used = nodes_in(*plan_);
+    if (used < live_nodes_)
+      std::printf("  the plan uses %d of the %d nodes; the others stay idle (%s)\n", used,
+                  live_nodes_,
+                  prediction_.planner == "fixed"
+                    ? "the plan file names no more"
+                    : "the planner predicts no plan with them faster on this machine");
   } else {
     resumed_at_.push_back(start_iteration_);
     resumed_from_.push_back(resume_source_);
@@ -265,6 +273,7 @@ nlohmann::json local_progress::summary_json(double wall_s) const {
     j["plan"]["micro_batch"] = plan_->micro_batch;
     j["plan"]["global_batch"] = plan_->global_batch;
     j["plan"]["summary"] = actors::describe_plan(*plan_);
+    j["plan"]["nodes"] = nodes_in(*plan_);
   }
   std::vector<double> times;
   for (const auto& r : records_)

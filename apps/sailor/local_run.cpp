@@ -37,6 +37,7 @@
 #include "local_planning.hpp"
 #include "local_progress.hpp"
 #include "local_setup.hpp"
+#include "preemption.hpp"
 #include "sample_text.hpp"
 #include "training_setup.hpp"
 #include "sailor/config/load.hpp"
@@ -53,27 +54,20 @@ int local_run_failed(const local_run_args& args, const std::string& why, int cod
   return code;
 }
 
-// The spot preemption: the newest node still running (with --preempt-stage, every node of
-// its stage) dies at once without a word (kill), or gets a notice (SIGTERM).
+// The spot preemption: the newest node still running that the plan uses (with
+// --preempt-stage, every node of its stage) dies at once without a word (kill), or gets a
+// notice (SIGTERM). A node the plan leaves idle is never taken: its loss would change nothing.
 void preempt(const local_run_args& args, local_cluster& cluster, training_events& events,
              local_progress& progress) {
   auto& children = cluster.children();
-  std::string newest;
-  for (auto c = children.rbegin(); c != children.rend() && newest.empty(); ++c)
-    if (c->exit_code == -1)
-      newest = c->name;
-  std::set<std::string> victims{newest};
-  if (args.preempt_stage) {
+  std::vector<std::string> live;
+  for (const auto& c : children)
+    if (c.exit_code == -1)
+      live.push_back(c.name);
+  std::set<std::string> victims;
+  {
     std::lock_guard lock{events.mu};
-    if (events.plan)
-      for (const auto& stage : events.plan->stages) {
-        bool mine = false;
-        for (const auto& r : stage.replicas)
-          mine = mine || std::count(r.nodes.begin(), r.nodes.end(), newest) > 0;
-        if (mine)
-          for (const auto& r : stage.replicas)
-            victims.insert(r.nodes.begin(), r.nodes.end());
-      }
+    victims = preemption_victims(live, events.plan, args.preempt_stage);
   }
   const bool notice = args.preempt_mode == "notice";
   for (auto& c : children)
