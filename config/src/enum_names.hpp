@@ -33,6 +33,11 @@ inline constexpr enum_name<optimizer_kind> optimizer_names[] = {
   {optimizer_kind::adam, "adam"},
   {optimizer_kind::sgd, "sgd"},
 };
+inline constexpr enum_name<tokenizer_kind> tokenizer_kind_names[] = {
+  {tokenizer_kind::characters, "characters"},
+  {tokenizer_kind::gpt2_bpe, "gpt2_bpe"},
+};
+
 inline constexpr enum_name<data_format> data_format_names[] = {
   {data_format::text, "text"},
   {data_format::tokens_u16, "tokens-u16"},

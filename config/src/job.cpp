@@ -11,5 +11,6 @@ const char* to_string(objective o) {
 const char* to_string(optimizer_kind o) { return detail::name_in(detail::optimizer_names, o); }
 
 const char* to_string(data_format f) { return detail::name_in(detail::data_format_names, f); }
+const char* to_string(tokenizer_kind k) { return detail::name_in(detail::tokenizer_kind_names, k); }
 
 }  // namespace sailor::config

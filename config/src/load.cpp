@@ -350,15 +350,37 @@ void read_schedule(const yaml_reader& r, const YAML::Node& root, optimizer_sched
   }
 }
 
+tokenizer_source read_tokenizer(const yaml_reader& r, const YAML::Node& t) {
+  r.expect_map(t, "data.tokenizer");
+  r.only_keys(t, "data.tokenizer", {"kind", "vocab", "merges"});
+  tokenizer_source out;
+  auto kind = r.opt_enum(t, "data.tokenizer", "kind", detail::tokenizer_kind_names);
+  if (!kind)
+    r.fail(t, "data.tokenizer.kind", "required: characters or gpt2_bpe");
+  out.kind = *kind;
+  if (out.kind == tokenizer_kind::gpt2_bpe) {
+    out.vocab = r.req_string(t, "data.tokenizer", "vocab");
+    out.merges = r.req_string(t, "data.tokenizer", "merges");
+  } else if (t["vocab"].IsDefined() || t["merges"].IsDefined()) {
+    r.fail(t, "data.tokenizer", "vocab and merges belong to kind gpt2_bpe");
+  }
+  return out;
+}
+
 data_source read_data(const yaml_reader& r, const YAML::Node& d) {
   r.expect_map(d, "data");
-  r.only_keys(d, "data", {"path", "format", "validation_fraction"});
+  r.only_keys(d, "data", {"path", "format", "validation_fraction", "tokenizer"});
   data_source out;
   out.path = r.req_string(d, "data", "path");
   if (auto f = r.opt_enum(d, "data", "format", detail::data_format_names)) out.format = *f;
   if (auto v = r.opt_double(d, "data", "validation_fraction")) {
     if (*v < 0 || *v >= 1) r.fail(d["validation_fraction"], "data.validation_fraction", "expected a number in [0, 1)");
     out.validation_fraction = *v;
+  }
+  if (YAML::Node t = d["tokenizer"]; t.IsDefined() && !t.IsNull()) {
+    out.tokenizer = read_tokenizer(r, t);
+    if (out.format != data_format::text && out.tokenizer.kind != tokenizer_kind::characters)
+      r.fail(t, "data.tokenizer", "a tokenizer reads text: format is " + std::string(to_string(out.format)));
   }
   return out;
 }

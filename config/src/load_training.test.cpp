@@ -69,12 +69,24 @@ grad_clip: 1.0
   CHECK(full->schedule.decay_iterations == 2000);
   CHECK(full->schedule.beta2 == 0.99);
   CHECK(full->schedule.weight_decay == 0.1);
+  CHECK(full->data->tokenizer.kind == tokenizer_kind::characters);
+  auto bpe = load_job(dir.write("bpe.yaml", base + "data:\n  path: corpus.txt\n  tokenizer: "
+                                            "{kind: gpt2_bpe, vocab: v.json, merges: m.txt}\n"));
+  REQUIRE_MESSAGE(bpe, (bpe ? "" : bpe.error().to_string()));
+  CHECK(bpe->data->tokenizer.kind == tokenizer_kind::gpt2_bpe);
+  CHECK(bpe->data->tokenizer.vocab == "v.json");
+  CHECK(bpe->data->tokenizer.merges == "m.txt");
 
   // Each bad setting is refused, naming its field.
   const std::pair<const char*, const char*> bad_settings[] = {
     {"data: {path: x, format: csv}\n", "data.format"},
     {"data: {path: x, validation_fraction: 1.5}\n", "data.validation_fraction"},
     {"data: {format: text}\n", "data.path"},
+    {"data: {path: x, tokenizer: {kind: wordpiece}}\n", "data.tokenizer.kind"},
+    {"data: {path: x, tokenizer: {vocab: v.json}}\n", "data.tokenizer.kind"},
+    {"data: {path: x, tokenizer: {kind: gpt2_bpe, vocab: v.json}}\n", "data.tokenizer.merges"},
+    {"data: {path: x, format: tokens-u16, tokenizer: {kind: gpt2_bpe, vocab: v, merges: m}}\n",
+     "data.tokenizer"},
     {"eval_every: 10\n", "eval_every"},
     {"lr: 1.0e-4\nmin_lr: 1.0e-3\n", "min_lr"},
     {"betas: [0.9, 1.2]\n", "betas[1]"},

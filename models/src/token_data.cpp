@@ -16,6 +16,8 @@
 
 #include <sailor/models/synthetic_data.hpp>
 
+#include "token_cache.hpp"
+
 namespace sailor::models {
 namespace {
 
@@ -65,6 +67,10 @@ result<std::shared_ptr<const token_dataset>> token_dataset::open(const config::d
     std::ifstream in(file, std::ios::binary);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (!in.good() && !in.eof()) return error::invalid_input(file, "data", "cannot read the data file");
+    if (source.tokenizer.kind == config::tokenizer_kind::gpt2_bpe) {
+      if (auto err = d->tokenize(file, text, source.tokenizer, vocabulary)) return *err;
+      return split(std::move(d), source, sequence);
+    }
     auto points = code_points(text);
     std::vector<std::string> symbols = points;
     std::sort(symbols.begin(), symbols.end());
@@ -112,6 +118,27 @@ result<std::shared_ptr<const token_dataset>> token_dataset::open(const config::d
     }
     d->vocabulary_ = static_cast<int>(largest + 1);
   }
+  return split(std::move(d), source, sequence);
+}
+
+std::optional<error> token_dataset::tokenize(const std::string& file, const std::string& text,
+                                             const config::tokenizer_source& tokenizer, int vocabulary) {
+  auto t = tokenize_text(file, text, tokenizer);
+  if (!t) return t.error();
+  owned_ = std::move(t->ids);
+  bpe_ = std::move(t->bpe);
+  base_ = reinterpret_cast<const unsigned char*>(owned_.data());
+  count_ = static_cast<std::int64_t>(owned_.size());
+  vocabulary_ = bpe_->vocabulary();
+  if (vocabulary_ > vocabulary)
+    return error::invalid_input(tokenizer.vocab, "data.tokenizer.vocab", "the tokenizer has " + std::to_string(vocabulary_) +
+                                " ids, more than the model's vocabulary of " + std::to_string(vocabulary));
+  return std::nullopt;
+}
+
+result<std::shared_ptr<const token_dataset>> token_dataset::split(std::shared_ptr<token_dataset> d,
+                                                                  const config::data_source& source, int sequence) {
+  const std::string& file = d->path_;
   d->train_end_ = d->count_ - static_cast<std::int64_t>(source.validation_fraction * double(d->count_));
   const std::int64_t need = sequence + 2;  // one sample (sequence + 1) and one choice of offset
   if (d->train_end_ < need || (source.validation_fraction > 0 && d->count_ - d->train_end_ < need))
@@ -153,6 +180,7 @@ void token_dataset::fill(data_split split, std::uint64_t seed, std::int64_t firs
 }
 
 result<std::vector<std::int64_t>> token_dataset::encode(const std::string& text) const {
+  if (bpe_) return bpe_->encode(text);
   auto index = index_of(symbols_);
   std::vector<std::int64_t> out;
   for (const auto& p : code_points(text)) {
@@ -166,6 +194,11 @@ result<std::vector<std::int64_t>> token_dataset::encode(const std::string& text)
 
 std::string token_dataset::decode(const std::vector<std::int64_t>& ids) const {
   std::string out;
+  if (bpe_) {
+    for (auto id : ids)  // an id outside the vocabulary (none is sampled) stands for nothing
+      if (auto piece = bpe_->decode({id})) out += *piece;
+    return out;
+  }
   for (auto id : ids)
     if (id >= 0 && id < static_cast<std::int64_t>(symbols_.size())) out += symbols_[id];
   return out;

@@ -221,7 +221,12 @@ struct DataSource {
   path @0 :Text;              # empty: the built-in synthetic stream
   format @1 :DataFormat;
   validationFraction @2 :Float64 = 0.1;
+  tokenizer @3 :TokenizerKind;
+  tokenizerVocab @4 :Text;    # gpt2Bpe: vocab.json
+  tokenizerMerges @5 :Text;   # gpt2Bpe: merges.txt
 }
+
+enum TokenizerKind { characters @0; gpt2Bpe @1; }
 
 # What every rank of a plan trains. Its plan is the one in the RoleAssignment of the same
 # planVersion, which follows it on the same connection.

@@ -206,6 +206,8 @@ void fields(auto& f, like<config::zone_link> auto& v) {  // the constant figures
 void fields(auto& f, like<config::data_source> auto& v) {
   f("path", v.path)("format", enum_of(data_formats, v.format, "data format"));
   f("validationFraction", v.validation_fraction);
+  f("tokenizer", enum_of(tokenizer_kinds, v.tokenizer.kind, "tokenizer"));
+  f("tokenizerVocab", v.tokenizer.vocab)("tokenizerMerges", v.tokenizer.merges);
 }
 
 // Its `plan` does not travel: the role assignment of the same plan version carries it. Its

@@ -40,6 +40,10 @@ inline constexpr enum_pair<config::data_format, s::DataFormat> data_formats[] = 
   {config::data_format::tokens_u16, s::DataFormat::TOKENS_U16},
   {config::data_format::tokens_u32, s::DataFormat::TOKENS_U32},
 };
+inline constexpr enum_pair<config::tokenizer_kind, s::TokenizerKind> tokenizer_kinds[] = {
+  {config::tokenizer_kind::characters, s::TokenizerKind::CHARACTERS},
+  {config::tokenizer_kind::gpt2_bpe, s::TokenizerKind::GPT2_BPE},
+};
 inline constexpr enum_pair<availability_kind, s::AvailabilityKind> availability_kinds[] = {
   {availability_kind::joined, s::AvailabilityKind::JOINED, "joined"},
   {availability_kind::preemption_notice, s::AvailabilityKind::PREEMPTION_NOTICE, "preemption_notice"},

@@ -81,11 +81,14 @@ typename Inspector::result_type inspect(Inspector& f, model_shape& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, data_source& x) {
   int format = static_cast<int>(x.format);
+  int tokenizer = static_cast<int>(x.tokenizer.kind);
   auto restore = caf::meta::load_callback([&]() -> caf::error {
     x.format = static_cast<data_format>(format);
+    x.tokenizer.kind = static_cast<tokenizer_kind>(tokenizer);
     return caf::none;
   });
-  return f(caf::meta::type_name("data_source"), x.path, format, x.validation_fraction, restore);
+  return f(caf::meta::type_name("data_source"), x.path, format, x.validation_fraction, tokenizer,
+           x.tokenizer.vocab, x.tokenizer.merges, restore);
 }
 
 }  // namespace sailor::config

@@ -23,6 +23,18 @@ struct constraints {
 enum class data_format { text, tokens_u16, tokens_u32 };
 const char* to_string(data_format f);
 
+/// How a text's characters become token ids: `characters`, the file's own code points (the
+/// default); `gpt2_bpe`, GPT-2's byte-level BPE from a vocab.json and merges.txt
+/// (models/bpe.hpp), tokenized once into a cached token file next to the data.
+enum class tokenizer_kind { characters, gpt2_bpe };
+const char* to_string(tokenizer_kind k);
+
+struct tokenizer_source {
+  tokenizer_kind kind = tokenizer_kind::characters;
+  std::string vocab;   ///< gpt2_bpe: vocab.json (relative to the working directory)
+  std::string merges;  ///< gpt2_bpe: merges.txt
+};
+
 struct data_source {
   /// A path as written in the job file: relative paths are relative to the working
   /// directory, as a shell reads them (the recipes are run from the repository root).
@@ -31,6 +43,7 @@ struct data_source {
   /// tokens-u32: a flat little-endian array of token ids.
   data_format format = data_format::text;
   double validation_fraction = 0.1;  ///< the last part of the file, held out
+  tokenizer_source tokenizer;        ///< text only
 };
 
 /// The optimizer's schedule and hyper-parameters (AdamW unless `optimizer` says otherwise).

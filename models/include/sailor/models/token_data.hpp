@@ -4,7 +4,9 @@
 /// Formats: `text` is UTF-8 read with a character-level tokenizer built from the file (its
 /// symbols are the file's distinct code points in code-point order, as nanoGPT's
 /// sorted(set(text)) makes them); `tokens-u16` and `tokens-u32` are flat little-endian arrays
-/// of token ids, memory-mapped (the format many training repositories write).
+/// of token ids, memory-mapped (the format many training repositories write). A text whose
+/// job names `tokenizer: {kind: gpt2_bpe, vocab, merges}` is tokenized with GPT-2's byte-level
+/// BPE (bpe.hpp) once, its ids kept next to the data for the next run (token_cache.hpp).
 ///
 /// The first 1 - validation_fraction of the tokens train, the rest validate. Sample i of a
 /// split is the sequence + 1 tokens from an offset drawn from (seed, split, i) alone, so any
@@ -14,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +24,8 @@
 #include <sailor/config/job.hpp>
 
 namespace sailor::models {
+
+class gpt2_bpe;
 
 enum class data_split { train, validation };
 
@@ -45,16 +50,24 @@ public:
   int sequence() const { return sequence_; }
   /// Ids the data uses: the text's symbols, or the largest id in the file + 1.
   int vocabulary() const { return vocabulary_; }
-  /// Text only: the symbol (UTF-8) of each id; empty for token files.
+  /// Character-level text only: the symbol (UTF-8) of each id; empty for token files and BPE.
   const std::vector<std::string>& symbols() const { return symbols_; }
   const std::string& path() const { return path_; }
 
-  /// Text only: ids of `text` (an error names a character the vocabulary lacks).
+  /// Text only: ids of `text` under the data's tokenizer (an error names a character the
+  /// vocabulary lacks).
   result<std::vector<std::int64_t>> encode(const std::string& text) const;
   std::string decode(const std::vector<std::int64_t>& ids) const;
 
 private:
   token_dataset() = default;
+  // Text under a BPE tokenizer: the ids (token_cache.hpp), checked against the model's vocabulary.
+  std::optional<error> tokenize(const std::string& file, const std::string& text,
+                                const config::tokenizer_source& tokenizer, int vocabulary);
+  // The train / validation split, checked to hold a sequence each.
+  static result<std::shared_ptr<const token_dataset>> split(std::shared_ptr<token_dataset> d,
+                                                            const config::data_source& source,
+                                                            int sequence);
   std::int64_t token_at(std::int64_t index) const;
 
   std::string path_;
@@ -68,6 +81,7 @@ private:
   void* mapping_ = nullptr;           // token files: the mapping
   std::size_t mapped_bytes_ = 0;
   std::vector<std::string> symbols_;
+  std::shared_ptr<const gpt2_bpe> bpe_;  // gpt2_bpe text: the tokenizer
 };
 
 /// The character-level vocabulary of `symbols` as JSON (a list of strings, id order), the
