@@ -98,6 +98,8 @@ std::string plan_cause(const std::string& reason) {
     return "scheduler";
   if (starts_with(reason, "the checkpoint after iteration"))
     return "restore_failed";
+  if (starts_with(reason, "iteration ") && has(" is not finite"))
+    return "non_finite";
   if (starts_with(reason, "every node missed"))
     return "startup_failed";
   if (starts_with(reason, "quorum of") || starts_with(reason, "settle time over"))

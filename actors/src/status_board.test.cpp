@@ -142,6 +142,8 @@ TEST_CASE("status board: re-plans are counted by cause, the first plan is not on
   CHECK(plan_cause("node n5 drained") == "scheduler");
   CHECK(plan_cause("the scheduler asked: cheaper") == "scheduler");
   CHECK(plan_cause("the checkpoint after iteration 4 could not be restored") == "restore_failed");
+  CHECK(plan_cause("iteration 6 (n1 rank 0: [stage 1 replica 0]: the loss is nan) is not finite") ==
+        "non_finite");
   CHECK(plan_cause("quorum of 3 nodes reached") == "start");
   CHECK(plan_cause("something new") == "other");
   status_board board;

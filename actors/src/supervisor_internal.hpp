@@ -87,6 +87,9 @@ std::string training_notes(supervisor* self);
 /// A node was lost (already removed from the nodes): while training, the surviving ranks
 /// are released and the next plan waits for the state they keep.
 void recovery_on_loss(supervisor* self);
+/// An iteration of the current plan was not finite (its ranks stopped by themselves): they
+/// are released, and the next plan waits for their reports that they keep no state.
+void recovery_on_divergence(supervisor* self);
 /// Whether the plan `reply` is held until the survivors' state is in (taken then).
 bool recovery_hold(supervisor* self, plan_reply& reply);
 /// A plan made while the current plan's ranks still train (growth, drift): they are released,

@@ -15,6 +15,9 @@
 //        "copy"), which outlive the whole stage;
 //     -> its first completed iteration closes the record (options.on_recovery).
 //
+//   an iteration is not finite (every rank stopped before its step, keeping no state)
+//     -> as after a loss, but no rank keeps state: the plan resumes from a checkpoint;
+//
 //   a plan is made while every rank of the running plan still trains (a node joined: growth;
 //   a drift re-plan)
 //     -> the ranks trained on while it was made; now they are released as above, keep their
@@ -137,6 +140,15 @@ void recovery_on_loss(supervisor* self) {
   if (!rec.active)
     begin(self, "loss");
   if (running && !(rec.waiting && rec.ended_version == st.plan_version))
+    release_ranks(self);
+  await_state(self);
+}
+
+void recovery_on_divergence(supervisor* self) {
+  auto& st = self->state;
+  if (!st.recovery.active)
+    begin(self, "non_finite");
+  if (!(st.recovery.waiting && st.recovery.ended_version == st.plan_version))
     release_ranks(self);
   await_state(self);
 }

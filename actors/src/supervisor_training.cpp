@@ -144,6 +144,38 @@ void missed(supervisor* self, const std::string& step) {
     lose_node(self, name, "missed " + what);
 }
 
+// An iteration of the current plan was not finite: every rank stopped before its step and
+// keeps no state (its state led to it). The job goes back to the newest complete checkpoint
+// (one whose values are not finite is refused at its restore, for an older one); reaching
+// that iteration, or an earlier one, not finite again fails the job.
+void diverged(supervisor* self, const train_report& x) {
+  auto& st = self->state;
+  if (x.plan_version != st.plan_version || !training(self) ||
+      st.diverged_version == st.plan_version)
+    return;  // the first rank's report decides; the others say the same
+  st.diverged_version = st.plan_version;
+  const auto iteration = static_cast<int>(x.iteration);
+  const auto what = "iteration " + std::to_string(iteration + 1) + " (" + x.node + " rank " +
+                    std::to_string(x.rank) + ": " + detail::printable(x.error, 512) + ")";
+  if (st.diverged_iteration >= iteration) {
+    const auto from = st.restore_iterations > 0
+                        ? "the checkpoint after iteration " + std::to_string(st.restore_iterations)
+                        : std::string{"the start"};
+    st.last_error = what + " is not finite again after going back to " + from +
+                    ": the job cannot get past it";
+    fail_training(self, st.last_error);
+    return;
+  }
+  st.diverged_iteration = iteration;
+  log::get("actors")->warn("[supervisor] plan v{}: {} is not finite: going back to the newest "
+                           "checkpoint",
+                           st.plan_version, what);
+  record(self, "plan v" + std::to_string(st.plan_version) + ": " + what +
+                 " is not finite; going back to the newest checkpoint");
+  recovery_on_divergence(self);
+  start_planning(self, what + " is not finite");
+}
+
 void checkpoint_failed(supervisor* self, const train_report& x) {
   auto& st = self->state;
   auto& told = st.checkpoint_failures[x.node];
@@ -291,7 +323,11 @@ void on_train_report(supervisor* self, const train_report& x) {
   const auto address = reporting_node_address(self, x.node);
   if (address.empty())
     return;
-  if (!x.checkpoint_file.empty()) {
+  // The state a rank keeps when its plan ended on an iteration that was not finite is what
+  // led to it: never resumed from (its ranks keep none; this for any that says otherwise).
+  const bool led_to_non_finite = x.what() == report_kind::snapshot && x.phase.empty() &&
+                                 x.plan_version == st.diverged_version;
+  if (!x.checkpoint_file.empty() && !led_to_non_finite) {
     checkpoint_held(self, x.checkpoint_file, address);
     if (st.options.keeper)
       st.options.keeper->keep(x.checkpoint_file, address);
@@ -301,6 +337,9 @@ void on_train_report(supervisor* self, const train_report& x) {
   switch (x.what()) {
     case report_kind::failed:
       failed(self, x);
+      return;
+    case report_kind::diverged:
+      diverged(self, x);
       return;
     case report_kind::checkpoint_failed:
       if (x.plan_version == st.plan_version)

@@ -1,6 +1,8 @@
 // Restoring a rank from a checkpoint: the shards of any plan are read (each checked whole
 // first) and this rank's slices of every parameter and its optimizer state assembled from
-// them, whatever the stage boundaries and TP degrees of the plan that wrote them.
+// them, whatever the stage boundaries and TP degrees of the plan that wrote them. A slice
+// that holds a NaN or an infinity refuses the restore, naming its file: a checksum proves only
+// that the bytes are those written, not that training can go on from them.
 
 #include <cstring>
 #include <functional>
@@ -134,6 +136,11 @@ std::vector<std::int64_t> full_shape(std::vector<std::int64_t> shape, int dim, s
   return shape;
 }
 
+// Whether every element of `t` is finite: a restore takes no NaN or infinity into training.
+bool only_finite_values(const torch::Tensor& t) {
+  return t.numel() == 0 || torch::isfinite(t).all().item<bool>();
+}
+
 std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
@@ -225,6 +232,68 @@ status restore_shards(const std::vector<shard_input>& shards, int iterations,
 
 namespace {
 
+// This rank's slice of one parameter: what a restore assembles from the shards.
+struct restore_slice {
+  const models::stage_parameter* p = nullptr;
+  int layer = 0;
+  int dim = -1;  // the TP split's dimension (-1: whole on every rank)
+  std::int64_t begin = 0, length = 0;
+  std::vector<std::int64_t> shape, full;
+};
+
+// State `state_name` of slice `s` read from `readers` into `out` (AdamW's step count of the
+// parameter into `step` with its "param"); a part that is not finite refuses the restore.
+status assemble_state_slice(std::vector<std::unique_ptr<shard_reader>>& readers,
+                            const restore_slice& s, const std::string& state_name,
+                            const std::string& where, const std::string& folder, bool adamw,
+                            torch::Tensor& out, std::int64_t& step) {
+  const auto& p = *s.p;
+  std::int64_t covered = 0;
+  for (auto& r : readers) {
+    if (!r->file.holds_layer(s.layer)) continue;
+    auto it = r->tensors.find({p.name, state_name});
+    if (it == r->tensors.end())
+      return error::invalid_input("", where + r->file.path + " has no " + state_name + " of parameter " +
+                                  p.name + (state_name == "param" ? "" : " (written with another optimizer setting?)"));
+    const json& t = *it->second;
+    const auto saved_shape = t.at("shape").get<std::vector<std::int64_t>>();
+    const int saved_dim = t.at("shard_dim").get<int>();
+    const auto saved_full = full_shape(saved_shape, saved_dim, t.at("full_size").get<std::int64_t>());
+    if (saved_dim != s.dim || saved_full != s.full)
+      return error::invalid_input("", where + r->file.path + ": parameter " + p.name + " has full shape " +
+                                  shape_text(saved_full) + " there, " + shape_text(s.full) +
+                                  " here (another model shape)");
+    if (state_name == "param" && adamw) {
+      const auto& steps_json = r->header.at("steps");
+      if (!steps_json.contains(p.name))
+        return error::invalid_input("", where + r->file.path + " has no AdamW step count of parameter " + p.name);
+      step = steps_json.at(p.name).get<std::int64_t>();
+    }
+    torch::Tensor part = out;
+    if (s.dim < 0) {
+      r->read_into(t, -1, 0, -1, out);
+    } else {
+      const std::int64_t saved_length = saved_shape[s.dim];
+      const std::int64_t saved_begin = r->file.tp_rank * saved_length;
+      const std::int64_t lo = std::max(s.begin, saved_begin);
+      const std::int64_t hi = std::min(s.begin + s.length, saved_begin + saved_length);
+      if (lo >= hi) continue;
+      part = out.narrow(s.dim, lo - s.begin, hi - lo);
+      r->read_into(t, s.dim, lo - saved_begin, hi - lo, part);
+      covered += hi - lo;
+    }
+    if (!only_finite_values(part))
+      return error::invalid_input("", where + r->file.path + ": " + state_name + " of parameter " +
+                                  p.name + " holds values that are not finite (NaN or infinite): "
+                                  "the checkpoint is refused");
+    if (s.dim < 0) return {};
+  }
+  if (s.dim < 0 || covered != s.length)
+    return error::invalid_input("", where + folder + " does not hold all of parameter " + p.name +
+                                " (" + state_name + ")");
+  return {};
+}
+
 status load_from(std::vector<std::unique_ptr<shard_reader>>& readers, const std::string& folder,
                  const std::string& where, const train_options& options,
                  models::stage_module& module, torch::optim::Optimizer& optimizer) {
@@ -243,52 +312,19 @@ status load_from(std::vector<std::unique_ptr<shard_reader>>& readers, const std:
   std::vector<std::int64_t> steps(params.size(), 0);
   try {
     for (std::size_t i = 0; i < params.size(); ++i) {
-      const auto& p = params[i];
-      const int layer = module.layer_of(i);
-      const auto my_shape = p.tensor.sizes().vec();
-      const int dim = p.shard_dim;
-      const std::int64_t length = dim >= 0 ? my_shape[dim] : 0, begin = my_rank * length;
-      const auto my_full = full_shape(my_shape, dim, p.full_size);
+      restore_slice s;
+      s.p = &params[i];
+      s.layer = module.layer_of(i);
+      s.shape = s.p->tensor.sizes().vec();
+      s.dim = s.p->shard_dim;
+      s.length = s.dim >= 0 ? s.shape[s.dim] : 0;
+      s.begin = my_rank * s.length;
+      s.full = full_shape(s.shape, s.dim, s.p->full_size);
       for (const auto& state_name : states) {
-        auto out = torch::empty(my_shape, torch::TensorOptions().dtype(p.tensor.scalar_type()));
-        std::int64_t covered = 0;
-        bool whole = false;
-        for (auto& r : readers) {
-          if (!r->file.holds_layer(layer)) continue;
-          auto it = r->tensors.find({p.name, state_name});
-          if (it == r->tensors.end())
-            return error::invalid_input("", where + r->file.path + " has no " + state_name + " of parameter " +
-                                        p.name + (state_name == "param" ? "" : " (written with another optimizer setting?)"));
-          const json& t = *it->second;
-          const auto saved_shape = t.at("shape").get<std::vector<std::int64_t>>();
-          const int saved_dim = t.at("shard_dim").get<int>();
-          const auto saved_full = full_shape(saved_shape, saved_dim, t.at("full_size").get<std::int64_t>());
-          if (saved_dim != dim || saved_full != my_full)
-            return error::invalid_input("", where + r->file.path + ": parameter " + p.name + " has full shape " +
-                                        shape_text(saved_full) + " there, " + shape_text(my_full) +
-                                        " here (another model shape)");
-          if (state_name == "param" && options.optimizer == optimizer_kind::adamw) {
-            const auto& steps_json = r->header.at("steps");
-            if (!steps_json.contains(p.name))
-              return error::invalid_input("", where + r->file.path + " has no AdamW step count of parameter " + p.name);
-            steps[i] = steps_json.at(p.name).get<std::int64_t>();
-          }
-          if (dim < 0) {
-            r->read_into(t, -1, 0, -1, out);
-            whole = true;
-            break;
-          }
-          const std::int64_t saved_length = saved_shape[dim];
-          const std::int64_t saved_begin = r->file.tp_rank * saved_length;
-          const std::int64_t lo = std::max(begin, saved_begin);
-          const std::int64_t hi = std::min(begin + length, saved_begin + saved_length);
-          if (lo >= hi) continue;
-          r->read_into(t, dim, lo - saved_begin, hi - lo, out.narrow(dim, lo - begin, hi - lo));
-          covered += hi - lo;
-        }
-        if (!whole && (dim < 0 || covered != length))
-          return error::invalid_input("", where + folder + " does not hold all of parameter " +
-                                      p.name + " (" + state_name + ")");
+        auto out = torch::empty(s.shape, torch::TensorOptions().dtype(s.p->tensor.scalar_type()));
+        if (auto st = assemble_state_slice(readers, s, state_name, where, folder,
+                                           options.optimizer == optimizer_kind::adamw, out, steps[i]))
+          return st;
         values[i].push_back(std::move(out));
       }
     }

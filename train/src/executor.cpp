@@ -33,6 +33,10 @@ stage_executor::~stage_executor() = default;
 result<iteration_telemetry> stage_executor::run_iteration(int iteration) {
   try {
     return impl_->run(iteration);
+  } catch (const non_finite_step& e) {  // logged where it is handled (the node names the iteration)
+    auto out = error::failed(impl_->who + ": " + e.what());
+    out.field = non_finite_field;
+    return out;
   } catch (const std::exception& e) {
     log::get("train")->error("{} iteration {} failed: {}", impl_->who, iteration, e.what());
     return error::failed(impl_->who + " iteration " + std::to_string(iteration) + ": " + e.what());

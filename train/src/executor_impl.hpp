@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <condition_variable>
 #include <exception>
 #include <filesystem>
@@ -162,6 +163,12 @@ private:
   std::condition_variable cv_;
   std::exception_ptr failure_;
   std::thread thread_;
+};
+
+// The iteration's loss or gradient norm over the plan is not finite (non_finite_totals): its
+// step is not taken (run_iteration's error then has field non_finite_field).
+struct non_finite_step : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 // A stage's forward cut at layer boundaries (the last micro-batch's, see gradient_reducer).

@@ -35,6 +35,10 @@ double stage_executor::impl::step_optimizer(int iteration, double loss_sum,
   totals = totals.cpu();
   tel.loss = totals[0].item<double>() / micro_batches;
   tel.grad_norm = std::sqrt(totals[1].item<double>());
+  // Every rank has the same totals: the whole plan fails this iteration, before the step, so
+  // no rank takes a non-finite update into its weights, optimizer state or checkpoints.
+  if (auto bad = non_finite_totals(tel.loss, tel.grad_norm))
+    throw non_finite_step(*bad);
   {
     torch::NoGradGuard no_grad;
     if (options.clip_norm > 0) {
@@ -47,6 +51,15 @@ double stage_executor::impl::step_optimizer(int iteration, double loss_sum,
   if (!fused_adamw_step(*optimizer)) optimizer->step();
   tel.optimizer_s = seconds_since(opt_start) - world_seconds;
   return world_seconds;
+}
+
+std::optional<std::string> non_finite_totals(double loss, double grad_norm) {
+  auto text = [](double x) { return std::isnan(x) ? std::string{"nan"} : x > 0 ? "inf" : "-inf"; };
+  if (!std::isfinite(loss))
+    return "the loss is " + text(loss);
+  if (!std::isfinite(grad_norm))
+    return "the gradient norm is " + text(grad_norm);
+  return std::nullopt;
 }
 
 double learning_rate_at(const train_options& o, int iteration) {

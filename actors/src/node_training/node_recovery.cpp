@@ -49,6 +49,28 @@ actors::train_report keep_state(memory_shards* memory, const actors::training_jo
   return r;
 }
 
+actors::train_report diverged_report(const actors::train_report& base, int iteration,
+                                     const std::string& why, const std::string& checkpoint_file) {
+  auto r = base;
+  r.kind = static_cast<std::int32_t>(actors::report_kind::diverged);
+  r.phase = "iteration";
+  r.iteration = iteration;
+  r.error = why;
+  r.checkpoint_file = checkpoint_file;
+  log::get("train")->error("[{} rank {}] iteration {}: {}", base.node, base.rank, iteration + 1,
+                           why);
+  return r;
+}
+
+actors::train_report not_kept(const actors::train_report& base, int completed) {
+  auto r = base;
+  r.kind = static_cast<std::int32_t>(actors::report_kind::snapshot);
+  r.iteration = completed;
+  r.error = "its state after iteration " + std::to_string(completed) +
+            " led to a value that is not finite: not kept";
+  return r;
+}
+
 bool restores_from_memory(const actors::training_job& job) {
   if (fs::path{job.restore_dir}.filename() == "mem")
     return true;

@@ -30,6 +30,18 @@ actors::train_report keep_state(memory_shards* memory, const actors::training_jo
                                 const actors::train_report& base, const stage_executor& exec,
                                 int completed);
 
+/// The report of a rank whose iteration `iteration` reached a loss or gradient norm that is
+/// not finite (`why`), from `base`: kind diverged, with the newest checkpoint shard it wrote
+/// (`checkpoint_file`, relative to the state folder; may be empty), which the job may go back
+/// to. The rank stops; the report of the state it keeps then follows (not_kept, since that
+/// state led to the non-finite value).
+actors::train_report diverged_report(const actors::train_report& base, int iteration,
+                                     const std::string& why, const std::string& checkpoint_file);
+
+/// The snapshot report of a rank that keeps no state after `completed` iterations because
+/// its next iteration was not finite: the next plan takes its state from a checkpoint.
+actors::train_report not_kept(const actors::train_report& base, int completed);
+
 /// Whether a job's restore takes any shard from the survivors' memory (a path under
 /// checkpoints/<job>/mem): such a restore reads no file it does not already have.
 bool restores_from_memory(const actors::training_job& job);

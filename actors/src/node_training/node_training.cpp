@@ -397,6 +397,7 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
       return;
     ready();
     int end = 0;
+    bool diverged = false;
     {
       iteration_grace grace;
       abort_on_release watch{release, [&grace] { return grace.get(); },
@@ -404,10 +405,11 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
                                (*exec)->abort("plan v" + std::to_string(job.plan_version) +
                                               " was released");
                              }};
-      end = train(job, role, base, **exec, released, grace, fail);
+      end = train(job, role, base, **exec, released, grace, fail, diverged);
     }
     if (end < job.iterations) {
-      auto kept = keep_state(options.memory.get(), job, base, **exec, end);
+      auto kept = diverged ? not_kept(base, end)
+                           : keep_state(options.memory.get(), job, base, **exec, end);
       send(kept);
       if (leaving && kept.error.empty())
         hand_over(job, role, kept.checkpoint_file);
@@ -418,11 +420,12 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
   }
 
   // Runs the job's iterations; returns the number of iterations completed when it stops
-  // (the plan ended, or an iteration failed: reported through `fail`).
+  // (the plan ended, or an iteration failed: told through `fail`, or not finite: `diverged`).
   template <class Fail>
   int train(const actors::training_job& job, const actors::stage_role& role,
             const actors::train_report& base, stage_executor& exec,
-            const std::atomic<bool>& released, iteration_grace& grace, Fail& fail) {
+            const std::atomic<bool>& released, iteration_grace& grace, Fail& fail,
+            bool& diverged) {
     std::string copied;  // the newest checkpoint shard copied
     for (int it = job.start_iteration; it < job.iterations; ++it) {
       if (stopping || released || current.load() != job.plan_version)
@@ -432,6 +435,13 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
         // Abandoned on purpose (abort_on_release): no failure of the plan.
         log::get("train")->info("[{} rank {}] abandoned iteration {}: plan v{} was released",
                                 node, base.rank, it, job.plan_version);
+        return it;
+      }
+      if (!tel && non_finite_iteration(tel.error())) {
+        (void)exec.flush_checkpoints();  // the newest one: what the job may go back to
+        send(diverged_report(base, it, tel.error().message,
+                             relative_path(exec.last_checkpoint_file())));
+        diverged = true;
         return it;
       }
       if (!tel) {

@@ -38,6 +38,12 @@
 /// is forgotten and the job re-planned from an older complete one. Checkpoint writes that
 /// fail are told in the events and the status while training goes on.
 ///
+/// Numerical guards: an iteration whose loss or gradient norm is not finite fails on every
+/// rank before its step (report_kind::diverged); the job goes back to the newest checkpoint
+/// whose values restore finite (a restore that finds a NaN or an infinity is refused like a
+/// corrupt one), never to the ranks' memory, which led to it. Reaching that iteration (or an
+/// earlier one) not finite again fails the job, naming the iteration.
+///
 /// Every admitted node is monitored (its endpoint's death is a down_msg) and watched by the
 /// zone_coordinator of its zone (missed heartbeats). The supervisor spawns one zone
 /// coordinator per zone of the cluster.
@@ -76,7 +82,8 @@ namespace sailor::actors {
 /// notice), or a plan made while every rank still trained (a node joined, a drift re-plan),
 /// to the next plan's first completed iteration (supervisor_recovery.cpp). Seconds.
 struct recovery_record {
-  std::string cause;              ///< "loss" (a notice too) or "replan" (the ranks were stopped)
+  std::string cause;              ///< "loss" (a notice too), "replan" (the ranks were stopped)
+                                  ///< or "non_finite" (an iteration was not finite)
   std::int64_t plan_version = 0;  ///< the plan that resumed
   int start_iteration = 0;        ///< where it resumed (completed iterations kept)
   int lost_iterations = 0;        ///< iterations completed before the loss and run again
@@ -260,6 +267,11 @@ struct supervisor_state {
   std::map<std::string, std::string> checkpoint_failures;
   scheduler_session sched;  ///< the scheduler's rules, drains and the re-plan under way
   recovery_progress recovery;
+  /// The newest iteration whose loss or gradient norm was not finite and that the job went
+  /// back to a checkpoint for (-1: none): reaching it (or an earlier one) again fails the job.
+  int diverged_iteration = -1;
+  /// The plan whose divergence was handled (its other ranks' reports follow from it).
+  std::int64_t diverged_version = 0;
   static inline const char* name = "job_supervisor";
 };
 

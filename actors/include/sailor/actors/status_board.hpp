@@ -78,7 +78,8 @@ struct board_snapshot {
 board_event classify_event(const std::string& text);
 
 /// Why a plan was made, in a word (the cause label of /metrics): node_lost, node_joined,
-/// drift, scheduler, restore_failed, startup_failed, start (quorum or settle time), other.
+/// drift, scheduler, restore_failed, non_finite (an iteration was not finite), startup_failed,
+/// start (quorum or settle time), other.
 std::string plan_cause(const std::string& planning_reason);
 
 /// What /metrics counts for the whole job; unlike the event log, never dropped.

@@ -294,6 +294,9 @@ enum class report_kind : std::int32_t {
   /// iterations is held in its node's memory as `checkpoint_file` (`bytes` long), served by
   /// the node's shard server like a file; `error` set: no state kept (why).
   snapshot = 4,
+  /// The rank's iteration `iteration` reached a loss or gradient norm over the plan that is
+  /// not finite (`error` says which): it took no step and stopped, keeping no state.
+  diverged = 5,
 };
 
 /// One rank's measurements for one iteration (seconds), or its failure (`error` non-empty),

@@ -170,6 +170,17 @@ struct shard_input {
   std::vector<std::span<const std::byte>> parts;
 };
 
+/// The field of run_iteration's error when the iteration's loss or gradient norm was not
+/// finite (NaN or infinite).
+inline constexpr const char* non_finite_field = "non-finite";
+
+/// Whether `e` is run_iteration's error for a non-finite loss or gradient norm.
+inline bool non_finite_iteration(const error& e) { return e.field == non_finite_field; }
+
+/// What is not finite of an iteration's loss and gradient norm over the plan ("the loss is
+/// nan", "the gradient norm is inf"); nullopt when both are finite.
+std::optional<std::string> non_finite_totals(double loss, double grad_norm);
+
 /// One rank of a plan. Resource type: not copyable, one owner, one thread drives it (abort()
 /// excepted).
 class stage_executor {
@@ -191,7 +202,10 @@ public:
   stage_executor& operator=(const stage_executor&) = delete;
 
   /// Runs iteration `iteration` (its number selects the samples of the global batch). All
-  /// ranks of the plan must call it with the same number.
+  /// ranks of the plan must call it with the same number. An iteration whose loss or gradient
+  /// norm over the plan is not finite fails on every rank before the optimizer step (the
+  /// state stays that after `iteration` iterations, which led to it), with an error whose
+  /// field is `non_finite_field` (non_finite_iteration).
   result<iteration_telemetry> run_iteration(int iteration);
 
   /// The mean loss over options.eval_batches held-out batches (forward only, no change to
@@ -209,7 +223,8 @@ public:
 
   /// Loads the checkpoint taken after `iterations` completed iterations from `dir` (written by
   /// any plan of the same model and optimizer): this rank's slices of parameters and
-  /// optimizer state. The next iteration to run is then `iterations`.
+  /// optimizer state. The next iteration to run is then `iterations`. A value that is not
+  /// finite (NaN, infinite) in any of them refuses the restore, naming the shard file.
   status restore(const std::string& dir, int iterations);
   /// The same from `shards` (any mix of memory and files, of one writing layout, after
   /// `iterations` iterations): every shard is checked whole first, as from a folder.
