@@ -27,4 +27,12 @@ struct text_sample_options {
 result<std::string> sample_text(const config::model_shape& model, const std::string& checkpoint_dir,
                                 const std::string& prompt, const text_sample_options& options);
 
+/// Writes the model of the checkpoint after `iterations` iterations in `checkpoint_dir` (0: the
+/// latest) to `out_file` (safetensors with Hugging Face's names), config.json beside it and,
+/// for a text job, its vocabulary (vocab.json, copied from the checkpoint's folder), so that
+/// the folder holds what a model needs to be used. Returns the number of tensors written;
+/// `vocabulary` says whether a vocabulary was copied.
+result<int> export_model_files(const config::model_shape& model, const std::string& checkpoint_dir,
+                               int iterations, const std::string& out_file, bool& vocabulary);
+
 }  // namespace sailor::app
