@@ -96,6 +96,11 @@ TEST_CASE("sailor train --out DIR keeps the checkpoint and the exported model wi
   CHECK(gen.out.rfind("the ", 0) == 0);
   for (char c : gen.out.substr(4, 30)) CHECK_MESSAGE(files.corpus.find(c) != std::string::npos, c);
 
+  // The exported model's folder stands for its run.
+  auto from_model = run_command(sailor_bin() + " generate " + run + "/model --prompt 'the ' --tokens 30 --seed 3", 60);
+  CHECK_MESSAGE(from_model.exit_code == 0, from_model.err);
+  CHECK(from_model.out == gen.out);
+
   // export on the folder, elsewhere: the vocabulary goes with the model.
   auto ex = run_command(sailor_bin() + " export " + run + " --out " + dir.path("elsewhere/m.safetensors"), 60);
   INFO(ex.err);

@@ -131,6 +131,12 @@ status resolve_source(export_options& o) {
     return sailor::error::invalid_input(
       o.checkpoint.empty() ? "--model" : "--checkpoint",
       "not with a run folder (" + o.run + "): it names its checkpoint and model itself");
+  // DIR/model (where the model was exported) stands for its run.
+  auto named = std::filesystem::path(o.run).lexically_normal();
+  if (!named.has_filename()) named = named.parent_path();
+  const auto parent = named.has_parent_path() ? named.parent_path() : std::filesystem::path(".");
+  if (!run_folder::is_run(o.run) && named.filename() == run_folder::model_folder() && run_folder::is_run(parent))
+    o.run = parent.string();
   if (!run_folder::is_run(o.run))
     return sailor::error::invalid_input(
       o.run, "", "not the folder of a sailor train run (no " + o.run + "/" + run_folder::record_file() +
@@ -195,7 +201,8 @@ void add_export(CLI::App& app, command_set& commands) {
   ex->callback([&commands, opts] { commands.selected = [opts] { return run_export(*opts); }; });
 
   auto* gen = app.add_subcommand("generate", "sample text from a trained model (a text job's) on the CPU");
-  gen->footer("  sailor generate DIR --prompt TEXT   DIR: the folder sailor train printed (its --out)\n"
+  gen->footer("  sailor generate DIR --prompt TEXT   DIR: the folder sailor train printed (its --out), or\n"
+              "                                      its model/ folder\n"
               "  sailor generate --checkpoint C --model M.yaml --prompt TEXT   a checkpoint folder (vocab.json in it)");
   gen->add_option("run", opts->run, "the run folder of sailor train (its --out DIR)");
   gen->add_option("--checkpoint", opts->checkpoint, "a checkpoint folder (with vocab.json), instead of a run folder");

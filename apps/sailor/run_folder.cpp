@@ -61,7 +61,7 @@ status write_record(const fs::path& dir, const json& j) {
   return {};
 }
 
-status copy_file(const std::string& from, const fs::path& to) {
+status copy_into_run(const std::string& from, const fs::path& to) {
   std::error_code ec;
   fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
   if (ec)
@@ -69,7 +69,7 @@ status copy_file(const std::string& from, const fs::path& to) {
   return {};
 }
 
-bool given(const local_run_args& args, const char* option) {
+bool option_given(const local_run_args& args, const char* option) {
   return std::count(args.given.begin(), args.given.end(), option) > 0;
 }
 
@@ -147,10 +147,10 @@ status record(const fs::path& dir, const local_run_args& args, const std::string
   const auto job_copy = dir / "job.yaml";
   // On --resume the files are these copies already.
   if (fs::absolute(args.model) != fs::absolute(model_copy))
-    if (auto err = copy_file(args.model, model_copy))
+    if (auto err = copy_into_run(args.model, model_copy))
       return err;
   if (fs::absolute(args.job) != fs::absolute(job_copy))
-    if (auto err = copy_file(args.job, job_copy))
+    if (auto err = copy_into_run(args.job, job_copy))
       return err;
   auto model = config::load_model(model_copy.string());
   json j;
@@ -192,17 +192,17 @@ result<int> resume(local_run_args& args) {
   args.model = (dir / "model.yaml").string();
   args.job = (dir / "job.yaml").string();
   try {
-    if (!given(args, "--data") && (*j)["data"].is_string()) args.data = (*j)["data"].get<std::string>();
-    if (!given(args, "--nodes")) args.nodes = j->value("nodes", args.nodes);
+    if (!option_given(args, "--data") && (*j)["data"].is_string()) args.data = (*j)["data"].get<std::string>();
+    if (!option_given(args, "--nodes")) args.nodes = j->value("nodes", args.nodes);
     // Other --nodes without --zones: that count's default zones.
-    if (!given(args, "--zones")) args.zones = given(args, "--nodes") ? 0 : j->value("zones", args.zones);
-    if (!given(args, "--cluster")) args.cluster = j->value("cluster", args.cluster);
-    if (!given(args, "--planner")) args.planner = j->value("planner", args.planner);
-    if (!given(args, "--plan") && (*j)["plan"].is_string()) args.plan = (*j)["plan"].get<std::string>();
-    if (!given(args, "--checkpoint-every")) args.checkpoint_every = j->value("checkpoint_every", args.checkpoint_every);
-    if (!given(args, "--sample-prompt")) args.sample_prompt = j->value("sample_prompt", args.sample_prompt);
-    if (!given(args, "--sample-tokens")) args.sample_tokens = j->value("sample_tokens", args.sample_tokens);
-    if (!given(args, "--iterations")) args.iterations = j->value("iterations", 0);
+    if (!option_given(args, "--zones")) args.zones = option_given(args, "--nodes") ? 0 : j->value("zones", args.zones);
+    if (!option_given(args, "--cluster")) args.cluster = j->value("cluster", args.cluster);
+    if (!option_given(args, "--planner")) args.planner = j->value("planner", args.planner);
+    if (!option_given(args, "--plan") && (*j)["plan"].is_string()) args.plan = (*j)["plan"].get<std::string>();
+    if (!option_given(args, "--checkpoint-every")) args.checkpoint_every = j->value("checkpoint_every", args.checkpoint_every);
+    if (!option_given(args, "--sample-prompt")) args.sample_prompt = j->value("sample_prompt", args.sample_prompt);
+    if (!option_given(args, "--sample-tokens")) args.sample_tokens = j->value("sample_tokens", args.sample_tokens);
+    if (!option_given(args, "--iterations")) args.iterations = j->value("iterations", 0);
   } catch (const std::exception& e) {
     return sailor::error::invalid_input((dir / record_file()).string(), "", e.what());
   }
@@ -212,7 +212,7 @@ result<int> resume(local_run_args& args) {
   if (args.iterations <= held)
     return sailor::error::invalid_input(
       "--iterations", "the run in " + dir.string() + " holds a checkpoint after iteration " + std::to_string(held) +
-                        (given(args, "--iterations") ? "" : ", all of its " + std::to_string(args.iterations) + " iterations") +
+                        (option_given(args, "--iterations") ? "" : ", all of its " + std::to_string(args.iterations) + " iterations") +
                         ": give --iterations N with N above " + std::to_string(held) + " (the new total) to train it further");
   return held;
 }
@@ -250,7 +250,7 @@ result<place> open(local_run_args& args) {
   place p;
   if (!args.resume.empty()) {
     for (const char* option : {"--model", "--job", "--out"})
-      if (given(args, option))
+      if (option_given(args, option))
         return sailor::error::invalid_input(
           option, std::string("not with --resume: the run's folder holds its model and job (") + args.resume +
                     "/model.yaml, job.yaml) and is where it goes on");
