@@ -123,8 +123,7 @@ status resolve_source(export_options& o) {
   if (o.run.empty()) {
     if (o.checkpoint.empty() || o.model.empty())
       return sailor::error::invalid_input(
-        o.checkpoint.empty() ? "--checkpoint" : "--model",
-        "give the folder of a sailor train run (DIR), or both --checkpoint and --model");
+        "DIR", "give the folder of a sailor train run (DIR, what sailor train printed), or both --checkpoint and --model");
     return {};
   }
   if (!o.checkpoint.empty() || !o.model.empty())

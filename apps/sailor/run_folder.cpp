@@ -209,11 +209,16 @@ result<int> resume(local_run_args& args) {
   int held = 0;
   if (auto found = newest_checkpoint(dir))
     held = found->iterations;
-  if (args.iterations <= held)
+  if (args.iterations <= held) {
+    const std::string total = std::to_string(args.iterations), at = std::to_string(held);
     return sailor::error::invalid_input(
-      "--iterations", "the run in " + dir.string() + " holds a checkpoint after iteration " + std::to_string(held) +
-                        (option_given(args, "--iterations") ? "" : ", all of its " + std::to_string(args.iterations) + " iterations") +
-                        ": give --iterations N with N above " + std::to_string(held) + " (the new total) to train it further");
+      "--iterations", option_given(args, "--iterations")
+                        ? total + " is not above the " + at + " iterations the run in " + dir.string() +
+                            " holds already: give the new total, counted from the run's start"
+                        : "the run in " + dir.string() + " is finished (its checkpoint holds all its " + total +
+                            " iterations): give --iterations N, N above " + at +
+                            " (the new total, counted from the run's start), to train it further");
+  }
   return held;
 }
 
