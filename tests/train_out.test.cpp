@@ -125,7 +125,7 @@ TEST_CASE("sailor train without --out keeps the run in a new folder under ./sail
   fs::create_directories(dir.path("here"));
   std::vector<std::string> folders;
   for (int k = 0; k < 2; ++k) {  // twice: the second never reuses the first's folder
-    auto r = run_command("cd " + dir.path("here") + " && " + train_command(files, "--sample-tokens 0"), 200);
+    auto r = run_command("sh -c 'cd " + dir.path("here") + " && " + train_command(files, "--sample-tokens 0") + "'", 200);
     INFO(r.out);
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
