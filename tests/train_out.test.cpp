@@ -96,7 +96,7 @@ TEST_CASE("sailor train --out DIR keeps the checkpoint and the exported model wi
   CHECK(gen.out.rfind("the ", 0) == 0);
   for (char c : gen.out.substr(4, 30)) CHECK_MESSAGE(files.corpus.find(c) != std::string::npos, c);
 
-  // The exported model's folder stands for its run.
+  // The exported model's folder: the same sample from its safetensors.
   auto from_model = run_command(sailor_bin() + " generate " + run + "/model --prompt 'the ' --tokens 30 --seed 3", 60);
   CHECK_MESSAGE(from_model.exit_code == 0, from_model.err);
   CHECK(from_model.out == gen.out);
@@ -106,13 +106,18 @@ TEST_CASE("sailor train --out DIR keeps the checkpoint and the exported model wi
   INFO(ex.err);
   REQUIRE(ex.exit_code == 0);
   CHECK(contains(ex.out, "vocab.json"));
-  for (const char* file : {"m.safetensors", "config.json", "vocab.json"})
+  for (const char* file : {"m.safetensors", "config.json", "sailor-model.yaml", "vocab.json"})
     CHECK_MESSAGE(fs::is_regular_file(dir.path("elsewhere") + "/" + file), file);
+  // That folder stands on its own: the same sample from its safetensors, no checkpoint.
+  auto alone = run_command(sailor_bin() + " generate " + dir.path("elsewhere") + " --prompt 'the ' --tokens 30 --seed 3", 60);
+  CHECK_MESSAGE(alone.exit_code == 0, alone.err);
+  CHECK(alone.out == gen.out);
 
-  // A folder that is not a run's, and a second run into the same folder, are refused by name.
-  auto not_run = run_command(sailor_bin() + " generate " + dir.path("elsewhere"), 60);
+  // A folder that is neither, and a second run into the same folder, are refused by name.
+  fs::create_directories(dir.path("empty"));
+  auto not_run = run_command(sailor_bin() + " generate " + dir.path("empty"), 60);
   CHECK(not_run.exit_code == 2);
-  CHECK(contains(not_run.err, dir.path("elsewhere") + "/run.json"));
+  CHECK(contains(not_run.err, dir.path("empty") + "/run.json"));
   auto again = run_command(train_command(files, "--out " + run), 60);
   CHECK(again.exit_code == 2);
   CHECK(contains(again.err, "--resume " + run));

@@ -137,7 +137,7 @@ void add_train(CLI::App& app, command_set& commands) {
   sub->add_option("--model", args->model, "model YAML (required, unless --resume)");
   sub->add_option("--job", args->job, "job YAML (batch, data, schedule, iterations; required, unless --resume)");
   sub->add_option("--out", args->out,
-                  "the run's folder, made here: its state (checkpoints, node logs) while it trains, "
+                  "DIR: the run's folder, made here: its state (checkpoints, node logs) while it trains, "
                   "and at the end the trained model (DIR/model: model.safetensors, config.json, "
                   "vocab.json), which `sailor generate DIR` and `sailor export DIR` take. Kept after "
                   "success, failure or Ctrl-C; never an existing run's (default: "
@@ -145,7 +145,7 @@ void add_train(CLI::App& app, command_set& commands) {
   add_local_run_options(sub, *args);
   sub->footer("The run's folder (--out DIR):\n"
               "  DIR/model/  the trained model: model.safetensors (Hugging Face names), config.json,\n"
-              "              vocab.json (a text job's characters)\n"
+              "              sailor-model.yaml, vocab.json (a text job's characters)\n"
               "  DIR/state/  checkpoints (state/checkpoints/<job>/v<plan>/iter-<N>), node logs\n"
               "  DIR/run.json, model.yaml, job.yaml: what --resume DIR runs again\n"
               "  sailor generate DIR --prompt TEXT      sample text from it\n"

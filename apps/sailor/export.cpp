@@ -74,7 +74,9 @@ result<std::string> sample_text(const config::model_shape& model, const std::str
   generation.top_k = o.top_k;
   generation.seed = o.seed;
   generation.vocabulary_limit = static_cast<int>(symbols->size());
-  auto drawn = train::generate_tokens(model, checkpoint_dir, o.iteration, ids, generation);
+  auto drawn = o.exported_file.empty()
+                 ? train::generate_tokens(model, checkpoint_dir, o.iteration, ids, generation)
+                 : train::generate_tokens_exported(model, o.exported_file, ids, generation);
   if (!drawn) return drawn.error();
   std::string out = used;
   for (auto id : *drawn)
@@ -82,8 +84,9 @@ result<std::string> sample_text(const config::model_shape& model, const std::str
   return out;
 }
 
-result<int> export_model_files(const config::model_shape& model, const std::string& checkpoint_dir,
-                               int iterations, const std::string& out_file, bool& vocabulary) {
+result<int> export_model_files(const config::model_shape& model, const std::string& model_file,
+                               const std::string& checkpoint_dir, int iterations,
+                               const std::string& out_file, bool& vocabulary) {
   namespace fs = std::filesystem;
   vocabulary = false;
   const fs::path out{out_file};
@@ -100,6 +103,10 @@ result<int> export_model_files(const config::model_shape& model, const std::stri
     if (ec) return sailor::error::failed("cannot copy " + vocab.string() + " to " + copy.string() + ": " + ec.message());
     vocabulary = true;
   }
+  const auto model_copy = folder / exported_model_file();
+  if (!fs::equivalent(model_file, model_copy, ec))
+    fs::copy_file(model_file, model_copy, fs::copy_options::overwrite_existing, ec);
+  if (ec) return sailor::error::failed("cannot copy " + model_file + " to " + model_copy.string() + ": " + ec.message());
   return *written;
 }
 
@@ -139,7 +146,7 @@ status resolve_source(export_options& o) {
   if (!run_folder::is_run(o.run))
     return sailor::error::invalid_input(
       o.run, "", "not the folder of a sailor train run (no " + o.run + "/" + run_folder::record_file() +
-                   "): give the folder sailor train printed (its --out), or --checkpoint and --model");
+                   "): give the folder sailor train printed (its --out), one sailor export wrote, or --checkpoint and --model");
   auto found = run_folder::newest_checkpoint(o.run, o.iteration);
   if (!found) return found.error();
   o.checkpoint = found->plan_folder.string();
@@ -157,19 +164,43 @@ int run_export(export_options o) {
   auto model = config::load_model(o.model);
   if (!model) return export_failed("export", model.error().to_string());
   bool vocabulary = false;
-  auto written = export_model_files(*model, o.checkpoint, o.iteration, o.out, vocabulary);
+  auto written = export_model_files(*model, o.model, o.checkpoint, o.iteration, o.out, vocabulary);
   if (!written) return export_failed("export", written.error().to_string());
-  std::printf("wrote %d tensors of %s (%s) to %s and config.json%s beside it\n", *written,
-              model->name.c_str(), config::to_string(model->arch), o.out.c_str(),
+  std::printf("wrote %d tensors of %s (%s) to %s and config.json, %s%s beside it\n", *written,
+              model->name.c_str(), config::to_string(model->arch), o.out.c_str(), exported_model_file(),
               vocabulary ? " and vocab.json (its characters)" : "");
   return 0;
 }
 
+// The model sailor export wrote into `folder` (its one .safetensors file, with
+// sailor-model.yaml beside it), or "" when the folder holds no such model.
+std::string exported_model_in(const std::string& folder) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string found;
+  if (!fs::is_regular_file(fs::path(folder) / exported_model_file(), ec)) return found;
+  for (fs::directory_iterator i{folder, ec}, end; !ec && i != end; i.increment(ec))
+    if (i->path().extension() == ".safetensors") {
+      if (!found.empty()) return "";  // two models: which is meant is not clear
+      found = i->path().string();
+    }
+  return found;
+}
+
 int run_generate(export_options o) {
-  if (auto err = resolve_source(o)) return report_error("generate", *err);
+  text_sample_options sample;
+  // A folder sailor export wrote (DIR/model, or --out's), on its own: no checkpoint needed.
+  if (!o.run.empty() && !run_folder::is_run(o.run) && o.checkpoint.empty()) {
+    sample.exported_file = exported_model_in(o.run);
+    if (!sample.exported_file.empty() && o.model.empty())
+      o.model = (std::filesystem::path(o.run) / exported_model_file()).string();
+  }
+  if (!sample.exported_file.empty())
+    o.checkpoint = o.run;  // its folder: vocab.json
+  else if (auto err = resolve_source(o))
+    return report_error("generate", *err);
   auto model = config::load_model(o.model);
   if (!model) return export_failed("generate", model.error().to_string());
-  text_sample_options sample;
   sample.tokens = o.generation.tokens;
   sample.temperature = o.generation.temperature;
   sample.top_k = o.generation.top_k;
@@ -189,7 +220,8 @@ void add_export(CLI::App& app, command_set& commands) {
   auto* ex = app.add_subcommand(
     "export", "write a trained model as safetensors with Hugging Face names, config.json and its vocabulary");
   ex->footer("  sailor export DIR                 DIR: the folder sailor train printed (its --out); writes\n"
-             "                                    DIR/model/model.safetensors, config.json, vocab.json\n"
+             "                                    DIR/model/model.safetensors, config.json, sailor-model.yaml,\n"
+             "                                    vocab.json\n"
              "  sailor export DIR --out F.safetensors   the same files in F's folder\n"
              "  sailor export --checkpoint C --model M.yaml --out F.safetensors   a checkpoint folder");
   ex->add_option("run", opts->run, "the run folder of sailor train (its --out DIR)");
@@ -200,10 +232,11 @@ void add_export(CLI::App& app, command_set& commands) {
   ex->callback([&commands, opts] { commands.selected = [opts] { return run_export(*opts); }; });
 
   auto* gen = app.add_subcommand("generate", "sample text from a trained model (a text job's) on the CPU");
-  gen->footer("  sailor generate DIR --prompt TEXT   DIR: the folder sailor train printed (its --out), or\n"
-              "                                      its model/ folder\n"
+  gen->footer("  sailor generate DIR --prompt TEXT   DIR: the folder sailor train printed (its --out), or a\n"
+              "                                      folder sailor export wrote (DIR/model: the model, its\n"
+              "                                      sailor-model.yaml and vocab.json; no checkpoint needed)\n"
               "  sailor generate --checkpoint C --model M.yaml --prompt TEXT   a checkpoint folder (vocab.json in it)");
-  gen->add_option("run", opts->run, "the run folder of sailor train (its --out DIR)");
+  gen->add_option("run", opts->run, "the run folder of sailor train (its --out DIR), or a folder sailor export wrote");
   gen->add_option("--checkpoint", opts->checkpoint, "a checkpoint folder (with vocab.json), instead of a run folder");
   gen->add_option("--model", opts->model, "with --checkpoint: the model file it was trained with");
   gen->add_option("--prompt", opts->prompt, "text to continue (default: none, the sample starts from the vocabulary's first character)");

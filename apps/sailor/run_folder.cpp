@@ -319,15 +319,17 @@ int finish(const place& p, const local_run_args& args, const config::model_shape
   }
   const auto out = p.dir / model_folder() / model_file();
   bool vocabulary = false;
-  auto written = export_model_files(model, found->plan_folder.string(), found->iterations, out.string(), vocabulary);
+  auto written = export_model_files(model, (p.dir / "model.yaml").string(), found->plan_folder.string(),
+                                    found->iterations, out.string(), vocabulary);
   if (!written) {
     std::printf("    the model was not exported: %s (`sailor export %s` tries again)\n",
                 written.error().to_string().c_str(), dir.c_str());
     std::fflush(stdout);
     return 1;
   }
-  std::printf("    %s/%s/  the trained model: %s (%d tensors, Hugging Face names), config.json%s\n", dir.c_str(),
-              model_folder(), model_file(), *written, vocabulary ? ", vocab.json" : "");
+  std::printf("    %s/%s/  the trained model: %s (%d tensors, Hugging Face names), config.json, %s%s\n",
+              dir.c_str(), model_folder(), model_file(), *written, exported_model_file(),
+              vocabulary ? ", vocab.json" : "");
   std::printf("    %s/%s/  the checkpoint after iteration %d (%s), node logs\n", dir.c_str(), state_folder(),
               found->iterations, found->plan_folder.string().c_str());
   if (vocabulary)
