@@ -100,6 +100,12 @@ TEST_CASE("export: an OPT reads back as OPTForCausalLM") {
   check_family(model, "opt", 5 + 16 * model.num_layers);
 }
 
+TEST_CASE("export: an OPT without biases reads back as OPTForCausalLM, its biases zeros") {
+  auto model = models::tiny_opt_shape();
+  model.bias = false;  // sailor train trains such a model; its export had no biases to write
+  check_family(model, "opt", 5 + 16 * model.num_layers);
+}
+
 TEST_CASE("export: a Llama with grouped-query attention reads back as LlamaForCausalLM") {
   auto model = models::tiny_llama_shape();
   // embed_tokens, norm, lm_head; 9 per block.

@@ -77,7 +77,8 @@ std::map<std::string, torch::Tensor> hf_tensors(const config::model_shape& m, co
   auto rename = [&](const std::string& l, const std::string& t, std::span<const layer_name> names, bool biases) {
     for (const auto& [a, b] : names) {
       out[t + b + ".weight"] = get(l + a + ".weight");
-      if (biases) out[t + b + ".bias"] = get(l + a + ".bias");
+      // A bias-free model's biases as zeros (Hugging Face's OPT always has them).
+      if (biases) out[t + b + ".bias"] = get(l + a + ".bias", get(l + a + ".weight").size(0));
     }
   };
   const int L = m.num_layers;
@@ -124,7 +125,7 @@ std::map<std::string, torch::Tensor> hf_tensors(const config::model_shape& m, co
       out["model.decoder.embed_tokens.weight"] = word;
       out["model.decoder.embed_positions.weight"] = get("layer0.position.weight");
       out["model.decoder.final_layer_norm.weight"] = get(head + "ln.weight");
-      out["model.decoder.final_layer_norm.bias"] = get(head + "ln.bias");
+      out["model.decoder.final_layer_norm.bias"] = get(head + "ln.bias", h);
       break;
     case config::architecture::llama:
       out["model.embed_tokens.weight"] = word;
