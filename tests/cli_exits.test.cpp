@@ -106,7 +106,7 @@ TEST_CASE("sailor train refuses a job whose max_cost_per_iteration_usd no plan m
   const auto job = dir.write("job.yaml", slurp(configs + "/jobs/tiny.yaml") +
                                            "constraints:\n  max_cost_per_iteration_usd: 1.0e-12\n");
   auto r = run_command(sailor_bin() + " train --model " + configs + "/models/tiny.yaml --job " + job +
-                         " --nodes 1 --zones 1 --planner even --iterations 4 --no-dashboard",
+                         " --nodes 1 --zones 1 --planner even --iterations 4 --no-dashboard --out " + dir.path("run"),
                        180);
   INFO(r.out);
   INFO(r.err);
