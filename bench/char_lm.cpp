@@ -195,7 +195,7 @@ int run_processes(const std::string& layout, const std::string& model_path,
   const std::string command = sailor + " train --model " + model_path + " --job " + job_path +
                               " --plan " + plan + " --nodes " + std::to_string(nodes) +
                               " --zones 2 --iterations " + std::to_string(iterations) +
-                              " --summary-json " + summary +
+                              " --summary-json " + summary + " --out " + (dir / "run").string() +
                               " --stall-timeout-s 600 --sample-tokens 0";
   std::printf("char_lm: %s\n", command.c_str());
   // Only the lines worth reading: the plan, the validation passes, the summary, errors.

@@ -97,7 +97,7 @@ TEST_CASE("sailor train: a tiny Llama and a tiny OPT without biases train over n
     CAPTURE(family);
     const auto model_file = dir.write(family + ".yaml", yaml);
     auto [r, j] = run_with_summary(sailor_bin() + " train --model " + model_file + " --job " + configs +
-                                     "/jobs/tiny.yaml --nodes 2 --zones 2 --iterations 6",
+                                     "/jobs/tiny.yaml --nodes 2 --zones 2 --iterations 6 --out " + dir.path(family + "-run"),
                                    dir, 150);
     CHECK(r.out.find("(" + family + ",") != std::string::npos);
     CHECK(j["plan"]["stages"].get<int>() >= 1);
@@ -115,7 +115,7 @@ TEST_CASE("sailor train: a text job's data, schedule and validation reach the no
   const auto [job_file, model_file] = write_text_job(dir, iterations);
   // Three nodes in two zones; the newest dies after 4 iterations and the others go on.
   auto [r, j] = run_with_summary(sailor_bin() + " train --model " + model_file + " --job " + job_file +
-                                   " --nodes 3 --zones 2 --preempt-at 4",
+                                   " --nodes 3 --zones 2 --preempt-at 4 --out " + dir.path("run"),
                                  dir, 200);
   CHECK(r.out.find("validation loss") != std::string::npos);
   CHECK(r.out.find("sample of the trained model") != std::string::npos);
@@ -153,7 +153,7 @@ TEST_CASE("sailor train: a Llama-style model learns a text file over node proces
                   "warmup_iterations: 4\ndecay_iterations: 40\nbetas: [0.9, 0.99]\n"
                   "weight_decay: 0.1\ngrad_clip: 1.0\n");
   auto [r, j] = run_with_summary(sailor_bin() + " train --model " + model_file + " --job " + job_file +
-                                   " --nodes 2 --zones 2 --sample-tokens 0",
+                                   " --nodes 2 --zones 2 --sample-tokens 0 --out " + dir.path("run"),
                                  dir, 200);
   CHECK(r.out.find("(llama,") != std::string::npos);
   const auto loss = j["loss_curve"].get<std::vector<double>>();
@@ -280,7 +280,7 @@ TEST_CASE("sailor train --nodes 1 needs no --zones, plans with the search and sp
   const int iterations = 8;
   const auto [job_file, model_file] = write_text_job(dir, iterations);
   auto [r, j] = run_with_summary(sailor_bin() + " train --model " + model_file + " --job " + job_file +
-                                   " --nodes 1 --sample-tokens 0",
+                                   " --nodes 1 --sample-tokens 0 --out " + dir.path("run"),
                                  dir, 200);
   CHECK(r.out.find("1 nodes in 1 zones") != std::string::npos);
   CHECK(j["planner"].get<std::string>() == "search");

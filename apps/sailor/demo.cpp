@@ -1,9 +1,13 @@
 // `sailor train` and `sailor demo`: the command lines (the run is local_run.cpp).
 //
-//   sailor train --model M.yaml --job J.yaml [--nodes N] [--zones Z] [--summary-json FILE]
+//   sailor train --model M.yaml --job J.yaml [--out DIR] [--nodes N] [--zones Z] [--summary-json FILE]
+//   sailor train --resume DIR [--iterations N] [--nodes N] ...
 //   sailor demo  [the same options, on built-in defaults: a small character-level GPT
 //                trained on the quotes of Debian's fortunes-min package, ending with a
 //                sample of its text; --model and --job run another job, --data another text]
+#include <string>
+#include <vector>
+
 #include "commands.hpp"
 #include "local_cluster.hpp"
 
@@ -99,8 +103,30 @@ void add_local_run_options(CLI::App* sub, local_run_args& args) {
                 "(on with --straggler-at; off otherwise: on a loaded machine, noise alone "
                 "reaches such factors)");
   sub->add_flag("--verbose", args.verbose, "log the supervisor's events");
-  sub->add_flag("--keep-logs", args.keep_logs, "keep the node logs after a success");
+  sub->add_flag("--keep-logs", args.keep_logs,
+                "keep the node logs after a success (a run folder keeps them anyway)");
+  sub->add_option("--resume", args.resume,
+                  "continue the run in DIR (a run folder, after Ctrl-C or a failure) from its newest "
+                  "complete checkpoint, with its model, job and options (those given here replace "
+                  "them: other --nodes, --zones or --planner resume on another plan). --iterations "
+                  "is the run's total counted from its start, not more on top: without it the run "
+                  "trains to the total it was started with; a finished run trains on to a larger "
+                  "--iterations")
+    ->excludes("--out");
 }
+
+namespace {
+
+// The options given on `sub`'s command line (--resume takes the others from the run).
+std::vector<std::string> given_options(const CLI::App* sub) {
+  std::vector<std::string> out;
+  for (const auto* option : sub->get_options())
+    if (option->count() > 0 && !option->get_lnames().empty())
+      out.push_back("--" + option->get_lnames().front());
+  return out;
+}
+
+}  // namespace
 
 void add_train(CLI::App& app, command_set& commands) {
   auto args = std::make_shared<local_run_args>();
@@ -108,10 +134,26 @@ void add_train(CLI::App& app, command_set& commands) {
   args->planner = "search";
   auto* sub = app.add_subcommand(
     "train", "run a job on this machine: a coordinator and N local sailor-node processes");
-  sub->add_option("--model", args->model, "model YAML")->required();
-  sub->add_option("--job", args->job, "job YAML (batch, data, schedule, iterations)")->required();
+  args->default_out = true;
+  sub->add_option("--model", args->model, "model YAML (required, unless --resume)");
+  sub->add_option("--job", args->job, "job YAML (batch, data, schedule, iterations; required, unless --resume)");
+  sub->add_option("--out", args->out,
+                  "DIR: the run's folder, made here: its state (checkpoints, node logs) while it trains, "
+                  "and at the end the trained model (DIR/model: model.safetensors, config.json, "
+                  "vocab.json), which `sailor generate DIR` and `sailor export DIR` take. Kept after "
+                  "success, failure or Ctrl-C; never an existing run's (default: "
+                  "./sailor-runs/<job file's name>-<UTC time>, printed)");
   add_local_run_options(sub, *args);
-  sub->callback([&commands, args] {
+  sub->footer("The run's folder (--out DIR):\n"
+              "  DIR/model/  the trained model: model.safetensors (Hugging Face names), config.json,\n"
+              "              sailor-model.yaml, vocab.json (a text job's characters)\n"
+              "  DIR/state/  checkpoints (state/checkpoints/<job>/v<plan>/iter-<N>), node logs\n"
+              "  DIR/run.json, model.yaml, job.yaml: what --resume DIR runs again\n"
+              "  sailor generate DIR --prompt TEXT      sample text from it\n"
+              "  sailor train --resume DIR              go on after Ctrl-C or a failure\n"
+              "  sailor train --resume DIR --iterations N   train a finished run on to N in all");
+  sub->callback([&commands, args, sub] {
+    args->given = given_options(sub);
     commands.selected = [args] { return run_local_training(*args); };
   });
 }
@@ -130,8 +172,12 @@ void add_demo(CLI::App& app, command_set& commands) {
                   "job YAML (batch, data, schedule); the default trains on the fortunes-min "
                   "quotes, joined into one corpus")
     ->capture_default_str();
+  sub->add_option("--out", args->out,
+                  "keep the run in this folder, made here (as sailor train --out; default: a "
+                  "temporary folder, removed after a success)");
   add_local_run_options(sub, *args);
   sub->callback([&commands, args, sub] {
+    args->given = given_options(sub);
     // The built-in job's text is the joined quotes; another job keeps its own data.
     args->fortunes_corpus = sub->count("--job") == 0 && sub->count("--data") == 0;
     commands.selected = [args] { return run_local_training(*args); };

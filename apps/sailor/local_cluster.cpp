@@ -74,9 +74,19 @@ status local_cluster::make_work_dir() {
   return {};
 }
 
+status local_cluster::use_work_dir(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    return sailor::error::failed("cannot create " + dir.string() + ": " + ec.message());
+  work_ = fs::absolute(dir).lexically_normal();
+  work_kept_ = true;
+  return {};
+}
+
 void local_cluster::remove_work_dir() {
   std::error_code ec;
-  if (!work_.empty())
+  if (!work_.empty() && !work_kept_)
     fs::remove_all(work_, ec);
   work_.clear();
 }
@@ -264,8 +274,8 @@ int local_cluster::cleanup(int code, bool keep_logs) {
   cleaned_ = true;
   web_.reset();
   stop_processes();
-  if (work_.empty())
-    return code;
+  if (work_.empty() || work_kept_)
+    return code;  // a run's folder: the command says where it is and what it holds
   if (code == 0 && !keep_logs) {
     std::error_code ec;
     fs::remove_all(work_, ec);

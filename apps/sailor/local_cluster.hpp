@@ -72,6 +72,13 @@ struct local_run_args {
   /// ("ZONE_A:ZONE_B=LATENCY_MS,MBPS", comm/link_table.hpp), in every node.
   int link_change_at = 0;
   std::string link_change;
+  /// The run's folder (run_folder.hpp): "" for `sailor train` makes one under
+  /// ./sailor-runs/, for `sailor demo` none (a temporary folder, removed after a success).
+  std::string out;
+  bool default_out = false;  ///< `sailor train`: a run folder even without --out
+  std::string resume;        ///< --resume DIR: the run in DIR goes on
+  /// The options given on the command line (--resume takes the others from the run).
+  std::vector<std::string> given;
 };
 
 /// The options both subcommands take (defaults as `args` holds them).
@@ -90,6 +97,9 @@ public:
 
   /// Makes the work folder (the coordinator's train folder and the nodes' state folder).
   status make_work_dir();
+  /// Works in `dir` (made if missing) instead, which is kept whatever happens: a run's
+  /// state folder (run_folder.hpp).
+  status use_work_dir(const std::filesystem::path& dir);
   const std::filesystem::path& work() const { return work_; }
   /// Removes the work folder (bad input: nothing ran, nothing to keep).
   void remove_work_dir();
@@ -138,6 +148,7 @@ private:
   std::string command_;
   std::filesystem::path work_;
   bool signals_taken_ = false;
+  bool work_kept_ = false;  // use_work_dir(): never removed
   std::unique_ptr<actors::runtime_config> config_;
   std::unique_ptr<caf::actor_system> system_;
   std::unique_ptr<comm::transport> transport_;  // the coordinator's; outlives it

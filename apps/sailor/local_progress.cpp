@@ -44,8 +44,9 @@ std::string local_progress::take(training_events& events, int live_nodes) {
   if (plan_ && plans_ != plans_shown_)
     print_plan();
   for (auto& r : fresh) {
-    if (r.iteration < static_cast<std::int64_t>(records_.size()))
-      records_.resize(static_cast<std::size_t>(r.iteration));  // run again after a resume
+    const std::int64_t index = std::max<std::int64_t>(0, r.iteration - earlier_);
+    if (index < static_cast<std::int64_t>(records_.size()))
+      records_.resize(static_cast<std::size_t>(index));  // run again after a resume
     print_iteration(r);
     records_.push_back(r);
     history_.emplace_back(plans_, r);
@@ -171,7 +172,10 @@ void local_progress::print_summary(const std::string& command, double wall_s) co
   int counted = 0;
   means(measured, tokens_per_s, counted);
   std::printf("\nsailor %s: done in %.1f s\n", command.c_str(), wall_s);
-  std::printf("  iterations completed   %zu of %d\n", records_.size(), iterations_);
+  std::printf("  iterations completed   %d of %d", done(), iterations_);
+  if (earlier_ > 0)
+    std::printf(" (1..%d by the run this one resumed, %d..%d now)", earlier_, earlier_ + 1, iterations_);
+  std::printf("\n");
   if (!loss_curve_.empty())
     std::printf("  loss                   %.4f -> %.4f\n", loss_curve_.front(),
                 loss_curve_.back());
@@ -223,7 +227,8 @@ nlohmann::json local_progress::summary_json(double wall_s) const {
   int counted = 0;
   means(measured, tokens_per_s, counted);
   nlohmann::json j;
-  j["iterations_completed"] = records_.size();
+  j["iterations_completed"] = done();
+  j["first_iteration"] = earlier_ + 1;  // of loss_curve (--resume: after the earlier run's)
   j["loss_curve"] = loss_curve_;
   j["val_loss_curve"] = val_loss_json(val_loss_curve_);
   j["tokens_per_s"] = tokens_per_s;

@@ -64,14 +64,16 @@ struct training_events {
 class local_progress {
 public:
   using clock_type = std::chrono::steady_clock;
-  explicit local_progress(int iterations) : iterations_(iterations) {}
+  /// `earlier`: iterations an earlier run of the job completed (sailor train --resume), which
+  /// count as done; this run trains the rest.
+  explicit local_progress(int iterations, int earlier = 0) : iterations_(iterations), earlier_(earlier) {}
 
   /// Takes what the callbacks wrote (waiting up to 100 ms for something); prints the plan
   /// when a new one came, and one line per completed iteration. Returns the training error,
   /// if any.
   std::string take(training_events& events, int live_nodes);
   bool finished() const { return finished_ && done() >= iterations_; }
-  int done() const { return static_cast<int>(records_.size()); }
+  int done() const { return earlier_ + static_cast<int>(records_.size()); }
   int total() const { return iterations_; }
   clock_type::time_point last_progress() const { return last_progress_; }
   /// Re-planning and profiling after a loss take their time: no stall meanwhile.
@@ -119,6 +121,7 @@ private:
   void means(double& measured_s, double& tokens_per_s, int& counted) const;
 
   int iterations_;
+  int earlier_ = 0;  // completed by an earlier run: records_ starts after them
   std::vector<actors::iteration_record> records_;
   std::set<std::int64_t> warm_up_;  // the first iteration each plan ran
   std::vector<double> loss_curve_;

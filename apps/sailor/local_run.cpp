@@ -38,6 +38,7 @@
 #include "local_progress.hpp"
 #include "local_setup.hpp"
 #include "preemption.hpp"
+#include "run_folder.hpp"
 #include "sample_text.hpp"
 #include "training_setup.hpp"
 #include "sailor/config/load.hpp"
@@ -85,7 +86,7 @@ void preempt(const local_run_args& args, local_cluster& cluster, training_events
 // re-plan over the others, which resume from the newest complete checkpoint: iterations after
 // it are run again, and their new records replace the old ones. Returns an exit code.
 int train_loop(const local_run_args& args, local_cluster& cluster, training_events& events,
-               local_progress& progress, local_drift& drift) {
+               local_progress& progress, local_drift& drift, bool& interrupted) {
   auto last_status = clock_type::now() - std::chrono::seconds{1};
   while (true) {
     const std::string error = progress.take(events, cluster.live_children());
@@ -94,8 +95,10 @@ int train_loop(const local_run_args& args, local_cluster& cluster, training_even
       return local_run_failed(args, "training failed: " + error);
     if (progress.finished())
       return exit_done;
-    if (cluster.interrupted())
+    if (cluster.interrupted()) {
+      interrupted = true;
       return local_run_failed(args, "interrupted after " + std::to_string(progress.done()) + " iterations");
+    }
     if (args.preempt_at > 0 && progress.preempted_nodes().empty() &&
         progress.done() >= args.preempt_at)
       preempt(args, cluster, events, progress);
@@ -159,57 +162,85 @@ std::string final_sample(const local_run_args& args, const local_inputs& in,
 
 int run_local_training(const local_run_args& asked) {
   local_run_args args = asked;
+  auto place = run_folder::open(args);  // --resume completes args from the run's record
+  if (!place)
+    return local_run_failed(args, place.error().to_string(), exit_code_for(place.error().kind));
   if (args.zones == 0) args.zones = std::min(std::max(1, args.nodes), 2);
   training_events events;  // outlives the cluster: the supervisor's callbacks write it
   local_cluster cluster{args.command};
-  if (auto err = cluster.make_work_dir())
+  if (auto err = place->dir.empty() ? cluster.make_work_dir()
+                                    : cluster.use_work_dir(place->dir / run_folder::state_folder()))
     return local_run_failed(args, err->message);
   auto in = load_inputs(args, cluster.work());
   if (!in) {
     cluster.remove_work_dir();
+    run_folder::discard(*place);
     return local_run_failed(args, in.error().to_string(), exit_bad_input);
   }
+  const auto settings = settings_for(*in, args, cluster.work());
+  if (!place->dir.empty()) {
+    const auto data = in->job.data ? fs::absolute(in->job.data->path).lexically_normal().string() : "";
+    if (auto err = run_folder::record(place->dir, args, data, in->iterations, job_key(settings)))
+      return local_run_failed(args, err->message);
+  }
+  bool interrupted = false;
+  // Every exit once the processes may have started: they stop (the nodes flush their
+  // checkpoints), then a run's folder says where its state is.
+  auto stop = [&](int code) {
+    cluster.cleanup(code, args.keep_logs);
+    if (code != exit_done)
+      run_folder::report_stopped(*place, args, interrupted ? "interrupted" : "failed", in->iterations);
+    return code;
+  };
   if (!args.verbose) {
     log::get("actors")->set_level(spdlog::level::warn);
     log::get("train")->set_level(spdlog::level::warn);  // the sample's checkpoint restore
   }
   cluster.take_signals();
   const auto start_time = clock_type::now();
-  const auto settings = settings_for(*in, args, cluster.work());
   auto planning = planning_inputs_for(*in, args, cluster.work(), std::make_shared<live_loop>());
   auto options = coordinator_options_for(*in, args, settings, events, planning);
   auto jsonl = open_metrics_jsonl(args.metrics_jsonl, options.supervisor.board, in->cluster,
                                   in->model);
   if (!jsonl) {
     cluster.remove_work_dir();
+    run_folder::discard(*place);
     return local_run_failed(args, jsonl.error().message, exit_bad_input);
   }
   append_figures_on_iteration(options.supervisor, *jsonl);
   local_drift drift{args, planning, options.supervisor.board};
   if (auto err = cluster.start(std::move(options), args.dashboard, in->cluster, in->model))
-    return cluster.cleanup(local_run_failed(args, err->message), args.keep_logs);
+    return stop(local_run_failed(args, err->message));
   std::printf("sailor %s: model %s (%s, %lld parameters), %d nodes in %d zones (cluster %s), "
               "%d compute threads each, %d iterations, data %s\n",
               args.command.c_str(), in->model.name.c_str(), config::to_string(in->model.arch),
               static_cast<long long>(in->model.total_params()), args.nodes, args.zones,
               in->cluster.name.c_str(), local_threads_per_node(args.nodes), in->iterations,
               in->job.data ? in->job.data->path.c_str() : "synthetic (built-in)");
+  if (place->resumed)
+    std::printf("  resuming the run in %s: %d of %d iterations in its checkpoint\n", place->dir.c_str(),
+                place->earlier, in->iterations);
+  else if (!place->dir.empty())
+    std::printf("  the run's folder: %s (its checkpoints, and the trained model at the end)\n",
+                place->dir.c_str());
   std::printf("  coordinator on 127.0.0.1:%u; node logs in %s\n",
               static_cast<unsigned>(cluster.port()), cluster.work().c_str());
   if (cluster.web())
     std::printf("  dashboard on %s\n", cluster.web()->url().c_str());
   std::fflush(stdout);
   if (auto err = cluster.spawn_nodes(in->node_binary, args.nodes, args.zones))
-    return cluster.cleanup(local_run_failed(args, err->message), args.keep_logs);
-  if (auto err = cluster.wait_for_joins(args.nodes, args.join_timeout_s))
-    return cluster.cleanup(local_run_failed(args, err->message), args.keep_logs);
+    return stop(local_run_failed(args, err->message));
+  if (auto err = cluster.wait_for_joins(args.nodes, args.join_timeout_s)) {
+    interrupted = err->message == "interrupted";
+    return stop(local_run_failed(args, err->message));
+  }
   std::printf("  %d nodes joined in %.2f s\n", args.nodes,
               std::chrono::duration<double>(clock_type::now() - start_time).count());
   std::fflush(stdout);
 
-  local_progress progress{in->iterations};
-  if (int code = train_loop(args, cluster, events, progress, drift); code != exit_done)
-    return cluster.cleanup(code, args.keep_logs);
+  local_progress progress{in->iterations, place->earlier};
+  if (int code = train_loop(args, cluster, events, progress, drift, interrupted); code != exit_done)
+    return stop(code);
   const double wall_s = std::chrono::duration<double>(clock_type::now() - start_time).count();
   progress.print_summary(args.command, wall_s);
   if (cluster.web() && args.dashboard_hold_s > 0) {
@@ -246,9 +277,10 @@ int run_local_training(const local_run_args& asked) {
     std::ofstream out(args.summary_json);
     out << j.dump(2) << "\n";
     if (!out)
-      return cluster.cleanup(local_run_failed(args, "cannot write " + args.summary_json), args.keep_logs);
+      return stop(local_run_failed(args, "cannot write " + args.summary_json));
   }
-  return cluster.cleanup(exit_done, args.keep_logs);
+  // Trained: an export that fails says so and how to try again; the checkpoint is kept.
+  return cluster.cleanup(run_folder::finish(*place, args, in->model, in->iterations), args.keep_logs);
 }
 
 }  // namespace sailor::app

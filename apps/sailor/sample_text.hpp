@@ -18,6 +18,9 @@ struct text_sample_options {
   /// Drop the prompt's characters the vocabulary lacks (none left: start from its first
   /// symbol) instead of refusing the prompt.
   bool skip_unknown = false;
+  /// Sample from this safetensors file (what sailor export wrote; `checkpoint_dir` is then its
+  /// folder, with vocab.json) instead of a checkpoint.
+  std::string exported_file;
 };
 
 /// The prompt (as used) and `tokens` characters sampled after it on the CPU, from the model of the
@@ -26,5 +29,18 @@ struct text_sample_options {
 /// the vocabulary lacks, no checkpoint; or a build without LibTorch.
 result<std::string> sample_text(const config::model_shape& model, const std::string& checkpoint_dir,
                                 const std::string& prompt, const text_sample_options& options);
+
+/// Writes the model of the checkpoint after `iterations` iterations in `checkpoint_dir` (0: the
+/// latest) to `out_file` (safetensors with Hugging Face's names), config.json beside it and,
+/// for a text job, its vocabulary (vocab.json, copied from the checkpoint's folder) and the
+/// model file (`model_file` copied to sailor-model.yaml), so that the folder holds what
+/// `sailor generate` needs. Returns the number of tensors written; `vocabulary` says whether a
+/// vocabulary was copied.
+result<int> export_model_files(const config::model_shape& model, const std::string& model_file,
+                               const std::string& checkpoint_dir, int iterations,
+                               const std::string& out_file, bool& vocabulary);
+
+/// The model file sailor export writes beside the model.
+inline const char* exported_model_file() { return "sailor-model.yaml"; }
 
 }  // namespace sailor::app

@@ -6,6 +6,7 @@
 #include <limits>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <span>
 #include <utility>
@@ -76,7 +77,8 @@ std::map<std::string, torch::Tensor> hf_tensors(const config::model_shape& m, co
   auto rename = [&](const std::string& l, const std::string& t, std::span<const layer_name> names, bool biases) {
     for (const auto& [a, b] : names) {
       out[t + b + ".weight"] = get(l + a + ".weight");
-      if (biases) out[t + b + ".bias"] = get(l + a + ".bias");
+      // A bias-free model's biases as zeros (Hugging Face's OPT always has them).
+      if (biases) out[t + b + ".bias"] = get(l + a + ".bias", get(l + a + ".weight").size(0));
     }
   };
   const int L = m.num_layers;
@@ -123,7 +125,7 @@ std::map<std::string, torch::Tensor> hf_tensors(const config::model_shape& m, co
       out["model.decoder.embed_tokens.weight"] = word;
       out["model.decoder.embed_positions.weight"] = get("layer0.position.weight");
       out["model.decoder.final_layer_norm.weight"] = get(head + "ln.weight");
-      out["model.decoder.final_layer_norm.bias"] = get(head + "ln.bias");
+      out["model.decoder.final_layer_norm.bias"] = get(head + "ln.bias", h);
       break;
     case config::architecture::llama:
       out["model.embed_tokens.weight"] = word;
@@ -193,6 +195,98 @@ status write_safetensors(const std::string& path, const std::map<std::string, to
   return {};
 }
 
+// The tensors of a safetensors file as write_safetensors writes them (F32).
+result<std::map<std::string, torch::Tensor>> read_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return error::not_found(path, "", "cannot read " + path);
+  unsigned char length[8] = {};
+  in.read(reinterpret_cast<char*>(length), 8);
+  std::uint64_t header_size = 0;
+  for (int i = 0; i < 8; ++i) header_size |= static_cast<std::uint64_t>(length[i]) << (8 * i);
+  if (!in || header_size > (1u << 26)) return error::invalid_input(path, "", "not a safetensors file");
+  std::string text(header_size, ' ');
+  in.read(text.data(), static_cast<std::streamsize>(header_size));
+  json header = json::parse(text, nullptr, false);
+  if (!in || header.is_discarded() || !header.is_object()) return error::invalid_input(path, "", "a bad safetensors header");
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    if (entry.value("dtype", "") != "F32") return error::invalid_input(path, name, "expected F32 tensors");
+    const auto shape = entry.at("shape").get<std::vector<std::int64_t>>();
+    const auto range = entry.at("data_offsets").get<std::vector<std::uint64_t>>();
+    auto t = torch::empty(shape, torch::kFloat);
+    if (range.size() != 2 || range[1] > bytes.size() || range[1] - range[0] != static_cast<std::uint64_t>(t.numel()) * 4)
+      return error::invalid_input(path, name, "its data_offsets do not fit the file");
+    std::memcpy(t.data_ptr(), bytes.data() + range[0], range[1] - range[0]);
+    out[name] = t;
+  }
+  return out;
+}
+
+// The whole model from the safetensors export_safetensors wrote: every tensor of the file
+// copied into ours through hf_tensors's views of them (renames and transposes); GPT-2's fused
+// q, k, v split back; biases a bias-free model lacks skipped.
+result<std::unique_ptr<models::stage_module>> load_exported(const config::model_shape& model, const std::string& file) {
+  if (auto st = validate_architecture(model)) return *st;
+  auto tensors = read_safetensors(file);
+  if (!tensors) return tensors.error();
+  auto module = std::make_unique<models::stage_module>(model, 0, model.num_all_layers(), models::tp_group{}, 1);
+  std::map<std::string, torch::Tensor> ours;
+  for (const auto& p : module->parameters()) ours[p.name] = p.tensor.detach();
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, view] : hf_tensors(model, *module)) {
+    auto it = tensors->find(name);
+    if (it == tensors->end()) return error::invalid_input(file, name, "missing (" + model.name + " has it)");
+    if (!it->second.sizes().equals(view.sizes()))
+      return error::invalid_input(file, name, "its shape differs from " + model.name + "'s");
+    const auto fused = name.find("attn.c_attn.");
+    if (model.arch == config::architecture::gpt2 && fused != std::string::npos) {
+      const std::string layer = "layer" + std::to_string(std::stoi(name.substr(std::strlen("transformer.h."))) + 1) + ".attn.";
+      const bool weight = name.ends_with(".weight");
+      auto parts = (weight ? it->second.t() : it->second).chunk(3, 0);
+      const char* qkv[] = {"q", "k", "v"};
+      for (int k = 0; k < 3; ++k)
+        if (auto mine = ours.find(layer + qkv[k] + (weight ? ".weight" : ".bias")); mine != ours.end())
+          mine->second.copy_(parts[static_cast<std::size_t>(k)]);
+      continue;
+    }
+    view.copy_(it->second);  // a view of ours, or a zero bias the model lacks (nothing to keep)
+  }
+  return module;
+}
+
+// `tokens` ids after `prompt` drawn from `module` (every layer of `model`).
+std::vector<std::int64_t> draw_tokens(const config::model_shape& model, models::stage_module& module,
+                                      const std::vector<std::int64_t>& prompt, const generation_options& options) {
+  torch::NoGradGuard no_grad;
+  auto gen = at::detail::createCPUGenerator(options.seed);
+  std::vector<std::int64_t> ids = prompt;
+  if (ids.empty()) ids.push_back(0);
+  const std::size_t start = ids.size();
+  for (int i = 0; i < options.tokens; ++i) {
+    const std::size_t from = ids.size() > static_cast<std::size_t>(model.sequence) ? ids.size() - model.sequence : 0;
+    auto x = torch::tensor(std::vector<std::int64_t>(ids.begin() + from, ids.end()), torch::kLong).unsqueeze(0);
+    for (int layer = 0; layer <= model.num_layers; ++layer) x = module.forward_layer(layer, x);
+    auto logits = module.logits(x).index({0, -1});
+    if (options.vocabulary_limit > 0 && options.vocabulary_limit < logits.size(0))
+      logits = logits.narrow(0, 0, options.vocabulary_limit);
+    std::int64_t next;
+    if (options.temperature <= 0) {
+      next = logits.argmax().item<std::int64_t>();
+    } else {
+      logits = logits / options.temperature;
+      if (options.top_k > 0 && options.top_k < logits.size(0)) {
+        auto kth = std::get<0>(logits.topk(options.top_k)).index({-1});
+        logits = logits.masked_fill(logits < kth, -std::numeric_limits<float>::infinity());
+      }
+      next = torch::multinomial(torch::softmax(logits, -1), 1, false, gen).item<std::int64_t>();
+    }
+    ids.push_back(next);
+  }
+  return std::vector<std::int64_t>(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.end());
+}
+
 }  // namespace
 
 result<int> export_safetensors(const config::model_shape& model, const std::string& checkpoint_dir,
@@ -219,33 +313,20 @@ result<std::vector<std::int64_t>> generate_tokens(const config::model_shape& mod
   try {
     auto module = load_model(model, checkpoint_dir, iterations);
     if (!module) return module.error();
-    torch::NoGradGuard no_grad;
-    auto gen = at::detail::createCPUGenerator(options.seed);
-    std::vector<std::int64_t> ids = prompt;
-    if (ids.empty()) ids.push_back(0);
-    const std::size_t start = ids.size();
-    for (int i = 0; i < options.tokens; ++i) {
-      const std::size_t from = ids.size() > static_cast<std::size_t>(model.sequence) ? ids.size() - model.sequence : 0;
-      auto context = torch::tensor(std::vector<std::int64_t>(ids.begin() + from, ids.end()), torch::kLong).unsqueeze(0);
-      auto x = context;
-      for (int layer = 0; layer <= model.num_layers; ++layer) x = (*module)->forward_layer(layer, x);
-      auto logits = (*module)->logits(x).index({0, -1});
-      if (options.vocabulary_limit > 0 && options.vocabulary_limit < logits.size(0))
-        logits = logits.narrow(0, 0, options.vocabulary_limit);
-      std::int64_t next;
-      if (options.temperature <= 0) {
-        next = logits.argmax().item<std::int64_t>();
-      } else {
-        logits = logits / options.temperature;
-        if (options.top_k > 0 && options.top_k < logits.size(0)) {
-          auto kth = std::get<0>(logits.topk(options.top_k)).index({-1});
-          logits = logits.masked_fill(logits < kth, -std::numeric_limits<float>::infinity());
-        }
-        next = torch::multinomial(torch::softmax(logits, -1), 1, false, gen).item<std::int64_t>();
-      }
-      ids.push_back(next);
-    }
-    return std::vector<std::int64_t>(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.end());
+    return draw_tokens(model, **module, prompt, options);
+  } catch (const std::exception& e) {
+    return error::failed(std::string("generate: ") + e.what());
+  }
+}
+
+result<std::vector<std::int64_t>> generate_tokens_exported(const config::model_shape& model,
+                                                           const std::string& safetensors_file,
+                                                           const std::vector<std::int64_t>& prompt,
+                                                           const generation_options& options) {
+  try {
+    auto module = load_exported(model, safetensors_file);
+    if (!module) return module.error();
+    return draw_tokens(model, **module, prompt, options);
   } catch (const std::exception& e) {
     return error::failed(std::string("generate: ") + e.what());
   }

@@ -38,6 +38,13 @@ result<std::vector<std::int64_t>> generate_tokens(const config::model_shape& mod
                                                   const std::vector<std::int64_t>& prompt,
                                                   const generation_options& options);
 
+/// Like generate_tokens, from the model export_safetensors wrote to `safetensors_file` (no
+/// checkpoint needed). Errors name the file and a tensor that is missing or of another shape.
+result<std::vector<std::int64_t>> generate_tokens_exported(const config::model_shape& model,
+                                                           const std::string& safetensors_file,
+                                                           const std::vector<std::int64_t>& prompt,
+                                                           const generation_options& options);
+
 /// The name of the vocabulary file a text job writes next to its checkpoints.
 inline const char* vocabulary_file_name() { return "vocab.json"; }
 
