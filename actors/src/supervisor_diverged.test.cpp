@@ -8,18 +8,6 @@
 
 namespace {
 
-// Checkpoints after iterations 2 and 4 of plan 1, each complete on n1.
-void held_checkpoints(training_run& t) {
-  for (int it : {2, 4}) {
-    train_report r;
-    r.plan_version = 1;
-    r.node = "n1";
-    r.iteration = it - 1;
-    r.checkpoint_file = shard("checkpoints/j/v1", it);
-    t.send("n1", r);
-  }
-}
-
 // Every rank of the current plan says iteration `iteration` was not finite, then that it
 // keeps no state; `kept` (not empty): one node says it kept its state there all the same.
 void diverge(training_run& t, int iteration, const std::string& kept = {}) {

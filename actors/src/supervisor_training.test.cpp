@@ -130,14 +130,7 @@ TEST_CASE_FIXTURE(training_run, "supervisor: a peer that cannot be reached at it
 TEST_CASE_FIXTURE(training_run, "supervisor: a checkpoint that cannot be restored is forgotten and the job resumes from an older one") {
   start(training());
   join_four();
-  for (int it : {2, 4}) {
-    train_report r;
-    r.plan_version = 1;
-    r.node = "n1";
-    r.iteration = it - 1;
-    r.checkpoint_file = shard("checkpoints/j/v1", it);
-    send("n1", r);
-  }
+  held_checkpoints(*this);
   caf::anon_send(fakes.at("n4"), preempt_atom::value);
   sched.run();
   REQUIRE(state().plan_version == 2);

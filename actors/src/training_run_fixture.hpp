@@ -130,4 +130,16 @@ std::string shard(const std::string& folder, int iterations) {
   return sailor::testing::shard_path(folder, iterations, 0, 1, 6);
 }
 
+// Checkpoints after iterations 2 and 4 of plan 1, each complete on n1.
+void held_checkpoints(training_run& t) {
+  for (int it : {2, 4}) {
+    train_report r;
+    r.plan_version = 1;
+    r.node = "n1";
+    r.iteration = it - 1;
+    r.checkpoint_file = shard("checkpoints/j/v1", it);
+    t.send("n1", r);
+  }
+}
+
 }  // namespace

@@ -158,6 +158,28 @@ std::string final_sample(const local_run_args& args, const local_inputs& in,
   return *text;
 }
 
+// What the run is and where: the first lines a user sees once the coordinator listens.
+void print_start(const local_run_args& args, const local_inputs& in, const run_folder::place& place,
+                 const local_cluster& cluster) {
+  std::printf("sailor %s: model %s (%s, %lld parameters), %d nodes in %d zones (cluster %s), "
+              "%d compute threads each, %d iterations, data %s\n",
+              args.command.c_str(), in.model.name.c_str(), config::to_string(in.model.arch),
+              static_cast<long long>(in.model.total_params()), args.nodes, args.zones,
+              in.cluster.name.c_str(), local_threads_per_node(args.nodes), in.iterations,
+              in.job.data ? in.job.data->path.c_str() : "synthetic (built-in)");
+  if (place.resumed)
+    std::printf("  resuming the run in %s: %d of %d iterations in its checkpoint\n", place.dir.c_str(),
+                place.earlier, in.iterations);
+  else if (!place.dir.empty())
+    std::printf("  the run's folder: %s (its checkpoints, and the trained model at the end)\n",
+                place.dir.c_str());
+  std::printf("  coordinator on 127.0.0.1:%u; node logs in %s\n",
+              static_cast<unsigned>(cluster.port()), cluster.work().c_str());
+  if (cluster.web())
+    std::printf("  dashboard on %s\n", cluster.web()->url().c_str());
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int run_local_training(const local_run_args& asked) {
@@ -211,23 +233,7 @@ int run_local_training(const local_run_args& asked) {
   local_drift drift{args, planning, options.supervisor.board};
   if (auto err = cluster.start(std::move(options), args.dashboard, in->cluster, in->model))
     return stop(local_run_failed(args, err->message));
-  std::printf("sailor %s: model %s (%s, %lld parameters), %d nodes in %d zones (cluster %s), "
-              "%d compute threads each, %d iterations, data %s\n",
-              args.command.c_str(), in->model.name.c_str(), config::to_string(in->model.arch),
-              static_cast<long long>(in->model.total_params()), args.nodes, args.zones,
-              in->cluster.name.c_str(), local_threads_per_node(args.nodes), in->iterations,
-              in->job.data ? in->job.data->path.c_str() : "synthetic (built-in)");
-  if (place->resumed)
-    std::printf("  resuming the run in %s: %d of %d iterations in its checkpoint\n", place->dir.c_str(),
-                place->earlier, in->iterations);
-  else if (!place->dir.empty())
-    std::printf("  the run's folder: %s (its checkpoints, and the trained model at the end)\n",
-                place->dir.c_str());
-  std::printf("  coordinator on 127.0.0.1:%u; node logs in %s\n",
-              static_cast<unsigned>(cluster.port()), cluster.work().c_str());
-  if (cluster.web())
-    std::printf("  dashboard on %s\n", cluster.web()->url().c_str());
-  std::fflush(stdout);
+  print_start(args, *in, *place, cluster);
   if (auto err = cluster.spawn_nodes(in->node_binary, args.nodes, args.zones))
     return stop(local_run_failed(args, err->message));
   if (auto err = cluster.wait_for_joins(args.nodes, args.join_timeout_s)) {
