@@ -163,13 +163,19 @@ void ucx_core::loop() {
   }
   for (auto& [id, l] : listeners_) ucp_listener_destroy(l->handle);
   listeners_.clear();
+  // A forced close ends UCX's sends from its progress queue: progress until they all ended.
   auto until = clock_type::now() + std::chrono::seconds(2);
-  while ((closing_ > 0 || !deferred_.empty()) && clock_type::now() < until) {
+  while ((closing_ > 0 || !deferred_.empty() || !sends_in_flight_.empty()) &&
+         clock_type::now() < until) {
     ucp_worker_progress(worker_);
     auto batch = std::move(deferred_);
     deferred_.clear();
     for (auto& d : batch) d();
   }
+  // What UCX did not end in time is completed here, once: its request is left to UCX.
+  for (auto* op : sends_in_flight_)
+    detail::complete(op->done, transport_error{errc::closed, "transport shut down"});
+  loop_done_ = true;
   by_ep_.clear();
 }
 

@@ -39,6 +39,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -121,6 +122,7 @@ public:
 
 // What a send needs until it completes.
 struct send_op {
+  ucx_core* core;
   std::shared_ptr<ucx_connection> conn;
   completion done;
   std::vector<std::byte> header;
@@ -228,6 +230,10 @@ public:
   std::unordered_map<ucp_ep_h, std::shared_ptr<ucx_connection>> by_ep_;
   std::map<std::uint64_t, std::unique_ptr<listener_state>> listeners_;
   int closing_ = 0;
+  // Sends UCX holds: a transport shut down completes each of them once, whether UCX ends
+  // it in time or not (after the loop, a late one is completed where it ends).
+  std::unordered_set<send_op*> sends_in_flight_;
+  bool loop_done_ = false;
   bool on_callback_ = false;  // inside am_callback (vs. a deferred call)
   struct am_arg {
     ucx_core* core;

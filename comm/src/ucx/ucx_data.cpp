@@ -282,7 +282,8 @@ void ucx_core::send(const std::shared_ptr<ucx_connection>& c, unsigned id,
     header.insert(header.begin(), reinterpret_cast<const std::byte*>(&seq),
                   reinterpret_cast<const std::byte*>(&seq) + sizeof(seq));
   }
-  auto* op = new send_op{c, std::move(done), std::move(header), std::move(owned)};
+  auto* op = new send_op{this, c, std::move(done), std::move(header), std::move(owned)};
+  sends_in_flight_.insert(op);
   if (!op->owned.empty()) data = op->owned;
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
@@ -312,7 +313,9 @@ void ucx_core::send_user(const std::shared_ptr<ucx_connection>& c, detail::user_
 void ucx_core::send_callback(void* request, ucs_status_t status, void* user_data) {
   std::unique_ptr<send_op> op(static_cast<send_op*>(user_data));
   if (request) ucp_request_free(request);
-  auto core = op->conn->core_.lock();
+  ucx_core* core = op->core;
+  core->sends_in_flight_.erase(op.get());
+  if (!op->done) return;  // completed when the transport shut down
   op_status result;
   if (status != UCS_OK) {
     result = op->conn->error_.value_or(
@@ -320,13 +323,11 @@ void ucx_core::send_callback(void* request, ucs_status_t status, void* user_data
                         "send to " + op->conn->peer().remote.to_string() +
                             " failed: " + status_text(status)});
   }
-  if (!op->done) return;
-  if (!core) {
+  if (core->loop_done_) {
     detail::complete(op->done, result);
     return;
   }
-  auto done = std::move(op->done);
-  core->deferred_.push_back([done = std::move(done), result]() mutable {
+  core->deferred_.push_back([done = std::move(op->done), result]() mutable {
     detail::complete(done, result);
   });
 }
