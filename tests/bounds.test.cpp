@@ -6,6 +6,9 @@
 
 #include "run_command.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_bounds {
+
 using namespace sailor::testing;
 
 namespace {
@@ -58,3 +61,5 @@ TEST_CASE("bounds: a cluster of 50000 zones is refused at once (610000 once took
   CHECK(r.exit_code == 2);  // bad input (exit_codes.hpp)
   CHECK(contains(r.err, "50000 zones, more than the planner handles"));
 }
+
+}  // namespace integration_bounds

@@ -14,6 +14,9 @@
 #include "sailor/comm/shaping.hpp"
 #include "transport_support.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_channel {
+
 using namespace sailor;
 using namespace std::chrono_literals;
 
@@ -292,3 +295,5 @@ TEST_CASE("channel: across an emulated link the bytes take the link's latency an
   CHECK(seconds >= 0.030 + 4.0 * (1 << 20) / 1e8 - 0.002);
   CHECK((*c0)->backend() == "shaped(tcp)");
 }
+
+}  // namespace integration_channel

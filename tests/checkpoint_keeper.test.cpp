@@ -16,6 +16,9 @@
 #include "sailor/train/checkpoint.hpp"
 #include "tiny_reference.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_checkpoint_keeper {
+
 using namespace std::chrono;
 using namespace sailor::testing;
 
@@ -88,4 +91,5 @@ TEST_CASE("keeper: every node killed, a new node with an empty state folder resu
   CHECK(summary["lost_iterations"].get<int>() == completed_before - (resumed_at - 1));
 }
 
+}  // namespace integration_checkpoint_keeper
 #endif

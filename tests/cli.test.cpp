@@ -6,6 +6,9 @@
 
 #include "run_command.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_cli {
+
 using namespace sailor::testing;
 
 namespace {
@@ -92,3 +95,5 @@ TEST_CASE("sailor profile is built: its help names the model, the sizes and the 
   CHECK(missing.exit_code == 3);  // unavailable
   CHECK(contains(missing.err, "cannot run /nonexistent/sailor-node"));
 }
+
+}  // namespace integration_cli

@@ -15,6 +15,9 @@
 
 #include "local_job.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_cli_exits {
+
 using namespace std::chrono;
 using namespace sailor::testing;
 namespace fs = std::filesystem;
@@ -132,3 +135,5 @@ TEST_CASE("sailor demo --dashboard-hold S serves the dashboard S seconds after t
 }
 
 #endif
+
+}  // namespace integration_cli_exits

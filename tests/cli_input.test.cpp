@@ -14,6 +14,9 @@
 #include "run_command.hpp"
 #include "sailor/config/profile.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_cli_input {
+
 using namespace sailor::testing;
 
 namespace {
@@ -246,3 +249,5 @@ TEST_CASE("counts read as words: 1 stage, 1 replica, 1 region") {
   for (const char* plural : {"1 stages", "1 replicas", "1 regions"})
     CHECK_FALSE_MESSAGE(contains(r.out, plural), plural);
 }
+
+}  // namespace integration_cli_input

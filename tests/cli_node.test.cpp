@@ -15,6 +15,9 @@
 
 #include "local_job.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_cli_node {
+
 using namespace std::chrono;
 using namespace sailor::testing;
 
@@ -91,3 +94,5 @@ TEST_CASE("a coordinator without --train-dir says it trains nothing, and status 
   auto gone = run_command(sailor_bin() + " status 127.0.0.1:" + port + " --transport tcp --token-file " + job_token_file(dir) + " --timeout-ms 2000", 60);
   CHECK(gone.exit_code == 3);
 }
+
+}  // namespace integration_cli_node

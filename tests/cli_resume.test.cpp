@@ -17,6 +17,9 @@
 
 #include "local_job.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_cli_resume {
+
 using namespace std::chrono;
 using namespace sailor::testing;
 
@@ -97,4 +100,5 @@ TEST_CASE("a coordinator restarted twice on an existing job trains what is left 
   CHECK(again.out.find("training already complete (6 iterations)") != std::string::npos);
 }
 
+}  // namespace integration_cli_resume
 #endif  // __has_include(<sailor/models/shapes.hpp>)

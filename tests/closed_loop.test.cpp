@@ -18,6 +18,9 @@
 
 #include "local_job.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_closed_loop {
+
 using namespace std::chrono_literals;
 using namespace sailor::testing;
 
@@ -203,3 +206,5 @@ TEST_CASE("sailor coordinator probes its zone link, plans with the search, predi
   CHECK(j["iterations_completed"].get<int>() == 24);
   CHECK(j["predicted_iteration_s"].get<double>() > 0);
 }
+
+}  // namespace integration_closed_loop

@@ -33,7 +33,9 @@
 #include "sailor/actors/wire.hpp"
 #include "sailor/comm/ucx.hpp"
 
-extern char** environ;
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_cluster {
+
 
 using namespace std::chrono;
 using namespace sailor::testing;
@@ -326,3 +328,5 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: with Sailor's planner, emulated A10
   for (auto& [key, names] : holders)
     CHECK(names.size() == 1);
 }
+
+}  // namespace integration_cluster

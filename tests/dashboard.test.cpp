@@ -19,6 +19,9 @@
 #include "dashboard_support.hpp"
 #include "local_job.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_dashboard {
+
 using namespace std::chrono;
 using nlohmann::json;
 using namespace sailor::testing;
@@ -299,3 +302,5 @@ TEST_CASE("dashboard page: the validation loss is drawn at the iterations that c
     CHECK((dom.find("class=\"series-val-loss\"") != std::string::npos) == with_val);
   }
 }
+
+}  // namespace integration_dashboard

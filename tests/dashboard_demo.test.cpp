@@ -27,6 +27,9 @@
 #include "dashboard_support.hpp"
 #include "run_command.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_dashboard_demo {
+
 using namespace std::chrono;
 using nlohmann::json;
 using namespace sailor::testing;
@@ -255,4 +258,5 @@ TEST_CASE("dashboard: during a demo with a preempted node, the API and the page 
     end_as_skipped("the page in a browser");
 }
 
+}  // namespace integration_dashboard_demo
 #endif

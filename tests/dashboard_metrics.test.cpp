@@ -23,6 +23,9 @@
 #include "dashboard_support.hpp"
 #include "exposition.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_dashboard_metrics {
+
 using namespace std::chrono;
 using nlohmann::json;
 using namespace sailor::testing;
@@ -147,4 +150,5 @@ TEST_CASE("dashboard: --metrics-jsonl that cannot be opened is refused before tr
   CHECK(r.err.find(bad) != std::string::npos);
 }
 
+}  // namespace integration_dashboard_metrics
 #endif

@@ -28,6 +28,9 @@
 #include "dashboard_support.hpp"
 #include "run_command.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_dashboard_stalled {
+
 using namespace std::chrono;
 using nlohmann::json;
 using namespace sailor::testing;
@@ -172,4 +175,5 @@ TEST_CASE("dashboard: stalled and vanishing browsers hold up neither training no
   CHECK(demo.wait_exit(30s) == 0);
 }
 
+}  // namespace integration_dashboard_stalled
 #endif

@@ -17,6 +17,9 @@
 #include "local_job.hpp"
 #include "tiny_reference.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_demo {
+
 using namespace sailor::testing;
 
 namespace {
@@ -166,4 +169,5 @@ TEST_CASE("sailor demo on its defaults trains on the fortunes-min quotes and end
   CHECK(r.out.find("sample of the trained model") != std::string::npos);
 }
 
+}  // namespace integration_demo
 #endif  // __has_include(<sailor/models/shapes.hpp>)

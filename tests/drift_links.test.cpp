@@ -14,6 +14,9 @@
 #include "../apps/sailor/drift_watch.hpp"
 #include "rank_reports.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_drift_links {
+
 using namespace sailor;
 using app::drift_watch;
 
@@ -155,3 +158,5 @@ TEST_CASE("drift: a link that keeps its speed, or a search that keeps the plan, 
   CHECK(note->find("not re-planning: link local-a<->local-b") != std::string::npos);
   CHECK(note->find("keeps the running plan's shape") != std::string::npos);
 }
+
+}  // namespace integration_drift_links

@@ -18,6 +18,9 @@
 #include "rank_reports.hpp"
 #include "sailor/config/load.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_drift_straggler {
+
 using namespace sailor;
 
 namespace {
@@ -151,3 +154,5 @@ TEST_CASE("drift: the same straggler keeps a smaller share when one process alon
   INFO(*why);
   CHECK(why->find("keeping it with a smaller share") != std::string::npos);
 }
+
+}  // namespace integration_drift_straggler

@@ -16,6 +16,9 @@
 #include "sailor/comm/shaping.hpp"
 #include "sailor/comm/tcp.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_hierarchical {
+
 using namespace sailor;
 using namespace std::chrono_literals;
 
@@ -226,3 +229,5 @@ TEST_CASE("hierarchical all-reduce: abort ends it when a member never comes, in 
   // Later all-reduces fail at once.
   CHECK(members[0].hierarchical->all_reduce({data[0].data(), data[0].size(), comm::element_type::f64}));
 }
+
+}  // namespace integration_hierarchical

@@ -36,7 +36,9 @@
 #include "../comm/src/tcp/tcp_frame.hpp"
 #include "sailor/actors/runtime.hpp"
 
-extern char** environ;
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_hostile {
+
 
 using namespace std::chrono;
 using namespace sailor::testing;
@@ -429,3 +431,5 @@ TEST_CASE_FIXTURE(hostile_fixture, "hostile: a wrong or missing token is refused
          bad_type.err().find("--gpu-type") != std::string::npos));
   still_serves(1);
 }
+
+}  // namespace integration_hostile

@@ -18,6 +18,9 @@
 #include "local_job.hpp"
 #include "tiny_reference.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_hostile_checkpoint {
+
 using namespace std::chrono;
 using namespace sailor::testing;
 
@@ -85,4 +88,5 @@ TEST_CASE("hostile: a corrupt checkpoint shard is named and skipped, training re
   check_printed_curve(out, 6, 4);
 }
 
+}  // namespace integration_hostile_checkpoint
 #endif

@@ -17,6 +17,9 @@
 #include "child_process.hpp"
 #include "run_command.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_link_probes {
+
 using namespace std::chrono_literals;
 using sailor::testing::child;
 using sailor::testing::eventually;
@@ -168,3 +171,5 @@ TEST_CASE("a zone pair whose probe failed is probed again when plans are next ma
   probes.network_for(nodes);
   CHECK(probes.probes_of("zone-a", "zone-b") == 3);
 }
+
+}  // namespace integration_link_probes

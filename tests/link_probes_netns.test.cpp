@@ -20,6 +20,9 @@
 #include "child_process.hpp"
 #include "netns_lab.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_link_probes_netns {
+
 using namespace std::chrono;
 using namespace sailor::testing;
 
@@ -105,3 +108,5 @@ TEST_CASE("netns: nodes on separate hosts probe the shaped link between their zo
 TEST_CASE("netns: nodes on separate hosts probe the shaped link between their zones over UCX") {
   probe_across_namespaces("ucx");
 }
+
+}  // namespace integration_link_probes_netns

@@ -26,6 +26,9 @@
 #include "temp_file.hpp"
 #include "tiny_plans.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_memory_restore {
+
 namespace {
 
 using namespace sailor;
@@ -213,4 +216,5 @@ TEST_CASE("memory restore: a fetch from a holder that never answers ends at once
   CHECK(later.error().message.find("cancelled") != std::string::npos);
 }
 
+}  // namespace integration_memory_restore
 #endif

@@ -20,6 +20,9 @@
 #include "local_job.hpp"
 #include "tiny_reference.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_node_rejoin {
+
 using namespace std::chrono;
 using namespace sailor::testing;
 
@@ -151,4 +154,5 @@ TEST_CASE("rejoin: a node whose coordinator stops before the job finished says s
   CHECK(node.err().find("shut down by the coordinator before the job finished") != std::string::npos);
 }
 
+}  // namespace integration_node_rejoin
 #endif

@@ -27,6 +27,9 @@
 #include "sailor/train/executor.hpp"
 #include "tiny_reference.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_numerical_guards {
+
 using namespace std::chrono;
 using namespace sailor::testing;
 
@@ -184,4 +187,5 @@ TEST_CASE("guards: a job whose loss overflows goes back to a checkpoint and, una
   }
 }
 
+}  // namespace integration_numerical_guards
 #endif

@@ -15,6 +15,9 @@
 
 #include "local_job.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_private_files {
+
 using namespace std::chrono;
 using namespace sailor::testing;
 namespace fs = std::filesystem;
@@ -90,4 +93,5 @@ TEST_CASE("private files: train folder, generated token, checkpoints and logs ar
   CHECK(slurp(dir.path("logs/n1.log")).find(token) == std::string::npos);
 }
 
+}  // namespace integration_private_files
 #endif

@@ -15,6 +15,9 @@
 
 #include "local_job.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_remote_scheduler {
+
 using namespace std::chrono;
 using namespace sailor::testing;
 
@@ -104,4 +107,5 @@ TEST_CASE("remote scheduler: started before its coordinator, it waits for it, sa
   CHECK(scheduler.wait_exit(30s) == 0);
 }
 
+}  // namespace integration_remote_scheduler
 #endif

@@ -10,6 +10,9 @@
 
 #include "run_command.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_replay {
+
 using namespace sailor::testing;
 
 namespace {
@@ -170,3 +173,5 @@ TEST_CASE("sailor replay --json: a spot trace slice through the simulator, ours 
   auto skipped = run_command(late + " --skip-empty-start");
   CHECK(skipped.exit_code == 0);
 }
+
+}  // namespace integration_replay

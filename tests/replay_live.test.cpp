@@ -13,6 +13,9 @@
 
 #include "local_job.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_replay_live {
+
 using namespace sailor::testing;
 
 namespace {
@@ -165,4 +168,5 @@ TEST_CASE("sailor replay --live --policy restart_from_checkpoint restarts every 
   CHECK(j["completed_iterations"].get<int>() > j["changes"][1]["iterations_done"].get<int>());
 }
 
+}  // namespace integration_replay_live
 #endif

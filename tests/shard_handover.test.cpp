@@ -22,6 +22,9 @@
 #include "loopback_tcp.hpp"
 #include "temp_file.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_shard_handover {
+
 using namespace std::chrono_literals;
 using sailor::testing::temp_dir;
 namespace comm = sailor::comm;
@@ -175,4 +178,5 @@ TEST_CASE("shard fetch: a shard two nodes hold comes in parts from both, and fro
   CHECK(same(file_bytes(std::filesystem::path{dir.path("one")} / path), shard));
 }
 
+}  // namespace integration_shard_handover
 #endif

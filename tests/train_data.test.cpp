@@ -19,6 +19,9 @@
 #include <string>
 #include <vector>
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_train_data {
+
 namespace {
 
 using namespace sailor;
@@ -127,4 +130,5 @@ TEST_CASE("schedule: linear warm-up, cosine decay to the floor, then the floor")
   CHECK(train::learning_rate_at(constant, 100000) == 3e-3);
 }
 
+}  // namespace integration_train_data
 #endif  // __has_include(<sailor/models/shapes.hpp>)

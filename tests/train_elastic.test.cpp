@@ -17,6 +17,9 @@
 #include "local_job.hpp"
 #include "tiny_reference.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_train_elastic {
+
 using namespace std::chrono;
 using namespace sailor::testing;
 
@@ -218,4 +221,5 @@ TEST_CASE("elastic: sailor coordinator --train-dir refuses a model that does not
   CHECK(coordinator->out().find("plan v") == std::string::npos);
 }
 
+}  // namespace integration_train_elastic
 #endif

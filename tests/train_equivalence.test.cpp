@@ -17,6 +17,9 @@
 #include <string>
 #include <vector>
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_train_equivalence {
+
 namespace {
 
 using namespace sailor;
@@ -214,4 +217,5 @@ TEST_CASE("train: invalid plans are rejected with the field named") {
   CHECK_FALSE(train::validate_for_training(model, make_plan({stage(0, 6, {1, 2})})));
 }
 
+}  // namespace integration_train_equivalence
 #endif  // __has_include(<sailor/models/shapes.hpp>)

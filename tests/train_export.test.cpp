@@ -25,6 +25,9 @@
 #include <string>
 #include <vector>
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_train_export {
+
 namespace {
 
 using namespace sailor;
@@ -161,4 +164,5 @@ TEST_CASE("export: a folder without a checkpoint is refused, naming it") {
   CHECK(r.error().message.find(dir.path("none")) != std::string::npos);
 }
 
+}  // namespace integration_train_export
 #endif  // __has_include(<sailor/models/shapes.hpp>)

@@ -19,6 +19,9 @@
 #include <string>
 #include <vector>
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_train_families {
+
 namespace {
 
 using namespace sailor;
@@ -145,4 +148,5 @@ TEST_CASE("families: options the runtime does not implement are refused, naming 
   CHECK(tp4->field == "stages[0].replicas[0].tp");
 }
 
+}  // namespace integration_train_families
 #endif  // __has_include(<sailor/models/shapes.hpp>)

@@ -26,6 +26,9 @@
 #include "netns_lab.hpp"
 #include "tiny_reference.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_train_faults {
+
 using namespace std::chrono;
 using namespace sailor::testing;
 
@@ -237,4 +240,5 @@ TEST_CASE("faults: across re-plans each node keeps a bounded number of plan fold
   CHECK(coordinator.err().find("training failed") == std::string::npos);
 }
 
+}  // namespace integration_train_faults
 #endif

@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_train_fused_adamw {
+
 namespace {
 
 struct setup {
@@ -85,4 +88,5 @@ TEST_CASE("train: the fused AdamW step declines what it does not handle") {
   CHECK_FALSE(sailor::train::fused_adamw_step(amsgrad));
 }
 
+}  // namespace integration_train_fused_adamw
 #endif

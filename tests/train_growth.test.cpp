@@ -21,6 +21,9 @@
 #include "local_job.hpp"
 #include "tiny_reference.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_train_growth {
+
 using namespace std::chrono;
 using namespace sailor::testing;
 
@@ -249,5 +252,6 @@ TEST_CASE("growth: a node joins two replicas of a model whose state passes the s
   CHECK(n2->err().find("no file written") != std::string::npos);
 }
 
+}  // namespace integration_train_growth
 #endif
 

@@ -25,6 +25,9 @@
 #include "local_job.hpp"
 #include "word_corpus.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_train_jobs {
+
 using namespace std::chrono;
 using namespace sailor::testing;
 
@@ -273,8 +276,6 @@ TEST_CASE("sailor train and sailor coordinator refuse bad data before planning, 
   }
 }
 
-#endif  // __has_include(<sailor/models/shapes.hpp>)
-
 TEST_CASE("sailor train --nodes 1 needs no --zones, plans with the search and splits an iteration by phase") {
   temp_dir dir;
   const int iterations = 8;
@@ -309,3 +310,6 @@ TEST_CASE("sailor train --nodes 1 needs no --zones, plans with the search and sp
   CHECK(phases["optimizer"].get<double>() > 0);
   CHECK(j["measured_iteration_s_median"].get<double>() == doctest::Approx(iteration));
 }
+
+}  // namespace integration_train_jobs
+#endif  // __has_include(<sailor/models/shapes.hpp>)

@@ -28,6 +28,9 @@
 #include "netns_lab.hpp"
 #include "tiny_reference.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_train_netns {
+
 using namespace std::chrono;
 using namespace sailor::testing;
 
@@ -351,5 +354,6 @@ TEST_CASE("netns: a whole pipeline stage killed across hosts: resumed from the c
   lose_a_stage_across_namespaces("tcp");
 }
 
+}  // namespace integration_train_netns
 #endif
 

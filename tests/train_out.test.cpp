@@ -22,6 +22,9 @@
 #include "local_job.hpp"
 #include "word_corpus.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_train_out {
+
 using namespace std::chrono;
 using namespace sailor::testing;
 namespace fs = std::filesystem;
@@ -195,4 +198,5 @@ TEST_CASE("sailor train interrupted by SIGINT says where its state is, and --res
   CHECK_MESSAGE(gen.exit_code == 0, gen.err);
 }
 
+}  // namespace integration_train_out
 #endif  // __has_include(<sailor/models/shapes.hpp>)

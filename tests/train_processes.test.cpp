@@ -24,7 +24,9 @@
 #include <thread>
 #include <vector>
 
-extern char** environ;
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_train_processes {
+
 
 namespace {
 
@@ -170,4 +172,5 @@ TEST_CASE("train: a plan run as processes matches the same plan run as threads")
   std::filesystem::remove_all(dir);
 }
 
+}  // namespace integration_train_processes
 #endif  // __has_include(<sailor/models/shapes.hpp>)

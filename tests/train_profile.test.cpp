@@ -17,6 +17,9 @@
 
 #include "run_command.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_train_profile {
+
 using namespace sailor::testing;
 
 namespace {
@@ -119,4 +122,5 @@ TEST_CASE("sailor profile refuses a TP degree that does not divide the model") {
   CHECK(r.err.find("TP degree 3") != std::string::npos);
 }
 
+}  // namespace integration_train_profile
 #endif  // __has_include(<sailor/models/shapes.hpp>)

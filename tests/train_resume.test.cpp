@@ -21,6 +21,9 @@
 #include "tiny_plans.hpp"
 #include "temp_file.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_train_resume {
+
 namespace {
 
 using namespace sailor;
@@ -220,4 +223,5 @@ TEST_CASE("train resume: a missing checkpoint, another model or another optimize
   CHECK(cut.errors[0].find(victim.filename().string()) != std::string::npos);
 }
 
+}  // namespace integration_train_resume
 #endif  // __has_include(<sailor/models/shapes.hpp>)

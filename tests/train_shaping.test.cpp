@@ -19,6 +19,9 @@
 
 #include "zoned_training.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_train_shaping {
+
 namespace {
 
 using namespace sailor;
@@ -108,4 +111,5 @@ TEST_CASE("train: a 50 ms link between two data-parallel replicas holds every al
   }
 }
 
+}  // namespace integration_train_shaping
 #endif  // __has_include(<sailor/models/shapes.hpp>)

@@ -18,6 +18,9 @@
 #include "local_job.hpp"
 #include "tiny_reference.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_train_tls {
+
 using namespace std::chrono;
 using namespace sailor::testing;
 
@@ -82,4 +85,5 @@ TEST_CASE("tls: a job over TCP with TLS trains with the single-rank loss curve, 
   check_printed_curve(out, iterations);
 }
 
+}  // namespace integration_train_tls
 #endif

@@ -27,6 +27,9 @@
 #include "sailor/protocol/codec.hpp"
 #include "transport_harness.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_transport {
+
 using namespace sailor;
 using namespace sailor::comm;
 using namespace sailor::test;
@@ -379,3 +382,5 @@ TEST_CASE("transport conformance: destroying a transport completes every pending
     CHECK((*conn)->state() != connection_state::open);
   }
 }
+
+}  // namespace integration_transport

@@ -18,6 +18,9 @@
 #include "sailor/protocol/codec.hpp"
 #include "transport_harness.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_transport_auth {
+
 using namespace sailor;
 using namespace sailor::comm;
 using sailor::test::client_events;
@@ -344,3 +347,5 @@ TEST_CASE("transport TLS: bytes on the wire are encrypted, a peer without the jo
   bad.tls.ca.clear();
   REQUIRE_FALSE(comm::make_tcp_transport(bad).ok());
 }
+
+}  // namespace integration_transport_auth

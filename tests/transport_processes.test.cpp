@@ -25,7 +25,9 @@
 #include "sailor/protocol/codec.hpp"
 #include "transport_harness.hpp"
 
-extern char** environ;
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_transport_processes {
+
 
 using namespace sailor;
 using namespace sailor::comm;
@@ -204,3 +206,5 @@ TEST_CASE("transport conformance: a sender killed mid-transfer is an error on th
 }
 
 // ---------------------------------------------------------------- link shaping
+
+}  // namespace integration_transport_processes

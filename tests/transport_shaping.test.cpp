@@ -26,6 +26,9 @@
 #include "sailor/protocol/codec.hpp"
 #include "transport_harness.hpp"
 
+// Its own namespace: the integration tests are compiled in unity batches.
+namespace integration_transport_shaping {
+
 using namespace sailor;
 using namespace sailor::comm;
 using namespace sailor::test;
@@ -189,3 +192,5 @@ TEST_CASE("a link probe measures the shaped link (20 ms, 50 MB/s), and a dead re
   REQUIRE(!failed.ok());
   CHECK(failed.error().message.find(gone.to_string()) != std::string::npos);
 }
+
+}  // namespace integration_transport_shaping
