@@ -9,8 +9,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -56,9 +58,19 @@ public:
 
   /// The argv that runs `argv` in host `host`'s network namespace, in a mount namespace of its
   /// own whose /tmp is an empty tmpfs, with `env` (NAME=VALUE) set and UCX_NET_DEVICES unset.
+  /// A checkout or build under /tmp stays visible there: each such folder is opened before the
+  /// tmpfs covers it and bound back at its path from that descriptor.
   std::vector<std::string> in_host(int host, const std::vector<std::string>& argv,
                                    const std::vector<std::string>& env = {}) const {
-    std::string script = "mount -t tmpfs sailor-tmp /tmp && exec";
+    std::string opens, binds;
+    int fd = 7;
+    for (const auto& dir : hidden_by_private_tmp(kept_)) {
+      const auto n = std::to_string(fd++);
+      opens += "exec " + n + "<'" + dir + "' && ";
+      binds += " && mkdir -p '" + dir + "' && mount -c --bind /proc/self/fd/" + n + " '" + dir +
+               "' && exec " + n + "<&-";
+    }
+    std::string script = opens + "mount -t tmpfs sailor-tmp /tmp" + binds + " && exec";
     for (auto& a : argv)
       script += " '" + a + "'";
     // UCX_NET_DEVICES is dropped: the test harness limits UCX to loopback, which is not what
@@ -71,6 +83,9 @@ public:
     return out;
   }
 
+  /// `dir` (a folder under /tmp) stays visible in the hosts' private /tmp, as the build does.
+  void keep_visible(const std::string& dir) { kept_.push_back(dir); }
+
   /// Host `host` drops off the network without a word, as a machine that loses power: its
   /// link goes down on the switch's side, so no peer gets a reset, only silence. True when done.
   bool cut(int host) {
@@ -79,6 +94,21 @@ public:
 
 private:
   std::string sw() const { return prefix_ + "sw"; }
+
+  // The folders under /tmp (their first level) holding the programs, the sources or the data
+  // the lab's processes use, or `kept`: a private /tmp would hide them.
+  static std::vector<std::string> hidden_by_private_tmp(std::vector<std::string> paths) {
+    std::vector<std::string> out;
+    paths.insert(paths.end(), {SAILOR_BIN_DIR, SAILOR_SOURCE_DIR, SAILOR_DATA_DIR});
+    for (const auto& path : paths) {
+      std::error_code ec;
+      const auto full = std::filesystem::weakly_canonical(path, ec).string();
+      if (ec || full.rfind("/tmp/", 0) != 0) continue;
+      const auto top = full.substr(0, full.find('/', 5));
+      if (std::find(out.begin(), out.end(), top) == out.end()) out.push_back(top);
+    }
+    return out;
+  }
 
   bool add_host(int k) {
     const std::string host = ns(k), outer = prefix_ + "p" + std::to_string(k);
@@ -102,6 +132,7 @@ private:
 
   std::string prefix_, subnet_, why_, last_err_;
   std::vector<std::string> made_;
+  std::vector<std::string> kept_;
   bool ok_ = false;
 };
 
