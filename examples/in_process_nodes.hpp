@@ -2,7 +2,7 @@
 // What the examples with in-process nodes share (custom_scheduler.cpp,
 // cost_capping_scheduler.cpp, remote_scheduler.cpp): the coordinator's options for the tiny
 // model, nodes of CPU devices on loopback, and a bounded wait for the coordinator's status. minimal_scheduler.cpp stays whole on its own: the
-// README shows it as a complete program.
+// docs/scheduler-api.md shows it as a complete program.
 #include <chrono>
 #include <cstdint>
 #include <functional>

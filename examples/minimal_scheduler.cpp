@@ -1,4 +1,4 @@
-// A minimal scheduler (README): every device holds the whole model as a replica.
+// A minimal scheduler (docs/scheduler-api.md): every device holds the whole model as a replica.
 #include <cstdio>
 #include <string>
 #include <thread>

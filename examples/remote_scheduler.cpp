@@ -1,6 +1,7 @@
-// A scheduler in its own process (README: "A scheduler in its own process"). It connects to
-// `sailor coordinator --scheduler remote` like a node does, asks the coordinator's built-in
-// planner for a candidate plan and returns it, and prints what the job tells it.
+// A scheduler in its own process (docs/scheduler-api.md, "A scheduler in its own process").
+// It connects to `sailor coordinator --scheduler remote` like a node does, asks the
+// coordinator's built-in planner for a candidate plan and returns it, and prints what the job
+// tells it.
 //
 //   remote_scheduler --join HOST:PORT [--token-file FILE] [--join-timeout S]
 //

@@ -1,7 +1,7 @@
 // The shipped configs work together (issue 37, item 4: the shipped max-throughput and min-cost
 // jobs admitted no plan for the shipped Llama-3-8B and OPT-30B): every shipped model plans on
-// the shipped GCP pool with the two jobs the README names for it, and the plan chosen meets the
-// job's constraint.
+// the shipped GCP pool with the two jobs docs/usage.md ("Configs") names for it, and the plan
+// chosen meets the job's constraint.
 #include <doctest/doctest.h>
 
 #include <string>

@@ -233,7 +233,7 @@ void add_coordinator(CLI::App& app, command_set& commands) {
   sub->add_option("--scheduler", args->scheduler,
                   "builtin (the --planner decides) or remote (a scheduler in its own process "
                   "connects to --listen like a node, authenticated by the job token; see the "
-                  "README)")
+                  "docs/scheduler-api.md)")
     ->capture_default_str();
   sub->add_option("--profile", args->profile,
                   "--planner search: a profile JSON of the model (`sailor profile`, the demo's "
@@ -300,7 +300,7 @@ void add_coordinator(CLI::App& app, command_set& commands) {
   sub->add_flag("--exit-when-done", args->exit_when_done,
                 "exit once training finished (code 0) or failed (code 1)");
   sub->add_option("--transport", args->transport,
-                  "tcp or ucx (UCX ports must not face untrusted networks, see the README)")
+                  "tcp or ucx (UCX ports must not face untrusted networks: docs/distributed.md)")
     ->capture_default_str();
   add_dashboard_options(sub, args->dashboard);
   add_token_option(sub, args->token_file);

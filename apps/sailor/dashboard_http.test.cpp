@@ -2,7 +2,7 @@
 // is sent hundreds of requests built from a seeded PRNG over raw sockets (random and
 // percent-encoded bytes in paths and queries, invalid UTF-8, every method and some that do not
 // exist, odd and broken headers, bodies of every size), and must answer each with a status the
-// README documents, a JSON reason for every error, no exception text, and go on serving.
+// docs/dashboard.md documents, a JSON reason for every error, no exception text, and go on serving.
 // Before this test, `GET /%ff` aborted the coordinator (an nlohmann type_error escaped the 404
 // handler, which httplib calls outside its try) and `?since=%ff` answered 500 with the
 // exception's text in a header.
@@ -190,7 +190,7 @@ private:
   std::mt19937_64 rng_;
 };
 
-// The statuses the README's dashboard section documents.
+// The statuses docs/dashboard.md documents.
 const std::set<int> documented{200, 400, 404, 405, 413, 414, 416};
 
 // Checks one answer; false when it broke a promise (the reason is in the INFO).

@@ -14,7 +14,7 @@
 /// The transcript holds both nonces, both names and the client's zone, so a proof cannot be
 /// replayed on another connection or under another name. Without a token on both sides the
 /// handshake is the plain hello / hello_reply (tests, trusted networks); a side with a token
-/// refuses a side without one. Nothing is encrypted: see the README for which networks the
+/// refuses a side without one. Nothing is encrypted: see docs/distributed.md for which networks the
 /// transports may face.
 
 #include <string>

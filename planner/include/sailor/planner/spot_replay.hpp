@@ -3,8 +3,8 @@
 /// lose and spend recovering, under several ways of reacting to the changes.
 ///
 /// Policies (all priced by the same simulator and the same recovery model):
-/// - `ours`: our runtime as it recovers (README "Preemption and growth"): re-plans on every
-///   change that touches the plan; a growth re-plan trains on while the next plan is made and
+/// - `ours`: our runtime as it recovers (docs/distributed.md, "Preemption and growth"): re-plans on
+///   every change that touches the plan; a growth re-plan trains on while the next plan is made and
 ///   takes state from the running ranks' memory (only shards that must move are transferred,
 ///   no iteration lost: tests/train_growth); a loss whose survivors hold every layer resumes
 ///   from their memory (the iteration in flight is lost: tests/train_elastic); a node with
@@ -41,7 +41,7 @@ struct recovery_model {
   double detection_s = 2.0;
   /// Stopping the ranks and starting the new plan's (rendezvous, communicators, first
   /// iteration): 3 s, the middle of the 2.5-3.4 s the runtime takes from a node's loss to the
-  /// next plan's first iteration (tests/train_elastic, README "Preemption").
+  /// next plan's first iteration (tests/train_elastic, bench/README.md "Preemption").
   double restart_s = 3.0;
   /// The same for restart_from_checkpoint and static (a full restart); by default the same
   /// figure, as our runtime restarts the same way (pass a measured figure to change it).
@@ -64,8 +64,8 @@ struct recovery_model {
   /// Checkpoints are kept where they outlive every node (`sailor coordinator
   /// --keep-checkpoints`, or shared or object storage, as restart_from_checkpoint assumes of
   /// Sailor and Varuna). false: only on the nodes (each in its own state folder, each shard
-  /// copied to a node of another stage; README "Preemption and growth"): a whole stage lost
-  /// still resumes from the checkpoint, but when no node of the plan is left (every one gone,
+  /// copied to a node of another stage; docs/distributed.md "Preemption and growth"): a whole stage
+  /// lost still resumes from the checkpoint, but when no node of the plan is left (every one gone,
   /// with notice or not) the job starts over from iteration 0.
   bool checkpoints_outlive_nodes = true;
 };
