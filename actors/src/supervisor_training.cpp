@@ -376,6 +376,22 @@ void on_train_check(supervisor* self, std::int64_t version) {
   if (st.training.plan_version() != version || st.training.error().empty() ||
       st.phase == supervisor_phase::planning || st.plan_version != version)
     return;
+  // Ranks that could not meet (a rendezvous refused or cut by a stray connection, a peer that
+  // did not answer in set-up) say nothing against the nodes: plan again over the nodes still
+  // joined, a bounded count of times in a row.
+  if (st.training.failure().phase == step_setup && st.setup_retries < st.max_setup_retries) {
+    ++st.setup_retries;
+    const auto why = st.training.error();
+    log::get("actors")->warn("[supervisor] plan v{} could not start: {}: planning again over "
+                             "the nodes still joined (try {} of {})",
+                             version, why, st.setup_retries, st.max_setup_retries);
+    record(self, "plan v" + std::to_string(version) + " could not start: " + why +
+                   "; planning again over the nodes still joined (try " +
+                   std::to_string(st.setup_retries) + " of " +
+                   std::to_string(st.max_setup_retries) + ")");
+    start_planning(self, "plan v" + std::to_string(version) + "'s ranks could not meet");
+    return;
+  }
   fail_training(self, st.training.error());
 }
 
@@ -395,6 +411,7 @@ void startup_advance(supervisor* self) {
     return;
   if (step.empty()) {
     st.startup_retried.clear();
+    st.setup_retries = 0;
     log::get("actors")->info("[supervisor] plan v{} started", st.plan_version);
   }
   arm(self, step);

@@ -38,16 +38,54 @@ TEST_CASE("training progress: a failure is kept whatever its iteration, before t
   CHECK(steps.reached("anything") == 0);
 }
 
-TEST_CASE_FIXTURE(training_run, "supervisor: a rank of a resumed plan that fails before its first iteration fails the job") {
+TEST_CASE_FIXTURE(training_run, "supervisor: ranks of a plan that cannot meet in set-up are planned again over the same nodes, twice in a row, then the job fails") {
+  // A resumed plan's rank fails before its first iteration: it is heard all the same.
   start(training(false, 5));
   join_four();
   REQUIRE(state().plan_version == 1);
   REQUIRE(state().training.start_iteration() == 5);
-  send("n2", failure("n2", "setup", "communicators: rendezvous timed out"));
+  const std::string refused = "communicators: rendezvous failed: connect: Connection refused";
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    CAPTURE(attempt);
+    send("n2", failure("n2", "setup", refused));
+    run_for(400ms);
+    CHECK(failures->empty());
+    REQUIRE(state().plan_version == attempt + 1);
+    CHECK(state().nodes.size() == 4);
+    CHECK(has_event("plan v" + std::to_string(attempt) + " could not start: n2 rank 0 (setup): " +
+                    refused + "; planning again over the nodes still joined (try " +
+                    std::to_string(attempt) + " of 2)"));
+  }
+  send("n2", failure("n2", "setup", refused));
   run_for(400ms);
   REQUIRE(failures->size() == 1);
-  CHECK(failures->front().find("rendezvous timed out") != std::string::npos);
+  CHECK(failures->front().find("rendezvous failed") != std::string::npos);
   CHECK(failures->front().find("n2") != std::string::npos);
+  CHECK(state().plan_version == 3);  // no further plan
+}
+
+TEST_CASE_FIXTURE(training_run, "supervisor: a plan that starts clears the count of set-up retries") {
+  start(training());
+  join_four();
+  send("n2", failure("n2", "setup", "communicators: rendezvous timed out"));
+  run_for(400ms);
+  REQUIRE(state().plan_version == 2);
+  for (const auto& n : {"n1", "n2", "n3", "n4"})
+    report_all(n, report_kind::reached, "setup");
+  for (const auto& n : {"n1", "n2", "n3", "n4"})
+    report_all(n, report_kind::iteration, "", 0);
+  REQUIRE(state().startup_step.empty());  // plan v2 started
+  CHECK(state().setup_retries == 0);
+  lose("n4");
+  for (const auto& n : {"n1", "n2", "n3"})
+    report_kept(n, 1, shard("checkpoints/j/mem", 1), {}, 2);
+  REQUIRE(state().plan_version == 3);
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    send("n1", failure("n1", "setup", "communicators: rendezvous timed out"));
+    run_for(400ms);
+    CHECK(failures->empty());
+  }
+  CHECK(state().plan_version == 5);
 }
 
 TEST_CASE_FIXTURE(training_run, "supervisor: a node that does not answer its roles misses the assignment deadline and the job is re-planned without it") {

@@ -250,6 +250,11 @@ struct supervisor_state {
   std::int64_t startup_serial = 0;
   /// The nodes of the last plan that every node of missed a step (the retry is spent).
   std::string startup_retried;
+  /// Plans in a row whose ranks failed to meet (set-up: the rendezvous, the communicators)
+  /// with no node lost: each is planned again over the nodes still joined, up to
+  /// max_setup_retries; a plan that starts clears it.
+  int setup_retries = 0;
+  static constexpr int max_setup_retries = 2;
   /// The checkpoint the current plan restores (folder, iterations; 0: none).
   std::string restore_folder;
   int restore_iterations = 0;
