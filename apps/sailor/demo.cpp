@@ -10,10 +10,12 @@
 
 #include "commands.hpp"
 #include "local_cluster.hpp"
+#include "share_dir.hpp"
 
 namespace sailor::app {
 
 void add_local_run_options(CLI::App* sub, local_run_args& args) {
+  args.cluster = shipped_file("configs/clusters/local-2-zones.yaml");
   sub->add_option("--nodes", args.nodes, "sailor-node processes (one CPU device each)")
     ->capture_default_str();
   sub->add_option("--zones", args.zones,
@@ -162,8 +164,8 @@ void add_demo(CLI::App& app, command_set& commands) {
   auto args = std::make_shared<local_run_args>();
   args->command = "demo";
   args->planner = "search";
-  args->model = SAILOR_SOURCE_DIR "/configs/models/char-fortunes.yaml";
-  args->job = SAILOR_SOURCE_DIR "/configs/jobs/fortunes-char.yaml";
+  args->model = shipped_file("configs/models/char-fortunes.yaml");
+  args->job = shipped_file("configs/jobs/fortunes-char.yaml");
   auto* sub = app.add_subcommand(
     "demo", "sailor train on built-in defaults: a small character-level GPT on the quotes of "
             "Debian's fortunes-min package, in emulated zones");

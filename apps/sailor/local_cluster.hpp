@@ -37,7 +37,9 @@ struct local_run_args {
   int zones = 0;  ///< 0: min(nodes, 2)
   int iterations = 0;  ///< 0: the job file's
   std::string model, job;
-  std::string cluster = SAILOR_SOURCE_DIR "/configs/clusters/local-2-zones.yaml";
+  /// The cluster YAML whose catalog and first link are used: the shipped local-2-zones.yaml
+  /// (set where the command line is made, share_dir.hpp; "" when no share dir was found).
+  std::string cluster;
   std::string data;     ///< replaces the job's data path ("": the job's)
   std::string plan;     ///< a fixed plan instead of the planner's
   std::string profile;  ///< cached profile: read if it exists (and covers the plan), else written

@@ -40,6 +40,7 @@
 #include "preemption.hpp"
 #include "run_folder.hpp"
 #include "sample_text.hpp"
+#include "share_dir.hpp"
 #include "training_setup.hpp"
 #include "sailor/config/load.hpp"
 #include "sailor/config/log.hpp"
@@ -184,6 +185,13 @@ void print_start(const local_run_args& args, const local_inputs& in, const run_f
 
 int run_local_training(const local_run_args& asked) {
   local_run_args args = asked;
+  // The defaults that are shipped files ("" when no share dir was found, share_dir.hpp); a
+  // resumed run takes its own from its record.
+  for (const auto& [value, option] : {std::pair{args.model, "--model"}, std::pair{args.job, "--job"},
+                                      std::pair{args.cluster, "--cluster"}})
+    if (args.resume.empty() && (args.command == "demo" || option == std::string("--cluster")))
+      if (auto err = check_shipped_default(value, option))
+        return local_run_failed(args, err->to_string(), exit_unavailable);
   auto place = run_folder::open(args);  // --resume completes args from the run's record
   if (!place)
     return local_run_failed(args, place.error().to_string(), exit_code_for(place.error().kind));

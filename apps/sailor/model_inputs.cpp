@@ -5,6 +5,7 @@
 
 #include "sailor/config/load.hpp"
 #include "sailor/config/shipped_models.hpp"
+#include "share_dir.hpp"
 
 namespace sailor::app {
 
@@ -17,12 +18,12 @@ bool is_yaml(const std::string& path) {
   return ends(".yaml") || ends(".yml");
 }
 
-// Folders of the registry: the working directory's configs/models, then the source tree's.
+// Folders of the registry: the working directory's configs/models, then the shipped ones
+// (share_dir.hpp: an installed copy's, or the source tree's).
 std::vector<std::filesystem::path> registry_folders() {
   std::vector<std::filesystem::path> out{"configs/models"};
-#ifdef SAILOR_SOURCE_DIR
-  out.emplace_back(std::string(SAILOR_SOURCE_DIR) + "/configs/models");
-#endif
+  if (auto share = find_share_dir())
+    out.push_back(*share / "configs" / "models");
   return out;
 }
 

@@ -14,12 +14,13 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "share_dir.hpp"
 
 namespace sailor::app {
 namespace {
 
 struct profile_args {
-  std::string model = SAILOR_SOURCE_DIR "/configs/models/tiny.yaml";
+  std::string model;  ///< default: the shipped tiny.yaml (share_dir.hpp)
   std::string out = "profile.json";
   std::string micro_batches = "1,2,4,8";
   std::string tp = "1";
@@ -34,6 +35,10 @@ struct profile_args {
 
 int run_profile(const profile_args& a) {
   namespace fs = std::filesystem;
+  if (auto err = check_shipped_default(a.model, "--model")) {
+    std::fprintf(stderr, "sailor profile: error: %s\n", err->to_string().c_str());
+    return 3;  // unavailable (exit_codes.hpp)
+  }
   std::string node = a.node_binary;
   if (node.empty()) node = (fs::read_symlink("/proc/self/exe").parent_path() / "sailor-node").string();
   if (access(node.c_str(), X_OK) != 0) {
@@ -76,6 +81,7 @@ int run_profile(const profile_args& a) {
 
 void add_profile(CLI::App& app, command_set& commands) {
   auto a = std::make_shared<profile_args>();
+  a->model = shipped_file("configs/models/tiny.yaml");
   auto* sub = app.add_subcommand(
     "profile", "measure per-layer times of a model on this machine's devices and write a profile");
   sub->add_option("--model", a->model, "model YAML (configs/models/*.yaml)")->capture_default_str();

@@ -19,6 +19,7 @@
 #include "sailor/config/load.hpp"
 #include "sailor/config/log.hpp"
 #include "sailor/planner/spot_live.hpp"
+#include "share_dir.hpp"
 
 namespace sailor::app {
 namespace {
@@ -404,8 +405,9 @@ local_run_args local_args_for(const live_replay_options& opt, const planner::liv
   args.command = "replay";
   args.zones = static_cast<int>(script.columns.size());
   args.nodes = opt.nodes_per_zone * args.zones;  // the zones' capacity: every count of the slice fits
-  args.model = opt.model.empty() ? SAILOR_SOURCE_DIR "/configs/models/tiny.yaml" : opt.model;
-  args.job = opt.job.empty() ? SAILOR_SOURCE_DIR "/configs/jobs/tiny.yaml" : opt.job;
+  args.model = opt.model.empty() ? shipped_file("configs/models/tiny.yaml") : opt.model;
+  args.job = opt.job.empty() ? shipped_file("configs/jobs/tiny.yaml") : opt.job;
+  args.cluster = shipped_file("configs/clusters/local-2-zones.yaml");
   args.iterations = opt.iterations > 0 ? opt.iterations : 1000000;
   args.node_binary = opt.node_binary;
   args.profile_cache = opt.profile_cache;
@@ -467,6 +469,10 @@ int run_live_replay(const live_replay_options& opt) {
   auto script = load_script(opt, prices);
   if (!script) return replay_live_failed(script.error().to_string(), exit_bad_input);
   const auto args = local_args_for(opt, *script);
+  for (const auto& [value, option] : {std::pair{args.model, "--model"}, std::pair{args.job, "--job"},
+                                      std::pair{args.cluster, "the local cluster"}})
+    if (auto err = check_shipped_default(value, option))
+      return replay_live_failed(err->to_string(), exit_unavailable);
   training_events events;  // outlives the cluster: the supervisor's callbacks write it
   local_cluster cluster{args.command};
   if (auto err = cluster.make_work_dir()) return replay_live_failed(err->message);
