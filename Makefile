@@ -3,8 +3,12 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# `make install`: PREFIX/bin/sailor, PREFIX/bin/sailor-node, PREFIX/share/sailor (configs/),
+# staged under DESTDIR when it is given (docs/deploy.md).
+PREFIX ?= /usr/local
+DESTDIR ?=
 
-.PHONY: all deps configure build demo test bench clean
+.PHONY: all deps configure build demo test bench install clean
 
 all: build
 
@@ -33,6 +37,9 @@ test: deps configure
 bench: deps configure
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target programs benches
 	bash scripts/bench.sh $(BUILD_DIR)
+
+install: build
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD_DIR) --prefix "$(PREFIX)"
 
 clean:
 	rm -rf $(BUILD_DIR)
