@@ -241,10 +241,14 @@ std::optional<side> run_ours(const std::string& model_path, const std::string& j
                              int iterations) {
   namespace fs = std::filesystem;
   const auto summary = fs::temp_directory_path() / ("char_lm-ours-" + std::to_string(::getpid()) + ".json");
+  // The run's folder (checkpoints, model) in the temporary folder, removed after the round.
+  const auto run_dir = fs::temp_directory_path() / ("char_lm-run-" + std::to_string(::getpid()));
+  fs::remove_all(run_dir);
   const std::string command = std::string(SAILOR_BIN_DIR) + "/sailor train --model " + model_path +
                               " --job " + job_path + " --nodes " + std::to_string(nodes) +
                               " --iterations " + std::to_string(iterations) + " --summary-json " +
-                              summary.string() + " --stall-timeout-s 600 --sample-tokens 0";
+                              summary.string() + " --stall-timeout-s 600 --sample-tokens 0 --out " +
+                              run_dir.string();
   const auto start = clock_type::now();
   auto [out, code] = capture(command);
   side r;
@@ -256,6 +260,7 @@ std::optional<side> run_ours(const std::string& model_path, const std::string& j
   }
   auto j = nlohmann::json::parse(in);
   fs::remove(summary);
+  fs::remove_all(run_dir);
   if (!j["val_loss_curve"].empty()) r.val_loss = j["val_loss_curve"].back()[1].get<double>();
   r.predicted = j.value("predicted_iteration_s", 0.0);
   r.measured_median = j.value("measured_iteration_s_median", 0.0);
