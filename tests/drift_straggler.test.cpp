@@ -100,8 +100,8 @@ config::plan two_stages(const config::model_shape& model, const config::job& job
 
 // Runs the two-stage plan of a 400-iteration job; node-0 computes `slowdown` times slower from
 // iteration 5 (and the iterations take as much longer). Returns the first re-plan's reason.
-std::optional<std::string> straggle(const app::measured_profile& profile, double slowdown) {
-  auto loop = std::make_shared<app::live_loop>();
+std::optional<std::string> straggle(const app::measured_profile& profile, double slowdown,
+                                    std::shared_ptr<app::live_loop> loop = std::make_shared<app::live_loop>()) {
   loop->plan_start_iteration = 0;
   auto in = planning_on(profile, loop);
   const auto current = two_stages(in.model, in.job);
@@ -143,6 +143,38 @@ TEST_CASE("drift: a straggler is left out when one process alone computes faster
   INFO(*why);
   CHECK(why->find("node-0 computes") != std::string::npos);
   CHECK(why->find("without it") != std::string::npos);
+}
+
+TEST_CASE("drift: a straggler left out comes back into the plan when the node that replaced it is lost") {
+  // Issue 37, item 1: the job stuck with "no devices to plan over" while the left-out node
+  // was joined and idle.
+  const auto profile = measured_by_two({{1, 0.65}, {2, 1.0}});
+  auto loop = std::make_shared<app::live_loop>();
+  const auto why = straggle(profile, 2, loop);
+  REQUIRE(why);
+  REQUIRE(why->find("without it") != std::string::npos);
+  REQUIRE(loop->excluded.count("node-0") == 1);
+  // The plan without node-0 runs on node-1 alone; node-1 is lost.
+  auto in = planning_on(profile, loop);
+  actors::plan_request lost;
+  lost.reason = "node node-1 lost";
+  lost.nodes = {two_nodes()[0]};
+  lost.has_current = true;
+  lost.current = two_stages(in.model, in.job);
+  lost.current.stages = {lost.current.stages[1]};
+  lost.current.stages[0].first_layer = 0;
+  lost.current.stages[0].num_layers = in.model.num_all_layers();
+  auto replan = app::plan_and_predict(in, lost, false);
+  REQUIRE_MESSAGE(replan, (replan ? "" : replan.error().to_string()));
+  bool uses_node_0 = false;
+  for (const auto& stage : replan->plan.stages)
+    for (const auto& replica : stage.replicas)
+      for (const auto& node : replica.nodes) uses_node_0 |= node == "node-0";
+  CHECK(uses_node_0);
+  CHECK(loop->excluded.empty());
+  // Planned at the speed it was left out at: twice as slow as its type.
+  REQUIRE(loop->slowed.count("node-0") == 1);
+  CHECK(loop->slowed.at("node-0") == doctest::Approx(2.0).epsilon(0.2));
 }
 
 TEST_CASE("drift: the same straggler keeps a smaller share when one process alone is no faster than two") {

@@ -40,6 +40,9 @@ struct live_loop {
   std::int64_t plan_start_iteration = -1;  ///< its first iteration (warm-up: not a sample)
   std::vector<std::string> refused;  ///< why samples were not trusted (the last few)
   std::set<std::string> excluded;    ///< nodes left out of plans (stragglers)
+  /// Their measured slowness (times slower than their type) when they were left out: a node
+  /// left out comes back, at that speed, into the plan made when capacity is lost.
+  std::map<std::string, double> excluded_slowdown;
   /// Nodes planned at their measured speed: times slower than their type (each planned as a
   /// type of its own, simulator::add_slowed_type).
   std::map<std::string, double> slowed;

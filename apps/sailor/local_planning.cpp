@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "live_planning.hpp"
 #include "live_slow_nodes.hpp"
@@ -168,6 +169,32 @@ result<measured_profile> profile_for_prediction(const local_planning_inputs& in,
   return profile_of(in, request, real, false);
 }
 
+// Whether a node the running plan uses is no longer among the request's nodes.
+bool lost_capacity(const actors::plan_request& r) {
+  if (!r.has_current) return false;
+  std::set<std::string> present;
+  for (const auto& n : r.nodes) present.insert(n.name);
+  for (const auto& stage : r.current.stages)
+    for (const auto& replica : stage.replicas)
+      for (const auto& node : replica.nodes)
+        if (!present.count(node)) return true;
+  return false;
+}
+
+// Capacity was lost: the stragglers left out of plans are capacity still, planned again at
+// the speed they were measured at when they were left out (the drift watch judges them anew).
+void readmit_left_out(live_loop& loop, const actors::plan_request& r) {
+  for (const auto& n : r.nodes) {
+    if (!loop.excluded.erase(n.name)) continue;
+    const double slowdown = loop.excluded_slowdown[n.name];
+    if (slowdown > 1) loop.slowed[n.name] = slowdown;
+    loop.excluded_slowdown.erase(n.name);
+    std::fprintf(stderr, "  closed loop: %s, left out as a straggler, comes back into the plan "
+                         "(capacity was lost), planned %.1fx slower than its type\n",
+                 n.name.c_str(), std::max(1.0, slowdown));
+  }
+}
+
 }  // namespace
 
 result<planned> plan_and_predict(const local_planning_inputs& in,
@@ -178,6 +205,8 @@ result<planned> plan_and_predict(const local_planning_inputs& in,
   std::map<std::string, double> slow_factors;
   if (in.loop) {
     std::lock_guard lock{in.loop->mu};
+    if (!what_if && lost_capacity(original))
+      readmit_left_out(*in.loop, original);
     std::erase_if(request.nodes, [&](const actors::node_inventory& n) {
       return in.loop->excluded.count(n.name) > 0;
     });
