@@ -7,6 +7,7 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
+#include <sailor/config/load.hpp>
 
 #include "run_command.hpp"
 
@@ -47,14 +48,17 @@ TEST_CASE("shipped configs: each shipped model plans on gcp-5-zones with its max
       INFO(r.err);
       REQUIRE(r.exit_code == 0);
       auto plan = nlohmann::json::parse(r.out);
-      auto constraints = run_command("grep -E 'max_cost|min_iterations' " + job_file, 10).out;
+      auto loaded = sailor::config::load_job(job_file);
+      REQUIRE(loaded);
+      const auto& limits = loaded->limits;
       const double cost = plan["cost_per_iteration_usd"].get<double>();
       const double speed = plan["throughput_iters_per_s"].get<double>();
       CHECK_FALSE(plan["gpus_used"].empty());  // GPUs by type
-      if (contains(constraints, "max_cost_per_iteration_usd"))
-        CHECK(cost <= std::stod(constraints.substr(constraints.find(':') + 1)));
-      else
-        CHECK(speed >= std::stod(constraints.substr(constraints.find(':') + 1)));
+      REQUIRE((limits.max_cost_per_iteration_usd || limits.min_iterations_per_s));
+      if (limits.max_cost_per_iteration_usd)
+        CHECK(cost <= *limits.max_cost_per_iteration_usd);
+      if (limits.min_iterations_per_s)
+        CHECK(speed >= *limits.min_iterations_per_s);
     }
   }
 }

@@ -204,9 +204,8 @@ std::optional<std::string> drift_watch::check(const std::vector<actors::board_ra
   if (loop_ && !kept) {
     std::lock_guard lock{loop_->mu};
     loop_->excluded.insert(slow->first);
-    const auto before = loop_->slowed.find(slow->first);
-    loop_->excluded_slowdown[slow->first] =
-      (before == loop_->slowed.end() ? 1.0 : std::max(1.0, before->second)) * slow->second;
+    auto& factor = loop_->slowed[slow->first];
+    factor = std::max(1.0, factor) * slow->second;
   }
   return std::string(why);
 }

@@ -39,12 +39,12 @@ struct live_loop {
   std::string bottleneck_type;  ///< GPU type of the running plan's bottleneck stage
   std::int64_t plan_start_iteration = -1;  ///< its first iteration (warm-up: not a sample)
   std::vector<std::string> refused;  ///< why samples were not trusted (the last few)
-  std::set<std::string> excluded;    ///< nodes left out of plans (stragglers)
-  /// Their measured slowness (times slower than their type) when they were left out: a node
-  /// left out comes back, at that speed, into the plan made when capacity is lost.
-  std::map<std::string, double> excluded_slowdown;
+  /// Nodes left out of plans (stragglers); they come back, at their speed in `slowed`, into
+  /// the plan made when capacity is lost.
+  std::set<std::string> excluded;
   /// Nodes planned at their measured speed: times slower than their type (each planned as a
-  /// type of its own, simulator::add_slowed_type).
+  /// type of its own, simulator::add_slowed_type); a node left out keeps the speed it was left
+  /// out at.
   std::map<std::string, double> slowed;
   /// Per zone pair (simulator::link_key): measured over predicted all-reduce of the stages
   /// whose replicas span the pair; plans are searched and predicted on links corrected by it.

@@ -182,16 +182,14 @@ bool lost_capacity(const actors::plan_request& r) {
 }
 
 // Capacity was lost: the stragglers left out of plans are capacity still, planned again at
-// the speed they were measured at when they were left out (the drift watch judges them anew).
+// the speed they were left out at (live_loop::slowed; the drift watch judges them anew).
 void readmit_left_out(live_loop& loop, const actors::plan_request& r) {
   for (const auto& n : r.nodes) {
     if (!loop.excluded.erase(n.name)) continue;
-    const double slowdown = loop.excluded_slowdown[n.name];
-    if (slowdown > 1) loop.slowed[n.name] = slowdown;
-    loop.excluded_slowdown.erase(n.name);
+    const auto slowed = loop.slowed.find(n.name);
     std::fprintf(stderr, "  closed loop: %s, left out as a straggler, comes back into the plan "
                          "(capacity was lost), planned %.1fx slower than its type\n",
-                 n.name.c_str(), std::max(1.0, slowdown));
+                 n.name.c_str(), slowed == loop.slowed.end() ? 1.0 : std::max(1.0, slowed->second));
   }
 }
 
