@@ -303,10 +303,12 @@ void assign(supervisor* self, config::plan chosen) {
         keep.insert(job.checkpoint_dir);
         st.holdings.retain_folders(keep);
       }
+      const auto initial_val = previous.initial_val_loss();
       st.training = training_progress{st.plan_version,          plan_world_size(chosen),
                                       job.iterations,            chosen.num_stages() - 1,
                                       job.predicted_iteration_s, job.start_iteration,
                                       earlier};
+      st.training.set_initial_val_loss(initial_val);
       if (job.start_iteration > 0)
         record(self, "plan v" + std::to_string(st.plan_version) +
                        " resumes training from the checkpoint after iteration " +

@@ -270,6 +270,35 @@ TEST_CASE("training progress: a plan resumed from a checkpoint finishes after th
   CHECK(resumed.finished());
 }
 
+TEST_CASE("training progress: a fine-tuning job's validation before training is the curve's point 0") {
+  training_progress p{5, 2, 4, 1, 0.0};
+  auto before = [](int rank, double val) {
+    auto r = iteration_report(5, 0, rank, 0.0);
+    r.kind = static_cast<std::int32_t>(report_kind::reached);
+    r.phase = initial_validation_phase;
+    r.has_val_loss = true;
+    r.val_loss = val;
+    return r;
+  };
+  CHECK_FALSE(p.add(before(0, 99)).has_value());  // the first stage's: not the one taken
+  CHECK_FALSE(p.add(before(1, 1.75)).has_value());
+  CHECK(p.completed_count() == 0);  // no iteration completed by it
+  REQUIRE(p.val_loss_curve().size() == 1);
+  CHECK(p.val_loss_curve()[0].iteration == 0);
+  CHECK(p.val_loss_curve()[0].loss == doctest::Approx(1.75));
+  CHECK(p.loss_curve().empty());
+  // Carried to the next plan as the supervisor does, ahead of the passes after iterations.
+  training_progress next{6, 1, 4, 0, 0.0, 0, p.completed()};
+  next.set_initial_val_loss(p.initial_val_loss());
+  auto r = iteration_report(6, 1);
+  r.has_val_loss = true;
+  r.val_loss = 1.5;
+  next.add(r);
+  REQUIRE(next.val_loss_curve().size() == 2);
+  CHECK(next.val_loss_curve()[0].iteration == 0);
+  CHECK(next.val_loss_curve()[1].iteration == 2);
+}
+
 TEST_CASE("training progress: the validation loss comes from the last stage's first rank and its curve survives a re-plan") {
   // Two stages; the validation pass ran after iterations 2 and 4 (0-based 1 and 3).
   training_progress first{3, 2, 6, 1, 0.0};

@@ -31,6 +31,10 @@ void add_local_run_options(CLI::App* sub, local_run_args& args) {
   sub->add_option("--data", args.data,
                   "train on this file instead of the job's data path (the job's format, or "
                   "text)");
+  sub->add_option("--init-from", args.init_from,
+                  "start from this Hugging Face checkpoint of the model (a .safetensors file, "
+                  "or a folder with model.safetensors or model.safetensors.index.json) instead "
+                  "of random weights: fine-tuning; overrides the job's init_from");
   sub->add_option("--cluster", args.cluster,
                   "cluster YAML whose catalog (CPU type) and first link are used")
     ->capture_default_str();

@@ -41,6 +41,7 @@ struct local_run_args {
   /// (set where the command line is made, share_dir.hpp; "" when no share dir was found).
   std::string cluster;
   std::string data;     ///< replaces the job's data path ("": the job's)
+  std::string init_from;  ///< replaces the job's init_from ("": the job's)
   std::string plan;     ///< a fixed plan instead of the planner's
   std::string profile;  ///< cached profile: read if it exists (and covers the plan), else written
   std::string summary_json;

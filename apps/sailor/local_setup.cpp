@@ -77,6 +77,8 @@ result<local_inputs> load_inputs(const local_run_args& args, const fs::path& wor
       in.job.data = config::data_source{};
     in.job.data->path = data;
   }
+  if (!args.init_from.empty())
+    in.job.init_from = args.init_from;
   in.iterations = args.iterations > 0 ? args.iterations : in.job.iterations;
   if (in.iterations < 1)
     return bad("expected a positive number of iterations (or 'iterations' in " + args.job + ")",

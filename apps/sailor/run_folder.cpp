@@ -162,6 +162,7 @@ status record(const fs::path& dir, const local_run_args& args, const std::string
   j["zones"] = args.zones;
   j["cluster"] = fs::absolute(args.cluster).string();
   j["planner"] = args.planner;
+  j["init_from"] = args.init_from.empty() ? json(nullptr) : json(fs::absolute(args.init_from).string());
   j["plan"] = args.plan.empty() ? json(nullptr) : json(fs::absolute(args.plan).string());
   j["checkpoint_every"] = args.checkpoint_every;
   j["sample_prompt"] = args.sample_prompt;
@@ -198,6 +199,7 @@ result<int> resume(local_run_args& args) {
     if (!option_given(args, "--zones")) args.zones = option_given(args, "--nodes") ? 0 : j->value("zones", args.zones);
     if (!option_given(args, "--cluster")) args.cluster = j->value("cluster", args.cluster);
     if (!option_given(args, "--planner")) args.planner = j->value("planner", args.planner);
+    if (!option_given(args, "--init-from") && (*j)["init_from"].is_string()) args.init_from = (*j)["init_from"].get<std::string>();
     if (!option_given(args, "--plan") && (*j)["plan"].is_string()) args.plan = (*j)["plan"].get<std::string>();
     if (!option_given(args, "--checkpoint-every")) args.checkpoint_every = j->value("checkpoint_every", args.checkpoint_every);
     if (!option_given(args, "--sample-prompt")) args.sample_prompt = j->value("sample_prompt", args.sample_prompt);

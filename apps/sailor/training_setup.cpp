@@ -10,6 +10,8 @@
 
 #if defined(SAILOR_WITH_TRAIN)
 #include "sailor/train/executor.hpp"
+#include "sailor/train/pretrained.hpp"
+#include "sailor/config/log.hpp"
 #include "sailor/models/token_data.hpp"
 #endif
 
@@ -102,10 +104,39 @@ std::string job_key(const training_settings& s) {
   return out;
 }
 
+#if defined(SAILOR_WITH_TRAIN)
+namespace {
+// The job's init_from read whole against the model, as every rank will read its slice.
+status check_init_from(const config::model_shape& model, const config::job& job,
+                              const std::string& job_file) {
+  if (job.init_from.empty())
+    return {};
+  auto log = log::get("train");
+  log->info("checking {} against model {} (init_from)", job.init_from, model.name);
+  auto found = train::check_pretrained(model, job.init_from);
+  if (!found) {
+    auto e = found.error();
+    e.message = "init_from: " + e.message;
+    if (e.file.empty())
+      e.file = job_file;
+    return e;
+  }
+  log->info("{}: {} tensors ({:.1f} MB) fill every parameter of {}", job.init_from,
+            found->tensors, static_cast<double>(found->bytes) / 1e6, model.name);
+  if (!found->unused.empty())
+    log->warn("{}: {} tensors of the file fill no parameter of {} and are not used (first: {})",
+              job.init_from, found->unused.size(), model.name, found->unused.front());
+  return {};
+}
+}  // namespace
+#endif
+
 status check_training_inputs(const config::model_shape& model, const config::job& job,
                              const std::string& job_file) {
 #if defined(SAILOR_WITH_TRAIN)
   if (auto st = train::validate_architecture(model))
+    return st;
+  if (auto st = check_init_from(model, job, job_file))
     return st;
   if (!job.data)
     return {};
@@ -123,6 +154,10 @@ status check_training_inputs(const config::model_shape& model, const config::job
                          job_file, 0, "eval_every"};
 #else
   (void)model;
+  if (!job.init_from.empty())
+    return sailor::error{error_kind::invalid_input,
+                         "this build has no LibTorch: it cannot load " + job.init_from,
+                         job_file, 0, "init_from"};
   if (job.data)
     return sailor::error{error_kind::invalid_input,
                          "this build has no LibTorch: it cannot train on data " + job.data->path,
@@ -146,6 +181,12 @@ void fill_job_settings(actors::training_job& tj, const config::job& job) {
     auto absolute = fs::absolute(job.data->path, ec);
     if (!ec)
       tj.data.path = absolute.lexically_normal().string();
+  }
+  tj.init_from.clear();
+  if (!job.init_from.empty()) {
+    std::error_code ec;
+    auto absolute = fs::absolute(job.init_from, ec);
+    tj.init_from = ec ? job.init_from : absolute.lexically_normal().string();
   }
 }
 

@@ -393,7 +393,7 @@ result<job> load_job(const std::string& path) {
     YAML::Node root = r.parse();
     r.only_keys(root, "", {"global_batch", "objective", "constraints", "optimizer", "mixed_precision",
                            "allow_recompute", "max_micro_batch", "seed", "iterations", "data",
-                           "eval_every", "eval_batches", "lr", "min_lr", "warmup_iterations",
+                           "eval_every", "eval_batches", "init_from", "lr", "min_lr", "warmup_iterations",
                            "decay_iterations", "betas", "weight_decay", "grad_clip"});
     job j;
     j.global_batch = static_cast<int>(r.req_count(root, "", "global_batch", true));
@@ -435,6 +435,10 @@ result<job> load_job(const std::string& path) {
     if (auto v = r.opt_int(root, "", "eval_batches")) {
       if (*v < 1) r.fail(root["eval_batches"], "eval_batches", "expected a positive integer");
       j.eval_batches = static_cast<int>(*v);
+    }
+    if (auto v = r.opt_string(root, "", "init_from")) {
+      if (v->empty()) r.fail(root["init_from"], "init_from", "expected a .safetensors file or a folder holding one");
+      j.init_from = *v;
     }
     if (j.eval_every > 0 && !j.data)
       r.fail(root["eval_every"], "eval_every", "a validation loss needs a data: block to hold out from");

@@ -46,6 +46,10 @@ TEST_CASE("jobs: data, validation and the optimizer schedule") {
   REQUIRE(plain);
   CHECK_FALSE(plain->data);
   CHECK(plain->schedule.lr == 1e-3);
+  CHECK(plain->init_from.empty());
+  auto tuned = load_job(dir.write("tuned.yaml", base + "init_from: models/gpt2\n"));
+  REQUIRE(tuned);
+  CHECK(tuned->init_from == "models/gpt2");
   auto full = load_job(dir.write("full.yaml", base + R"(data: {path: corpus.txt, format: tokens-u16, validation_fraction: 0.05}
 eval_every: 250
 eval_batches: 20
@@ -88,6 +92,7 @@ grad_clip: 1.0
     {"data: {path: x, format: tokens-u16, tokenizer: {kind: gpt2_bpe, vocab: v, merges: m}}\n",
      "data.tokenizer"},
     {"eval_every: 10\n", "eval_every"},
+    {"init_from: \"\"\n", "init_from"},
     {"lr: 1.0e-4\nmin_lr: 1.0e-3\n", "min_lr"},
     {"betas: [0.9, 1.2]\n", "betas[1]"},
   };

@@ -260,6 +260,7 @@ struct TrainingJob {
   peerNodes @26 :List(Text);
   peerAddresses @27 :List(Text);
   keepCheckpointDirs @28 :List(Text);
+  initFrom @29 :Text;         # a Hugging Face checkpoint the ranks start from (empty: none)
 }
 
 struct TrainReport {

@@ -94,6 +94,7 @@ training_job sample_job() {
   j.peer_nodes = {"n1", "n2"};
   j.peer_addresses = {"10.0.0.7:4100", "10.0.0.8:4100"};
   j.keep_checkpoint_dirs = {"checkpoints/job/v8"};
+  j.init_from = "/models/gpt2";
   return j;
 }
 
@@ -336,6 +337,7 @@ TEST_CASE("protocol: the plan, the model, the data and the links arrive whole") 
   CHECK(j.peer_nodes == sent.peer_nodes);
   CHECK(j.peer_addresses == sent.peer_addresses);
   CHECK(j.keep_checkpoint_dirs == sent.keep_checkpoint_dirs);
+  CHECK(j.init_from == sent.init_from);
 }
 
 TEST_CASE("protocol: a role travels as its place and is rebuilt from the plan beside it") {

@@ -226,6 +226,7 @@ void fields(auto& f, like<training_job> auto& v) {
   f("weightDecay", s.weight_decay)("gradClip", s.grad_clip)("evalEvery", v.eval_every);
   f("evalBatches", v.eval_batches)("peerNodes", v.peer_nodes);
   f("peerAddresses", v.peer_addresses)("keepCheckpointDirs", v.keep_checkpoint_dirs);
+  f("initFrom", v.init_from);
 }
 
 void fields(auto& f, like<train_report> auto& v) {

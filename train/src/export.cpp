@@ -18,11 +18,16 @@
 #include <sailor/models/gpt.hpp>
 
 #include "checkpoint_io.hpp"
+#include "hf_import.hpp"
+#include "hf_names.hpp"
 
 namespace sailor::train {
 namespace {
 
 using json = nlohmann::json;
+using detail::layer_name;
+using detail::llama_layer_names;
+using detail::opt_layer_names;
 
 // The whole model (one rank, every layer) restored from the checkpoint, whichever optimizer
 // wrote it.
@@ -47,18 +52,6 @@ result<std::unique_ptr<models::stage_module>> load_model(const config::model_sha
   }
   return error::invalid_input("", first_failure);
 }
-
-// A layer's parameter (ours, under "layer<i>.") and Hugging Face's name of it (under the
-// family's prefix for layer i), where the tensor is the same.
-using layer_name = std::pair<const char*, const char*>;
-constexpr layer_name opt_layer_names[] = {
-    {"attn.q", "self_attn.q_proj"}, {"attn.k", "self_attn.k_proj"}, {"attn.v", "self_attn.v_proj"},
-    {"attn.out", "self_attn.out_proj"}, {"ln1", "self_attn_layer_norm"}, {"ln2", "final_layer_norm"},
-    {"mlp.fc1", "fc1"}, {"mlp.fc2", "fc2"}};
-constexpr layer_name llama_layer_names[] = {
-    {"attn.q", "self_attn.q_proj"}, {"attn.k", "self_attn.k_proj"}, {"attn.v", "self_attn.v_proj"},
-    {"attn.out", "self_attn.o_proj"}, {"ln1", "input_layernorm"}, {"ln2", "post_attention_layernorm"},
-    {"mlp.gate", "mlp.gate_proj"}, {"mlp.fc1", "mlp.up_proj"}, {"mlp.fc2", "mlp.down_proj"}};
 
 // Hugging Face's tensors of our parameters, for the model's family. Linear weights keep
 // torch's [out, in] layout except GPT-2's Conv1D ([in, out]); GPT-2's fused c_attn holds q, k
@@ -195,64 +188,14 @@ status write_safetensors(const std::string& path, const std::map<std::string, to
   return {};
 }
 
-// The tensors of a safetensors file as write_safetensors writes them (F32).
-result<std::map<std::string, torch::Tensor>> read_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return error::not_found(path, "", "cannot read " + path);
-  unsigned char length[8] = {};
-  in.read(reinterpret_cast<char*>(length), 8);
-  std::uint64_t header_size = 0;
-  for (int i = 0; i < 8; ++i) header_size |= static_cast<std::uint64_t>(length[i]) << (8 * i);
-  if (!in || header_size > (1u << 26)) return error::invalid_input(path, "", "not a safetensors file");
-  std::string text(header_size, ' ');
-  in.read(text.data(), static_cast<std::streamsize>(header_size));
-  json header = json::parse(text, nullptr, false);
-  if (!in || header.is_discarded() || !header.is_object()) return error::invalid_input(path, "", "a bad safetensors header");
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::map<std::string, torch::Tensor> out;
-  for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") continue;
-    if (entry.value("dtype", "") != "F32") return error::invalid_input(path, name, "expected F32 tensors");
-    const auto shape = entry.at("shape").get<std::vector<std::int64_t>>();
-    const auto range = entry.at("data_offsets").get<std::vector<std::uint64_t>>();
-    auto t = torch::empty(shape, torch::kFloat);
-    if (range.size() != 2 || range[1] > bytes.size() || range[1] - range[0] != static_cast<std::uint64_t>(t.numel()) * 4)
-      return error::invalid_input(path, name, "its data_offsets do not fit the file");
-    std::memcpy(t.data_ptr(), bytes.data() + range[0], range[1] - range[0]);
-    out[name] = t;
-  }
-  return out;
-}
-
-// The whole model from the safetensors export_safetensors wrote: every tensor of the file
-// copied into ours through hf_tensors's views of them (renames and transposes); GPT-2's fused
-// q, k, v split back; biases a bias-free model lacks skipped.
+// The whole model from a Hugging Face checkpoint (export_safetensors's, or any of the
+// family's): hf_import.hpp.
 result<std::unique_ptr<models::stage_module>> load_exported(const config::model_shape& model, const std::string& file) {
   if (auto st = validate_architecture(model)) return *st;
-  auto tensors = read_safetensors(file);
-  if (!tensors) return tensors.error();
+  auto set = detail::safetensors_set::open(file);
+  if (!set) return set.error();
   auto module = std::make_unique<models::stage_module>(model, 0, model.num_all_layers(), models::tp_group{}, 1);
-  std::map<std::string, torch::Tensor> ours;
-  for (const auto& p : module->parameters()) ours[p.name] = p.tensor.detach();
-  torch::NoGradGuard no_grad;
-  for (const auto& [name, view] : hf_tensors(model, *module)) {
-    auto it = tensors->find(name);
-    if (it == tensors->end()) return error::invalid_input(file, name, "missing (" + model.name + " has it)");
-    if (!it->second.sizes().equals(view.sizes()))
-      return error::invalid_input(file, name, "its shape differs from " + model.name + "'s");
-    const auto fused = name.find("attn.c_attn.");
-    if (model.arch == config::architecture::gpt2 && fused != std::string::npos) {
-      const std::string layer = "layer" + std::to_string(std::stoi(name.substr(std::strlen("transformer.h."))) + 1) + ".attn.";
-      const bool weight = name.ends_with(".weight");
-      auto parts = (weight ? it->second.t() : it->second).chunk(3, 0);
-      const char* qkv[] = {"q", "k", "v"};
-      for (int k = 0; k < 3; ++k)
-        if (auto mine = ours.find(layer + qkv[k] + (weight ? ".weight" : ".bias")); mine != ours.end())
-          mine->second.copy_(parts[static_cast<std::size_t>(k)]);
-      continue;
-    }
-    view.copy_(it->second);  // a view of ours, or a zero bias the model lacks (nothing to keep)
-  }
+  if (auto counts = detail::import_into(*module, *set); !counts) return counts.error();
   return module;
 }
 

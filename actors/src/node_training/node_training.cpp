@@ -19,30 +19,13 @@
 #include "sailor/train/shard_service.hpp"
 #include "checkpoint_copies.hpp"
 #include "checkpoint_pins.hpp"
+#include "fresh_start.hpp"
 #include "node_recovery.hpp"
 #include "release_watch.hpp"
 #include "sailor/actors/placement.hpp"
 #include "sailor/config/log.hpp"
 
 namespace sailor::train {
-
-train_options options_for(const actors::training_job& job) {
-  train_options o;
-  o.seed = job.seed;
-  o.optimizer = job.optimizer == "sgd" ? optimizer_kind::sgd : optimizer_kind::adamw;
-  set_schedule(o, job.schedule);
-  if (!job.data.path.empty())
-    o.data = job.data;
-  o.eval_batches = std::max(1, job.eval_batches);
-  o.torch_threads = job.torch_threads;
-  o.timeout = std::chrono::milliseconds{job.timeout_ms};
-  o.links = job.links;
-  // checkpoint_every 0: none written (the folder still names the state kept in memory).
-  o.checkpoint_dir = job.checkpoint_every > 0 ? job.checkpoint_dir : std::string{};
-  o.checkpoint_every = std::max(1, job.checkpoint_every);
-  o.checkpoint_final = job.iterations;
-  return o;
-}
 
 struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
   std::string node;
@@ -276,6 +259,14 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
   template <class Fail, class Reached>
   bool restore(const actors::training_job& job, const actors::stage_role& role, int rank,
                stage_executor& exec, release_signal& release, Fail& fail, Reached& reached) {
+    if (starts_from_pretrained(job)) {
+      if (auto err = load_init_from(job, exec)) {
+        fail("restore", err->to_string());
+        return false;
+      }
+      log::get("train")->info("[{} rank {}] starts from {}", node, rank, job.init_from);
+      reached("restore");
+    }
     if (job.start_iteration == 0)
       return true;
     if (restores_from_memory(job) && options.transport) {
@@ -427,6 +418,16 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
             const std::atomic<bool>& released, iteration_grace& grace, Fail& fail,
             bool& diverged) {
     std::string copied;  // the newest checkpoint shard copied
+    if (auto val = initial_validation(job, base, exec)) {
+      if (!*val) {
+        if (!released)
+          fail("iteration", "validation of the starting weights: " + val->error().to_string());
+        return job.start_iteration;
+      }
+      log::get("train")->info("[{} rank {}] validation loss {:.4f} before training", node,
+                              base.rank, (*val)->val_loss);
+      send(std::move(**val));
+    }
     for (int it = job.start_iteration; it < job.iterations; ++it) {
       if (stopping || released || current.load() != job.plan_version)
         return it;

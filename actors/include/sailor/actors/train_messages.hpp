@@ -45,7 +45,7 @@ SAILOR_INSPECT(training_job, x.plan_version, x.plan, x.model, x.iterations, x.se
                x.schedule, x.torch_threads, x.timeout_ms, x.predicted_iteration_s, x.links,
                x.start_iteration, x.checkpoint_dir, x.checkpoint_every, x.restore_dir,
                x.restore_files, x.restore_holders, x.data, x.eval_every, x.eval_batches,
-               x.peer_nodes, x.peer_addresses, x.keep_checkpoint_dirs)
+               x.peer_nodes, x.peer_addresses, x.keep_checkpoint_dirs, x.init_from)
 SAILOR_INSPECT(train_report, x.plan_version, x.node, x.rank, x.stage, x.replica, x.tp_rank,
                x.iteration, x.loss, x.compute_s, x.send_wait_s, x.recv_wait_s, x.all_reduce_s,
                x.total_s, x.tokens, x.error, x.checkpoint_file, x.has_val_loss, x.val_loss, x.kind,

@@ -42,6 +42,10 @@ struct iteration_record {
   std::optional<double> val_loss;
 };
 
+/// The phase of the report (kind reached) that carries the validation loss of the weights a
+/// fine-tuning job starts from, before its first iteration (training_job::init_from).
+inline constexpr const char* initial_validation_phase = "validation";
+
 /// One point of the validation curve: iterations completed (1-based, as the progress line
 /// counts them) and the loss.
 struct validation_point {
@@ -90,6 +94,9 @@ public:
       case report_kind::reached:
         if (r.phase == "setup" || r.phase == "restore")  // the steps there are (bounded map)
           ++reached_[r.phase][r.node];
+        if (r.phase == initial_validation_phase && r.has_val_loss && r.stage == last_stage_ &&
+            r.tp_rank == 0 && r.replica == 0)
+          initial_val_loss_ = r.val_loss;
         return std::nullopt;
       case report_kind::iteration:
         break;
@@ -161,9 +168,11 @@ public:
     return out;
   }
   /// The validation passes of the completed iterations (kept across re-plans as the loss
-  /// curve is).
+  /// curve is), after the pass on the starting weights at 0 when there was one.
   std::vector<validation_point> val_loss_curve() const {
     std::vector<validation_point> out;
+    if (initial_val_loss_)
+      out.push_back({0, *initial_val_loss_});
     for (auto& c : completed_)
       if (c.val_loss)
         out.push_back({c.iteration + 1, *c.val_loss});
@@ -196,6 +205,10 @@ public:
   int iterations() const { return iterations_; }
   /// The first iteration this plan runs (0, or where it resumed).
   int start_iteration() const { return start_iteration_; }
+  /// The validation loss of the weights the job started from (a fine-tuning job's pass
+  /// before its first iteration), carried to the next plan with set_initial_val_loss.
+  std::optional<double> initial_val_loss() const { return initial_val_loss_; }
+  void set_initial_val_loss(std::optional<double> v) { initial_val_loss_ = v; }
   double predicted_s() const { return predicted_s_; }
 
 private:
@@ -211,6 +224,7 @@ private:
   std::string error_;
   train_report failure_;
   std::map<std::string, std::map<std::string, int>> reached_;  // step -> node -> ranks
+  std::optional<double> initial_val_loss_;
 };
 
 }  // namespace sailor::actors

@@ -71,6 +71,9 @@ struct job {
   std::optional<data_source> data;
   int eval_every = 0;    ///< validation loss every this many iterations (0: never)
   int eval_batches = 1;  ///< batches of global_batch sequences averaged per evaluation
+  /// A Hugging Face checkpoint of the model (train/pretrained.hpp) the job starts from
+  /// instead of random weights (fine-tuning); relative to the working directory. Empty: none.
+  std::string init_from;
 };
 
 }  // namespace sailor::config

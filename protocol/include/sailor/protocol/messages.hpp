@@ -282,6 +282,10 @@ struct training_job {
   /// from: with a checkpoint_dir, a node removes the other plan folders beside it
   /// (checkpoints/<job>/v<N>) when the job arrives. Empty: none is removed.
   std::vector<std::string> keep_checkpoint_dirs;
+  /// A Hugging Face checkpoint (train/pretrained.hpp) every rank loads its slice of before
+  /// the first iteration of a job that starts afresh (start_iteration 0); a path every node
+  /// reads, as `data`'s. Empty: the weights drawn from the seed.
+  std::string init_from;
 };
 
 /// What a train_report says (its `kind`).

@@ -229,6 +229,11 @@ public:
   /// The same from `shards` (any mix of memory and files, of one writing layout, after
   /// `iterations` iterations): every shard is checked whole first, as from a folder.
   status restore(const std::vector<shard_input>& shards, int iterations);
+  /// Loads this rank's slice of every parameter from a Hugging Face checkpoint at `path`
+  /// (pretrained.hpp: a .safetensors file or a folder), before the first iteration; the
+  /// optimizer state stays fresh. Nothing changes when it fails (the error names the file and
+  /// the tensor).
+  status load_pretrained(const std::string& path);
   /// Waits for this rank's checkpoint writes in flight; returns the first failure.
   status flush_checkpoints();
   /// The path of the newest checkpoint shard this rank has written in full (empty: none).
