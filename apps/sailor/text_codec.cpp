@@ -2,6 +2,7 @@
 #include "text_codec.hpp"
 
 #if defined(SAILOR_WITH_TRAIN)
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -25,9 +26,13 @@ result<text_codec> sentencepiece_codec(const std::string& file) {
   text_codec c;
   c.file = file;
   c.vocabulary = sp->vocabulary();
-  c.encode = [sp](const std::string& prompt, bool) -> result<std::vector<std::int64_t>> {
+  c.encode = [sp](const std::string& prompt, bool skip_unknown) -> result<std::vector<std::int64_t>> {
     auto ids = sp->encode(prompt);
-    if (ids && ids->empty()) return std::vector<std::int64_t>{sp->first_text_id()};
+    if (!ids) return ids;
+    if (skip_unknown)  // what the model lacks (its unknown piece) dropped
+      ids->erase(std::remove_if(ids->begin(), ids->end(), [&sp](std::int64_t id) { return !sp->is_text(id); }),
+                 ids->end());
+    if (ids->empty()) ids->push_back(sp->first_text_id());
     return ids;
   };
   c.decode = [sp](const std::vector<std::int64_t>& ids) {

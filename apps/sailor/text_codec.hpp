@@ -16,7 +16,8 @@ struct text_codec {
   int vocabulary = 0;  ///< the ids it has: only these are drawn
   /// The prompt's ids. `skip_unknown`: characters a character vocabulary lacks are dropped
   /// (none left: its first symbol) rather than refused; the other tokenizers take any text
-  /// (an empty prompt: their first piece of text).
+  /// (SentencePiece: its unknown piece dropped too; an empty prompt: its first piece of text,
+  /// GPT-2's: a newline).
   std::function<result<std::vector<std::int64_t>>(const std::string& prompt, bool skip_unknown)> encode;
   std::function<std::string(const std::vector<std::int64_t>& ids)> decode;
 };

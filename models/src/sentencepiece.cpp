@@ -103,9 +103,13 @@ result<std::string> sentencepiece_tokenizer::decode(const std::vector<std::int64
 
 int sentencepiece_tokenizer::vocabulary() const { return api_->pieces(processor_.get()); }
 
+bool sentencepiece_tokenizer::is_text(std::int64_t id) const {
+  return id >= 0 && id < vocabulary() && api_->is_text(processor_.get(), static_cast<int>(id));
+}
+
 std::int64_t sentencepiece_tokenizer::first_text_id() const {
   for (int id = 0; id < vocabulary(); ++id)
-    if (api_->is_text(processor_.get(), id)) return id;
+    if (is_text(id)) return id;
   return 0;
 }
 

@@ -99,6 +99,8 @@ TEST_CASE("tokens: a SentencePiece model (bpe and unigram) gives back the text o
     CHECK(*sp->decode(*ids) == text);
     // A sample without a prompt starts from a piece of text, not <unk>, <s> or </s>.
     CHECK(!sp->decode({sp->first_text_id()})->empty());
+    CHECK(!sp->is_text(0));  // <unk>
+    CHECK(sp->is_text(sp->first_text_id()));
     CHECK(!sp->decode({pieces}));
   }
 }

@@ -32,8 +32,10 @@ public:
   result<std::string> decode(const std::vector<std::int64_t>& ids) const;
   /// The number of pieces (largest id + 1).
   int vocabulary() const;
-  /// The first id that stands for text (not a control or the unknown piece): where a sample
-  /// without a prompt starts.
+  /// Whether `id` stands for text: not a control piece (<s>, </s>), the unknown piece or an
+  /// unused one.
+  bool is_text(std::int64_t id) const;
+  /// The first id that stands for text: where a sample without a prompt starts.
   std::int64_t first_text_id() const;
 
   /// Trains a model with SentencePiece's trainer (its arguments by name: input, model_prefix,
