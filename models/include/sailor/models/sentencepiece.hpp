@@ -2,7 +2,8 @@
 /// A SentencePiece tokenizer (BPE or unigram) read from the model file its trainer writes (a
 /// `.model`, as Llama's tokenizer.model), through Debian's libsentencepiece. The library is
 /// opened on first use as the module libsailor_sentencepiece.so, found in ../lib/sailor/ from
-/// the program's folder (models/src/sentencepiece_module.hpp says why it is not linked).
+/// the program's folder or at $SAILOR_SENTENCEPIECE_MODULE (models/src/sentencepiece_module.hpp
+/// says why it is not linked).
 #include <cstdint>
 #include <memory>
 #include <string>
