@@ -8,6 +8,8 @@ packages=(
   libcaf-dev libtorch-dev libucx-dev ucx-utils capnproto libcapnp-dev
   libspdlog-dev doctest-dev libgloo-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
   libopenblas0-pthread python3-torch iproute2 util-linux libcpp-httplib-dev libssl-dev zlib1g-dev
+  # a text job's SentencePiece tokenizer (its runtime library, libsentencepiece0, comes with it)
+  libsentencepiece-dev
   # scripts/make-tls-certs.sh (TLS files for a job, and the TLS tests)
   openssl
   # `make demo`'s text: the English quotes in /usr/share/games/fortunes (about 100 kB)

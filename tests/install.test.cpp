@@ -51,7 +51,7 @@ TEST_CASE("cmake --install puts the programs and the shipped configs under the p
   temp_dir prefix, work;
   install_into(prefix);
   const auto share = prefix.root() / "share" / "sailor";
-  for (const char* program : {"bin/sailor", "bin/sailor-node"}) {
+  for (const char* program : {"bin/sailor", "bin/sailor-node", "lib/sailor/libsailor_sentencepiece.so"}) {
     INFO(program);
     CHECK(fs::is_regular_file(prefix.root() / program));
   }

@@ -8,14 +8,12 @@
 // DIR is the run folder `sailor train` keeps (run_folder.hpp): its model file and its newest
 // checkpoint. Both read the checkpoint of any plan as a one-rank plan would restore it (the
 // latest unless --iteration is given). export writes safetensors with Hugging Face's names,
-// and config.json and the text job's vocabulary (vocab.json) beside it; generate samples text
-// on the CPU with the character vocabulary a text job wrote next to its checkpoints. A bare
+// and config.json and the text job's tokenizer (vocab.json, its characters, or a copy of its
+// tokenizer's files) beside it; generate samples text on the CPU and decodes it with the
+// tokenizer a text job kept next to its checkpoints (text_codec.hpp). A bare
 // checkpoint records the model's sizes but not its family: --model names the model file.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -23,11 +21,11 @@
 #include "exit_codes.hpp"
 #include "run_folder.hpp"
 #include "sample_text.hpp"
+#include "text_codec.hpp"
 #include "sailor/config/load.hpp"
 
 #if defined(SAILOR_WITH_TRAIN)
 #include "sailor/train/export.hpp"
-#include "sailor/models/token_data.hpp"
 #endif
 
 namespace sailor::app {
@@ -35,73 +33,44 @@ namespace sailor::app {
 #if defined(SAILOR_WITH_TRAIN)
 result<std::string> sample_text(const config::model_shape& model, const std::string& checkpoint_dir,
                                 const std::string& prompt, const text_sample_options& o) {
-  const std::string vocab_path = checkpoint_dir + "/" + train::vocabulary_file_name();
-  std::ifstream in(vocab_path);
-  if (!in)
-    return sailor::error::invalid_input(vocab_path, "",
-                                        "no vocabulary (written by jobs that train on text)");
-  std::stringstream text;
-  text << in.rdbuf();
-  auto symbols = models::parse_vocabulary_json(text.str());
-  if (!symbols)
-    return sailor::error::invalid_input(vocab_path, "", symbols.error().message);
-  std::map<std::string, std::int64_t> index;
-  for (std::size_t i = 0; i < symbols->size(); ++i) index[(*symbols)[i]] = static_cast<std::int64_t>(i);
-  std::vector<std::int64_t> ids;
-  std::string used;
-  for (std::size_t i = 0; i < prompt.size();) {
-    const unsigned char c = static_cast<unsigned char>(prompt[i]);
-    const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : 4;
-    auto it = index.find(prompt.substr(i, n));
-    if (it == index.end() && o.skip_unknown) {
-      i += n;
-      continue;
-    }
-    if (it == index.end())
-      return sailor::error::invalid_input(
-        "--prompt", "the prompt's character '" + prompt.substr(i, n) + "' is not in " + vocab_path);
-    ids.push_back(it->second);
-    used += prompt.substr(i, n);
-    i += n;
-  }
-  if (ids.empty() && o.skip_unknown && !symbols->empty()) {
-    ids.push_back(0);
-    used = (*symbols)[0];
-  }
+  auto codec = text_codec_in(checkpoint_dir);
+  if (!codec) return codec.error();
+  auto ids = codec->encode(prompt, o.skip_unknown);
+  if (!ids) return ids.error();
   train::generation_options generation;
   generation.tokens = o.tokens;
   generation.temperature = o.temperature;
   generation.top_k = o.top_k;
   generation.seed = o.seed;
-  generation.vocabulary_limit = static_cast<int>(symbols->size());
+  generation.vocabulary_limit = codec->vocabulary;
   auto drawn = o.exported_file.empty()
-                 ? train::generate_tokens(model, checkpoint_dir, o.iteration, ids, generation)
-                 : train::generate_tokens_exported(model, o.exported_file, ids, generation);
+                 ? train::generate_tokens(model, checkpoint_dir, o.iteration, *ids, generation)
+                 : train::generate_tokens_exported(model, o.exported_file, *ids, generation);
   if (!drawn) return drawn.error();
-  std::string out = used;
-  for (auto id : *drawn)
-    if (id >= 0 && id < static_cast<std::int64_t>(symbols->size())) out += (*symbols)[id];
-  return out;
+  ids->insert(ids->end(), drawn->begin(), drawn->end());
+  return codec->decode(*ids);
 }
 
 result<int> export_model_files(const config::model_shape& model, const std::string& model_file,
                                const std::string& checkpoint_dir, int iterations,
-                               const std::string& out_file, bool& vocabulary) {
+                               const std::string& out_file, std::string& tokenizer) {
   namespace fs = std::filesystem;
-  vocabulary = false;
+  tokenizer.clear();
   const fs::path out{out_file};
   const fs::path folder = out.has_parent_path() ? out.parent_path() : fs::path(".");
   std::error_code ec;
   fs::create_directories(folder, ec);
   auto written = train::export_safetensors(model, checkpoint_dir, iterations, out_file);
   if (!written) return written.error();
-  const auto vocab = fs::path(checkpoint_dir) / train::vocabulary_file_name();
-  const auto copy = folder / train::vocabulary_file_name();
-  if (fs::exists(vocab, ec)) {
-    if (!fs::equivalent(vocab, copy, ec))
-      fs::copy_file(vocab, copy, fs::copy_options::overwrite_existing, ec);
-    if (ec) return sailor::error::failed("cannot copy " + vocab.string() + " to " + copy.string() + ": " + ec.message());
-    vocabulary = true;
+  for (const char* name : {train::vocabulary_file_name(), train::sentencepiece_file_name(),
+                           train::gpt2_vocab_file_name(), train::gpt2_merges_file_name()}) {
+    const auto kept = fs::path(checkpoint_dir) / name;
+    const auto copy = folder / name;
+    if (!fs::exists(kept, ec)) continue;
+    if (!fs::equivalent(kept, copy, ec))
+      fs::copy_file(kept, copy, fs::copy_options::overwrite_existing, ec);
+    if (ec) return sailor::error::failed("cannot copy " + kept.string() + " to " + copy.string() + ": " + ec.message());
+    tokenizer += (tokenizer.empty() ? "" : ", ") + std::string(name);
   }
   const auto model_copy = folder / exported_model_file();
   if (!fs::equivalent(model_file, model_copy, ec))
@@ -163,12 +132,12 @@ int run_export(export_options o) {
     o.out = (std::filesystem::path(o.run) / run_folder::model_folder() / run_folder::model_file()).string();
   auto model = config::load_model(o.model);
   if (!model) return export_failed("export", model.error().to_string());
-  bool vocabulary = false;
-  auto written = export_model_files(*model, o.model, o.checkpoint, o.iteration, o.out, vocabulary);
+  std::string tokenizer;
+  auto written = export_model_files(*model, o.model, o.checkpoint, o.iteration, o.out, tokenizer);
   if (!written) return export_failed("export", written.error().to_string());
   std::printf("wrote %d tensors of %s (%s) to %s and config.json, %s%s beside it\n", *written,
               model->name.c_str(), config::to_string(model->arch), o.out.c_str(), exported_model_file(),
-              vocabulary ? " and vocab.json (its characters)" : "");
+              tokenizer.empty() ? "" : (" and " + tokenizer + " (its tokenizer)").c_str());
   return 0;
 }
 
@@ -196,7 +165,7 @@ int run_generate(export_options o) {
       o.model = (std::filesystem::path(o.run) / exported_model_file()).string();
   }
   if (!sample.exported_file.empty())
-    o.checkpoint = o.run;  // its folder: vocab.json
+    o.checkpoint = o.run;  // its folder: the tokenizer
   else if (auto err = resolve_source(o))
     return report_error("generate", *err);
   auto model = config::load_model(o.model);
@@ -206,7 +175,7 @@ int run_generate(export_options o) {
   sample.top_k = o.generation.top_k;
   sample.seed = o.generation.seed;
   sample.iteration = o.iteration;
-  sample.skip_unknown = o.prompt.empty();  // no prompt: start from the vocabulary's first symbol
+  sample.skip_unknown = o.prompt.empty();  // no prompt: start from the tokenizer's first symbol
   auto text = sample_text(*model, o.checkpoint, o.prompt, sample);
   if (!text) return export_failed("generate", text.error().message);
   std::printf("%s\n", text->c_str());
@@ -218,10 +187,10 @@ int run_generate(export_options o) {
 void add_export(CLI::App& app, command_set& commands) {
   auto opts = std::make_shared<export_options>();
   auto* ex = app.add_subcommand(
-    "export", "write a trained model as safetensors with Hugging Face names, config.json and its vocabulary");
+    "export", "write a trained model as safetensors with Hugging Face names, config.json and its tokenizer");
   ex->footer("  sailor export DIR                 DIR: the folder sailor train printed (its --out); writes\n"
              "                                    DIR/model/model.safetensors, config.json, sailor-model.yaml,\n"
-             "                                    vocab.json\n"
+             "                                    vocab.json (or the job's tokenizer.model, gpt2-*)\n"
              "  sailor export DIR --out F.safetensors   the same files in F's folder\n"
              "  sailor export --checkpoint C --model M.yaml --out F.safetensors   a checkpoint folder");
   ex->add_option("run", opts->run, "the run folder of sailor train (its --out DIR)");
@@ -234,13 +203,13 @@ void add_export(CLI::App& app, command_set& commands) {
   auto* gen = app.add_subcommand("generate", "sample text from a trained model (a text job's) on the CPU");
   gen->footer("  sailor generate DIR --prompt TEXT   DIR: the folder sailor train printed (its --out), or a\n"
               "                                      folder sailor export wrote (DIR/model: the model, its\n"
-              "                                      sailor-model.yaml and vocab.json; no checkpoint needed)\n"
-              "  sailor generate --checkpoint C --model M.yaml --prompt TEXT   a checkpoint folder (vocab.json in it)");
+              "                                      sailor-model.yaml and tokenizer; no checkpoint needed)\n"
+              "  sailor generate --checkpoint C --model M.yaml --prompt TEXT   a checkpoint folder (its tokenizer in it)");
   gen->add_option("run", opts->run, "the run folder of sailor train (its --out DIR), or a folder sailor export wrote");
-  gen->add_option("--checkpoint", opts->checkpoint, "a checkpoint folder (with vocab.json), instead of a run folder");
+  gen->add_option("--checkpoint", opts->checkpoint, "a checkpoint folder (with the job's tokenizer), instead of a run folder");
   gen->add_option("--model", opts->model, "with --checkpoint: the model file it was trained with");
-  gen->add_option("--prompt", opts->prompt, "text to continue (default: none, the sample starts from the vocabulary's first character)");
-  gen->add_option("--tokens", opts->generation.tokens, "characters to generate (default 200)");
+  gen->add_option("--prompt", opts->prompt, "text to continue (default: none, the sample starts from the tokenizer's first symbol)");
+  gen->add_option("--tokens", opts->generation.tokens, "tokens to generate (characters for a character-level job; default 200)");
   gen->add_option("--temperature", opts->generation.temperature, "0: greedy (default 0.8)");
   gen->add_option("--top-k", opts->generation.top_k, "sample among the k likeliest (default: all)");
   gen->add_option("--seed", opts->generation.seed, "sampling seed");
@@ -253,9 +222,9 @@ result<std::string> sample_text(const config::model_shape&, const std::string&, 
   return sailor::error::unimplemented("this build has no LibTorch: no text is sampled");
 }
 
-result<int> export_model_files(const config::model_shape&, const std::string&, int, const std::string&,
-                               bool& vocabulary) {
-  vocabulary = false;
+result<int> export_model_files(const config::model_shape&, const std::string&, const std::string&, int,
+                               const std::string&, std::string& tokenizer) {
+  tokenizer.clear();
   return sailor::error::unimplemented("this build has no LibTorch: no model is exported");
 }
 

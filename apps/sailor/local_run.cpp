@@ -273,8 +273,9 @@ int run_local_training(const local_run_args& asked) {
   }
   const auto sample = final_sample(args, *in, settings, plan_version, note);
   if (!sample.empty())
-    std::printf("\n  sample of the trained model (%d characters after the prompt):\n%s\n",
-                args.sample_tokens, sample.c_str());
+    std::printf("\n  sample of the trained model (%d %s after the prompt):\n%s\n", args.sample_tokens,
+                in->job.data->tokenizer.kind == config::tokenizer_kind::characters ? "characters" : "tokens",
+                sample.c_str());
   else if (!note.empty() && args.sample_tokens > 0 && in->job.data)
     std::printf("  %s\n", note.c_str());
   std::fflush(stdout);

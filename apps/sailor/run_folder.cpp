@@ -320,9 +320,9 @@ int finish(const place& p, const local_run_args& args, const config::model_shape
     return args.checkpoint_every == 0 ? 0 : 1;
   }
   const auto out = p.dir / model_folder() / model_file();
-  bool vocabulary = false;
+  std::string tokenizer;
   auto written = export_model_files(model, (p.dir / "model.yaml").string(), found->plan_folder.string(),
-                                    found->iterations, out.string(), vocabulary);
+                                    found->iterations, out.string(), tokenizer);
   if (!written) {
     std::printf("    the model was not exported: %s (`sailor export %s` tries again)\n",
                 written.error().to_string().c_str(), dir.c_str());
@@ -331,10 +331,10 @@ int finish(const place& p, const local_run_args& args, const config::model_shape
   }
   std::printf("    %s/%s/  the trained model: %s (%d tensors, Hugging Face names), config.json, %s%s\n",
               dir.c_str(), model_folder(), model_file(), *written, exported_model_file(),
-              vocabulary ? ", vocab.json" : "");
+              tokenizer.empty() ? "" : (", " + tokenizer).c_str());
   std::printf("    %s/%s/  the checkpoint after iteration %d (%s), node logs\n", dir.c_str(), state_folder(),
               found->iterations, found->plan_folder.string().c_str());
-  if (vocabulary)
+  if (!tokenizer.empty())
     std::printf("  sailor generate %s --prompt TEXT   samples text from it\n", dir.c_str());
   std::printf("  sailor train --resume %s --iterations N   trains it on to N iterations in all\n", dir.c_str());
   std::fflush(stdout);

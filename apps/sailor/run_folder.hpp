@@ -7,8 +7,9 @@
 //   DIR/state/       the coordinator's and the nodes' folder: the checkpoints
 //                    (state/checkpoints/<job>/v<plan>/iter-<N>/), the node logs, the profiles
 //   DIR/model/       the trained model, exported at the end: model.safetensors (Hugging Face
-//                    names), config.json, sailor-model.yaml and, for a text job, vocab.json
-//                    (its characters): `sailor generate DIR/model` needs nothing else
+//                    names), config.json, sailor-model.yaml and, for a text job, its
+//                    tokenizer (vocab.json, its characters, or tokenizer.model or gpt2-*
+//                    as the job named): `sailor generate DIR/model` needs nothing else
 //
 // No LibTorch here: finding checkpoints needs only their index (sailor/train/checkpoint.hpp).
 #include <filesystem>

@@ -36,6 +36,7 @@ inline constexpr enum_name<optimizer_kind> optimizer_names[] = {
 inline constexpr enum_name<tokenizer_kind> tokenizer_kind_names[] = {
   {tokenizer_kind::characters, "characters"},
   {tokenizer_kind::gpt2_bpe, "gpt2_bpe"},
+  {tokenizer_kind::sentencepiece, "sentencepiece"},
 };
 
 inline constexpr enum_name<data_format> data_format_names[] = {

@@ -352,11 +352,11 @@ void read_schedule(const yaml_reader& r, const YAML::Node& root, optimizer_sched
 
 tokenizer_source read_tokenizer(const yaml_reader& r, const YAML::Node& t) {
   r.expect_map(t, "data.tokenizer");
-  r.only_keys(t, "data.tokenizer", {"kind", "vocab", "merges"});
+  r.only_keys(t, "data.tokenizer", {"kind", "vocab", "merges", "model"});
   tokenizer_source out;
   auto kind = r.opt_enum(t, "data.tokenizer", "kind", detail::tokenizer_kind_names);
   if (!kind)
-    r.fail(t, "data.tokenizer.kind", "required: characters or gpt2_bpe");
+    r.fail(t, "data.tokenizer.kind", "required: characters, gpt2_bpe or sentencepiece");
   out.kind = *kind;
   if (out.kind == tokenizer_kind::gpt2_bpe) {
     out.vocab = r.req_string(t, "data.tokenizer", "vocab");
@@ -364,6 +364,10 @@ tokenizer_source read_tokenizer(const yaml_reader& r, const YAML::Node& t) {
   } else if (t["vocab"].IsDefined() || t["merges"].IsDefined()) {
     r.fail(t, "data.tokenizer", "vocab and merges belong to kind gpt2_bpe");
   }
+  if (out.kind == tokenizer_kind::sentencepiece)
+    out.model = r.req_string(t, "data.tokenizer", "model");
+  else if (t["model"].IsDefined())
+    r.fail(t, "data.tokenizer", "model belongs to kind sentencepiece");
   return out;
 }
 

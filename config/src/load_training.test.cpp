@@ -80,6 +80,11 @@ grad_clip: 1.0
   CHECK(bpe->data->tokenizer.kind == tokenizer_kind::gpt2_bpe);
   CHECK(bpe->data->tokenizer.vocab == "v.json");
   CHECK(bpe->data->tokenizer.merges == "m.txt");
+  auto sp = load_job(dir.write("sp.yaml", base + "data:\n  path: corpus.txt\n  tokenizer: "
+                                          "{kind: sentencepiece, model: corpus.model}\n"));
+  REQUIRE_MESSAGE(sp, (sp ? "" : sp.error().to_string()));
+  CHECK(sp->data->tokenizer.kind == tokenizer_kind::sentencepiece);
+  CHECK(sp->data->tokenizer.model == "corpus.model");
 
   // Each bad setting is refused, naming its field.
   const std::pair<const char*, const char*> bad_settings[] = {
@@ -90,6 +95,11 @@ grad_clip: 1.0
     {"data: {path: x, tokenizer: {vocab: v.json}}\n", "data.tokenizer.kind"},
     {"data: {path: x, tokenizer: {kind: gpt2_bpe, vocab: v.json}}\n", "data.tokenizer.merges"},
     {"data: {path: x, format: tokens-u16, tokenizer: {kind: gpt2_bpe, vocab: v, merges: m}}\n",
+     "data.tokenizer"},
+    {"data: {path: x, tokenizer: {kind: sentencepiece}}\n", "data.tokenizer.model"},
+    {"data: {path: x, tokenizer: {kind: sentencepiece, model: m, vocab: v}}\n", "data.tokenizer"},
+    {"data: {path: x, tokenizer: {kind: gpt2_bpe, vocab: v, merges: m, model: s}}\n", "data.tokenizer"},
+    {"data: {path: x, format: tokens-u32, tokenizer: {kind: sentencepiece, model: m}}\n",
      "data.tokenizer"},
     {"eval_every: 10\n", "eval_every"},
     {"init_from: \"\"\n", "init_from"},

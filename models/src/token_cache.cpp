@@ -91,8 +91,24 @@ std::vector<std::string_view> text_chunks(std::string_view text, std::size_t chu
   return chunks;
 }
 
-result<tokenized_text> tokenize_text(const std::string& file, const std::string& text,
-                                     const config::tokenizer_source& tokenizer) {
+namespace {
+
+// The tokenizer `tokenizer` names, loaded into `out`, and the hash of its files' bytes after
+// `h` (the text's).
+result<std::uint64_t> load_tokenizer(const config::tokenizer_source& tokenizer, std::uint64_t h,
+                                     tokenized_text& out) {
+  if (tokenizer.kind == config::tokenizer_kind::sentencepiece) {
+    auto model = slurp(tokenizer.model, "model");
+    if (!model)
+      return model.error();
+    auto sp = sentencepiece_tokenizer::parse(*model, tokenizer.model);
+    if (!sp)
+      return sp.error();
+    out.sentencepiece = std::make_shared<const sentencepiece_tokenizer>(std::move(*sp));
+    out.vocabulary = out.sentencepiece->vocabulary();
+    out.origin = tokenizer.model;
+    return fnv1a(h, *model);
+  }
   auto vocab = slurp(tokenizer.vocab, "vocab");
   if (!vocab)
     return vocab.error();
@@ -102,30 +118,52 @@ result<tokenized_text> tokenize_text(const std::string& file, const std::string&
   auto bpe = gpt2_bpe::load(tokenizer.vocab, tokenizer.merges);
   if (!bpe)
     return bpe.error();
-  tokenized_text out;
   out.bpe = std::make_shared<const gpt2_bpe>(std::move(*bpe));
-  std::uint64_t h = fnv1a(0xcbf29ce484222325ULL, text);
-  h = fnv1a(fnv1a(h, *vocab), *merges);
+  out.vocabulary = out.bpe->vocabulary();
+  out.origin = tokenizer.vocab;
+  return fnv1a(fnv1a(h, *vocab), *merges);
+}
+
+result<std::vector<std::int64_t>> encode_chunk(const tokenized_text& t, std::string_view chunk) {
+  return t.sentencepiece ? t.sentencepiece->encode(chunk) : t.bpe->encode(chunk);
+}
+
+// Encodes `text` chunk by chunk into out.ids, logging the progress.
+status encode_all(const std::string& file, const std::string& text, tokenized_text& out) {
+  auto log = log::get("data");
+  const auto chunks = text_chunks(text, std::max<std::size_t>(text.size() / 10, 1 << 16));
+  std::size_t done = 0;
+  for (auto chunk : chunks) {
+    auto ids = encode_chunk(out, chunk);
+    if (!ids)
+      return sailor::error::invalid_input(out.origin, "data.tokenizer", ids.error().message);
+    out.ids.insert(out.ids.end(), ids->begin(), ids->end());
+    done += chunk.size();
+    log->info("tokenizing {} with {}: {:.0f}% ({} tokens)", file, out.origin,
+              100.0 * static_cast<double>(done) / static_cast<double>(text.size()), out.ids.size());
+  }
+  return {};
+}
+
+}  // namespace
+
+result<tokenized_text> tokenize_text(const std::string& file, const std::string& text,
+                                     const config::tokenizer_source& tokenizer) {
+  tokenized_text out;
+  auto h = load_tokenizer(tokenizer, fnv1a(0xcbf29ce484222325ULL, text), out);
+  if (!h)
+    return h.error();
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  out.cache_file = file + ".gpt2_bpe-" + hex + ".u32";
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(*h));
+  out.cache_file = file + "." + config::to_string(tokenizer.kind) + "-" + hex + ".u32";
   auto log = log::get("data");
   if (fs::exists(out.cache_file) && !(out.ids = read_ids(out.cache_file)).empty()) {
     out.from_cache = true;
     log->info("{}: {} tokens from {}", file, out.ids.size(), out.cache_file);
     return out;
   }
-  const auto chunks = text_chunks(text, std::max<std::size_t>(text.size() / 10, 1 << 16));
-  std::size_t done = 0;
-  for (auto chunk : chunks) {
-    auto ids = out.bpe->encode(chunk);
-    if (!ids)
-      return sailor::error::invalid_input(tokenizer.vocab, "data.tokenizer", ids.error().message);
-    out.ids.insert(out.ids.end(), ids->begin(), ids->end());
-    done += chunk.size();
-    log->info("tokenizing {} with {}: {:.0f}% ({} tokens)", file, tokenizer.vocab,
-              100.0 * static_cast<double>(done) / static_cast<double>(text.size()), out.ids.size());
-  }
+  if (auto err = encode_all(file, text, out))
+    return *err;
   if (!write_ids(out.cache_file, out.ids)) {
     log->warn("cannot keep the tokens in {} (its folder is not writable): tokenizing again next time",
               out.cache_file);

@@ -67,7 +67,7 @@ result<std::shared_ptr<const token_dataset>> token_dataset::open(const config::d
     std::ifstream in(file, std::ios::binary);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (!in.good() && !in.eof()) return error::invalid_input(file, "data", "cannot read the data file");
-    if (source.tokenizer.kind == config::tokenizer_kind::gpt2_bpe) {
+    if (source.tokenizer.kind != config::tokenizer_kind::characters) {
       if (auto err = d->tokenize(file, text, source.tokenizer, vocabulary)) return *err;
       return split(std::move(d), source, sequence);
     }
@@ -127,11 +127,13 @@ std::optional<error> token_dataset::tokenize(const std::string& file, const std:
   if (!t) return t.error();
   owned_ = std::move(t->ids);
   bpe_ = std::move(t->bpe);
+  sentencepiece_ = std::move(t->sentencepiece);
   base_ = reinterpret_cast<const unsigned char*>(owned_.data());
   count_ = static_cast<std::int64_t>(owned_.size());
-  vocabulary_ = bpe_->vocabulary();
+  vocabulary_ = t->vocabulary;
+  const char* field = bpe_ ? "data.tokenizer.vocab" : "data.tokenizer.model";
   if (vocabulary_ > vocabulary)
-    return error::invalid_input(tokenizer.vocab, "data.tokenizer.vocab", "the tokenizer has " + std::to_string(vocabulary_) +
+    return error::invalid_input(t->origin, field, "the tokenizer has " + std::to_string(vocabulary_) +
                                 " ids, more than the model's vocabulary of " + std::to_string(vocabulary));
   return std::nullopt;
 }
@@ -181,6 +183,7 @@ void token_dataset::fill(data_split split, std::uint64_t seed, std::int64_t firs
 
 result<std::vector<std::int64_t>> token_dataset::encode(const std::string& text) const {
   if (bpe_) return bpe_->encode(text);
+  if (sentencepiece_) return sentencepiece_->encode(text);
   auto index = index_of(symbols_);
   std::vector<std::int64_t> out;
   for (const auto& p : code_points(text)) {
@@ -198,6 +201,13 @@ std::string token_dataset::decode(const std::vector<std::int64_t>& ids) const {
     for (auto id : ids)  // an id outside the vocabulary (none is sampled) stands for nothing
       if (auto piece = bpe_->decode({id})) out += *piece;
     return out;
+  }
+  if (sentencepiece_) {  // decoded whole: a piece's leading space depends on what precedes it
+    std::vector<std::int64_t> known;
+    for (auto id : ids)
+      if (id >= 0 && id < vocabulary_) known.push_back(id);
+    auto text = sentencepiece_->decode(known);
+    return text ? *text : out;
   }
   for (auto id : ids)
     if (id >= 0 && id < static_cast<std::int64_t>(symbols_.size())) out += symbols_[id];

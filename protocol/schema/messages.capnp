@@ -224,9 +224,10 @@ struct DataSource {
   tokenizer @3 :TokenizerKind;
   tokenizerVocab @4 :Text;    # gpt2Bpe: vocab.json
   tokenizerMerges @5 :Text;   # gpt2Bpe: merges.txt
+  tokenizerModel @6 :Text;    # sentencepiece: the .model file
 }
 
-enum TokenizerKind { characters @0; gpt2Bpe @1; }
+enum TokenizerKind { characters @0; gpt2Bpe @1; sentencepiece @2; }
 
 # What every rank of a plan trains. Its plan is the one in the RoleAssignment of the same
 # planVersion, which follows it on the same connection.

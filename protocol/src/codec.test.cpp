@@ -88,7 +88,8 @@ training_job sample_job() {
   j.restore_files = {"s0.pt", "s1.pt"};
   j.restore_holders = {"10.0.0.7:4100", "10.0.0.8:4100"};
   j.data = config::data_source{"/data/t.txt", config::data_format::text, 0.05,
-                               {config::tokenizer_kind::gpt2_bpe, "/data/vocab.json", "/data/merges.txt"}};
+                               {config::tokenizer_kind::gpt2_bpe, "/data/vocab.json", "/data/merges.txt",
+                                "/data/sp.model"}};
   j.eval_every = 10;
   j.eval_batches = 3;
   j.peer_nodes = {"n1", "n2"};
@@ -311,6 +312,10 @@ TEST_CASE("protocol: the plan, the model, the data and the links arrive whole") 
   CHECK(j.data.tokenizer.kind == config::tokenizer_kind::gpt2_bpe);
   CHECK(j.data.tokenizer.vocab == "/data/vocab.json");
   CHECK(j.data.tokenizer.merges == "/data/merges.txt");
+  CHECK(j.data.tokenizer.model == "/data/sp.model");
+  auto sp = sample_job();
+  sp.data.tokenizer.kind = config::tokenizer_kind::sentencepiece;
+  CHECK(std::get<training_job>(round_trip(sp).body).data.tokenizer.kind == config::tokenizer_kind::sentencepiece);
   CHECK(j.iterations == sent.iterations);
   CHECK(j.seed == sent.seed);
   CHECK(j.optimizer == sent.optimizer);

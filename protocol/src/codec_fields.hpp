@@ -208,6 +208,7 @@ void fields(auto& f, like<config::data_source> auto& v) {
   f("validationFraction", v.validation_fraction);
   f("tokenizer", enum_of(tokenizer_kinds, v.tokenizer.kind, "tokenizer"));
   f("tokenizerVocab", v.tokenizer.vocab)("tokenizerMerges", v.tokenizer.merges);
+  f("tokenizerModel", v.tokenizer.model);
 }
 
 // Its `plan` does not travel: the role assignment of the same plan version carries it. Its

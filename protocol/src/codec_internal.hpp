@@ -43,6 +43,7 @@ inline constexpr enum_pair<config::data_format, s::DataFormat> data_formats[] = 
 inline constexpr enum_pair<config::tokenizer_kind, s::TokenizerKind> tokenizer_kinds[] = {
   {config::tokenizer_kind::characters, s::TokenizerKind::CHARACTERS},
   {config::tokenizer_kind::gpt2_bpe, s::TokenizerKind::GPT2_BPE},
+  {config::tokenizer_kind::sentencepiece, s::TokenizerKind::SENTENCEPIECE},
 };
 inline constexpr enum_pair<availability_kind, s::AvailabilityKind> availability_kinds[] = {
   {availability_kind::joined, s::AvailabilityKind::JOINED, "joined"},

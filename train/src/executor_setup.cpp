@@ -153,6 +153,38 @@ bool stage_executor::impl::flat_bound() const {
   return true;
 }
 
+namespace {
+
+// A text job's tokenizer goes next to its checkpoints (sailor generate and export read it):
+// its characters (vocab.json), or a copy of its tokenizer's files.
+void keep_tokenizer(const std::string& checkpoint_dir, const config::data_source& data,
+                    const models::token_dataset& opened) {
+  namespace fs = std::filesystem;
+  fs::create_directories(checkpoint_dir);
+  const fs::path dir{checkpoint_dir};
+  std::error_code ec;
+  const auto copy = [&](const std::string& from, const char* name) {
+    if (!ec) fs::copy_file(from, dir / name, fs::copy_options::overwrite_existing, ec);
+  };
+  switch (data.tokenizer.kind) {
+    case config::tokenizer_kind::characters:
+      std::ofstream(dir / vocabulary_file_name()) << models::vocabulary_json(opened.symbols()) << "\n";
+      break;
+    case config::tokenizer_kind::sentencepiece:
+      copy(data.tokenizer.model, sentencepiece_file_name());
+      break;
+    case config::tokenizer_kind::gpt2_bpe:
+      copy(data.tokenizer.vocab, gpt2_vocab_file_name());
+      copy(data.tokenizer.merges, gpt2_merges_file_name());
+      break;
+  }
+  if (ec)
+    log::get("train")->warn("cannot keep the tokenizer next to the checkpoints in {} ({}): sailor generate "
+                            "will not decode this job's samples", checkpoint_dir, ec.message());
+}
+
+}  // namespace
+
 result<std::unique_ptr<stage_executor>> stage_executor::create(
     const config::model_shape& model, const config::plan& plan, const rank_role& role,
     comm::communicator_factory& factory, const train_options& options,
@@ -185,12 +217,8 @@ result<std::unique_ptr<stage_executor>> stage_executor::create(
       auto opened = models::token_dataset::open(*options.data, model.vocabulary, model.sequence);
       if (!opened) return opened.error();
       st->file_data = *opened;
-      // A text job's vocabulary goes next to its checkpoints (sailor generate reads it).
-      if (!options.checkpoint_dir.empty() && rank == 0 && !st->file_data->symbols().empty()) {
-        std::filesystem::create_directories(options.checkpoint_dir);
-        std::ofstream(options.checkpoint_dir + "/" + vocabulary_file_name())
-            << models::vocabulary_json(st->file_data->symbols()) << "\n";
-      }
+      if (!options.checkpoint_dir.empty() && rank == 0 && options.data->format == config::data_format::text)
+        keep_tokenizer(options.checkpoint_dir, *options.data, *st->file_data);
     }
     const auto& sp = plan.stages[role.stage];
     // The module first (the DP slices depend on its parameters); TP group set after connect.

@@ -88,7 +88,7 @@ typename Inspector::result_type inspect(Inspector& f, data_source& x) {
     return caf::none;
   });
   return f(caf::meta::type_name("data_source"), x.path, format, x.validation_fraction, tokenizer,
-           x.tokenizer.vocab, x.tokenizer.merges, restore);
+           x.tokenizer.vocab, x.tokenizer.merges, x.tokenizer.model, restore);
 }
 
 }  // namespace sailor::config

@@ -25,14 +25,16 @@ const char* to_string(data_format f);
 
 /// How a text's characters become token ids: `characters`, the file's own code points (the
 /// default); `gpt2_bpe`, GPT-2's byte-level BPE from a vocab.json and merges.txt
-/// (models/bpe.hpp), tokenized once into a cached token file next to the data.
-enum class tokenizer_kind { characters, gpt2_bpe };
+/// (models/bpe.hpp); `sentencepiece`, a SentencePiece model file (models/sentencepiece.hpp).
+/// Both of the latter tokenize once into a cached token file next to the data.
+enum class tokenizer_kind { characters, gpt2_bpe, sentencepiece };
 const char* to_string(tokenizer_kind k);
 
 struct tokenizer_source {
   tokenizer_kind kind = tokenizer_kind::characters;
   std::string vocab;   ///< gpt2_bpe: vocab.json (relative to the working directory)
   std::string merges;  ///< gpt2_bpe: merges.txt
+  std::string model;   ///< sentencepiece: the trained model (a .model file)
 };
 
 struct data_source {

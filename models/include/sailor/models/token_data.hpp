@@ -6,7 +6,9 @@
 /// sorted(set(text)) makes them); `tokens-u16` and `tokens-u32` are flat little-endian arrays
 /// of token ids, memory-mapped (the format many training repositories write). A text whose
 /// job names `tokenizer: {kind: gpt2_bpe, vocab, merges}` is tokenized with GPT-2's byte-level
-/// BPE (bpe.hpp) once, its ids kept next to the data for the next run (token_cache.hpp).
+/// BPE (bpe.hpp), and one that names `tokenizer: {kind: sentencepiece, model}` with that
+/// SentencePiece model (sentencepiece.hpp), once, its ids kept next to the data for the next
+/// run (token_cache.hpp).
 ///
 /// The first 1 - validation_fraction of the tokens train, the rest validate. Sample i of a
 /// split is the sequence + 1 tokens from an offset drawn from (seed, split, i) alone, so any
@@ -26,6 +28,7 @@
 namespace sailor::models {
 
 class gpt2_bpe;
+class sentencepiece_tokenizer;
 
 enum class data_split { train, validation };
 
@@ -50,7 +53,8 @@ public:
   int sequence() const { return sequence_; }
   /// Ids the data uses: the text's symbols, or the largest id in the file + 1.
   int vocabulary() const { return vocabulary_; }
-  /// Character-level text only: the symbol (UTF-8) of each id; empty for token files and BPE.
+  /// Character-level text only: the symbol (UTF-8) of each id; empty for token files and for
+  /// the other tokenizers.
   const std::vector<std::string>& symbols() const { return symbols_; }
   const std::string& path() const { return path_; }
 
@@ -61,7 +65,7 @@ public:
 
 private:
   token_dataset() = default;
-  // Text under a BPE tokenizer: the ids (token_cache.hpp), checked against the model's vocabulary.
+  // Text under a BPE or SentencePiece tokenizer: the ids (token_cache.hpp), checked against the model's vocabulary.
   std::optional<error> tokenize(const std::string& file, const std::string& text,
                                 const config::tokenizer_source& tokenizer, int vocabulary);
   // The train / validation split, checked to hold a sequence each.
@@ -82,6 +86,7 @@ private:
   std::size_t mapped_bytes_ = 0;
   std::vector<std::string> symbols_;
   std::shared_ptr<const gpt2_bpe> bpe_;  // gpt2_bpe text: the tokenizer
+  std::shared_ptr<const sentencepiece_tokenizer> sentencepiece_;  // sentencepiece text
 };
 
 /// The character-level vocabulary of `symbols` as JSON (a list of strings, id order), the

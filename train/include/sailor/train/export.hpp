@@ -47,5 +47,10 @@ result<std::vector<std::int64_t>> generate_tokens_exported(const config::model_s
 
 /// The name of the vocabulary file a text job writes next to its checkpoints.
 inline const char* vocabulary_file_name() { return "vocab.json"; }
+/// The copies of a text job's tokenizer kept there instead, when it has one: its
+/// SentencePiece model, or GPT-2's vocabulary and merges.
+inline const char* sentencepiece_file_name() { return "tokenizer.model"; }
+inline const char* gpt2_vocab_file_name() { return "gpt2-vocab.json"; }
+inline const char* gpt2_merges_file_name() { return "gpt2-merges.txt"; }
 
 }  // namespace sailor::train
