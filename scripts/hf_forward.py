@@ -50,6 +50,8 @@ def merge(x):  # [n, T, d] -> [T, n*d]
 
 def gpt2(w, c, ids):
     h, nh, eps = c["n_embd"], c["n_head"], c["layer_norm_epsilon"]
+    # gelu_new (Hugging Face's GPT-2's): GELU's tanh approximation.
+    approximate = "tanh" if c.get("activation_function") == "gelu_new" else "none"
     x = w["transformer.wte.weight"][ids] + w["transformer.wpe.weight"][: len(ids)]
     for i in range(c["n_layer"]):
         p = f"transformer.h.{i}."
@@ -58,7 +60,7 @@ def gpt2(w, c, ids):
         o = merge(attention(heads_of(q, nh), heads_of(k, nh), heads_of(v, nh)))
         x = x + o @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
         m = F.layer_norm(x, (h,), w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
-        m = F.gelu(m @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"])
+        m = F.gelu(m @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"], approximate=approximate)
         x = x + m @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
     x = F.layer_norm(x, (h,), w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], eps)
     return x @ w.get("lm_head.weight", w["transformer.wte.weight"]).t()

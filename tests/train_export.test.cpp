@@ -97,6 +97,12 @@ TEST_CASE("export: a GPT-2 with a tied head and no biases reads back as GPT2LMHe
   check_family(model, "gpt2", 4 + 12 * model.num_layers);
 }
 
+TEST_CASE("export: a GPT-2 with Hugging Face's gelu_new reads back as GPT2LMHeadModel") {
+  auto model = models::tiny_gpt_shape();
+  model.gelu_tanh = true;  // config.json says gelu_new: hf_forward.py takes the tanh GELU
+  check_family(model, "gpt2", 5 + 12 * model.num_layers);
+}
+
 TEST_CASE("export: an OPT reads back as OPTForCausalLM") {
   auto model = models::tiny_opt_shape();
   // embed_tokens, embed_positions, final norm (2), lm_head; 16 per block.

@@ -256,7 +256,8 @@ namespace {
 model_shape read_model(const yaml_reader& r, const YAML::Node& root) {
   r.only_keys(root, "", {"name", "sailor_name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden",
                          "gated_mlp", "sequence", "vocabulary", "dtype", "tied_embeddings",
-                         "learned_positions", "architecture", "bias", "norm_eps", "rope_theta"});
+                         "learned_positions", "architecture", "bias", "norm_eps", "rope_theta",
+                         "activation"});
   model_shape m;
   m.name = r.req_string(root, "", "name");
   m.sailor_name = r.opt_string(root, "", "sailor_name").value_or("");
@@ -289,6 +290,12 @@ model_shape read_model(const yaml_reader& r, const YAML::Node& root) {
   if (auto v = r.opt_double(root, "", "norm_eps")) {
     if (*v <= 0 || *v >= 1) r.fail(root["norm_eps"], "norm_eps", "expected a small positive number");
     m.norm_eps = *v;
+  }
+  if (auto a = r.opt_string(root, "", "activation")) {
+    if (*a != "gelu" && *a != "gelu_new")
+      r.fail(root["activation"], "activation",
+             "expected gelu (exact) or gelu_new (its tanh approximation, Hugging Face's GPT-2's), found '" + *a + "'");
+    m.gelu_tanh = *a == "gelu_new";
   }
   if (auto v = r.opt_double(root, "", "rope_theta")) {
     if (*v <= 1) r.fail(root["rope_theta"], "rope_theta", "expected a number above 1");

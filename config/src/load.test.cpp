@@ -82,6 +82,11 @@ TEST_CASE("shipped model shapes match their published parameter counts") {
   // have no biases, our GPT-2 blocks have them.
   CHECK(neo->tied_embeddings);
   CHECK(neo->total_params() == 2651307520 + 32 * 3 * 2560);
+  // Hugging Face's "gpt2": 124,439,808 parameters, the head sharing the token embedding.
+  auto gpt2 = load_model(configs + "/models/gpt2-small.yaml");
+  REQUIRE(gpt2.ok());
+  CHECK(gpt2->gelu_tanh);
+  CHECK(gpt2->total_params() == 124439808);
 }
 
 TEST_CASE("a valid cluster gives links, defaults and prices") {

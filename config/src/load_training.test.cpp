@@ -20,6 +20,11 @@ TEST_CASE("models: the architecture sets its family's defaults") {
   CHECK(gpt->arch == architecture::gpt2);
   CHECK(gpt->bias);
   CHECK(gpt->learned_positions);
+  CHECK_FALSE(gpt->gelu_tanh);
+  auto gpt2 = load_model(dir.write("gpt2.yaml", base + "activation: gelu_new\n"));
+  REQUIRE(gpt2);
+  CHECK(gpt2->gelu_tanh);
+  CHECK(error_of(load_model(dir.write("relu.yaml", base + "activation: relu\n"))).field == "activation");
   auto llama = load_model(dir.write("llama.yaml", base + "architecture: llama\nkv_heads: 2\nrope_theta: 500000\n"));
   REQUIRE(llama);
   CHECK(llama->arch == architecture::llama);

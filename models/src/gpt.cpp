@@ -243,7 +243,7 @@ torch::Tensor stage_module::block(int layer, const torch::Tensor& x) {
       m = torch::silu(linear(ln + "mlp.gate", m)) * linear(ln + "mlp.fc1", m);
       break;
     case config::architecture::opt: m = torch::relu(linear(ln + "mlp.fc1", m)); break;
-    case config::architecture::gpt2: m = torch::gelu(linear(ln + "mlp.fc1", m)); break;
+    case config::architecture::gpt2: m = torch::gelu(linear(ln + "mlp.fc1", m), model_.gelu_tanh ? "tanh" : "none"); break;
   }
   return row_parallel_residual(ln + "mlp.fc2", y, m);
 }

@@ -207,6 +207,7 @@ struct ModelShape {
   bias @14 :Bool = true;
   normEps @15 :Float64 = 1e-5;
   ropeTheta @16 :Float64 = 10000;
+  geluTanh @17 :Bool;         # gpt2: GELU's tanh approximation (activation: gelu_new)
 }
 
 struct ZoneLink {

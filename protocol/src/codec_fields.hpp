@@ -195,7 +195,7 @@ void fields(auto& f, like<config::model_shape> auto& v) {
   f("precision", enum_of(precisions, v.precision, "precision"));
   f("tiedEmbeddings", v.tied_embeddings)("learnedPositions", v.learned_positions);
   f("arch", enum_of(architectures, v.arch, "architecture"));
-  f("bias", v.bias)("normEps", v.norm_eps)("ropeTheta", v.rope_theta);
+  f("bias", v.bias)("normEps", v.norm_eps)("ropeTheta", v.rope_theta)("geluTanh", v.gelu_tanh);
 }
 
 void fields(auto& f, like<config::zone_link> auto& v) {  // the constant figures: no curve

@@ -138,7 +138,7 @@ json hf_config(const config::model_shape& m) {
     case config::architecture::gpt2:
       c.update({{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"n_positions", m.sequence},
                 {"n_ctx", m.sequence}, {"n_embd", m.hidden}, {"n_layer", m.num_layers}, {"n_head", m.heads},
-                {"n_inner", m.ffn()}, {"activation_function", "gelu"}, {"layer_norm_epsilon", m.norm_eps},
+                {"n_inner", m.ffn()}, {"activation_function", m.gelu_tanh ? "gelu_new" : "gelu"}, {"layer_norm_epsilon", m.norm_eps},
                 {"resid_pdrop", 0.0}, {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}});
       break;
     case config::architecture::opt:

@@ -220,6 +220,8 @@ status validate_architecture(const config::model_shape& model) {
   if (llama && (model.hidden / model.heads) % 2)
     return bad("heads", "rotary positions need an even head size (hidden / heads)");
   if (model.heads % model.kv()) return bad("kv_heads", "must divide heads");
+  if (model.gelu_tanh && model.arch != config::architecture::gpt2)
+    return bad("activation", "gelu_new is gpt2's (architecture: " + family + ")");
   return {};
 }
 

@@ -74,7 +74,7 @@ typename Inspector::result_type inspect(Inspector& f, model_shape& x) {
   });
   return f(caf::meta::type_name("model_shape"), x.name, x.sailor_name, x.num_layers, x.hidden,
            x.heads, x.kv_heads, x.ffn_hidden, x.gated_mlp, x.sequence, x.vocabulary, precision,
-           x.tied_embeddings, x.learned_positions, arch, x.bias, x.norm_eps, x.rope_theta,
+           x.tied_embeddings, x.learned_positions, arch, x.bias, x.norm_eps, x.rope_theta, x.gelu_tanh,
            restore);
 }
 

@@ -41,6 +41,9 @@ struct model_shape {
   bool bias = true;          ///< biases in linear layers and layer norms (Llama: none)
   double norm_eps = 1e-5;    ///< epsilon of LayerNorm / RMSNorm
   double rope_theta = 10000; ///< base of the rotary frequencies (Llama 3: 500000)
+  /// gpt2: the MLP's GELU by its tanh approximation, as Hugging Face's GPT-2 computes it
+  /// (`activation: gelu_new`); false: the exact GELU (`activation: gelu`, the default).
+  bool gelu_tanh = false;
 
   int num_all_layers() const { return num_layers + 2; }
   layer_kind kind_of(int layer) const;
