@@ -61,7 +61,7 @@ void shard_access::set_self(std::string name) {
 
 void shard_access::plan(plan_members p) {
   std::lock_guard lock{mu_};
-  if (current_ && p.version <= current_->members.version)
+  if (current_ && p.version == current_->members.version)
     return;
   previous_ = std::move(current_);
   const int start = p.start_iteration;

@@ -119,6 +119,10 @@ TEST_CASE("shard access: a token holder that is no node of the plan fetches noth
   c.access->plan(plan(4, {"d"}));
   CHECK(c.fetch("a", c.on_disk).find("'a' is not a node of plan v4 or plan v3") !=
         std::string::npos);
+  c.access->plan(plan(4));  // told again: no change
+  CHECK_FALSE(c.fetch("a", c.on_disk).empty());
+  c.access->plan(plan(1));  // a restarted coordinator numbers its plans from 1 again
+  CHECK(c.fetch("a", c.on_disk).empty());
 }
 
 TEST_CASE("shard access: a node told of no plan yet serves no node") {

@@ -50,7 +50,7 @@ public:
   /// checkpoint keeper).
   void set_services(std::set<std::string> names);
   /// The node was told of a plan: it becomes the current one, the current one the previous
-  /// one (an older or repeated version changes nothing).
+  /// one (the version told again changes nothing; a lower one is a restarted coordinator's).
   void plan(plan_members p);
   /// This node's ranks completed `iterations` iterations of plan `version`.
   void completed(std::int64_t version, int iterations);
