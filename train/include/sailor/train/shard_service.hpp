@@ -14,7 +14,8 @@
 ///             <------------------ or control "error <why>"
 ///
 /// Only files under the state folder's `checkpoints/` are served, by relative paths without
-/// `..`; anything else is answered with an error. A fetched file is written under a
+/// `..`; anything else is answered with an error. On a sailor-node, which peer may fetch or
+/// hand over which shard is shard_access.hpp's to say (by the name it authenticated as). A fetched file is written under a
 /// temporary name and renamed into place, so a reader never sees half a file.
 /// No LibTorch here.
 
