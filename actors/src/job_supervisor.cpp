@@ -339,6 +339,7 @@ void assign(supervisor* self, config::plan chosen) {
       self->send(node.endpoint, *training);
     self->send(node.endpoint, role_assignment{st.plan_version, node.roles, chosen});
   }
+  recovery_tell_leaving(self, training, role_assignment{st.plan_version, {}, chosen});
   supervisor_actor me{self};
   for (std::size_t s = 0; s < chosen.stages.size(); ++s)
     for (std::size_t r = 0; r < chosen.stages[s].replicas.size(); ++r)

@@ -65,10 +65,16 @@ void shut_down(agent* self, const shutdown_notice& x) {
   finish(self, kind::shut_down, x.reason);
 }
 
+void take_job(agent* self, const role_assignment& x);
+
 // Preempted with notice: the supervisor knows, the ranks are stopped (they keep their state in
-// memory and report it through here); the node stays until the next plan took that state.
+// memory and report it through here); the node stays until the next plan took that state. It
+// takes no role in the next plan, but its trainer is told of it: the shard server then lets
+// the plan's nodes fetch that state.
 node_agent_actor::behavior_type leaving(agent* self) {
   return {
+    [self](training_job& x) { self->state.jobs[x.plan_version] = std::move(x); },
+    [self](const role_assignment& x) { take_job(self, x); },
     [self](train_report& x) { self->send(self->state.options.supervisor, std::move(x)); },
     [self](const checkpoint_kept& x) { keep_checkpoint(self, x); },
     [self](const shutdown_notice& x) {
@@ -80,8 +86,6 @@ node_agent_actor::behavior_type leaving(agent* self) {
                                self->state.options.inventory.name);
       finish(self, agent_outcome::kind::preempted, "preempted");
     },
-    [](const role_assignment&) {},
-    [](const training_job&) {},
     [](tick_atom) {},
     [](preempt_atom) {},
     [](const stage_ready&) {},

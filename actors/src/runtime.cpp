@@ -185,7 +185,7 @@ result<std::unique_ptr<comm::transport>> make_transport(const std::string& kind,
 result<std::shared_ptr<train::checkpoint_keeper>> start_checkpoint_keeper(
   const std::string& kind, const std::string& token, train::checkpoint_keeper_options options,
   const comm::transport_options::tls_files& tls) {
-  auto transport = make_transport(kind, "coordinator-keeper", "", token, options.host, tls);
+  auto transport = make_transport(kind, keeper_name, "", token, options.host, tls);
   if (!transport)
     return transport.error();
   return train::checkpoint_keeper::start(std::move(*transport), std::move(options));

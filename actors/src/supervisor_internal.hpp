@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -118,6 +119,11 @@ void recovery_notice(supervisor* self, const std::string& name, const std::strin
 /// The grace period of node `name` (a notice's seconds_left) is over: it is gone, and so is
 /// what only it held (the shards it handed over to nodes that stay are still held).
 void recovery_leave_deadline(supervisor* self, const std::string& name);
+/// The nodes leaving with notice take no role in a new plan but serve their state to its
+/// ranks: they are told of it (`job`, when it trains, and an assignment without roles), so
+/// that their shard servers know its nodes.
+void recovery_tell_leaving(supervisor* self, const std::optional<training_job>& job,
+                           const role_assignment& plan);
 /// The shard server address of node `name` when the current sender is that node, still in
 /// the job or leaving with notice; empty otherwise.
 std::string reporting_node_address(supervisor* self, const std::string& name);

@@ -330,6 +330,15 @@ void recovery_leave_deadline(supervisor* self, const std::string& name) {
   st.recovery.leaving.erase(l);
 }
 
+void recovery_tell_leaving(supervisor* self, const std::optional<training_job>& job,
+                           const role_assignment& plan) {
+  for (auto& [name, node] : self->state.recovery.leaving) {
+    if (job)
+      self->send(node.endpoint, *job);
+    self->send(node.endpoint, plan);
+  }
+}
+
 std::string reporting_node_address(supervisor* self, const std::string& name) {
   auto& st = self->state;
   if (auto l = st.recovery.leaving.find(name); l != st.recovery.leaving.end()) {

@@ -206,3 +206,32 @@ TEST_CASE_FIXTURE(training_run, "supervisor: checkpoint writes that fail are tol
   CHECK(failures->empty());
   CHECK(state().plan_version == 1);
 }
+
+TEST_CASE_FIXTURE(training_run, "supervisor: a node leaving with notice is told of the next plan, with no role, so that its shard server lets that plan's nodes fetch its state") {
+  four_nodes_through_first_iteration();
+  const auto ranks = state().nodes.at("n4").roles.size();
+  caf::anon_send(fakes.at("n4"), preempt_atom::value);
+  sched.run();
+  REQUIRE(state().recovery.leaving.count("n4") == 1);
+  const auto file = shard("checkpoints/j/mem", 1);
+  for (const auto& n : {"n1", "n2", "n3"})
+    report_kept(n, 1, file);
+  for (std::size_t k = 0; k < ranks; ++k) {
+    train_report kept;
+    kept.plan_version = 1;
+    kept.node = "n4";
+    kept.rank = static_cast<int>(k);
+    kept.kind = static_cast<std::int32_t>(report_kind::snapshot);
+    kept.iteration = 1;
+    kept.checkpoint_file = file;
+    send("n4", kept);
+  }
+  REQUIRE(state().plan_version == 2);
+  const auto& told = *logs.at("n4");
+  REQUIRE_FALSE(told.jobs.empty());
+  CHECK(told.jobs.back().plan_version == 2);
+  REQUIRE_FALSE(told.assignments.empty());
+  CHECK(told.assignments.back().plan_version == 2);
+  CHECK(told.assignments.back().roles.empty());
+  CHECK(told.assignments.back().plan.num_stages() > 0);
+}

@@ -68,6 +68,11 @@ extern "C" void on_stop_signal(int sig) {
   (void)!::write(signal_pipe[1], &byte, 1);
 }
 
+#ifdef SAILOR_WITH_TRAIN
+static_assert(train::shard_access::default_max_held_bytes == std::int64_t{4096} << 20,
+              "--max-held-state's default is the shard service's");
+#endif
+
 struct node_args;
 comm::transport_maker data_transport_maker(const node_args& args, const std::string& advertise);
 
@@ -93,6 +98,8 @@ struct node_args {
   double leave_in_s = 0;  ///< > 0: a preemption notice to itself this long after the start
   double grace_s = 10;    ///< after a notice: the longest it stays to hand over its state
   int threads = 0;        ///< compute threads per rank; 0: the cores over the node's ranks
+  /// MiB of state peers hand over that the node holds at most (shard_access.hpp).
+  std::int64_t max_held_state_mib = 4096;
   bool threads_given = false;  ///< --threads was on the command line (0 is then refused)
 };
 
@@ -158,6 +165,7 @@ struct session_context {
   comm::transport* transport = nullptr;  // the bridge's
 #ifdef SAILOR_WITH_TRAIN
   std::shared_ptr<train::memory_shards> memory;  // ranks' state when a plan ends (recovery)
+  std::shared_ptr<train::shard_access> access;   // who may fetch from and hand over to it
 #endif
   std::shared_ptr<std::atomic<double>> slowdown = std::make_shared<std::atomic<double>>(1.0);
   std::shared_ptr<comm::link_table> links = std::make_shared<comm::link_table>();  // --link-file
@@ -218,6 +226,7 @@ int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& st
     training.slowdown = ctx.slowdown;
     training.link_changes = ctx.links;
     training.memory = ctx.memory;
+    training.access = ctx.access;
     training.threads_per_rank = ctx.args.threads;
     auto trainer = std::make_shared<train::node_trainer>(std::move(training));
     options.hook = [trainer](const actors::stage_role& role, actors::stage_ready_fn ready) {
@@ -478,8 +487,11 @@ int run(const node_args& args) {
   options.inventory.address = *advertise + ":0";
 #ifdef SAILOR_WITH_TRAIN
   auto memory = std::make_shared<train::memory_shards>();
+  auto access = std::make_shared<train::shard_access>(args.max_held_state_mib << 20);
+  access->set_self(options.inventory.name);
+  access->set_services({actors::keeper_name});
   auto shards = train::shard_server::start(*data, *advertise, *state_dir, memory,
-                                           held_state_requests(options.inventory.name));
+                                           held_state_requests(options.inventory.name), access);
   if (!shards)
     return bad_input("serving checkpoint shards on " + *advertise + ": " + shards.error().message);
   options.inventory.address = (*shards)->address();
@@ -489,7 +501,7 @@ int run(const node_args& args) {
                            options.inventory.name, *advertise, *state_dir, options.inventory.checkpoints.size());
   session_context ctx{args, *where, options, *state_dir, *advertise, data, transport->get()
 #ifdef SAILOR_WITH_TRAIN
-                      , memory
+                      , memory, access
 #endif
   };
   serve_link_probes(ctx, *token);
@@ -573,6 +585,14 @@ int main(int argc, char** argv) {
                  "matrix products (LibTorch's other operators run on the rank's own thread) "
                  "(default: the host's cores shared among the plan's ranks on this host, the "
                  "nodes whose address has this node's host, at least 1 each)");
+  app.add_option("--max-held-state", args.max_held_state_mib,
+                 "MiB of memory the node holds at most for the state its peers hand over "
+                 "(their in-memory state when they leave with notice, copies of their "
+                 "checkpoint shards), shared evenly among the other nodes of the current and "
+                 "previous plans; a hand-over past it is refused (the state then comes from "
+                 "disk)")
+    ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30))
+    ->capture_default_str();
   app.add_option("--log-dir", args.log_dir, "also write the log to DIR/NAME.log (\"\": stderr "
                                             "only; default: node.log in the state folder, the "
                                             "run before's kept as node.previous.log)");

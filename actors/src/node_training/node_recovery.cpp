@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "sailor/train/checkpoint.hpp"
@@ -147,6 +148,21 @@ std::optional<std::string> handover_target(const actors::training_job& job,
     if (job.peer_nodes[i] == target)
       return job.peer_addresses[i];
   return std::nullopt;
+}
+
+plan_members plan_members_of(const actors::training_job& job) {
+  plan_members p;
+  p.version = job.plan_version;
+  p.checkpoint_dir = job.checkpoint_dir;
+  p.start_iteration = job.start_iteration;
+  p.end_iteration = job.iterations;
+  std::map<std::string, std::vector<std::pair<int, int>>> layers;
+  for (const auto& stage : job.plan.stages)
+    for (const auto& r : stage.replicas)
+      for (const auto& n : r.nodes)
+        layers[n].emplace_back(stage.first_layer, stage.end_layer());
+  p.nodes.assign(layers.begin(), layers.end());
+  return p;
 }
 
 actors::train_report handover_report(const std::string& node, const std::string& path,

@@ -14,6 +14,7 @@
 
 #include "sailor/train/executor.hpp"
 #include "sailor/actors/train_messages.hpp"
+#include "sailor/train/shard_access.hpp"
 #include "sailor/train/shard_service.hpp"
 
 namespace sailor::train {
@@ -71,6 +72,10 @@ result<gathered_state> gather_state(const actors::training_job& job, int first_l
 std::optional<std::string> handover_target(const actors::training_job& job,
                                            const actors::stage_role& role,
                                            const std::string& node);
+
+/// The job's plan as the node's shard server judges peers' requests by (shard_access.hpp):
+/// its nodes with the layers of their stages, its folders and iterations.
+plan_members plan_members_of(const actors::training_job& job);
 
 /// The report a node sends when it holds a shard a peer handed over (kind snapshot, of no plan
 /// version: it does not count as a survivor's report): phase "handover" for the in-memory

@@ -451,6 +451,8 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
       }
       stretch_compute(*tel);
       grace.measured(tel->total_s);
+      if (options.access)
+        options.access->completed(job.plan_version, it + 1);
       auto r = iteration_report(base, *tel, exec);
       // Every rank runs the pass (it is a collective of the plan) after the same iterations:
       // every eval_every-th and the last (as bench/char_lm does).
@@ -520,6 +522,8 @@ void node_trainer::on_job(const actors::training_job& job) {
     impl_->jobs.erase(impl_->jobs.begin());
   if (job.plan_version < impl_->current)
     return;
+  if (impl_->options.access)  // who may fetch from and hand over to this node
+    impl_->options.access->plan(plan_members_of(job));
   // The checkpoint this job restores stays, whatever an older plan's writers still write;
   // the plan folders no plan needs any more go.
   auto& pinned = impl_->pins.restore;

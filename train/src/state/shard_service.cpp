@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -74,76 +75,26 @@ result<memory_shards::bytes_ptr> read_shard_file(const std::string& state_dir,
   return std::make_shared<const std::vector<std::byte>>(p, p + chars.size());
 }
 
-void memory_shards::set_handover_listener(handover_listener listener) {
-  std::lock_guard lock{mu_};
-  listener_ = std::move(listener);
-}
-
-void memory_shards::handed_over(const std::string& path, std::int64_t bytes) const {
-  handover_listener listener;
-  {
-    std::lock_guard lock{mu_};
-    listener = listener_;
-  }
-  if (listener)
-    listener(path, bytes);
-}
-
-void memory_shards::put(const std::string& path, std::vector<std::byte> bytes, int keep) {
-  const fs::path p{path};
-  const auto folder = p.parent_path().parent_path().string();
-  std::lock_guard lock{mu_};
-  held_[path] = std::make_shared<const std::vector<std::byte>>(std::move(bytes));
-  // The iteration folders of `folder`, newest first: those after the newest `keep` go.
-  std::set<std::string, std::greater<>> iterations;
-  for (const auto& [k, v] : held_)
-    if (fs::path{k}.parent_path().parent_path().string() == folder)
-      iterations.insert(fs::path{k}.parent_path().filename().string());
-  std::set<std::string> gone;
-  int n = 0;
-  for (const auto& it : iterations)
-    if (++n > keep)
-      gone.insert(it);
-  std::erase_if(held_, [&](const auto& kv) {
-    const fs::path k{kv.first};
-    return k.parent_path().parent_path().string() == folder &&
-           gone.count(k.parent_path().filename().string()) > 0;
-  });
-}
-
-std::size_t memory_shards::drop_plan_folders(const std::string& job_dir,
-                                             const std::vector<std::string>& keep) {
-  const auto job = fs::path{job_dir}.lexically_normal();
-  std::set<fs::path> kept;
-  for (const auto& k : keep)
-    kept.insert(fs::path{k}.lexically_normal());
-  std::lock_guard lock{mu_};
-  return std::erase_if(held_, [&](const auto& kv) {
-    const auto folder = fs::path{kv.first}.parent_path().parent_path();
-    return folder.parent_path() == job && folder.filename() != "mem" && !kept.count(folder);
-  });
-}
-
-memory_shards::bytes_ptr memory_shards::get(const std::string& path) const {
-  std::lock_guard lock{mu_};
-  auto i = held_.find(path);
-  return i == held_.end() ? nullptr : i->second;
-}
-
-std::size_t memory_shards::bytes() const {
-  std::lock_guard lock{mu_};
-  std::size_t n = 0;
-  for (const auto& [k, v] : held_)
-    n += v->size();
-  return n;
-}
-
 struct shard_server::impl : std::enable_shared_from_this<shard_server::impl> {
   std::string state_dir;
   std::shared_ptr<memory_shards> memory;
   shard_server::request_hold hold;
+  std::shared_ptr<const shard_access> access;  // null: every token holder may ask anything
   std::unique_ptr<comm::listener> listener;
   std::string address;
+
+  // Empty when the peer at `conn` may fetch `path`; else the reason, logged and sent back.
+  std::string refuse_fetch(const comm::connection_ptr& conn, const std::string& path) const {
+    if (!access)
+      return {};
+    auto why = access->may_fetch(conn->peer().name, path);
+    if (!why.empty()) {
+      log::get("train")->warn("[shards {}] {} asked for {}: refused: {}", address,
+                              conn->peer().name, path, why);
+      conn->send_control(bytes_of(std::string{error_prefix} + "refused: " + why), {});
+    }
+    return why;
+  }
 
   // Runs on the transport's thread: a request names one file; the reply is the file.
   void serve(const comm::connection_ptr& conn, const std::vector<std::byte>& request) {
@@ -157,7 +108,7 @@ struct shard_server::impl : std::enable_shared_from_this<shard_server::impl> {
       return;
     }
     const std::string path = text.substr(get_prefix.size());
-    if (hold && hold(path))
+    if (!refuse_fetch(conn, path).empty() || (hold && hold(path)))
       return;
     if (auto held = memory ? memory->get(path) : nullptr) {
       comm::tensor_descriptor desc;
@@ -197,7 +148,7 @@ struct shard_server::impl : std::enable_shared_from_this<shard_server::impl> {
       in.get();
       std::getline(in, path, '\0');
     }
-    if (hold && hold(path))
+    if (!refuse_fetch(conn, path).empty() || (hold && hold(path)))
       return;
     memory_shards::bytes_ptr held = memory ? memory->get(path) : nullptr;
     if (!held) {
@@ -233,14 +184,22 @@ struct shard_server::impl : std::enable_shared_from_this<shard_server::impl> {
       why = "this node keeps no state in memory";
     else if (!shard_copy_path(path))
       why = "not a path of a shard: '" + path + "'";
+    else if (access)
+      why = access->may_hand_over(conn->peer().name, path);
+    const auto bytes = payload.bytes();
+    if (why.empty()) {
+      constexpr auto unbounded = std::numeric_limits<std::int64_t>::max();
+      why = memory->hold_from(conn->peer().name, path,
+                              std::vector<std::byte>(bytes.begin(), bytes.end()),
+                              access ? access->budget_per_peer() : unbounded,
+                              access ? access->max_held_bytes() : unbounded);
+    }
     if (!why.empty()) {
       log::get("train")->warn("[shards {}] {} handed over {}: refused: {}", address,
                               conn->peer().name, path, why);
-      conn->send_control(bytes_of(std::string{error_prefix} + why), {});
+      conn->send_control(bytes_of(std::string{error_prefix} + "refused: " + why), {});
       return;
     }
-    const auto bytes = payload.bytes();
-    memory->put(path, std::vector<std::byte>(bytes.begin(), bytes.end()));
     conn->send_control(bytes_of(stored_reply), {});
     log::get("train")->info("[shards {}] holds {} ({} bytes) {} by {}", address, path,
                             bytes.size(), handover_path(path) ? "handed over" : "copied",
@@ -254,12 +213,14 @@ result<std::unique_ptr<shard_server>> shard_server::start(comm::transport& trans
                                                           const std::string& host,
                                                           std::string state_dir,
                                                           std::shared_ptr<memory_shards> memory,
-                                                          request_hold hold) {
+                                                          request_hold hold,
+                                                          std::shared_ptr<const shard_access> access) {
   std::unique_ptr<shard_server> self{new shard_server};
   self->impl_ = std::make_shared<impl>();
   self->impl_->state_dir = std::move(state_dir);
   self->impl_->memory = std::move(memory);
   self->impl_->hold = std::move(hold);
+  self->impl_->access = std::move(access);
   std::weak_ptr<impl> weak = self->impl_;
   auto on_accept = [weak](const comm::connection_ptr& conn) {
     comm::connection_handlers h;

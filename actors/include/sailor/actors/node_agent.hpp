@@ -17,7 +17,9 @@
 ///                 down before that, or declared lost, which the process answers by joining
 ///                 again as a new member)
 ///   [leaving] the node's reports still go to the supervisor, its shard server serves its
-///             state to the next plan, checkpoint_kept still reaches the trainer; --shutdown_notice (the next plan has its state) or
+///             state to the next plan (whose training_job and role_assignment, without
+///             roles, reach the trainer: options.on_training_job), checkpoint_kept still
+///             reaches the trainer; --shutdown_notice (the next plan has its state) or
 ///             the grace period (options.leave_grace) over--> quit (outcome: preempted)
 ///   any state: the supervisor's endpoint goes down --> quit (outcome: coordinator lost)
 

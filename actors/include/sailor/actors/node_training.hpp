@@ -22,6 +22,7 @@
 #include "sailor/actors/rendezvous.hpp"
 #include "sailor/train/executor.hpp"
 #include "sailor/actors/train_messages.hpp"
+#include "sailor/train/shard_access.hpp"
 #include "sailor/train/shard_service.hpp"
 #include "sailor/comm/channel.hpp"
 #include "sailor/comm/link_table.hpp"
@@ -54,6 +55,10 @@ struct node_training_options {
   /// Where a rank keeps its state when its plan ends before the job's last iteration (the
   /// node's shard server serves it, node_recovery.hpp); null: nothing is kept in memory.
   std::shared_ptr<memory_shards> memory;
+  /// What the node's shard server lets peers fetch and hand over (shard_access.hpp): told of
+  /// each plan the node is told of, and of the iterations its ranks complete. Null: nothing
+  /// is told.
+  std::shared_ptr<shard_access> access;
   /// LibTorch intra-op and OpenBLAS threads of each rank (`sailor-node --threads`). 0: the
   /// host's cores shared among this node's ranks of the plan (at least 1 each). A job that
   /// names a count (training_job::torch_threads > 0) overrides both.

@@ -100,8 +100,12 @@ result<std::unique_ptr<comm::transport>> make_transport(const std::string& kind,
                                                         const std::string& host = {},
                                                         const comm::transport_options::tls_files& tls = {});
 
+/// The name the coordinator's checkpoint keeper proves the job token as: the nodes' shard
+/// servers let it fetch every shard (train/shard_access.hpp).
+inline constexpr const char* keeper_name = "coordinator-keeper";
+
 /// The coordinator's checkpoint keeper (train/checkpoint_keeper.hpp) on a transport of its own
-/// of `kind`, proving `token` as "coordinator-keeper", for supervisor_options::keeper.
+/// of `kind`, proving `token` as keeper_name, for supervisor_options::keeper.
 result<std::shared_ptr<train::checkpoint_keeper>> start_checkpoint_keeper(
   const std::string& kind, const std::string& token, train::checkpoint_keeper_options options,
   const comm::transport_options::tls_files& tls = {});

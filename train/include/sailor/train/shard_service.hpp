@@ -14,7 +14,8 @@
 ///             <------------------ or control "error <why>"
 ///
 /// Only files under the state folder's `checkpoints/` are served, by relative paths without
-/// `..`; anything else is answered with an error. A fetched file is written under a
+/// `..`; anything else is answered with an error. On a sailor-node, which peer may fetch or
+/// hand over which shard is shard_access.hpp's to say (by the name it authenticated as). A fetched file is written under a
 /// temporary name and renamed into place, so a reader never sees half a file.
 /// No LibTorch here.
 
@@ -25,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -32,6 +34,7 @@
 #include "sailor/comm/tensor.hpp"
 #include "sailor/comm/transport.hpp"
 #include "sailor/config/error.hpp"
+#include "sailor/train/shard_access.hpp"
 
 namespace sailor::train {
 
@@ -45,6 +48,13 @@ public:
   /// Keeps `bytes` under `path`; of each folder (checkpoints/<job>/mem) only the shards of
   /// the newest `keep` iterations stay.
   void put(const std::string& path, std::vector<std::byte> bytes, int keep = 2);
+  /// Keeps `bytes` that the peer `from` handed over, as put() does, unless the bytes peers
+  /// handed over would then pass `max_held`, or those `from` handed over `per_peer`: then
+  /// nothing changes and the reason is returned (empty when kept). This node's own state
+  /// (put) counts against neither.
+  std::string hold_from(const std::string& from, const std::string& path,
+                        std::vector<std::byte> bytes, std::int64_t per_peer,
+                        std::int64_t max_held, int keep = 2);
   /// The shard at `path`, or null.
   bytes_ptr get(const std::string& path) const;
   /// Drops the copies of checkpoint shards in the plan folders of `job_dir`
@@ -52,6 +62,8 @@ public:
   /// as the nodes remove the plan folders no plan restores from any more. Returns how many.
   std::size_t drop_plan_folders(const std::string& job_dir, const std::vector<std::string>& keep);
   std::size_t bytes() const;
+  /// The bytes held of what peers handed over (all of them when `from` is empty).
+  std::int64_t handed_over_bytes(const std::string& from = {}) const;
 
   /// Called (on the transport's thread) for each shard a leaving peer handed over to this
   /// node (`hand_over_shard`), once it is held: the node tells its supervisor.
@@ -60,8 +72,16 @@ public:
   void handed_over(const std::string& path, std::int64_t bytes) const;
 
 private:
+  struct entry {
+    bytes_ptr bytes;
+    std::string from;  // the peer that handed it over; empty: this node's own
+  };
+  // The paths put() of `path` would drop: older iterations of its folder. Holds mu_.
+  std::set<std::string> evicted_by(const std::string& path, int keep) const;
+  void keep_newest(const std::string& path, int keep);  // holds mu_
+
   mutable std::mutex mu_;
-  std::map<std::string, bytes_ptr> held_;
+  std::map<std::string, entry> held_;
   handover_listener listener_;
 };
 
@@ -74,11 +94,16 @@ public:
   using request_hold = std::function<bool(const std::string& path)>;
 
   /// Listens on `host` (port 0: any free port) over `transport` (which must outlive it).
+  /// `access` (shard_access.hpp) says which peer may fetch and hand over what, by the name it
+  /// authenticated as; a refusal is answered "error refused: <why>". Null: every peer that
+  /// passed the transport's handshake may fetch any shard and hand any over (tests, the
+  /// coordinator's keeper).
   static result<std::unique_ptr<shard_server>> start(comm::transport& transport,
                                                      const std::string& host,
                                                      std::string state_dir,
                                                      std::shared_ptr<memory_shards> memory = {},
-                                                     request_hold hold = {});
+                                                     request_hold hold = {},
+                                                     std::shared_ptr<const shard_access> access = {});
   ~shard_server();
   shard_server(const shard_server&) = delete;
   shard_server& operator=(const shard_server&) = delete;
