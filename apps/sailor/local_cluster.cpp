@@ -22,8 +22,30 @@ using clock_type = std::chrono::steady_clock;
 
 std::string local_zone_name(int z) { return std::string("local-") + static_cast<char>('a' + z); }
 
+namespace {
+
+// Bytes of physical memory of this machine (0: unknown).
+std::uint64_t host_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : 0;
+}
+
+}  // namespace
+
 config::cluster local_zones_cluster(const config::cluster& base, int nodes, int zones) {
   config::cluster c = base;
+  // The local nodes' CPU devices hold what this machine holds, shared among them (three
+  // quarters of it: the coordinator, the page cache): the cluster file's figure is nominal,
+  // and a model that fits the host (GPT-2 small's 3 GB to fine-tune) is not refused for it.
+  if (const auto* cpu = c.gpus.find("CPU"); cpu && nodes > 0) {
+    const std::uint64_t share = host_memory_bytes() / 4 * 3 / static_cast<std::uint64_t>(nodes);
+    if (share > cpu->memory_bytes) {
+      auto spec = *cpu;
+      spec.memory_bytes = share;
+      spec.source += "; memory: this machine's, shared by " + std::to_string(nodes) + " nodes";
+      c.gpus.upsert(spec);
+    }
+  }
   c.name = "local-" + std::to_string(zones) + "-zones";
   c.zones.clear();
   c.links.clear();

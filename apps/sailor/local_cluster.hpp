@@ -172,7 +172,8 @@ int local_threads_per_node(int nodes);
 std::string local_zone_name(int z);
 
 /// The base cluster's catalog and first link, with `zones` zones holding the `nodes` nodes'
-/// CPU devices round-robin.
+/// CPU devices round-robin; a CPU device's memory is this machine's share per node when that
+/// is more than the catalog's.
 config::cluster local_zones_cluster(const config::cluster& base, int nodes, int zones);
 
 }  // namespace sailor::app

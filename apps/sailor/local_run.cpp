@@ -89,6 +89,7 @@ void preempt(const local_run_args& args, local_cluster& cluster, training_events
 int train_loop(const local_run_args& args, local_cluster& cluster, training_events& events,
                local_progress& progress, local_drift& drift, bool& interrupted) {
   auto last_status = clock_type::now() - std::chrono::seconds{1};
+  std::int64_t plan_seen = 0;
   while (true) {
     const std::string error = progress.take(events, cluster.live_children());
     drift.step(cluster, events, progress);
@@ -117,10 +118,17 @@ int train_loop(const local_run_args& args, local_cluster& cluster, training_even
                           " iterations");
     if (clock_type::now() - last_status > std::chrono::milliseconds{500}) {
       last_status = clock_type::now();
-      if (auto st = cluster.query(); st && (st->phase == "waiting" || st->phase == "collecting"))
+      auto st = cluster.query();
+      if (st && (st->phase == "waiting" || st->phase == "collecting"))
         return local_run_failed(args, (progress.done() == 0 ? "refused before training: "
                                                  : "no plan over the remaining nodes: ") +
                             st->plan_summary);
+      // Profiling and planning are not a stall (a large model's profile takes a minute on a
+      // CPU); the bound runs from the plan's start.
+      if (st && (st->phase == "planning" || st->plan_version != plan_seen)) {
+        plan_seen = st->plan_version;
+        progress.touch();
+      }
     }
     if (clock_type::now() - progress.last_progress() >
         std::chrono::milliseconds{static_cast<long>(args.stall_timeout_s * 1000)})

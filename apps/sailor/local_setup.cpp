@@ -200,6 +200,9 @@ actors::coordinator_options coordinator_options_for(const local_inputs& in,
   };
   // A lost node's peers usually fail before the loss is noticed: give the supervisor time.
   options.supervisor.training_failure_grace = std::chrono::seconds{10};
+  // The planner measures the model's profile on the nodes first: a minute for GPT-2 small on
+  // one core, more on a loaded machine (the default minute refused such a model's plan).
+  options.supervisor.plan_timeout = std::chrono::minutes{10};
   options.supervisor.on_iteration = [&events, loop](const actors::iteration_record& r,
                                                     const actors::training_progress& p) {
     loop->observe(r);
