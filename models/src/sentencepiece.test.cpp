@@ -21,7 +21,7 @@ using sailor::models::sentencepiece_tokenizer;
 using sailor::models::token_dataset;
 
 // A few KB of lines from a small alphabet (lower case, space, full stop), the same every run.
-std::string corpus_text() {
+std::string sp_corpus_text() {
   const char* subjects[] = {"the cat", "a dog", "my friend", "the old man", "some birds"};
   const char* verbs[] = {"sees", "finds", "likes", "walks past", "talks to"};
   const char* objects[] = {"the river", "a green hat", "the tall tree", "her house", "the sea"};
@@ -36,7 +36,7 @@ std::string corpus_text() {
 // byte for byte), the newline a piece of its own (the trainer reads a line at a time).
 std::string train_model(const sailor::testing::temp_dir& dir, const std::string& name,
                         const std::string& model_type, int vocabulary) {
-  const std::string input = dir.write(name + "-input.txt", corpus_text());
+  const std::string input = dir.write(name + "-input.txt", sp_corpus_text());
   const std::vector<std::pair<std::string, std::string>> args = {
     {"input", input},
     {"model_prefix", dir.path(name)},
@@ -60,7 +60,7 @@ struct sentencepiece_job {
   sailor::config::data_source source;
 
   explicit sentencepiece_job(const std::string& model_type = "bpe") {
-    source.path = dir.write("corpus.txt", corpus_text());
+    source.path = dir.write("corpus.txt", sp_corpus_text());
     source.tokenizer.kind = sailor::config::tokenizer_kind::sentencepiece;
     source.tokenizer.model = train_model(dir, "tiny", model_type, 64);
   }
@@ -91,7 +91,7 @@ TEST_CASE("tokens: a SentencePiece model (bpe and unigram) gives back the text o
     auto sp = sentencepiece_tokenizer::load(train_model(dir, "m", type, pieces));
     REQUIRE_MESSAGE(sp, (sp ? "" : sp.error().to_string()));
     CHECK(sp->vocabulary() == pieces);
-    const std::string text = corpus_text().substr(0, 400);
+    const std::string text = sp_corpus_text().substr(0, 400);
     auto ids = sp->encode(text);
     REQUIRE(ids);
     CHECK(ids->size() < text.size() * 3 / 4);  // pieces, not characters
@@ -113,7 +113,7 @@ TEST_CASE("tokens: a sentencepiece text job is tokenized once and read from the 
   CHECK((*first)->decode(*(*first)->encode("the cat sees the sea.\n")) == "the cat sees the sea.\n");
   CHECK(job.kept() == 1);
   // The second time the ids come from the kept file, unchanged, and sample the same tokens.
-  auto again = sailor::models::tokenize_text(job.source.path, corpus_text(), job.source.tokenizer);
+  auto again = sailor::models::tokenize_text(job.source.path, sp_corpus_text(), job.source.tokenizer);
   REQUIRE(again);
   CHECK(again->from_cache);
   auto second = token_dataset::open(job.source, 64, 16);
@@ -126,7 +126,7 @@ TEST_CASE("tokens: a sentencepiece text job is tokenized once and read from the 
   (*second)->fill(sailor::models::data_split::train, 7, 0, 4, b.data());
   CHECK(a == b);
   std::vector<std::int64_t> row(a.begin(), a.begin() + 17);
-  CHECK(corpus_text().find((*first)->decode(row)) != std::string::npos);
+  CHECK(sp_corpus_text().find((*first)->decode(row)) != std::string::npos);
   // Another model is another key: its ids are kept beside the first model's.
   job.source.tokenizer.model = train_model(job.dir, "other", "unigram", 40);
   auto other = token_dataset::open(job.source, 64, 16);
