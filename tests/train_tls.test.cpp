@@ -68,9 +68,16 @@ TEST_CASE("tls: a job over TCP with TLS trains with the single-rank loss curve, 
                  dir.path("n4.out"), dir.path("n4.err"));
   CHECK(plain.wait_exit(60s) > 0);
   CHECK(stranger.wait_exit(60s) > 0);
-  child n1(tls_node_argv(port, "n1", "local-a", token_file, dir.path("s1"), tls_args(dir, "job", "n1")),
+  // A node that misses the coordinator's last word rejoins for --join-timeout before it exits
+  // (once in a loaded CI run, n2 outlived the 30 s wait below): 10 s, not the default 60.
+  auto node_args = [&](const std::string& name) {
+    auto a = tls_args(dir, "job", name);
+    a.insert(a.end(), {"--join-timeout", "10"});
+    return a;
+  };
+  child n1(tls_node_argv(port, "n1", "local-a", token_file, dir.path("s1"), node_args("n1")),
            dir.path("n1.out"), dir.path("n1.err"));
-  child n2(tls_node_argv(port, "n2", "local-b", token_file, dir.path("s2"), tls_args(dir, "job", "n2")),
+  child n2(tls_node_argv(port, "n2", "local-b", token_file, dir.path("s2"), node_args("n2")),
            dir.path("n2.out"), dir.path("n2.err"));
   const int code = coordinator.wait_exit(180s);
   CHECK(n1.wait_exit(30s) >= 0);
