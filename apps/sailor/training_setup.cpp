@@ -166,6 +166,15 @@ status check_training_inputs(const config::model_shape& model, const config::job
   return {};
 }
 
+// A path of the job file as the nodes read it: the nodes of `sailor train` share this machine
+// but not the working directory's meaning, so they get the path the coordinator checked, made
+// absolute (as written when that fails).
+static std::string node_path(const std::string& path) {
+  std::error_code ec;
+  auto absolute = fs::absolute(path, ec);
+  return ec ? path : absolute.lexically_normal().string();
+}
+
 void fill_job_settings(actors::training_job& tj, const config::job& job) {
   tj.seed = static_cast<std::uint64_t>(job.seed);
   tj.optimizer = job.optimizer == config::optimizer_kind::sgd ? "sgd" : "adamw";
@@ -175,19 +184,9 @@ void fill_job_settings(actors::training_job& tj, const config::job& job) {
   tj.data = {};
   if (job.data) {
     tj.data = *job.data;
-    // The nodes of `sailor train` share this machine but not the working directory's
-    // meaning: they get the path the coordinator checked, made absolute.
-    std::error_code ec;
-    auto absolute = fs::absolute(job.data->path, ec);
-    if (!ec)
-      tj.data.path = absolute.lexically_normal().string();
+    tj.data.path = node_path(job.data->path);
   }
-  tj.init_from.clear();
-  if (!job.init_from.empty()) {
-    std::error_code ec;
-    auto absolute = fs::absolute(job.init_from, ec);
-    tj.init_from = ec ? job.init_from : absolute.lexically_normal().string();
-  }
+  tj.init_from = job.init_from.empty() ? std::string{} : node_path(job.init_from);
 }
 
 bool fill_training_job(actors::training_job& tj, const training_settings& s,
