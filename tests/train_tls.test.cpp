@@ -68,11 +68,11 @@ TEST_CASE("tls: a job over TCP with TLS trains with the single-rank loss curve, 
                  dir.path("n4.out"), dir.path("n4.err"));
   CHECK(plain.wait_exit(60s) > 0);
   CHECK(stranger.wait_exit(60s) > 0);
-  // A node that misses the coordinator's last word rejoins for --join-timeout before it exits
-  // (once in a loaded CI run, n2 outlived the 30 s wait below): 10 s, not the default 60.
+  // A node that misses the coordinator's last word rejoins for --coordinator-grace before it
+  // exits (once in a loaded CI run, n2 outlived the 30 s wait below): 10 s, not the default 120.
   auto node_args = [&](const std::string& name) {
     auto a = tls_args(dir, "job", name);
-    a.insert(a.end(), {"--join-timeout", "10"});
+    a.insert(a.end(), {"--join-timeout", "10", "--coordinator-grace", "10"});
     return a;
   };
   child n1(tls_node_argv(port, "n1", "local-a", token_file, dir.path("s1"), node_args("n1")),

@@ -563,6 +563,7 @@ job_supervisor(supervisor_actor::stateful_pointer<supervisor_state> self,
   auto& st = self->state;
   st.options = std::move(options);
   supervisor_actor me{self};
+  recovery_resume(self);
   attach_keeper(self);
   for (auto& zone : st.options.zones) {
     auto z = self->spawn(zone_coordinator, zone_options{zone, st.options.heartbeat_interval,

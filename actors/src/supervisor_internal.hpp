@@ -85,6 +85,8 @@ void on_startup_deadline(supervisor* self, std::int64_t version, std::int64_t se
 std::string training_notes(supervisor* self);
 
 // supervisor_recovery.cpp: recovery from the survivors' memory.
+/// At the start: the job of options.resumed is taken over (plan versions, iterations).
+void recovery_resume(supervisor* self);
 /// A node was lost (already removed from the nodes): while training, the surviving ranks
 /// are released and the next plan waits for the state they keep.
 void recovery_on_loss(supervisor* self);

@@ -127,6 +127,25 @@ void await_state(supervisor* self) {
 
 }  // namespace
 
+void recovery_resume(supervisor* self) {
+  auto& st = self->state;
+  if (!st.options.resumed || st.options.resumed->plan_version <= 0)
+    return;
+  const auto& job = *st.options.resumed;
+  st.plan_version = job.plan_version;
+  // Not a plan of this process: inactive (no ranks), it carries what the earlier one completed
+  // to the first plan, which keeps what comes before the state it resumes from.
+  const int done = job.completed.empty() ? 0 : static_cast<int>(job.completed.back().iteration) + 1;
+  st.training = training_progress{job.plan_version, 0, 0, 0, 0, done, job.completed};
+  st.training.set_initial_val_loss(job.initial_val_loss);
+  begin(self, "coordinator_restart");
+  log::get("actors")->info("[supervisor] continues the job of an earlier coordinator: plan v{} "
+                           "was its last, {} iterations completed",
+                           job.plan_version, job.completed.size());
+  record(self, "continues the job after plan v" + std::to_string(job.plan_version) + " and " +
+                 std::to_string(job.completed.size()) + " completed iterations (journal)");
+}
+
 void recovery_on_loss(supervisor* self) {
   auto& st = self->state;
   auto& rec = st.recovery;

@@ -4,11 +4,12 @@
 // SIGTERM is a preemption notice (the coordinator re-plans without this node at once; while
 // it trains, the node stays until the next plan took its ranks' state, at most --grace-s);
 // SIGINT leaves the same way, and so does --leave-in S after S seconds. A coordinator that is not up yet is waited for, and one whose
-// connection drops (it restarted) is joined again, each for up to --join-timeout. Exit codes:
+// connection drops (it restarted) is joined again, for up to --join-timeout and --coordinator-grace. Exit codes:
 // 0 the job finished or the node was preempted (left on a notice), 1 shut down by the
 // coordinator before the job finished (let go, or the coordinator stopped) or the coordinator
 // lost, 2 bad arguments, 3 no coordinator within --join-timeout or refused by it. A node the
-// coordinator declared lost (stalled past the heartbeat timeout) joins again as a new member.
+// coordinator declared lost (stalled past the heartbeat timeout) joins again as a new member;
+// one whose coordinator's connection dropped joins again for up to --coordinator-grace.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -91,7 +92,8 @@ struct node_args {
   std::string log_dir;    ///< with log_dir_given: DIR/NAME.log, or "" for stderr only
   bool log_dir_given = false;  ///< else: STATE_DIR/node.log (the run before's as node.previous.log)
   bool emulate_gpu = false;  ///< CPU cores planned as --gpu-type (tests, demos)
-  double join_timeout_s = 60;  ///< retry the join this long (at start, and after a drop)
+  double join_timeout_s = 60;  ///< retry the join this long at the start (and when declared lost)
+  double coordinator_grace_s = 120;  ///< after the coordinator's connection dropped
   double slowdown = 1;         ///< emulation: compute stretched this many times
   std::string slowdown_file;   ///< SIGUSR2 reads the slowdown from its first line
   std::string link_file;       ///< SIGUSR2 reads the emulated links changed from it
@@ -173,9 +175,12 @@ struct session_context {
 };
 
 // Joins the coordinator, retrying with backoff while it is not up, until `deadline`.
+// `window` names the option that bounds the wait, and its seconds.
 result<std::unique_ptr<actors::node>> join_with_retry(
   caf::actor_system& system, const session_context& ctx, actors::node_agent_options options,
-  std::chrono::steady_clock::time_point deadline, stop_watch& stop) {
+  std::pair<const char*, double> window, stop_watch& stop) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds{static_cast<std::int64_t>(window.second * 1000)};
   auto backoff = std::chrono::milliseconds{200};
   bool told = false;
   for (;;) {
@@ -191,8 +196,8 @@ result<std::unique_ptr<actors::node>> join_with_retry(
       deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0)
       return sailor::error{error_kind::disconnected,
-                           "no coordinator at " + ctx.args.join + " within --join-timeout " +
-                             fmt::format("{:g}", ctx.args.join_timeout_s) +
+                           "no coordinator at " + ctx.args.join + " within " + window.first +
+                             " " + fmt::format("{:g}", window.second) +
                              " s: " + node.error().message,
                            "", 0, "--join"};
     if (!told)
@@ -210,6 +215,7 @@ result<std::unique_ptr<actors::node>> join_with_retry(
 // the coordinator within --join-timeout: a dropped connection (the coordinator restarted)
 // is followed by a new join, with the checkpoint shards the node holds by then.
 int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& stop) {
+  bool lost_coordinator = false;  // its connection dropped: it is waited for --coordinator-grace
   for (;;) {
     auto options = ctx.options;
     // An outcome of this session's own: the copy would share the last session's.
@@ -238,11 +244,18 @@ int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& st
     };
     options.on_leaving = [trainer] { trainer->leaving(); };
 #endif
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds{static_cast<std::int64_t>(ctx.args.join_timeout_s * 1000)};
-    auto node = join_with_retry(system, ctx, options, deadline, stop);
+    const auto window = lost_coordinator ? std::pair{"--coordinator-grace", ctx.args.coordinator_grace_s}
+                                         : std::pair{"--join-timeout", ctx.args.join_timeout_s};
+    auto node = join_with_retry(system, ctx, options, window, stop);
     if (!node) {
       const bool refused = node.error().kind == error_kind::invalid_input;
+      if (lost_coordinator && !refused && !stop.stopped()) {
+        std::fprintf(stderr, "sailor-node: the coordinator did not come back: %s; this node's "
+                             "state folder %s is kept (%zu checkpoint shards)\n",
+                     node.error().message.c_str(), ctx.state_dir.c_str(),
+                     options.inventory.checkpoints.size());
+        return 1;  // the coordinator lost
+      }
       std::fprintf(stderr, "sailor-node: %s%s\n", refused ? "refused by the coordinator: " : "",
                    node.error().message.c_str());
       return stop.stopped() && !refused ? 0 : 3;  // unavailable: no coordinator, or refused
@@ -270,10 +283,11 @@ int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& st
     trainer->stop();
 #endif
     if (again) {
+      lost_coordinator = outcome.how == kind::coordinator_lost;
       log::get("actors")->warn("[node {}] {} ({}); joining again for up to {} s", options.inventory.name,
-                               outcome.how == kind::declared_lost ? "declared lost by the coordinator"
-                                                                  : "lost the coordinator",
-                               outcome.reason, ctx.args.join_timeout_s);
+                               lost_coordinator ? "lost the coordinator" : "declared lost by the coordinator",
+                               outcome.reason,
+                               lost_coordinator ? ctx.args.coordinator_grace_s : ctx.args.join_timeout_s);
       continue;
     }
     return exit_code_of(outcome);
@@ -556,8 +570,14 @@ int main(int argc, char** argv) {
                "plan these CPU cores as the --gpu-type named (to try heterogeneous plans on a "
                "machine without GPUs; the times are the CPU's)");
   app.add_option("--join-timeout", args.join_timeout_s,
-                 "seconds to keep trying to join when the coordinator is not up yet, and to "
-                 "join again after the connection dropped (a coordinator restarted)")
+                 "seconds to keep trying to join when the coordinator is not up yet (and to "
+                 "join again after it declared this node lost)")
+    ->check(CLI::PositiveNumber)
+    ->capture_default_str();
+  app.add_option("--coordinator-grace", args.coordinator_grace_s,
+                 "seconds to keep trying to join again after the coordinator's connection "
+                 "dropped (it was killed or restarted; a coordinator restarted on the same "
+                 "--train-dir continues the job); then the node exits 1, its state folder kept")
     ->check(CLI::PositiveNumber)
     ->capture_default_str();
   app.add_option("--slowdown", args.slowdown,

@@ -193,7 +193,7 @@ int run_coordinator(const coordinator_args& args) {
   if (int code = choose_planner(args, in, options); code != exit_done)
     return code;
   coordinator_outcome outcome;  // outlives the coordinator (serve stops it)
-  if (int code = setup_training(args, in, options.supervisor, outcome); code != exit_done)
+  if (int code = setup_training(args, in, *token, options.supervisor, outcome); code != exit_done)
     return code;
   if (int code = start_keeper(args, in, *token, options.supervisor); code != exit_done)
     return code;

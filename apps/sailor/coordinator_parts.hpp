@@ -16,6 +16,10 @@
 #include "sailor/config/job.hpp"
 #include "sailor/config/model.hpp"
 
+namespace sailor::actors {
+class job_journal;
+}
+
 namespace sailor::app {
 
 class coordinator_drift;
@@ -68,16 +72,20 @@ struct coordinator_inputs {
 struct coordinator_outcome {
   std::atomic<int> state{0};  ///< 0 running, 1 finished, 2 failed
   run_summary summary;
+  /// --train-dir/journal (job_journal.hpp), written by the supervisor's callbacks.
+  std::shared_ptr<actors::job_journal> journal;
 };
 
 /// Sets `options.plan` from --planner (even, search or sailor).
 int choose_planner(const coordinator_args& args, const coordinator_inputs& in,
                    actors::coordinator_options& options);
 
-/// With --train-dir: the training job and the callbacks that print and summarise it; without,
-/// the control-plane note. `outcome` must outlive the coordinator.
+/// With --train-dir: the training job and the callbacks that print, summarise and journal it
+/// (a journal left by an earlier coordinator of the job is continued: `token` must be its
+/// job token); without, the control-plane note. `outcome` must outlive the coordinator.
 int setup_training(const coordinator_args& args, const coordinator_inputs& in,
-                   actors::supervisor_options& supervisor, coordinator_outcome& outcome);
+                   const std::string& token, actors::supervisor_options& supervisor,
+                   coordinator_outcome& outcome);
 
 /// With --keep-checkpoints: the checkpoint keeper (train/checkpoint_keeper.hpp) on a
 /// transport of its own (the job token's), handed to the supervisor.

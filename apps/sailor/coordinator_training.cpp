@@ -15,8 +15,12 @@
 #include "coordinator_parts.hpp"
 #include "exit_codes.hpp"
 #include "training_setup.hpp"
+#include "sailor/actors/job_journal.hpp"
 #include "sailor/actors/placement.hpp"
 #include "sailor/actors/sailor_planning.hpp"
+#include "sailor/comm/auth.hpp"
+#include "sailor/config/load.hpp"
+#include "sailor/config/log.hpp"
 #include "sailor/config/private_files.hpp"
 
 namespace sailor::app {
@@ -65,6 +69,52 @@ int training_settings_of(const coordinator_args& args, const coordinator_inputs&
   return exit_done;
 }
 
+// A journal write that fails is said, and training goes on: a coordinator restarted later
+// would not know what was lost.
+void journal_said(const status& err) {
+  if (err)
+    log::get("actors")->warn("[coordinator] {}: a coordinator restarted on this job will not "
+                             "know of it", err->message);
+}
+
+// The plan, in the journal before the nodes are told of it.
+void journal_plan(coordinator_outcome& outcome, const actors::training_job& tj) {
+  if (outcome.journal)
+    journal_said(outcome.journal->plan(
+      {tj.plan_version, tj.start_iteration, tj.peer_nodes, config::to_yaml(tj.plan)}));
+}
+
+// --train-dir/journal: opened (refused when it is another job's or does not parse), and what
+// an earlier coordinator of the job did handed to the supervisor and the summary.
+int open_journal(training_settings& settings, const std::string& token,
+                 actors::supervisor_options& supervisor, coordinator_outcome& outcome) {
+  const auto path = (std::filesystem::path{settings.work_dir} / "journal").string();
+  actors::journal_contents earlier;
+  auto journal = actors::job_journal::open(
+    path, {job_key(settings), settings.model.name, comm::token_digest(token)}, earlier);
+  if (!journal) {
+    std::fprintf(stderr, "sailor coordinator: %s\n", journal.error().to_string().c_str());
+    return exit_bad_input;
+  }
+  outcome.journal = std::move(*journal);
+  if (earlier.plan_version() <= 0)
+    return exit_done;
+  actors::resumed_job resumed;
+  resumed.plan_version = earlier.plan_version();
+  const int done = earlier.completed();
+  resumed.completed.assign(earlier.iterations.begin(), earlier.iterations.begin() + done);
+  resumed.initial_val_loss = earlier.initial_val_loss;
+  supervisor.resumed = resumed;
+  settings.journal_bound = std::make_shared<std::atomic<int>>(done);
+  outcome.summary.continue_from(earlier);
+  std::printf("sailor coordinator: continuing the job of %s: plan v%lld was its last, %d "
+              "iterations completed%s\n",
+              path.c_str(), static_cast<long long>(resumed.plan_version), done,
+              earlier.cut ? " (its last record was cut short and is dropped)" : "");
+  std::fflush(stdout);
+  return exit_done;
+}
+
 // Fills each plan's training job and prints the plan and its prediction.
 std::function<bool(actors::training_job&, const actors::checkpoint_holdings&)> plan_starter(
   training_settings settings, coordinator_outcome& outcome, bool exit_when_done) {
@@ -95,6 +145,7 @@ std::function<bool(actors::training_job&, const actors::checkpoint_holdings&)> p
                   static_cast<long long>(tj.plan_version), tj.predicted_iteration_s);
     std::fflush(stdout);
     outcome.summary.on_plan(tj.plan_version, tj.start_iteration, tj.predicted_iteration_s);
+    journal_plan(outcome, tj);
     return true;
   };
 }
@@ -120,7 +171,8 @@ void print_iteration(const actors::iteration_record& r, const actors::training_p
 }  // namespace
 
 int setup_training(const coordinator_args& args, const coordinator_inputs& in,
-                   actors::supervisor_options& supervisor, coordinator_outcome& outcome) {
+                   const std::string& token, actors::supervisor_options& supervisor,
+                   coordinator_outcome& outcome) {
   if (args.train_dir.empty()) {
     if (args.exit_when_done) {
       std::fprintf(stderr, "sailor coordinator: --exit-when-done needs --train-dir\n");
@@ -133,12 +185,15 @@ int setup_training(const coordinator_args& args, const coordinator_inputs& in,
   training_settings settings;
   if (int code = training_settings_of(args, in, settings); code != exit_done)
     return code;
+  if (int code = open_journal(settings, token, supervisor, outcome); code != exit_done)
+    return code;
   const double deadline_s = args.startup_deadline_s > 0 ? args.startup_deadline_s
                                                         : std::max(60.0, 2 * args.peer_timeout_s);
   supervisor.startup_deadline =
     std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(deadline_s));
   supervisor.assignment_deadline = supervisor.startup_deadline;
   const bool exit_when_done = args.exit_when_done;
+  const auto journal_bound = settings.journal_bound;
   auto starter = plan_starter(std::move(settings), outcome, exit_when_done);
   supervisor.prepare_training = [starter, drift = in.drift](actors::training_job& tj,
                                                             const actors::checkpoint_holdings& held) {
@@ -148,18 +203,32 @@ int setup_training(const coordinator_args& args, const coordinator_inputs& in,
     return true;
   };
   supervisor.on_recovery = [&outcome](const actors::recovery_record& r) {
+    if (outcome.journal)
+      journal_said(outcome.journal->recovery(r));
+    const char* what = r.cause == "replan"                ? "took over from the running ranks"
+                       : r.cause == "coordinator_restart" ? "took over after the coordinator restarted"
+                                                          : "recovered";
     std::printf("plan v%lld %s in %.3f s: state from %s (%lld bytes), %d completed "
                 "iterations run again\n",
-                static_cast<long long>(r.plan_version),
-                r.cause == "replan" ? "took over from the running ranks" : "recovered", r.total_s,
+                static_cast<long long>(r.plan_version), what, r.total_s,
                 r.state_source.c_str(),
                 static_cast<long long>(r.bytes_restored), r.lost_iterations);
     std::fflush(stdout);
     outcome.summary.on_recovery(r);
   };
-  supervisor.on_iteration = [&outcome, exit_when_done, drift = in.drift](
-                              const actors::iteration_record& r, const actors::training_progress& p) {
+  supervisor.on_iteration = [&outcome, exit_when_done, drift = in.drift,
+                             bound = journal_bound](const actors::iteration_record& r,
+                                                             const actors::training_progress& p) {
+    if (bound)
+      bound->store(-1);  // this coordinator's own iterations now: no bound on the next plans
     drift->iteration(r, p);
+    if (outcome.journal) {
+      if (p.initial_val_loss() && r.iteration == p.start_iteration() && p.start_iteration() == 0)
+        journal_said(outcome.journal->initial_validation(*p.initial_val_loss()));
+      journal_said(outcome.journal->iteration(r));
+      if (p.finished())
+        journal_said(outcome.journal->sync());
+    }
     outcome.summary.on_iteration(r, p);
     print_iteration(r, p);
     if (p.finished())

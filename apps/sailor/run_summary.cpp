@@ -1,6 +1,7 @@
 #include "run_summary.hpp"
 
 #include "recovery_summary.hpp"
+#include "sailor/actors/job_journal.hpp"
 
 #include <fstream>
 
@@ -37,6 +38,26 @@ void run_summary::on_iteration(const actors::iteration_record& r,
   measured_s_.push_back(r.measured_s);
   tokens_.push_back(r.tokens);
   first_of_plan_.push_back(first);
+}
+
+void run_summary::continue_from(const actors::journal_contents& earlier) {
+  std::lock_guard lock{mutex_};
+  plans_ = static_cast<int>(earlier.plans.size());
+  for (const auto& p : earlier.plans)
+    if (p.start_iteration > 0)
+      resumed_at_.push_back(p.start_iteration);
+  recoveries_ = earlier.recoveries;
+  for (int k = 0; k < earlier.completed(); ++k) {
+    measured_s_.push_back(earlier.iterations[k].measured_s);
+    tokens_.push_back(earlier.iterations[k].tokens);
+    first_of_plan_.push_back(false);
+    loss_curve_.push_back(earlier.iterations[k].loss);
+  }
+  if (earlier.initial_val_loss)
+    val_loss_curve_.push_back({0, *earlier.initial_val_loss});
+  for (int k = 0; k < earlier.completed(); ++k)
+    if (earlier.iterations[k].val_loss)
+      val_loss_curve_.push_back({k + 1, *earlier.iterations[k].val_loss});
 }
 
 void run_summary::on_recovery(const actors::recovery_record& r) {

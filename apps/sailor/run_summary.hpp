@@ -16,6 +16,10 @@
 #include "sailor/actors/train_progress.hpp"
 #include "sailor/config/error.hpp"
 
+namespace sailor::actors {
+struct journal_contents;
+}
+
 namespace sailor::app {
 
 /// The validation curve as the summary JSON writes it: [[iterations completed, loss], ...].
@@ -30,6 +34,9 @@ public:
   void on_iteration(const actors::iteration_record& r, const actors::training_progress& p);
   /// A recovery completed (the supervisor's record).
   void on_recovery(const actors::recovery_record& r);
+  /// Starts from what an earlier coordinator of the job journaled: its plans, recoveries and
+  /// the iterations it completed in a row (their times, as measured then).
+  void continue_from(const actors::journal_contents& earlier);
   /// Writes the JSON summary to `path`.
   status write(const std::string& path) const;
 

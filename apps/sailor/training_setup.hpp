@@ -3,6 +3,8 @@
 // resuming from the newest complete checkpoint of any earlier plan.
 
 #include <cstdint>
+#include <atomic>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,11 @@ struct training_settings {
   std::int64_t timeout_ms = 30000; ///< bound on every wait for a peer
   int torch_threads = 0;  ///< 0: each node gives its ranks its cores (sailor-node --threads)
   std::vector<config::zone_link> links;  ///< emulated links between zones (empty: none)
+  /// A coordinator that continues a job (its journal): until its first iteration, plans
+  /// resume from no state newer than the iterations the journal holds in a row (the ranks
+  /// may have completed one more whose loss never reached the journal: it is run again, so
+  /// that the loss curve has no hole). Negative, or null: no bound.
+  std::shared_ptr<std::atomic<int>> journal_bound;
 };
 
 /// Why `plan` cannot train `model` on the devices of `cluster`'s catalog (the simulator's

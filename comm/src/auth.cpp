@@ -111,6 +111,25 @@ bool is_printable_utf8(std::string_view text) {
   return true;
 }
 
+std::string token_digest(std::string_view token) {
+  if (token.empty())
+    return {};
+  static constexpr std::string_view label = "sailor job token digest\n";
+  std::string text{label};
+  text.append(token);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(text.data(), text.size(), md, &len, EVP_sha256(), nullptr) != 1)
+    throw std::runtime_error("SHA-256 failed");
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out = "sha256:";
+  for (unsigned i = 0; i < len; ++i) {
+    out.push_back(hex[md[i] >> 4]);
+    out.push_back(hex[md[i] & 15]);
+  }
+  return out;
+}
+
 std::string generate_job_token() {
   auto bytes = detail::random_nonce();
   static constexpr char hex[] = "0123456789abcdef";

@@ -97,6 +97,16 @@ struct recovery_record {
   double total_s = 0;            ///< noticed -> first iteration completed
 };
 
+/// A job this supervisor takes over from an earlier coordinator process of it (read from the
+/// coordinator's journal, job_journal.hpp).
+struct resumed_job {
+  std::int64_t plan_version = 0;  ///< the newest plan version issued: the next is one more
+  /// The iterations it completed: kept, except those after the point the first plan resumes
+  /// from, which are run again (and counted once).
+  std::vector<iteration_record> completed;
+  std::optional<double> initial_val_loss;
+};
+
 struct supervisor_options {
   std::vector<std::string> zones;  ///< zones of the cluster; a node of another zone is refused
   int quorum = 0;                  ///< plan as soon as this many nodes joined (0: settle only)
@@ -155,6 +165,11 @@ struct supervisor_options {
   /// Called (in the supervisor) for each node admitted, with the actor its messages go to
   /// (its agent): `sailor coordinator` asks nodes to probe their links through it.
   std::function<void(const node_inventory&, const caf::actor&)> on_admitted;
+  /// Set: this supervisor continues a job an earlier coordinator process ran (it was killed,
+  /// or restarted). Its plans number on, its loss curve runs on, and the first plan's first
+  /// iteration closes a recovery record of cause "coordinator_restart", counted from the
+  /// supervisor's start.
+  std::optional<resumed_job> resumed;
 };
 
 /// A node preempted with notice that stays until the next plan took its state.

@@ -32,6 +32,11 @@ inline constexpr const char* token_environment_variable = "SAILOR_TOKEN";
 /// and what was wrong (unreadable, empty, control characters, longer than 4096 bytes).
 result<std::string> load_job_token(const std::string& token_file);
 
+/// A digest of `token` that may be written down (the coordinator's journal keeps it, to know
+/// its job again): "sha256:" and 64 hex digits of SHA-256 over a label and the token. Empty
+/// for an empty token (no authentication).
+std::string token_digest(std::string_view token);
+
 /// A fresh token: 32 random bytes from the system's generator, as 64 hex digits.
 std::string generate_job_token();
 
