@@ -151,6 +151,37 @@ TEST_CASE("rejoin: after its coordinator is killed and started again, the node j
   CHECK(slurp(dir.path("train") + "/journal") == journal);
 }
 
+// Issue 39, item 2: without checkpoints on disk, the node that lost its coordinator keeps its
+// ranks' state in memory and offers it when it joins the restarted one, which resumes from it.
+TEST_CASE("rejoin: without checkpoints on disk, a restarted coordinator resumes from the state the node kept in memory") {
+  temp_dir dir;
+  const int port = free_port();
+  REQUIRE(port > 0);
+  const int iterations = 20;
+  auto argv = [&] {
+    auto a = rejoin_coordinator_argv(dir, port, iterations);
+    a.insert(a.end(), {"--checkpoint-every", "0"});
+    return a;
+  };
+  auto first = std::make_unique<child>(argv(), dir.path("c1.out"), dir.path("c1.err"));
+  child node{rejoin_node_argv(port, dir), dir.path("node.out"), dir.path("node.err")};
+  REQUIRE(eventually(120s, [&] { return first->out().find("iteration 5/20") != std::string::npos; }));
+  first->signal(SIGKILL);
+  REQUIRE(first->wait_exit(10s) == 128 + SIGKILL);
+  REQUIRE(eventually(30s, [&] { return node.err().find("joining again") != std::string::npos; }));
+  child second{argv(), dir.path("c2.out"), dir.path("c2.err")};
+  const int code = second.wait_exit(150s);
+  const auto out = second.out();
+  INFO(out);
+  INFO(node.err());
+  REQUIRE(code == 0);
+  const int from = first_number(out, "training iterations ([0-9]+)\\.\\.20 \\(resumed from the survivors' memory\\)");
+  CHECK(from > 5);
+  CHECK(out.find("training finished: 20 iterations") != std::string::npos);
+  check_printed_curve(out, iterations, std::max(from, 1));
+  CHECK(node.wait_exit(30s) == 0);
+}
+
 TEST_CASE("rejoin: a node whose coordinator never comes back exits after --coordinator-grace, its state kept") {
   temp_dir dir;
   const int port = free_port();

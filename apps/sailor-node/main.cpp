@@ -211,6 +211,21 @@ result<std::unique_ptr<actors::node>> join_with_retry(
   }
 }
 
+#ifdef SAILOR_WITH_TRAIN
+// What a join offers: the checkpoint shards on disk and, after a session ended (its ranks
+// stopped), the state they keep in memory, so that a coordinator restarted meanwhile resumes
+// from it (within the protocol's bound on shards).
+std::vector<std::string> offered_state(const session_context& ctx) {
+  auto out = held_shards(ctx.state_dir);
+  if (ctx.memory)
+    for (auto& path : ctx.memory->own_paths())
+      if (out.size() < protocol::wire_bounds::shards_per_node &&
+          path.size() <= protocol::wire_bounds::shard_path_bytes)
+        out.push_back(std::move(path));
+  return out;
+}
+#endif
+
 // Sessions with the coordinator until the node is told to stop, is refused, or cannot reach
 // the coordinator within --join-timeout: a dropped connection (the coordinator restarted)
 // is followed by a new join, with the checkpoint shards the node holds by then.
@@ -221,7 +236,7 @@ int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& st
     // An outcome of this session's own: the copy would share the last session's.
     options.outcome = std::make_shared<actors::agent_outcome>();
 #ifdef SAILOR_WITH_TRAIN
-    options.inventory.checkpoints = held_shards(ctx.state_dir);
+    options.inventory.checkpoints = offered_state(ctx);
     // Real training: each stage role becomes a rank of the executor on its own thread.
     train::node_training_options training;
     training.node_name = options.inventory.name;

@@ -209,8 +209,14 @@ bool fill_training_job(actors::training_job& tj, const training_settings& s,
     // (checkpoint_every 0: the ranks write none) a plan still resumes from the state the ranks
     // of the last one keep in memory (checkpoints/<job>/mem), and from nothing else.
     const std::string mine = "checkpoints/" + job_key(s) + "/";
+    // A coordinator that continues a job prefers state no newer than its journal's
+    // iterations (journal_bound); newer state only when there is no other (the iterations
+    // between have no loss on record then, but are not run again).
+    const std::string under = s.checkpoint_every > 0 ? mine : mine + "mem";
     const int bound = s.journal_bound ? s.journal_bound->load() : -1;
-    auto from = held.newest(s.checkpoint_every > 0 ? mine : mine + "mem", bound >= 0 ? bound + 1 : 0);
+    auto from = held.newest(under, bound >= 0 ? bound + 1 : 0);
+    if (from.iterations == 0 && bound >= 0)
+      from = held.newest(under);
     tj.start_iteration = std::min(from.iterations, s.iterations);
     if (from.iterations > 0) {
       tj.restore_dir = from.folder;

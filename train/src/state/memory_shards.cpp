@@ -122,6 +122,15 @@ std::size_t memory_shards::bytes() const {
   return n;
 }
 
+std::vector<std::string> memory_shards::own_paths() const {
+  std::lock_guard lock{mu_};
+  std::vector<std::string> out;
+  for (const auto& [path, held] : held_)
+    if (held.from.empty())
+      out.push_back(path);
+  return out;
+}
+
 std::int64_t memory_shards::handed_over_bytes(const std::string& from) const {
   std::lock_guard lock{mu_};
   std::int64_t n = 0;

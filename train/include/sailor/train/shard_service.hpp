@@ -62,6 +62,9 @@ public:
   /// as the nodes remove the plan folders no plan restores from any more. Returns how many.
   std::size_t drop_plan_folders(const std::string& job_dir, const std::vector<std::string>& keep);
   std::size_t bytes() const;
+  /// The paths of this node's own state (put), newest iteration last within a folder: what a
+  /// node that rejoins a coordinator offers besides its disk's shards.
+  std::vector<std::string> own_paths() const;
   /// The bytes held of what peers handed over (all of them when `from` is empty).
   std::int64_t handed_over_bytes(const std::string& from = {}) const;
 
