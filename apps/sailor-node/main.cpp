@@ -290,8 +290,18 @@ int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& st
     node->reset();
     using kind = actors::agent_outcome::kind;
     // A node declared lost (it was stalled, or cut off) is alive: it joins as a new member.
-    const bool again = (outcome.how == kind::coordinator_lost || outcome.how == kind::declared_lost) &&
-                       !stop.stopped();
+    bool again = (outcome.how == kind::coordinator_lost || outcome.how == kind::declared_lost) &&
+                 !stop.stopped();
+#ifdef SAILOR_WITH_TRAIN
+    // The coordinator went away as the job ended (its notice did not reach this node): the
+    // job's last iteration is done here, there is nothing to wait for.
+    if (again && outcome.how == kind::coordinator_lost && trainer->finished_job()) {
+      log::get("actors")->info("[node {}] lost the coordinator after its ranks completed the job's "
+                               "last iteration: the job finished", options.inventory.name);
+      trainer->stop();
+      return 0;
+    }
+#endif
 #ifdef SAILOR_WITH_TRAIN
     // Its ranks stop (at their next iteration, or when a peer wait times out) before the next
     // join: what their writers still write and prune would change the shards it offers.

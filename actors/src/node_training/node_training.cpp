@@ -39,6 +39,7 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
   std::atomic<std::int64_t> current{0};
   std::atomic<bool> stopping{false};
   std::atomic<bool> leaving{false};
+  std::atomic<bool> finished_job{false};  // a rank completed the job's last iteration
   struct rank_thread {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
@@ -408,6 +409,7 @@ struct node_trainer::impl : std::enable_shared_from_this<node_trainer::impl> {
     }
     if (auto err = (*exec)->flush_checkpoints())
       log::get("train")->warn("[{} rank {}] last checkpoint: {}", node, rank, err->to_string());
+    finished_job = true;
   }
 
   // Runs the job's iterations; returns the number of iterations completed when it stops
@@ -502,6 +504,8 @@ node_trainer::node_trainer(node_training_options options) : impl_(std::make_shar
 }
 
 void node_trainer::leaving() { impl_->leaving = true; }
+
+bool node_trainer::finished_job() const { return impl_->finished_job; }
 
 node_trainer::~node_trainer() { stop(); }
 

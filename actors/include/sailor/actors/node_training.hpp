@@ -97,6 +97,9 @@ public:
   /// keeps in memory over to a node of its plan that holds other layers (hand_over_shard),
   /// so that the state outlives the grace period. Call before the ranks are stopped.
   void leaving();
+  /// Whether a rank of this node completed the last iteration of its job (every rank of a
+  /// plan completes an iteration together): the job's training is done.
+  bool finished_job() const;
   /// Releases every rank as above and joins their threads: bounded, also when a rank was
   /// blocked on a peer that is gone.
   void stop();
