@@ -1,13 +1,17 @@
 // Soak: a coordinator trains the tiny model over N sailor-node processes while one node, at
-// random, is killed (SIGKILL) and started again every 20-40 s, for M minutes. Prints, every
+// random, is killed (SIGKILL) and started again every 20-40 s, for M minutes; with
+// --coordinator-every K, every K-th kill is the coordinator's (started again at once on the same
+// train folder: it continues the job from its journal, issue 39). Prints, every
 // 10 s and at the end: iterations done, plans made (re-plans), stalls (no new iteration for
 // longer than --stall-s), the coordinator's RSS and descriptors, and the disk the job's
 // folders use (the nodes' state folders and the coordinator's train folder).
 //
 //   build/bench/soak [--minutes 10] [--nodes 3] [--min-gap-s 20] [--max-gap-s 40]
-//                    [--stall-s 20] [--dir DIR] [--seed 1]
+//                    [--stall-s 20] [--dir DIR] [--seed 1] [--coordinator-every K]
 //
 // Targets (issue 20): no stall, RSS and descriptors flat, disk bounded by the checkpoints kept.
+// Issue 39: from a coordinator's restart to the next iteration, no stall over 10 s; no
+// completed iteration run again.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,6 +44,7 @@ struct soak_args {
   double stall_s = 20;
   std::string dir;
   unsigned seed = 1;
+  int coordinator_every = 0;  ///< every K-th kill is the coordinator's (0: never)
 };
 
 // A child process with its output in files.
@@ -116,6 +121,9 @@ struct progress {
   long newest_iteration = 0;
   long plans = 0;
   bool failed = false;
+  long first_after_mark = -1;  ///< the first iteration printed after mark() (-1: none yet)
+  void mark() { first_after_mark = -1; marking = true; }
+  bool marking = false;
   void read(const std::string& file) {
     std::ifstream in(file);
     in.seekg(static_cast<std::streamoff>(offset));
@@ -130,6 +138,10 @@ struct progress {
       if (std::regex_search(line, m, iteration)) {
         ++iterations_printed;
         newest_iteration = std::stol(m[1]);
+        if (marking && first_after_mark < 0) {
+          first_after_mark = newest_iteration;
+          marking = false;
+        }
       } else if (std::regex_search(line, plan) && line.find("predicted") == std::string::npos) {
         ++plans;
       } else if (line.rfind("training failed", 0) == 0) {
@@ -151,17 +163,23 @@ struct soak_job {
   process coordinator;
   std::vector<process> nodes;
 
+  int quorum = 0;
   void start(int count) {
-    coordinator.start({bin + "/sailor", "coordinator", "--planner", "even", "--listen", "127.0.0.1:" + port,
-                       "--cluster", configs + "/clusters/local-2-zones.yaml", "--model",
-                       configs + "/models/tiny.yaml", "--job", configs + "/jobs/tiny.yaml", "--quorum",
-                       std::to_string(count), "--settle-s", "10", "--heartbeat-ms", "200",
-                       "--heartbeat-timeout-ms", "3000", "--peer-timeout-s", "20", "--transport", "tcp",
-                       "--train-dir", (dir / "train").string(), "--iterations", "100000000"},
-                      (dir / "coordinator.out").string(), (dir / "coordinator.err").string());
+    quorum = count;
+    start_coordinator();
     nodes.resize(static_cast<std::size_t>(count));
     for (int k = 0; k < count; ++k)
       start_node(k);
+  }
+  // The same command each time: a coordinator started again continues the job.
+  void start_coordinator() {
+    coordinator.start({bin + "/sailor", "coordinator", "--planner", "even", "--listen", "127.0.0.1:" + port,
+                       "--cluster", configs + "/clusters/local-2-zones.yaml", "--model",
+                       configs + "/models/tiny.yaml", "--job", configs + "/jobs/tiny.yaml", "--quorum",
+                       std::to_string(quorum), "--settle-s", "10", "--heartbeat-ms", "200",
+                       "--heartbeat-timeout-ms", "3000", "--peer-timeout-s", "20", "--transport", "tcp",
+                       "--train-dir", (dir / "train").string(), "--iterations", "100000000"},
+                      (dir / "coordinator.out").string(), (dir / "coordinator.err").string());
   }
   void start_node(int k) {
     const std::string name = "soak-" + std::to_string(k);
@@ -245,6 +263,34 @@ struct resource_watch {
   }
 };
 
+// The coordinator's restarts: from each to the next iteration, and what was run again.
+struct restart_watch {
+  long restarts = 0, run_again = 0, newest_before = 0;
+  double longest_s = 0;
+  bool waiting = false;
+  clock_type::time_point started{};
+
+  void restarted(progress& p) {
+    ++restarts;
+    newest_before = p.newest_iteration;
+    p.mark();
+    waiting = true;
+    started = clock_type::now();
+  }
+  void observe(const progress& p) {
+    if (!waiting || p.first_after_mark < 0)
+      return;
+    waiting = false;
+    const double s = seconds_since(started);
+    const long again = std::max(0L, newest_before - (p.first_after_mark - 1));
+    longest_s = std::max(longest_s, s);
+    run_again += again;
+    std::printf("soak: coordinator restarted: iteration %ld after %.2f s (the last before the kill: "
+                "%ld; %ld run again)\n",
+                p.first_after_mark, s, newest_before, again);
+  }
+};
+
 int run(const soak_args& a) {
   soak_job job;
   job.dir = a.dir.empty() ? fs::temp_directory_path() / ("sailor-soak-" + std::to_string(::getpid())) : fs::path{a.dir};
@@ -262,6 +308,7 @@ int run(const soak_args& a) {
   progress p;
   stall_watch stalls{a.stall_s};
   resource_watch resources;
+  restart_watch restarts;
   long kills = 0;
   std::printf("soak: %.1f min, %d nodes, a kill and restart every %.0f-%.0f s, in %s\n", a.minutes, a.nodes,
               a.min_gap_s, a.max_gap_s, job.dir.c_str());
@@ -275,11 +322,19 @@ int run(const soak_args& a) {
       break;
     }
     stalls.observe(p);
+    restarts.observe(p);
     if (clock_type::now() >= next_kill) {
-      const int k = pick(rng);
-      job.nodes[k].stop(SIGKILL, std::chrono::seconds{5});
-      job.start_node(k);
       ++kills;
+      if (a.coordinator_every > 0 && kills % a.coordinator_every == 0) {
+        job.coordinator.stop(SIGKILL, std::chrono::seconds{5});
+        p.read((job.dir / "coordinator.out").string());  // what it printed before it died
+        job.start_coordinator();
+        restarts.restarted(p);
+      } else {
+        const int k = pick(rng);
+        job.nodes[k].stop(SIGKILL, std::chrono::seconds{5});
+        job.start_node(k);
+      }
       next_kill = after_gap();
     }
     if (clock_type::now() >= next_print) {
@@ -292,6 +347,10 @@ int run(const soak_args& a) {
               "%ld stalls over %.0f s (%.0f s in all), longest gap between iterations %.1f s\n",
               seconds_since(begin) / 60, kills, p.plans, std::max(0L, p.plans - 1), p.newest_iteration,
               stalls.stalls, a.stall_s, stalls.stall_total, stalls.longest_gap);
+  if (a.coordinator_every > 0)
+    std::printf("soak summary: %ld coordinator restarts, the longest %.2f s to the next iteration, "
+                "%ld completed iterations run again\n",
+                restarts.restarts, restarts.longest_s, restarts.run_again);
   resources.summary(job.coordinator.pid, job.dir / "state");
   job.stop();
   if (a.dir.empty())
@@ -314,8 +373,13 @@ int main(int argc, char** argv) {
   app.add_option("--dir", a.dir, "keep the processes' folders and logs here (default: a "
                                  "temporary folder, removed at the end)");
   app.add_option("--seed", a.seed, "random seed of the kill schedule")->capture_default_str();
+  app.add_option("--coordinator-every", a.coordinator_every,
+                 "every K-th kill is the coordinator's, started again at once on its train folder "
+                 "(0: never)")
+    ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  if (a.nodes < 2 || a.min_gap_s <= 0 || a.max_gap_s < a.min_gap_s || a.minutes <= 0) {
+  if (a.nodes < 2 || a.min_gap_s <= 0 || a.max_gap_s < a.min_gap_s || a.minutes <= 0 ||
+      a.coordinator_every < 0) {
     std::fprintf(stderr, "soak: --nodes must be at least 2 and 0 < --min-gap-s <= --max-gap-s\n");
     return 2;
   }

@@ -332,7 +332,80 @@ void lose_a_silent_node_across_namespaces(const std::string& transport,
   nodes[victim]->signal(SIGKILL);
 }
 
+// Issue 39: the coordinator's host loses it (SIGKILL) mid-training; started again there on the
+// same train folder and address, it continues the job from its journal: the nodes, each on a
+// host of its own, join it again and the job finishes on the single rank's loss curve, counted
+// once, its plans numbered on.
+void restart_coordinator_across_namespaces(const std::string& transport) {
+  netns_lab lab{3};
+  skip_without_namespaces(lab);
+  temp_dir dir;
+  lab.keep_visible(dir.root().string());  // the train folder outlives the coordinator's process
+  const int iterations = 40;
+  const std::string listen = lab.address(0) + ":7411";  // the host's own port space
+  auto coordinator_argv = [&] {
+    return lab.in_host(
+      0,
+      {sailor_bin(), "coordinator", "--planner", "even", "--listen", listen, "--cluster",
+       configs + "/clusters/local-2-zones.yaml", "--model", configs + "/models/tiny.yaml", "--job",
+       configs + "/jobs/tiny.yaml", "--quorum", "2", "--settle-s", "30", "--heartbeat-ms", "200",
+       "--heartbeat-timeout-ms", "10000", "--peer-timeout-s", "10", "--transport", transport,
+       "--train-dir", dir.path("train"), "--iterations", std::to_string(iterations),
+       "--exit-when-done", "--summary-json", dir.path("summary.json")},
+      lab_env());
+  };
+  auto first = std::make_unique<child>(coordinator_argv(), dir.path("c1.out"), dir.path("c1.err"));
+  std::vector<std::unique_ptr<child>> nodes;
+  for (int k = 0; k < 2; ++k) {
+    const std::string name = "node-" + std::to_string(k);
+    nodes.push_back(std::make_unique<child>(
+      lab.in_host(k + 1,
+                  {sailor_bin("sailor-node"), "--join", listen, "--zone", k % 2 ? "local-b" : "local-a",
+                   "--devices", "cpu:1", "--name", name, "--transport", transport, "--state-dir",
+                   "/tmp/state"},
+                  lab_env()),
+      dir.path(name + ".out"), dir.path(name + ".err")));
+  }
+  const bool trained = eventually(150s, [&] {
+    return first->out().find("iteration 5/" + std::to_string(iterations)) != std::string::npos;
+  });
+  INFO(first->out());
+  INFO(first->err());
+  REQUIRE(trained);
+  first->signal(SIGKILL);
+  REQUIRE(first->wait_exit(10s) == 128 + SIGKILL);
+  child second{coordinator_argv(), dir.path("c2.out"), dir.path("c2.err")};
+  const int code = second.wait_exit(150s);
+  const std::string out = second.out();
+  INFO(out);
+  INFO(second.err());
+  INFO(nodes[0]->err());
+  REQUIRE(code == 0);
+  CHECK(out.find("continuing the job of " + dir.path("train") + "/journal") != std::string::npos);
+  CHECK(out.find("plan v1:") == std::string::npos);  // its plans number on from the journal
+  std::smatch took_over;
+  REQUIRE(std::regex_search(out, took_over,
+                            std::regex{"took over after the coordinator restarted in ([0-9.]+) s: "
+                                       "state from ([a-z]+) \\([0-9]+ bytes\\), ([0-9]+) completed "
+                                       "iterations run again"}));
+  MESSAGE("over " << transport << " across hosts: " << took_over.str());
+  const auto summary = read_json(dir.path("summary.json"));
+  CHECK(summary["iterations_completed"] == iterations);
+  std::smatch batch;
+  REQUIRE(std::regex_search(out, batch, std::regex{R"(micro-batch ([0-9]+), global batch ([0-9]+))"}));
+  check_same_curve(summary["loss_curve"].get<std::vector<double>>(),
+                   single_rank_losses(std::stoi(batch[1]), std::stoi(batch[2]), iterations));
+  for (auto& node : nodes) {
+    const int node_code = node->wait_exit(40s);
+    CHECK((node_code == 0 || node_code == 1));
+  }
+}
+
 }  // namespace
+
+TEST_CASE("netns: a coordinator killed mid-training and started again on its train folder continues the job over UCX, the nodes on hosts of their own") {
+  restart_coordinator_across_namespaces("ucx");
+}
 
 TEST_CASE("netns: three nodes on separate hosts train over TCP, survive a kill, match one rank") {
   train_across_namespaces("tcp");

@@ -122,7 +122,11 @@ void add_record(journal_contents& c, const json& j) {
   } else if (kind == "validation") {
     c.initial_val_loss = j.at("val").get<double>();
   } else if (kind == "checkpoint") {
-    c.checkpoint_iterations = std::max(c.checkpoint_iterations, j.at("iterations").get<int>());
+    const int iterations = j.at("iterations").get<int>();
+    if (iterations >= c.checkpoint_iterations) {
+      c.checkpoint_iterations = iterations;
+      c.checkpoint_folder = j.at("folder").get<std::string>();
+    }
   } else {
     throw std::runtime_error("an unknown record '" + kind + "'");
   }
@@ -310,8 +314,9 @@ status job_journal::initial_validation(double val_loss) {
   return append(json{{"t", "validation"}, {"val", val_loss}}.dump(), false);
 }
 
-status job_journal::checkpoint(int iterations) {
-  return append(json{{"t", "checkpoint"}, {"iterations", iterations}}.dump(), false);
+status job_journal::checkpoint(int iterations, const std::string& folder) {
+  return append(json{{"t", "checkpoint"}, {"iterations", iterations}, {"folder", folder}}.dump(),
+                false);
 }
 
 }  // namespace sailor::actors

@@ -60,7 +60,7 @@ void write_sample(const std::string& path) {
       r.val_loss = 3.7;
     REQUIRE_FALSE((*j)->iteration(r));
   }
-  REQUIRE_FALSE((*j)->checkpoint(3));
+  REQUIRE_FALSE((*j)->checkpoint(3, "checkpoints/j/v1"));
   REQUIRE_FALSE((*j)->plan({2, 3, {"n1"}, "stages: []\n"}));
   recovery_record rec;
   rec.cause = "loss";
@@ -96,6 +96,7 @@ TEST_CASE("journal: what a coordinator wrote is read back, an iteration run agai
   REQUIRE(c->initial_val_loss);
   CHECK(*c->initial_val_loss == 4.5);
   CHECK(c->checkpoint_iterations == 3);
+  CHECK(c->checkpoint_folder == "checkpoints/j/v1");
   REQUIRE(c->recoveries.size() == 1);
   CHECK(c->recoveries[0].lost_iterations == 2);
   CHECK(c->recoveries[0].total_s == 1.25);

@@ -265,6 +265,8 @@ void tell_checkpoint_kept(supervisor* self) {
                             "any one stage; its writers keep it",
                             st.plan_version, newest);
   const checkpoint_kept kept{st.plan_version, newest, st.checkpoint_dir};
+  if (st.options.on_checkpoint_kept)
+    st.options.on_checkpoint_kept(kept);
   for (auto& [name, node] : st.nodes)
     if (!node.roles.empty())
       self->send(node.endpoint, kept);

@@ -108,8 +108,13 @@ int open_journal(training_settings& settings, const std::string& token,
   settings.journal_bound = std::make_shared<std::atomic<int>>(done);
   outcome.summary.continue_from(earlier);
   std::printf("sailor coordinator: continuing the job of %s: plan v%lld was its last, %d "
-              "iterations completed%s\n",
+              "iterations completed%s%s\n",
               path.c_str(), static_cast<long long>(resumed.plan_version), done,
+              earlier.checkpoint_iterations > 0
+                ? (", the nodes told to keep the checkpoint after iteration " +
+                   std::to_string(earlier.checkpoint_iterations) + " (" + earlier.checkpoint_folder + ")")
+                    .c_str()
+                : "",
               earlier.cut ? " (its last record was cut short and is dropped)" : "");
   std::fflush(stdout);
   return exit_done;
@@ -233,6 +238,10 @@ int setup_training(const coordinator_args& args, const coordinator_inputs& in,
     print_iteration(r, p);
     if (p.finished())
       finish(outcome, 1, exit_when_done);
+  };
+  supervisor.on_checkpoint_kept = [&outcome](const actors::checkpoint_kept& kept) {
+    if (outcome.journal)
+      journal_said(outcome.journal->checkpoint(kept.iterations, kept.folder));
   };
   supervisor.on_training_error = [&outcome, exit_when_done](const std::string& why) {
     std::printf("training failed: %s\n", why.c_str());

@@ -33,6 +33,11 @@ static std::map<std::string, std::string> config_entries(const ucx_options& opts
 }
 
 std::optional<sailor::error> ucx_core::start() {
+  // A listener started again on its port (a coordinator restarted with the same command)
+  // binds while the killed one's connections are in TIME_WAIT, as comm's TCP listener does.
+  // UCX reads its connection managers' options from the environment only (ucp_config_modify
+  // does not reach them); a value the user set is kept.
+  ::setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return failed("ucp_config_read: " + status_text(st));

@@ -8,7 +8,7 @@
 /// "plan" (each plan version with its nodes, the plan as YAML and where it resumes),
 /// "iteration" (each completed iteration: loss, validation loss, time, tokens),
 /// "recovery" (each recovery record), "validation" (the starting weights' validation loss),
-/// "checkpoint" (the newest checkpoint complete across stages that the nodes keep).
+/// "checkpoint" (each checkpoint the nodes were told to keep: it outlives any one stage).
 ///
 /// Durability: plan and recovery records are written and fsync'd before the coordinator acts
 /// on them; iterations are written as they complete (a killed process loses none of them)
@@ -57,7 +57,8 @@ struct journal_contents {
   std::vector<iteration_record> iterations;
   std::vector<recovery_record> recoveries;
   std::optional<double> initial_val_loss;
-  int checkpoint_iterations = 0;  ///< the newest complete checkpoint kept (0: none)
+  int checkpoint_iterations = 0;  ///< the newest checkpoint kept (0: none)
+  std::string checkpoint_folder;  ///< its folder (relative to the nodes' state folders)
   std::size_t records = 0;        ///< whole records read
   std::uintmax_t whole_bytes = 0; ///< the bytes of those records (the rest was cut short)
   bool cut = false;               ///< the file ended in a record cut short
@@ -89,7 +90,7 @@ public:
   status iteration(const iteration_record& r);
   status recovery(const recovery_record& r);  ///< fsync'd
   status initial_validation(double val_loss);
-  status checkpoint(int iterations);
+  status checkpoint(int iterations, const std::string& folder);
   /// Writes what is buffered and fsyncs.
   status sync();
   const std::string& path() const { return path_; }

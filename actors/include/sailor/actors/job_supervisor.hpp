@@ -165,6 +165,9 @@ struct supervisor_options {
   /// Called (in the supervisor) for each node admitted, with the actor its messages go to
   /// (its agent): `sailor coordinator` asks nodes to probe their links through it.
   std::function<void(const node_inventory&, const caf::actor&)> on_admitted;
+  /// Called (in the supervisor) when the plan's checkpoint that outlives any one stage
+  /// advances (the writers are told to keep it): the coordinator's journal records it.
+  std::function<void(const checkpoint_kept&)> on_checkpoint_kept;
   /// Set: this supervisor continues a job an earlier coordinator process ran (it was killed,
   /// or restarted). Its plans number on, its loss curve runs on, and the first plan's first
   /// iteration closes a recovery record of cause "coordinator_restart", counted from the
