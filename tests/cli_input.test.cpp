@@ -213,6 +213,59 @@ TEST_CASE("plan's bottleneck shows how its time adds up from the table") {
   }
 }
 
+// One zone of 16 V100s with `memory_gib` each, one per node (no TP to spread a layer over).
+std::string v100_pool(const temp_dir& dir, const std::string& memory_gib) {
+  return dir.write("v100-" + memory_gib + ".yaml",
+                   "name: v100-" + memory_gib + "\npricing: on_demand\ngpus:\n"
+                   "  - {name: V100-16, memory_gib: " + memory_gib + ", gpus_per_node: 1}\n"
+                   "zones:\n  - {name: us-east-2b, region: us-east-2, gpus: {V100-16: 16}}\n");
+}
+
+TEST_CASE("plan says which memory limit excluded the larger micro-batches, and never chooses one") {
+  temp_dir dir;
+  const std::string opt = " --model " + configs + "/models/opt-350m.yaml --job " + configs +
+                          "/jobs/max-throughput.yaml --cluster ";
+  // 8 GiB V100s: OPT-350M's head at micro-batch 8 (a 2048-token sequence, a 50272-word
+  // vocabulary) needs more than that, however the layers are split.
+  auto r = run_command(sailor_bin() + " plan" + opt + v100_pool(dir, "8"));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  std::smatch m;
+  REQUIRE(std::regex_search(r.out, m, std::regex{
+    R"(\nmicro-batch: sizes up to ([0-9]+) considered; ([0-9]+) and larger do not fit: layer [0-9]+ )"
+    R"(alone needs ([0-9.]+) GiB on V100-16 \(TP 1[^)]*\), which has 8\.00 GiB\n)"}));
+  const int largest = std::stoi(m[1]), excluded = std::stoi(m[2]);
+  CHECK(largest >= 1);
+  CHECK(excluded > largest);
+  CHECK(std::stod(m[3]) > 8.0);
+  std::smatch chosen;
+  REQUIRE(std::regex_search(r.out, chosen, std::regex{R"(plan: [0-9]+ stages?, micro-batch ([0-9]+),)"}));
+  CHECK(std::stoi(chosen[1]) <= largest);
+
+  // The same in --json.
+  auto j = run_command(sailor_bin() + " plan" + opt + v100_pool(dir, "8") + " --json");
+  REQUIRE(j.exit_code == 0);
+  const auto limit = nlohmann::json::parse(j.out)["micro_batch_limit"];
+  INFO(limit.dump());
+  CHECK(limit["largest_fitting"] == largest);
+  CHECK(limit["excluded"] == excluded);
+  CHECK(limit["gpu_type"] == "V100-16");
+  CHECK(limit["needed_bytes"].get<double>() > limit["available_bytes"].get<double>());
+  CHECK(limit["available_bytes"].get<double>() == doctest::Approx(8.0 * (1 << 30)));
+
+  // Sizes the job rules out itself, or sizes that fit, are not reported as excluded by memory.
+  for (const std::string& args : {v100_pool(dir, "8") + " --max-micro-batch " + std::to_string(largest),
+                                  v100_pool(dir, "16")}) {
+    auto fits = run_command(sailor_bin() + " plan" + opt + args);
+    INFO(args << ": " << fits.err);
+    REQUIRE(fits.exit_code == 0);
+    CHECK_FALSE(contains(fits.out, "micro-batch: sizes up to"));
+    auto fits_json = run_command(sailor_bin() + " plan" + opt + args + " --json");
+    REQUIRE(fits_json.exit_code == 0);
+    CHECK(nlohmann::json::parse(fits_json.out)["micro_batch_limit"].is_null());
+  }
+}
+
 TEST_CASE("simulate --trace names only tracks that hold events, sends included") {
   temp_dir dir;
   auto plan = dir.write("plan.yaml", tiny_plan("  - layers: {first: 0, count: 3}\n    replicas: [{gpu: CPU, zone: local-a, tp: 1}]\n"

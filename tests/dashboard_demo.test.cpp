@@ -15,11 +15,14 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -121,6 +124,41 @@ void check_curve(dashboard_client& web, json& metrics, std::int64_t newest_at_no
   CHECK(tail["points"].size() == 2);
 }
 
+// The newest iterations split by phase: every phase there and not negative, the medians over
+// the newest 20 iterations of the curve less each plan's first, their whole the median of
+// those iterations' measured time, and the phases adding up to about it (medians of the
+// phases need not add up to the median of their sums exactly).
+void check_phases(const json& metrics) {
+  const auto& phases = metrics["phases_s"];
+  INFO(phases.dump());
+  std::set<std::int64_t> firsts;
+  for (const auto& m : metrics["replans"])
+    firsts.insert(m["first_iteration"].get<std::int64_t>());
+  std::vector<double> measured;
+  for (const auto& p : metrics["points"]) {
+    const auto k = p["iteration"].get<std::int64_t>();
+    if (k > iterations - 1 - 20 && !firsts.count(k))
+      measured.push_back(p["measured_s"].get<double>());
+  }
+  std::sort(measured.begin(), measured.end());
+  REQUIRE(!measured.empty());
+  const std::size_t n = measured.size();
+  const double median = n % 2 ? measured[n / 2] : (measured[n / 2 - 1] + measured[n / 2]) / 2;
+  CHECK(phases["iterations"] == n);
+  CHECK(phases["iteration"].get<double>() == doctest::Approx(median));
+  double sum = 0;
+  for (const char* name : {"data", "forward_backward", "send_wait", "recv_wait", "all_reduce",
+                           "optimizer", "checkpoint", "bookkeeping"}) {
+    INFO(name);
+    REQUIRE(phases.contains(name));
+    CHECK(phases[name].get<double>() >= 0);
+    sum += phases[name].get<double>();
+  }
+  CHECK(phases["forward_backward"].get<double>() > 0);
+  CHECK(sum == doctest::Approx(median).epsilon(0.2));
+  MESSAGE("phases of the newest iterations (median s): " << phases.dump());
+}
+
 // The preemption and the re-plan in the event list.
 void check_events(dashboard_client& web) {
   auto events = web.json("/api/events");
@@ -180,6 +218,10 @@ void check_final_page(dashboard_client& web, const std::string& url,
   CHECK(std::regex_search(dom, std::regex{"data-kind=\"preempted\"><td>[^<]*</td>"
                                            "<td>preempted</td><td>node-2</td>"}));
   CHECK(dom.find("class=\"replan\"") != std::string::npos);
+  // The phase table: a row per phase, over the iterations the API's split is over.
+  const auto phases = web.json("/api/metrics?since=0")["phases_s"];
+  CHECK(dom_attribute(dom, "phases", "data-iterations") == phases["iterations"].dump());
+  CHECK(count_of(dom, "data-phase=\"") == 8);
   CHECK(count_of(dom, "class=\"zone\" data-zone=\"") == 2);
   CHECK(dom.find("class=\"node preempted state-preempted\" data-node=\"node-2\"") !=
         std::string::npos);
@@ -245,6 +287,7 @@ TEST_CASE("dashboard: during a demo with a preempted node, the API and the page 
   }));
   REQUIRE(running(demo));
   check_curve(web, metrics, newest_at_notice);
+  check_phases(metrics);
   check_events(web);
   check_prometheus(web);
   check_trace(web);

@@ -5,6 +5,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 #include <thread>
@@ -51,6 +52,8 @@ namespace {
 
 constexpr std::size_t max_points_per_request = 5000;
 constexpr std::int64_t trace_iterations = 5;
+// /api/metrics' phases_s: the medians of the newest this many iterations.
+constexpr std::int64_t phase_window = 20;
 
 // A request's path and query are percent-decoded bytes, any bytes: text quoted from them may
 // be invalid UTF-8, which JSON cannot hold. Such bytes are sent as U+FFFD rather than throw
@@ -121,7 +124,12 @@ void serve_metrics(const actors::status_board& board, const httplib::Request& re
       return send_error(res, 400, v.error().message);
     limit = *v;
   }
-  send_json(res, metrics_json(board.metrics(since, static_cast<std::size_t>(limit))));
+  const auto page = board.metrics(since, static_cast<std::size_t>(limit));
+  auto out = metrics_json(page);
+  // The split is of the newest iterations, whichever part of the curve was asked for.
+  const std::int64_t first_recent = std::max<std::int64_t>(0, page.newest - phase_window + 1);
+  out["phases_s"] = phases_json(board.metrics(first_recent, std::size_t{phase_window}));
+  send_json(res, out);
 }
 
 void add_routes(dashboard::impl& d) {

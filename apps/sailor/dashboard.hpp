@@ -7,7 +7,8 @@
 //   GET /                  the page (its script and style at /dashboard.js, /dashboard.css)
 //   GET /api/status        what `sailor status --json` prints
 //   GET /api/plan          the current plan (stages x replicas), its prediction and price
-//   GET /api/metrics?since=ITER[&limit=N]   the loss curve from iteration ITER, re-plan marks
+//   GET /api/metrics?since=ITER[&limit=N]   the loss curve from iteration ITER, re-plan marks,
+//                          and the newest iterations split by phase (phases_s)
 //   GET /api/events        joins, losses, preemptions, re-plans (reason, recovery time)
 //   GET /api/trace         the newest iterations' measured phases per rank, Chrome trace JSON
 //   GET /api/info          the cluster (zones, links, prices), the model, where this is bound

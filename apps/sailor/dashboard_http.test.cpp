@@ -275,3 +275,75 @@ TEST_CASE("dashboard: the requests of the issue, and malformed ones from a seede
   CHECK(after.status == 200);
   CHECK(json::parse(after.body)["phase"] == "collecting");
 }
+
+namespace {
+
+// An iteration whose forward and backward take 0.2 s + 1 ms per iteration index, the other
+// phases fixed, and 10 ms left over for bookkeeping.
+actors::iteration_record phased_iteration(std::int64_t iteration, double extra_s = 0) {
+  actors::iteration_record r;
+  r.iteration = iteration;
+  r.loss = 2.0;
+  r.data_s = 0.01;
+  r.compute_s = 0.2 + 0.001 * static_cast<double>(iteration) + extra_s;
+  r.send_wait_s = 0.02;
+  r.recv_wait_s = 0.03;
+  r.all_reduce_s = 0.04;
+  r.optimizer_s = 0.05;
+  r.checkpoint_s = 0;
+  r.measured_s = 0.15 + r.compute_s + 0.01;
+  r.tokens = 1024;
+  return r;
+}
+
+json get_json(int port, const std::string& path) {
+  const auto a = exchange(port, "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n", 5s);
+  REQUIRE(a.status == 200);
+  return json::parse(a.body);
+}
+
+}  // namespace
+
+TEST_CASE("dashboard: /api/metrics splits the newest iterations by phase, each plan's first "
+          "left out, whatever part of the curve was asked for") {
+  auto board = std::make_shared<actors::status_board>();
+  app::dashboard_options options;
+  options.board = board;
+  options.max_threads = 4;
+  auto started = app::dashboard::start(std::move(options));
+  REQUIRE(started);
+  const int port = (*started)->port();
+
+  // Before any iteration: the phases are there, all zero, over no iteration.
+  auto empty = get_json(port, "/api/metrics?since=0")["phases_s"];
+  CHECK(empty["iterations"] == 0);
+  CHECK(empty["iteration"].get<double>() == 0);
+
+  // Plan 1 for iterations 0..24, plan 2 from 25 on; each plan's first iteration is 3 s slower
+  // (warm-up), which the medians must not see.
+  for (std::int64_t k = 0; k < 30; ++k)
+    board->add_iteration(phased_iteration(k, k == 0 || k == 25 ? 3.0 : 0.0), k < 25 ? 1 : 2, 0.4);
+  for (const char* path : {"/api/metrics?since=0", "/api/metrics?since=28&limit=1"}) {
+    INFO(path);
+    const auto phases = get_json(port, path)["phases_s"];
+    INFO(phases.dump());
+    // The newest 20 (10..29) less plan 2's first: 19, whose middle is iteration 19.
+    CHECK(phases["iterations"] == 19);
+    CHECK(phases["forward_backward"].get<double>() == doctest::Approx(0.219));
+    CHECK(phases["data"].get<double>() == doctest::Approx(0.01));
+    CHECK(phases["send_wait"].get<double>() == doctest::Approx(0.02));
+    CHECK(phases["recv_wait"].get<double>() == doctest::Approx(0.03));
+    CHECK(phases["all_reduce"].get<double>() == doctest::Approx(0.04));
+    CHECK(phases["optimizer"].get<double>() == doctest::Approx(0.05));
+    CHECK(phases["checkpoint"].get<double>() == doctest::Approx(0.0));
+    CHECK(phases["bookkeeping"].get<double>() == doctest::Approx(0.01));
+    CHECK(phases["iteration"].get<double>() == doctest::Approx(0.379));
+    double sum = 0;
+    for (const char* name : {"data", "forward_backward", "send_wait", "recv_wait", "all_reduce",
+                             "optimizer", "checkpoint", "bookkeeping"}) {
+      CHECK(phases[name].get<double>() >= 0);
+      sum += phases[name].get<double>();
+    }
+    CHECK(sum == doctest::Approx(phases["iteration"].get<double>()));
+  }
+}

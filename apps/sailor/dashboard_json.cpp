@@ -4,6 +4,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <map>
+#include <set>
+
+#include "sailor/actors/iteration_phases.hpp"
 
 #include "status_json.hpp"
 
@@ -125,6 +128,22 @@ nlohmann::json metrics_json(const actors::status_board::metrics_page& page) {
       out["validation_loss"] = *p->record.val_loss;
       break;
     }
+  return out;
+}
+
+nlohmann::json phases_json(const actors::status_board::metrics_page& recent) {
+  std::vector<actors::iteration_record> records;
+  for (const auto& p : recent.points)
+    records.push_back(p.record);
+  std::set<std::int64_t> warm_up;
+  for (const auto& m : recent.plans)
+    warm_up.insert(m.first_iteration);
+  const auto split = actors::median_phases(records, warm_up);
+  json out = json::object();
+  for (const auto& [name, seconds] : split.phases)
+    out[name] = seconds;
+  out["iteration"] = split.iteration_s;
+  out["iterations"] = split.iterations;
   return out;
 }
 

@@ -23,8 +23,15 @@ nlohmann::json live_status_json(const actors::board_snapshot& s,
 nlohmann::json plan_json(const actors::board_snapshot& s, const config::cluster& cluster,
                          const config::model_shape& model);
 
-/// /api/metrics.
+/// /api/metrics (its phases_s is added by phases_json).
 nlohmann::json metrics_json(const actors::status_board::metrics_page& page);
+
+/// /api/metrics' `phases_s`: one iteration split by phase (data, forward_backward, send_wait,
+/// recv_wait, all_reduce, optimizer, checkpoint, bookkeeping) and its whole (`iteration`),
+/// medians in seconds over `recent`'s points, each the slowest rank's (actors::median_phases,
+/// as the run summary's `phases_s`), each plan's first iteration left out when others are
+/// there; `iterations` says how many the medians are over (0: none yet, every figure 0).
+nlohmann::json phases_json(const actors::status_board::metrics_page& recent);
 
 /// /api/events.
 nlohmann::json events_json(const std::vector<actors::board_event>& events);

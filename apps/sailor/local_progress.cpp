@@ -8,8 +8,8 @@
 #include "preemption.hpp"
 #include "recovery_summary.hpp"
 #include "run_summary.hpp"
+#include "sailor/actors/iteration_phases.hpp"
 #include "sailor/actors/placement.hpp"
-#include "sailor/simulator/correction.hpp"
 
 namespace sailor::app {
 
@@ -142,28 +142,10 @@ void local_progress::means(double& measured_s, double& tokens_per_s, int& counte
 }
 
 nlohmann::json local_progress::phases_json() const {
-  // Per phase, the median over the iterations the means count of the slowest rank's time;
-  // bookkeeping is what the phases leave of the iteration (reports, schedule, Python-free
-  // glue), per iteration before the median.
-  std::map<std::string, std::vector<double>> by_phase;
-  std::vector<double> measured;
-  for (const auto& r : records_) {
-    if (warm_up_.count(r.iteration) && records_.size() > warm_up_.size()) continue;
-    const std::pair<const char*, double> phases[] = {
-      {"data", r.data_s}, {"forward_backward", r.compute_s}, {"send_wait", r.send_wait_s},
-      {"recv_wait", r.recv_wait_s}, {"all_reduce", r.all_reduce_s},
-      {"optimizer", r.optimizer_s}, {"checkpoint", r.checkpoint_s}};
-    double sum = 0;
-    for (const auto& [name, s] : phases) {
-      by_phase[name].push_back(s);
-      sum += s;
-    }
-    by_phase["bookkeeping"].push_back(std::max(0.0, r.measured_s - sum));
-    measured.push_back(r.measured_s);
-  }
+  const auto split = actors::median_phases(records_, warm_up_);
   nlohmann::json j = nlohmann::json::object();
-  for (const auto& [name, v] : by_phase) j[name] = simulator::median_of(v);
-  j["iteration"] = simulator::median_of(measured);
+  for (const auto& [name, s] : split.phases) j[name] = s;
+  j["iteration"] = split.iteration_s;
   return j;
 }
 
@@ -197,9 +179,8 @@ void local_progress::print_summary(const std::string& command, double wall_s) co
   if (!records_.empty()) {
     const auto phases = phases_json();
     std::printf("  phases (median s)     ");
-    for (const char* name : {"data", "forward_backward", "send_wait", "recv_wait", "all_reduce",
-                             "optimizer", "checkpoint", "bookkeeping"})
-      std::printf(" %s %.4f", name, phases.value(name, 0.0));
+    for (const auto& name : actors::iteration_phase_names())
+      std::printf(" %s %.4f", name.c_str(), phases.value(name, 0.0));
     std::printf("\n");
   }
   std::printf("  re-plans               %d", plans_ > 0 ? plans_ - 1 : 0);

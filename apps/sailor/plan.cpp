@@ -26,6 +26,7 @@
 #include "sailor/actors/sailor_planning.hpp"
 #include "sailor/config/load.hpp"
 #include "sailor/config/sailor_format.hpp"
+#include "sailor/planner/micro_batch_limit.hpp"
 #include "sailor/planner/planner.hpp"
 #include "sailor/simulator/simulator.hpp"
 
@@ -90,6 +91,26 @@ void print_bottleneck(const planner::estimate& d) {
   } else {
     std::printf("bottleneck: %s, %.2f ms per iteration\n", b.what.c_str(), b.seconds * 1e3);
   }
+}
+
+// Which limit kept the larger micro-batch sizes out of the search (GiB, as memory is sold).
+std::string micro_batch_limit_line(const planner::micro_batch_limit& m) {
+  constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "micro-batch: sizes up to %d considered; %d and larger do not fit: layer %d alone "
+                "needs %.2f GiB on %s (TP %d%s), which has %.2f GiB",
+                m.largest_fitting, m.excluded, m.layer, m.needed_bytes / gib, m.gpu_type.c_str(),
+                m.tp, m.recompute ? ", recomputing" : "", m.available_bytes / gib);
+  return line;
+}
+
+json micro_batch_limit_json(const std::optional<planner::micro_batch_limit>& m) {
+  if (!m) return nullptr;
+  return {{"largest_fitting", m->largest_fitting}, {"excluded", m->excluded},
+          {"layer", m->layer},                     {"gpu_type", m->gpu_type},
+          {"tp", m->tp},                           {"recompute", m->recompute},
+          {"needed_bytes", m->needed_bytes},       {"available_bytes", m->available_bytes}};
 }
 
 void print_human(const planner::plan_result& r, const config::plan& p, double total_s) {
@@ -212,7 +233,8 @@ config::plan_origin origin_of(const plan_options& opt, const model_inputs& input
 }
 
 void print_json(const planner::plan_result& r, const config::plan& p, double total_s, bool closed_form,
-                const std::vector<std::string>& notes) {
+                const std::vector<std::string>& notes,
+                const std::optional<planner::micro_batch_limit>& limit) {
   const auto& e = *p.estimate;
   json j;
   j["search_time_s"] = total_s;
@@ -230,6 +252,7 @@ void print_json(const planner::plan_result& r, const config::plan& p, double tot
   j["configurations"] = r.configurations;
   j["dp_states"] = r.dp_states;
   j["notes"] = notes;
+  j["micro_batch_limit"] = micro_batch_limit_json(limit);  // null: no size excluded by memory
   j["plan"] = json::parse(config::to_sailor_plan_json(p));
   json stages = json::array();
   for (int s = 0; s < p.num_stages(); ++s) {
@@ -261,6 +284,8 @@ int run_plan(const plan_options& opt) {
   config::plan p = r->plan;
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto notes = actors::estimate_notes(prob, p);
+  auto limit = planner::micro_batch_memory_limit(prob);
+  if (!limit) return plan_failed(limit.error());
 
   if (!opt.out.empty()) {
     std::ofstream out(opt.out);
@@ -269,12 +294,13 @@ int run_plan(const plan_options& opt) {
     else out << config::to_yaml(p) << config::to_yaml(origin_of(opt, inputs));
   }
   if (opt.as_json) {
-    print_json(*r, p, total_s, opt.no_rerank_events, notes);
+    print_json(*r, p, total_s, opt.no_rerank_events, notes, *limit);
   } else {
     print_human(*r, p, total_s);
     std::printf("estimate from the %s (closed form: %.4f s per iteration)\n",
                 opt.no_rerank_events ? "closed form" : "event-driven simulation of the best candidates",
                 r->detail.iteration_time_s);
+    if (*limit) std::printf("%s\n", micro_batch_limit_line(**limit).c_str());
     for (const auto& n : notes) std::printf("note: %s\n", n.c_str());
     if (!opt.out.empty()) std::printf("written to %s\n", opt.out.c_str());
   }

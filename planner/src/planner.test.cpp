@@ -1,5 +1,6 @@
 #include "sailor/planner/planner.hpp"
 #include "sailor/config/load.hpp"
+#include "sailor/planner/micro_batch_limit.hpp"
 
 #include <cmath>
 
@@ -290,4 +291,32 @@ TEST_CASE("data-parallel degrees that differ by stage use GPUs a uniform degree 
   REQUIRE(e.ok());
   CHECK(e->iteration_time_s == doctest::Approx(y->plan.estimate->iteration_time_s));
   CHECK(e->fits_memory);
+}
+
+TEST_CASE("a micro-batch no GPU can hold is never chosen, and the limit that excluded it is named") {
+  // A100-40s only. As tiny_problem has them, every profiled micro-batch (1, 2, 4) fits.
+  auto roomy = tiny_problem(4, 4, 0, 0);
+  auto none = micro_batch_memory_limit(roomy);
+  REQUIRE(none.ok());
+  CHECK_FALSE(none->has_value());
+  // Activations of 10 GB per sequence per block at TP 4 (40 GB at TP 1): 2 sequences fit an
+  // A100-40 with a block's states, 4 do not, at any TP or recomputation.
+  auto tight = roomy;
+  for (auto& [tp, sizes] : tight.profile.sizes_by_tp)
+    for (auto& layer : sizes) layer.act_mem_floats = 10e9 / tp;
+  auto limit = micro_batch_memory_limit(tight);
+  REQUIRE(limit.ok());
+  REQUIRE(limit->has_value());
+  const auto& m = **limit;
+  MESSAGE("layer " << m.layer << " needs " << m.needed_bytes / 1e9 << " GB on " << m.gpu_type << " (TP " << m.tp
+                   << std::string{m.recompute ? ", recompute" : ""} << "), which has " << m.available_bytes / 1e9 << " GB");
+  CHECK(m.excluded == 4);
+  CHECK(m.largest_fitting == 2);
+  CHECK(m.gpu_type == "A100-40");
+  CHECK(m.needed_bytes > m.available_bytes);
+  // The search takes the largest size that fits here (fewer, larger micro-batches).
+  auto r = plan_job(tight);
+  REQUIRE(r.ok());
+  INFO(summary(r->plan));
+  CHECK(r->plan.micro_batch == 2);
 }

@@ -1,7 +1,11 @@
 'use strict';
 const POLL_MS = 500;
 const SVGNS = 'http://www.w3.org/2000/svg';
-const state = { info: null, points: [], curveId: null, replans: [], nodeZones: new Map() };
+const state = { info: null, points: [], curveId: null, replans: [], nodeZones: new Map(),
+  phases: null };
+// /api/metrics' phases_s, in the order an iteration runs them.
+const PHASES = ['data', 'forward_backward', 'send_wait', 'recv_wait', 'all_reduce', 'optimizer',
+  'checkpoint', 'bookkeeping'];
 const $ = (id) => document.getElementById(id);
 
 function el(tag, attrs, text) {
@@ -227,6 +231,7 @@ function renderTraining(status) {
     { cls: 'measured', dots: true, values: pts.map((p) => ({ x: p.iteration, y: p.tokens_per_s })) },
     { cls: 'predicted', values: steps(pts, (p) => p.tokens / p.predicted_s) }],
   marks);
+  renderPhases(state.phases);
   $('validation-note').textContent = val.length ? ''
     : 'No validation loss reported yet: it is drawn once iterations carry one.';
   if (!status.training) return;
@@ -258,6 +263,38 @@ function renderCheckpoint(c) {
   line.dataset.behind = c.behind_iterations;
 }
 
+// The newest iterations split by phase: medians of the slowest rank's, as a stacked bar and
+// a table (the phases' medians need not add up to the iteration's median exactly).
+function renderPhases(p) {
+  const table = $('phases');
+  const body = table.tBodies[0];
+  const bar = $('phases-bar');
+  body.replaceChildren();
+  bar.replaceChildren();
+  const n = p ? p.iterations : 0;
+  table.dataset.iterations = String(n);
+  if (!n) {
+    $('phases-note').textContent = '(no iterations yet)';
+    return;
+  }
+  const total = PHASES.reduce((sum, name) => sum + (p[name] || 0), 0) || 1;
+  for (const name of PHASES) {
+    const s = p[name] || 0;
+    const share = s / total;
+    const part = el('span', { class: 'phase-' + name, title: name + ' ' + fmt(s, 4) + ' s' });
+    part.style.width = (100 * share).toFixed(2) + '%';
+    bar.append(part);
+    const row = el('tr', { 'data-phase': name });
+    const swatch = el('td', { class: 'swatch phase-' + name });
+    row.append(el('td', {}, name.replace(/_/g, ' ')), el('td', {}, fmt(s, 4)),
+      el('td', {}, fmt(100 * share, 1) + '%'));
+    row.prepend(swatch);
+    body.append(row);
+  }
+  $('phases-note').textContent = '(median of the newest ' + n + (n === 1 ? ' iteration' :
+    ' iterations') + ', slowest rank: ' + fmt(p.iteration, 4) + ' s per iteration)';
+}
+
 function renderEvents(events) {
   const body = $('events').tBodies[0];
   body.replaceChildren();
@@ -282,6 +319,7 @@ async function fetchMetrics() {
   state.curveId = m.curve_id;
   state.points = state.points.concat(m.points);
   state.replans = m.replans;
+  state.phases = m.phases_s || null;
   return m;
 }
 
