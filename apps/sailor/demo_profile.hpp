@@ -38,7 +38,7 @@ struct profile_request {
   int threads = 1;
   /// Micro-batch sizes to measure besides the plan's (the search chooses among them); sizes
   /// the plan's global batch does not need are measured all the same.
-  std::vector<int> micro_batches;
+  std::vector<int> micro_batches = {};
 };
 
 /// The cache file of a device type's profile of a model under a build:
