@@ -247,7 +247,9 @@ void add_coordinator(CLI::App& app, command_set& commands) {
                   "train every plan; the coordinator's own folder for the job (nodes keep "
                   "their checkpoint shards in their own --state-dir and serve them to each "
                   "other; a re-plan resumes from the newest complete checkpoint the remaining "
-                  "nodes hold)");
+                  "nodes hold). Its journal (DIR/journal) keeps the job's plans, iterations and "
+                  "recoveries: a coordinator started again on DIR with the same token continues "
+                  "the job");
   sub->add_option("--summary-json", args->summary_json,
                   "with --train-dir: write the run's summary here at exit (the fields of "
                   "`sailor demo --summary-json`: iterations_completed, loss_curve, replans, "
