@@ -198,6 +198,12 @@ void admit(supervisor* self, const join_request& request) {
     refuse("a node named '" + inv.name + "' has already joined", refuse_reason::duplicate_node);
     return;
   }
+  if (st.options.refuse_unknown_plans && request.last_plan_version > st.plan_version) {
+    refuse("it ran plan v" + std::to_string(request.last_plan_version) + ", which this job never "
+           "issued (its journal's newest is v" + std::to_string(st.plan_version) + "): it comes "
+           "from another job, or from a coordinator whose journal is not this one");
+    return;
+  }
   if (inv.devices.empty()) {
     refuse("the node has no devices");
     return;

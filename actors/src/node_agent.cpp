@@ -214,7 +214,7 @@ node_agent_actor::behavior_type node_agent(agent* self, node_agent_options optio
   return {
     [self](start_atom) {
       auto& st = self->state;
-      self->send(st.options.supervisor, join_request{protocol_version, st.options.inventory});
+      self->send(st.options.supervisor, join_request{protocol_version, st.options.inventory, st.options.last_plan_version});
     },
     [self](const join_accepted& x) {
       auto& st = self->state;

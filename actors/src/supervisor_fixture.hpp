@@ -112,9 +112,11 @@ struct deterministic : sailor::actors::testing::deterministic_system {
 
   std::shared_ptr<fake_log> join(const std::string& name, const std::string& zone, int devices = 2,
                                  std::uint16_t version = protocol_version, bool silent = false,
-                                 const std::string& device_kind = "cpu") {
+                                 const std::string& device_kind = "cpu",
+                                 std::int64_t last_plan_version = 0) {
     join_request request;
     request.version = version;
+    request.last_plan_version = last_plan_version;
     request.inventory = node_inventory{name, zone, "CPU", "host", {}};
     request.inventory.address = name + ":7000";
     for (int k = 0; k < devices; ++k)

@@ -65,3 +65,26 @@ TEST_CASE_FIXTURE(training_run, "supervisor: a journal with no plan yet starts t
   CHECK(state().training.completed_count() == 1);
   CHECK(recoveries->empty());
 }
+
+TEST_CASE_FIXTURE(training_run, "supervisor: a node that claims a plan version the journal never issued is refused and logged") {
+  auto o = training(false, 4);
+  resumed_job job;
+  job.plan_version = 3;
+  o.resumed = job;
+  o.refuse_unknown_plans = true;
+  o.quorum = 2;
+  start(o);
+  auto stranger = join("n9", "a", 2, protocol_version, false, "cpu", 9);
+  CHECK(stranger->refused);
+  CHECK(stranger->refusal.find("ran plan v9, which this job never issued (its journal's newest is v3)") !=
+        std::string::npos);
+  CHECK(has_event("refused node 'n9': it ran plan v9, which this job never issued (its journal's newest is v3): "
+                  "it comes from another job, or from a coordinator whose journal is not this one"));
+  CHECK(state().nodes.count("n9") == 0);
+  // The nodes of the job's own plans are taken back, and the next plan is v4.
+  auto n1 = join("n1", "a", 2, protocol_version, false, "cpu", 3);
+  auto n2 = join("n2", "b", 2, protocol_version, false, "cpu", 0);
+  CHECK_FALSE(n1->refused);
+  CHECK_FALSE(n2->refused);
+  CHECK(state().plan_version == 4);
+}

@@ -1,6 +1,7 @@
 // sailor-node's sessions with its coordinator (node_sessions.hpp).
 #include "node_sessions.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <utility>
 
@@ -96,12 +97,14 @@ std::vector<std::string> offered_state(const session_context& ctx) {
 // is followed by a new join, with the checkpoint shards the node holds by then.
 int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& stop) {
   bool lost_coordinator = false;  // its connection dropped: it is waited for --coordinator-grace
+  std::int64_t last_plan = 0;     // the newest plan version its ranks were given, told at a join
   for (;;) {
     auto options = ctx.options;
     // An outcome of this session's own: the copy would share the last session's.
     options.outcome = std::make_shared<actors::agent_outcome>();
 #ifdef SAILOR_WITH_TRAIN
     options.inventory.checkpoints = offered_state(ctx);
+    options.last_plan_version = last_plan;
     // Real training: each stage role becomes a rank of the executor on its own thread.
     train::node_training_options training;
     training.node_name = options.inventory.name;
@@ -171,6 +174,7 @@ int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& st
     // Its ranks stop (at their next iteration, or when a peer wait times out) before the next
     // join: what their writers still write and prune would change the shards it offers.
     trainer->stop();
+    last_plan = std::max(last_plan, trainer->plan_version());
 #endif
     if (again) {
       lost_coordinator = outcome.how == kind::coordinator_lost;

@@ -97,6 +97,7 @@ int open_journal(training_settings& settings, const std::string& token,
     return exit_bad_input;
   }
   outcome.journal = std::move(*journal);
+  supervisor.refuse_unknown_plans = true;
   if (earlier.plan_version() <= 0)
     return exit_done;
   actors::resumed_job resumed;

@@ -34,6 +34,7 @@ struct NodeInventory {
 struct JoinRequest {
   version @0 :UInt16;
   inventory @1 :NodeInventory;
+  lastPlanVersion @2 :Int64;  # the newest plan version the node's ranks ran (0: none)
 }
 
 struct JoinAccepted {

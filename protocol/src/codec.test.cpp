@@ -152,7 +152,7 @@ train_report sample_report() {
 
 // Every message, each field set to a value other than its default.
 std::vector<message> every_message() {
-  return {join_request{protocol_version, sample_inventory()},
+  return {join_request{protocol_version, sample_inventory(), 7},
           join_accepted{"n1", "zone:a", 500, 4000},
           join_refused{"unknown zone 'x'", refuse_reason::unknown_zone},
           heartbeat{"n1", 42},

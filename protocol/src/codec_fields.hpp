@@ -100,7 +100,7 @@ void fields(auto& f, like<node_inventory> auto& v) {
 }
 
 void fields(auto& f, like<join_request> auto& v) {
-  f("version", v.version)("inventory", v.inventory);
+  f("version", v.version)("inventory", v.inventory)("lastPlanVersion", v.last_plan_version);
 }
 
 void fields(auto& f, like<join_accepted> auto& v) {

@@ -507,6 +507,8 @@ void node_trainer::leaving() { impl_->leaving = true; }
 
 bool node_trainer::finished_job() const { return impl_->finished_job; }
 
+std::int64_t node_trainer::plan_version() const { return impl_->current; }
+
 node_trainer::~node_trainer() { stop(); }
 
 void node_trainer::set_agent(caf::actor agent, std::shared_ptr<actors::rendezvous_client> store) {

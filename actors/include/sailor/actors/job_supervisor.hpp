@@ -168,6 +168,10 @@ struct supervisor_options {
   /// Called (in the supervisor) when the plan's checkpoint that outlives any one stage
   /// advances (the writers are told to keep it): the coordinator's journal records it.
   std::function<void(const checkpoint_kept&)> on_checkpoint_kept;
+  /// Refuse a node whose join claims a plan version this supervisor (with what it took over
+  /// in `resumed`) never issued: the coordinator keeps a journal, so every plan version of
+  /// the job is known, and such a node ran another job or another coordinator's plan.
+  bool refuse_unknown_plans = false;
   /// Set: this supervisor continues a job an earlier coordinator process ran (it was killed,
   /// or restarted). Its plans number on, its loss curve runs on, and the first plan's first
   /// iteration closes a recovery record of cause "coordinator_restart", counted from the

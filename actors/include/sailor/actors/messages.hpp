@@ -125,7 +125,7 @@ namespace sailor::protocol {
 SAILOR_INSPECT(device_info, x.index, x.kind, x.memory_bytes)
 SAILOR_INSPECT(node_inventory, x.name, x.zone, x.gpu_type, x.host, x.devices, x.address,
                x.checkpoints)
-SAILOR_INSPECT(join_request, x.version, x.inventory)
+SAILOR_INSPECT(join_request, x.version, x.inventory, x.last_plan_version)
 SAILOR_INSPECT(join_accepted, x.node, x.zone_actor, x.heartbeat_interval_ms, x.heartbeat_timeout_ms)
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_refused& x) {

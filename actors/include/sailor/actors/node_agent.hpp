@@ -54,6 +54,8 @@ struct agent_outcome {
 
 struct node_agent_options {
   node_inventory inventory;
+  /// The newest plan version this node's ranks ran (join_request::last_plan_version).
+  std::int64_t last_plan_version = 0;
   /// Usually a bridge proxy of the coordinator's "supervisor".
   supervisor_node_port supervisor;
   /// Resolves a named actor of the coordinator (the zone coordinator for heartbeats).

@@ -100,6 +100,8 @@ public:
   /// Whether a rank of this node completed the last iteration of its job (every rank of a
   /// plan completes an iteration together): the job's training is done.
   bool finished_job() const;
+  /// The newest plan version this node's ranks were given (0: none).
+  std::int64_t plan_version() const;
   /// Releases every rank as above and joins their threads: bounded, also when a rank was
   /// blocked on a peer that is gone.
   void stop();

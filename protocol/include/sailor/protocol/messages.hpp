@@ -60,6 +60,10 @@ struct node_inventory {
 struct join_request {
   std::uint16_t version = protocol_version;
   node_inventory inventory;
+  /// The newest plan version this node's ranks ran, under any coordinator of the job (0:
+  /// none): a coordinator that continues the job from its journal refuses a node that claims
+  /// a version it never issued.
+  std::int64_t last_plan_version = 0;
   bool operator==(const join_request&) const = default;
 };
 
