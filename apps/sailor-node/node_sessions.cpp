@@ -161,20 +161,18 @@ int run_sessions(caf::actor_system& system, session_context& ctx, stop_watch& st
     bool again = (outcome.how == kind::coordinator_lost || outcome.how == kind::declared_lost) &&
                  !stop.stopped();
 #ifdef SAILOR_WITH_TRAIN
+    // Its ranks stop (at their next iteration, or when a peer wait times out) before the next
+    // join: what their writers still write and prune would change the shards it offers. A
+    // rank that completed the job's last iteration finishes its last checkpoint first.
+    trainer->stop();
+    last_plan = std::max(last_plan, trainer->plan_version());
     // The coordinator went away as the job ended (its notice did not reach this node): the
     // job's last iteration is done here, there is nothing to wait for.
     if (again && outcome.how == kind::coordinator_lost && trainer->finished_job()) {
       log::get("actors")->info("[node {}] lost the coordinator after its ranks completed the job's "
                                "last iteration: the job finished", options.inventory.name);
-      trainer->stop();
       return 0;
     }
-#endif
-#ifdef SAILOR_WITH_TRAIN
-    // Its ranks stop (at their next iteration, or when a peer wait times out) before the next
-    // join: what their writers still write and prune would change the shards it offers.
-    trainer->stop();
-    last_plan = std::max(last_plan, trainer->plan_version());
 #endif
     if (again) {
       lost_coordinator = outcome.how == kind::coordinator_lost;
