@@ -15,6 +15,7 @@
 
 #include "checkpoint_format.hpp"
 #include "checkpoint_io.hpp"
+#include "shape_text.hpp"
 
 namespace sailor::train::detail {
 namespace {
@@ -139,12 +140,6 @@ std::vector<std::int64_t> full_shape(std::vector<std::int64_t> shape, int dim, s
 // Whether every element of `t` is finite: a restore takes no NaN or infinity into training.
 bool only_finite_values(const torch::Tensor& t) {
   return t.numel() == 0 || torch::isfinite(t).all().item<bool>();
-}
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 }  // namespace

@@ -1,23 +1,15 @@
 #include "hf_import.hpp"
 
 #include <algorithm>
-#include <sstream>
 #include <vector>
 
 #include <torch/torch.h>
 
 #include "hf_names.hpp"
+#include "shape_text.hpp"
 
 namespace sailor::train::detail {
 namespace {
-
-std::string dims_text(const std::vector<std::int64_t>& shape) {
-  std::ostringstream out;
-  out << "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
-  out << "]";
-  return out.str();
-}
 
 // The tensor as fp32, in the file's shape.
 result<torch::Tensor> read_float(const safetensors_set& set, const stored_tensor& t) {
@@ -38,8 +30,8 @@ result<torch::Tensor> our_layout(const stored_tensor& t, torch::Tensor full, con
                                  const std::vector<std::int64_t>& want, const std::string& ours,
                                  const std::string& model) {
   auto shape_error = [&](const std::string& got) {
-    return error::invalid_input(t.file, t.name, "shape " + dims_text(t.shape) + " there (" + got + " as " + ours +
-                                                  "), expected " + dims_text(want) + " for model " + model);
+    return error::invalid_input(t.file, t.name, "shape " + shape_text(t.shape) + " there (" + got + " as " + ours +
+                                                  "), expected " + shape_text(want) + " for model " + model);
   };
   if (src.transpose) {
     if (full.dim() != 2) return shape_error("not a matrix");
@@ -56,7 +48,7 @@ result<torch::Tensor> our_layout(const stored_tensor& t, torch::Tensor full, con
     else if (src.row_rule == hf_source::rows::at_most_ours) fits = got[d] <= want[d];
     else fits = got[d] >= want[d];
   }
-  if (!fits) return shape_error(dims_text(got));
+  if (!fits) return shape_error(shape_text(got));
   return full;
 }
 
