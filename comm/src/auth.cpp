@@ -111,6 +111,21 @@ bool is_printable_utf8(std::string_view text) {
   return true;
 }
 
+namespace {
+
+// `n` bytes as lowercase hex digits, two a byte.
+std::string hex_text(const std::byte* p, std::size_t n) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) {
+    out.push_back(hex[static_cast<unsigned>(p[i]) >> 4]);
+    out.push_back(hex[static_cast<unsigned>(p[i]) & 15]);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string token_digest(std::string_view token) {
   if (token.empty())
     return {};
@@ -121,24 +136,12 @@ std::string token_digest(std::string_view token) {
   unsigned int len = 0;
   if (EVP_Digest(text.data(), text.size(), md, &len, EVP_sha256(), nullptr) != 1)
     throw std::runtime_error("SHA-256 failed");
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string out = "sha256:";
-  for (unsigned i = 0; i < len; ++i) {
-    out.push_back(hex[md[i] >> 4]);
-    out.push_back(hex[md[i] & 15]);
-  }
-  return out;
+  return "sha256:" + hex_text(reinterpret_cast<const std::byte*>(md), len);
 }
 
 std::string generate_job_token() {
-  auto bytes = detail::random_nonce();
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string out;
-  for (auto b : bytes) {
-    out.push_back(hex[static_cast<unsigned>(b) >> 4]);
-    out.push_back(hex[static_cast<unsigned>(b) & 15]);
-  }
-  return out;
+  const auto bytes = detail::random_nonce();
+  return hex_text(bytes.data(), bytes.size());
 }
 
 }  // namespace sailor::comm
