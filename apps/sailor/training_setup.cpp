@@ -187,6 +187,7 @@ void fill_job_settings(actors::training_job& tj, const config::job& job) {
     tj.data.path = node_path(job.data->path);
   }
   tj.init_from = job.init_from.empty() ? std::string{} : node_path(job.init_from);
+  tj.outer = job.data_parallel;
 }
 
 bool fill_training_job(actors::training_job& tj, const training_settings& s,

@@ -45,6 +45,19 @@ inline constexpr enum_name<data_format> data_format_names[] = {
   {data_format::tokens_u32, "tokens-u32"},
 };
 
+inline constexpr enum_name<across_regions_mode> across_regions_names[] = {
+  {across_regions_mode::sync, "sync"},
+  {across_regions_mode::diloco, "diloco"},
+};
+inline constexpr enum_name<outer_optimizer_kind> outer_optimizer_names[] = {
+  {outer_optimizer_kind::nesterov, "nesterov"},
+  {outer_optimizer_kind::sgd, "sgd"},
+};
+inline constexpr enum_name<delta_compression> compression_names[] = {
+  {delta_compression::none, "none"},
+  {delta_compression::int8, "int8"},
+};
+
 /// The name of `value` ("?" for a value outside the table).
 template <class E, std::size_t N>
 const char* name_in(const enum_name<E> (&table)[N], E value) {

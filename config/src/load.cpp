@@ -396,6 +396,51 @@ data_source read_data(const yaml_reader& r, const YAML::Node& d) {
   return out;
 }
 
+// The data_parallel: block (job.hpp's data_parallel_options).
+data_parallel_options read_data_parallel(const yaml_reader& r, const YAML::Node& d) {
+  const std::string path = "data_parallel";
+  r.expect_map(d, path);
+  r.only_keys(d, path, {"across_regions", "inner_steps", "outer_optimizer", "outer_lr", "outer_momentum",
+                        "compression", "fragments", "overlap_steps"});
+  data_parallel_options o;
+  if (auto v = r.opt_enum(d, path, "across_regions", detail::across_regions_names)) o.across_regions = *v;
+  if (auto v = r.opt_int(d, path, "inner_steps")) {
+    if (*v < 1) r.fail(d["inner_steps"], join_path(path, "inner_steps"),
+                       "expected a positive number of iterations between the regions' exchanges");
+    o.inner_steps = static_cast<int>(*v);
+  }
+  if (auto v = r.opt_enum(d, path, "outer_optimizer", detail::outer_optimizer_names)) o.outer_optimizer = *v;
+  if (auto v = r.opt_double(d, path, "outer_lr")) {
+    if (!(*v > 0)) r.fail(d["outer_lr"], join_path(path, "outer_lr"), "expected a positive learning rate");
+    o.outer_lr = *v;
+  }
+  if (auto v = r.opt_double(d, path, "outer_momentum")) {
+    if (!(*v >= 0 && *v < 1)) r.fail(d["outer_momentum"], join_path(path, "outer_momentum"), "expected a number in [0, 1)");
+    o.outer_momentum = *v;
+  }
+  if (auto v = r.opt_enum(d, path, "compression", detail::compression_names)) o.compression = *v;
+  if (auto v = r.opt_int(d, path, "fragments")) {
+    if (*v < 1) r.fail(d["fragments"], join_path(path, "fragments"), "expected a positive number of fragments");
+    o.fragments = static_cast<int>(*v);
+  }
+  if (auto v = r.opt_int(d, path, "overlap_steps")) {
+    if (*v < 0) r.fail(d["overlap_steps"], join_path(path, "overlap_steps"), "expected a non-negative number of iterations");
+    o.overlap_steps = static_cast<int>(*v);
+  }
+  const bool diloco_only = d["inner_steps"] || d["outer_optimizer"] || d["outer_lr"] || d["outer_momentum"] ||
+                           d["compression"] || d["fragments"] || d["overlap_steps"];
+  if (o.across_regions == across_regions_mode::sync && diloco_only)
+    r.fail(d, path, "inner_steps, the outer optimizer, compression, fragments and overlap_steps are DiLoCo's: "
+                    "set across_regions: diloco");
+  if (o.inner_steps > 0 && o.fragments > o.inner_steps)
+    r.fail(d["fragments"], join_path(path, "fragments"), "at most inner_steps (" + std::to_string(o.inner_steps) +
+                                                             "): each fragment is exchanged once every inner_steps iterations");
+  if (o.inner_steps > 0 && o.overlap_steps >= o.inner_steps)
+    r.fail(d["overlap_steps"], join_path(path, "overlap_steps"),
+           "must be less than inner_steps (" + std::to_string(o.inner_steps) + ")");
+  return o;
+}
+
 }  // namespace
 
 result<job> load_job(const std::string& path) {
@@ -405,7 +450,8 @@ result<job> load_job(const std::string& path) {
     r.only_keys(root, "", {"global_batch", "objective", "constraints", "optimizer", "mixed_precision",
                            "allow_recompute", "max_micro_batch", "seed", "iterations", "data",
                            "eval_every", "eval_batches", "init_from", "lr", "min_lr", "warmup_iterations",
-                           "decay_iterations", "betas", "weight_decay", "grad_clip"});
+                           "decay_iterations", "betas", "weight_decay", "grad_clip", "data_parallel",
+                           "allow_local_sgd"});
     job j;
     j.global_batch = static_cast<int>(r.req_count(root, "", "global_batch", true));
     if (auto o = r.opt_string(root, "", "objective")) {
@@ -451,6 +497,8 @@ result<job> load_job(const std::string& path) {
       if (v->empty()) r.fail(root["init_from"], "init_from", "expected a .safetensors file or a folder holding one");
       j.init_from = *v;
     }
+    if (YAML::Node d = root["data_parallel"]; d.IsDefined() && !d.IsNull()) j.data_parallel = read_data_parallel(r, d);
+    j.allow_local_sgd = r.opt_bool(root, "", "allow_local_sgd").value_or(false);
     if (j.eval_every > 0 && !j.data)
       r.fail(root["eval_every"], "eval_every", "a validation loss needs a data: block to hold out from");
     return j;

@@ -21,11 +21,33 @@ using detail::yaml_reader;
 
 namespace {
 
+local_sgd_plan read_local_sgd(const yaml_reader& r, const YAML::Node& l) {
+  r.expect_map(l, "local_sgd");
+  r.only_keys(l, "local_sgd", {"inner_steps", "regions"});
+  local_sgd_plan out;
+  out.inner_steps = static_cast<int>(r.req_count(l, "local_sgd", "inner_steps", true));
+  YAML::Node regions = r.required(l, "local_sgd", "regions");
+  r.expect_sequence(regions, "local_sgd.regions");
+  for (std::size_t i = 0; i < regions.size(); ++i) {
+    const std::string path = index_path("local_sgd.regions", i);
+    r.expect_map(regions[i], path);
+    r.only_keys(regions[i], path, {"name", "zones"});
+    local_sgd_plan::region region;
+    region.name = r.req_string(regions[i], path, "name");
+    YAML::Node zones = r.required(regions[i], path, "zones");
+    r.expect_sequence(zones, join_path(path, "zones"));
+    for (std::size_t k = 0; k < zones.size(); ++k)
+      region.zones.push_back(r.get_string(zones[k], index_path(join_path(path, "zones"), k)));
+    out.regions.push_back(std::move(region));
+  }
+  return out;
+}
+
 result<plan> load_plan_impl(const std::string& path, const model_shape* model) {
   return guarded<plan>([&] {
     yaml_reader r(path);
     YAML::Node root = r.parse();
-    r.only_keys(root, "", {"micro_batch", "global_batch", "stages", "estimate", "made_for"});
+    r.only_keys(root, "", {"micro_batch", "global_batch", "stages", "estimate", "made_for", "local_sgd"});
     plan p;
     p.micro_batch = static_cast<int>(r.req_count(root, "", "micro_batch", true));
     p.global_batch = static_cast<int>(r.req_count(root, "", "global_batch", true));
@@ -85,6 +107,7 @@ result<plan> load_plan_impl(const std::string& path, const model_shape* model) {
       est.peak_memory_bytes = r.opt_double(e, "estimate", "peak_memory_bytes").value_or(0);
       p.estimate = est;
     }
+    if (YAML::Node l = root["local_sgd"]; l.IsDefined() && !l.IsNull()) p.local_sgd = read_local_sgd(r, l);
     status bad = model ? validate_plan(p, *model, nullptr, path) : validate_plan(p, model_shape{}, nullptr, path);
     if (bad) {
       // Point at the stage the error is about, when it names one.
@@ -108,6 +131,56 @@ result<plan> load_plan(const std::string& path, const model_shape& model) {
 }
 
 result<plan> load_plan(const std::string& path) { return load_plan_impl(path, nullptr); }
+
+namespace {
+
+// DiLoCo's regions: two or more, each zone in one, every replica's zone in one, and every
+// micro-batch's path (replica m % replicas of each stage, train/schedule.hpp) inside one.
+status validate_local_sgd(const plan& p, const std::string& file) {
+  const auto& l = *p.local_sgd;
+  if (l.inner_steps < 1)
+    return error::invalid_input(file, "local_sgd.inner_steps", "expected a positive number of iterations");
+  if (l.regions.size() < 2)
+    return error::invalid_input(file, "local_sgd.regions",
+                                "DiLoCo joins two or more regions; this plan has " + std::to_string(l.regions.size()) +
+                                    " (a plan inside one region synchronises every iteration)");
+  std::set<std::string> seen;
+  for (std::size_t i = 0; i < l.regions.size(); ++i) {
+    const std::string path = index_path("local_sgd.regions", i);
+    if (l.regions[i].zones.empty()) return error::invalid_input(file, path + ".zones", "a region needs a zone");
+    for (const auto& z : l.regions[i].zones)
+      if (!seen.insert(z).second)
+        return error::invalid_input(file, path + ".zones", "zone '" + z + "' is in two regions");
+  }
+  std::vector<int> used(l.regions.size(), 0);
+  for (std::size_t i = 0; i < p.stages.size(); ++i)
+    for (std::size_t k = 0; k < p.stages[i].replicas.size(); ++k)
+      if (l.region_of(p.stages[i].replicas[k].zone) < 0)
+        return error::invalid_input(file, index_path(index_path("stages", i) + ".replicas", k) + ".zone",
+                                    "zone '" + p.stages[i].replicas[k].zone + "' is in no region of local_sgd");
+  const int micro_batches = p.global_batch / p.micro_batch;
+  for (int m = 0; m < micro_batches; ++m) {
+    int region = -1;
+    for (std::size_t i = 0; i < p.stages.size(); ++i) {
+      const auto& reps = p.stages[i].replicas;
+      const int here = l.region_of(reps[m % reps.size()].zone);
+      if (region >= 0 && here != region)
+        return error::invalid_input(file, "local_sgd.regions",
+                                    "micro-batch " + std::to_string(m) + " passes from region '" + l.regions[region].name +
+                                        "' to '" + l.regions[here].name + "' at stage " + std::to_string(i) +
+                                        ": under DiLoCo every pipeline stays inside its region");
+      region = here;
+    }
+    ++used[region];
+  }
+  for (std::size_t i = 0; i < used.size(); ++i)
+    if (used[i] == 0)
+      return error::invalid_input(file, index_path("local_sgd.regions", i),
+                                  "region '" + l.regions[i].name + "' trains no micro-batch of the plan");
+  return {};
+}
+
+}  // namespace
 
 status validate_plan(const plan& p, const model_shape& model, const cluster* c, const std::string& file) {
   if (p.micro_batch <= 0) return error::invalid_input(file, "micro_batch", "expected a positive integer");
@@ -168,6 +241,8 @@ status validate_plan(const plan& p, const model_shape& model, const cluster* c, 
       }
     }
   }
+  if (p.local_sgd)
+    if (auto bad = validate_local_sgd(p, file)) return bad;
   if (check_model && expected_first != model.num_all_layers()) {
     if (expected_first < model.num_all_layers())
       return error::invalid_input(file, "stages", "layers " + std::to_string(expected_first) + ".." + std::to_string(model.num_all_layers() - 1) +
@@ -204,6 +279,15 @@ std::string to_yaml(const plan& p) {
     out << YAML::EndSeq << YAML::EndMap;
   }
   out << YAML::EndSeq;
+  if (p.local_sgd) {
+    out << YAML::Key << "local_sgd" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "inner_steps" << YAML::Value << p.local_sgd->inner_steps;
+    out << YAML::Key << "regions" << YAML::Value << YAML::BeginSeq;
+    for (const auto& region : p.local_sgd->regions)
+      out << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << region.name
+          << YAML::Key << "zones" << YAML::Value << YAML::Flow << region.zones << YAML::EndMap;
+    out << YAML::EndSeq << YAML::EndMap;
+  }
   if (p.estimate) {
     const auto& e = *p.estimate;
     out << YAML::Key << "estimate" << YAML::Value << YAML::BeginMap

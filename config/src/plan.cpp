@@ -11,6 +11,13 @@ int plan::micro_batches_per_replica(int stage) const {
   return std::max(1, per_replica / std::max(1, micro_batch));
 }
 
+int local_sgd_plan::region_of(const std::string& zone) const {
+  for (std::size_t i = 0; i < regions.size(); ++i)
+    if (std::find(regions[i].zones.begin(), regions[i].zones.end(), zone) != regions[i].zones.end())
+      return static_cast<int>(i);
+  return -1;
+}
+
 int plan::total_gpus() const {
   int n = 0;
   for (const auto& s : stages)

@@ -84,12 +84,25 @@ struct PlanEstimate {
   peakMemoryBytes @4 :Float64;
 }
 
+# DiLoCo across regions (config::local_sgd_plan).
+struct LocalSgdRegion {
+  name @0 :Text;
+  zones @1 :List(Text);
+}
+
+struct LocalSgd {
+  innerSteps @0 :Int32;
+  regions @1 :List(LocalSgdRegion);
+}
+
 struct Plan {
   microBatch @0 :Int32;
   globalBatch @1 :Int32;
   stages @2 :List(StagePlan);
   hasEstimate @3 :Bool;
   estimate @4 :PlanEstimate;
+  hasLocalSgd @5 :Bool;
+  localSgd @6 :LocalSgd;
 }
 
 # One device's share of one replica of one stage. Inside a RoleAssignment only the place
@@ -231,6 +244,20 @@ struct DataSource {
 
 enum TokenizerKind { characters @0; gpt2Bpe @1; sentencepiece @2; }
 
+enum OuterOptimizer { nesterov @0; sgd @1; }
+enum DeltaCompression { none @0; int8 @1; }
+
+# DiLoCo's outer optimizer (config::data_parallel_options); its inner steps and regions are
+# the plan's.
+struct OuterOptions {
+  optimizer @0 :OuterOptimizer;
+  lr @1 :Float64 = 0.7;
+  momentum @2 :Float64 = 0.9;
+  compression @3 :DeltaCompression;
+  fragments @4 :Int32 = 1;
+  overlapSteps @5 :Int32 = 1;
+}
+
 # What every rank of a plan trains. Its plan is the one in the RoleAssignment of the same
 # planVersion, which follows it on the same connection.
 struct TrainingJob {
@@ -264,6 +291,7 @@ struct TrainingJob {
   peerAddresses @27 :List(Text);
   keepCheckpointDirs @28 :List(Text);
   initFrom @29 :Text;         # a Hugging Face checkpoint the ranks start from (empty: none)
+  outer @30 :OuterOptions;    # DiLoCo's outer optimizer (used when the plan has localSgd)
 }
 
 struct TrainReport {

@@ -29,6 +29,8 @@ config::plan sample_plan() {
                        config::replica{"V100-16", "us-west1-b", 1, {"n7"}, {3}}}});
   p.stages.push_back({5, 4, false, {config::replica{"A100-40", "europe-west4-a", 2, {"n2", "n3"}, {0, 1}}}});
   p.estimate = config::plan_estimate{1.25, 0.8, 0.013, 37.5, 3.5e10};
+  p.local_sgd = config::local_sgd_plan{20, {{"us-central1", {"us-central1-a", "us-central1-b"}},
+                                            {"europe-west4", {"europe-west4-a"}}}};
   return p;
 }
 
@@ -96,6 +98,8 @@ training_job sample_job() {
   j.peer_addresses = {"10.0.0.7:4100", "10.0.0.8:4100"};
   j.keep_checkpoint_dirs = {"checkpoints/job/v8"};
   j.init_from = "/models/gpt2";
+  j.outer = {config::across_regions_mode::diloco, 20, config::outer_optimizer_kind::sgd, 0.5, 0.75,
+             config::delta_compression::int8, 4, 2};
   return j;
 }
 
@@ -278,6 +282,15 @@ TEST_CASE("protocol: the plan, the model, the data and the links arrive whole") 
   CHECK(a.plan.estimate->cost_per_iteration_usd == 0.013);
   CHECK(a.plan.estimate->cost_per_hour_usd == 37.5);
   CHECK(a.plan.estimate->peak_memory_bytes == 3.5e10);
+  REQUIRE(a.plan.local_sgd.has_value());
+  CHECK(a.plan.local_sgd->inner_steps == 20);
+  REQUIRE(a.plan.local_sgd->regions.size() == 2);
+  CHECK(a.plan.local_sgd->regions[0].name == "us-central1");
+  CHECK(a.plan.local_sgd->regions[0].zones == p.local_sgd->regions[0].zones);
+  CHECK(a.plan.local_sgd->regions[1].zones == p.local_sgd->regions[1].zones);
+  auto synchronous = p;
+  synchronous.local_sgd.reset();
+  CHECK_FALSE(std::get<role_assignment>(round_trip(role_assignment{4, {role_a}, synchronous}).body).plan.local_sgd);
 
   auto sent = sample_job();
   auto j = std::get<training_job>(round_trip(sent).body);
@@ -343,6 +356,12 @@ TEST_CASE("protocol: the plan, the model, the data and the links arrive whole") 
   CHECK(j.peer_addresses == sent.peer_addresses);
   CHECK(j.keep_checkpoint_dirs == sent.keep_checkpoint_dirs);
   CHECK(j.init_from == sent.init_from);
+  CHECK(j.outer.outer_optimizer == config::outer_optimizer_kind::sgd);  // the plan says diloco and H
+  CHECK(j.outer.outer_lr == 0.5);
+  CHECK(j.outer.outer_momentum == 0.75);
+  CHECK(j.outer.compression == config::delta_compression::int8);
+  CHECK(j.outer.fragments == 4);
+  CHECK(j.outer.overlap_steps == 2);
 }
 
 TEST_CASE("protocol: a role travels as its place and is rebuilt from the plan beside it") {

@@ -131,9 +131,18 @@ void fields(auto& f, like<config::plan_estimate> auto& v) {  // its notes stay i
   f("peakMemoryBytes", v.peak_memory_bytes);
 }
 
+void fields(auto& f, like<config::local_sgd_plan::region> auto& v) {
+  f("name", v.name)("zones", v.zones);
+}
+
+void fields(auto& f, like<config::local_sgd_plan> auto& v) {
+  f("innerSteps", v.inner_steps)("regions", v.regions);
+}
+
 void fields(auto& f, like<config::plan> auto& v) {
   f("microBatch", v.micro_batch)("globalBatch", v.global_batch)("stages", v.stages);
   f("hasEstimate", present(v.estimate))("estimate", v.estimate);
+  f("hasLocalSgd", present(v.local_sgd))("localSgd", v.local_sgd);
 }
 
 void fields(auto& f, like<stage_role> auto& v) {
@@ -227,7 +236,15 @@ void fields(auto& f, like<training_job> auto& v) {
   f("weightDecay", s.weight_decay)("gradClip", s.grad_clip)("evalEvery", v.eval_every);
   f("evalBatches", v.eval_batches)("peerNodes", v.peer_nodes);
   f("peerAddresses", v.peer_addresses)("keepCheckpointDirs", v.keep_checkpoint_dirs);
-  f("initFrom", v.init_from);
+  f("initFrom", v.init_from)("outer", v.outer);
+}
+
+// The sync/diloco choice and inner_steps do not travel: the plan's local_sgd says both.
+void fields(auto& f, like<config::data_parallel_options> auto& v) {
+  f("optimizer", enum_of(outer_optimizers, v.outer_optimizer, "outer optimizer"));
+  f("lr", v.outer_lr)("momentum", v.outer_momentum);
+  f("compression", enum_of(delta_compressions, v.compression, "compression"));
+  f("fragments", v.fragments)("overlapSteps", v.overlap_steps);
 }
 
 void fields(auto& f, like<train_report> auto& v) {

@@ -45,6 +45,14 @@ inline constexpr enum_pair<config::tokenizer_kind, s::TokenizerKind> tokenizer_k
   {config::tokenizer_kind::gpt2_bpe, s::TokenizerKind::GPT2_BPE},
   {config::tokenizer_kind::sentencepiece, s::TokenizerKind::SENTENCEPIECE},
 };
+inline constexpr enum_pair<config::outer_optimizer_kind, s::OuterOptimizer> outer_optimizers[] = {
+  {config::outer_optimizer_kind::nesterov, s::OuterOptimizer::NESTEROV},
+  {config::outer_optimizer_kind::sgd, s::OuterOptimizer::SGD},
+};
+inline constexpr enum_pair<config::delta_compression, s::DeltaCompression> delta_compressions[] = {
+  {config::delta_compression::none, s::DeltaCompression::NONE},
+  {config::delta_compression::int8, s::DeltaCompression::INT8},
+};
 inline constexpr enum_pair<availability_kind, s::AvailabilityKind> availability_kinds[] = {
   {availability_kind::joined, s::AvailabilityKind::JOINED, "joined"},
   {availability_kind::preemption_notice, s::AvailabilityKind::PREEMPTION_NOTICE, "preemption_notice"},

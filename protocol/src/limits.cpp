@@ -47,7 +47,10 @@ constexpr std::size_t plan_bytes =
   struct_bytes<s::Plan>() + struct_bytes<s::PlanEstimate>() +
   struct_list<s::StagePlan>(b::plan_stages) + b::plan_stages * word /* replica list tags */ +
   b::plan_devices * (struct_bytes<s::Replica>() + 2 * text(b::name_bytes) +
-                     text_list(1, b::name_bytes) + int32_list(1));
+                     text_list(1, b::name_bytes) + int32_list(1)) +
+  // DiLoCo's regions, each named, and their zones.
+  struct_bytes<s::LocalSgd>() + struct_list<s::LocalSgdRegion>(b::plan_regions) +
+  b::plan_regions * (text(b::name_bytes) + word /* zone list tag */) + text_list(b::plan_zones, b::name_bytes);
 
 constexpr std::size_t inventory_bytes =
   struct_bytes<s::NodeInventory>() + 4 * text(b::name_bytes) + text(b::name_bytes) /* address */ +

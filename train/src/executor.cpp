@@ -61,6 +61,7 @@ train_options options_from(const config::job& job) {
   set_schedule(o, job.schedule);
   o.data = job.data;
   o.eval_batches = job.eval_batches;
+  o.outer = job.data_parallel;
   return o;
 }
 

@@ -21,6 +21,7 @@ train_options options_for(const actors::training_job& job) {
   o.checkpoint_dir = job.checkpoint_every > 0 ? job.checkpoint_dir : std::string{};
   o.checkpoint_every = std::max(1, job.checkpoint_every);
   o.checkpoint_final = job.iterations;
+  o.outer = job.outer;
   return o;
 }
 

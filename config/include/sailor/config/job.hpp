@@ -59,6 +59,34 @@ struct optimizer_schedule {
   double grad_clip = 1.0;       ///< global gradient-norm bound; 0 disables clipping
 };
 
+/// How the data-parallel replicas of different regions synchronise (the `data_parallel:`
+/// block): `sync`, every iteration as inside a region; `diloco`, every `inner_steps`
+/// iterations, averaging the regions' parameter deltas and stepping an outer optimizer
+/// (DiLoCo; plan.hpp's local_sgd_plan). The fields after `inner_steps` are DiLoCo's.
+enum class across_regions_mode { sync, diloco };
+const char* to_string(across_regions_mode m);
+enum class outer_optimizer_kind { nesterov, sgd };
+const char* to_string(outer_optimizer_kind k);
+/// The outer exchange's encoding: fp32, or int8 with one fp32 scale per block of values.
+enum class delta_compression { none, int8 };
+const char* to_string(delta_compression c);
+
+struct data_parallel_options {
+  across_regions_mode across_regions = across_regions_mode::sync;
+  int inner_steps = 0;  ///< 0: the planner's choice (diloco) or unused (sync)
+  outer_optimizer_kind outer_optimizer = outer_optimizer_kind::nesterov;
+  double outer_lr = 0.7;        ///< DiLoCo's
+  double outer_momentum = 0.9;  ///< DiLoCo's
+  delta_compression compression = delta_compression::none;
+  /// Streaming: the parameters are cut into this many fragments by layer range, each
+  /// exchanged at its own point of the H iterations, so that no exchange carries the whole
+  /// model at once.
+  int fragments = 1;
+  /// Iterations an exchange overlaps: its result is applied this many iterations after it
+  /// started, with the local progress made meanwhile kept (0: the exchange blocks).
+  int overlap_steps = 1;
+};
+
 struct job {
   int global_batch = 0;  ///< sequences per iteration
   objective goal = objective::max_throughput;
@@ -76,6 +104,10 @@ struct job {
   /// A Hugging Face checkpoint of the model (train/pretrained.hpp) the job starts from
   /// instead of random weights (fine-tuning); relative to the working directory. Empty: none.
   std::string init_from;
+  data_parallel_options data_parallel;
+  /// The planner may join regions by DiLoCo (data_parallel's optimizer, inner_steps from a
+  /// short list unless given) where that wins on the objective.
+  bool allow_local_sgd = false;
 };
 
 }  // namespace sailor::config

@@ -40,11 +40,30 @@ struct plan_estimate {
   std::vector<std::string> notes;
 };
 
+/// DiLoCo across regions (local SGD; the job's data_parallel block holds its optimizer): the
+/// replicas inside each region synchronise their gradients every iteration; the regions run
+/// `inner_steps` iterations apart, then average their parameters' change (the pseudo-gradient)
+/// and take the outer optimizer's step. Every replica's zone is in exactly one region, and a
+/// micro-batch's path through the stages stays inside one region.
+struct local_sgd_plan {
+  struct region {
+    std::string name;
+    std::vector<std::string> zones;
+  };
+  int inner_steps = 0;
+  std::vector<region> regions;
+
+  /// The index of the region holding `zone`; -1 when none does.
+  int region_of(const std::string& zone) const;
+};
+
 struct plan {
   int micro_batch = 1;
   int global_batch = 0;
   std::vector<stage_plan> stages;
   std::optional<plan_estimate> estimate;
+  /// Set: regions joined by DiLoCo. Unset: one synchronous data-parallel step every iteration.
+  std::optional<local_sgd_plan> local_sgd;
 
   int num_stages() const { return static_cast<int>(stages.size()); }
   /// Micro-batches per iteration per pipeline: global batch over (micro batch x replicas of

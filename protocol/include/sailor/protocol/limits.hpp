@@ -49,6 +49,9 @@ inline constexpr std::size_t plan_stages = 64;
 /// encodes to about 7 MiB, and twice that for segment slack fits the 16 MiB control frame.
 /// (Sailor's evaluated plans span hundreds of GPUs.)
 inline constexpr std::size_t plan_devices = 8192;
+/// DiLoCo's regions in a plan, and the zones they name together.
+inline constexpr std::size_t plan_regions = 64;
+inline constexpr std::size_t plan_zones = 1024;
 /// A rendezvous key and value (actors::rendezvous_limits).
 inline constexpr std::size_t store_key_bytes = 1024;
 inline constexpr std::size_t store_value_bytes = std::size_t{1} << 20;

@@ -290,6 +290,9 @@ struct training_job {
   /// the first iteration of a job that starts afresh (start_iteration 0); a path every node
   /// reads, as `data`'s. Empty: the weights drawn from the seed.
   std::string init_from;
+  /// DiLoCo's outer optimizer, used when the plan has local_sgd (its across_regions and
+  /// inner_steps do not travel: the plan's local_sgd says both).
+  config::data_parallel_options outer;
 };
 
 /// What a train_report says (its `kind`).

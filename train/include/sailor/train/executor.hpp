@@ -113,6 +113,9 @@ struct train_options {
   /// newest checkpoint that outlives a whole stage with every newer one (the node trainer's
   /// pins, from the supervisor's checkpoint_kept). Empty: none.
   std::function<bool(const std::string& folder)> keep_checkpoint;
+  /// DiLoCo's outer optimizer, exchange encoding, fragments and overlap (local_sgd.hpp); used
+  /// when the plan has local_sgd, whose inner_steps and regions it follows.
+  config::data_parallel_options outer;
 };
 
 /// Sets the options' learning-rate schedule, betas, weight decay and clipping to a job's (the
