@@ -138,7 +138,54 @@ void check_sum(const outcome& o, std::size_t count) {
   }
 }
 
+// Rank r all-gathers `count` bytes of value r + 1 + i over the hierarchical group; per rank:
+// the gathered bytes as doubles (data), the bytes it sent across zones.
+outcome run_gather(const std::vector<std::string>& zones, std::size_t count) {
+  const int n = static_cast<int>(zones.size());
+  const ranks_in_zones ranks{zones, 20s};
+  outcome out;
+  out.data.resize(n);
+  out.cross_bytes.resize(n);
+  out.seconds.resize(n);
+  out.errors.resize(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      auto rank = set_up_rank(ranks, r, std::nullopt);
+      if (!rank) return void(out.errors[r] = rank.error().to_string());
+      std::vector<std::uint8_t> mine(count), all(count * n);
+      for (std::size_t i = 0; i < count; ++i) mine[i] = static_cast<std::uint8_t>(r + 1 + i);
+      if (auto st = rank->hierarchical->all_gather({mine.data(), count, comm::element_type::u8},
+                                                   {all.data(), all.size(), comm::element_type::u8}))
+        out.errors[r] = st->to_string();
+      out.data[r].assign(all.begin(), all.end());
+      out.cross_bytes[r] = rank->channel->bytes_sent();
+      if (auto st = rank->hierarchical->barrier(); st && out.errors[r].empty()) out.errors[r] = st->to_string();
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
 }  // namespace
+
+TEST_CASE("hierarchical all-gather: one member a zone passes bytes around the zones' ring, any type") {
+  // Three zones of one member, in group order b, a, c: every rank gets every block at its
+  // group place, and sends two blocks (k - 1) across zones, nothing more.
+  const std::size_t count = 300;
+  auto o = run_gather({"b", "a", "c"}, count);
+  for (int r = 0; r < 3; ++r) {
+    CHECK_MESSAGE(o.errors[r].empty(), "rank ", r, ": ", o.errors[r]);
+    REQUIRE(o.data[r].size() == 3 * count);
+    for (int from = 0; from < 3; ++from)
+      for (std::size_t i = 0; i < count; ++i)
+        if (o.data[r][from * count + i] != static_cast<std::uint8_t>(from + 1 + i)) {
+          FAIL_CHECK("rank " << r << " block " << from << " byte " << i);
+          break;
+        }
+    CHECK(o.cross_bytes[r] >= 2 * count);
+    CHECK(o.cross_bytes[r] <= 2 * count + 16);  // + the closing barrier's int32 around the ring
+  }
+}
 
 TEST_CASE("hierarchical all-reduce: exact sums for even, uneven and tiny layouts") {
   // Two zones of two (all-gather inside zones), three zones of 2, 1 and 2 (broadcasts), and a

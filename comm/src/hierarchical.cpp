@@ -131,6 +131,13 @@ public:
     return all_reduce(buf, reduce_op::sum);
   }
   status all_gather(buffer_view in, buffer_view out) override {
+    if (aborted_) return aborted_error();
+    if (out.bytes() != in.bytes() * static_cast<std::size_t>(size()))
+      return error::invalid_input("", "[comm " + name_ + "] all_gather: output must hold size() inputs");
+    if (!zone_group_ && zone_members_.size() == layout_.members.size()) {
+      ++calls_;
+      return gather_across_zones(in, out);
+    }
     std::memset(out.data, 0, out.bytes());
     std::memcpy(static_cast<char*>(out.data) + static_cast<std::size_t>(rank_) * in.bytes(), in.data, in.bytes());
     return all_reduce(out, reduce_op::sum);
@@ -149,6 +156,7 @@ private:
   }
   std::unique_ptr<request> refused();
   status ring_across_zones(buffer_view shard, reduce_op op);
+  status gather_across_zones(buffer_view in, buffer_view out);
   status reduce_scatter_in_zone(buffer_view buf, std::size_t shards, reduce_op op);
   status spread_shards(buffer_view buf, std::size_t shards);
   std::uint64_t tag_of(int step) const {
@@ -210,6 +218,27 @@ status hierarchical_communicator::ring_across_zones(buffer_view shard, reduce_op
   }
   for (int step = 0; step < k - 1; ++step)  // all-gather: chunk i+1 is complete here
     if (auto st = exchange(k - 1 + step, chunk(i + 1 - step), chunk(i - step))) return st;
+  return {};
+}
+
+// An all-gather where every zone holds one member: a ring over the zones, each step passing on
+// the block received in the one before (k-1 steps of one input each, whatever the type).
+status hierarchical_communicator::gather_across_zones(buffer_view in, buffer_view out) {
+  const int k = static_cast<int>(zone_members_.size());
+  auto block = [&](int zone) {
+    zone = ((zone % k) + k) % k;
+    const auto at = std::find(layout_.members.begin(), layout_.members.end(), zone_members_[zone][0]) -
+                    layout_.members.begin();
+    return slice(out, static_cast<std::size_t>(at) * in.count, in.count);
+  };
+  std::memcpy(block(me_.zone).data, in.data, in.bytes());
+  const int next = zone_members_[(me_.zone + 1) % k][0], prev = zone_members_[(me_.zone + k - 1) % k][0];
+  for (int step = 0; step < k - 1; ++step) {
+    auto r = cross_.irecv(block(me_.zone - step - 1), prev, tag_of(step));
+    auto s = cross_.isend(block(me_.zone - step), next, tag_of(step));
+    if (auto st = r->wait(cross_.timeout())) return st;
+    if (auto st = s->wait(cross_.timeout())) return st;
+  }
   return {};
 }
 

@@ -22,12 +22,32 @@ iteration_telemetry stage_executor::impl::run(int iteration) {
   const double dp_seconds = finish_gradient_sync(pass.take_reducer());
   const double world_seconds = step_optimizer(iteration, pass.loss_sum(), tel);
   tel.all_reduce_s = tp_seconds + dp_seconds + world_seconds;
+  // DiLoCo: the exchanges due after this iteration, before its checkpoint; after the job's
+  // last, the regions end on the same weights.
+  if (outer) {
+    tel.all_reduce_s += outer->after_iteration(iteration + 1);
+    if (iteration + 1 == options.checkpoint_final) {
+      const auto start = clock_type::now();
+      outer->finish(iteration + 1);
+      tel.all_reduce_s += seconds_since(start);
+    }
+  }
   tel.checkpoint_s = take_checkpoint(iteration);
   tel.total_s = seconds_since(iteration_start);
   return tel;
 }
 
 stage_executor::stage_executor(std::unique_ptr<impl> state) : impl_(std::move(state)) {}
+
+status stage_executor::finish_outer_steps(int completed) {
+  if (!impl_->outer) return {};
+  try {
+    impl_->outer->finish(completed);
+    return {};
+  } catch (const std::exception& e) {
+    return error::failed(impl_->who + " finishing DiLoCo's exchanges: " + e.what());
+  }
+}
 stage_executor::~stage_executor() = default;
 
 result<iteration_telemetry> stage_executor::run_iteration(int iteration) {
@@ -139,19 +159,43 @@ status stage_executor::load_state(const std::vector<char>& bytes) {
       p.tensor.copy_(t);
     }
     impl_->optimizer->load(optim);
-    return {};
+    return impl_->fresh_outer_step({});
   } catch (const std::exception& e) {
     return error::invalid_input("", impl_->who + " load_state: " + e.what());
   }
 }
 
 std::int64_t stage_executor::num_parameters() const { return impl_->module->num_parameters(); }
+
+std::uint64_t stage_executor::parameters_hash() const {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const auto& p : impl_->module->parameters()) {
+    auto t = p.tensor.detach().to(torch::kCPU).contiguous();
+    const auto* bytes = static_cast<const unsigned char*>(t.data_ptr());
+    for (std::size_t i = 0, n = static_cast<std::size_t>(t.nbytes()); i < n; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  }
+  return h;
+}
+
+std::uint64_t stage_executor::channel_bytes_sent() const { return impl_->p2p ? impl_->p2p->bytes_sent() : 0; }
+
+std::int64_t stage_executor::outer_payload_bytes() const { return impl_->outer ? impl_->outer->payload_bytes() : 0; }
 const rank_role& stage_executor::role() const { return impl_->role; }
+
+// DiLoCo: a fresh outer step from restored parameters (a checkpoint holds no outer state:
+// the anchor is where the restored parameters are, the momentum zero).
+status stage_executor::impl::fresh_outer_step(status restored) {
+  if (!restored && outer) {
+    outer->reset();
+    log::get("train")->info("{} DiLoCo starts a fresh outer step from the restored state", who);
+  }
+  return restored;
+}
 
 status stage_executor::restore(const std::string& dir, int iterations) {
   try {
-    return detail::restore_checkpoint(dir, iterations, impl_->model, impl_->options, *impl_->module,
-                                      *impl_->optimizer, impl_->who);
+    return impl_->fresh_outer_step(detail::restore_checkpoint(dir, iterations, impl_->model, impl_->options,
+                                                               *impl_->module, *impl_->optimizer, impl_->who));
   } catch (const std::exception& e) {
     return error::invalid_input("", impl_->who + " restore of " + dir + " after " + std::to_string(iterations) +
                                     " iterations: " + e.what());
@@ -160,8 +204,8 @@ status stage_executor::restore(const std::string& dir, int iterations) {
 
 status stage_executor::restore(const std::vector<shard_input>& shards, int iterations) {
   try {
-    return detail::restore_shards(shards, iterations, impl_->model, impl_->options, *impl_->module,
-                                  *impl_->optimizer, impl_->who);
+    return impl_->fresh_outer_step(detail::restore_shards(shards, iterations, impl_->model, impl_->options,
+                                                           *impl_->module, *impl_->optimizer, impl_->who));
   } catch (const std::exception& e) {
     return error::invalid_input("", impl_->who + " restore of the state after " + std::to_string(iterations) +
                                     " iterations: " + e.what());

@@ -35,6 +35,7 @@
 #include "evaluation.hpp"
 #include "tied_embeddings.hpp"
 #include "fused_adamw.hpp"
+#include "local_sgd.hpp"
 #include "schedule.hpp"
 #include "threads.hpp"
 
@@ -253,6 +254,20 @@ struct stage_executor::impl {
   // Checkpoints (ranks of replica 0 with a checkpoint_dir): see checkpoint_io.hpp.
   std::unique_ptr<detail::checkpoint_writer> checkpoints;
   double take_checkpoint(int iteration);
+
+  // DiLoCo (plan.local_sgd): the region's group of all its ranks (the loss, norm and tied
+  // embeddings reduce there instead of over the world), the exchange groups, and the outer
+  // loop, declared last so that it goes before the groups it uses.
+  region_layout regions;
+  std::unique_ptr<comm::communicator> region_comm;
+  std::unique_ptr<comm::communicator> outer_exchange, outer_sync;
+  int step_micro_batches = 0;  // the micro-batches the loss is the mean of: the region's, or all
+  bool counts_norm = false;    // this rank's replica is the one whose gradients the norm counts
+  comm::communicator& step_reduce() { return region_comm ? *region_comm : world_reduce(); }
+  void start_local_sgd();
+  // After a restore: DiLoCo's anchor at the restored parameters (passes `restored` on).
+  status fresh_outer_step(status restored);
+  std::unique_ptr<detail::local_sgd> outer;
 };
 
 // The channel's peers: the ranks of adjacent stages, and the ring neighbours across zones in

@@ -43,6 +43,12 @@ status stage_executor::impl::connect(comm::communicator_factory& factory,
       world_zones = std::move(c);
     } else if (!spec.zone_group_of.empty()) {
       zone_groups[spec.zone_group_of] = std::move(c);
+    } else if (spec.use == group_spec::purpose::region) {
+      region_comm = std::move(c);
+    } else if (spec.use == group_spec::purpose::region_sync) {
+      outer_sync = std::move(c);
+    } else if (spec.use == group_spec::purpose::outer_exchange) {
+      outer_exchange = std::move(c);
     } else if (spec.stage < 0) {
       tp_comm = std::move(c);
     } else {
@@ -153,6 +159,21 @@ bool stage_executor::impl::flat_bound() const {
   return true;
 }
 
+void stage_executor::impl::start_local_sgd() {
+  detail::outer_groups groups;
+  groups.exchange = outer_exchange.get();
+  groups.sync = outer_sync.get();
+  groups.sync_root = 0;  // the region's first replica leads, and comes first in its groups
+  std::vector<torch::Tensor> params;
+  for (const auto& p : module->parameters()) params.push_back(p.tensor);
+  outer = std::make_unique<detail::local_sgd>(std::move(params), param_layer, plan.local_sgd->inner_steps,
+                                              options.outer, groups, who);
+  log::get("train")->debug("{} DiLoCo: {} regions, every {} iterations, {} fragment(s), {}{}", who,
+                           regions.regions, plan.local_sgd->inner_steps, outer->fragments(),
+                           groups.exchange ? "leads its region" : "follows its region's leader",
+                           groups.sync ? "" : " (alone in its region)");
+}
+
 namespace {
 
 // A text job's tokenizer goes next to its checkpoints (sailor generate and export read it):
@@ -261,6 +282,17 @@ result<std::unique_ptr<stage_executor>> stage_executor::create(
       o.momentum(options.momentum).weight_decay(options.weight_decay);
       st->optimizer = std::make_unique<torch::optim::SGD>(groups(o), o);
     }
+    st->regions = regions_of(plan);
+    st->step_micro_batches = st->micro_batches;
+    st->counts_norm = role.replica == 0;
+    if (!st->regions.empty()) {
+      const int mine = st->regions.region_of_role(role);
+      const int last = st->stages - 1;
+      st->step_micro_batches = 0;
+      for (int m = 0; m < st->micro_batches; ++m)
+        st->step_micro_batches += st->regions.region_of[last][replica_of(plan, last, m)] == mine;
+      st->counts_norm = st->regions.leads(role);
+    }
     st->ops = one_f_one_b(plan)[role.stage][role.replica];
     if (st->ops.empty() || st->ops.back().forward)
       return error::invalid_input("", st->who + " has no micro-batch to run");
@@ -273,6 +305,7 @@ result<std::unique_ptr<stage_executor>> stage_executor::create(
         st->checkpoints = std::make_unique<detail::checkpoint_writer>(
             options.checkpoint_dir, model, plan, role, options, st->who);
     }
+    if (!st->regions.empty()) st->start_local_sgd();
     log::get("train")->debug("{} executor ready: layers [{}, {}), {} parameters, {} ops",
                              st->who, sp.first_layer, sp.end_layer(),
                              st->module->num_parameters(), st->ops.size());

@@ -64,7 +64,7 @@ double stage_executor::impl::finish_gradient_sync(std::unique_ptr<gradient_reduc
   // The backward accumulates into the bound gradients in place; anything else would have
   // left reduced buffers unread.
   TORCH_CHECK(flat_bound(), "gradients are no longer views into the flat buffer");
-  detail::sum_tied_gradients(plan, role, *module, world_reduce());
+  detail::sum_tied_gradients(plan, role, counts_norm, *module, step_reduce());
   return dp_seconds;
 }
 

@@ -8,7 +8,7 @@ double stage_executor::impl::local_grad_norm_sq() const {
   // Each piece of every parameter counts once: replica 0 of each stage; replicated tensors on
   // TP rank 0.
   double norm_sq = 0;
-  if (role.replica != 0) return norm_sq;
+  if (!counts_norm) return norm_sq;
   torch::NoGradGuard no_grad;
   if (role.tp_rank == 0) {
     if (flat.buffer.defined()) norm_sq = sum_of_squares(flat.buffer);
@@ -29,11 +29,11 @@ double stage_executor::impl::step_optimizer(int iteration, double loss_sum,
   auto totals = torch::tensor({last_stage() && role.tp_rank == 0 ? loss_sum : 0.0, norm_sq},
                               torch::kDouble).to(device);
   auto reduce_start = clock_type::now();
-  auto st = world_reduce().all_reduce(view_of(totals));
+  auto st = step_reduce().all_reduce(view_of(totals));
   const double world_seconds = seconds_since(reduce_start);
   if (st) throw std::runtime_error(st->to_string());
   totals = totals.cpu();
-  tel.loss = totals[0].item<double>() / micro_batches;
+  tel.loss = totals[0].item<double>() / step_micro_batches;
   tel.grad_norm = std::sqrt(totals[1].item<double>());
   // Every rank has the same totals: the whole plan fails this iteration, before the step, so
   // no rank takes a non-finite update into its weights, optimizer state or checkpoints.

@@ -70,6 +70,7 @@ status stage_executor::load_pretrained(const std::string& path) {
     if (!set) return set.error();
     auto counts = detail::import_into(*impl_->module, *set);
     if (!counts) return counts.error();
+    if (impl_->outer) impl_->outer->reset();  // DiLoCo's anchor: the loaded weights
     return {};
   } catch (const std::exception& e) {
     return error::invalid_input(path, "", impl_->who + " loading it failed: " + e.what());

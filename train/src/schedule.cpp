@@ -1,5 +1,7 @@
 #include "schedule.hpp"
 
+#include <sailor/config/load.hpp>
+
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -155,21 +157,40 @@ std::vector<group_spec> by_zone(const config::plan& p, std::vector<group_spec> g
 
 }  // namespace
 
-std::vector<group_spec> groups_of(const config::plan& p) {
-  std::vector<group_spec> groups;
-  group_spec world{"world", {}, -1, {}, false, {}, {}};
-  for (int r = 0; r < world_size(p); ++r) world.members.push_back(r);
-  groups.push_back(std::move(world));
+region_layout regions_of(const config::plan& p) {
+  region_layout out;
+  if (!p.local_sgd) return out;
+  out.regions = static_cast<int>(p.local_sgd->regions.size());
+  for (const auto& s : p.stages) {
+    std::vector<int> of;
+    std::vector<int> lead(out.regions, -1);
+    for (int j = 0; j < static_cast<int>(s.replicas.size()); ++j) {
+      const int r = p.local_sgd->region_of(s.replicas[j].zone);
+      of.push_back(r);
+      if (r >= 0 && lead[r] < 0) lead[r] = j;
+    }
+    out.region_of.push_back(std::move(of));
+    out.leader.push_back(std::move(lead));
+  }
+  return out;
+}
+
+namespace {
+
+void add_tp_groups(const config::plan& p, std::vector<group_spec>& groups) {
   for (int s = 0; s < p.num_stages(); ++s) {
     const auto& replicas = p.stages[s].replicas;
     for (int j = 0; j < static_cast<int>(replicas.size()); ++j) {
-      group_spec g{"tp.s" + std::to_string(s) + ".r" + std::to_string(j), {}, -1, {}, false, {},
-                   {}};
+      group_spec g{"tp.s" + std::to_string(s) + ".r" + std::to_string(j), {}, -1, {}, false, {}, {}};
       for (int k = 0; k < std::max(1, replicas[j].tp); ++k)
         g.members.push_back(global_rank_of(p, {s, j, k}));
       groups.push_back(std::move(g));
     }
   }
+}
+
+// Synchronous data parallelism: one group per stage and set of pieces, over every replica.
+void add_dp_groups(const config::plan& p, std::vector<group_spec>& groups) {
   for (int s = 0; s < p.num_stages(); ++s) {
     const auto& replicas = p.stages[s].replicas;
     if (replicas.size() < 2) continue;
@@ -193,6 +214,60 @@ std::vector<group_spec> groups_of(const config::plan& p) {
       }
     }
   }
+}
+
+// DiLoCo (every replica of a stage at one TP degree, so piece k is TP rank k's shard): per
+// stage, TP rank and region, the replicas that reduce gradients every iteration and receive
+// the outer average from their leader; then the leaders of every region; then the regions.
+void add_local_sgd_groups(const config::plan& p, std::vector<group_spec>& groups) {
+  const auto layout = regions_of(p);
+  for (int s = 0; s < p.num_stages(); ++s) {
+    const auto& replicas = p.stages[s].replicas;
+    const int tp = std::max(1, replicas.front().tp);
+    const std::string stage = "s" + std::to_string(s) + ".p";
+    for (int k = 0; k < tp; ++k) {
+      group_spec outer{"outer." + stage + std::to_string(k), {}, s, {k}, false, {}, {}};
+      outer.use = group_spec::purpose::outer_exchange;
+      for (int r = 0; r < layout.regions; ++r) {
+        std::vector<int> members;
+        for (int j = 0; j < static_cast<int>(replicas.size()); ++j)
+          if (layout.region_of[s][j] == r) members.push_back(global_rank_of(p, {s, j, k}));
+        if (members.empty()) continue;
+        outer.members.push_back(members.front());
+        if (members.size() < 2) continue;
+        const std::string suffix = stage + std::to_string(k) + ".g" + std::to_string(r);
+        group_spec dp{"dp." + suffix, members, s, {k}, false, {}, {}};
+        dp.region = r;
+        group_spec sync = dp;
+        sync.name = "sync." + suffix;
+        sync.use = group_spec::purpose::region_sync;
+        groups.push_back(std::move(dp));
+        groups.push_back(std::move(sync));
+      }
+      std::sort(outer.members.begin(), outer.members.end());
+      groups.push_back(std::move(outer));
+    }
+  }
+  for (int r = 0; r < layout.regions; ++r) {
+    group_spec region{"region.g" + std::to_string(r), {}, -1, {}, false, {}, {}};
+    region.use = group_spec::purpose::region;
+    region.region = r;
+    for (int rank = 0; rank < world_size(p); ++rank)
+      if (layout.region_of_role(role_of(p, rank)) == r) region.members.push_back(rank);
+    groups.push_back(std::move(region));
+  }
+}
+
+}  // namespace
+
+std::vector<group_spec> groups_of(const config::plan& p) {
+  std::vector<group_spec> groups;
+  group_spec world{"world", {}, -1, {}, false, {}, {}};
+  for (int r = 0; r < world_size(p); ++r) world.members.push_back(r);
+  groups.push_back(std::move(world));
+  add_tp_groups(p, groups);
+  if (p.local_sgd) add_local_sgd_groups(p, groups);
+  else add_dp_groups(p, groups);
   group_spec world_zones{"world.zones", groups.front().members, -1, {}, false, {}, {}};
   groups.push_back(std::move(world_zones));
   return by_zone(p, std::move(groups));
@@ -263,6 +338,14 @@ status validate_for_training(const config::model_shape& model, const config::pla
   if (next != model.num_all_layers())
     return bad("stages", "stages must end at layer " + std::to_string(model.num_all_layers()) +
                              " (the head), got " + std::to_string(next));
+  if (plan.local_sgd) {
+    if (auto st = config::validate_plan(plan, config::model_shape{}, nullptr, "")) return st;
+    for (int s = 0; s < plan.num_stages(); ++s)
+      for (const auto& r : plan.stages[s].replicas)
+        if (std::max(1, r.tp) != std::max(1, plan.stages[s].replicas.front().tp))
+          return status(error::of(error_kind::unimplemented, "", "stages[" + std::to_string(s) + "].replicas",
+                                  "DiLoCo (local_sgd) is implemented for stages whose replicas share one TP degree"));
+  }
   return {};
 }
 

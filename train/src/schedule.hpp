@@ -46,7 +46,28 @@ struct group_spec {
   /// A zone group (the members of one zone, two or more, in group order): the name of the
   /// hierarchical group it belongs to.
   std::string zone_group_of;
+  /// DiLoCo (plan.local_sgd): what the group is for. `region` >= 0 with stage < 0: every rank
+  /// of that region (the loss, norm and tied-embedding all-reduces); with stage >= 0: the
+  /// region's replicas of the stage (`use` says whether they reduce gradients every
+  /// iteration or receive the outer step's average from their region's leader).
+  /// outer_exchange: one leader per region (its first replica of the stage).
+  enum class purpose { plain, region, region_sync, outer_exchange };
+  purpose use = purpose::plain;
+  int region = -1;
 };
+
+/// DiLoCo's regions as ranks see them (plan.local_sgd): the region index of every replica,
+/// and each region's leader replica of every stage (its first). Empty without local_sgd.
+struct region_layout {
+  std::vector<std::vector<int>> region_of;  ///< [stage][replica]
+  std::vector<std::vector<int>> leader;     ///< [stage][region]: replica index, -1 when none
+  int regions = 0;
+
+  bool empty() const { return regions == 0; }
+  int region_of_role(const rank_role& r) const { return region_of[r.stage][r.replica]; }
+  bool leads(const rank_role& r) const { return leader[r.stage][region_of_role(r)] == r.replica; }
+};
+region_layout regions_of(const config::plan& p);
 
 /// Data-parallel pieces of a stage: the full extent of every sharded dimension cut at every
 /// replica's shard boundaries, in units of 1/lcm(TP degrees). pieces[p] = [begin, end).
@@ -65,7 +86,10 @@ std::vector<int> p2p_peers(const config::plan& p, const rank_role& role);
 /// tensor-parallel groups of every replica, then data-parallel groups of every stage, then,
 /// when the world spans zones, its zone groups and the hierarchical world ("world.zones",
 /// for the loss, norm and tied-embedding all-reduces). A data-parallel group that spans zones
-/// is hierarchical, preceded by its zone groups.
+/// is hierarchical, preceded by its zone groups. Under DiLoCo (plan.local_sgd, every replica
+/// of a stage at one TP degree) the data-parallel groups are each region's ("dp.sS.pK.gR",
+/// with "sync.sS.pK.gR" beside them), followed by the leaders' exchange groups
+/// ("outer.sS.pK") and each region's group of all its ranks ("region.gR").
 std::vector<group_spec> groups_of(const config::plan& p);
 
 }  // namespace sailor::train

@@ -4,7 +4,7 @@
 
 namespace sailor::train::detail {
 
-void sum_tied_gradients(const config::plan& plan, const rank_role& role,
+void sum_tied_gradients(const config::plan& plan, const rank_role& role, bool counted,
                         models::stage_module& module, comm::communicator& world) {
   const auto& model = module.model();
   const int stages = plan.num_stages();
@@ -21,7 +21,7 @@ void sum_tied_gradients(const config::plan& plan, const rank_role& role,
   if (index >= 0) {
     grad = module.parameters()[index].tensor.grad();
     rows = grad.size(0);
-    if (role.replica == 0) full.narrow(0, role.tp_rank * rows, rows).copy_(grad);
+    if (counted) full.narrow(0, role.tp_rank * rows, rows).copy_(grad);
   }
   auto st = world.all_reduce({full.data_ptr(), static_cast<std::size_t>(full.numel()), comm::element_type::f32});
   if (st) throw std::runtime_error("tied embedding gradients: " + st->to_string());

@@ -19,9 +19,11 @@
 
 namespace sailor::train::detail {
 
-/// Sums the tied gradients; every rank of the plan calls it (a no-op without tied
-/// embeddings or with one stage). Throws on a communication failure.
-void sum_tied_gradients(const config::plan& plan, const rank_role& role,
+/// Sums the tied gradients over `world` (the plan's ranks, or under DiLoCo the region's);
+/// every rank of it calls it (a no-op without tied embeddings or with one stage). Only the
+/// `counted` replica's copy enters the sum (the replicas hold the same after their
+/// data-parallel reduction). Throws on a communication failure.
+void sum_tied_gradients(const config::plan& plan, const rank_role& role, bool counted,
                         models::stage_module& module, comm::communicator& world);
 
 }  // namespace sailor::train::detail

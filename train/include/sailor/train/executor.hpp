@@ -254,9 +254,26 @@ public:
   /// Restores what save_state wrote on a rank of the same role shape (stage layers, TP).
   status load_state(const std::vector<char>& bytes);
 
+  /// DiLoCo (plan.local_sgd): after `completed` iterations, applies the exchanges in flight
+  /// and exchanges every fragment once more without overlap, so that every region holds the
+  /// same weights (for a validation or export). Every rank of the plan calls it at the same
+  /// point; the run_iteration of the options' checkpoint_final does so itself. A no-op on a
+  /// synchronous plan.
+  status finish_outer_steps(int completed);
+
   /// Number of parameters held by this rank.
   std::int64_t num_parameters() const;
   const rank_role& role() const;
+  /// A hash of this rank's parameter values (FNV-1a over their bytes): equal on two ranks
+  /// exactly when they hold the same weights (data-parallel replicas; DiLoCo's regions right
+  /// after an exchange without overlap).
+  std::uint64_t parameters_hash() const;
+  /// Bytes this rank's point-to-point channel has sent: activations, gradients and the
+  /// cross-zone phases of hierarchical all-reduces (the bytes that cross zone links).
+  std::uint64_t channel_bytes_sent() const;
+  /// DiLoCo: the bytes of pseudo-gradient this rank has put into exchanges (its own payloads,
+  /// as encoded); 0 without local_sgd or on a replica that does not lead its region.
+  std::int64_t outer_payload_bytes() const;
 
 private:
   struct impl;
