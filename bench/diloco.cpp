@@ -19,7 +19,8 @@
 // seconds.
 //
 //   diloco [--iterations N] [--sync-iterations N] [--inner-steps 10,50] [--overlap K]
-//          [--fragments P] [--compression none|int8] [--latency-ms L] [--mbit B]
+//          [--fragments P] [--compression none|int8] [--outer-lr X] [--outer-momentum M]
+//          [--latency-ms L] [--mbit B]
 // Run from the repository root (the job's data path is relative to it).
 
 #include <sailor/config/load.hpp>
@@ -140,6 +141,7 @@ int run(const settings& s) {
     const double speed = s.iterations * tokens / d.seconds;
     print({{"mode", "diloco"}, {"inner_steps", h}, {"compression", config::to_string(s.outer.compression)},
            {"overlap_steps", s.outer.overlap_steps}, {"fragments", s.outer.fragments},
+           {"outer_lr", s.outer.outer_lr}, {"outer_momentum", s.outer.outer_momentum},
            {"iterations", s.iterations}, {"tokens_per_s", speed}, {"val_loss", d.val_loss},
            {"val_loss_of", "diloco"}, {"val_loss_vs_sync", d.val_loss / one.val_loss - 1},
            {"cross_region_bytes", d.channel_bytes}, {"traffic_vs_sync", sync_bytes / std::max<double>(1, d.channel_bytes)},
@@ -165,6 +167,8 @@ int main(int argc, char** argv) {
   app.add_option("--inner-steps", s.inner_steps, "DiLoCo's H, one run each")->delimiter(',');
   app.add_option("--overlap", s.outer.overlap_steps, "iterations an exchange overlaps (0: blocking)");
   app.add_option("--fragments", s.outer.fragments, "fragments exchanged apart (Streaming DiLoCo)");
+  app.add_option("--outer-lr", s.outer.outer_lr, "the outer step's learning rate (DiLoCo's 0.7)");
+  app.add_option("--outer-momentum", s.outer.outer_momentum, "the outer Nesterov momentum (DiLoCo's 0.9)");
   app.add_option("--compression", compression, "none or int8")->check(CLI::IsMember({"none", "int8"}));
   app.add_option("--latency-ms", latency_ms, "one-way latency between the regions");
   app.add_option("--mbit", mbit, "bandwidth between the regions, Mbit/s");

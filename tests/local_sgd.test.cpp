@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "temp_file.hpp"
 #include "zoned_training.hpp"
 
 // Its own namespace: the integration tests are compiled in unity batches.
@@ -162,6 +163,58 @@ TEST_CASE("DiLoCo: overlapped fragments keep training (Nesterov outer step), and
   for (int it = 0; it < 11; ++it) CHECK(got.hashes[0][it] != got.hashes[1][it]);
   // Finished (the end of a job), both hold the same weights.
   CHECK(got.finished_hashes[0] == got.finished_hashes[1]);
+}
+
+namespace {
+
+// Trains `plan` 4 iterations with checkpoints every 2 into `dir` (written by replica 0).
+void train_with_checkpoints(const config::plan& plan, const train::train_options& base, const std::string& dir) {
+  auto o = base;
+  o.checkpoint_dir = dir;
+  o.checkpoint_every = 2;
+  auto errors = testing::run_rank_threads(models::tiny_gpt_shape(), plan, o,
+                                          [&](int, train::stage_executor& exec) -> std::string {
+                                            for (int it = 0; it < 4; ++it)
+                                              if (auto t = exec.run_iteration(it); !t) return t.error().to_string();
+                                            if (auto st = exec.flush_checkpoints()) return st->to_string();
+                                            return {};
+                                          });
+  for (const auto& e : errors) REQUIRE_MESSAGE(e.empty(), e);
+}
+
+// Every rank of `plan` restores checkpoint 4 of `dir` and finishes DiLoCo's exchanges there:
+// whether each rank's weights moved.
+std::vector<bool> moved_by_finishing(const config::plan& plan, const train::train_options& o, const std::string& dir) {
+  std::vector<bool> moved(static_cast<std::size_t>(train::world_size(plan)));
+  auto errors = testing::run_rank_threads(models::tiny_gpt_shape(), plan, o,
+                                          [&](int r, train::stage_executor& exec) -> std::string {
+                                            if (auto st = exec.restore(dir, 4)) return st->to_string();
+                                            const auto before = exec.parameters_hash();
+                                            if (auto st = exec.finish_outer_steps(4)) return st->to_string();
+                                            moved[r] = exec.parameters_hash() != before;
+                                            return {};
+                                          });
+  for (const auto& e : errors) REQUIRE_MESSAGE(e.empty(), e);
+  return moved;
+}
+
+}  // namespace
+
+TEST_CASE("DiLoCo: checkpoints hold the outer state, and a restored job continues its outer step") {
+  // Nesterov: the anchor and momentum restored from iteration 4 (the exchange was after 3)
+  // pull the restored weights at once when the exchanges are finished; restored from a
+  // synchronous plan's checkpoint, the outer step starts at the weights (nothing moves).
+  auto o = testing::options_for(train::optimizer_kind::adamw);
+  o.outer.across_regions = config::across_regions_mode::diloco;
+  o.outer.overlap_steps = 0;
+  testing::temp_dir dir;
+  const auto diloco = diloco_plan({"a", "b"}, 3);
+  train_with_checkpoints(diloco, o, dir.path("diloco"));
+  CHECK(moved_by_finishing(diloco, o, dir.path("diloco")) == std::vector<bool>{true, true});
+  auto synchronous = diloco;
+  synchronous.local_sgd.reset();
+  train_with_checkpoints(synchronous, o, dir.path("sync"));
+  CHECK(moved_by_finishing(diloco, o, dir.path("sync")) == std::vector<bool>{false, false});
 }
 
 TEST_CASE("DiLoCo: int8 packing and fragments by layer") {

@@ -92,11 +92,17 @@ status write_all(int fd, const void* data, std::size_t bytes, const std::string&
 // The parameters and optimizer state of `module`, each through `copy` (to the host).
 void fill_snapshot(snapshot& snap, const models::stage_module& module,
                    torch::optim::Optimizer& optimizer, optimizer_kind kind,
-                   const std::function<torch::Tensor(const torch::Tensor&)>& copy) {
+                   const std::function<torch::Tensor(const torch::Tensor&)>& copy,
+                   const outer_tensors* outer) {
   torch::NoGradGuard no_grad;
   auto& states = optimizer.state();
-  for (const auto& p : module.parameters()) {
+  for (std::size_t i = 0; i < module.parameters().size(); ++i) {
+    const auto& p = module.parameters()[i];
     snap.entries.push_back({p.name, "param", p.shard_dim, p.full_size, copy(p.tensor)});
+    if (outer) {
+      snap.entries.push_back({p.name, "outer_anchor", p.shard_dim, p.full_size, copy(outer->anchor.at(i))});
+      snap.entries.push_back({p.name, "outer_momentum", p.shard_dim, p.full_size, copy(outer->momentum.at(i))});
+    }
     auto it = states.find(key_of(p.tensor));
     if (it == states.end()) continue;  // no optimizer state yet
     if (kind == optimizer_kind::adamw) {
@@ -227,7 +233,7 @@ void checkpoint_writer::wait_previous_if_done() {
 }
 
 double checkpoint_writer::take(int iterations, const models::stage_module& module,
-                               torch::optim::Optimizer& optimizer) {
+                               torch::optim::Optimizer& optimizer, const outer_tensors* outer) {
   auto start = clock_type::now();
   wait_previous();
   auto snap = std::make_shared<snapshot>();
@@ -245,7 +251,7 @@ double checkpoint_writer::take(int iterations, const models::stage_module& modul
     return b;
   };
   try {
-    fill_snapshot(*snap, module, optimizer, optimizer_, cpu_copy);
+    fill_snapshot(*snap, module, optimizer, optimizer_, cpu_copy, outer);
   } catch (const std::exception& e) {
     auto err = error::failed(who_ + " checkpoint " + std::to_string(iterations) + ": copying the state: " + e.what());
     log::get("train")->error("{}", err.message);
@@ -288,7 +294,7 @@ status checkpoint_writer::flush() {
 result<state_shard> encode_shard(int iterations, const config::model_shape& model,
                                  const config::plan& plan, const rank_role& role,
                                  optimizer_kind kind, const models::stage_module& module,
-                                 torch::optim::Optimizer& optimizer) {
+                                 torch::optim::Optimizer& optimizer, const outer_tensors* outer) {
   const auto& replicas = plan.stages.at(role.stage).replicas;
   if (replicas.empty() || replicas[role.replica].tp != replicas[0].tp)
     return error::invalid_input("", "stage " + std::to_string(role.stage) + " replica " +
@@ -298,7 +304,7 @@ result<state_shard> encode_shard(int iterations, const config::model_shape& mode
   snap.iterations = iterations;
   fill_snapshot(snap, module, optimizer, kind, [](const torch::Tensor& t) {
     return t.detach().to(torch::kCPU).contiguous().clone();
-  });
+  }, outer);
   const auto file = file_of(plan, rank_role{role.stage, 0, role.tp_rank});
   const std::string head = shard_head(file, model_json(model), kind, snap);
   state_shard out;

@@ -32,6 +32,7 @@
 #include <sailor/models/gpt.hpp>
 
 #include "sailor/train/checkpoint_files.hpp"
+#include "local_sgd.hpp"
 
 namespace sailor::train::detail {
 
@@ -49,8 +50,10 @@ public:
   /// Waits for the previous write, copies the parameters and optimizer state on the calling
   /// thread (into buffers kept from the previous checkpoint), then writes checkpoint `iterations` on a background thread. Returns the seconds
   /// spent on the calling thread. A failed write is logged and kept for flush().
+  /// Under DiLoCo, `outer` is the outer state, written beside (states "outer_anchor" and
+  /// "outer_momentum").
   double take(int iterations, const models::stage_module& module,
-              torch::optim::Optimizer& optimizer);
+              torch::optim::Optimizer& optimizer, const outer_tensors* outer = nullptr);
   /// Waits for the write in flight; the first failure of any write so far.
   status flush();
   /// The newest failure (of a write that is over) not taken yet; empty: none. Does not wait
@@ -97,19 +100,21 @@ private:
 result<state_shard> encode_shard(int iterations, const config::model_shape& model,
                                  const config::plan& plan, const rank_role& role,
                                  optimizer_kind kind, const models::stage_module& module,
-                                 torch::optim::Optimizer& optimizer);
+                                 torch::optim::Optimizer& optimizer, const outer_tensors* outer = nullptr);
 
 /// Loads the slices of checkpoint `iterations` under `dir` that `module` holds into it, and
 /// the matching optimizer state into `optimizer` (whose parameters are module's tensors).
+/// With `outer`, DiLoCo's outer state too when the checkpoint holds it for every parameter
+/// (else `outer` is left empty).
 status restore_checkpoint(const std::string& dir, int iterations,
                           const config::model_shape& model, const train_options& options,
                           models::stage_module& module, torch::optim::Optimizer& optimizer,
-                          const std::string& who);
+                          const std::string& who, outer_tensors* outer = nullptr);
 
 /// The same from `shards` (memory or files, executor.hpp), of one complete writing layout.
 status restore_shards(const std::vector<shard_input>& shards, int iterations,
                       const config::model_shape& model, const train_options& options,
                       models::stage_module& module, torch::optim::Optimizer& optimizer,
-                      const std::string& who);
+                      const std::string& who, outer_tensors* outer = nullptr);
 
 }  // namespace sailor::train::detail

@@ -149,6 +149,8 @@ namespace {
 status load_from(std::vector<std::unique_ptr<shard_reader>>& readers, const std::string& folder,
                  const std::string& where, const train_options& options,
                  models::stage_module& module, torch::optim::Optimizer& optimizer);
+status load_outer(std::vector<std::unique_ptr<shard_reader>>& readers, const std::string& folder,
+                  const std::string& where, const models::stage_module& module, outer_tensors& out);
 
 // Opens the shards of `files` that hold any of `module`'s layers (`open` gives each one's
 // bytes) and loads this rank's slices from them.
@@ -156,7 +158,7 @@ status restore_from(const std::vector<shard_file>& files,
                     const std::function<std::unique_ptr<shard_bytes>(const shard_file&)>& open,
                     const std::string& folder, int iterations, const config::model_shape& model,
                     const train_options& options, models::stage_module& module,
-                    torch::optim::Optimizer& optimizer, const std::string& who) {
+                    torch::optim::Optimizer& optimizer, const std::string& who, outer_tensors* outer) {
   const auto where = who + " restore: ";
   std::vector<std::unique_ptr<shard_reader>> readers;
   for (const auto& f : files) {
@@ -169,6 +171,8 @@ status restore_from(const std::vector<shard_file>& files,
     readers.push_back(std::move(r));
   }
   if (auto st = load_from(readers, folder, where, options, module, optimizer)) return st;
+  if (outer)
+    if (auto st = load_outer(readers, folder, where, module, *outer)) return st;
   log::get("train")->info("{} restored {} ({} parameters from {} shards)", who, folder,
                           module.parameters().size(), readers.size());
   return {};
@@ -179,7 +183,7 @@ status restore_from(const std::vector<shard_file>& files,
 status restore_checkpoint(const std::string& dir, int iterations,
                           const config::model_shape& model, const train_options& options,
                           models::stage_module& module, torch::optim::Optimizer& optimizer,
-                          const std::string& who) {
+                          const std::string& who, outer_tensors* outer) {
   const std::string folder = checkpoint_path(dir, iterations);
   const auto where = who + " restore: ";
   auto state = inspect_folder(folder);
@@ -191,13 +195,13 @@ status restore_checkpoint(const std::string& dir, int iterations,
                                 std::to_string(state.best_found) + " of " + std::to_string(state.best_needed) +
                                 " writer files");
   return restore_from(state.complete, [](const shard_file& f) { return open_shard_file(f.path); },
-                      "checkpoint " + folder, iterations, model, options, module, optimizer, who);
+                      "checkpoint " + folder, iterations, model, options, module, optimizer, who, outer);
 }
 
 status restore_shards(const std::vector<shard_input>& shards, int iterations,
                       const config::model_shape& model, const train_options& options,
                       models::stage_module& module, torch::optim::Optimizer& optimizer,
-                      const std::string& who) {
+                      const std::string& who, outer_tensors* outer) {
   // Only the shards that hold this rank's layers need be given: completeness is checked
   // parameter by parameter as they are assembled (load_from), not by counting writers.
   const auto where = who + " restore: ";
@@ -222,7 +226,7 @@ status restore_shards(const std::vector<shard_input>& shards, int iterations,
     if (!in->file.empty()) return open_shard_file(in->file);
     return shard_in_memory(in->path, in->parts);
   };
-  return restore_from(files, open, what, iterations, model, options, module, optimizer, who);
+  return restore_from(files, open, what, iterations, model, options, module, optimizer, who, outer);
 }
 
 namespace {
@@ -349,6 +353,41 @@ status load_from(std::vector<std::unique_ptr<shard_reader>>& readers, const std:
       opt_state.erase(key);
     }
   }
+  return {};
+}
+
+// DiLoCo's outer state of every parameter, when each shard holding one has it (a checkpoint of
+// a synchronous plan has none: `out` stays empty).
+status load_outer(std::vector<std::unique_ptr<shard_reader>>& readers, const std::string& folder,
+                  const std::string& where, const models::stage_module& module, outer_tensors& out) {
+  const auto& params = module.parameters();
+  for (std::size_t i = 0; i < params.size(); ++i)
+    for (const auto& r : readers)
+      if (r->file.holds_layer(module.layer_of(i)) && !r->tensors.count({params[i].name, "outer_anchor"}))
+        return {};
+  outer_tensors got;
+  try {
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      restore_slice s;
+      s.p = &params[i];
+      s.layer = module.layer_of(i);
+      s.shape = s.p->tensor.sizes().vec();
+      s.dim = s.p->shard_dim;
+      s.length = s.dim >= 0 ? s.shape[s.dim] : 0;
+      s.begin = module.tp().rank * s.length;
+      s.full = full_shape(s.shape, s.dim, s.p->full_size);
+      std::int64_t unused_step = 0;
+      for (auto* into : {&got.anchor, &got.momentum}) {
+        auto t = torch::empty(s.shape, torch::TensorOptions().dtype(s.p->tensor.scalar_type()));
+        const char* state = into == &got.anchor ? "outer_anchor" : "outer_momentum";
+        if (auto st = assemble_state_slice(readers, s, state, where, folder, false, t, unused_step)) return st;
+        into->push_back(t.to(s.p->tensor.device()));
+      }
+    }
+  } catch (const std::exception& e) {
+    return error::invalid_input("", where + "reading DiLoCo's outer state of " + folder + ": " + e.what());
+  }
+  out = std::move(got);
   return {};
 }
 

@@ -159,7 +159,7 @@ status stage_executor::load_state(const std::vector<char>& bytes) {
       p.tensor.copy_(t);
     }
     impl_->optimizer->load(optim);
-    return impl_->fresh_outer_step({});
+    return impl_->continue_outer({}, {});
   } catch (const std::exception& e) {
     return error::invalid_input("", impl_->who + " load_state: " + e.what());
   }
@@ -184,18 +184,25 @@ const rank_role& stage_executor::role() const { return impl_->role; }
 
 // DiLoCo: a fresh outer step from restored parameters (a checkpoint holds no outer state:
 // the anchor is where the restored parameters are, the momentum zero).
-status stage_executor::impl::fresh_outer_step(status restored) {
-  if (!restored && outer) {
+status stage_executor::impl::continue_outer(status restored, const detail::outer_tensors& state) {
+  if (restored || !outer) return restored;
+  if (state.anchor.empty()) {
     outer->reset();
-    log::get("train")->info("{} DiLoCo starts a fresh outer step from the restored state", who);
+    log::get("train")->info("{} DiLoCo starts a fresh outer step from the restored parameters (what was "
+                            "restored holds no outer state: a synchronous plan's, or a hand-over's)", who);
+  } else {
+    outer->load(state);
+    log::get("train")->info("{} DiLoCo continues from the restored outer state (anchor and momentum)", who);
   }
   return restored;
 }
 
 status stage_executor::restore(const std::string& dir, int iterations) {
   try {
-    return impl_->fresh_outer_step(detail::restore_checkpoint(dir, iterations, impl_->model, impl_->options,
-                                                               *impl_->module, *impl_->optimizer, impl_->who));
+    detail::outer_tensors outer;
+    auto st = detail::restore_checkpoint(dir, iterations, impl_->model, impl_->options, *impl_->module,
+                                         *impl_->optimizer, impl_->who, impl_->outer ? &outer : nullptr);
+    return impl_->continue_outer(st, outer);
   } catch (const std::exception& e) {
     return error::invalid_input("", impl_->who + " restore of " + dir + " after " + std::to_string(iterations) +
                                     " iterations: " + e.what());
@@ -204,8 +211,10 @@ status stage_executor::restore(const std::string& dir, int iterations) {
 
 status stage_executor::restore(const std::vector<shard_input>& shards, int iterations) {
   try {
-    return impl_->fresh_outer_step(detail::restore_shards(shards, iterations, impl_->model, impl_->options,
-                                                           *impl_->module, *impl_->optimizer, impl_->who));
+    detail::outer_tensors outer;
+    auto st = detail::restore_shards(shards, iterations, impl_->model, impl_->options, *impl_->module,
+                                     *impl_->optimizer, impl_->who, impl_->outer ? &outer : nullptr);
+    return impl_->continue_outer(st, outer);
   } catch (const std::exception& e) {
     return error::invalid_input("", impl_->who + " restore of the state after " + std::to_string(iterations) +
                                     " iterations: " + e.what());
@@ -214,6 +223,11 @@ status stage_executor::restore(const std::vector<shard_input>& shards, int itera
 
 result<state_shard> stage_executor::state_snapshot(int iterations) const {
   try {
+    if (impl_->outer) {
+      const auto outer = impl_->outer->state();
+      return detail::encode_shard(iterations, impl_->model, impl_->plan, impl_->role, impl_->options.optimizer,
+                                  *impl_->module, *impl_->optimizer, &outer);
+    }
     return detail::encode_shard(iterations, impl_->model, impl_->plan, impl_->role,
                                 impl_->options.optimizer, *impl_->module, *impl_->optimizer);
   } catch (const std::exception& e) {

@@ -265,8 +265,9 @@ struct stage_executor::impl {
   bool counts_norm = false;    // this rank's replica is the one whose gradients the norm counts
   comm::communicator& step_reduce() { return region_comm ? *region_comm : world_reduce(); }
   void start_local_sgd();
-  // After a restore: DiLoCo's anchor at the restored parameters (passes `restored` on).
-  status fresh_outer_step(status restored);
+  // After a restore that succeeded: DiLoCo continues from the outer state restored, or starts
+  // a fresh outer step from the restored parameters when there was none (passes `restored` on).
+  status continue_outer(status restored, const detail::outer_tensors& state);
   std::unique_ptr<detail::local_sgd> outer;
 };
 

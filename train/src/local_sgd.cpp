@@ -138,6 +138,15 @@ void local_sgd::reset() {
   }
 }
 
+void local_sgd::load(const outer_tensors& state) {
+  reset();
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    anchor_[i].copy_(state.anchor.at(i));
+    momentum_[i].copy_(state.momentum.at(i));
+  }
+}
+
 // Fragment f of P is exchanged after every H-th iteration counted from f * H / P.
 bool local_sgd::due(int fragment, int completed) const {
   const int shift = fragment * inner_steps_ / static_cast<int>(fragments_.size());

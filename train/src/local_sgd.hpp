@@ -40,6 +40,13 @@ void encode_int8(const torch::Tensor& values, std::uint8_t* out);
 /// Adds the decoded values of `in` (int8_bytes(into.numel()) bytes) to `into`.
 void add_decoded_int8(const std::uint8_t* in, torch::Tensor& into);
 
+/// DiLoCo's outer state of a rank: per parameter, the anchor (the parameters after the last
+/// outer step) and the outer momentum. The same on every replica of every region: the
+/// checkpoint of replica 0 holds the job's.
+struct outer_tensors {
+  std::vector<torch::Tensor> anchor, momentum;
+};
+
 class serial_worker;
 
 class local_sgd {
@@ -63,6 +70,10 @@ public:
   /// A fresh outer step from the parameters as they are now: anchor = parameters, momentum
   /// zero, nothing in flight (after a restore).
   void reset();
+  /// The outer state now (views of it: copy before the next iteration).
+  outer_tensors state() const { return {anchor_, momentum_}; }
+  /// Continues from a checkpoint's outer state (one tensor per parameter, their shapes).
+  void load(const outer_tensors& state);
   int fragments() const { return static_cast<int>(fragments_.size()); }
   /// Bytes this rank put on the wire in exchanges so far (its payloads; leaders only).
   std::int64_t payload_bytes() const { return payload_bytes_.load(); }

@@ -84,6 +84,10 @@ double stage_executor::impl::take_checkpoint(int iteration) {
   if (!checkpoints) return 0;
   if ((iteration + 1) % options.checkpoint_every != 0 && iteration + 1 != options.checkpoint_final)
     return 0;
+  if (outer) {
+    const auto state = outer->state();
+    return checkpoints->take(iteration + 1, *module, *optimizer, &state);
+  }
   return checkpoints->take(iteration + 1, *module, *optimizer);
 }
 
