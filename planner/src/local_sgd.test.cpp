@@ -66,6 +66,13 @@ TEST_CASE("diloco on gcp-5-zones, OPT-350M: the planner joins us-west1 by DiLoCo
   REQUIRE(same_sync.ok());
   CHECK(diloco.plan.estimate->iteration_time_s < same_sync->iteration_time_s);
   CHECK(diloco.detail.outer_egress_usd_per_iteration > 0);
+  // Re-ranked by the event simulation (as `sailor plan` does), DiLoCo still wins.
+  options by_events;
+  by_events.rerank_with_events = true;
+  auto ranked = plan_job(prob, by_events);
+  REQUIRE(ranked.ok());
+  CHECK(ranked->plan.local_sgd);
+  CHECK(ranked->plan.estimate->iteration_time_s < sync.plan.estimate->iteration_time_s);
 }
 
 TEST_CASE("diloco on gcp-5-zones: a job without allow_local_sgd never gets local_sgd") {

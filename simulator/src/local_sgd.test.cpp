@@ -43,6 +43,27 @@ TEST_CASE_FIXTURE(two_regions, "diloco: no all-reduce across regions in an itera
   CHECK(sync.outer_exchange_s == 0);
 }
 
+TEST_CASE_FIXTURE(two_regions, "diloco: the event simulation agrees with the closed form") {
+  data_parallel.overlap_steps = 0;
+  auto ctx = make();
+  for (const auto& p : {diloco_plan(10), sync_plan()}) {
+    auto closed = simulate(ctx, p);
+    auto events = simulate_events(ctx, p);
+    REQUIRE(closed.ok());
+    REQUIRE(events.ok());
+    CHECK(events->iteration_time_s == doctest::Approx(closed->iteration_time_s).epsilon(0.02));
+  }
+  // Different replica counts per stage: each replica on its own, in its region.
+  auto p = make_plan(1, 8, {{2, {rep("fast", "a"), rep("fast", "b")}},
+                            {2, {rep("fast", "a"), rep("fast", "b"), rep("fast", "a"), rep("fast", "b")}}});
+  p.local_sgd = config::local_sgd_plan{10, {{"r1", {"a"}}, {"r2", {"b"}}}};
+  auto events = simulate_events(ctx, p);
+  REQUIRE(events.ok());
+  auto closed = simulate(ctx, p);
+  REQUIRE(closed.ok());
+  CHECK(events->iteration_time_s == doctest::Approx(closed->iteration_time_s).epsilon(0.3));
+}
+
 TEST_CASE_FIXTURE(two_regions, "diloco over a slow link is faster per iteration than synchronous") {
   const estimate sync = run(sync_plan());
   const estimate diloco = run(diloco_plan(50));
