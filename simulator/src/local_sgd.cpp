@@ -3,6 +3,7 @@
 // iterations the all-reduce of the parameter deltas across regions, overlapped with the next
 // inner iterations (data_parallel.overlap_steps) and cut into fragments.
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,61 @@ double exchange_bytes_per_param(const sim_context& ctx) {
     return 1.0 + 4.0 / std::max(1.0, ctx.options().int8_block_values);
   return 4.0;
 }
+
+struct stage_exchange {
+  double seconds = 0, egress_usd = 0, egress_bytes = 0;
+};
+
+// One stage's exchange as the runtime runs it (train/src/local_sgd.cpp): each region's leader
+// (its first replica of the stage) all-reduces the deltas with the other regions' leaders (int8:
+// an all-gather, every other leader's payload in), then broadcasts the mean to the region's other
+// replicas (a binomial tree). `units`: the buffer in gradient elements (allreduce_s's unit).
+stage_exchange exchange_of_stage(const sim_context& ctx, const resolved_plan& p, int s, double units) {
+  const auto& st = p.stages[s];
+  const auto& o = ctx.options();
+  thread_local std::vector<endpoint> leaders;
+  leaders.assign(size_t(p.num_regions), endpoint{});
+  std::vector<char> found(size_t(p.num_regions), 0);
+  for (const endpoint& e : st.replicas)
+    if (!found[size_t(e.region)]) found[size_t(e.region)] = 1, leaders[size_t(e.region)] = e;
+  const int n = p.num_regions;
+  const bool gather = ctx.job().data_parallel.compression == config::delta_compression::int8;
+  // A ring all-gather of n payloads moves (n-1)/n of n payloads per member: a ring all-reduce of
+  // n/2 times the buffer (the same for two regions).
+  const double moved = gather ? units * n / 2.0 : units;
+  stage_exchange x;
+  x.seconds = std::max(0.0, ctx.allreduce_s(leaders.data(), n, moved));
+  x.egress_usd = ctx.allreduce_egress_usd(leaders.data(), n, moved);
+  const double buffer = units * o.grad_bytes_per_param;  // the whole stage's, all TP shards
+  x.egress_bytes = 2.0 * (n - 1) * buffer * (gather ? n / 2.0 : 1.0);
+  double broadcast_s = 0;
+  for (int r = 0; r < n; ++r) {
+    const endpoint& leader = leaders[size_t(r)];
+    const double per_gpu = buffer / std::max(1, leader.tp);
+    int members = 0;  // the region's replicas besides its leader
+    bool leader_seen = false;
+    double bw = 1e300;
+    for (const endpoint& e : st.replicas) {
+      if (e.region != r) continue;
+      if (!leader_seen) {
+        leader_seen = true;
+        continue;
+      }
+      ++members;
+      const double b = ctx.gpu_bytes_per_s(leader, e, per_gpu);
+      if (b > 0) bw = std::min(bw, b);
+      if (e.zone != leader.zone) {
+        x.egress_usd += buffer / 1e9 * ctx.egress_usd_per_gb(leader.zone, e.zone);
+        x.egress_bytes += buffer;
+      }
+    }
+    if (members == 0 || bw >= 1e300) continue;  // the leader alone
+    const double rounds = std::ceil(std::log2(double(members + 1)));
+    broadcast_s = std::max(broadcast_s, rounds * (per_gpu / bw + o.collective_latency_s));
+  }
+  x.seconds += broadcast_s;
+  return x;
+}
 }  // namespace
 
 outer_exchange outer_exchange_of(const sim_context& ctx, const resolved_plan& p, const stage_times* t,
@@ -110,20 +166,18 @@ outer_exchange outer_exchange_of(const sim_context& ctx, const resolved_plan& p,
   const int fragments = std::max(1, dp.fragments);
   const double H = p.inner_steps;
   // allreduce_s counts gradient elements of grad_bytes_per_param bytes: the exchange's bytes in
-  // those units price it over the same hierarchical all-reduce, on the same links.
+  // those units price it over the same all-reduce, on the same links.
   const double units_per_param = exchange_bytes_per_param(ctx) / std::max(1e-9, o.grad_bytes_per_param);
   double fragment_s = 0, outer_step_s = 0;
   for (int s = 0; s < p.num_stages; ++s) {
     const auto& st = p.stages[s];
     const double units = ctx.params_per_gpu(1, st.first, st.end) * units_per_param;
     // The stages exchange side by side; each fragment holds 1/fragments of every stage's layers.
-    fragment_s = std::max(fragment_s, std::max(0.0, ctx.allreduce_s(st.replicas, st.num_replicas, units / fragments)));
-    x.egress_usd += ctx.allreduce_egress_usd(st.replicas, st.num_replicas, units) / H;
-    bool zones = false;
-    for (int r = 1; r < st.num_replicas; ++r) zones = zones || st.replicas[r].zone != st.replicas[0].zone;
-    if (zones)  // as egress_bytes counts a synchronous all-reduce: at least two zone crossings
-      x.egress_bytes += 2.0 * (st.num_replicas - 1) / st.num_replicas * units * o.grad_bytes_per_param * 2 / H;
-    // The outer step reads and writes the parameters, their snapshot and the momentum (fp32),
+    fragment_s = std::max(fragment_s, exchange_of_stage(ctx, p, s, units / fragments).seconds);
+    const stage_exchange whole = exchange_of_stage(ctx, p, s, units);
+    x.egress_usd += whole.egress_usd / H;
+    x.egress_bytes += whole.egress_bytes / H;
+    // The outer step reads and writes the parameters, their anchor and the momentum (fp32),
     // memory bound like the inner optimizer's step.
     outer_step_s = std::max(outer_step_s, t[s].update_s * 2 * (4 + o.outer_state_bytes_per_param) /
                                               std::max(1.0, o.optimizer_bytes_per_param));
