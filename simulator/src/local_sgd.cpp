@@ -134,6 +134,8 @@ stage_exchange exchange_of_stage(const sim_context& ctx, const resolved_plan& p,
     int members = 0;  // the region's replicas besides its leader
     bool leader_seen = false;
     double bw = 1e300;
+    thread_local std::vector<int> zones;  // the region's zones a copy has entered
+    zones.clear();
     for (const endpoint& e : st.replicas) {
       if (e.region != r) continue;
       if (!leader_seen) {
@@ -143,7 +145,9 @@ stage_exchange exchange_of_stage(const sim_context& ctx, const resolved_plan& p,
       ++members;
       const double b = ctx.gpu_bytes_per_s(leader, e, per_gpu);
       if (b > 0) bw = std::min(bw, b);
-      if (e.zone != leader.zone) {
+      // One copy enters each other zone of the region (the broadcast's tree spreads it there).
+      if (e.zone != leader.zone && std::find(zones.begin(), zones.end(), e.zone) == zones.end()) {
+        zones.push_back(e.zone);
         x.egress_usd += buffer / 1e9 * ctx.egress_usd_per_gb(leader.zone, e.zone);
         x.egress_bytes += buffer;
       }
