@@ -13,6 +13,7 @@
 #include "training_setup.hpp"
 #include "sailor/actors/placement.hpp"
 #include "sailor/actors/sailor_planning.hpp"
+#include "sailor/config/local_sgd.hpp"
 #include "sailor/config/sailor_format.hpp"
 
 namespace sailor::app {
@@ -91,9 +92,21 @@ actors::planning_function even_planner(const coordinator_args& args, const coord
   };
 }
 
-}  // namespace
+// The job's across_regions: diloco joins the regions of every plan that spans them, whichever
+// planner made it (a plan inside one region stays synchronous; one whose pipelines cross
+// regions is refused, naming data_parallel.across_regions).
+actors::planning_function with_data_parallel(actors::planning_function plan, const coordinator_inputs& in) {
+  if (in.job.data_parallel.across_regions != config::across_regions_mode::diloco) return plan;
+  return [plan = std::move(plan), job = in.job, pool = in.cluster](const actors::plan_request& request)
+             -> result<config::plan> {
+    auto p = plan(request);
+    if (!p || p->local_sgd || config::regions_of(*p, pool).size() < 2) return p;
+    if (auto bad = config::apply_data_parallel(*p, job, pool)) return *bad;
+    return p;
+  };
+}
 
-int choose_planner(const coordinator_args& args, const coordinator_inputs& in,
+int chosen_planner(const coordinator_args& args, const coordinator_inputs& in,
                    actors::coordinator_options& options) {
   if (args.planner == "sailor")
     return sailor_planner(args, in, options);
@@ -106,6 +119,15 @@ int choose_planner(const coordinator_args& args, const coordinator_inputs& in,
   std::fprintf(stderr, "sailor coordinator: --planner: expected even, search or sailor, got '%s'\n",
                args.planner.c_str());
   return exit_bad_input;
+}
+
+}  // namespace
+
+int choose_planner(const coordinator_args& args, const coordinator_inputs& in,
+                   actors::coordinator_options& options) {
+  const int rc = chosen_planner(args, in, options);
+  if (rc == exit_done && options.plan) options.plan = with_data_parallel(std::move(options.plan), in);
+  return rc;
 }
 
 }  // namespace sailor::app

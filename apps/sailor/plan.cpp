@@ -25,6 +25,7 @@
 #include "model_inputs.hpp"
 #include "sailor/actors/sailor_planning.hpp"
 #include "sailor/config/load.hpp"
+#include "sailor/config/local_sgd.hpp"
 #include "sailor/config/sailor_format.hpp"
 #include "sailor/planner/micro_batch_limit.hpp"
 #include "sailor/planner/planner.hpp"
@@ -91,6 +92,32 @@ void print_bottleneck(const planner::estimate& d) {
   } else {
     std::printf("bottleneck: %s, %.2f ms per iteration\n", b.what.c_str(), b.seconds * 1e3);
   }
+}
+
+// How data-parallel replicas in different regions synchronise, and under DiLoCo what its
+// exchange costs (closed form).
+void print_local_sgd(const planner::estimate& d, const config::plan& p) {
+  std::printf("data parallel across regions: %s\n", config::describe_local_sgd(p).c_str());
+  if (!p.local_sgd) return;
+  std::printf("  inner iteration %.4f s (slowest region); outer exchange %.4f s, %.4f s per iteration not "
+              "hidden; its egress $%.5f per iteration\n",
+              d.inner_iteration_s, d.outer_exchange_s, d.outer_exposed_s, d.outer_egress_usd_per_iteration);
+}
+
+json plan_local_sgd_json(const planner::estimate& d, const config::plan& p) {
+  json j;
+  j["mode"] = p.local_sgd ? "diloco" : "sync";
+  j["description"] = config::describe_local_sgd(p);
+  if (!p.local_sgd) return j;
+  json regions = json::array();
+  for (const auto& r : p.local_sgd->regions) regions.push_back({{"name", r.name}, {"zones", r.zones}});
+  j["inner_steps"] = p.local_sgd->inner_steps;
+  j["regions"] = regions;
+  j["inner_iteration_s"] = d.inner_iteration_s;
+  j["outer_exchange_s"] = d.outer_exchange_s;
+  j["outer_exposed_s_per_iteration"] = d.outer_exposed_s;
+  j["outer_egress_usd_per_iteration"] = d.outer_egress_usd_per_iteration;
+  return j;
 }
 
 // Which limit kept the larger micro-batch sizes out of the search (GiB, as memory is sold).
@@ -164,6 +191,7 @@ void print_human(const planner::plan_result& r, const config::plan& p, double to
               e.throughput_iters_per_s);
   std::printf("cost $%.4f per iteration, $%.2f per hour (egress $%.5f per iteration)\n", e.cost_per_iteration_usd,
               e.cost_per_hour_usd, d.egress_usd_per_iteration);
+  print_local_sgd(d, p);
   print_bottleneck(d);
   std::printf("search %.1f ms (%d configurations, %lld partial pipelines); with reading inputs %.1f ms\n",
               r.search_s * 1e3, r.configurations, r.dp_states, total_s * 1e3);
@@ -252,6 +280,8 @@ void print_json(const planner::plan_result& r, const config::plan& p, double tot
   j["configurations"] = r.configurations;
   j["dp_states"] = r.dp_states;
   j["notes"] = notes;
+  j["egress_usd_per_iteration"] = r.detail.egress_usd_per_iteration;
+  j["local_sgd"] = plan_local_sgd_json(r.detail, p);
   j["micro_batch_limit"] = micro_batch_limit_json(limit);  // null: no size excluded by memory
   j["plan"] = json::parse(config::to_sailor_plan_json(p));
   json stages = json::array();
@@ -290,7 +320,13 @@ int run_plan(const plan_options& opt) {
   if (!opt.out.empty()) {
     std::ofstream out(opt.out);
     if (!out) return plan_failed({error_kind::failed, "cannot write the plan", opt.out, 0, "--out"});
-    if (ends_with(opt.out, ".json")) out << config::to_sailor_plan_json(p);
+    if (ends_with(opt.out, ".json")) {
+      out << config::to_sailor_plan_json(p);
+      if (p.local_sgd)
+        std::fprintf(stderr, "sailor plan: warning: Sailor's plan format has no local_sgd: %s holds the plan "
+                             "without DiLoCo (%s); write YAML to keep it\n",
+                     opt.out.c_str(), config::describe_local_sgd(p).c_str());
+    }
     else out << config::to_yaml(p) << config::to_yaml(origin_of(opt, inputs));
   }
   if (opt.as_json) {

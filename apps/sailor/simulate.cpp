@@ -74,7 +74,14 @@ json to_json(const simulator::estimate& e) {
                       {"sailor_check_bytes", m.sailor_check_bytes},
                       {"fits", m.fits()}});
   }
+  json diloco = nullptr;  // null: the plan synchronises every iteration
+  if (e.inner_iteration_s > 0)
+    diloco = {{"inner_iteration_s", e.inner_iteration_s},
+              {"outer_exchange_s", e.outer_exchange_s},
+              {"outer_exposed_s_per_iteration", e.outer_exposed_s},
+              {"outer_egress_usd_per_iteration", e.outer_egress_usd_per_iteration}};
   return {{"iteration_time_s", e.iteration_time_s},
+          {"local_sgd", diloco},
           {"peak_memory_bytes", e.peak_memory_bytes},
           {"fits_memory", e.fits_memory},
           {"memory_verdict", e.memory_verdict},
@@ -101,6 +108,10 @@ void print_human(const simulator::estimate& e, const simulator::event_result& ev
               e.throughput_iters_per_s, e.tokens_per_s);
   std::printf("  pipeline %.4f s = round trip %.4f s + steady %.4f s (bottleneck: stage %d); then sync+update %.4f s\n",
               e.pipeline_s, e.warmup_drain_s, e.steady_s, e.bottleneck_stage, e.sync_and_update_s);
+  if (e.inner_iteration_s > 0)
+    std::printf("  DiLoCo: inner iteration %.4f s (slowest region) + outer exchange %.4f s of which %.4f s per "
+                "iteration is not hidden (its egress $%.5f per iteration)\n",
+                e.inner_iteration_s, e.outer_exchange_s, e.outer_exposed_s, e.outer_egress_usd_per_iteration);
   std::printf("  event simulation: %.4f s (closed form differs by %+.3f%%)\n", ev.iteration_time_s,
               100.0 * (e.iteration_time_s - ev.iteration_time_s) / ev.iteration_time_s);
   std::printf("  %-6s %-9s %4s %9s %9s %9s %9s %9s %9s\n", "stage", "layers", "m", "fwd_ms", "bwd_ms", "send_f",

@@ -236,7 +236,9 @@ robustness robustness_of(const config::cluster& cluster, const config::model_sha
     if (spread) {
       double params = 0;
       for (int l = st.first_layer; l < st.end_layer(); ++l) params += double(model.params_of_layer(l));
-      r.cross_region_bytes += 2.0 * 2.0 * (R - 1) / R * params * 4.0;
+      // Under DiLoCo the regions exchange every inner_steps iterations (fp32 or less).
+      const double every = p.local_sgd ? double(std::max(1, p.local_sgd->inner_steps)) : 1.0;
+      r.cross_region_bytes += 2.0 * 2.0 * (R - 1) / R * params * 4.0 / every;
     }
     if (s + 1 < p.stages.size()) {
       const auto& next = p.stages[s + 1];

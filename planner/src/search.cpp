@@ -20,6 +20,9 @@
 
 #include "searcher.hpp"
 
+#include "sailor/config/local_sgd.hpp"
+#include "local_sgd.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -53,6 +56,10 @@ std::string canonical(const config::plan& p) {
       o += ',';
     }
     o += ']';
+  }
+  if (p.local_sgd) {
+    o += "|diloco ";
+    o += std::to_string(p.local_sgd->inner_steps);
   }
   return o;
 }
@@ -323,15 +330,28 @@ bool better(const candidate& a, const candidate& b) {
 std::optional<candidate> make_candidate(const problem& prob, const tables& tab, const network& net,
                                         config::plan p, bool with_key) {
   (void)net;
+  // A plan that spans regions runs synchronously or by DiLoCo, whichever the objective
+  // prefers (the job's across_regions: diloco: by DiLoCo); its local_sgd is chosen here anew.
+  const bool join = may_join_regions(prob.job);
+  if (join) p.local_sgd.reset();
   auto rp = simulator::resolve(tab.context(), p);
   if (!rp) return std::nullopt;
   candidate c;
   c.detail = simulator::closed_form(tab.context(), *rp);
   const auto e = c.detail.summary();
-  p.estimate = e;
-  c.plan = std::move(p);
   c.value = objective_value(prob.job, e);
   c.feasible = c.detail.fits_memory && meets_constraints(prob.job, e);
+  if (join) {
+    auto d = diloco_candidate(prob, tab, p);
+    const bool forced = prob.job.data_parallel.across_regions == config::across_regions_mode::diloco;
+    if (forced && !d && config::regions_of(p, prob.cluster).size() > 1) return std::nullopt;
+    if (d && (forced || (d->feasible && !c.feasible) || (d->feasible == c.feasible && d->value < c.value))) {
+      if (with_key) d->key = canonical(d->plan);
+      return d;
+    }
+  }
+  p.estimate = e;
+  c.plan = std::move(p);
   if (with_key) c.key = canonical(c.plan);
   return c;
 }

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+
+#include "local_sgd.hpp"
 
 namespace sailor::planner::detail {
 
@@ -41,7 +44,7 @@ std::vector<stage_option> stage_program::stage_options(const zone_set& zs, int m
         left[size_t(zp)] -= t;
         ring.push_back(net_.endpoint_of(space_.zone_name(zp), gname, t));
       }
-      const double full = D > 1 ? net_.allreduce_s(ring, tab.stage_params(0, space_.num_layers())) : 0;
+      const double full = D > 1 ? ring_sync_s(ring, tab.stage_params(0, space_.num_layers())) : 0;
       if (full < 0) continue;
       const auto& ep = ring.front();
       const double send = tab.context().transfer_s(ep, ep, tab.context().activation_bytes(mbs));
@@ -54,6 +57,31 @@ std::vector<stage_option> stage_program::stage_options(const zone_set& zs, int m
     }
   }
   return out;
+}
+
+double stage_program::ring_sync_s(const std::vector<simulator::endpoint>& ring, double params) const {
+  const double whole = net_.allreduce_s(ring, params);
+  if (!may_join_regions(space_.prob().job) || whole < 0) return whole;
+  // The plan may run DiLoCo across regions: then each region's replicas synchronise among
+  // themselves every iteration, and the slowest region's ring is what the program should see
+  // (the exchange across regions, amortised, is left to the closed form).
+  std::vector<std::string> regions;
+  for (const auto& e : ring) {
+    auto name = space_.region_of(space_.zone_index(space_.tab().context().zone_name(e.zone)));
+    if (std::find(regions.begin(), regions.end(), name) == regions.end()) regions.push_back(std::move(name));
+  }
+  if (regions.size() < 2) return whole;
+  double slowest = 0;
+  std::vector<simulator::endpoint> mine;
+  for (const auto& region : regions) {
+    mine.clear();
+    for (const auto& e : ring)
+      if (space_.region_of(space_.zone_index(space_.tab().context().zone_name(e.zone))) == region) mine.push_back(e);
+    const double s = mine.size() > 1 ? net_.allreduce_s(mine, params) : 0.0;
+    if (s < 0) return whole;
+    slowest = std::max(slowest, s);
+  }
+  return std::min(whole, slowest);
 }
 
 std::vector<double>& stage_program::memory_memo(const config_table& tb) {

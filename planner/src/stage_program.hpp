@@ -51,6 +51,9 @@ public:
                                   double threshold, search_stats& stats);
 
 private:
+  /// The gradient all-reduce of `params` over `ring`; when the job lets plans run DiLoCo
+  /// across regions, its slowest region's alone where that is faster.
+  double ring_sync_s(const std::vector<simulator::endpoint>& ring, double params) const;
   struct limits {
     double usd_cap_per_s = infinity;  // on D * pipeline GPU dollars per second
     double time_cap = infinity;       // from the throughput floor

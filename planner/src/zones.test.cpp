@@ -15,7 +15,7 @@ namespace {
 
 // `zones` zones of 4 A100s in regions of three zones.
 problem cloud(int zones) {
-  auto prob = testing::tiny_problem(0, 0, 0, 0);
+  auto prob = planner::testing::tiny_problem(0, 0, 0, 0);
   prob.cluster.zones.clear();
   prob.cluster.regions.clear();
   for (int z = 0; z < zones; ++z) {

@@ -75,13 +75,16 @@ double host_slowdown(const sim_context& ctx, const resolved_plan& p) {
   return host_cpu_scale(ctx.options(), ranks) * std::max(1.0, ranks / cores);
 }
 
-stage_times compute_stage_times(const sim_context& ctx, const resolved_plan& p, int s) {
+stage_times compute_stage_times(const sim_context& ctx, const resolved_plan& p, int s, int region) {
   stage_times t;
   const auto& st = p.stages[s];
   const double slowdown = host_slowdown(ctx, p);
+  const endpoint* previous = nullptr;
   for (int r = 0; r < st.num_replicas; ++r) {
     const endpoint& e = st.replicas[r];
-    if (r > 0 && same_kind(e, st.replicas[r - 1])) continue;  // same GPU type and TP: same times
+    if (region >= 0 && e.region != region) continue;  // another region's pipelines
+    if (previous && same_kind(e, *previous)) continue;  // same GPU type and TP: same times
+    previous = &e;
     stage_compute c = ctx.compute(e.gpu, e.tp, p.micro_batch, st.first, st.end);
     double f = c.forward_s * slowdown, b = c.backward_s * slowdown;
     if (st.recompute) b += f;  // the forward runs again before the backward
@@ -99,6 +102,7 @@ stage_times compute_stage_times(const sim_context& ctx, const resolved_plan& p, 
     const auto& b = p.stages[to_stage];
     double worst = 0;
     for_each_replica_pair(a, b, [&](int i, const endpoint& x, const endpoint& y) {
+      if (region >= 0 && x.region != region) return;
       if (i > 0 && same_place(x, a.replicas[(i - 1) % a.num_replicas]) &&
           same_place(y, b.replicas[(i - 1) % b.num_replicas]))
         return;
@@ -108,7 +112,9 @@ stage_times compute_stage_times(const sim_context& ctx, const resolved_plan& p, 
   };
   if (s + 1 < p.num_stages) t.send_forward_s = worst_transfer(s, s + 1);
   if (s > 0) t.send_backward_s = worst_transfer(s, s - 1);
-  t.allreduce_s = ctx.allreduce_s(st.replicas, st.num_replicas, ctx.params_per_gpu(1, st.first, st.end),
+  int n = 0;
+  const endpoint* group = replicas_in(st, region, n);
+  t.allreduce_s = ctx.allreduce_s(group, n, ctx.params_per_gpu(1, st.first, st.end),
                                   ctx.options().allreduce_per_layer ? st.end - st.first : 0);
   t.micro_batches = micro_batches_of(p, s);
   return t;
@@ -304,6 +310,7 @@ result<resolved_plan> resolve(const sim_context& ctx, const config::plan& p) {
     return error::invalid_input("stages",
                                 "layers must cover the model exactly once: the stages end at layer " + std::to_string(next) +
                                     " but the model has " + std::to_string(L) + " layers");
+  if (auto bad = resolve_regions(p, out)) return *bad;
   // Links between consecutive stages and inside each stage's replica set.
   const double act = ctx.activation_bytes(p.micro_batch);
   for (int s = 0; s + 1 < out.num_stages; ++s) {
@@ -329,9 +336,7 @@ estimate closed_form(const sim_context& ctx, const resolved_plan& p) {
   estimate q;
   stage_times t[resolved_plan::max_stages];
   const int S = p.num_stages;
-  for (int s = 0; s < S; ++s) t[s] = compute_stage_times(ctx, p, s);
-  pipeline_times pt = combine(ctx, t, S);
-  pt.iteration_s = finish_iteration(ctx, p, t, pt.iteration_s);
+  const pipeline_times pt = iteration_times(ctx, p, t);
   q.iteration_time_s = pt.iteration_s;
   q.pipeline_s = pt.pipeline_s;
   q.sync_and_update_s = pt.iteration_s - pt.pipeline_s;
@@ -346,12 +351,14 @@ estimate closed_form(const sim_context& ctx, const resolved_plan& p) {
       const endpoint& e = st.replicas[r];
       q.gpu_usd_per_hour += e.tp * ctx.usd_per_gpu_hour(e.gpu);
       if (r > 0 && same_kind(e, st.replicas[r - 1])) continue;  // same memory as the previous
-      need = ctx.stage_memory(e.gpu, e.tp, p.micro_batch, st.first, st.end, in_flight, st.recompute).total();
+      const double outer = outer_state_bytes(ctx, p, s, e.tp);
+      need = ctx.stage_memory(e.gpu, e.tp, p.micro_batch, st.first, st.end, in_flight, st.recompute).total() + outer;
       q.peak_memory_bytes = std::max(q.peak_memory_bytes, need);
       // Admitted only when Sailor's formula fits it too (sim_options::sailor_memory_check).
-      const double sailor = ctx.options().sailor_memory_check
-                                ? ctx.sailor_stage_memory(e.tp, p.micro_batch, st.first, st.end, in_flight, st.recompute)
-                                : 0.0;
+      const double sailor =
+          ctx.options().sailor_memory_check
+              ? ctx.sailor_stage_memory(e.tp, p.micro_batch, st.first, st.end, in_flight, st.recompute) + outer
+              : 0.0;
       const double cap = ctx.gpu_memory_bytes(e.gpu);
       const double headroom = cap > 0 ? cap - std::max(need, sailor) : 1e300;
       if (headroom < q.worst_memory_headroom_bytes) {
@@ -370,10 +377,17 @@ estimate closed_form(const sim_context& ctx, const resolved_plan& p) {
         if (price > 0) q.egress_usd_per_iteration += price * act * p2p_copies(ctx, x, y) * t[s].micro_batches / 1e9;
       });
     }
-    bool multi_zone = false;
-    for (int r = 1; r < st.num_replicas; ++r) multi_zone = multi_zone || st.replicas[r].zone != st.replicas[0].zone;
-    if (multi_zone)
-      q.egress_usd_per_iteration += ctx.allreduce_egress_usd(st.replicas, st.num_replicas, ctx.params_per_gpu(1, st.first, st.end));
+    q.egress_usd_per_iteration += sync_egress_usd(ctx, p, s);
+  }
+  if (p.inner_steps > 0) {
+    const outer_exchange x = outer_exchange_of(ctx, p, t, pt.iteration_s);
+    q.inner_iteration_s = pt.iteration_s;
+    q.outer_exchange_s = x.exchange_s;
+    q.outer_exposed_s = x.exposed_s;
+    q.outer_egress_usd_per_iteration = x.egress_usd;
+    q.iteration_time_s += x.exposed_s;
+    q.sync_and_update_s += x.exposed_s;
+    q.egress_usd_per_iteration += x.egress_usd;
   }
   q.cost_per_iteration_usd = q.gpu_usd_per_hour * q.iteration_time_s / 3600.0 + q.egress_usd_per_iteration;
   q.fits_memory = q.worst_memory_headroom_bytes >= 0;
@@ -427,15 +441,18 @@ double egress_bytes(const sim_context& ctx, const resolved_plan& p, const std::v
       if (x.zone != y.zone) bytes += 2.0 * act * p2p_copies(ctx, x, y) * t[s].micro_batches;
     });
   for (int s = 0; s < S; ++s) {
-    const auto& st = p.stages[s];
-    int zones = 1;
-    for (int r = 1; r < st.num_replicas; ++r)
-      if (st.replicas[r].zone != st.replicas[0].zone) zones = 2;
-    if (zones > 1 && st.num_replicas > 1)
-      bytes += 2.0 * (st.num_replicas - 1) / st.num_replicas * ctx.params_per_gpu(1, st.first, st.end) *
-               ctx.options().grad_bytes_per_param * 2;  // at least two zone crossings in the ring
+    // Under DiLoCo each region's replicas all-reduce among themselves every iteration.
+    for (int region = p.inner_steps > 0 ? 0 : -1; region < (p.inner_steps > 0 ? p.num_regions : 0); ++region) {
+      int n = 0;
+      const endpoint* group = replicas_in(p.stages[s], region, n);
+      bool zones = false;
+      for (int r = 1; r < n; ++r) zones = zones || group[r].zone != group[0].zone;
+      if (zones)
+        bytes += 2.0 * (n - 1) / n * ctx.params_per_gpu(1, p.stages[s].first, p.stages[s].end) *
+                 ctx.options().grad_bytes_per_param * 2;  // at least two zone crossings in the ring
+    }
   }
-  return bytes;
+  return bytes + outer_exchange_of(ctx, p, t.data(), 0.0).egress_bytes;
 }
 
 // A note per GPU type of the plan whose times come from the catalog's peak, not a profile.
@@ -466,8 +483,7 @@ result<estimate> simulate(const sim_context& ctx, const config::plan& plan) {
   const resolved_plan& p = *rp;
   const int S = p.num_stages;
   std::vector<stage_times> t(S);
-  for (int s = 0; s < S; ++s) t[s] = compute_stage_times(ctx, p, s);
-  pipeline_times pt = combine(ctx, t.data(), S);
+  const pipeline_times pt = iteration_times(ctx, p, t.data());
   estimate e = closed_form(ctx, p);
   e.warmup_drain_s = pt.round_trip_s;
   e.steady_s = pt.steady_s;
@@ -497,10 +513,12 @@ result<estimate> simulate(const sim_context& ctx, const config::plan& plan) {
       gm.tp = ep.tp;
       gm.bytes = ctx.stage_memory(ep.gpu, ep.tp, p.micro_batch, p.stages[s].first, p.stages[s].end, in_flight,
                                   p.stages[s].recompute);
+      const double outer = outer_state_bytes(ctx, p, s, ep.tp);
+      gm.bytes.optimizer_states += outer;  // DiLoCo's snapshot and outer momentum
       gm.capacity_bytes = ctx.gpu_memory_bytes(ep.gpu);
       if (ctx.options().sailor_memory_check)
         gm.sailor_check_bytes = ctx.sailor_stage_memory(ep.tp, p.micro_batch, p.stages[s].first, p.stages[s].end,
-                                                        in_flight, p.stages[s].recompute);
+                                                        in_flight, p.stages[s].recompute) + outer;
       if (gm.capacity_bytes > 0) {
         const double ours = gm.capacity_bytes - gm.bytes.total();
         const double theirs = gm.capacity_bytes - gm.sailor_check_bytes;

@@ -94,8 +94,14 @@ static void add_sync_and_update(const sim_context& ctx, const resolved_plan& p,
     double start = 0;
     for (int u = first_unit[s]; u < first_unit[s + 1]; ++u) start = std::max(start, units[u].done);
     const auto& st = p.stages[s];
-    const double ar = ctx.allreduce_s(st.replicas, st.num_replicas, ctx.params_per_gpu(1, st.first, st.end),
-                                      ctx.options().allreduce_per_layer ? st.end - st.first : 0);
+    // Under DiLoCo each region's replicas all-reduce among themselves, side by side.
+    double ar = 0;
+    for (int region = p.inner_steps > 0 ? 0 : -1; region < (p.inner_steps > 0 ? p.num_regions : 0); ++region) {
+      int n = 0;
+      const endpoint* group = replicas_in(st, region, n);
+      ar = std::max(ar, ctx.allreduce_s(group, n, ctx.params_per_gpu(1, st.first, st.end),
+                                        ctx.options().allreduce_per_layer ? st.end - st.first : 0));
+    }
     if (ar > 0) out.events.push_back({"all-reduce", "collective", s, 0, start, start + ar});
     for (int u = first_unit[s]; u < first_unit[s + 1]; ++u) {
       const double at = start + std::max(0.0, ar);
@@ -228,17 +234,14 @@ double sync_and_step(const stage_times& t, int s, double from, event_result& out
 
 }  // namespace
 
-result<event_result> simulate_events(const sim_context& ctx, const config::plan& plan) {
-  auto rp = resolve(ctx, plan);
-  if (!rp) return rp.error();
-  const resolved_plan& p = *rp;
+// One representative pipeline (every stage has the same replica count) of `region`'s replicas
+// (all when region < 0).
+static result<event_result> simulate_events_uniform(const sim_context& ctx, const resolved_plan& p, int region) {
   const int S = p.num_stages;
-  for (int s = 1; s < S; ++s)
-    if (p.stages[s].num_replicas != p.stages[0].num_replicas) return simulate_events_per_replica(ctx, p);
   std::vector<stage_times> t(S);
   int m = 1;
   for (int s = 0; s < S; ++s) {
-    t[s] = compute_stage_times(ctx, p, s);
+    t[s] = compute_stage_times(ctx, p, s, region);
     m = std::max(m, t[s].micro_batches);
   }
   const bool overlap = ctx.options().overlap_p2p;
@@ -317,6 +320,33 @@ result<event_result> simulate_events(const sim_context& ctx, const config::plan&
   }
   add_final(ctx, p, t.data(), out);
   return out;
+}
+
+result<event_result> simulate_events(const sim_context& ctx, const config::plan& plan) {
+  auto rp = resolve(ctx, plan);
+  if (!rp) return rp.error();
+  const resolved_plan& p = *rp;
+  const int S = p.num_stages;
+  bool uniform = true;
+  for (int s = 1; s < S; ++s) uniform = uniform && p.stages[s].num_replicas == p.stages[0].num_replicas;
+  if (p.inner_steps <= 0) return uniform ? simulate_events_uniform(ctx, p, -1) : simulate_events_per_replica(ctx, p);
+  // DiLoCo: the slowest region's inner iteration (each replica on its own when counts differ:
+  // its micro-batches keep it in its region), then the exchange's exposed share of it.
+  result<event_result> slowest = sailor::error::failed("no region");
+  int slowest_region = 0;
+  for (int region = 0; region < (uniform ? p.num_regions : 1); ++region) {
+    auto r = uniform ? simulate_events_uniform(ctx, p, region) : simulate_events_per_replica(ctx, p);
+    if (!r) return r;
+    if (!slowest || r->iteration_time_s > slowest->iteration_time_s) slowest = std::move(r), slowest_region = region;
+  }
+  std::vector<stage_times> t(S);
+  for (int s = 0; s < S; ++s) t[s] = compute_stage_times(ctx, p, s, uniform ? slowest_region : -1);
+  const outer_exchange x = outer_exchange_of(ctx, p, t.data(), slowest->iteration_time_s);
+  if (x.exposed_s > 0)
+    slowest->events.push_back({"outer exchange (exposed, per iteration)", "collective", 0, 0,
+                               slowest->iteration_time_s, slowest->iteration_time_s + x.exposed_s});
+  slowest->iteration_time_s += x.exposed_s;
+  return slowest;
 }
 
 std::string to_chrome_trace(const event_result& r) {

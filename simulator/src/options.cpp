@@ -33,6 +33,8 @@ const entry entries[] = {
     {"sailor_bytes_per_param", &sim_options::sailor_bytes_per_param, nullptr},
     {"sailor_framework_bytes", &sim_options::sailor_framework_bytes, nullptr},
     {"mixed_grad_memory_bytes_per_param", &sim_options::mixed_grad_memory_bytes_per_param, nullptr},
+    {"int8_block_values", &sim_options::int8_block_values, nullptr},
+    {"outer_state_bytes_per_param", &sim_options::outer_state_bytes_per_param, nullptr},
     {"optimizer_bytes_per_param", &sim_options::optimizer_bytes_per_param, nullptr},
     {"memory_bandwidth_efficiency", &sim_options::memory_bandwidth_efficiency, nullptr},
     {"allreduce_per_layer", nullptr, &sim_options::allreduce_per_layer},

@@ -59,6 +59,7 @@ struct fixture {
   config::model_shape model = tiny_model();
   config::model_profile profile = tiny_profile();
   config::cluster cluster = two_zones();
+  config::data_parallel_options data_parallel;  ///< the job's (DiLoCo's exchange options)
   sim_context make(sim_options o = {}) {
     o.profile_layer_overhead_s = 0;
     o.framework_overhead_bytes = 0;
@@ -69,6 +70,7 @@ struct fixture {
     in.cluster = &cluster;
     in.job.optimizer = config::optimizer_kind::adam;
     in.job.mixed_precision = true;
+    in.job.data_parallel = data_parallel;
     auto c = sim_context::make(in, o);
     REQUIRE_MESSAGE(c.ok(), (c.ok() ? "" : c.error().to_string()));
     return std::move(*c);

@@ -23,6 +23,11 @@
 /// What the plans may rely on is what the runtime runs: a data-parallel group spanning zones
 /// or regions is priced as the runtime's hierarchical all-reduce (comm::make_hierarchical: in
 /// each zone, sharded rings across zones, back in each zone; the simulator's default).
+/// DiLoCo (issue 40): with the job's `allow_local_sgd` a plan whose replicas span regions is
+/// also scored as a DiLoCo plan (replicas ordered by region so that every pipeline stays in
+/// one, inner steps from 10/25/50/100 or the job's, the fewest within 1% of the best) and the
+/// better of the two on the objective is kept; with `data_parallel.across_regions: diloco`
+/// such plans are DiLoCo plans only. Without either, no plan gets `local_sgd`.
 /// Memory: a replica is admitted only when it fits by the simulator's check and by Sailor's
 /// planner's formula (sim_options::sailor_memory_check, on by default).
 

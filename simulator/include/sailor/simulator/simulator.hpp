@@ -133,6 +133,12 @@ struct sim_options {
   /// Gradient bytes per parameter held in memory with mixed precision (fp16 grads and the
   /// fp32 copy the optimizer reads: 2 + 4).
   double mixed_grad_memory_bytes_per_param = 6;
+  /// DiLoCo (config::plan::local_sgd): values per fp32 scale of the int8 outer exchange
+  /// (data_parallel.compression: int8 sends 1 byte per parameter plus 4 per block).
+  double int8_block_values = 256;
+  /// DiLoCo's state on every replica, bytes per parameter: the fp32 parameters at the last
+  /// exchange and the outer optimizer's momentum.
+  double outer_state_bytes_per_param = 8;
   /// Optimizer step: bytes moved per parameter (Adam mixed precision: read/write fp32 master,
   /// two moments, grad, fp16 copy) and the device memory bandwidth fraction reached.
   double optimizer_bytes_per_param = 36;
@@ -200,6 +206,7 @@ struct endpoint {
   int zone = -1;
   int gpu = -1;
   int tp = 1;
+  int region = 0;  ///< index into the plan's local_sgd regions (0 without local_sgd)
 };
 
 /// Per-replica compute of a layer range, seconds for one micro-batch (update: once per iteration).
@@ -424,6 +431,10 @@ struct resolved_plan {
     replica_list replicas;
   };
   std::vector<stage> stages;
+  /// DiLoCo (config::plan::local_sgd): the regions run `inner_steps` iterations apart (each
+  /// replica's `region` says which), then exchange their parameter deltas. 0: synchronous.
+  int inner_steps = 0;
+  int num_regions = 1;
 };
 
 /// Validates `p` (layers cover the model once, known GPU types and zones, links between
@@ -475,6 +486,14 @@ struct estimate : config::plan_estimate {
   double gpu_usd_per_hour = 0;
   double egress_usd_per_iteration = 0;
   double egress_bytes_per_iteration = 0;  ///< from `simulate`
+  /// DiLoCo plans (resolved_plan::inner_steps > 0), else 0: the slowest region's inner
+  /// iteration; the outer exchange of the parameter deltas (slowest stage, all fragments); the
+  /// exchange time the overlap does not hide plus the outer step, per iteration (amortised over
+  /// the inner steps; iteration_time_s = inner + this); egress $ of the exchange per iteration.
+  double inner_iteration_s = 0;
+  double outer_exchange_s = 0;
+  double outer_exposed_s = 0;
+  double outer_egress_usd_per_iteration = 0;
 
   // Breakdowns (empty from `closed_form`).
   std::vector<stage_estimate> stages;
