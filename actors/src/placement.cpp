@@ -1,3 +1,4 @@
+#include "sailor/config/local_sgd.hpp"
 #include "sailor/actors/placement.hpp"
 
 #include <algorithm>
@@ -241,6 +242,7 @@ std::string describe_plan(const config::plan& p) {
       out << "]";
     }
   }
+  if (p.local_sgd) out << "\n  across regions: " << config::describe_local_sgd(p);
   return out.str();
 }
 

@@ -93,15 +93,15 @@ actors::planning_function even_planner(const coordinator_args& args, const coord
 }
 
 // The job's across_regions: diloco joins the regions of every plan that spans them, whichever
-// planner made it (a plan inside one region stays synchronous; one whose pipelines cross
-// regions is refused, naming data_parallel.across_regions).
+// planner made it (apply_job_data_parallel: a first plan inside one region, or one whose
+// pipelines cross regions, is refused naming data_parallel.across_regions).
 actors::planning_function with_data_parallel(actors::planning_function plan, const coordinator_inputs& in) {
   if (in.job.data_parallel.across_regions != config::across_regions_mode::diloco) return plan;
   return [plan = std::move(plan), job = in.job, pool = in.cluster](const actors::plan_request& request)
              -> result<config::plan> {
     auto p = plan(request);
-    if (!p || p->local_sgd || config::regions_of(*p, pool).size() < 2) return p;
-    if (auto bad = config::apply_data_parallel(*p, job, pool)) return *bad;
+    if (!p) return p;
+    if (auto bad = apply_job_data_parallel(*p, job, pool, !request.has_current)) return *bad;
     return p;
   };
 }

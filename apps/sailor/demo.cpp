@@ -21,6 +21,16 @@ void add_local_run_options(CLI::App* sub, local_run_args& args) {
   sub->add_option("--zones", args.zones,
                   "emulated zones, 1 to min(--nodes, 26) (nodes go round-robin; default: "
                   "min(--nodes, 2))");
+  sub->add_option("--regions", args.regions,
+                  "emulated regions the zones are spread over in blocks (local-1, local-2, ...): "
+                  "with a job whose data_parallel says across_regions: diloco, or that allows "
+                  "local SGD, the regions train apart and exchange their progress every H "
+                  "iterations (DiLoCo)")
+    ->capture_default_str();
+  sub->add_option("--region-link", args.region_link,
+                  "the emulated link between zones of different regions, LATENCY_MS,MBPS "
+                  "(megabytes per second)")
+    ->capture_default_str();
   sub->add_option("--iterations", args.iterations,
                   "training iterations (0: the job file's 'iterations')")
     ->capture_default_str();

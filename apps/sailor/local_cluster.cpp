@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -32,7 +33,8 @@ std::uint64_t host_memory_bytes() {
 
 }  // namespace
 
-config::cluster local_zones_cluster(const config::cluster& base, int nodes, int zones) {
+config::cluster local_zones_cluster(const config::cluster& base, int nodes, int zones, int regions,
+                                    const config::zone_link* cross_region) {
   config::cluster c = base;
   // The local nodes' CPU devices hold what this machine holds, shared among them (three
   // quarters of it: the coordinator, the page cache): the cluster file's figure is nominal,
@@ -50,20 +52,23 @@ config::cluster local_zones_cluster(const config::cluster& base, int nodes, int 
   c.zones.clear();
   c.links.clear();
   c.regions.clear();
-  config::region region{"local", {}};
+  regions = std::clamp(regions, 1, std::max(1, zones));
+  auto region_of = [&](int z) {
+    return regions == 1 ? std::string{"local"} : "local-" + std::to_string(z * regions / zones + 1);
+  };
   for (int z = 0; z < zones; ++z) {
     config::zone zone;
     zone.name = local_zone_name(z);
-    zone.region = "local";
+    zone.region = region_of(z);
     int count = 0;
     for (int k = 0; k < nodes; ++k)
       if (k % zones == z)
         ++count;
     zone.gpus["CPU"] = count;
     c.zones.push_back(zone);
-    region.zones.push_back(zone.name);
+    if (c.regions.empty() || c.regions.back().name != zone.region) c.regions.push_back({zone.region, {}});
+    c.regions.back().zones.push_back(zone.name);
   }
-  c.regions.push_back(region);
   config::zone_link tmpl;
   tmpl.latency_s = 0.002;
   tmpl.bandwidth_gbytes_per_s = 0.1;
@@ -71,7 +76,7 @@ config::cluster local_zones_cluster(const config::cluster& base, int nodes, int 
     tmpl = base.links.front();
   for (int a = 0; a < zones; ++a)
     for (int b = a + 1; b < zones; ++b) {
-      auto l = tmpl;
+      auto l = cross_region && region_of(a) != region_of(b) ? *cross_region : tmpl;
       l.from = local_zone_name(a);
       l.to = local_zone_name(b);
       c.links.push_back(l);

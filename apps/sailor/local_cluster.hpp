@@ -35,6 +35,8 @@ struct local_run_args {
   std::string command = "train";  ///< the subcommand, for messages ("sailor train: ...")
   int nodes = 4;
   int zones = 0;  ///< 0: min(nodes, 2)
+  int regions = 1;  ///< regions the zones are spread over (local_zones_cluster)
+  std::string region_link = "50,12.5";  ///< between zones of different regions: LATENCY_MS,MBPS
   int iterations = 0;  ///< 0: the job file's
   std::string model, job;
   /// The cluster YAML whose catalog and first link are used: the shipped local-2-zones.yaml
@@ -173,7 +175,10 @@ std::string local_zone_name(int z);
 
 /// The base cluster's catalog and first link, with `zones` zones holding the `nodes` nodes'
 /// CPU devices round-robin; a CPU device's memory is this machine's share per node when that
-/// is more than the catalog's.
-config::cluster local_zones_cluster(const config::cluster& base, int nodes, int zones);
+/// is more than the catalog's. With `regions` > 1 the zones are spread over regions local-1,
+/// local-2, ... in blocks (zone z in region z * regions / zones + 1), and zones of different
+/// regions are joined by `cross_region` instead of the first link.
+config::cluster local_zones_cluster(const config::cluster& base, int nodes, int zones, int regions = 1,
+                                    const config::zone_link* cross_region = nullptr);
 
 }  // namespace sailor::app

@@ -94,7 +94,14 @@ result<local_inputs> load_inputs(const local_run_args& args, const fs::path& wor
   if (!base->gpus.find("CPU"))
     return sailor::error::invalid_input(args.cluster, "gpus",
                                         "the catalog has no 'CPU' GPU type (the nodes' devices)");
-  in.cluster = local_zones_cluster(*base, args.nodes, args.zones);
+  if (args.regions < 1 || args.regions > args.zones)
+    return bad("expected between 1 and --zones (" + std::to_string(args.zones) + ") regions", "--regions");
+  auto cross = comm::parse_link_change("local-a:local-b=" + args.region_link, "--region-link");
+  if (!cross)
+    return bad("'" + args.region_link + "': expected LATENCY_MS,MBPS (megabytes per second), e.g. 50,12.5",
+               "--region-link");
+  cross->egress_usd_per_gb = base->defaults.cross_region.egress_usd_per_gb;
+  in.cluster = local_zones_cluster(*base, args.nodes, args.zones, args.regions, &*cross);
   if (auto err = check_link_change(args, in.cluster, in.iterations))
     return *err;
   if (!args.plan.empty()) {

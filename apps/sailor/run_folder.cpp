@@ -160,6 +160,8 @@ status record(const fs::path& dir, const local_run_args& args, const std::string
   j["iterations"] = iterations;
   j["nodes"] = args.nodes;
   j["zones"] = args.zones;
+  j["regions"] = args.regions;
+  j["region_link"] = args.region_link;
   j["cluster"] = fs::absolute(args.cluster).string();
   j["planner"] = args.planner;
   j["init_from"] = args.init_from.empty() ? json(nullptr) : json(fs::absolute(args.init_from).string());
@@ -197,6 +199,8 @@ result<int> resume(local_run_args& args) {
     if (!option_given(args, "--nodes")) args.nodes = j->value("nodes", args.nodes);
     // Other --nodes without --zones: that count's default zones.
     if (!option_given(args, "--zones")) args.zones = option_given(args, "--nodes") ? 0 : j->value("zones", args.zones);
+    if (!option_given(args, "--regions")) args.regions = j->value("regions", args.regions);
+    if (!option_given(args, "--region-link")) args.region_link = j->value("region_link", args.region_link);
     if (!option_given(args, "--cluster")) args.cluster = j->value("cluster", args.cluster);
     if (!option_given(args, "--planner")) args.planner = j->value("planner", args.planner);
     if (!option_given(args, "--init-from") && (*j)["init_from"].is_string()) args.init_from = (*j)["init_from"].get<std::string>();

@@ -29,14 +29,14 @@ status apply_data_parallel(plan& p, const job& j, const cluster& c, int inner_st
   const std::string field = "data_parallel.across_regions";
   if (l.regions.size() < 2)
     return error::invalid_input("", field,
-                                "diloco joins regions, and this plan lies inside one (" +
+                                field + ": diloco joins regions, and this plan lies inside one (" +
                                     (l.regions.empty() ? std::string{"none"} : l.regions.front().name) +
                                     "): its replicas synchronise every iteration; set across_regions: sync");
   plan joined = p;
   joined.local_sgd = l;
   if (auto bad = validate_plan(joined, model_shape{}, nullptr, "")) {
     auto e = *bad;
-    e.message = "the plan cannot run DiLoCo across its regions: " + e.message;
+    e.message = field + ": the plan cannot run DiLoCo across its regions: " + e.message;
     e.field = field;
     return e;
   }
