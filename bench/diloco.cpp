@@ -16,7 +16,8 @@
 // Keys: mode, inner_steps, compression, iterations, tokens_per_s, val_loss (after the same
 // tokens), val_loss_of, cross_region_bytes (every byte the ranks' channels sent: with one
 // stage, only the cross-region phases use them), utilisation (tokens/s over one-region's),
-// seconds.
+// seconds. Each DiLoCo run is followed by a one-region run again, and its utilisation is over
+// the mean of the one-region runs on either side (the machine is shared).
 //
 //   diloco [--iterations N] [--sync-iterations N] [--inner-steps 10,50] [--overlap K]
 //          [--fragments P] [--compression none|int8] [--outer-lr X] [--outer-momentum M]
@@ -135,17 +136,25 @@ int run(const settings& s) {
          {"tokens_per_s", s.sync_iterations * tokens / sync.seconds}, {"val_loss", one.val_loss},
          {"val_loss_of", "one-region"}, {"cross_region_bytes", sync_bytes},
          {"utilisation", s.sync_iterations * tokens / sync.seconds / base}, {"seconds", sync.seconds}});
+  double before = base;
   for (int h : s.inner_steps) {
     auto d = train_plan(s, plan_of(s, "region-b-1", h), s.iterations, true);
     if (!d.error.empty()) return std::fprintf(stderr, "diloco H=%d: %s\n", h, d.error.c_str()), 1;
     const double speed = s.iterations * tokens / d.seconds;
+    // The one-region run again after it: the machine is shared, so each DiLoCo run is
+    // compared with the mean of the one-region runs on either side of it.
+    auto again = train_plan(s, plan_of(s, "region-a-1", 0), s.iterations, false);
+    if (!again.error.empty()) return std::fprintf(stderr, "one-region: %s\n", again.error.c_str()), 1;
+    const double after = s.iterations * tokens / again.seconds;
+    const double around = (before + after) / 2;
+    before = after;
     print({{"mode", "diloco"}, {"inner_steps", h}, {"compression", config::to_string(s.outer.compression)},
            {"overlap_steps", s.outer.overlap_steps}, {"fragments", s.outer.fragments},
            {"outer_lr", s.outer.outer_lr}, {"outer_momentum", s.outer.outer_momentum},
            {"iterations", s.iterations}, {"tokens_per_s", speed}, {"val_loss", d.val_loss},
            {"val_loss_of", "diloco"}, {"val_loss_vs_sync", d.val_loss / one.val_loss - 1},
            {"cross_region_bytes", d.channel_bytes}, {"traffic_vs_sync", sync_bytes / std::max<double>(1, d.channel_bytes)},
-           {"utilisation", speed / base}, {"seconds", d.seconds}});
+           {"utilisation", speed / around}, {"one_region_tokens_per_s", around}, {"seconds", d.seconds}});
   }
   return 0;
 }

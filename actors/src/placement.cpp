@@ -1,10 +1,10 @@
-#include "sailor/config/local_sgd.hpp"
 #include "sailor/actors/placement.hpp"
 
 #include <algorithm>
 #include <set>
 #include <sstream>
 
+#include "sailor/config/local_sgd.hpp"
 #include "sailor/config/text.hpp"
 
 namespace sailor::actors {
