@@ -85,7 +85,7 @@ TEST_CASE("diloco on gcp-5-zones: a job without allow_local_sgd never gets local
   }
 }
 
-TEST_CASE("diloco on gcp-5-zones: the job's inner_steps are kept; across_regions: diloco joins what spans regions") {
+TEST_CASE("diloco on gcp-5-zones: the job's inner_steps are kept, and across_regions: diloco joins what spans regions") {
   auto prob = gcp_problem("opt-350m.yaml", "OPT-350", "max-throughput.yaml");
   prob.job.allow_local_sgd = true;
   prob.job.data_parallel.inner_steps = 40;

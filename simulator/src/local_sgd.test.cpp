@@ -78,7 +78,7 @@ TEST_CASE_FIXTURE(two_regions, "diloco over a slow link is faster per iteration 
   CHECK(diloco.outer_exchange_s > sync.stages[0].allreduce_s);
 }
 
-TEST_CASE_FIXTURE(two_regions, "diloco: more inner steps, less exchange per iteration; overlap hides it") {
+TEST_CASE_FIXTURE(two_regions, "diloco: more inner steps, less exchange per iteration, and overlap hides it") {
   data_parallel.overlap_steps = 0;  // the exchange blocks: all of it is exposed
   const estimate h10 = run(diloco_plan(10));
   const estimate h100 = run(diloco_plan(100));
