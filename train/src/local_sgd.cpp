@@ -59,58 +59,6 @@ private:
   std::thread thread_;
 };
 
-std::int64_t int8_bytes(std::int64_t values) {
-  const std::int64_t blocks = (values + int8_block - 1) / int8_block;
-  return blocks * static_cast<std::int64_t>(sizeof(float)) + values;
-}
-
-void encode_int8(const torch::Tensor& values, std::uint8_t* out) {
-  const std::int64_t n = values.numel(), blocks = (n + int8_block - 1) / int8_block;
-  if (n == 0) return;
-  auto padded = torch::zeros({blocks * int8_block}, torch::kFloat);
-  padded.narrow(0, 0, n).copy_(values.reshape({-1}));
-  auto rows = padded.view({blocks, int8_block});
-  auto scale = rows.abs().amax(1) / 127.0f;
-  auto q = (rows / scale.clamp_min(1e-30f).unsqueeze(1)).round().clamp(-127, 127).to(torch::kChar);
-  std::memcpy(out, scale.contiguous().data_ptr<float>(), static_cast<std::size_t>(blocks) * sizeof(float));
-  std::memcpy(out + blocks * sizeof(float), q.reshape({-1}).narrow(0, 0, n).contiguous().data_ptr<std::int8_t>(),
-              static_cast<std::size_t>(n));
-}
-
-void add_decoded_int8(const std::uint8_t* in, torch::Tensor& into) {
-  const std::int64_t n = into.numel(), blocks = (n + int8_block - 1) / int8_block;
-  if (n == 0) return;
-  auto scale = torch::from_blob(const_cast<std::uint8_t*>(in), {blocks}, torch::kFloat).clone();
-  auto q = torch::zeros({blocks * int8_block}, torch::kChar);
-  std::memcpy(q.data_ptr<std::int8_t>(), in + blocks * sizeof(float), static_cast<std::size_t>(n));
-  auto values = q.to(torch::kFloat).view({blocks, int8_block}) * scale.unsqueeze(1);
-  into.add_(values.reshape({-1}).narrow(0, 0, n));
-}
-
-std::vector<std::pair<std::size_t, std::size_t>> fragments_by_layer(const std::vector<std::int64_t>& numel,
-                                                                    const std::vector<int>& layer_of, int count) {
-  // Whole layers: the parameter ranges where the layer changes.
-  std::vector<std::pair<std::size_t, std::size_t>> layers;
-  for (std::size_t i = 0; i < numel.size(); ++i)
-    if (i == 0 || layer_of[i] != layer_of[i - 1]) layers.push_back({i, i + 1});
-    else layers.back().second = i + 1;
-  std::int64_t total = 0;
-  for (auto n : numel) total += n;
-  std::vector<std::pair<std::size_t, std::size_t>> out;
-  std::int64_t so_far = 0;
-  const int wanted = std::max(1, std::min<int>(count, static_cast<int>(layers.size())));
-  for (std::size_t l = 0; l < layers.size(); ++l) {
-    if (out.empty() || (static_cast<int>(out.size()) < wanted &&
-                        so_far * wanted >= total * static_cast<std::int64_t>(out.size()) &&
-                        layers.size() - l >= static_cast<std::size_t>(wanted) - out.size()))
-      out.push_back({layers[l].first, layers[l].second});
-    else
-      out.back().second = layers[l].second;
-    for (std::size_t i = layers[l].first; i < layers[l].second; ++i) so_far += numel[i];
-  }
-  return out;
-}
-
 local_sgd::local_sgd(std::vector<torch::Tensor> params, const std::vector<int>& layer_of, int inner_steps,
                      const config::data_parallel_options& options, outer_groups groups, std::string who)
     : params_(std::move(params)), inner_steps_(std::max(1, inner_steps)), options_(options),
@@ -208,12 +156,13 @@ std::string local_sgd::exchange(torch::Tensor& flat) {
       if (options_.compression == config::delta_compression::int8) {
         const auto bytes = static_cast<std::size_t>(int8_bytes(n));
         std::vector<std::uint8_t> mine(bytes), all(bytes * static_cast<std::size_t>(group->size()));
-        encode_int8(flat, mine.data());
+        encode_int8({flat.data_ptr<float>(), static_cast<std::size_t>(n)}, mine.data());
         if (auto st = group->all_gather({mine.data(), bytes, comm::element_type::u8},
                                         {all.data(), all.size(), comm::element_type::u8}))
           return st->to_string();
         flat.zero_();
-        for (int m = 0; m < group->size(); ++m) add_decoded_int8(all.data() + m * bytes, flat);
+        for (int m = 0; m < group->size(); ++m)
+          add_decoded_int8(all.data() + m * bytes, {flat.data_ptr<float>(), static_cast<std::size_t>(n)});
         payload_bytes_ += static_cast<std::int64_t>(bytes);
       } else {
         if (auto st = group->all_reduce({flat.data_ptr(), static_cast<std::size_t>(n), comm::element_type::f32}))

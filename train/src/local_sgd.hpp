@@ -23,6 +23,8 @@
 #include <sailor/comm/collective.hpp>
 #include <sailor/config/job.hpp>
 
+#include "int8_pack.hpp"
+
 namespace sailor::train::detail {
 
 /// The communicators of one rank's exchange (any may be null).
@@ -31,14 +33,6 @@ struct outer_groups {
   comm::communicator* sync = nullptr;      ///< the region's replicas of this stage and TP rank
   int sync_root = 0;                       ///< the leader's rank in `sync`
 };
-
-/// Packs fp32 values as int8 with one fp32 scale per block of `int8_block` values (symmetric,
-/// rounded to nearest): `int8_bytes(n)` bytes. Exposed for tests.
-inline constexpr std::int64_t int8_block = 256;
-std::int64_t int8_bytes(std::int64_t values);
-void encode_int8(const torch::Tensor& values, std::uint8_t* out);
-/// Adds the decoded values of `in` (int8_bytes(into.numel()) bytes) to `into`.
-void add_decoded_int8(const std::uint8_t* in, torch::Tensor& into);
 
 /// DiLoCo's outer state of a rank: per parameter, the anchor (the parameters after the last
 /// outer step) and the outer momentum. The same on every replica of every region: the
@@ -101,10 +95,5 @@ private:
   std::atomic<std::int64_t> payload_bytes_{0};
   std::unique_ptr<serial_worker> worker_;
 };
-
-/// Fragments of parameters by layer: `count` contiguous ranges of whole layers with about
-/// equal element counts (fewer when there are fewer layers). Exposed for tests.
-std::vector<std::pair<std::size_t, std::size_t>> fragments_by_layer(const std::vector<std::int64_t>& numel,
-                                                                    const std::vector<int>& layer_of, int count);
 
 }  // namespace sailor::train::detail
