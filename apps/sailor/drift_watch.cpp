@@ -47,6 +47,18 @@ bool same_shape(const config::plan& a, const config::plan& b) {
   return true;
 }
 
+// Same shape and every replica on the same nodes: a re-plan to `a` while `b` runs changes
+// nothing.
+bool same_placement(const config::plan& a, const config::plan& b) {
+  if (!same_shape(a, b))
+    return false;
+  for (std::size_t s = 0; s < a.stages.size(); ++s)
+    for (std::size_t r = 0; r < a.stages[s].replicas.size(); ++r)
+      if (a.stages[s].replicas[r].nodes != b.stages[s].replicas[r].nodes)
+        return false;
+  return true;
+}
+
 }  // namespace
 
 void node_speeds::add(const std::string& node, double compute_s, double predicted_compute_s,
@@ -179,6 +191,16 @@ std::optional<std::string> drift_watch::check(const std::vector<actors::board_ra
     std::fprintf(stderr, "  warning: %s is %.1fx slower, but no plan around it: %s\n",
                  slow->first.c_str(), slow->second, choice.error().message.c_str());
     last_replan_iteration_ = done;  // not again at once
+    return std::nullopt;
+  }
+  // The plan around it is the running one (the slow node is all there is, or the search keeps
+  // its share): re-planning would change nothing, however its prediction compares with a
+  // measurement a loaded machine slowed down.
+  if (current && same_placement(choice->plan, *current)) {
+    std::fprintf(stderr, "  not re-planning: %s is %.1fx slower, but the plan around it is the running one\n",
+                 slow->first.c_str(), slow->second);
+    last_replan_iteration_ = done;
+    forget_slowdown(slow->first);
     return std::nullopt;
   }
   const double cost_per_iteration = options_.replan_cost_s / left;
