@@ -31,6 +31,16 @@ struct outcome {
   std::vector<std::string> errors;
 };
 
+// An outcome with room for `n` ranks.
+outcome outcome_of(int n) {
+  outcome out;
+  out.data.resize(n);
+  out.cross_bytes.resize(n);
+  out.seconds.resize(n);
+  out.errors.resize(n);
+  return out;
+}
+
 // Ranks as threads of this process, rank r in zone zones[r]: their zone layout, and the
 // stores their Gloo groups and channels meet through, every wait bounded by `timeout`.
 struct ranks_in_zones {
@@ -98,11 +108,7 @@ outcome run(const std::vector<std::string>& zones, std::size_t count,
             std::optional<config::zone_link> link = std::nullopt) {
   const int n = static_cast<int>(zones.size());
   const ranks_in_zones ranks{zones, 20s};
-  outcome out;
-  out.data.resize(n);
-  out.cross_bytes.resize(n);
-  out.seconds.resize(n);
-  out.errors.resize(n);
+  auto out = outcome_of(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
@@ -143,11 +149,7 @@ void check_sum(const outcome& o, std::size_t count) {
 outcome run_gather(const std::vector<std::string>& zones, std::size_t count) {
   const int n = static_cast<int>(zones.size());
   const ranks_in_zones ranks{zones, 20s};
-  outcome out;
-  out.data.resize(n);
-  out.cross_bytes.resize(n);
-  out.seconds.resize(n);
-  out.errors.resize(n);
+  auto out = outcome_of(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {

@@ -240,6 +240,19 @@ struct restore_slice {
   std::vector<std::int64_t> shape, full;
 };
 
+// This rank's slice of parameter `i` of `module`.
+restore_slice slice_of(const models::stage_module& module, std::size_t i) {
+  restore_slice s;
+  s.p = &module.parameters()[i];
+  s.layer = module.layer_of(i);
+  s.shape = s.p->tensor.sizes().vec();
+  s.dim = s.p->shard_dim;
+  s.length = s.dim >= 0 ? s.shape[s.dim] : 0;
+  s.begin = module.tp().rank * s.length;
+  s.full = full_shape(s.shape, s.dim, s.p->full_size);
+  return s;
+}
+
 // State `state_name` of slice `s` read from `readers` into `out` (AdamW's step count of the
 // parameter into `step` with its "param"); a part that is not finite refuses the restore.
 status assemble_state_slice(std::vector<std::unique_ptr<shard_reader>>& readers,
@@ -305,20 +318,12 @@ status load_from(std::vector<std::unique_ptr<shard_reader>>& readers, const std:
   }
 
   const auto& params = module.parameters();
-  const int my_rank = module.tp().rank;
   // values[i][k]: state k of parameter i, assembled on the CPU.
   std::vector<std::vector<torch::Tensor>> values(params.size());
   std::vector<std::int64_t> steps(params.size(), 0);
   try {
     for (std::size_t i = 0; i < params.size(); ++i) {
-      restore_slice s;
-      s.p = &params[i];
-      s.layer = module.layer_of(i);
-      s.shape = s.p->tensor.sizes().vec();
-      s.dim = s.p->shard_dim;
-      s.length = s.dim >= 0 ? s.shape[s.dim] : 0;
-      s.begin = my_rank * s.length;
-      s.full = full_shape(s.shape, s.dim, s.p->full_size);
+      const restore_slice s = slice_of(module, i);
       for (const auto& state_name : states) {
         auto out = torch::empty(s.shape, torch::TensorOptions().dtype(s.p->tensor.scalar_type()));
         if (auto st = assemble_state_slice(readers, s, state_name, where, folder,
@@ -368,14 +373,7 @@ status load_outer(std::vector<std::unique_ptr<shard_reader>>& readers, const std
   outer_tensors got;
   try {
     for (std::size_t i = 0; i < params.size(); ++i) {
-      restore_slice s;
-      s.p = &params[i];
-      s.layer = module.layer_of(i);
-      s.shape = s.p->tensor.sizes().vec();
-      s.dim = s.p->shard_dim;
-      s.length = s.dim >= 0 ? s.shape[s.dim] : 0;
-      s.begin = module.tp().rank * s.length;
-      s.full = full_shape(s.shape, s.dim, s.p->full_size);
+      const restore_slice s = slice_of(module, i);
       std::int64_t unused_step = 0;
       for (auto* into : {&got.anchor, &got.momentum}) {
         auto t = torch::empty(s.shape, torch::TensorOptions().dtype(s.p->tensor.scalar_type()));
