@@ -93,7 +93,7 @@ actors::planning_function even_planner(const coordinator_args& args, const coord
 }
 
 // The job's across_regions: diloco joins the regions of every plan that spans them, whichever
-// planner made it (apply_job_data_parallel: a first plan inside one region, or one whose
+// planner made it (config::apply_data_parallel: a first plan inside one region, or one whose
 // pipelines cross regions, is refused naming data_parallel.across_regions).
 actors::planning_function with_data_parallel(actors::planning_function plan, const coordinator_inputs& in) {
   if (in.job.data_parallel.across_regions != config::across_regions_mode::diloco) return plan;
@@ -101,7 +101,7 @@ actors::planning_function with_data_parallel(actors::planning_function plan, con
              -> result<config::plan> {
     auto p = plan(request);
     if (!p) return p;
-    if (auto bad = apply_job_data_parallel(*p, job, pool, !request.has_current)) return *bad;
+    if (auto bad = config::apply_data_parallel(*p, job, pool, 0, !request.has_current)) return *bad;
     return p;
   };
 }

@@ -272,7 +272,7 @@ result<planned> plan_and_predict(const local_planning_inputs& in,
     p.global_batch = in.job.global_batch;
   // The job's across_regions: diloco joins the regions of a plan that spans them, whichever
   // planner made it (as `sailor coordinator` does).
-  if (auto bad = apply_job_data_parallel(p, in.job, in.cluster, !request.has_current)) return *bad;
+  if (auto bad = config::apply_data_parallel(p, in.job, in.cluster, 0, !request.has_current)) return *bad;
   // The same check as `sailor coordinator --train-dir` (training_setup.hpp).
   if (auto why = memory_refusal(in.model, p, slowed_in.cluster, in.job);
       !why.empty() && in.refuse_unfit)

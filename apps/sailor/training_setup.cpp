@@ -1,7 +1,5 @@
 #include "training_setup.hpp"
 
-#include "sailor/config/local_sgd.hpp"
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -175,20 +173,6 @@ static std::string node_path(const std::string& path) {
   std::error_code ec;
   auto absolute = fs::absolute(path, ec);
   return ec ? path : absolute.lexically_normal().string();
-}
-
-status apply_job_data_parallel(config::plan& plan, const config::job& job, const config::cluster& cluster,
-                               bool first_plan) {
-  if (job.data_parallel.across_regions != config::across_regions_mode::diloco || plan.local_sgd) return {};
-  if (config::regions_of(plan, cluster).size() < 2 && !first_plan) {
-    std::fprintf(stderr, "  note: the new plan lies inside one region: its replicas synchronise every "
-                         "iteration until a plan spans regions again (data_parallel.across_regions: diloco)\n");
-    return {};
-  }
-  auto refused = config::apply_data_parallel(plan, job, cluster);
-  if (refused && config::regions_of(plan, cluster).size() < 2)
-    refused->message += " (sailor train and demo: --regions spreads the zones over regions)";
-  return refused;
 }
 
 void fill_job_settings(actors::training_job& tj, const config::job& job) {

@@ -52,13 +52,6 @@ std::string memory_refusal(const config::model_shape& model, const config::plan&
 status cost_refusal(const config::model_shape& model, const config::plan& plan,
                     const config::cluster& cluster, const config::job& job, double iteration_s);
 
-/// The job's across_regions: diloco applied to a plan a planner made (config::
-/// apply_data_parallel): a plan that spans regions joins them. A job's first plan inside one
-/// region is refused naming data_parallel.across_regions; a re-plan inside one region (a
-/// region lost) stays synchronous, and says so on stderr.
-status apply_job_data_parallel(config::plan& plan, const config::job& job, const config::cluster& cluster,
-                               bool first_plan);
-
 /// The job's name in the nodes' state folders (checkpoints/<key>/v<plan>/): a hash of the
 /// coordinator's train folder and the model, so that a coordinator started again on its
 /// folder resumes, and another job never does from these shards.

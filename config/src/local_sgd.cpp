@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "sailor/config/load.hpp"
+#include "sailor/config/log.hpp"
 
 namespace sailor::config {
 
@@ -19,10 +20,15 @@ std::vector<local_sgd_plan::region> regions_of(const plan& p, const cluster& c) 
   return out;
 }
 
-status apply_data_parallel(plan& p, const job& j, const cluster& c, int inner_steps) {
+status apply_data_parallel(plan& p, const job& j, const cluster& c, int inner_steps, bool first_plan) {
   if (j.data_parallel.across_regions != across_regions_mode::diloco || p.local_sgd) return {};
   local_sgd_plan l;
   l.regions = regions_of(p, c);
+  if (l.regions.size() < 2 && !first_plan) {
+    log::get("config")->info("the new plan lies inside one region: its replicas synchronise every iteration "
+                             "until a plan spans regions again (data_parallel.across_regions: diloco)");
+    return {};
+  }
   l.inner_steps = j.data_parallel.inner_steps > 0 ? j.data_parallel.inner_steps
                   : inner_steps > 0               ? inner_steps
                                                   : default_inner_steps;
@@ -31,7 +37,8 @@ status apply_data_parallel(plan& p, const job& j, const cluster& c, int inner_st
     return error::invalid_input("", field,
                                 field + ": diloco joins regions, and this plan lies inside one (" +
                                     (l.regions.empty() ? std::string{"none"} : l.regions.front().name) +
-                                    "): its replicas synchronise every iteration; set across_regions: sync");
+                                    "): its replicas synchronise every iteration; set across_regions: sync, or "
+                                    "place replicas in two or more regions");
   plan joined = p;
   joined.local_sgd = l;
   if (auto bad = validate_plan(joined, model_shape{}, nullptr, "")) {

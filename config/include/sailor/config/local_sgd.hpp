@@ -23,9 +23,10 @@ std::vector<local_sgd_plan::region> regions_of(const plan& p, const cluster& c);
 /// Makes `p` follow the job's data_parallel choice: `diloco` joins the plan's regions with
 /// the job's inner_steps (else `inner_steps`, else default_inner_steps) when the plan has no
 /// local_sgd of its own; `sync` leaves the plan as it is. Refused, naming
-/// data_parallel.across_regions, when the plan lies inside one region or a pipeline of it
-/// crosses regions.
-status apply_data_parallel(plan& p, const job& j, const cluster& c, int inner_steps = 0);
+/// data_parallel.across_regions, when a pipeline of the plan crosses regions, or when the
+/// job's first plan (`first_plan`) lies inside one region; a re-plan inside one region (a
+/// region lost) stays synchronous, with a note in the log.
+status apply_data_parallel(plan& p, const job& j, const cluster& c, int inner_steps = 0, bool first_plan = true);
 
 /// One line for people: "DiLoCo across 2 regions (us-central1, europe-west4), every 50
 /// iterations" or "synchronous".
